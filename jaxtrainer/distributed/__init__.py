@@ -1,0 +1,34 @@
+"""Cross-device helpers for code that runs inside ``training_step``.
+
+All of them are no-ops (or return trivial values) outside a mapped axis, so a
+module written with them runs under every strategy.
+"""
+
+from jaxtrainer.distributed.axis import (
+    AXIS_NAME,
+    axis_index,
+    axis_size,
+    bound_axes,
+    local_size,
+    pmax,
+    pmean,
+    pmin,
+    psum,
+)
+from jaxtrainer.distributed.gradients import gradient_update
+from jaxtrainer.distributed.keys import fold_in_device, split_key_to_devices
+
+__all__ = [
+    "AXIS_NAME",
+    "axis_index",
+    "axis_size",
+    "bound_axes",
+    "fold_in_device",
+    "gradient_update",
+    "local_size",
+    "pmax",
+    "pmean",
+    "pmin",
+    "psum",
+    "split_key_to_devices",
+]

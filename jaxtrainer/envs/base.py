@@ -1,0 +1,194 @@
+"""The environment interface: one functional API over gymnax, brax and your own.
+
+An :class:`Env` is a plain Python object (not a pytree) holding only static
+configuration; all dynamic data lives in the :class:`EnvState` pytree it returns.
+It describes ONE environment; :meth:`Env.reset_batch` and :meth:`Env.step_batch`
+``vmap`` it over a batch.
+
+Every Env:
+  * auto-resets: the ``obs`` returned by :meth:`Env.step` after an episode ends is
+    the first observation of the next episode, and the observation the ended
+    episode reached is in :attr:`StepInfo.final_obs`, so value targets can
+    bootstrap on a time limit (FIELD_REPORTS F19);
+  * keeps ``terminated`` (a terminal state: no bootstrap) apart from ``truncated``
+    (a time limit: bootstrap from ``final_obs``);
+  * tracks episode statistics: :attr:`StepInfo.episode_return` and
+    :attr:`StepInfo.episode_length` are the running totals of the current episode
+    including this step, so where :attr:`StepInfo.done` is set they are the
+    completed episode's. Report them with
+    ``Mean.of(info.episode_return, mask=info.done)``, which counts completed
+    episodes only and reports nothing when none completed (F17).
+
+To add an environment, subclass :class:`Env`, set the spec attributes and
+implement :meth:`Env.reset_env` and :meth:`Env.step_env` (the raw, auto-resetting
+dynamics); the base class adds the episode statistics.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+Observation = Any
+Action = jax.Array
+
+
+@struct.dataclass
+class EnvState:
+    """State of one environment (or of a batch, with a leading axis on every leaf).
+
+    Attributes:
+      env_state: the wrapped simulator's state (gymnax ``EnvState``, brax ``State``...).
+      episode_return: ``float32[]``, undiscounted return of the current episode so far.
+      episode_length: ``int32[]``, steps taken in the current episode so far.
+    """
+
+    env_state: Any
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+
+@struct.dataclass
+class StepInfo:
+    """What one :meth:`Env.step` reports besides the next observation and state.
+
+    Shapes are for one environment; batched calls add a leading ``[num_envs]`` axis.
+
+    Attributes:
+      reward: ``float32[]``, reward of this transition.
+      terminated: ``bool[]``, the episode reached a terminal state; the value of
+        ``final_obs`` is 0 by definition.
+      truncated: ``bool[]``, the episode was cut by a time limit without
+        terminating; bootstrap from ``final_obs``. Never set together with
+        ``terminated``.
+      final_obs: the observation this transition reached, before any auto-reset
+        (equal to the returned ``obs`` when the episode goes on).
+      episode_return: ``float32[]``, return of the current episode including this
+        step; the completed episode's return where :attr:`done`.
+      episode_length: ``int32[]``, length of the current episode including this step.
+    """
+
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    final_obs: Observation
+    episode_return: jax.Array
+    episode_length: jax.Array
+
+    @property
+    def done(self) -> jax.Array:
+        """``bool[]``: the episode ended with this step (terminated or truncated)."""
+        return jnp.logical_or(self.terminated, self.truncated)
+
+
+class Env(abc.ABC):
+    """One environment as pure functions: ``reset(key)`` and ``step(key, state, action)``.
+
+    Spec attributes (static Python values, set by subclasses):
+      name: the id the env was made from (``"CartPole-v1"``, ``"brax/ant"``).
+      observation_shape: shape of one observation.
+      observation_dtype: dtype of observations.
+      discrete: ``True`` for a categorical action space.
+      num_actions: number of discrete actions (0 for continuous envs).
+      action_size: number of action dimensions for continuous envs (1 for discrete
+        ones, whose actions are ``int32[]`` scalars).
+      action_low, action_high: ``float32[action_size]`` numpy bounds of continuous
+        actions (``None`` for discrete envs).
+      max_episode_steps: the time limit after which episodes are truncated.
+    """
+
+    name: str
+    observation_shape: tuple[int, ...]
+    observation_dtype: Any
+    discrete: bool
+    num_actions: int
+    action_size: int
+    action_low: np.ndarray | None
+    action_high: np.ndarray | None
+    max_episode_steps: int
+
+    # ---- to implement ----------------------------------------------------
+    @abc.abstractmethod
+    def reset_env(self, key: jax.Array) -> tuple[Observation, Any]:
+        """Start an episode: ``(obs, simulator_state)``. ``key``: typed PRNG key."""
+
+    @abc.abstractmethod
+    def step_env(
+        self, key: jax.Array, env_state: Any, action: Action
+    ) -> tuple[Observation, Any, jax.Array, jax.Array, jax.Array, Observation]:
+        """One auto-resetting transition of the simulator.
+
+        Returns:
+          ``(obs, env_state, reward, terminated, truncated, final_obs)``: ``obs`` and
+          ``env_state`` already reset where the episode ended; ``final_obs`` the
+          observation reached before the reset.
+        """
+
+    # ---- the public API --------------------------------------------------
+    @property
+    def observation_size(self) -> int:
+        """Number of scalars in one observation (``prod(observation_shape)``)."""
+        return math.prod(self.observation_shape)
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """Shape of one action: ``()`` for discrete envs, ``(action_size,)`` otherwise."""
+        return () if self.discrete else (self.action_size,)
+
+    def reset(self, key: jax.Array) -> tuple[Observation, EnvState]:
+        """A fresh episode: ``(obs, state)``; ``obs`` has shape :attr:`observation_shape`."""
+        obs, env_state = self.reset_env(key)
+        return obs, EnvState(env_state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
+
+    def step(
+        self, key: jax.Array, state: EnvState, action: Action
+    ) -> tuple[Observation, EnvState, StepInfo]:
+        """One transition with auto-reset: ``(obs, state, info)``.
+
+        Args:
+          key: typed PRNG key (used for stochastic dynamics and the reset).
+          state: this env's :class:`EnvState`.
+          action: ``int32[]`` for discrete envs, ``float32[action_size]`` otherwise
+            (not clipped here: clip to ``action_low/high`` before stepping).
+        """
+        obs, env_state, reward, terminated, truncated, final_obs = self.step_env(
+            key, state.env_state, action)
+        reward = jnp.asarray(reward, jnp.float32).reshape(())
+        terminated = jnp.asarray(terminated, jnp.bool_).reshape(())
+        truncated = jnp.logical_and(jnp.asarray(truncated, jnp.bool_).reshape(()),
+                                    jnp.logical_not(terminated))
+        done = jnp.logical_or(terminated, truncated)
+        episode_return = state.episode_return + reward
+        episode_length = state.episode_length + 1
+        info = StepInfo(reward, terminated, truncated, final_obs, episode_return, episode_length)
+        next_state = EnvState(
+            env_state,
+            jnp.where(done, 0.0, episode_return),
+            jnp.where(done, 0, episode_length),
+        )
+        return obs, next_state, info
+
+    def reset_batch(self, key: jax.Array, num_envs: int) -> tuple[Observation, EnvState]:
+        """``num_envs`` fresh episodes: obs ``[num_envs, *observation_shape]`` and a
+        batched :class:`EnvState`."""
+        return jax.vmap(self.reset)(jax.random.split(key, num_envs))
+
+    def step_batch(
+        self, key: jax.Array, state: EnvState, action: Action
+    ) -> tuple[Observation, EnvState, StepInfo]:
+        """:meth:`step` for a batch; ``action`` has a leading ``[num_envs]`` axis and
+        every output gains one. ``key`` is split into one key per env."""
+        num_envs = jax.tree.leaves(state.episode_length)[0].shape[0]
+        return jax.vmap(self.step)(jax.random.split(key, num_envs), state, action)
+
+    def __repr__(self) -> str:
+        space = (f"Discrete({self.num_actions})" if self.discrete
+                 else f"Box({self.action_size}, low={self.action_low}, high={self.action_high})")
+        return (f"{type(self).__name__}({self.name!r}, obs={self.observation_shape}, "
+                f"actions={space}, max_episode_steps={self.max_episode_steps})")

@@ -1,0 +1,7 @@
+"""Loggers are callbacks that write metrics on the global-zero process."""
+
+from jaxtrainer.loggers.base import Logger, to_number
+from jaxtrainer.loggers.csv_logger import CSVLogger
+from jaxtrainer.loggers.tensorboard import TensorBoardLogger
+
+__all__ = ["CSVLogger", "Logger", "TensorBoardLogger", "to_number"]

@@ -1,0 +1,126 @@
+"""Logger base: a Callback that writes metrics, only on the global-zero process."""
+
+from __future__ import annotations
+
+import numbers
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from jaxtrainer.callbacks.base import Callback
+
+if TYPE_CHECKING:
+    from jaxtrainer.module import Module
+    from jaxtrainer.trainer import Trainer
+
+
+def to_number(name: str, value: Any) -> float | int:
+    """A logged value as a Python number (FIELD_REPORTS F21).
+
+    Python numbers pass; numpy and JAX scalars and 1-element arrays of any
+    numeric dtype (bfloat16 included) are converted.
+
+    Raises:
+      TypeError: ``value`` is not numeric or has more than one element; the
+        message names the metric and its shape.
+    """
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Number) and not isinstance(value, complex):
+        return value if isinstance(value, int) else float(value)
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        arr = np.asarray(value)
+        numeric = arr.dtype.kind in "biuf" or arr.dtype.name == "bfloat16"
+        if numeric and arr.size == 1:
+            if arr.dtype.kind in "biu":
+                return int(arr.reshape(()))
+            return float(arr.astype(np.float64).reshape(()))
+        raise TypeError(
+            f"metric {name!r} has shape {tuple(shape)} and dtype {arr.dtype}; "
+            "only scalars (or 1-element arrays) of a numeric dtype can be logged"
+        )
+    raise TypeError(f"metric {name!r} is a {type(value).__name__}; expected a number")
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts to ``{"a/b": value}``."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "/"))
+        else:
+            out[key] = v
+    return out
+
+
+def hparam_value(v: Any) -> Any:
+    """A hyperparameter as something every backend accepts (number, str, bool)."""
+    if isinstance(v, (bool, int, float, str)):
+        return v
+    if v is None:
+        return "None"
+    return str(v)
+
+
+class Logger(Callback):
+    """Base class of loggers. Subclasses implement :meth:`log_metrics`,
+    :meth:`log_hyperparams` and :meth:`finalize`; the hooks below call them on
+    the global-zero process only, with every value checked by :func:`to_number`.
+
+    Logged step: ``metrics["step"]`` (global training steps done).
+    """
+
+    def __init__(self) -> None:
+        self._active = False
+
+    @property
+    def state_key(self) -> str:
+        return f"{type(self).__qualname__}"
+
+    # -- to implement ---------------------------------------------------------
+    def start(self, trainer: Trainer, module: Module) -> None: ...
+
+    def log_metrics(self, metrics: dict[str, float | int], step: int) -> None:
+        raise NotImplementedError
+
+    def log_hyperparams(self, params: dict[str, Any]) -> None: ...
+
+    def finalize(self, status: str) -> None:
+        """Flush and close. ``status``: ``"success"``, ``"failed"`` or ``"interrupted"``."""
+
+    # -- hooks ---------------------------------------------------------------
+    def on_fit_start(self, trainer: Trainer, module: Module) -> None:
+        if not trainer.is_global_zero:
+            return
+        self.start(trainer, module)
+        self._active = True
+        params = {k: hparam_value(v) for k, v in flatten(trainer.hparams(module)).items()}
+        self.log_hyperparams(params)
+
+    def _log(self, metrics: dict[str, Any]) -> None:
+        if not self._active:
+            return
+        values = {k: to_number(k, v) for k, v in metrics.items() if k != "step"}
+        self.log_metrics(values, int(metrics["step"]))
+
+    def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        self._log(metrics)
+
+    def on_evaluation_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        self._log(metrics)
+
+    def _close(self, status: str) -> None:
+        if self._active:
+            self._active = False
+            self.finalize(status)
+
+    def on_fit_end(self, trainer: Trainer, module: Module) -> None:
+        self._close("success")
+
+    def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
+        self._close("interrupted" if isinstance(exception, KeyboardInterrupt) else "failed")
+
+    def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
+        self._close("success")

@@ -1,0 +1,89 @@
+"""CSVLogger: ``metrics.csv`` in the run directory."""
+
+from __future__ import annotations
+
+import csv
+import os
+from typing import TYPE_CHECKING, Any
+
+from jaxtrainer.loggers.base import Logger
+
+if TYPE_CHECKING:
+    from jaxtrainer.module import Module
+    from jaxtrainer.trainer import Trainer
+
+
+class CSVLogger(Logger):
+    """Write one row per log call to ``<log_dir>/metrics.csv`` (column ``step``
+    first, then metric names in order of first appearance; empty cells where a
+    metric was not logged) and hyperparameters to ``hparams.csv``.
+
+    Rows are appended; a new column rewrites the file once with the wider
+    header (atomically, via a temporary file and ``os.replace``), so the file is
+    always valid CSV. Resuming a run appends to the existing file.
+
+    Args:
+      save_dir: directory for the files; default ``trainer.log_dir``.
+      flush_every_n_rows: rows buffered between writes (1 = write every row).
+    """
+
+    def __init__(self, save_dir: str | os.PathLike | None = None, flush_every_n_rows: int = 1):
+        super().__init__()
+        self.save_dir = save_dir
+        self.flush_every_n_rows = max(1, int(flush_every_n_rows))
+        self.path: str | None = None
+        self._columns: list[str] = []
+        self._rows: list[dict[str, Any]] = []
+        self._pending = 0
+        self._written_columns: list[str] = []
+
+    def start(self, trainer: Trainer, module: Module) -> None:
+        directory = os.fspath(self.save_dir or trainer.log_dir)
+        os.makedirs(directory, exist_ok=True)
+        self.path = os.path.join(directory, "metrics.csv")
+        self._columns, self._rows = ["step"], []
+        if os.path.exists(self.path):
+            with open(self.path, newline="") as f:
+                reader = csv.DictReader(f)
+                self._columns = list(reader.fieldnames or ["step"])
+                self._rows = [dict(r) for r in reader]
+        self._written_columns = list(self._columns) if self._rows else []
+        self._pending = 0
+
+    def log_hyperparams(self, params: dict[str, Any]) -> None:
+        assert self.path is not None
+        with open(os.path.join(os.path.dirname(self.path), "hparams.csv"), "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["name", "value"])
+            for k, v in params.items():
+                writer.writerow([k, v])
+
+    def log_metrics(self, metrics: dict[str, float | int], step: int) -> None:
+        for k in metrics:
+            if k not in self._columns:
+                self._columns.append(k)
+        self._rows.append({"step": step, **metrics})
+        self._pending += 1
+        if self._pending >= self.flush_every_n_rows:
+            self._write()
+
+    def _write(self) -> None:
+        assert self.path is not None
+        if self._columns == self._written_columns:
+            with open(self.path, "a", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=self._columns, restval="")
+                writer.writerows(self._rows[len(self._rows) - self._pending:])
+            self._pending = 0
+            return
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=self._columns, restval="")
+            writer.writeheader()
+            writer.writerows(self._rows)
+        os.replace(tmp, self.path)  # atomic: a crash never leaves a half-written file
+        self._written_columns = list(self._columns)
+        self._pending = 0
+
+    def finalize(self, status: str) -> None:
+        if self._pending:
+            self._write()

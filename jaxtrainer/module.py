@@ -1,0 +1,98 @@
+"""The user contracts: :class:`Module` (one agent) and :class:`PopulationModule`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+State = Any
+Metrics = dict[str, Any]
+
+
+class Module:
+    """A training algorithm as pure functions over a state pytree.
+
+    Subclass it and implement :meth:`init_state` and :meth:`training_step`
+    (and :meth:`evaluation_step` to be evaluated). The strategy traces these
+    functions once per device inside ``jax.shard_map`` over the data axis
+    :data:`jaxtrainer.distributed.AXIS_NAME`; use :mod:`jaxtrainer.distributed`
+    (``pmean``, ``local_size``, ``fold_in_device``, ``gradient_update``) for
+    anything that depends on the devices. Sizes in the module's config are global.
+
+    How state is laid out:
+      ``init_state`` receives the same key on every device. Leaves computed from
+      it alone (parameters, optimizer state) are identical on every device and
+      are *replicated*; leaves that depend on the device (anything built from
+      :func:`~jaxtrainer.distributed.fold_in_device` or
+      :func:`~jaxtrainer.distributed.axis_index`, such as environment states) are
+      *sharded* along their leading axis. The strategy infers this from JAX's
+      varying-manual-axes types, so ``trainer.state`` and checkpoints hold one
+      logical copy whose shapes do not depend on the device count (a sharded
+      scalar gains a leading axis of size ``num_devices``). A replicated leaf that
+      ``training_step`` makes device-dependent (e.g. an un-averaged gradient) is an
+      error raised at trace time, naming the leaf (FIELD_REPORTS F2).
+
+    Attributes:
+      env_steps_per_step: environment transitions one ``training_step`` consumes
+        over all devices (0 for modules that use no environment). Drives
+        ``Trainer(max_env_steps=...)`` and the ``env_steps`` metric.
+    """
+
+    env_steps_per_step: int = 0
+
+    def validate(self, num_devices: int) -> None:
+        """Check global sizes against the device count before anything compiles.
+
+        Raises:
+          ValueError: a global size cannot be split over ``num_devices``.
+        """
+
+    def init_state(self, key: jax.Array) -> State:
+        """The initial state, traced per device. ``key``: typed key, same on every device."""
+        raise NotImplementedError
+
+    def training_step(self, state: State, key: jax.Array) -> tuple[State, Metrics]:
+        """One update. ``key`` is unique to (seed, global step, device).
+
+        Returns the new state and scalar metrics (``jax.Array`` of shape ``()`` or
+        :class:`jaxtrainer.metrics.Mean`), averaged by the strategy over devices
+        and over the steps of a log interval.
+        """
+        raise NotImplementedError
+
+    def evaluation_step(self, state: State, key: jax.Array) -> Metrics:
+        """Evaluate ``state``; metrics as in :meth:`training_step`. Optional."""
+        raise NotImplementedError(f"{type(self).__name__} does not define evaluation_step")
+
+    def has_evaluation(self) -> bool:
+        return type(self).evaluation_step is not Module.evaluation_step
+
+    def hparams(self) -> dict[str, Any]:
+        """Hyperparameters to log once at the start of ``fit`` (flat or nested dict)."""
+        return {}
+
+
+class PopulationModule:
+    """An evolution strategy as ``init_state / ask / evaluate / tell``.
+
+    ``ask`` returns a population whose leaves have a leading axis of size
+    ``population_size``; the PopulationTrainer evaluates members sharded over the
+    devices (``evaluate`` sees one member) and calls ``tell`` with every real
+    member's fitness (padding never reaches it).
+    """
+
+    def init_state(self, key: jax.Array) -> State:
+        raise NotImplementedError
+
+    def ask(self, state: State, key: jax.Array) -> tuple[Any, State]:
+        raise NotImplementedError
+
+    def evaluate(self, member: Any, key: jax.Array) -> tuple[jax.Array, Metrics]:
+        raise NotImplementedError
+
+    def tell(self, state: State, population: Any, fitness: jax.Array) -> tuple[State, Metrics]:
+        raise NotImplementedError
+
+    def hparams(self) -> dict[str, Any]:
+        return {}

@@ -1,0 +1,19 @@
+"""Strategies: how a Module's state and steps are laid out on devices."""
+
+from jaxtrainer.strategies.base import LeafLayout, Strategy
+from jaxtrainer.strategies.pmap import PmapStrategy
+from jaxtrainer.strategies.registry import available, register, resolve
+from jaxtrainer.strategies.single_device import SingleDeviceStrategy
+
+register(SingleDeviceStrategy)
+register(PmapStrategy)
+
+__all__ = [
+    "LeafLayout",
+    "PmapStrategy",
+    "SingleDeviceStrategy",
+    "Strategy",
+    "available",
+    "register",
+    "resolve",
+]

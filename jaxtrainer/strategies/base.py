@@ -1,0 +1,353 @@
+"""The Strategy: where a Module's pure functions meet devices.
+
+Every strategy here runs ``training_step`` under ``jax.jit(jax.shard_map(...))``
+over a mesh whose data axis is :data:`jaxtrainer.distributed.AXIS_NAME`.
+Subclasses only choose the devices and the mesh; this base class owns state
+layout (replicated vs sharded leaves), per-device keys, fusing ``n`` steps in
+one compiled loop, metric reduction and moving state between layouts.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxtrainer import metrics as metrics_lib
+from jaxtrainer.distributed import AXIS_NAME
+from jaxtrainer.module import Module
+
+DevicesArg = int | str | Sequence[jax.Device]
+
+
+def _varying_axes(x: Any) -> frozenset[str]:
+    """Mesh axes along which the traced value ``x`` may differ between devices."""
+    aval = jax.typeof(x)
+    vma = getattr(aval, "vma", None)
+    if vma is None:  # jax 0.10 spells it manual_axis_type.varying
+        vma = aval.manual_axis_type.varying
+    return frozenset(vma)
+
+
+def _path_str(path) -> str:
+    return jax.tree_util.keystr(path) or "<root>"
+
+
+@dataclass(frozen=True)
+class LeafLayout:
+    """How one state leaf is laid out: replicated, or sharded on its leading axis.
+
+    ``expanded``: the per-device value is a scalar, so it gains a leading axis of
+    size 1 per device (``num_devices`` globally).
+    """
+
+    sharded: bool
+    expanded: bool = False
+
+
+@dataclass(frozen=True)
+class CompiledTrain:
+    """``fn(state, root_key, start_step: int32[], num_steps: int32[]) -> (state, metrics)``."""
+
+    fn: Callable[..., tuple[Any, dict[str, metrics_lib.Mean]]]
+    compile_seconds: float
+
+
+class Strategy(abc.ABC):
+    """Base class of all strategies; subclass it to run on other device layouts.
+
+    A subclass implements :meth:`select_devices` and may override
+    :meth:`build_mesh` (default: a 1-D mesh over :data:`AXIS_NAME`) and
+    :attr:`data_axes` (the mesh axes batches and populations are split over).
+    Register it by name with :func:`jaxtrainer.strategies.register`.
+
+    Args:
+      devices: ``"auto"`` (every visible device the strategy uses), an int (the
+        first ``n`` devices) or a list of ``jax.Device``.
+      jit: ``False`` runs every step eagerly (op by op) for debugging.
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, devices: DevicesArg = "auto", *, jit: bool = True) -> None:
+        self._devices_arg = devices
+        self.jit = jit
+        self.mesh: Mesh | None = None
+
+    # ---- devices and mesh ------------------------------------------------
+    @abc.abstractmethod
+    def select_devices(self) -> list[jax.Device]:
+        """The devices this strategy runs on, in mesh order."""
+
+    def build_mesh(self, devices: list[jax.Device]) -> Mesh:
+        return jax.make_mesh(
+            (len(devices),),
+            (AXIS_NAME,),
+            axis_types=(jax.sharding.AxisType.Explicit,),
+            devices=devices,
+        )
+
+    @property
+    def data_axes(self) -> tuple[str, ...]:
+        """Mesh axes that global batch sizes are split over."""
+        return (AXIS_NAME,)
+
+    def _requested(self, available: list[jax.Device]) -> list[jax.Device]:
+        arg = self._devices_arg
+        if isinstance(arg, str):
+            if arg != "auto":
+                raise ValueError(f"devices={arg!r}: expected 'auto', an int or a list of devices")
+            return list(available)
+        if isinstance(arg, int):
+            if not 1 <= arg <= len(available):
+                raise ValueError(
+                    f"devices={arg}: {len(available)} device(s) are available to "
+                    f"{type(self).__name__}; choose 1..{len(available)}"
+                )
+            return list(available[:arg])
+        devices = list(arg)
+        if not devices:
+            raise ValueError("devices=[]: expected at least one device")
+        return devices
+
+    def setup(self) -> None:
+        """Choose devices and build the mesh. Idempotent; raises before compiling."""
+        if self.mesh is None:
+            self.mesh = self.build_mesh(self.select_devices())
+
+    def describe(self) -> str:
+        devs = self.devices
+        kinds = sorted({d.device_kind for d in devs})
+        return f"{type(self).__name__}: {len(devs)} device(s) [{', '.join(kinds)}] {devs}"
+
+    @property
+    def devices(self) -> list[jax.Device]:
+        self.setup()
+        return list(self.mesh.devices.flat)
+
+    @property
+    def num_devices(self) -> int:
+        """Devices over which global sizes are split (all processes)."""
+        self.setup()
+        return int(np.prod([self.mesh.shape[a] for a in self.data_axes]))
+
+    @property
+    def process_index(self) -> int:
+        return jax.process_index()
+
+    @property
+    def process_count(self) -> int:
+        return jax.process_count()
+
+    @property
+    def is_global_zero(self) -> bool:
+        """True on the process that writes logs and checkpoints."""
+        return jax.process_index() == 0
+
+    # ---- state layout ----------------------------------------------------
+    def _spec(self, layout: LeafLayout) -> P:
+        axes = self.data_axes
+        return P(axes if len(axes) > 1 else axes[0]) if layout.sharded else P()
+
+    def _shard_map(self, fn, in_specs, out_specs):
+        return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs,
+                             check_vma=True)
+
+    def _compile(self, fn, *args, donate: tuple[int, ...] = ()):
+        """AOT-compile ``fn`` for ``args``: calling it with other shapes or
+        shardings raises instead of silently recompiling. Returns (fn, seconds)."""
+        if not self.jit:
+            def eager(*a):
+                with jax.disable_jit():
+                    return fn(*a)
+            return eager, 0.0
+        start = time.perf_counter()
+        compiled = jax.jit(fn, donate_argnums=donate).lower(*args).compile()
+        return compiled, time.perf_counter() - start
+
+    def state_layout(self, module: Module) -> Any:
+        """A pytree of :class:`LeafLayout`, one per leaf of ``module.init_state``."""
+        self.setup()
+        cache = getattr(self, "_layout_cache", {})
+        if id(module) in cache:
+            return cache[id(module)][1]
+        found: list[Any] = []
+
+        def probe(key):
+            state = module.init_state(key)
+            found.append(jax.tree.map(
+                lambda x: LeafLayout(bool(_varying_axes(x) & set(self.data_axes)),
+                                     bool(_varying_axes(x) & set(self.data_axes))
+                                     and jnp.ndim(x) == 0),
+                state))
+            return jnp.zeros((), jnp.float32)
+
+        jax.eval_shape(self._shard_map(probe, P(), P()), jax.random.key(0))
+        cache[id(module)] = (module, found[0])  # keep module alive so its id stays unique
+        self._layout_cache = cache
+        return found[0]
+
+    def _specs(self, layout: Any) -> Any:
+        return jax.tree.map(self._spec, layout, is_leaf=lambda x: isinstance(x, LeafLayout))
+
+    def _expand(self, state: Any, layout: Any) -> Any:
+        return jax.tree.map(lambda lay, x: x[None] if lay.expanded else x, layout, state,
+                            is_leaf=lambda x: isinstance(x, LeafLayout))
+
+    def _squeeze(self, state: Any, layout: Any) -> Any:
+        return jax.tree.map(lambda lay, x: x[0] if lay.expanded else x, layout, state,
+                            is_leaf=lambda x: isinstance(x, LeafLayout))
+
+    def _match_layout(self, state: Any, layout: Any, where: str) -> Any:
+        """Cast leaves that must be sharded to varying; reject replicated leaves
+        that became device-dependent."""
+        axes = self.data_axes
+
+        def fix(path, lay, x):
+            varying = _varying_axes(x) & set(axes)
+            if lay.sharded:
+                missing = tuple(a for a in axes if a not in varying)
+                return jax.lax.pcast(x, missing, to="varying") if missing else x
+            if varying:
+                raise ValueError(
+                    f"state leaf {_path_str(path)} is replicated after init_state but "
+                    f"{where} makes it differ between devices (varies over {sorted(varying)}). "
+                    "Average per-device values with jaxtrainer.distributed.pmean, e.g. "
+                    "use jaxtrainer.distributed.gradient_update for gradients."
+                )
+            return x
+
+        return jax.tree_util.tree_map_with_path(
+            lambda p, lay, x: fix(p, lay, x), layout, state,
+            is_leaf=lambda x: isinstance(x, LeafLayout))
+
+    def _check_structure(self, state: Any, layout: Any, where: str) -> None:
+        want = jax.tree.structure(layout, is_leaf=lambda x: isinstance(x, LeafLayout))
+        got = jax.tree.structure(state)
+        if want != got:
+            raise ValueError(
+                f"{where} returned a state whose structure differs from init_state's:\n"
+                f"  init_state: {want}\n  {where}: {got}"
+            )
+
+    def shardings(self, module: Module) -> Any:
+        """``NamedSharding`` of every leaf of the global state."""
+        specs = self._specs(self.state_layout(module))
+        return jax.tree.map(lambda s: NamedSharding(self.mesh, s), specs,
+                            is_leaf=lambda x: isinstance(x, P))
+
+    # ---- programs --------------------------------------------------------
+    def init_state(self, module: Module, key: jax.Array) -> Any:
+        """The global initial state on this strategy's mesh. ``key``: typed key."""
+        layout = self.state_layout(module)
+
+        def body(k):
+            state = module.init_state(k)
+            return self._expand(self._match_layout(state, layout, "init_state"), layout)
+
+        fn = self._shard_map(body, P(), self._specs(layout))
+        if not self.jit:
+            with jax.disable_jit():
+                return fn(key)
+        return jax.jit(fn)(key)
+
+    def _reduce_metrics(self, acc: dict[str, metrics_lib.Mean]) -> dict[str, metrics_lib.Mean]:
+        axes = self.data_axes
+        return jax.tree.map(lambda x: jax.lax.psum(x, axes), acc)
+
+    def _to_varying(self, tree: Any) -> Any:
+        axes = self.data_axes
+
+        def cast(x):
+            missing = tuple(a for a in axes if a not in _varying_axes(x))
+            return jax.lax.pcast(x, missing, to="varying") if missing else x
+
+        return jax.tree.map(cast, tree)
+
+    def compile_train(self, module: Module, state: Any, root_key: jax.Array) -> CompiledTrain:
+        """Compile ``num_steps`` fused training steps as one program.
+
+        The returned function runs steps ``start_step .. start_step+num_steps-1``
+        in a ``lax.fori_loop`` (``num_steps`` is a traced int32, so every interval
+        length shares one compilation). Step ``s`` on device ``d`` uses the key
+        ``fold_in(fold_in(root_key, s), d)``: distinct per device (F1) and a pure
+        function of (seed, step, device), so resumed runs draw the same keys.
+        Metrics come back summed as :class:`~jaxtrainer.metrics.Mean` over steps
+        and devices, replicated, without any host transfer inside the loop.
+        """
+        layout = self.state_layout(module)
+        axes = self.data_axes
+
+        def body(state, root_key, start, num):
+            state = self._squeeze(state, layout)
+
+            def one(i, carry):
+                st, acc = carry
+                key = jax.random.fold_in(jax.random.fold_in(root_key, start + i),
+                                         jax.lax.axis_index(axes))
+                st, mets = module.training_step(st, key)
+                self._check_structure(st, layout, "training_step")
+                st = self._match_layout(st, layout, "training_step")
+                mets = self._to_varying({k: metrics_lib.as_mean(v) for k, v in mets.items()})
+                return st, jax.tree.map(jnp.add, acc, mets)
+
+            key0 = jax.random.fold_in(root_key, start)
+            shapes = jax.eval_shape(module.training_step, state, key0)[1]
+            acc = self._to_varying({
+                k: metrics_lib.Mean(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+                for k in shapes})
+            state, acc = jax.lax.fori_loop(0, num, one, (state, acc))
+            return self._expand(state, layout), self._reduce_metrics(acc)
+
+        specs = self._specs(layout)
+        fn = self._shard_map(body, (specs, P(), P(), P()), (specs, P()))
+        step0 = jnp.zeros((), jnp.int32)
+        compiled, seconds = self._compile(fn, state, root_key, step0, step0, donate=(0,))
+        return CompiledTrain(compiled, seconds)
+
+    def compile_eval(self, module: Module, state: Any, key: jax.Array) -> CompiledTrain:
+        """Compile ``fn(state, key) -> metrics`` running ``evaluation_step`` on every device."""
+        layout = self.state_layout(module)
+        axes = self.data_axes
+
+        def body(state, key):
+            state = self._squeeze(state, layout)
+            mets = module.evaluation_step(state, jax.random.fold_in(key, jax.lax.axis_index(axes)))
+            mets = self._to_varying({k: metrics_lib.as_mean(v) for k, v in mets.items()})
+            return self._reduce_metrics(mets)
+
+        fn = self._shard_map(body, (self._specs(layout), P()), P())
+        compiled, seconds = self._compile(fn, state, key)
+        return CompiledTrain(compiled, seconds)
+
+    # ---- moving state ----------------------------------------------------
+    def place(self, module: Module, logical_state: Any) -> Any:
+        """Put a logical state (host arrays or arrays on any devices) on this mesh.
+
+        Used to resume from a checkpoint written under any strategy or device
+        count. Raises ValueError naming the leaf when a sharded leaf's leading
+        axis cannot be split over this strategy's devices.
+        """
+        shardings = self.shardings(module)
+        layout = self.state_layout(module)
+        n = self.num_devices
+
+        def put(path, lay, x, sharding):
+            if lay.sharded and (np.ndim(x) == 0 or np.shape(x)[0] % n):
+                raise ValueError(
+                    f"state leaf {_path_str(path)} with shape {np.shape(x)} is sharded on its "
+                    f"leading axis, which does not split over {n} devices"
+                )
+            return jax.device_put(x, sharding)
+
+        return jax.tree_util.tree_map_with_path(
+            put, layout, logical_state, shardings,
+            is_leaf=lambda x: isinstance(x, LeafLayout))

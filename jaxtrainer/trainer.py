@@ -1,0 +1,327 @@
+"""Trainer: the host loop around a Module's jitted steps."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxtrainer import checkpoint as ckpt
+from jaxtrainer import metrics as metrics_lib
+from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
+from jaxtrainer.callbacks.progress import RichProgressBar
+from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
+from jaxtrainer.module import Module
+from jaxtrainer.strategies import Strategy, resolve
+from jaxtrainer.strategies.base import DevicesArg
+
+# Streams derived from the seed: fold_in(key(seed), stream).
+INIT_STREAM, TRAIN_STREAM, EVAL_STREAM = 0, 1, 2
+
+
+def _positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}={value!r}: expected a positive int" + (" or None" if allow_none else ""))
+    return value
+
+
+class Trainer:
+    """Train a :class:`~jaxtrainer.Module` on any device layout.
+
+    The trainer fuses ``log_every_n_steps`` training steps into one compiled
+    ``shard_map``-ed loop, fetches the interval's metrics to the host once per
+    loop (never inside it), and dispatches callbacks between loops. Everything
+    runs from one compilation: intervals of different lengths share it.
+
+    Args:
+      strategy: ``"auto"`` (``"single"`` on one device, ``"pmap"`` on several),
+        ``"single"``, ``"pmap"``, ``"shard_map"``, ``"multi_node"`` (where
+        registered) or a :class:`~jaxtrainer.strategies.Strategy` instance.
+      devices: ``"auto"``, an int (first ``n`` devices) or a list of devices.
+      max_steps: training steps (global updates) to run.
+      max_env_steps: alternative budget in environment transitions; the run
+        stops after the last whole training step that fits
+        (``max_env_steps // module.env_steps_per_step`` steps), the same count
+        under any device count. With both set, the smaller budget wins.
+      log_every_n_steps: training steps per compiled call and per metrics fetch.
+      eval_every_n_steps: run ``evaluation_step`` every this many training steps
+        (``None``: only through :meth:`evaluate`).
+      callbacks: callbacks and loggers.
+      seed: root of every PRNG stream (init, per-step per-device keys, evaluation).
+      default_root_dir: runs go to ``<default_root_dir>/version_<n>``.
+      jit: ``False`` runs every step eagerly (slow; for debugging with prints).
+      enable_progress_bar: add a :class:`RichProgressBar` if none is given.
+      enable_checkpointing: add a :class:`ModelCheckpoint` (save at the end)
+        if none is given.
+      logger: ``True`` adds a :class:`CSVLogger` and a :class:`TensorBoardLogger`
+        when no logger is given; ``False`` adds none.
+
+    Raises:
+      ValueError: an unknown strategy (listing the choices), a non-positive
+        budget or interval, or no budget at all; raised here, before any compile.
+    """
+
+    def __init__(
+        self,
+        strategy: str | Strategy = "auto",
+        devices: DevicesArg = "auto",
+        max_steps: int | None = None,
+        max_env_steps: int | None = None,
+        log_every_n_steps: int = 10,
+        eval_every_n_steps: int | None = None,
+        callbacks: list[Callback] | None = None,
+        seed: int = 0,
+        default_root_dir: str | os.PathLike = "runs",
+        jit: bool = True,
+        enable_progress_bar: bool = True,
+        enable_checkpointing: bool = True,
+        logger: bool = True,
+    ) -> None:
+        self.max_steps_arg = _positive_int("max_steps", max_steps)
+        self.max_env_steps = _positive_int("max_env_steps", max_env_steps)
+        if max_steps is None and max_env_steps is None:
+            raise ValueError("no training budget: set max_steps or max_env_steps")
+        self.log_every_n_steps = _positive_int("log_every_n_steps", log_every_n_steps, False)
+        self.eval_every_n_steps = _positive_int("eval_every_n_steps", eval_every_n_steps)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed={seed!r}: expected an int")
+        self.seed = seed
+        self.default_root_dir = os.fspath(default_root_dir)
+        self.jit = jit
+        self.strategy = resolve(strategy, devices, jit=jit)
+        callbacks = list(callbacks or [])
+        for cb in callbacks:
+            if not isinstance(cb, Callback):
+                raise TypeError(f"callbacks must be jaxtrainer.Callback instances, got {cb!r}")
+        if logger and not any(isinstance(c, Logger) for c in callbacks):
+            callbacks += [CSVLogger(), TensorBoardLogger()]
+        if enable_checkpointing and not any(isinstance(c, ModelCheckpoint) for c in callbacks):
+            callbacks.append(ModelCheckpoint())
+        if enable_progress_bar and not any(isinstance(c, RichProgressBar) for c in callbacks):
+            callbacks.append(RichProgressBar())
+        self.callbacks = callbacks
+        self.config = dict(strategy=strategy if isinstance(strategy, str) else type(strategy).__name__,
+                           devices=str(devices), max_steps=max_steps, max_env_steps=max_env_steps,
+                           log_every_n_steps=log_every_n_steps, eval_every_n_steps=eval_every_n_steps,
+                           seed=seed, jit=jit)
+
+        self.state: Any = None
+        self.global_step = 0
+        self.env_steps = 0
+        self.max_steps = 0
+        self.env_steps_per_step = 0
+        self.should_stop = False
+        self.callback_metrics: dict[str, float] = {}
+        self.compile_seconds: dict[str, float] = {}
+        self.log_dir: str = ""
+        self._root_key: jax.Array | None = None
+        self._eval_cache: dict[int, Any] = {}
+
+    # ------------------------------------------------------------------ info
+    @property
+    def is_global_zero(self) -> bool:
+        return self.strategy.is_global_zero
+
+    @property
+    def num_devices(self) -> int:
+        return self.strategy.num_devices
+
+    def hparams(self, module: Module) -> dict[str, Any]:
+        return {"trainer": {**self.config, "num_devices": self.num_devices},
+                "module": {"class": type(module).__name__, **module.hparams()}}
+
+    # --------------------------------------------------------------- helpers
+    def _call(self, hook: str, module: Module, *args: Any) -> None:
+        for cb in self.callbacks:
+            getattr(cb, hook)(self, module, *args)
+
+    def _call_all_safely(self, hook: str, module: Module, *args: Any) -> None:
+        """Call ``hook`` on every callback even if some raise (error paths)."""
+        for cb in self.callbacks:
+            try:
+                getattr(cb, hook)(self, module, *args)
+            except Exception:  # never hide the original exception (F22)
+                print(f"jaxtrainer: {type(cb).__name__}.{hook} raised while handling another "
+                      f"error:\n{traceback.format_exc()}", file=sys.stderr)
+
+    def _budget(self, module: Module) -> int:
+        esps = int(module.env_steps_per_step)
+        if esps < 0:
+            raise ValueError(f"{type(module).__name__}.env_steps_per_step={esps}: expected >= 0")
+        budgets = []
+        if self.max_steps_arg is not None:
+            budgets.append(self.max_steps_arg)
+        if self.max_env_steps is not None:
+            if esps == 0:
+                raise ValueError(f"max_env_steps={self.max_env_steps} needs a module with "
+                                 f"env_steps_per_step > 0; {type(module).__name__} has 0")
+            if self.max_env_steps < esps:
+                raise ValueError(f"max_env_steps={self.max_env_steps} is less than one training step "
+                                 f"({esps} env steps)")
+            budgets.append(self.max_env_steps // esps)
+        return min(budgets)
+
+    def _new_log_dir(self) -> str:
+        root = Path(self.default_root_dir)
+        taken = [int(p.name[8:]) for p in root.glob("version_*") if p.name[8:].isdigit()]
+        return os.fspath(root / f"version_{max(taken, default=-1) + 1}")
+
+    def _abstract_state(self, module: Module) -> Any:
+        shapes = jax.eval_shape(lambda k: self.strategy.init_state(module, k), jax.random.key(0))
+        return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
+                            shapes, self.strategy.shardings(module))
+
+    def _key_abstract(self) -> jax.ShapeDtypeStruct:
+        key = jax.random.key(0)
+        return jax.ShapeDtypeStruct(key.shape, key.dtype,
+                                    sharding=jax.sharding.NamedSharding(self.strategy.mesh,
+                                                                        jax.sharding.PartitionSpec()))
+
+    def _restore(self, module: Module, path: Path) -> dict[str, Any]:
+        abstract = {"module": self._abstract_state(module), "rng": self._key_abstract()}
+        restored, meta = ckpt.restore(path, abstract)
+        self.state, self._root_key = restored["module"], restored["rng"]
+        self.global_step = int(meta["global_step"])
+        self.env_steps = int(meta["env_steps"])
+        states = meta.get("callbacks", {})
+        for cb in self.callbacks:
+            if cb.state_key in states:
+                cb.load_state_dict(states[cb.state_key])
+        return meta
+
+    def save_checkpoint(self, manager: Any, metrics: dict[str, float] | None = None) -> None:
+        """Write the current state, counters, root key and callback states with
+        ``manager`` (an orbax CheckpointManager). Every process must call it."""
+        meta = {
+            "global_step": self.global_step,
+            "env_steps": self.env_steps,
+            "seed": self.seed,
+            "strategy": type(self.strategy).__name__,
+            "num_devices": self.num_devices,
+            "callbacks": {cb.state_key: cb.state_dict() for cb in self.callbacks},
+        }
+        self._call("on_save_checkpoint", self._module, meta)
+        ckpt.save(manager, self.global_step, {"module": self.state, "rng": self._root_key}, meta,
+                  metrics=metrics)
+
+    # ------------------------------------------------------------------- fit
+    def fit(self, module: Module, ckpt_path: str | os.PathLike | None = None) -> None:
+        """Train ``module`` until the budget is spent or a callback sets
+        ``trainer.should_stop``.
+
+        Args:
+          module: the algorithm.
+          ckpt_path: ``None`` (start fresh), ``"last"`` (newest checkpoint under
+            ``default_root_dir``) or a checkpoint path; resuming continues the
+            run exactly and appends to its logs.
+
+        Raises:
+          ValueError: sizes that do not split over the devices, or a bad budget,
+            before anything compiles. Exceptions from the module or callbacks
+            are re-raised unchanged after ``on_exception`` and ``teardown``.
+        """
+        if not isinstance(module, Module):
+            raise TypeError(f"fit expects a jaxtrainer.Module, got {type(module).__name__}")
+        self._module = module
+        self.strategy.setup()
+        module.validate(self.num_devices)
+        self.max_steps = self._budget(module)
+        self.env_steps_per_step = int(module.env_steps_per_step)
+        resume = ckpt.resolve(ckpt_path, self.default_root_dir) if ckpt_path is not None else None
+        self.log_dir = os.fspath(resume.parent.parent) if resume is not None else self._new_log_dir()
+        self.global_step, self.env_steps, self.should_stop = 0, 0, False
+        self.callback_metrics = {}
+        if self.is_global_zero:
+            print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}", flush=True)
+
+        try:
+            self._call("setup", module, "fit")
+            if resume is not None:
+                meta = self._restore(module, resume)
+                self._call("on_load_checkpoint", module, meta)
+            else:
+                self._root_key = jax.random.key(self.seed)
+                self.state = self.strategy.init_state(
+                    module, jax.random.fold_in(self._root_key, INIT_STREAM))
+            self._call("on_fit_start", module)
+            self._train(module)
+            self._call("on_fit_end", module)
+        except BaseException as exc:
+            self._call_all_safely("on_exception", module, exc)
+            self._call_all_safely("teardown", module, "fit")
+            raise
+        self._call("teardown", module, "fit")
+
+    def _next_interval(self) -> int:
+        # Intervals end on multiples of log_every_n_steps (and eval_every_n_steps),
+        # so a resumed run logs at the same steps as an uninterrupted one (F16).
+        n = min(self.log_every_n_steps - self.global_step % self.log_every_n_steps,
+                self.max_steps - self.global_step)
+        if self.eval_every_n_steps:
+            n = min(n, self.eval_every_n_steps - self.global_step % self.eval_every_n_steps)
+        return n
+
+    def _train(self, module: Module) -> None:
+        train_key = jax.random.fold_in(self._root_key, TRAIN_STREAM)
+        compiled = self.strategy.compile_train(module, self.state, train_key)
+        self.compile_seconds["train"] = compiled.compile_seconds
+        self._call("on_train_start", module)
+        while self.global_step < self.max_steps and not self.should_stop:
+            n = self._next_interval()
+            start = time.perf_counter()
+            self.state, device_metrics = compiled.fn(
+                self.state, train_key, jnp.int32(self.global_step), jnp.int32(n))
+            host = metrics_lib.to_host(device_metrics)  # the one host sync per interval
+            seconds = time.perf_counter() - start
+            self.global_step += n
+            self.env_steps = self.global_step * self.env_steps_per_step
+            host.update(step=self.global_step, env_steps=self.env_steps,
+                        steps_per_second=n / seconds,
+                        env_steps_per_second=n * self.env_steps_per_step / seconds)
+            self.callback_metrics.update(host)
+            if self.eval_every_n_steps and self.global_step % self.eval_every_n_steps == 0:
+                self._evaluate(module)
+            self._call("on_train_steps_end", module, host)
+        self._call("on_train_end", module)
+
+    # -------------------------------------------------------------- evaluate
+    def _evaluate(self, module: Module) -> dict[str, float]:
+        if not module.has_evaluation():
+            raise ValueError(f"{type(module).__name__} has no evaluation_step; "
+                             "define it or leave eval_every_n_steps=None")
+        key = jax.random.fold_in(jax.random.fold_in(self._root_key, EVAL_STREAM), self.global_step)
+        fn = self._eval_cache.get(id(module))
+        if fn is None:
+            compiled = self.strategy.compile_eval(module, self.state, key)
+            self.compile_seconds["eval"] = compiled.compile_seconds
+            fn = self._eval_cache[id(module)] = compiled.fn
+        result = metrics_lib.to_host(fn(self.state, key))
+        result.update(step=self.global_step, env_steps=self.env_steps)
+        self.callback_metrics.update(result)
+        self._call("on_evaluation_end", module, result)
+        return result
+
+    def evaluate(self, module: Module, ckpt_path: str | os.PathLike | None = None) -> dict[str, float]:
+        """Run ``module.evaluation_step`` once on the current state (after
+        ``fit``), the checkpoint at ``ckpt_path``, or a fresh ``init_state``.
+
+        Returns metrics as Python floats (e.g. ``eval/episode_return``).
+        """
+        self.strategy.setup()
+        module.validate(self.num_devices)
+        self._module = module
+        if ckpt_path is not None:
+            self._restore(module, ckpt.resolve(ckpt_path, self.default_root_dir))
+        elif self.state is None:
+            self._root_key = jax.random.key(self.seed)
+            self.state = self.strategy.init_state(module, jax.random.fold_in(self._root_key, INIT_STREAM))
+        return self._evaluate(module)
