@@ -37,9 +37,15 @@ class Module:
       env_steps_per_step: environment transitions one ``training_step`` consumes
         over all devices (0 for modules that use no environment). Drives
         ``Trainer(max_env_steps=...)`` and the ``env_steps`` metric.
+      step_key_per_device: ``True`` (default): ``training_step``'s key is
+        ``fold_in(step_key, device_index)``, different on every device (F1).
+        ``False``: every device gets the same ``step_key`` and the module
+        derives per-device or per-member keys itself (e.g. so that results do
+        not depend on the device count, as population evaluation needs).
     """
 
     env_steps_per_step: int = 0
+    step_key_per_device: bool = True
 
     def validate(self, num_devices: int) -> None:
         """Check global sizes against the device count before anything compiles.

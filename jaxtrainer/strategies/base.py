@@ -279,7 +279,9 @@ class Strategy(abc.ABC):
         in a ``lax.fori_loop`` (``num_steps`` is a traced int32, so every interval
         length shares one compilation). Step ``s`` on device ``d`` uses the key
         ``fold_in(fold_in(root_key, s), d)``: distinct per device (F1) and a pure
-        function of (seed, step, device), so resumed runs draw the same keys.
+        function of (seed, step, device), so resumed runs draw the same keys
+        (``fold_in(root_key, s)`` on every device when the module sets
+        ``step_key_per_device = False``).
         Metrics come back summed as :class:`~jaxtrainer.metrics.Mean` over steps
         and devices, replicated, without any host transfer inside the loop.
         """
@@ -291,8 +293,9 @@ class Strategy(abc.ABC):
 
             def one(i, carry):
                 st, acc = carry
-                key = jax.random.fold_in(jax.random.fold_in(root_key, start + i),
-                                         jax.lax.axis_index(axes))
+                key = jax.random.fold_in(root_key, start + i)
+                if module.step_key_per_device:
+                    key = jax.random.fold_in(key, jax.lax.axis_index(axes))
                 st, mets = module.training_step(st, key)
                 self._check_structure(st, layout, "training_step")
                 st = self._match_layout(st, layout, "training_step")

@@ -1,0 +1,38 @@
+"""The ``jaxtrainer`` command.
+
+Subcommands live in their own modules and are listed in :data:`COMMANDS`
+(``name -> "module:function"``); each function takes ``argv: list[str]`` and
+returns an exit code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS: dict[str, tuple[str, str]] = {
+}
+
+
+def _usage() -> str:
+    lines = ["usage: jaxtrainer COMMAND [ARGS...]", "", "commands:"]
+    lines += [f"  {name:<8} {help_}" for name, (_, help_) in sorted(COMMANDS.items())]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"jaxtrainer: unknown command {name!r}; choose one of: {', '.join(sorted(COMMANDS))}",
+              file=sys.stderr)
+        return 2
+    module, func = COMMANDS[name][0].split(":")
+    return int(getattr(importlib.import_module(module), func)(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Recipe configs: a YAML file plus ``key=value`` command-line overrides (omegaconf).
+
+A recipe config has a ``trainer:`` section whose keys are the
+:class:`~jaxtrainer.Trainer` arguments plus ``ckpt_path``, and sections of its
+own (``env:``, ``algorithm:``). Overrides use omegaconf's dotlist syntax::
+
+    python recipes/ppo.py trainer.strategy=pmap env.name=Acrobot-v1 algorithm.lr=1e-3
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from jaxtrainer.trainer import Trainer
+
+TRAINER_KEYS = (
+    "strategy", "devices", "max_steps", "max_env_steps", "log_every_n_steps",
+    "eval_every_n_steps", "seed", "default_root_dir", "jit", "enable_progress_bar",
+    "enable_checkpointing", "logger",
+)
+
+
+def _check_key(base: DictConfig, dotted: str) -> None:
+    node: Any = base
+    walked: list[str] = []
+    for part in dotted.split("."):
+        if not isinstance(node, DictConfig) or part not in node:
+            where = ".".join(walked) or "<top level>"
+            choices = ", ".join(sorted(str(k) for k in node)) if isinstance(node, DictConfig) else "none"
+            raise ValueError(f"unknown config key {dotted!r}: {where} has keys: {choices}")
+        node = node[part]
+        walked.append(part)
+
+
+def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> DictConfig:
+    """Load ``path`` and apply ``overrides`` (``"a.b=value"`` strings).
+
+    Raises:
+      ValueError: an override that is not ``key=value``, or a key that is not
+        in the YAML file (the message lists the keys that exist there).
+    """
+    base = OmegaConf.load(path)
+    for item in overrides:
+        if "=" not in item or item.startswith("="):
+            raise ValueError(f"bad override {item!r}: expected key=value, e.g. trainer.seed=1")
+        _check_key(base, item.split("=", 1)[0].lstrip("+"))
+    cfg = OmegaConf.merge(base, OmegaConf.from_dotlist(list(overrides)))
+    OmegaConf.set_struct(cfg, True)
+    return cfg
+
+
+def trainer_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    """The ``trainer:`` section as :class:`Trainer` keyword arguments (without ``ckpt_path``)."""
+    section = OmegaConf.to_container(cfg.trainer, resolve=True)
+    unknown = set(section) - set(TRAINER_KEYS) - {"ckpt_path"}
+    if unknown:
+        raise ValueError(f"unknown trainer keys {sorted(unknown)}; Trainer accepts: "
+                         f"{', '.join(TRAINER_KEYS)}, ckpt_path")
+    return {k: v for k, v in section.items() if k != "ckpt_path"}
+
+
+def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
+    """A Trainer from ``cfg.trainer`` (keyword ``overrides`` win, e.g. callbacks)."""
+    return Trainer(**{**trainer_kwargs(cfg), **overrides})
+
+
+def ckpt_path(cfg: DictConfig) -> str | None:
+    return cfg.trainer.get("ckpt_path")

@@ -1,0 +1,27 @@
+"""One functional interface over gymnax and brax environments.
+
+>>> env = jaxtrainer.envs.make("CartPole-v1")
+>>> obs, state = env.reset_batch(key, 8)               # obs: float32[8, 4]
+>>> obs, state, info = env.step_batch(key, state, actions)
+>>> Mean.of(info.episode_return, mask=info.done)       # completed episodes only
+
+See :mod:`jaxtrainer.envs.base` for the semantics (auto-reset, terminated vs
+truncated, ``final_obs``, episode statistics).
+"""
+
+from jaxtrainer.envs.base import Env, EnvState, StepInfo
+from jaxtrainer.envs.brax_env import BraxEnv
+from jaxtrainer.envs.evaluation import evaluate_policy
+from jaxtrainer.envs.gymnax_env import GymnaxEnv
+from jaxtrainer.envs.registry import available, make
+
+__all__ = [
+    "BraxEnv",
+    "Env",
+    "EnvState",
+    "GymnaxEnv",
+    "StepInfo",
+    "available",
+    "evaluate_policy",
+    "make",
+]

@@ -1,0 +1,71 @@
+"""Policy evaluation on fresh episodes (FIELD_REPORTS F18)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxtrainer.envs.base import Env
+from jaxtrainer.metrics import Mean
+
+PolicyFn = Callable[[Any, Any, jax.Array], jax.Array]
+
+
+def evaluate_policy(
+    env: Env,
+    policy_fn: PolicyFn,
+    params: Any,
+    key: jax.Array,
+    num_episodes: int,
+    max_steps: int | None = None,
+) -> dict[str, Mean]:
+    """Run ``num_episodes`` fresh episodes and average the completed ones.
+
+    Each of ``num_episodes`` environments starts a new episode from its own reset
+    (never a training env's state) and runs for ``max_steps`` steps in one
+    ``lax.scan``; only its FIRST episode counts, and only if it ended within
+    ``max_steps``. Counting one episode per env keeps short episodes from being
+    over-represented. Jittable; runs per device inside ``evaluation_step``.
+
+    Args:
+      env: the environment.
+      policy_fn: ``policy_fn(params, obs, key) -> actions`` for a batch:
+        ``obs[num_episodes, *observation_shape]`` to actions
+        ``[num_episodes, *action_shape]`` (already within the action bounds).
+      params: passed to ``policy_fn``.
+      key: typed PRNG key.
+      num_episodes: number of environments, i.e. episodes at most. Static.
+      max_steps: steps to run; ``env.max_episode_steps`` by default (every episode
+        then ends by termination or truncation). Static.
+
+    Returns:
+      ``{"episode_return": Mean, "episode_length": Mean}`` over completed episodes
+      (count 0, i.e. not logged, when none completed).
+    """
+    max_steps = env.max_episode_steps if max_steps is None else int(max_steps)
+    reset_key, run_key = jax.random.split(key)
+    obs, state = env.reset_batch(reset_key, num_episodes)
+    finished = jnp.zeros((num_episodes,), jnp.bool_)
+    returns = jnp.zeros((num_episodes,), jnp.float32)
+    lengths = jnp.zeros((num_episodes,), jnp.int32)
+
+    def one_step(carry, step_key):
+        obs, state, finished, returns, lengths = carry
+        act_key, env_key = jax.random.split(step_key)
+        action = policy_fn(params, obs, act_key)
+        obs, state, info = env.step_batch(env_key, state, action)
+        first_end = jnp.logical_and(info.done, jnp.logical_not(finished))
+        returns = jnp.where(first_end, info.episode_return, returns)
+        lengths = jnp.where(first_end, info.episode_length, lengths)
+        return (obs, state, jnp.logical_or(finished, info.done), returns, lengths), None
+
+    carry = (obs, state, finished, returns, lengths)
+    (_, _, finished, returns, lengths), _ = jax.lax.scan(
+        one_step, carry, jax.random.split(run_key, max_steps))
+    return {
+        "episode_return": Mean.of(returns, mask=finished),
+        "episode_length": Mean.of(lengths, mask=finished),
+    }
