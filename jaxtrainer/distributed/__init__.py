@@ -14,8 +14,9 @@ from jaxtrainer.distributed.axis import (
     pmean,
     pmin,
     psum,
+    varying_axes,
 )
-from jaxtrainer.distributed.gradients import gradient_update
+from jaxtrainer.distributed.gradients import gradient_update, local_copy
 from jaxtrainer.distributed.keys import fold_in_device, split_key_to_devices
 
 __all__ = [
@@ -25,10 +26,12 @@ __all__ = [
     "bound_axes",
     "fold_in_device",
     "gradient_update",
+    "local_copy",
     "local_size",
     "pmax",
     "pmean",
     "pmin",
     "psum",
     "split_key_to_devices",
+    "varying_axes",
 ]

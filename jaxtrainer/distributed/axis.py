@@ -36,6 +36,16 @@ def bound_axes(axis_name: AxisName = AXIS_NAME) -> tuple[str, ...]:
     return tuple(bound)
 
 
+def varying_axes(x: Any) -> frozenset[str]:
+    """Mesh axes along which the traced value ``x`` may differ between devices
+    (its varying-manual-axes type under ``shard_map(check_vma=True)``)."""
+    aval = jax.typeof(x)
+    vma = getattr(aval, "vma", None)
+    if vma is None:  # jax 0.10 spells it manual_axis_type.varying
+        vma = aval.manual_axis_type.varying
+    return frozenset(vma)
+
+
 def axis_size(axis_name: AxisName = AXIS_NAME) -> int:
     """Number of devices along ``axis_name``; 1 when the axis is not bound. Static int."""
     size = 1

@@ -8,7 +8,28 @@ from typing import Any
 import jax
 import optax
 
-from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, pmean
+from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, bound_axes, pmean, varying_axes
+
+
+def local_copy(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
+    """Mark replicated values as per-device ("varying") before differentiating.
+
+    Under ``shard_map`` with ``check_vma=True``, the gradient with respect to a
+    replicated input of a loss computed on per-device data is already *summed*
+    over devices (the transpose of the implicit broadcast is a ``psum``). Taking
+    gradients with respect to ``local_copy(params)`` instead gives each device
+    its own gradient, which :func:`gradient_update` then averages with ``pmean``.
+    Identity outside a mapped axis.
+    """
+    names = bound_axes(axis_name)
+    if not names:
+        return tree
+
+    def cast(x):
+        missing = tuple(n for n in names if n not in varying_axes(x))
+        return jax.lax.pcast(x, missing, to="varying") if missing else x
+
+    return jax.tree.map(cast, tree)
 
 
 def gradient_update(
@@ -22,14 +43,16 @@ def gradient_update(
     """One optimizer step with gradients averaged over devices.
 
     ``loss_fn(params, *args) -> (loss: float32[], aux)`` is differentiated on this
-    device's data; gradients, loss and aux are averaged with :func:`pmean` (a no-op
+    device's data (with respect to :func:`local_copy` of ``params``, so the
+    gradient is this device's own); gradients, loss and aux are averaged with :func:`pmean` (a no-op
     on one device), then ``optimizer`` is applied. Every device applies the same
     averaged update, so replicated parameters stay bitwise equal (F2).
 
     Returns:
       ``(new_params, new_opt_state, loss, aux)``, loss and aux averaged over devices.
     """
-    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, *args)
+    (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        local_copy(params, axis_name), *args)
     grads, loss, aux = pmean((grads, loss, aux), axis_name)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss, aux

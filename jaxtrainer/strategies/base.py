@@ -23,18 +23,10 @@ from jax.sharding import PartitionSpec as P
 
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import AXIS_NAME
+from jaxtrainer.distributed.axis import varying_axes
 from jaxtrainer.module import Module
 
 DevicesArg = int | str | Sequence[jax.Device]
-
-
-def _varying_axes(x: Any) -> frozenset[str]:
-    """Mesh axes along which the traced value ``x`` may differ between devices."""
-    aval = jax.typeof(x)
-    vma = getattr(aval, "vma", None)
-    if vma is None:  # jax 0.10 spells it manual_axis_type.varying
-        vma = aval.manual_axis_type.varying
-    return frozenset(vma)
 
 
 def _path_str(path) -> str:
@@ -184,8 +176,8 @@ class Strategy(abc.ABC):
         def probe(key):
             state = module.init_state(key)
             found.append(jax.tree.map(
-                lambda x: LeafLayout(bool(_varying_axes(x) & set(self.data_axes)),
-                                     bool(_varying_axes(x) & set(self.data_axes))
+                lambda x: LeafLayout(bool(varying_axes(x) & set(self.data_axes)),
+                                     bool(varying_axes(x) & set(self.data_axes))
                                      and jnp.ndim(x) == 0),
                 state))
             return jnp.zeros((), jnp.float32)
@@ -212,7 +204,7 @@ class Strategy(abc.ABC):
         axes = self.data_axes
 
         def fix(path, lay, x):
-            varying = _varying_axes(x) & set(axes)
+            varying = varying_axes(x) & set(axes)
             if lay.sharded:
                 missing = tuple(a for a in axes if a not in varying)
                 return jax.lax.pcast(x, missing, to="varying") if missing else x
@@ -267,7 +259,7 @@ class Strategy(abc.ABC):
         axes = self.data_axes
 
         def cast(x):
-            missing = tuple(a for a in axes if a not in _varying_axes(x))
+            missing = tuple(a for a in axes if a not in varying_axes(x))
             return jax.lax.pcast(x, missing, to="varying") if missing else x
 
         return jax.tree.map(cast, tree)
