@@ -1,0 +1,130 @@
+"""Trainer loop semantics: budgets, host syncs, determinism, bad input."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import jaxtrainer as jt
+from jaxtrainer import metrics as metrics_lib
+from tests.modules import Draws, Regression
+
+QUIET = dict(enable_progress_bar=False, enable_checkpointing=False, logger=False)
+
+
+class Recorder(jt.Callback):
+    def __init__(self):
+        self.steps, self.evals = [], []
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        self.steps.append(dict(metrics))
+
+    def on_evaluation_end(self, trainer, module, metrics):
+        self.evals.append(dict(metrics))
+
+
+@pytest.mark.parametrize("strategy", ["single", "pmap"])
+def test_max_env_steps_stops_after_the_last_whole_step(run_dir, strategy):
+    module = Regression(num_samples=512)
+    trainer = jt.Trainer(strategy=strategy, max_env_steps=500_000, log_every_n_steps=100,
+                         default_root_dir=run_dir, **QUIET)
+    trainer.fit(module)
+    assert trainer.global_step == 976
+    assert trainer.env_steps == 976 * 512 == 499_712
+
+
+def test_metrics_are_fetched_once_per_log_interval(run_dir, monkeypatch):
+    """F20: 100 steps with log_every_n_steps=10 fetch metrics 10 times, and no
+    implicit device-to-host transfer happens anywhere else."""
+    calls = []
+    real = metrics_lib.to_host
+    monkeypatch.setattr(metrics_lib, "to_host", lambda m: calls.append(1) or real(m))
+    rec = Recorder()
+    trainer = jt.Trainer(strategy="pmap", max_steps=100, log_every_n_steps=10,
+                         default_root_dir=run_dir, callbacks=[rec], **QUIET)
+    with jax.transfer_guard_device_to_host("disallow"):
+        trainer.fit(Regression())
+    assert len(calls) == 10
+    assert [m["step"] for m in rec.steps] == list(range(10, 101, 10))
+    assert all(isinstance(v, float | int) for m in rec.steps for v in m.values())
+
+
+def test_one_compilation_serves_intervals_of_every_length(run_dir, monkeypatch):
+    """An odd budget leaves a short last interval; nothing recompiles (the
+    strategy compiles ahead of time, so a call needing another program raises)."""
+    compiles = []
+    real = jt.SingleDeviceStrategy._compile
+    monkeypatch.setattr(jt.SingleDeviceStrategy, "_compile",
+                        lambda self, fn, *a, **k: compiles.append(1) or real(self, fn, *a, **k))
+    rec = Recorder()
+    trainer = jt.Trainer(strategy="single", max_steps=25, log_every_n_steps=10,
+                         eval_every_n_steps=15, default_root_dir=run_dir, callbacks=[rec], **QUIET)
+    trainer.fit(Regression())
+    assert len(compiles) == 2  # one training program, one evaluation program
+    assert [m["step"] for m in rec.steps] == [10, 15, 20, 25]
+    assert [m["step"] for m in rec.evals] == [15]
+    assert set(trainer.compile_seconds) == {"train", "eval"}
+
+
+def test_same_seed_same_run_different_seed_different_run(run_dir):
+    def run(seed):
+        t = jt.Trainer(strategy="pmap", max_steps=6, seed=seed, default_root_dir=run_dir, **QUIET)
+        t.fit(Draws())
+        return np.asarray(t.state["draws"]), t.callback_metrics["u"]
+
+    a, b, c = run(1), run(1), run(2)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert a[1] == b[1]
+    assert not np.array_equal(a[0], c[0])
+
+
+def test_eager_mode_matches_compiled(run_dir):
+    compiled = jt.Trainer(strategy="single", max_steps=3, default_root_dir=run_dir, **QUIET)
+    compiled.fit(Regression(optimizer="sgd"))
+    eager = jt.Trainer(strategy="single", max_steps=3, jit=False, default_root_dir=run_dir, **QUIET)
+    eager.fit(Regression(optimizer="sgd"))
+    np.testing.assert_allclose(np.asarray(eager.state["params"]["w"]),
+                               np.asarray(compiled.state["params"]["w"]), rtol=1e-6)
+
+
+def test_masked_mean_with_no_samples_is_not_reported(run_dir):
+    class NoEpisodes(Regression):
+        def training_step(self, state, key):
+            state, m = super().training_step(state, key)
+            return state, {**m, "train/episode_return": jt.Mean.of(jax.numpy.ones(4),
+                                                                    jax.numpy.zeros(4, bool))}
+
+    rec = Recorder()
+    jt.Trainer(strategy="pmap", max_steps=2, default_root_dir=run_dir, callbacks=[rec],
+               **QUIET).fit(NoEpisodes())
+    assert "train/episode_return" not in rec.steps[-1]
+    assert "loss" in rec.steps[-1]
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(max_steps=0), r"max_steps=0: expected a positive int"),
+    (dict(max_steps=-3), r"max_steps=-3"),
+    (dict(), r"no training budget"),
+    (dict(max_steps=5, log_every_n_steps=0), r"log_every_n_steps=0"),
+    (dict(max_steps=5, strategy="tpu_pod"), r"unknown strategy 'tpu_pod'; choose one of: .*pmap"),
+])
+def test_bad_trainer_arguments_fail_at_construction(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        jt.Trainer(**{**QUIET, **kwargs})
+
+
+def test_sizes_that_do_not_split_fail_before_compiling(run_dir, monkeypatch):
+    compiled = []
+    monkeypatch.setattr(jt.PmapStrategy, "compile_train",
+                        lambda *a, **k: compiled.append(1))
+    trainer = jt.Trainer(strategy="pmap", max_steps=2, default_root_dir=run_dir, **QUIET)
+    with pytest.raises(ValueError, match=r"num_samples=6 cannot be split evenly over 4 devices"):
+        trainer.fit(Regression(num_samples=6))
+    assert not compiled
+
+
+def test_max_env_steps_below_one_step_is_rejected(run_dir):
+    trainer = jt.Trainer(max_env_steps=10, default_root_dir=run_dir, **QUIET)
+    with pytest.raises(ValueError, match=r"max_env_steps=10 is less than one training step"):
+        trainer.fit(Regression(num_samples=16))
