@@ -1,12 +1,22 @@
 """jaxtrainer: train RL agents and evolving populations in JAX on any device layout."""
 
-from jaxtrainer import distributed, metrics, strategies
-from jaxtrainer.callbacks import Callback, ModelCheckpoint, RichProgressBar
-from jaxtrainer.loggers import CSVLogger, TensorBoardLogger
+from jaxtrainer import checkpoint, distributed, metrics, strategies
+from jaxtrainer.callbacks import (
+    Callback,
+    EarlyStopping,
+    LearningRateMonitor,
+    ModelCheckpoint,
+    NaNGuard,
+    NonFiniteError,
+    RichProgressBar,
+    ThroughputMonitor,
+    Timer,
+)
+from jaxtrainer.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module, PopulationModule
 from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy, Strategy
-from jaxtrainer.trainer import Trainer
+from jaxtrainer.trainer import Preempted, Trainer
 
 __version__ = "0.1.0"
 
@@ -26,4 +36,13 @@ __all__ = [
     "distributed",
     "metrics",
     "strategies",
+    "EarlyStopping",
+    "LearningRateMonitor",
+    "NaNGuard",
+    "NonFiniteError",
+    "Preempted",
+    "ThroughputMonitor",
+    "Timer",
+    "WandbLogger",
+    "checkpoint",
 ]

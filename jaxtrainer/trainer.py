@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -24,6 +26,38 @@ from jaxtrainer.strategies.base import DevicesArg
 
 # Streams derived from the seed: fold_in(key(seed), stream).
 INIT_STREAM, TRAIN_STREAM, EVAL_STREAM = 0, 1, 2
+
+# Signals that ask a running ``fit`` to checkpoint and exit (preemption).
+PREEMPTION_SIGNALS = ("SIGTERM", "SIGINT")
+
+
+class Preempted(SystemExit):
+    """Raised by :meth:`Trainer.fit` after a SIGTERM or SIGINT: a checkpoint of the
+    step boundary after the signal is on disk and the loggers are closed.
+
+    A ``SystemExit`` (exit status ``128 + signal number``: 143 for SIGTERM, 130
+    for SIGINT), so an uncaught one ends a script without a traceback; rerun with
+    ``ckpt_path="last"`` to finish the budget.
+
+    Attributes:
+      signum: the signal received.
+      step: global training step of the checkpoint.
+      checkpoint: path of the checkpoint's step directory.
+    """
+
+    def __init__(self, signum: int, step: int, checkpoint: str) -> None:
+        super().__init__(128 + int(signum))
+        self.signum, self.step, self.checkpoint = int(signum), step, checkpoint
+
+    def __str__(self) -> str:
+        return (f"stopped by {signal.Signals(self.signum).name} at step {self.step}; "
+                f"checkpoint {self.checkpoint}")
+
+
+def _callback_order(cb: Callback) -> int:
+    # Guards first (a NaN state is flagged before anything saves it), checkpoints
+    # last (they save every other callback's state after it was updated).
+    return int(getattr(cb, "order", 0))
 
 
 def _positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
@@ -108,7 +142,9 @@ class Trainer:
             callbacks.append(ModelCheckpoint())
         if enable_progress_bar and not any(isinstance(c, RichProgressBar) for c in callbacks):
             callbacks.append(RichProgressBar())
-        self.callbacks = callbacks
+        # Stable sort by ``Callback.order``: NaN guards (-100) run first at every
+        # boundary, ModelCheckpoint (100) last; the rest keep the order given.
+        self.callbacks = sorted(callbacks, key=_callback_order)
         self.config = dict(strategy=strategy if isinstance(strategy, str) else type(strategy).__name__,
                            devices=str(devices), max_steps=max_steps, max_env_steps=max_env_steps,
                            log_every_n_steps=log_every_n_steps, eval_every_n_steps=eval_every_n_steps,
@@ -120,6 +156,9 @@ class Trainer:
         self.max_steps = 0
         self.env_steps_per_step = 0
         self.should_stop = False
+        self.stop_reason: str | None = None
+        self.state_is_valid = True
+        self.received_signal: int | None = None
         self.callback_metrics: dict[str, float] = {}
         self.compile_seconds: dict[str, float] = {}
         self.log_dir: str = ""
@@ -239,10 +278,12 @@ class Trainer:
         resume = ckpt.resolve(ckpt_path, self.default_root_dir) if ckpt_path is not None else None
         self.log_dir = os.fspath(resume.parent.parent) if resume is not None else self._new_log_dir()
         self.global_step, self.env_steps, self.should_stop = 0, 0, False
+        self.stop_reason, self.state_is_valid, self.received_signal = None, True, None
         self.callback_metrics = {}
         if self.is_global_zero:
             print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}", flush=True)
 
+        previous_handlers = self._install_signal_handlers()
         try:
             self._call("setup", module, "fit")
             if resume is not None:
@@ -258,8 +299,68 @@ class Trainer:
         except BaseException as exc:
             self._call_all_safely("on_exception", module, exc)
             self._call_all_safely("teardown", module, "fit")
+            if isinstance(exc, Preempted) and self.is_global_zero:
+                print(f"jaxtrainer: {exc}. Loggers are closed. Resume with "
+                      f"fit(..., ckpt_path='last') (default_root_dir={self.default_root_dir!r}) "
+                      f"or ckpt_path={exc.checkpoint!r}.", file=sys.stderr, flush=True)
             raise
+        finally:
+            self._restore_signal_handlers(previous_handlers)
         self._call("teardown", module, "fit")
+
+    # ------------------------------------------------------------ preemption
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        """Turn SIGTERM/SIGINT into a request to checkpoint at the next step
+        boundary. Only possible in the main thread; elsewhere nothing changes."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+
+        def handler(signum: int, frame: Any) -> None:
+            if self.received_signal is not None:  # a second signal: stop right now
+                raise KeyboardInterrupt(f"second signal {signal.Signals(signum).name}")
+            self.received_signal = signum
+            if self.is_global_zero:
+                print(f"\njaxtrainer: received {signal.Signals(signum).name}; saving a checkpoint at "
+                      "the next step boundary, then exiting (send it again to stop at once)",
+                      file=sys.stderr, flush=True)
+
+        for name in PREEMPTION_SIGNALS:
+            signum = getattr(signal, name)
+            try:
+                previous[signum] = signal.signal(signum, handler)
+            except (ValueError, OSError):  # not allowed here (e.g. embedded interpreter)
+                pass
+        return previous
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        for signum, old in previous.items():
+            signal.signal(signum, old if old is not None else signal.SIG_DFL)
+
+    def _checkpoint_now(self, module: Module) -> str:
+        """Save the current state with every ModelCheckpoint (or a plain manager
+        under ``<log_dir>/checkpoints`` when there is none), wait until the files
+        are complete, and return the newest checkpoint path."""
+        path = ""
+        savers = [cb for cb in self.callbacks if isinstance(cb, ModelCheckpoint)]
+        for cb in savers:
+            path = cb.save_now(self, module) or path
+        if not savers:
+            directory = os.path.join(self.log_dir, "checkpoints")
+            with ckpt.manager(directory, async_save=False) as mgr:
+                self.save_checkpoint(mgr, metrics=dict(self.callback_metrics))
+            path = os.path.join(directory, str(self.global_step))
+        return path
+
+    def _on_boundary_signal(self, module: Module) -> None:
+        if self.received_signal is None:
+            return
+        if not self.state_is_valid:
+            path = "(none written: the state is not finite; the last good checkpoint stays)"
+        else:
+            path = self._checkpoint_now(module)
+        raise Preempted(self.received_signal, self.global_step, path)
 
     def _next_interval(self) -> int:
         # Intervals end on multiples of log_every_n_steps (and eval_every_n_steps),
@@ -291,6 +392,10 @@ class Trainer:
             if self.eval_every_n_steps and self.global_step % self.eval_every_n_steps == 0:
                 self._evaluate(module)
             self._call("on_train_steps_end", module, host)
+            self.callback_metrics.update(host)  # with what callbacks added (lr, throughput)
+            self._on_boundary_signal(module)
+        if self.should_stop and self.stop_reason and self.is_global_zero:
+            print(f"jaxtrainer: stopping at step {self.global_step}: {self.stop_reason}", flush=True)
         self._call("on_train_end", module)
 
     # -------------------------------------------------------------- evaluate

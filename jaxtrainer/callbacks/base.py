@@ -2,12 +2,20 @@
 
 Hook order for one ``fit`` (each hook receives ``trainer, module`` first)::
 
-    setup -> [on_load_checkpoint] -> on_fit_start -> on_train_start
-      -> (on_train_steps_end [-> on_evaluation_end] [-> on_save_checkpoint])*
-      -> on_train_end -> on_fit_end -> teardown
+    setup("fit") -> [on_load_checkpoint(meta)] -> on_fit_start -> on_train_start
+      -> ( [on_evaluation_end(metrics)] -> on_train_steps_end(metrics)
+           [-> on_save_checkpoint(meta)] )*      # once per log interval
+      -> on_train_end -> [on_save_checkpoint(meta)] -> on_fit_end -> teardown("fit")
 
-On an exception: ``on_exception(exc)`` then ``teardown``; the exception is then
-re-raised unchanged. Callbacks run on every process (so collectives inside them
+At an interval ending on a multiple of ``eval_every_n_steps`` the evaluation
+runs first, so ``on_train_steps_end`` (and a checkpoint taken there) sees the
+evaluation metrics of the same step. Within one hook, callbacks run sorted by
+:attr:`Callback.order`. ``on_train_end`` runs exactly once, whether the budget
+was spent or a callback set ``trainer.should_stop``.
+
+On an exception (preemption included): ``on_exception(exc)`` then
+``teardown("fit")`` on every callback, even if one of them raises; the
+original exception is then re-raised unchanged. Callbacks run on every process (so collectives inside them
 stay in step); only I/O is limited to ``trainer.is_global_zero``.
 """
 
@@ -26,7 +34,15 @@ class Callback:
     ``metrics`` arguments are ``dict[str, float]`` (Python floats, reduced over
     devices, averaged over the log interval) and include ``step`` (global
     training steps done) and ``env_steps``.
+
+    Attributes:
+      order: the Trainer calls callbacks sorted by ``order`` (stable: equal
+        orders keep the order given). Guards use -100 (they run first), loggers
+        and most callbacks 0, :class:`ModelCheckpoint` 100 (it runs last, so it
+        saves the other callbacks' states after they saw the step's metrics).
     """
+
+    order: int = 0
 
     @property
     def state_key(self) -> str:

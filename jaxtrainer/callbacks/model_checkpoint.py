@@ -20,41 +20,63 @@ class ModelCheckpoint(Callback):
     """Save the module state, trainer counters, root PRNG key and every
     callback's ``state_dict()`` to ``<log_dir>/checkpoints/<step>``.
 
-    Saves happen at log-interval boundaries (after ``on_train_steps_end``), so a
-    checkpoint at step N records the metrics of the interval ending at N (F23).
+    Saves happen at log-interval boundaries after every other callback's
+    ``on_train_steps_end`` (``order = 100``), so a checkpoint at step N records
+    the metrics of the interval ending at N, evaluation included (F23), and the
+    callback states after they saw them (exact resume).
+
+    Saves are atomic (orbax writes to a temporary directory and renames it when
+    complete; :func:`jaxtrainer.checkpoint.latest_step_dir` ignores unfinished
+    ones) and, with ``async_save``, the files are written in a background thread
+    after the arrays were copied off the devices, so later training steps, which
+    donate the state buffers, cannot change what is written (F15). The newest
+    checkpoint is always kept, so ``ckpt_path="last"`` resumes from it.
+
+    No checkpoint is written while ``trainer.state_is_valid`` is ``False`` (set by
+    :class:`~jaxtrainer.callbacks.NaNGuard`): the last good one stays the newest.
 
     Args:
       dirpath: checkpoint directory; default ``<trainer.log_dir>/checkpoints``.
-      every_n_steps: save when the global step crosses a multiple of this
-        (training steps); ``None`` = not by step count.
-      every_n_seconds: save when this much wall time passed since the last save.
-      monitor: metric name ranking checkpoints for ``save_top_k``.
+      every_n_steps: save when the global step reaches a multiple of this
+        (training steps; checked at log boundaries); ``None`` = not by step count.
+      every_n_seconds: save when this much wall time (seconds) passed since the
+        last save; ``None`` = not by time.
+      monitor: metric name ranking checkpoints for ``save_top_k``. A checkpoint
+        saved before the metric was first logged ranks last.
       mode: ``"max"`` or ``"min"``; a ``monitor`` without ``mode`` warns and uses ``"max"``.
-      save_top_k: keep the best ``k`` checkpoints by ``monitor`` (``-1`` = all);
-        without ``monitor`` keep the newest ``k``.
-      save_last: also save when training ends (always kept).
-      save_on_exception: save the last state when ``fit`` raises.
+      save_top_k: keep the best ``k`` checkpoints by ``monitor`` plus the newest
+        (``-1`` = keep all); without ``monitor``, keep the newest ``k``.
+      save_last: save when training ends (budget spent or ``should_stop``).
+      save_on_exception: save the last state when ``fit`` raises (not when the
+        state is not finite).
       async_save: write in a background thread (arrays are copied first).
+
+    Attributes:
+      best_model_path, best_model_score: the best checkpoint by ``monitor``.
+      last_model_path: the newest checkpoint written.
 
     Raises:
       ValueError: a bad argument, naming it.
     """
 
+    order = 100
+
     def __init__(self, dirpath: str | os.PathLike | None = None, *, every_n_steps: int | None = None,
                  every_n_seconds: float | None = None, monitor: str | None = None,
                  mode: str | None = None, save_top_k: int = -1, save_last: bool = True,
                  save_on_exception: bool = False, async_save: bool = True) -> None:
-        if every_n_steps is not None and every_n_steps < 1:
-            raise ValueError(f"every_n_steps={every_n_steps}: expected a positive int or None")
-        if every_n_seconds is not None and every_n_seconds <= 0:
-            raise ValueError(f"every_n_seconds={every_n_seconds}: expected a positive number or None")
+        if every_n_steps is not None and (isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int)
+                                          or every_n_steps < 1):
+            raise ValueError(f"every_n_steps={every_n_steps!r}: expected a positive int or None")
+        if every_n_seconds is not None and not every_n_seconds > 0:
+            raise ValueError(f"every_n_seconds={every_n_seconds!r}: expected a positive number or None")
         if mode not in (None, "max", "min"):
             raise ValueError(f"mode={mode!r}: expected 'max' or 'min'")
-        if save_top_k < -1 or save_top_k == 0:
-            raise ValueError(f"save_top_k={save_top_k}: expected -1 (keep all) or a positive int")
+        if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1 or save_top_k == 0:
+            raise ValueError(f"save_top_k={save_top_k!r}: expected -1 (keep all) or a positive int")
         if monitor is not None and mode is None:
-            warnings.warn(f"ModelCheckpoint(monitor={monitor!r}) has no mode; assuming mode='max'",
-                          UserWarning, stacklevel=2)
+            warnings.warn(f"ModelCheckpoint(monitor={monitor!r}) has no mode; assuming mode='max'. "
+                          "Pass mode='max' or mode='min'.", UserWarning, stacklevel=2)
             mode = "max"
         self.dirpath = dirpath
         self.every_n_steps = every_n_steps
@@ -68,6 +90,7 @@ class ModelCheckpoint(Callback):
         self.best_model_score: float | None = None
         self.best_model_path: str | None = None
         self.last_model_path: str | None = None
+        self._scores: dict[int, float | None] = {}
         self._mgr = None
         self._last_time = 0.0
         self._last_saved_step = -1
@@ -78,14 +101,9 @@ class ModelCheckpoint(Callback):
         if stage != "fit":
             return
         self.dirpath = os.fspath(self.dirpath or os.path.join(trainer.log_dir, "checkpoints"))
-        keep = None if self.save_top_k == -1 else self.save_top_k
-        best_fn = None
-        if self.monitor is not None:
-            monitor = self.monitor
-            best_fn = lambda m: m.get(monitor, -math.inf if self.mode == "max" else math.inf)  # noqa: E731
-        self._mgr = ckpt.manager(self.dirpath, max_to_keep=keep, best_fn=best_fn,
-                                 best_mode=self.mode, async_save=self.async_save)
+        self._mgr = ckpt.manager(self.dirpath, async_save=self.async_save)
         self._last_time = time.monotonic()
+        self._metrics = {}
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._last_saved_step = trainer.global_step
@@ -116,34 +134,84 @@ class ModelCheckpoint(Callback):
 
     def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
         if self._mgr is not None:
-            self._mgr.wait_until_finished()
-            self._mgr.close()
-            self._mgr = None
+            try:
+                self._mgr.wait_until_finished()
+            finally:
+                self._mgr.close()
+                self._mgr = None
 
     # ---------------------------------------------------------------------
-    def save(self, trainer: Trainer, module: Module) -> str:
-        """Save now (every process takes part; orbax writes from process 0 for
-        replicated arrays). Returns the step directory."""
+    def _score(self, step: int) -> float:
+        s = self._scores.get(step)
+        if s is None or math.isnan(s):
+            return -math.inf
+        return s if self.mode == "max" else -s
+
+    def _prune(self, newest: int) -> None:
+        if self.save_top_k == -1:
+            return
+        steps = sorted(self._mgr.all_steps())
+        if self.monitor is None:
+            keep = set(steps[-self.save_top_k:])
+        else:
+            ranked = sorted(steps, key=lambda s: (self._score(s), s), reverse=True)
+            keep = set(ranked[:self.save_top_k])
+        keep.add(newest)
+        for s in steps:
+            if s not in keep:
+                self._mgr.delete(s)
+                self._scores.pop(s, None)
+
+    def save(self, trainer: Trainer, module: Module) -> str | None:
+        """Save now if the state is valid (every process takes part; orbax writes
+        replicated arrays from process 0). Returns the step directory, or None
+        when nothing was saved because ``trainer.state_is_valid`` is False."""
         step = trainer.global_step
+        if not trainer.state_is_valid:
+            if trainer.is_global_zero:
+                print(f"jaxtrainer: ModelCheckpoint: not saving step {step}: the state is not finite; "
+                      f"the last good checkpoint is {self.last_model_path}", flush=True)
+            return None
+        if self._mgr is None:
+            raise RuntimeError("ModelCheckpoint.save called outside fit")
         metrics = dict(self._metrics)
-        if self.monitor is not None and self.monitor in metrics:
-            score = metrics[self.monitor]
-            better = (self.best_model_score is None
-                      or (score > self.best_model_score if self.mode == "max" else score < self.best_model_score))
-            if better:
+        if self.monitor is not None:
+            score = metrics.get(self.monitor)
+            self._scores[step] = score
+            if score is not None and not math.isnan(score) and (
+                    self.best_model_score is None
+                    or (score > self.best_model_score if self.mode == "max" else score < self.best_model_score)):
                 self.best_model_score = score
                 self.best_model_path = os.path.join(self.dirpath, str(step))
-        trainer.save_checkpoint(self._mgr, metrics=metrics)
+        else:
+            self._scores[step] = None
+        self.last_model_path = os.path.join(self.dirpath, str(step))
+        if step in self._mgr.all_steps():  # left by a run resumed from an earlier checkpoint
+            self._mgr.wait_until_finished()
+            self._mgr.delete(step)
+        trainer.save_checkpoint(self._mgr, metrics={k: v for k, v in metrics.items()
+                                                    if isinstance(v, (int, float))})
         self._last_saved_step = step
         self._last_time = time.monotonic()
-        self.last_model_path = os.path.join(self.dirpath, str(step))
+        self._prune(step)
+        return self.last_model_path
+
+    def save_now(self, trainer: Trainer, module: Module) -> str | None:
+        """Save the current step unless already saved, and block until every
+        checkpoint file is written (used on preemption)."""
+        if self._last_saved_step != trainer.global_step:
+            self.save(trainer, module)
+        if self._mgr is not None:
+            self._mgr.wait_until_finished()
         return self.last_model_path
 
     def state_dict(self) -> dict[str, Any]:
         return {"best_model_score": self.best_model_score, "best_model_path": self.best_model_path,
-                "last_model_path": self.last_model_path}
+                "last_model_path": self.last_model_path,
+                "scores": {str(k): v for k, v in self._scores.items()}}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.best_model_score = state_dict.get("best_model_score")
         self.best_model_path = state_dict.get("best_model_path")
         self.last_model_path = state_dict.get("last_model_path")
+        self._scores = {int(k): v for k, v in state_dict.get("scores", {}).items()}

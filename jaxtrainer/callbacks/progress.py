@@ -34,8 +34,14 @@ class RichProgressBar(Callback):
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         if not trainer.is_global_zero:
             return
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self._use_env_steps = trainer.env_steps_per_step > 0
         unit = "env steps" if self._use_env_steps else "steps"

@@ -20,7 +20,9 @@ class CSVLogger(Logger):
 
     Rows are appended; a new column rewrites the file once with the wider
     header (atomically, via a temporary file and ``os.replace``), so the file is
-    always valid CSV. Resuming a run appends to the existing file.
+    always valid CSV. Resuming a run appends to the existing file after dropping
+    rows logged past the checkpoint's step, so a resumed run's file equals an
+    uninterrupted run's. Values are Python numbers (FIELD_REPORTS F21).
 
     Args:
       save_dir: directory for the files; default ``trainer.log_dir``.
@@ -49,6 +51,14 @@ class CSVLogger(Logger):
                 self._rows = [dict(r) for r in reader]
         self._written_columns = list(self._columns) if self._rows else []
         self._pending = 0
+        # Resuming from a checkpoint older than the last logged row (a crash or
+        # preemption after it): drop the rows the resumed run will log again, so
+        # the file equals an uninterrupted run's.
+        kept = [r for r in self._rows if not r.get("step") or int(float(r["step"])) <= trainer.global_step]
+        if len(kept) != len(self._rows):
+            self._rows = kept
+            self._written_columns = []  # rewrite the file on the next write
+            self._write()
 
     def log_hyperparams(self, params: dict[str, Any]) -> None:
         assert self.path is not None

@@ -14,8 +14,15 @@ if TYPE_CHECKING:
 
 class TensorBoardLogger(Logger):
     """Scalars to TensorBoard event files in ``<log_dir>/tensorboard`` (x axis:
-    global training steps), hyperparameters once as an ``hparams`` entry and a
-    text summary.
+    global training steps), hyperparameters once per run (at the start of a
+    fresh ``fit``, not again on resume) as a TensorBoard HParams entry and a
+    markdown text table.
+
+    Every value is a Python number (FIELD_REPORTS F21). The event file is
+    flushed and closed on every exit path of ``fit`` (success, exception,
+    preemption). A resumed run opens the writer with ``purge_step`` = the
+    checkpoint's step, so TensorBoard hides events logged after that step by the
+    interrupted run.
 
     Args:
       save_dir: directory of the event files; default ``<trainer.log_dir>/tensorboard``.
@@ -33,12 +40,21 @@ class TensorBoardLogger(Logger):
         from tensorboardX import SummaryWriter
 
         self.log_dir = os.fspath(self.save_dir or os.path.join(trainer.log_dir, "tensorboard"))
-        self.writer = SummaryWriter(self.log_dir, flush_secs=self.flush_secs)
+        resumed = trainer.global_step > 0
+        self.writer = SummaryWriter(self.log_dir, flush_secs=self.flush_secs,
+                                    purge_step=trainer.global_step + 1 if resumed else None)
+        self._log_hparams = not resumed
 
     def log_hyperparams(self, params: dict[str, Any]) -> None:
-        if params:
-            text = "\n".join(f"| {k} | {v} |" for k, v in params.items())
-            self.writer.add_text("hparams", "| name | value |\n|---|---|\n" + text, 0)
+        if not params or not self._log_hparams:
+            return
+        from tensorboardX.summary import hparams
+
+        text = "\n".join(f"| {k} | {v} |" for k, v in params.items())
+        self.writer.add_text("hparams", "| name | value |\n|---|---|\n" + text, 0)
+        for summary in hparams(params, {}):  # the HParams plugin's experiment + session start
+            self.writer.file_writer.add_summary(summary)
+        self.writer.flush()
 
     def log_metrics(self, metrics: dict[str, float | int], step: int) -> None:
         for k, v in metrics.items():

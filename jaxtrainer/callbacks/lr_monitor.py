@@ -1,0 +1,69 @@
+"""LearningRateMonitor: log the optimizer's injected hyperparameters."""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+import optax
+
+from jaxtrainer.callbacks.base import Callback
+
+if TYPE_CHECKING:
+    from jaxtrainer.module import Module
+    from jaxtrainer.trainer import Trainer
+
+_INJECTED = tuple(c for c in (getattr(optax, "InjectHyperparamsState", None),
+                              getattr(optax, "InjectStatefulHyperparamsState", None)) if c is not None)
+
+
+class LearningRateMonitor(Callback):
+    """Add the current optimizer hyperparameters to every log boundary's metrics.
+
+    Optax keeps a schedule's current value only when the optimizer is wrapped in
+    ``optax.inject_hyperparams`` (e.g.
+    ``optax.inject_hyperparams(optax.adam)(learning_rate=schedule)``); this
+    callback finds every such optimizer state in ``trainer.state`` and logs its
+    hyperparameters as ``lr/<name>`` (``lr/<state path>/<name>`` when the state
+    holds several optimizers), the values after the interval's last update.
+    A learning rate the module computes and returns as a metric (e.g.
+    ``"lr"``) is logged by the loggers like any other metric and needs no
+    callback. Runs before the loggers (``order = -50``); fetching the values is
+    one small host transfer per log boundary.
+
+    Args:
+      names: hyperparameter names to log; ``None`` logs every scalar one.
+        Default ``("learning_rate",)``.
+
+    Warns once (UserWarning) when the state holds no injected optimizer state.
+    """
+
+    order = -50
+
+    def __init__(self, names: tuple[str, ...] | None = ("learning_rate",)) -> None:
+        self.names = tuple(names) if names is not None else None
+        self._warned = False
+
+    def current(self, state: Any) -> dict[str, float]:
+        """``{"lr/<name>": value}`` of every injected hyperparameter in ``state``."""
+        found = jax.tree_util.tree_flatten_with_path(state, is_leaf=lambda x: isinstance(x, _INJECTED))[0]
+        found = [(p, s) for p, s in found if isinstance(s, _INJECTED)]
+        values: dict[str, Any] = {}
+        for path, s in found:
+            prefix = "lr/" if len(found) == 1 else f"lr/{jax.tree_util.keystr(path).strip('.[]')}/"
+            for name, value in s.hyperparams.items():
+                if (self.names is None or name in self.names) and np.size(value) == 1:
+                    values[prefix + name] = value
+        host = jax.device_get(values)
+        return {k: float(np.asarray(v, np.float64).reshape(())) for k, v in host.items()}
+
+    def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        values = self.current(trainer.state)
+        if not values and not self._warned:
+            self._warned = True
+            warnings.warn("LearningRateMonitor: the state holds no optax.inject_hyperparams optimizer "
+                          "state; wrap the optimizer in optax.inject_hyperparams to log its learning "
+                          "rate", UserWarning, stacklevel=2)
+        metrics.update(values)

@@ -1,0 +1,84 @@
+"""WandbLogger: Weights & Biases runs, online, offline or disabled."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from jaxtrainer.loggers.base import Logger
+
+if TYPE_CHECKING:
+    from jaxtrainer.module import Module
+    from jaxtrainer.trainer import Trainer
+
+
+class WandbLogger(Logger):
+    """Log to a wandb run (global-zero process only).
+
+    Metrics go to ``run.log(values, step=global_step)`` (x axis: global training
+    steps; ``env_steps`` is logged too), hyperparameters once to ``run.config``.
+    The mode comes from ``mode`` or the ``WANDB_MODE`` environment variable:
+    ``"offline"`` writes ``<save_dir>/wandb/offline-run-*`` without any network
+    (upload later with ``wandb sync``), ``"disabled"`` makes every call a no-op.
+    A resumed ``fit`` reuses the run id stored in the checkpoint
+    (``resume="allow"``), so one wandb run spans preemptions.
+    The run is finished (``exit_code`` 0 on success, 1 on failure or
+    preemption) on every exit path of ``fit``.
+
+    Args:
+      project: wandb project name.
+      name: run name; default the run directory name (``version_N``).
+      save_dir: parent of the ``wandb`` directory; default ``trainer.log_dir``.
+      mode: ``"online"``, ``"offline"`` or ``"disabled"``; default ``WANDB_MODE``
+        or ``"offline"`` when that is unset (never needs a network by default).
+      **init_kwargs: passed to ``wandb.init`` (``entity``, ``tags``, ``group``...).
+
+    Raises:
+      ValueError: an unknown ``mode``.
+    """
+
+    def __init__(self, project: str = "jaxtrainer", name: str | None = None,
+                 save_dir: str | os.PathLike | None = None, mode: str | None = None,
+                 **init_kwargs: Any) -> None:
+        super().__init__()
+        if mode not in (None, "online", "offline", "disabled"):
+            raise ValueError(f"mode={mode!r}: expected 'online', 'offline' or 'disabled'")
+        self.project = project
+        self.name = name
+        self.save_dir = save_dir
+        self.mode = mode
+        self.init_kwargs = init_kwargs
+        self.run = None
+        self.run_id: str | None = None
+
+    def start(self, trainer: Trainer, module: Module) -> None:
+        import wandb
+
+        directory = os.fspath(self.save_dir or trainer.log_dir)
+        os.makedirs(directory, exist_ok=True)
+        mode = self.mode or os.environ.get("WANDB_MODE") or "offline"
+        kwargs = dict(project=self.project, name=self.name or os.path.basename(trainer.log_dir),
+                      dir=directory, mode=mode, reinit="finish_previous", **self.init_kwargs)
+        if self.run_id is not None:
+            kwargs.update(id=self.run_id, resume="allow")
+        self.run = wandb.init(**kwargs)
+        self.run_id = getattr(self.run, "id", None) or self.run_id
+
+    def log_hyperparams(self, params: dict[str, Any]) -> None:
+        if self.run is not None:
+            self.run.config.update(params, allow_val_change=True)
+
+    def log_metrics(self, metrics: dict[str, float | int], step: int) -> None:
+        if self.run is not None:
+            self.run.log(dict(metrics), step=step)
+
+    def finalize(self, status: str) -> None:
+        if self.run is not None:
+            self.run.finish(exit_code=0 if status == "success" else 1)
+            self.run = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.run_id = state_dict.get("run_id") or self.run_id

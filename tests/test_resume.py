@@ -1,0 +1,99 @@
+"""Exact resume (FIELD_REPORTS F12, F13, F14, F16)."""
+
+import csv
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+
+import jaxtrainer as jt
+from tests import toys
+
+
+def _steps_logged(log_dir):
+    with open(f"{log_dir}/metrics.csv") as f:
+        return [(int(r["step"]), int(r["env_steps"]), r["loss"]) for r in csv.DictReader(f)]
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_eight_steps_straight_equal_four_save_resume_four(tmp_path, devices):
+    strategy = "single" if devices == 1 else "pmap"
+    straight = toys.trainer(tmp_path / "a", strategy=strategy, devices=devices, max_steps=8,
+                            log_every_n_steps=2)
+    straight.fit(toys.Regression())
+
+    first = toys.trainer(tmp_path / "b", strategy=strategy, devices=devices, max_steps=4,
+                         log_every_n_steps=2)
+    first.fit(toys.Regression())
+    second = toys.trainer(tmp_path / "b", strategy=strategy, devices=devices, max_steps=8,
+                          log_every_n_steps=2)
+    second.fit(toys.Regression(), ckpt_path="last")
+
+    assert second.log_dir == first.log_dir  # same run directory, logs appended
+    assert (second.global_step, second.env_steps) == (straight.global_step, straight.env_steps) == (8, 64)
+    toys.assert_trees_equal(second.state, straight.state)  # params, opt state, keys, counters
+    toys.assert_trees_equal(second._root_key, straight._root_key)
+    assert _steps_logged(second.log_dir) == _steps_logged(straight.log_dir)
+    assert [s for s, _, _ in _steps_logged(second.log_dir)] == [2, 4, 6, 8]
+
+
+def test_typed_keys_round_trip_with_type_and_bits(tmp_path):
+    t = toys.trainer(tmp_path, strategy="pmap", devices=2, max_steps=3)
+    t.fit(toys.Regression())
+    path = jt.checkpoint.find_last(tmp_path)
+    again = toys.trainer(tmp_path, strategy="pmap", devices=2, max_steps=3)
+    again._module = toys.Regression()
+    again.strategy.setup()
+    again._restore(again._module, path)
+    for name in ("key", "noise_key"):
+        assert jax.dtypes.issubdtype(again.state[name].dtype, jax.dtypes.prng_key)
+        assert jax.random.key_impl(again.state[name]) == jax.random.key_impl(t.state[name])
+        np.testing.assert_array_equal(jax.random.key_data(again.state[name]),
+                                      jax.random.key_data(t.state[name]))
+    # the next sample equals the uninterrupted run's
+    np.testing.assert_array_equal(jax.random.uniform(again.state["key"]),
+                                  jax.random.uniform(t.state["key"]))
+
+
+_SAVE = """
+import jax, numpy as np, jaxtrainer as jt
+from tests import toys
+t = toys.trainer({root!r}, strategy="pmap", max_steps=5)
+t.fit(toys.Regression(per_device=False))
+assert t.num_devices == 4
+np.savez({ref!r}, **{{jax.tree_util.keystr(p): np.asarray(x) for p, x in
+                      jax.tree_util.tree_leaves_with_path(toys.leaves(t.state))}})
+"""
+
+_LOAD = """
+import jax, numpy as np, jaxtrainer as jt
+from tests import toys
+assert jax.device_count() == {n}
+t = toys.trainer({root!r}, strategy={strategy!r}, max_steps=5)
+m = toys.Regression(per_device=False)
+t._module = m
+t.strategy.setup()
+meta = t._restore(m, jt.checkpoint.resolve({root!r} + "/version_0/checkpoints/5", {root!r}))
+assert meta["num_devices"] == 4 and t.global_step == 5 and t.env_steps == 40
+ref = np.load({ref!r})
+got = {{jax.tree_util.keystr(p): np.asarray(x) for p, x in
+        jax.tree_util.tree_leaves_with_path(toys.leaves(t.state))}}
+assert sorted(got) == sorted(ref.files)
+for k in got:
+    np.testing.assert_array_equal(got[k], ref[k])
+# and it keeps training from there
+t2 = toys.trainer({root!r} + "/more{n}", strategy={strategy!r}, max_steps=7)
+t2.fit(m, ckpt_path={root!r} + "/version_0/checkpoints/5")
+assert t2.global_step == 7
+print("OK", {n})
+"""
+
+
+def test_pmap_on_4_restores_on_2_and_1_in_fresh_processes(tmp_path):
+    root, ref = str(tmp_path / "runs"), str(tmp_path / "ref.npz")
+    toys.run_python(textwrap.dedent(_SAVE.format(root=root, ref=ref)), devices=4)
+    for n, strategy in ((2, "pmap"), (1, "single")):
+        out = toys.run_python(textwrap.dedent(_LOAD.format(root=root, ref=ref, n=n, strategy=strategy)),
+                              devices=n)
+        assert f"OK {n}" in out.stdout
