@@ -18,6 +18,15 @@ from jaxtrainer.distributed.axis import (
 )
 from jaxtrainer.distributed.gradients import gradient_update, local_copy
 from jaxtrainer.distributed.keys import fold_in_device, split_key_to_devices
+from jaxtrainer.distributed.population import (
+    gather_members,
+    local_members,
+    pad_population,
+    population_size,
+    shmap_map,
+    shmap_vmap,
+    tree_device_put,
+)
 
 __all__ = [
     "AXIS_NAME",
@@ -25,13 +34,20 @@ __all__ = [
     "axis_size",
     "bound_axes",
     "fold_in_device",
+    "gather_members",
     "gradient_update",
     "local_copy",
+    "local_members",
     "local_size",
+    "pad_population",
     "pmax",
     "pmean",
     "pmin",
+    "population_size",
     "psum",
+    "shmap_map",
+    "shmap_vmap",
     "split_key_to_devices",
+    "tree_device_put",
     "varying_axes",
 ]

@@ -3,14 +3,17 @@
 from jaxtrainer.strategies.base import LeafLayout, Strategy
 from jaxtrainer.strategies.pmap import PmapStrategy
 from jaxtrainer.strategies.registry import available, register, resolve
+from jaxtrainer.strategies.shard_map import ShardMapStrategy
 from jaxtrainer.strategies.single_device import SingleDeviceStrategy
 
 register(SingleDeviceStrategy)
 register(PmapStrategy)
+register(ShardMapStrategy)
 
 __all__ = [
     "LeafLayout",
     "PmapStrategy",
+    "ShardMapStrategy",
     "SingleDeviceStrategy",
     "Strategy",
     "available",

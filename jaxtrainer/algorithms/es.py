@@ -1,0 +1,501 @@
+"""Evolution strategies: any evosax 0.3 algorithm as a :class:`~jaxtrainer.PopulationModule`.
+
+* :class:`EvosaxES`: the adapter (``init_state / ask / tell`` from evosax, by name),
+  with fitness shaping and the maximise/minimise convention; subclass it and
+  implement ``evaluate``.
+* :class:`FunctionES`: minimise ``fn(x: float32[num_dims]) -> float32[]``
+  (:func:`sphere`, :func:`rastrigin`, your own).
+* :class:`NeuroES`: neuroevolution of a flax policy on a :mod:`jaxtrainer.envs`
+  environment; fitness = mean undiscounted return of ``num_episodes`` episodes.
+
+Sources: evosax (Lange 2022, https://github.com/RobertTLange/evosax, v0.3);
+OpenAI-ES (Salimans et al. 2017, https://arxiv.org/abs/1703.03864); CMA-ES
+(Hansen 2016, "The CMA Evolution Strategy: A Tutorial",
+https://arxiv.org/abs/1604.00772).
+
+Example::
+
+    es = NeuroES("CartPole-v1", algorithm="Open_ES", learning_rate=0.05, std=0.1)
+    PopulationTrainer(population_size=64, max_generations=50).fit(es)
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from evosax.algorithms import algorithms as EVOSAX_ALGORITHMS
+from evosax.algorithms.distribution_based.base import DistributionBasedAlgorithm
+from evosax.core import fitness_shaping as evosax_shaping
+from flax import struct
+from jax import flatten_util
+
+from jaxtrainer.distributed import local_size
+from jaxtrainer.metrics import Mean
+from jaxtrainer.module import PopulationModule
+
+FITNESS_SHAPING: dict[str, Callable[..., jax.Array]] = {
+    "identity": evosax_shaping.identity_fitness_shaping_fn,
+    "standardize": evosax_shaping.standardize_fitness_shaping_fn,
+    "normalize": evosax_shaping.normalize_fitness_shaping_fn,
+    "centered_rank": evosax_shaping.centered_rank_fitness_shaping_fn,
+    "weights": evosax_shaping.weights_fitness_shaping_fn,
+}
+"""evosax 0.3's fitness shaping functions by name (``fitness_shaping=``).
+``"weights"`` needs an algorithm whose params carry ``weights`` (CMA-ES family)."""
+
+OPTIMIZERS: dict[str, Callable[[float], optax.GradientTransformation]] = {
+    "sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw,
+}
+
+
+def resolve_algorithm(name: str) -> str:
+    """evosax's canonical name for ``name``, matched exactly or ignoring case and
+    underscores (``"OpenES"``, ``"open_es"`` -> ``"Open_ES"``; ``"cma_es"`` -> ``"CMA_ES"``).
+
+    Raises:
+      ValueError: no (or an ambiguous) match; the message lists evosax's algorithms.
+    """
+    if name in EVOSAX_ALGORITHMS:
+        return name
+
+    def norm(s: str) -> str:
+        return s.replace("_", "").replace("-", "").lower()
+
+    matches = [k for k in EVOSAX_ALGORITHMS if norm(k) == norm(str(name))]
+    if len(matches) != 1:
+        raise ValueError(f"unknown evosax algorithm {name!r}; evosax 0.3 provides: "
+                         f"{', '.join(EVOSAX_ALGORITHMS)}")
+    return matches[0]
+
+
+def sphere(x: jax.Array) -> jax.Array:
+    """``sum(x**2)``: ``float32[d] -> float32[]``, minimum 0 at ``x = 0``."""
+    return jnp.sum(jnp.square(x))
+
+
+def rastrigin(x: jax.Array) -> jax.Array:
+    """Rastrigin: ``10 d + sum(x**2 - 10 cos(2 pi x))``, ``float32[d] -> float32[]``.
+
+    Global minimum 0 at ``x = 0``; local minima near every integer point
+    (Rastrigin 1974; the usual domain is ``[-5.12, 5.12]^d``).
+    """
+    return 10.0 * x.shape[-1] + jnp.sum(jnp.square(x) - 10.0 * jnp.cos(2.0 * jnp.pi * x))
+
+
+@struct.dataclass
+class ESState:
+    """State of an :class:`EvosaxES`.
+
+    Attributes:
+      es: the evosax algorithm's state (``mean: float32[num_dims]``, ``std``, ...).
+      tell_key: typed key ``ask`` set aside for evosax's ``tell``.
+    """
+
+    es: Any
+    tell_key: jax.Array
+
+
+class EvosaxES(PopulationModule):
+    """Any evosax 0.3 algorithm as a :class:`~jaxtrainer.PopulationModule`.
+
+    The evosax algorithm is built when the trainer announces the population size
+    (:meth:`configure_population`, called by
+    :class:`~jaxtrainer.PopulationTrainer`), or here when ``population_size`` is
+    given. Members are evosax's unravelled solutions: pytrees shaped like
+    ``solution`` with a leading ``[P]`` axis. Subclasses implement
+    ``evaluate(member, key) -> (fitness: float32[], metrics)`` and may override
+    :meth:`initial_mean`.
+
+    Args:
+      algorithm: an evosax name (``"Open_ES"``, ``"CMA_ES"``, ``"SNES"``,
+        ``"SimpleGA"``, ...; case and underscores are ignored).
+      solution: a pytree template of one member (shapes and dtypes only).
+      maximize: ``True`` when larger fitness is better (returns); evosax
+        minimises, so fitness is negated before ``tell``. Logged ``es/best_fitness``
+        is in the user's sign.
+      fitness_shaping: ``None`` (the algorithm's evosax default: centered ranks
+        for OpenAI-ES, recombination weights for CMA-ES), a name in
+        :data:`FITNESS_SHAPING` or an evosax-style callable
+        ``fn(population, fitness, state, params) -> fitness``.
+      weight_decay: L2 penalty added to the (minimised) fitness before shaping
+        (evosax ``add_weight_decay``); 0 disables.
+      learning_rate: for algorithms with an ``optimizer`` (OpenAI-ES, SNES, PGPE,
+        ...): the optimizer's step size.
+      optimizer: ``"adam"`` (default), ``"sgd"``, ``"adamw"`` or an optax
+        transformation (then ``learning_rate`` is ignored).
+      std: initial / constant search standard deviation: evosax's
+        ``std_schedule`` (a constant) or its params' ``std_init``.
+      algorithm_kwargs: more keyword arguments for the evosax constructor.
+      es_params: fields of the algorithm's ``default_params`` to replace.
+      population_size: build the evosax algorithm now (otherwise the trainer's).
+
+    Raises:
+      ValueError: unknown algorithm (listing evosax's), unknown fitness shaping
+        or optimizer, an option the algorithm does not have, or a population size
+        the algorithm rejects (e.g. odd sizes for antithetic OpenAI-ES).
+    """
+
+    def __init__(
+        self,
+        algorithm: str,
+        solution: Any,
+        *,
+        maximize: bool = False,
+        fitness_shaping: str | Callable[..., jax.Array] | None = None,
+        weight_decay: float = 0.0,
+        learning_rate: float | None = None,
+        optimizer: str | optax.GradientTransformation = "adam",
+        std: float | None = None,
+        algorithm_kwargs: dict[str, Any] | None = None,
+        es_params: dict[str, Any] | None = None,
+        population_size: int | None = None,
+    ) -> None:
+        self.algorithm = resolve_algorithm(algorithm)
+        self.cls = EVOSAX_ALGORITHMS[self.algorithm]
+        self.solution = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), jnp.result_type(x)),
+                                     solution)
+        self.num_dims = sum(math.prod(x.shape) for x in jax.tree.leaves(self.solution))
+        self.maximize = bool(maximize)
+        if isinstance(fitness_shaping, str) and fitness_shaping not in FITNESS_SHAPING:
+            raise ValueError(f"fitness_shaping={fitness_shaping!r}: choose one of "
+                             f"{', '.join(FITNESS_SHAPING)}, None (the algorithm's default) "
+                             "or a callable")
+        self.fitness_shaping = fitness_shaping
+        if weight_decay < 0:
+            raise ValueError(f"weight_decay={weight_decay}: expected >= 0")
+        self.weight_decay = float(weight_decay)
+        accepted = set(inspect.signature(self.cls.__init__).parameters)
+        kwargs = dict(algorithm_kwargs or {})
+        unknown = set(kwargs) - accepted
+        if unknown:
+            raise ValueError(f"{self.algorithm} does not take {sorted(unknown)}; its "
+                             f"arguments: {sorted(accepted - {'self'})}")
+        if learning_rate is not None or not isinstance(optimizer, str):
+            if "optimizer" not in accepted:
+                raise ValueError(f"{self.algorithm} has no optimizer: drop learning_rate/optimizer")
+            if isinstance(optimizer, str):
+                if optimizer not in OPTIMIZERS:
+                    raise ValueError(f"optimizer={optimizer!r}: choose one of {sorted(OPTIMIZERS)} "
+                                     "or pass an optax transformation")
+                optimizer = OPTIMIZERS[optimizer](learning_rate)
+            kwargs["optimizer"] = optimizer
+        self._std_param = None
+        if std is not None:
+            if "std_schedule" in accepted:
+                kwargs["std_schedule"] = optax.constant_schedule(float(std))
+            else:
+                self._std_param = float(std)  # checked against params in configure_population
+        self.kwargs = kwargs
+        self.es_params_overrides = dict(es_params or {})
+        self.learning_rate, self.optimizer_name, self.std = learning_rate, optimizer, std
+        self.es = None
+        self.params = None
+        self.population_size: int | None = None
+        if population_size is not None:
+            self.configure_population(population_size)
+
+    # ---- construction ----------------------------------------------------
+    def _shaping_fn(self) -> Callable[..., jax.Array] | None:
+        fn = self.fitness_shaping
+        if isinstance(fn, str):
+            fn = FITNESS_SHAPING[fn]
+        if self.weight_decay:
+            if fn is None:
+                fn = inspect.signature(self.cls.__init__).parameters["fitness_shaping_fn"].default
+            fn = evosax_shaping.add_weight_decay(fn, self.weight_decay)
+        return fn
+
+    def configure_population(self, population_size: int) -> None:
+        """Build the evosax algorithm for ``population_size`` members.
+
+        Raises:
+          ValueError: the algorithm rejects the size, or ``std``/``es_params``
+            name fields its params do not have.
+        """
+        if self.population_size == population_size and self.es is not None:
+            return
+        kwargs = dict(self.kwargs)
+        shaping = self._shaping_fn()
+        if shaping is not None:
+            kwargs["fitness_shaping_fn"] = shaping
+        try:
+            es = self.cls(population_size=population_size, solution=self._zeros(), **kwargs)
+        except AssertionError as exc:
+            raise ValueError(f"{self.algorithm} rejects population_size={population_size}: "
+                             f"{exc or 'evosax assertion failed'}") from None
+        params = es.default_params
+        overrides = dict(self.es_params_overrides)
+        if self._std_param is not None:
+            overrides.setdefault("std_init", self._std_param)
+        fields = set(getattr(params, "__dataclass_fields__", {}))
+        unknown = set(overrides) - fields
+        if unknown:
+            raise ValueError(f"{self.algorithm} params have no field(s) {sorted(unknown)} "
+                             f"(std= maps to 'std_init'); fields: {sorted(fields)}")
+        if overrides:
+            params = params.replace(**{k: jnp.asarray(v, jnp.float32) if isinstance(v, float) else v
+                                       for k, v in overrides.items()})
+        if self.fitness_shaping == "weights" and not hasattr(params, "weights"):
+            raise ValueError(f"fitness_shaping='weights' needs params.weights, which "
+                             f"{self.algorithm} does not have")
+        self.es, self.params, self.population_size = es, params, population_size
+
+    def _zeros(self) -> Any:
+        return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), self.solution)
+
+    def _require(self) -> None:
+        if self.es is None:
+            raise ValueError(f"{type(self).__name__}: the population size is not known yet; "
+                             "run it with PopulationTrainer or pass population_size=")
+
+    @property
+    def distribution_based(self) -> bool:
+        return isinstance(self.es, DistributionBasedAlgorithm) or (
+            self.es is None and issubclass(self.cls, DistributionBasedAlgorithm))
+
+    # ---- the PopulationModule contract -----------------------------------
+    def initial_mean(self, key: jax.Array) -> Any:
+        """The search distribution's initial mean (a ``solution``-shaped pytree).
+        Default: zeros. ``key``: typed key."""
+        return self._zeros()
+
+    def init_state(self, key: jax.Array) -> ESState:
+        """``key``: typed key (the same on every device). Returns :class:`ESState`."""
+        self._require()
+        mean_key, es_key, tell_key = jax.random.split(key, 3)
+        mean = self.initial_mean(mean_key)
+        if self.distribution_based:
+            state = self.es.init(es_key, mean, self.params)
+        else:  # population-based: start from noise around the mean, fitness unknown
+            flat, unravel = flatten_util.ravel_pytree(mean)
+            std = getattr(self.params, "std_init", 1.0)
+            noise = jax.random.normal(es_key, (self.population_size, flat.size), flat.dtype)
+            population = jax.vmap(unravel)(flat + std * noise)
+            fitness = jnp.full((self.population_size,), jnp.inf, jnp.float32)
+            state = self.es.init(es_key, population, fitness, self.params)
+        return ESState(state, tell_key)
+
+    def ask(self, state: ESState, key: jax.Array) -> tuple[Any, ESState]:
+        """Sample ``P`` members: leaves ``[P, *solution_leaf_shape]``."""
+        ask_key, tell_key = jax.random.split(key)
+        population, es_state = self.es.ask(ask_key, state.es, self.params)
+        return population, ESState(es_state, tell_key)
+
+    def tell(self, state: ESState, population: Any, fitness: jax.Array) -> tuple[ESState, dict[str, Any]]:
+        """Update with ``fitness: float32[P]`` (the user's sign; negated when
+        ``maximize``). Metrics: evosax's scalar metrics as ``es/<name>``."""
+        fitness = jnp.asarray(fitness, jnp.float32)
+        es_state, metrics = self.es.tell(state.tell_key, population,
+                                         -fitness if self.maximize else fitness,
+                                         state.es, self.params)
+        out = {}
+        for name, value in metrics.items():
+            value = jnp.asarray(value)
+            if value.ndim:
+                continue
+            if self.maximize and "fitness" in name:
+                value = -value
+            out[f"es/{name}"] = value.astype(jnp.float32)
+        return ESState(es_state, state.tell_key), out
+
+    def mean(self, state: ESState) -> Any:
+        """The current solution: the search distribution's mean (distribution-based
+        algorithms) or the best member so far (population-based ones)."""
+        if self.distribution_based:
+            return self.es.get_mean(state.es)
+        return self.es._unravel_solution(state.es.best_solution)
+
+    def hparams(self) -> dict[str, Any]:
+        return {"algorithm": self.algorithm, "num_dims": self.num_dims,
+                "maximize": self.maximize, "weight_decay": self.weight_decay,
+                "fitness_shaping": self.fitness_shaping if isinstance(self.fitness_shaping, str)
+                else ("default" if self.fitness_shaping is None else "callable"),
+                "learning_rate": self.learning_rate, "std": self.std}
+
+
+class FunctionES(EvosaxES):
+    """Minimise ``fn(x: float32[num_dims]) -> float32[]`` with an evosax algorithm.
+
+    Args:
+      fn: the objective, e.g. :func:`sphere`, :func:`rastrigin`; with
+        ``fn_takes_key=True`` it is called ``fn(x, key)`` (noisy objectives).
+      num_dims: dimension ``d``.
+      algorithm: evosax name (default ``"CMA_ES"``).
+      init_mean: initial mean, a float (every coordinate) or ``float32[d]``.
+      init_range: add ``Uniform(-init_range, init_range)`` noise to the initial
+        mean, drawn from the init key (0: deterministic start).
+      **kwargs: :class:`EvosaxES` options (``std``, ``learning_rate``, ...).
+
+    Metrics: ``fitness/*`` (from the trainer); evaluation gives
+    ``eval/fitness`` = ``fn(mean)`` and ``eval/distance_to_origin``.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., jax.Array],
+        num_dims: int,
+        algorithm: str = "CMA_ES",
+        *,
+        init_mean: float | Sequence[float] = 0.0,
+        init_range: float = 0.0,
+        fn_takes_key: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(num_dims, int) or num_dims < 1:
+            raise ValueError(f"num_dims={num_dims!r}: expected a positive int")
+        self.fn = fn
+        self.fn_takes_key = fn_takes_key
+        self.init_mean_value = np.broadcast_to(np.asarray(init_mean, np.float32), (num_dims,)).copy()
+        self.init_range = float(init_range)
+        super().__init__(algorithm, jnp.zeros((num_dims,), jnp.float32), **kwargs)
+
+    def initial_mean(self, key: jax.Array) -> jax.Array:
+        mean = jnp.asarray(self.init_mean_value)
+        if self.init_range:
+            mean = mean + jax.random.uniform(key, mean.shape, minval=-self.init_range,
+                                             maxval=self.init_range)
+        return mean
+
+    def evaluate(self, member: jax.Array, key: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
+        """``member: float32[d]`` -> ``(fn(member): float32[], {})``."""
+        value = self.fn(member, key) if self.fn_takes_key else self.fn(member)
+        return jnp.asarray(value, jnp.float32), {}
+
+    def evaluation_step(self, state: ESState, key: jax.Array) -> dict[str, Any]:
+        mean = self.mean(state)
+        value = self.fn(mean, key) if self.fn_takes_key else self.fn(mean)
+        return {"eval/fitness": value, "eval/distance_to_origin": jnp.linalg.norm(mean)}
+
+
+class MLPPolicy(nn.Module):
+    """Deterministic MLP policy for neuroevolution.
+
+    ``__call__(obs: float32[..., obs_size]) -> float32[..., out]``: logits for
+    discrete actions (act with ``argmax``), ``tanh`` outputs in ``[-1, 1]`` for
+    continuous ones (scaled to the bounds by :class:`NeuroES`).
+    ``hidden_sizes=()`` is a linear policy.
+    """
+
+    action_dim: int
+    hidden_sizes: Sequence[int] = (16,)
+    activation: str = "tanh"
+    discrete: bool = True
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = {"tanh": nn.tanh, "relu": nn.relu}[self.activation]
+        for size in self.hidden_sizes:
+            x = act(nn.Dense(size)(x))
+        x = nn.Dense(self.action_dim)(x)
+        return x if self.discrete else nn.tanh(x)
+
+
+class NeuroES(EvosaxES):
+    """Neuroevolution: evolve a flax MLP policy's parameters on an environment.
+
+    Fitness of a member (maximised) = mean undiscounted return of the first
+    episode of each of ``num_episodes`` fresh environments, run for the env's
+    ``max_episode_steps`` with the greedy action of the member's policy
+    (:func:`jaxtrainer.envs.evaluate_policy`). Members are flax parameter pytrees.
+
+    Args:
+      env: an environment name for :func:`jaxtrainer.envs.make`
+        (``"CartPole-v1"``) or an :class:`~jaxtrainer.envs.Env`.
+      algorithm: evosax name (``"Open_ES"``, ``"CMA_ES"``, ...).
+      hidden_sizes: policy hidden layers (``()``: linear policy).
+      activation: ``"tanh"`` or ``"relu"``.
+      num_episodes: episodes per member per generation (k).
+      eval_episodes: episodes of the mean policy in ``evaluation_step``
+        (global; must divide over the devices).
+      init: ``"network"`` (the flax initialiser) or ``"zeros"`` for the
+        initial mean.
+      **kwargs: :class:`EvosaxES` options (``learning_rate``, ``std``,
+        ``fitness_shaping``, ``weight_decay``, ...).
+
+    Metrics: ``member/episode_length``; evaluation gives ``eval/episode_return``
+    and ``eval/episode_length`` over completed episodes.
+    """
+
+    def __init__(
+        self,
+        env: Any = "CartPole-v1",
+        algorithm: str = "Open_ES",
+        *,
+        hidden_sizes: Sequence[int] = (16,),
+        activation: str = "tanh",
+        num_episodes: int = 1,
+        eval_episodes: int = 16,
+        init: str = "network",
+        **kwargs: Any,
+    ) -> None:
+        from jaxtrainer import envs  # local import: gymnax loads only for NeuroES
+
+        self.env = envs.make(env) if isinstance(env, str) else env
+        if num_episodes < 1 or eval_episodes < 1:
+            raise ValueError(f"num_episodes={num_episodes}, eval_episodes={eval_episodes}: "
+                             "expected >= 1")
+        if init not in ("network", "zeros"):
+            raise ValueError(f"init={init!r}: choose 'network' or 'zeros'")
+        if activation not in ("tanh", "relu"):
+            raise ValueError(f"activation={activation!r}: choose 'tanh' or 'relu'")
+        self.num_episodes, self.eval_episodes, self.init = num_episodes, eval_episodes, init
+        e = self.env
+        self.policy = MLPPolicy(e.num_actions if e.discrete else e.action_size,
+                                tuple(hidden_sizes), activation, e.discrete)
+        self._obs = jnp.zeros((e.observation_size,), jnp.float32)
+        template = jax.eval_shape(self.policy.init, jax.random.key(0), self._obs)
+        kwargs.setdefault("maximize", True)
+        super().__init__(algorithm, template, **kwargs)
+
+    @property
+    def env_steps_per_generation(self) -> int:
+        """Transitions simulated per generation: ``P * num_episodes * max_episode_steps``."""
+        return (self.population_size or 0) * self.num_episodes * self.env.max_episode_steps
+
+    def validate(self, num_devices: int) -> None:
+        local_size(self.eval_episodes, "eval_episodes", num_devices)
+
+    def initial_mean(self, key: jax.Array) -> Any:
+        if self.init == "zeros":
+            return self._zeros()
+        return self.policy.init(key, self._obs)
+
+    def act(self, params: Any, obs: jax.Array, key: jax.Array | None = None) -> jax.Array:
+        """Greedy actions for ``obs: [B, *observation_shape]``: ``int32[B]`` or
+        ``float32[B, action_size]`` within the action bounds."""
+        out = self.policy.apply(params, obs.reshape(obs.shape[0], -1).astype(jnp.float32))
+        e = self.env
+        if e.discrete:
+            return jnp.argmax(out, axis=-1).astype(jnp.int32)
+        low, high = jnp.asarray(e.action_low), jnp.asarray(e.action_high)
+        return low + (out + 1.0) * 0.5 * (high - low)
+
+    def _rollout(self, params: Any, key: jax.Array, num_episodes: int) -> dict[str, Mean]:
+        from jaxtrainer.envs import evaluate_policy
+
+        return evaluate_policy(self.env, self.act, params, key, num_episodes)
+
+    def evaluate(self, member: Any, key: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
+        """Fitness ``float32[]``: mean return of ``num_episodes`` episodes."""
+        res = self._rollout(member, key, self.num_episodes)
+        ret, length = res["episode_return"], res["episode_length"]
+        fitness = ret.total / jnp.maximum(ret.count, 1.0)
+        return fitness, {"episode_length": length.total / jnp.maximum(length.count, 1.0)}
+
+    def evaluation_step(self, state: ESState, key: jax.Array) -> dict[str, Any]:
+        """The mean policy on this device's share of ``eval_episodes`` episodes."""
+        res = self._rollout(self.mean(state), key, local_size(self.eval_episodes, "eval_episodes"))
+        return {"eval/episode_return": res["episode_return"],
+                "eval/episode_length": res["episode_length"]}
+
+    def hparams(self) -> dict[str, Any]:
+        return {**super().hparams(), "env": self.env.name, "num_episodes": self.num_episodes,
+                "hidden_sizes": list(self.policy.hidden_sizes)}

@@ -1,0 +1,300 @@
+"""PopulationTrainer: evolve a :class:`~jaxtrainer.PopulationModule` with a Trainer.
+
+One *generation* is one Trainer step. The population module is wrapped in a
+:class:`GenerationModule` (a plain :class:`~jaxtrainer.Module`) whose
+``training_step`` runs::
+
+    population, state = ask(state, fold_in(gen_key, 0))          # replicated
+    padded, mask     = pad_population(population, num_devices)    # P -> P_pad
+    keys[i]          = fold_in(fold_in(gen_key, 1), i)            # i < P_pad
+    fitness, extras  = shmap_vmap(evaluate)(padded, keys)         # members split over devices
+    state, metrics   = tell(state, population, fitness[:P])       # padding never reaches tell
+
+``gen_key = fold_in(fold_in(key(seed), TRAIN_STREAM), generation)`` is the same
+on every device (``step_key_per_device = False``), so member ``i``'s key depends
+only on (seed, generation, i), and fitness is gathered bit for bit
+(:func:`jaxtrainer.distributed.gather_members`): fitness arrays and the final
+state are identical on 1, 2 or 4 devices. Everything else (callbacks, loggers,
+the progress bar, checkpoints, resume, evaluation) is the Trainer's.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.distributed.population import pad_population, shmap_map, shmap_vmap
+from jaxtrainer.metrics import Mean
+from jaxtrainer.module import Module, PopulationModule
+from jaxtrainer.strategies import Strategy
+from jaxtrainer.strategies.base import DevicesArg
+from jaxtrainer.trainer import Trainer
+
+MEMBER_MAPS = ("vmap", "map")
+
+
+class GenerationModule(Module):
+    """A :class:`PopulationModule` as a :class:`Module` whose step is one generation.
+
+    Built by :class:`PopulationTrainer`; callbacks receive it as ``module`` (the
+    wrapped population module is :attr:`population_module`).
+
+    Logged metrics (per generation, averaged over a log interval):
+      ``fitness/mean``, ``fitness/max``, ``fitness/min``: over the ``P`` real
+      members; ``population_size``: ``P`` (padding excluded); every scalar metric
+      ``evaluate`` returns, averaged over real members as ``member/<name>``; and
+      the scalar metrics ``tell`` returns, under their own names.
+
+    Args:
+      population_module: the evolution strategy.
+      population_size: ``P``, global.
+      data_axes: mesh axes members are split over (the strategy's data axes).
+      member_map: ``"vmap"`` (all of a device's members at once) or ``"map"``
+        (``lax.map``, ``map_batch_size`` at a time, for memory-bound members).
+    """
+
+    step_key_per_device = False
+
+    def __init__(
+        self,
+        population_module: PopulationModule,
+        population_size: int,
+        data_axes: tuple[str, ...],
+        member_map: str = "vmap",
+        map_batch_size: int | None = None,
+    ) -> None:
+        self.population_module = population_module
+        self.population_size = population_size
+        self.data_axes = data_axes
+        self.member_map = member_map
+        self.map_batch_size = map_batch_size
+        self.num_devices = 1
+        self.env_steps_per_step = int(getattr(population_module, "env_steps_per_generation", 0))
+
+    @property
+    def padded_size(self) -> int:
+        """``P`` rounded up to a multiple of the device count."""
+        return -(-self.population_size // self.num_devices) * self.num_devices
+
+    def validate(self, num_devices: int) -> None:
+        """Check that ``ask`` returns ``population_size`` members (shape-only trace).
+
+        Raises:
+          ValueError: the population's leading axis differs from ``population_size``.
+        """
+        self.num_devices = int(num_devices)
+        pm = self.population_module
+        if hasattr(pm, "validate"):
+            pm.validate(num_devices)
+
+        def probe(key):
+            return pm.ask(pm.init_state(key), key)[0]
+
+        population = jax.eval_shape(probe, jax.random.key(0))
+        sizes = {x.shape[0] if x.ndim else None for x in jax.tree.leaves(population)}
+        if sizes != {self.population_size}:
+            raise ValueError(
+                f"{type(pm).__name__}.ask returned a population with leading sizes "
+                f"{sorted(sizes, key=str)}, expected population_size={self.population_size} "
+                "on every leaf"
+            )
+
+    def init_state(self, key: jax.Array) -> Any:
+        return self.population_module.init_state(key)
+
+    def _mapper(self):
+        fn = self.population_module.evaluate
+        if self.member_map == "map":
+            return shmap_map(fn, axis_names=self.data_axes, batch_size=self.map_batch_size)
+        return shmap_vmap(fn, axis_names=self.data_axes)
+
+    def training_step(self, state: Any, key: jax.Array) -> tuple[Any, dict[str, Any]]:
+        pm = self.population_module
+        size = self.population_size
+        population, state = pm.ask(state, jax.random.fold_in(key, 0))
+        padded, _ = pad_population(population, self.num_devices)
+        eval_key = jax.random.fold_in(key, 1)
+        keys = jax.vmap(lambda i: jax.random.fold_in(eval_key, i))(jnp.arange(self.padded_size))
+        fitness, extras = self._mapper()(padded, keys)
+        fitness = fitness[:size]  # static slice: padding sits at the end
+        state, tell_metrics = pm.tell(state, population, fitness)
+        f32 = fitness.astype(jnp.float32)
+        metrics: dict[str, Any] = {
+            "fitness/mean": jnp.mean(f32),
+            "fitness/max": jnp.max(f32),
+            "fitness/min": jnp.min(f32),
+            "population_size": jnp.asarray(size, jnp.float32),
+        }
+        for name, value in (extras or {}).items():
+            value = jnp.asarray(value)[:size]
+            if value.ndim == 1:
+                metrics[f"member/{name}"] = Mean.of(value)
+        for name, value in (tell_metrics or {}).items():
+            if isinstance(value, Mean) or jnp.ndim(value) == 0:
+                metrics[name] = value
+        return state, metrics
+
+    def has_evaluation(self) -> bool:
+        return hasattr(self.population_module, "evaluation_step")
+
+    def evaluation_step(self, state: Any, key: jax.Array) -> dict[str, Any]:
+        pm = self.population_module
+        if not hasattr(pm, "evaluation_step"):
+            raise NotImplementedError(f"{type(pm).__name__} does not define evaluation_step")
+        return pm.evaluation_step(state, key)
+
+    def hparams(self) -> dict[str, Any]:
+        return {"population_module": type(self.population_module).__name__,
+                "population_size": self.population_size,
+                **self.population_module.hparams()}
+
+
+class GenerationEndDispatcher(Callback):
+    """Calls ``on_generation_end(trainer, module, metrics)`` on every callback that
+    defines it, after ``on_train_steps_end`` (added by :class:`PopulationTrainer`).
+
+    ``metrics`` is the interval's dict plus ``generation`` (generations done).
+    """
+
+    order = 99  # after ordinary callbacks, before ModelCheckpoint (100)
+
+    def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        metrics = {**metrics, "generation": float(trainer.global_step)}
+        for cb in trainer.callbacks:
+            hook = getattr(cb, "on_generation_end", None)
+            if cb is not self and callable(hook):
+                hook(trainer, module, metrics)
+
+
+class PopulationTrainer(Trainer):
+    """Evolve a :class:`~jaxtrainer.PopulationModule` on any device layout.
+
+    A :class:`~jaxtrainer.Trainer` whose step is one generation (see the module
+    docstring for the program): ``ask`` on replicated state, members evaluated
+    split over the strategy's data axes (vmapped on each device), fitness
+    gathered bit for bit, ``tell``. A population that does not divide the device
+    count is padded with copies of its last member; padded members are evaluated
+    but never reach ``tell``, the fitness statistics or any logged count
+    (FIELD_REPORTS F6). Results do not depend on the device count: same seed, same
+    fitness arrays and final state on 1, 2 or 4 devices.
+
+    Callbacks and loggers work as in the Trainer (``step`` = generations done),
+    plus ``on_generation_end(trainer, module, metrics)``, called once per fused
+    interval of ``log_every_n_generations`` generations with that interval's
+    metrics (averaged over its generations) and ``generation``; set
+    ``log_every_n_generations=1`` for one call per generation (a host sync each).
+
+    Args:
+      population_size: ``P``, global number of members per generation (>= 1).
+      strategy, devices, callbacks, seed, default_root_dir, jit,
+        enable_progress_bar, enable_checkpointing, logger: as in
+        :class:`~jaxtrainer.Trainer`.
+      max_generations: generations to run (the Trainer's ``max_steps``).
+      log_every_n_generations: generations fused per compiled call and per
+        metrics fetch.
+      eval_every_n_generations: run the population module's ``evaluation_step``
+        every this many generations (``None``: only via :meth:`evaluate`).
+      member_map: ``"vmap"`` or ``"map"`` (``lax.map`` over a device's members,
+        ``map_batch_size`` at a time). Part of the numerics: compare runs with the
+        same choice.
+
+    Raises:
+      ValueError: ``population_size < 1``, a bad budget or interval, an unknown
+        strategy or ``member_map``; at construction, before compiling. ``fit``
+        raises ValueError when ``ask`` returns another number of members.
+    """
+
+    def __init__(
+        self,
+        population_size: int,
+        strategy: str | Strategy = "auto",
+        devices: DevicesArg = "auto",
+        max_generations: int | None = None,
+        log_every_n_generations: int = 10,
+        eval_every_n_generations: int | None = None,
+        callbacks: list[Callback] | None = None,
+        seed: int = 0,
+        default_root_dir: str | os.PathLike = "runs",
+        jit: bool = True,
+        enable_progress_bar: bool = True,
+        enable_checkpointing: bool = True,
+        logger: bool = True,
+        member_map: str = "vmap",
+        map_batch_size: int | None = None,
+    ) -> None:
+        if isinstance(population_size, bool) or not isinstance(population_size, int) \
+                or population_size < 1:
+            raise ValueError(f"population_size={population_size!r}: expected an int >= 1")
+        if max_generations is None:
+            raise ValueError("no budget: set max_generations")
+        if member_map not in MEMBER_MAPS:
+            raise ValueError(f"member_map={member_map!r}: choose one of {MEMBER_MAPS}")
+        if map_batch_size is not None and (not isinstance(map_batch_size, int) or map_batch_size < 1):
+            raise ValueError(f"map_batch_size={map_batch_size!r}: expected a positive int or None")
+        super().__init__(
+            strategy=strategy, devices=devices, max_steps=max_generations,
+            log_every_n_steps=log_every_n_generations,
+            eval_every_n_steps=eval_every_n_generations, callbacks=callbacks, seed=seed,
+            default_root_dir=default_root_dir, jit=jit, enable_progress_bar=enable_progress_bar,
+            enable_checkpointing=enable_checkpointing, logger=logger,
+        )
+        self.population_size = population_size
+        self.member_map = member_map
+        self.map_batch_size = map_batch_size
+        self.config.update(population_size=population_size, max_generations=max_generations,
+                           member_map=member_map)
+        self.callbacks.insert(len([c for c in self.callbacks
+                                   if getattr(c, "order", 0) <= GenerationEndDispatcher.order]),
+                              GenerationEndDispatcher())
+        self._wrappers: dict[int, tuple[PopulationModule, GenerationModule]] = {}
+
+    @property
+    def max_generations(self) -> int:
+        return self.max_steps_arg
+
+    @property
+    def generation(self) -> int:
+        """Generations done so far (``global_step``)."""
+        return self.global_step
+
+    def wrap(self, module: PopulationModule | GenerationModule) -> GenerationModule:
+        """The :class:`GenerationModule` this trainer runs for ``module`` (cached,
+        so compiled programs are reused across ``fit`` and ``evaluate``).
+
+        Raises:
+          TypeError: ``module`` is not a :class:`PopulationModule`.
+        """
+        if isinstance(module, GenerationModule):
+            return module
+        if not isinstance(module, PopulationModule):
+            raise TypeError(f"PopulationTrainer expects a jaxtrainer.PopulationModule, "
+                            f"got {type(module).__name__}")
+        cached = self._wrappers.get(id(module))
+        if cached is None:
+            configure = getattr(module, "configure_population", None)
+            if callable(configure):
+                configure(self.population_size)
+            self.strategy.setup()
+            wrapper = GenerationModule(module, self.population_size, self.strategy.data_axes,
+                                       self.member_map, self.map_batch_size)
+            cached = self._wrappers[id(module)] = (module, wrapper)
+        return cached[1]
+
+    def fit(self, module: PopulationModule, ckpt_path: str | os.PathLike | None = None) -> None:  # type: ignore[override]
+        """Evolve ``module`` for ``max_generations`` (or resume from ``ckpt_path``).
+
+        Raises:
+          TypeError: ``module`` is not a :class:`PopulationModule`.
+          ValueError: ``ask`` returns another number of members than
+            ``population_size``, or the module's own checks fail; before compiling.
+        """
+        super().fit(self.wrap(module), ckpt_path=ckpt_path)
+
+    def evaluate(self, module: PopulationModule, ckpt_path: str | os.PathLike | None = None) -> dict[str, float]:  # type: ignore[override]
+        """Run the population module's ``evaluation_step`` on the current state
+        (after ``fit``), a checkpoint, or a fresh ``init_state``."""
+        return super().evaluate(self.wrap(module), ckpt_path=ckpt_path)
