@@ -12,6 +12,7 @@ import numpy as np
 import optax
 
 import jaxtrainer as jt
+from jaxtrainer import envs
 from jaxtrainer.distributed import fold_in_device, gradient_update
 
 W_TRUE = jnp.array([1.0, -2.0, 0.5])
@@ -30,15 +31,18 @@ class Regression(jt.Module):
       per_device: add the sharded ``noise_key`` leaf.
       nan_from_step: from this step on (state counter), the loss and the
         parameters become NaN.
+      big: add a replicated ``float32[big]`` leaf that grows by 1 every step
+        (a large buffer for asynchronous-save tests).
     """
 
     def __init__(self, batch_size: int = 8, lr: float = 0.05, per_device: bool = True,
-                 nan_from_step: int | None = None) -> None:
+                 nan_from_step: int | None = None, big: int = 0) -> None:
         self.batch_size = batch_size
         self.env_steps_per_step = batch_size
         self.lr = lr
         self.per_device = per_device
         self.nan_from_step = nan_from_step
+        self.big = big
         self.optimizer = optax.inject_hyperparams(optax.adam)(learning_rate=lr)
 
     def hparams(self):
@@ -54,6 +58,8 @@ class Regression(jt.Module):
                  "step": jnp.zeros((), jnp.int32), "key": jax.random.fold_in(key, 7)}
         if self.per_device:
             state["noise_key"] = fold_in_device(key)
+        if self.big:
+            state["big"] = jnp.zeros((self.big,), jnp.float32)
         return state
 
     def training_step(self, state, key):
@@ -77,7 +83,12 @@ class Regression(jt.Module):
         new = {"params": params, "opt_state": opt_state, "step": state["step"] + 1, "key": new_key}
         if self.per_device:
             new["noise_key"] = noise_key
-        return new, {"loss": loss, "lr": opt_state.hyperparams["learning_rate"]}
+        if self.big:
+            new["big"] = state["big"] + 1.0
+        mets = {"loss": loss}
+        if hasattr(opt_state, "hyperparams"):
+            mets["lr"] = opt_state.hyperparams["learning_rate"]
+        return new, mets
 
     def evaluation_step(self, state, key):
         x = jax.random.normal(key, (16, 3))
@@ -120,3 +131,65 @@ def run_python(code: str, devices: int, timeout: float = 120) -> subprocess.Comp
                          timeout=timeout, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert out.returncode == 0, f"subprocess failed:\n{out.stdout}\n{out.stderr}"
     return out
+
+
+class FixedLengthEnv(envs.Env):
+    """Episodes of exactly ``length`` steps (truncated), reward 1 per step."""
+
+    name = "FixedLength"
+    observation_shape = (1,)
+    observation_dtype = jnp.float32
+    discrete = True
+    num_actions = 2
+    action_size = 1
+    action_low = None
+    action_high = None
+
+    def __init__(self, length: int = 10) -> None:
+        self.max_episode_steps = length
+
+    def reset_env(self, key):
+        return jnp.zeros((1,), jnp.float32), jnp.zeros((), jnp.int32)
+
+    def step_env(self, key, t, action):
+        t = t + 1
+        final_obs = t.astype(jnp.float32)[None]
+        done = t >= self.max_episode_steps
+        t = jnp.where(done, 0, t)
+        return t.astype(jnp.float32)[None], t, jnp.float32(1.0), jnp.bool_(False), done, final_obs
+
+
+class EnvCounter(jt.Module):
+    """Steps ``num_envs`` FixedLengthEnv envs ``rollout`` steps per training step
+    (per-device env state kept in the training state) and evaluates on fresh
+    episodes with :func:`jaxtrainer.envs.evaluate_policy`."""
+
+    def __init__(self, num_envs: int = 4, rollout: int = 3, eval_episodes: int = 4,
+                 eval_steps: int = 25) -> None:
+        self.env = FixedLengthEnv()
+        self.num_envs, self.rollout = num_envs, rollout
+        self.eval_episodes, self.eval_steps = eval_episodes, eval_steps
+        self.env_steps_per_step = num_envs * rollout
+
+    def init_state(self, key):
+        n = self.num_envs // jt.distributed.axis_size()
+        _, env_state = self.env.reset_batch(fold_in_device(key), n)
+        return {"env": env_state, "w": jnp.zeros(())}
+
+    def training_step(self, state, key):
+        env_state = state["env"]
+        infos = []
+        for i in range(self.rollout):
+            actions = jnp.zeros(env_state.episode_length.shape, jnp.int32)
+            _, env_state, info = self.env.step_batch(jax.random.fold_in(key, i), env_state, actions)
+            infos.append(info)
+        done = jnp.stack([i.done for i in infos])
+        ret = jnp.stack([i.episode_return for i in infos])
+        return ({"env": env_state, "w": state["w"] + 1.0},
+                {"train/episode_return": jt.metrics.Mean.of(ret, mask=done)})
+
+    def evaluation_step(self, state, key):
+        out = envs.evaluate_policy(
+            self.env, lambda p, obs, k: jnp.zeros(obs.shape[:1], jnp.int32), state["w"], key,
+            self.eval_episodes, max_steps=self.eval_steps)
+        return {"eval/episode_return": out["episode_return"], "eval/episode_length": out["episode_length"]}

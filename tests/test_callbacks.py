@@ -1,0 +1,216 @@
+"""Callbacks: hook order, error paths (F22), early stopping, NaN guard, timer,
+learning-rate and throughput monitors, evaluation on fresh episodes (F18)."""
+
+import csv
+import math
+import os
+
+import numpy as np
+import pytest
+
+import jaxtrainer as jt
+from jaxtrainer import checkpoint as ckpt
+from tests import toys
+
+HOOKS = ["setup", "on_fit_start", "on_train_start", "on_train_steps_end", "on_evaluation_end",
+         "on_save_checkpoint", "on_load_checkpoint", "on_train_end", "on_fit_end", "on_exception",
+         "teardown"]
+
+
+class Recorder(jt.Callback):
+    def __init__(self, fail_at=None):
+        self.calls, self.fail_at = [], fail_at
+
+    def __getattribute__(self, name):
+        if name in HOOKS:
+            def hook(trainer, module, *args):
+                self.calls.append((name, trainer.global_step))
+                if name == "on_train_steps_end" and trainer.global_step == self.fail_at:
+                    raise ValueError(f"original error at step {self.fail_at}")
+            return hook
+        return super().__getattribute__(name)
+
+
+def test_hook_order_with_eval_and_checkpoints(run_dir):
+    rec = Recorder()
+    t = toys.trainer(run_dir, max_steps=4, log_every_n_steps=2, eval_every_n_steps=4,
+                     callbacks=[rec, jt.ModelCheckpoint(every_n_steps=2, async_save=False)])
+    t.fit(toys.Regression())
+    assert rec.calls == [
+        ("setup", 0), ("on_fit_start", 0), ("on_train_start", 0),
+        ("on_train_steps_end", 2), ("on_save_checkpoint", 2),
+        ("on_evaluation_end", 4), ("on_train_steps_end", 4), ("on_save_checkpoint", 4),
+        ("on_train_end", 4), ("on_fit_end", 4), ("teardown", 4)]
+    rec2 = Recorder()
+    t2 = toys.trainer(run_dir, max_steps=6, log_every_n_steps=2, callbacks=[rec2])
+    t2.fit(toys.Regression(), ckpt_path="last")
+    assert rec2.calls[:4] == [("setup", 0), ("on_load_checkpoint", 4), ("on_fit_start", 4),
+                              ("on_train_start", 4)]
+
+
+def test_exception_at_step_3_with_unlogged_monitor_surfaces_original_error(run_dir):
+    """F22: on_exception then teardown, the original exception unchanged."""
+    rec = Recorder(fail_at=3)
+    mc = jt.ModelCheckpoint(monitor="eval/never_logged", mode="max", save_top_k=1,
+                            save_on_exception=True, every_n_steps=1)
+    t = toys.trainer(run_dir, max_steps=10, callbacks=[rec, mc, jt.CSVLogger(),
+                                                       jt.TensorBoardLogger()])
+    with pytest.raises(ValueError, match="original error at step 3") as info:
+        t.fit(toys.Regression())
+    assert type(info.value) is ValueError
+    names = [n for n, _ in rec.calls]
+    # save_on_exception writes step 3 between on_exception and teardown
+    assert names[-3:] == ["on_exception", "on_save_checkpoint", "teardown"]
+    assert "on_fit_end" not in names and "on_train_end" not in names
+    # the checkpoints written before the error are complete; loggers closed
+    assert ckpt.find_last(run_dir) is not None
+    assert all(not cb._active for cb in t.callbacks if isinstance(cb, jt.loggers.Logger))
+
+
+def test_a_failing_callback_on_the_error_path_does_not_hide_the_error(run_dir, capsys):
+    class BadTeardown(jt.Callback):
+        def on_exception(self, trainer, module, exc):
+            raise KeyError("secondary")
+
+    with pytest.raises(ValueError, match="original error"):
+        toys.trainer(run_dir, max_steps=5, callbacks=[Recorder(fail_at=2), BadTeardown()]).fit(
+            toys.Regression())
+    assert "secondary" in capsys.readouterr().err
+
+
+def test_early_stopping_at_step_5_calls_on_train_end_once(run_dir):
+    class Metric(jt.Callback):
+        def on_train_steps_end(self, trainer, module, metrics):
+            metrics["score"] = {1: 1.0, 2: 2.0}.get(trainer.global_step, 2.0)
+
+    rec = Recorder()
+    es = jt.EarlyStopping(monitor="score", mode="max", patience=2)
+    mc = jt.ModelCheckpoint(async_save=False)
+    t = toys.trainer(run_dir, max_steps=100, callbacks=[Metric(), es, rec, mc])
+    t.fit(toys.Regression())
+    assert t.global_step == 5 and es.stopped_step == 5 and es.wait_count == 3
+    assert [n for n, _ in rec.calls].count("on_train_end") == 1
+    assert t.stop_reason.startswith("EarlyStopping: score did not improve")
+    assert ckpt.find_last(run_dir).name == "5"  # save_last
+    meta = ckpt.read_meta(ckpt.find_last(run_dir))
+    assert meta["callbacks"]["EarlyStopping[score]"]["wait_count"] == 3
+
+
+@pytest.mark.parametrize("kw,values,stop", [
+    (dict(mode="max", stopping_threshold=3.0), [1, 2, 3, 4], 3),
+    (dict(mode="min", divergence_threshold=10.0), [1, 5, 11, 1], 3),
+    (dict(mode="min", check_finite=True), [1, math.nan, 1, 1], 2),
+    (dict(mode="min", min_delta=0.5, patience=1), [3, 2.8, 2.6, 1], 3),
+])
+def test_early_stopping_thresholds(kw, values, stop):
+    es = jt.EarlyStopping(monitor="m", **kw)
+
+    class T:
+        should_stop, stop_reason, global_step = False, None, 0
+
+    t = T()
+    for i, v in enumerate(values, 1):
+        t.global_step = i
+        es.on_train_steps_end(t, None, {"m": float(v)})
+        if t.should_stop:
+            break
+    assert t.should_stop and t.global_step == stop, t.stop_reason
+
+
+def test_early_stopping_without_mode_warns():
+    with pytest.warns(UserWarning, match="no mode"):
+        assert jt.EarlyStopping(monitor="loss").mode == "min"
+
+
+def test_nan_guard_stops_with_name_and_step_and_keeps_last_good_checkpoint(run_dir, capsys):
+    mc = jt.ModelCheckpoint(every_n_steps=2, async_save=False, save_on_exception=True)
+    guard = jt.NaNGuard()
+    t = toys.trainer(run_dir, max_steps=20, callbacks=[mc, guard])  # guard runs first anyway
+    t.fit(toys.Regression(nan_from_step=5))
+    assert t.global_step == 6
+    assert t.stop_reason == "NaNGuard: non-finite metric loss=nan at step 6"
+    assert "non-finite metric loss=nan at step 6" in capsys.readouterr().out
+    last = ckpt.find_last(run_dir)
+    assert last.name == "4"
+    restored = toys.trainer(run_dir, max_steps=20)
+    restored._module = toys.Regression()
+    restored.strategy.setup()
+    restored._restore(restored._module, last)
+    assert np.isfinite(toys.leaves(restored.state)["params"]["w"]).all()
+
+
+def test_nan_guard_can_raise_and_checks_state(run_dir):
+    t = toys.trainer(run_dir, max_steps=20, callbacks=[
+        jt.NaNGuard(monitor=["not_a_metric"], check_state=True, raise_error=True),
+        jt.ModelCheckpoint(every_n_steps=1, async_save=False, save_on_exception=True)])
+    with pytest.raises(jt.NonFiniteError, match=r"state leaf \['params'\]\['b'\] at step 3"):
+        t.fit(toys.Regression(nan_from_step=2))
+    assert ckpt.find_last(run_dir).name == "2"
+
+
+def test_timer_stops_and_counts_time_across_resume(run_dir):
+    import time
+
+    class Slow(jt.Callback):
+        def on_train_steps_end(self, trainer, module, metrics):
+            time.sleep(0.2)
+
+    timer = jt.Timer(0.5)
+    t = toys.trainer(run_dir, max_steps=100, callbacks=[Slow(), timer])
+    t.fit(toys.Regression())
+    assert 3 <= t.global_step <= 5 and t.stop_reason.startswith("Timer")
+    again = jt.Timer("00:00:00:01")
+    assert again.duration == 1.0
+    t2 = toys.trainer(run_dir, max_steps=100, callbacks=[Slow(), again])
+    t2.fit(toys.Regression(), ckpt_path="last")
+    assert again.time_elapsed() >= 1.0 and t2.global_step < t.global_step + 5
+    with pytest.raises(ValueError, match="duration"):
+        jt.Timer("soon")
+
+
+def test_lr_and_throughput_monitors_add_python_floats_to_logged_metrics(run_dir):
+    tm = jt.ThroughputMonitor()
+    t = toys.trainer(run_dir, max_steps=4, log_every_n_steps=2,
+                     callbacks=[jt.CSVLogger(), jt.LearningRateMonitor(), tm])
+    t.fit(toys.Regression(lr=0.025))
+    with open(os.path.join(t.log_dir, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["lr/learning_rate"]) for r in rows] == pytest.approx([0.025, 0.025])
+    for name in ("throughput/env_steps_per_second", "throughput/updates_per_second",
+                 "throughput/compile_seconds"):
+        assert all(float(r[name]) > 0 for r in rows), name
+    assert t.compile_seconds["train"] > 0
+    assert tm.summary["throughput/mean_env_steps_per_second"] > 0
+
+
+def test_lr_monitor_warns_without_injected_hyperparams(run_dir):
+    class Plain(toys.Regression):
+        def __init__(self):
+            super().__init__()
+            import optax
+            self.optimizer = optax.adam(0.1)
+
+    with pytest.warns(UserWarning, match="inject_hyperparams"):
+        toys.trainer(run_dir, max_steps=1, callbacks=[jt.LearningRateMonitor()]).fit(Plain())
+
+
+def test_evaluation_uses_fresh_episodes_and_counts_completed_ones_only(run_dir):
+    """F18: training envs are mid-episode; evaluation episodes start fresh and
+    only completed ones count, and evaluating does not change training."""
+    with_eval = toys.trainer(run_dir, strategy="pmap", devices=2, max_steps=4, eval_every_n_steps=2,
+                             callbacks=[jt.CSVLogger()])
+    with_eval.fit(toys.EnvCounter(eval_steps=25))
+    assert with_eval.callback_metrics["eval/episode_return"] == 10.0  # not a partial 2/5/8
+    assert with_eval.callback_metrics["eval/episode_length"] == 10.0
+    # training envs are 12 steps in (3 per step): mid-episode
+    assert int(np.asarray(with_eval.state["env"].episode_length)[0]) == 2
+
+    short = toys.trainer(run_dir, max_steps=2, eval_every_n_steps=2)
+    short.fit(toys.EnvCounter(eval_steps=5))  # no evaluation episode can finish
+    assert "eval/episode_return" not in short.callback_metrics
+
+    without = toys.trainer(run_dir, strategy="pmap", devices=2, max_steps=4)
+    without.fit(toys.EnvCounter())
+    toys.assert_trees_equal(with_eval.state, without.state)
+    metrics = jt.Trainer.evaluate(with_eval, toys.EnvCounter(eval_steps=25))
+    assert metrics["eval/episode_return"] == 10.0

@@ -1,0 +1,167 @@
+"""ModelCheckpoint and checkpoint files (FIELD_REPORTS F12, F14, F15, F23)."""
+
+import json
+import os
+import time
+
+import jax
+import numpy as np
+import pytest
+
+import jaxtrainer as jt
+from jaxtrainer import checkpoint as ckpt
+from tests import toys
+
+
+def _steps(directory):
+    return sorted(int(p) for p in os.listdir(directory) if p.isdigit())
+
+
+class Snapshot(jt.Callback):
+    """Host copies of the state at given steps (taken before ModelCheckpoint saves)."""
+
+    def __init__(self, steps):
+        self.steps, self.copies, self.deleted = set(steps), {}, {}
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if hasattr(self, "_live"):  # did the interval that just ran donate the buffers?
+            self.deleted[trainer.global_step] = all(x.is_deleted() for x in self._live)
+        self._live = jax.tree.leaves(trainer.state)
+        if trainer.global_step in self.steps:
+            self.copies[trainer.global_step] = toys.leaves(trainer.state)
+
+
+def _restore(trainer_, module, path):
+    trainer_._module = module
+    trainer_.strategy.setup()
+    trainer_._restore(module, path)
+    return toys.leaves(trainer_.state)
+
+
+@pytest.mark.parametrize("strategy,devices", [("single", 1), ("pmap", 2)])
+def test_async_save_is_not_corrupted_by_later_donating_steps(run_dir, strategy, devices):
+    snap = Snapshot({2, 4})
+    mc = jt.ModelCheckpoint(every_n_steps=2, async_save=True)
+    t = toys.trainer(run_dir, strategy=strategy, devices=devices, max_steps=7,
+                     callbacks=[mc, snap], logger=False)
+    module = toys.Regression(big=2_000_000)  # 8 MB buffer, still being written while training goes on
+    t.fit(module)
+    # Training donates its state buffers (while a save still reads them the
+    # runtime may copy instead; either way the checkpoint must be intact).
+    assert any(snap.deleted.values()), snap.deleted
+    assert _steps(mc.dirpath) == [2, 4, 6, 7]
+    for step in (2, 4):
+        got = _restore(toys.trainer(run_dir, strategy=strategy, devices=devices, max_steps=7), module,
+                       os.path.join(mc.dirpath, str(step)))
+        want = snap.copies[step]
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            np.testing.assert_array_equal(a, b)
+        assert float(got["big"][0]) == step
+
+
+def test_pmap_checkpoint_holds_one_logical_copy_and_restores_on_one_device(run_dir):
+    t = toys.trainer(run_dir, strategy="pmap", devices=2, max_steps=3)
+    t.fit(toys.Regression(per_device=False))
+    path = ckpt.find_last(run_dir)
+    meta = ckpt.read_meta(path)
+    assert meta["num_devices"] == 2 and meta["global_step"] == 3 and meta["env_steps"] == 24
+    got = _restore(toys.trainer(run_dir, strategy="single", devices=1, max_steps=3),
+                   toys.Regression(per_device=False), path)
+    want = toys.leaves(t.state)
+    assert got["params"]["w"].shape == (3,)  # not (2, 3): no per-device replicas
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_checkpoint_files_are_arrays_and_json_only(run_dir):
+    t = toys.trainer(run_dir, max_steps=2, callbacks=[jt.ModelCheckpoint(async_save=False)])
+    t.fit(toys.Regression())
+    path = ckpt.find_last(run_dir)
+    names = [os.path.join(d, f) for d, _, files in os.walk(path) for f in files]
+    assert names
+    for name in names:
+        with open(name, "rb") as f:
+            data = f.read()
+        assert not name.endswith((".pkl", ".pickle"))
+        # pickle streams start with the PROTO opcode 0x80 and a protocol byte
+        assert not (data[:1] == b"\x80" and data[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")), name
+        assert b"cloudpickle" not in data and b"__reduce__" not in data
+    with open(os.path.join(path, "meta", "metadata")) as f:
+        meta = json.load(f)  # plain JSON
+    assert meta["global_step"] == 2 and "key_impls" in meta
+    # the array item is a tensorstore/OCDBT array store: restoring reads arrays, runs no code
+    assert os.path.isdir(os.path.join(path, "state"))
+
+
+def test_every_n_steps_top_k_by_monitor_keeps_best_and_newest(run_dir):
+    mc = jt.ModelCheckpoint(every_n_steps=1, monitor="neg_step", mode="min", save_top_k=2,
+                            async_save=False)
+
+    class NegStep(jt.Callback):
+        def on_train_steps_end(self, trainer, module, metrics):
+            metrics["neg_step"] = {1: 5.0, 2: 1.0, 3: 3.0, 4: 2.0, 5: 9.0}[trainer.global_step]
+
+    t = toys.trainer(run_dir, max_steps=5, callbacks=[NegStep(), mc])
+    t.fit(toys.Regression())
+    assert _steps(mc.dirpath) == [2, 4, 5]  # best two (1.0, 2.0) and the newest
+    assert mc.best_model_score == 1.0 and mc.best_model_path.endswith("/2")
+    assert ckpt.find_last(run_dir).name == "5"
+
+
+def test_top_k_without_monitor_keeps_newest(run_dir):
+    mc = jt.ModelCheckpoint(every_n_steps=2, save_top_k=2, async_save=False)
+    toys.trainer(run_dir, max_steps=9, callbacks=[mc]).fit(toys.Regression())
+    assert _steps(mc.dirpath) == [8, 9]
+
+
+def test_every_n_seconds_saves_by_wall_time(run_dir):
+    class Slow(jt.Callback):
+        def on_train_steps_end(self, trainer, module, metrics):
+            time.sleep(0.3)
+
+    mc = jt.ModelCheckpoint(every_n_seconds=0.5, save_last=False, async_save=False)
+    toys.trainer(run_dir, max_steps=6, callbacks=[Slow(), mc]).fit(toys.Regression())
+    saved = _steps(mc.dirpath)
+    assert 2 <= len(saved) <= 3 and saved[0] == 2
+
+
+def test_monitor_without_mode_warns():
+    with pytest.warns(UserWarning, match="no mode"):
+        mc = jt.ModelCheckpoint(monitor="eval/episode_return")
+    assert mc.mode == "max"
+    with pytest.raises(ValueError, match="save_top_k"):
+        jt.ModelCheckpoint(save_top_k=0)
+    with pytest.raises(ValueError, match="every_n_steps"):
+        jt.ModelCheckpoint(every_n_steps=0)
+
+
+def test_checkpoint_at_step_n_records_metrics_of_step_n_including_eval(run_dir):
+    """F23: eval runs before on_train_steps_end; the checkpoint sees step N's values."""
+    mc = jt.ModelCheckpoint(every_n_steps=2, monitor="eval/mse", mode="min", async_save=False)
+    seen = {}
+
+    class Record(jt.Callback):
+        def on_train_steps_end(self, trainer, module, metrics):
+            seen[trainer.global_step] = (metrics["loss"], trainer.callback_metrics["eval/mse"])
+
+    t = toys.trainer(run_dir, max_steps=6, log_every_n_steps=2, eval_every_n_steps=2,
+                     callbacks=[mc, Record()])
+    t.fit(toys.Regression())
+    for step in (2, 4, 6):
+        stored = ckpt.read_meta(os.path.join(mc.dirpath, str(step)))
+        scores = stored["callbacks"]["ModelCheckpoint"]["scores"]
+        assert scores[str(step)] == seen[step][1]
+    assert mc.best_model_score == min(v[1] for v in seen.values())
+
+
+def test_save_on_exception_saves_the_last_state(run_dir):
+    class Boom(jt.Callback):
+        def on_train_steps_end(self, trainer, module, metrics):
+            if trainer.global_step == 3:
+                raise RuntimeError("boom")
+
+    mc = jt.ModelCheckpoint(save_on_exception=True)
+    with pytest.raises(RuntimeError, match="boom"):
+        toys.trainer(run_dir, max_steps=9, callbacks=[Boom(), mc]).fit(toys.Regression())
+    assert _steps(mc.dirpath) == [3]
+    assert ckpt.read_meta(ckpt.find_last(run_dir))["global_step"] == 3
