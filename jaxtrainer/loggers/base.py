@@ -27,7 +27,7 @@ def to_number(name: str, value: Any) -> float | int:
     if isinstance(value, bool):
         return int(value)
     if isinstance(value, numbers.Number) and not isinstance(value, complex):
-        return value if isinstance(value, int) else float(value)
+        return int(value) if isinstance(value, numbers.Integral) else float(value)
     shape = getattr(value, "shape", None)
     if shape is not None:
         arr = np.asarray(value)

@@ -1,0 +1,149 @@
+"""Loggers: values as Python numbers (F21), hyperparameters once, files read
+back with each backend's own reader, closed on every exit path."""
+
+import csv
+import glob
+import json
+import os
+import struct
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxtrainer as jt
+from jaxtrainer.loggers import to_number
+from tests import toys
+
+
+def test_to_number_converts_scalars_and_rejects_other_shapes_loudly():
+    assert to_number("a", jnp.float32(1.5)) == 1.5 and type(to_number("a", jnp.float32(1.5))) is float
+    assert to_number("b", jnp.array([2.5], jnp.bfloat16)) == 2.5
+    assert type(to_number("c", np.int64(3))) is int and to_number("d", True) == 1
+    assert type(to_number("e", jnp.array(7, jnp.int32))) is int
+    with pytest.raises(TypeError, match=r"metric 'v' has shape \(3,\)"):
+        to_number("v", jnp.zeros(3))
+    with pytest.raises(TypeError, match="metric 's' is a str"):
+        to_number("s", "1.0")
+
+
+class DeviceValues(jt.Callback):
+    """Puts a jax scalar, a bf16 1-element array and a numpy int into the metrics."""
+
+    order = -10
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        metrics["dev/f32"] = jnp.float32(trainer.global_step) * 0.5
+        metrics["dev/bf16"] = jnp.array([trainer.global_step], jnp.bfloat16)
+        metrics["dev/int"] = np.int64(trainer.global_step)
+
+
+def test_tensorboard_event_files_read_back_with_tensorboards_reader(run_dir):
+    from tensorboard.backend.event_processing import event_accumulator
+
+    tb = jt.TensorBoardLogger()
+    t = toys.trainer(run_dir, max_steps=6, log_every_n_steps=2, eval_every_n_steps=3,
+                     callbacks=[DeviceValues(), tb, jt.CSVLogger()])
+    t.fit(toys.Regression())
+    acc = event_accumulator.EventAccumulator(tb.log_dir, size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    for tag in ("loss", "env_steps", "steps_per_second", "dev/f32", "dev/bf16", "dev/int", "eval/mse"):
+        assert tag in tags, (tag, tags)
+    assert [(e.step, e.value) for e in acc.Scalars("dev/f32")] == [(2, 1.0), (3, 1.5), (4, 2.0), (6, 3.0)]
+    # evaluation rows carry step and env_steps too (same values at the same step)
+    assert sorted({(e.step, e.value) for e in acc.Scalars("env_steps")}) == [(2, 16), (3, 24), (4, 32), (6, 48)]
+    with open(os.path.join(t.log_dir, "metrics.csv")) as f:
+        losses = [float(r["loss"]) for r in csv.DictReader(f) if r["loss"]]
+    np.testing.assert_allclose([e.value for e in acc.Scalars("loss")], losses, rtol=1e-6)
+    # hyperparameters once: a text table and the HParams plugin entry
+    assert len(acc.Tensors("hparams/text_summary")) == 1
+    assert "_hparams_/experiment" in acc.summary_metadata or any(
+        "hparams" in k for k in acc.summary_metadata)
+
+
+def test_tensorboard_resume_purges_steps_after_the_checkpoint_and_logs_hparams_once(run_dir):
+    from tensorboard.backend.event_processing import event_accumulator
+
+    toys.trainer(run_dir, max_steps=4, callbacks=[jt.TensorBoardLogger()]).fit(toys.Regression())
+    t = toys.trainer(run_dir, max_steps=6, callbacks=[jt.TensorBoardLogger()])
+    t.fit(toys.Regression(), ckpt_path="last")
+    acc = event_accumulator.EventAccumulator(os.path.join(t.log_dir, "tensorboard"),
+                                             size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("loss")] == [1, 2, 3, 4, 5, 6]
+    assert len(acc.Tensors("hparams/text_summary")) == 1
+
+
+def _wandb_records(path):
+    """Records of a ``.wandb`` file (LevelDB-style log: 32 KiB blocks of
+    ``crc32 | length | type`` framed chunks after a 7-byte header)."""
+    from wandb.proto import wandb_internal_pb2
+
+    data, pos, block, buf = open(path, "rb").read(), 7, 32768, b""
+    assert data[:4] == b":W&B"
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:
+            pos += left
+            continue
+        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if length == 0 and kind == 0:
+            pos += left
+            continue
+        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        buf = chunk if kind in (1, 2) else buf + chunk
+        if kind in (1, 4):
+            rec = wandb_internal_pb2.Record()
+            rec.ParseFromString(buf)
+            yield rec
+
+
+def test_wandb_offline_run_directory_holds_history_and_config(run_dir, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    wl = jt.WandbLogger(project="tests")
+    t = toys.trainer(run_dir, max_steps=4, log_every_n_steps=2, callbacks=[DeviceValues(), wl])
+    t.fit(toys.Regression(lr=0.03))
+    assert wl.run is None  # finished
+    files = glob.glob(os.path.join(t.log_dir, "wandb", "offline-run-*", "run-*.wandb"))
+    assert len(files) == 1
+    history, config = [], {}
+    for rec in _wandb_records(files[0]):
+        kind = rec.WhichOneof("record_type")
+        if kind == "history":
+            history.append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in rec.history.item})
+        elif kind == "config":
+            config.update({u.key or "/".join(u.nested_key): json.loads(u.value_json) for u in rec.config.update})
+    assert [h["_step"] for h in history] == [2, 4]
+    assert [h["dev/f32"] for h in history] == [1.0, 2.0]
+    assert [h["env_steps"] for h in history] == [16, 32]
+    assert all(isinstance(h["loss"], float) for h in history)
+    assert config["module/lr"] == 0.03 and config["trainer/max_steps"] == 4
+
+
+def test_wandb_disabled_is_a_no_op(run_dir, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    t = toys.trainer(run_dir, max_steps=2, callbacks=[jt.WandbLogger()])
+    t.fit(toys.Regression())
+    assert not glob.glob(os.path.join(t.log_dir, "wandb", "offline-run-*"))
+    with pytest.raises(ValueError, match="mode="):
+        jt.WandbLogger(mode="sometimes")
+
+
+def test_loggers_reject_arrays_and_close_on_the_error(run_dir):
+    class Bad(jt.Callback):
+        order = -10
+
+        def on_train_steps_end(self, trainer, module, metrics):
+            if trainer.global_step == 2:
+                metrics["vector"] = jnp.zeros(3)
+
+    csv_logger, tb = jt.CSVLogger(), jt.TensorBoardLogger()
+    t = toys.trainer(run_dir, max_steps=5, callbacks=[Bad(), csv_logger, tb])
+    with pytest.raises(TypeError, match="'vector' has shape"):
+        t.fit(toys.Regression())
+    assert tb.writer is None and not csv_logger._active
+    with open(os.path.join(t.log_dir, "metrics.csv")) as f:
+        assert [r["step"] for r in csv.DictReader(f)] == ["1"]
+    with open(os.path.join(t.log_dir, "hparams.csv")) as f:
+        assert "trainer/max_steps" in f.read()
