@@ -11,6 +11,7 @@ import importlib
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "plot": ("jaxtrainer.plot:main", "learning curves (mean and spread over runs) from metrics.csv"),
 }
 
 

@@ -1,0 +1,48 @@
+"""`jaxtrainer plot`: learning curves from metrics.csv."""
+
+import os
+
+import numpy as np
+import pytest
+
+from jaxtrainer import cli, plot
+from tests import toys
+
+
+def _fake_run(path, values, extra_row=True):
+    os.makedirs(path)
+    with open(os.path.join(path, "metrics.csv"), "w") as f:
+        f.write("step,env_steps,train/episode_return,eval/x\n")
+        for i, v in enumerate(values, 1):
+            f.write(f"{i},{i * 100},{v},\n")
+        if extra_row:  # an evaluation row without the metric
+            f.write(f"{len(values)},{len(values) * 100},,1.0\n")
+
+
+def test_mean_and_spread_over_runs(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    _fake_run(a, [1, 2, 3, 4])
+    _fake_run(b, [3, 4, 5])
+    out = plot.plot_runs([a, b], str(tmp_path / "c.png"))
+    np.testing.assert_array_equal(out["x"], [100, 200, 300])  # up to the shortest run
+    np.testing.assert_array_equal(out["mean"], [2, 3, 4])
+    np.testing.assert_array_equal(out["low"], [1, 2, 3])
+    np.testing.assert_array_equal(out["high"], [3, 4, 5])
+    with open(tmp_path / "c.png", "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_plot_writes_png_from_two_trainer_runs(tmp_path, capsys):
+    dirs = []
+    for seed in (0, 1):
+        t = toys.trainer(tmp_path / "runs", max_steps=8, seed=seed)
+        t.fit(toys.EnvCounter())
+        dirs.append(t.log_dir)
+    out = str(tmp_path / "curves.png")
+    assert cli.main(["plot", *dirs, "-o", out, "--metric", "train/episode_return"]) == 0
+    assert os.path.getsize(out) > 1000
+    assert "wrote" in capsys.readouterr().out
+    assert cli.main(["plot", dirs[0], "-o", out, "--metric", "nope"]) == 2
+    assert "no column 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["plot"])
