@@ -13,6 +13,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import metrics as metrics_lib
@@ -263,10 +264,19 @@ class Trainer:
             ``default_root_dir``) or a checkpoint path; resuming continues the
             run exactly and appends to its logs.
 
+        Preemption: a SIGTERM or SIGINT received during ``fit`` (main thread
+        only; the previous handlers are restored afterwards) saves a checkpoint
+        at the next step boundary (the end of the running fused interval) with
+        every :class:`ModelCheckpoint`, or into ``<log_dir>/checkpoints`` when
+        there is none, closes the loggers and raises :class:`Preempted`. A
+        second signal raises ``KeyboardInterrupt`` at once.
+
         Raises:
           ValueError: sizes that do not split over the devices, or a bad budget,
             before anything compiles. Exceptions from the module or callbacks
             are re-raised unchanged after ``on_exception`` and ``teardown``.
+          Preempted: after SIGTERM/SIGINT, once the checkpoint is written
+            (a ``SystemExit``: status 143 for SIGTERM, 130 for SIGINT).
         """
         if not isinstance(module, Module):
             raise TypeError(f"fit expects a jaxtrainer.Module, got {type(module).__name__}")
@@ -353,7 +363,27 @@ class Trainer:
             path = os.path.join(directory, str(self.global_step))
         return path
 
+    def _agree_on_stopping(self) -> None:
+        """With several processes, make ``received_signal`` and ``should_stop``
+        the same everywhere (a signal or a wall-clock Timer can fire on one
+        process an interval earlier than on another; a checkpoint is a collective,
+        so every process must save at the same boundary). One tiny all-gather per
+        log interval, only when ``process_count > 1``."""
+        if self.strategy.process_count <= 1:
+            return
+        from jax.experimental import multihost_utils
+
+        mine = np.array([self.received_signal or 0, int(self.should_stop)], np.int32)
+        every = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1, 2)
+        signals = every[every[:, 0] > 0, 0]
+        if self.received_signal is None and signals.size:
+            self.received_signal = int(signals[0])
+        if every[:, 1].any() and not self.should_stop:
+            self.should_stop = True
+            self.stop_reason = self.stop_reason or "another process asked to stop"
+
     def _on_boundary_signal(self, module: Module) -> None:
+        self._agree_on_stopping()
         if self.received_signal is None:
             return
         if not self.state_is_valid:
