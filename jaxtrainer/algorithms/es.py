@@ -97,10 +97,15 @@ class ESState:
     Attributes:
       es: the evosax algorithm's state (``mean: float32[num_dims]``, ``std``, ...).
       tell_key: typed key ``ask`` set aside for evosax's ``tell``.
+      params: the algorithm's evosax params (hyperparameters such as CMA-ES's
+        recombination weights), carried in the state rather than baked into the
+        compiled program as constants, so that the program (and its rounding) does
+        not depend on how XLA folds them.
     """
 
     es: Any
     tell_key: jax.Array
+    params: Any = None
 
 
 class EvosaxES(PopulationModule):
@@ -281,13 +286,13 @@ class EvosaxES(PopulationModule):
             population = jax.vmap(unravel)(flat + std * noise)
             fitness = jnp.full((self.population_size,), jnp.inf, jnp.float32)
             state = self.es.init(es_key, population, fitness, self.params)
-        return ESState(state, tell_key)
+        return ESState(state, tell_key, self.params)
 
     def ask(self, state: ESState, key: jax.Array) -> tuple[Any, ESState]:
         """Sample ``P`` members: leaves ``[P, *solution_leaf_shape]``."""
         ask_key, tell_key = jax.random.split(key)
-        population, es_state = self.es.ask(ask_key, state.es, self.params)
-        return population, ESState(es_state, tell_key)
+        population, es_state = self.es.ask(ask_key, state.es, state.params)
+        return population, state.replace(es=es_state, tell_key=tell_key)
 
     def tell(self, state: ESState, population: Any, fitness: jax.Array) -> tuple[ESState, dict[str, Any]]:
         """Update with ``fitness: float32[P]`` (the user's sign; negated when
@@ -295,7 +300,7 @@ class EvosaxES(PopulationModule):
         fitness = jnp.asarray(fitness, jnp.float32)
         es_state, metrics = self.es.tell(state.tell_key, population,
                                          -fitness if self.maximize else fitness,
-                                         state.es, self.params)
+                                         state.es, state.params)
         out = {}
         for name, value in metrics.items():
             value = jnp.asarray(value)
@@ -304,7 +309,7 @@ class EvosaxES(PopulationModule):
             if self.maximize and "fitness" in name:
                 value = -value
             out[f"es/{name}"] = value.astype(jnp.float32)
-        return ESState(es_state, state.tell_key), out
+        return state.replace(es=es_state), out
 
     def mean(self, state: ESState) -> Any:
         """The current solution: the search distribution's mean (distribution-based
