@@ -71,8 +71,11 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
     mean, low, high = ys.mean(0), ys.min(0), ys.max(0)
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    for d, xs, vs in curves:
-        ax.plot(xs, vs, lw=0.8, alpha=0.35, label=os.path.basename(os.path.normpath(d)))
+    names = [os.path.basename(os.path.normpath(d)) for d, _, _ in curves]
+    if len(set(names)) < len(names):  # version_0 of several roots: add the parent
+        names = [os.path.join(*os.path.normpath(d).split(os.sep)[-2:]) for d, _, _ in curves]
+    for (_, xs, vs), name in zip(curves, names, strict=True):
+        ax.plot(xs, vs, lw=0.8, alpha=0.6, label=name)
     ax.plot(grid, mean, lw=2.2, color="black", label=f"mean of {len(curves)} run(s)")
     if len(curves) > 1:
         ax.fill_between(grid, low, high, color="gray", alpha=0.3, label="min-max over runs")
