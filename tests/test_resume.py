@@ -97,3 +97,20 @@ def test_pmap_on_4_restores_on_2_and_1_in_fresh_processes(tmp_path):
         out = toys.run_python(textwrap.dedent(_LOAD.format(root=root, ref=ref, n=n, strategy=strategy)),
                               devices=n)
         assert f"OK {n}" in out.stdout
+
+
+def test_single_device_checkpoint_resumes_under_pmap_on_4_and_continues_equal(tmp_path):
+    """And back: a run saved on 1 device continues on 4 like a straight 1-device run
+    would up to the save (state equal at restore; training then goes on)."""
+    one = toys.trainer(tmp_path / "a", strategy="single", devices=1, max_steps=3)
+    one.fit(toys.Regression(per_device=False))
+    four = toys.trainer(tmp_path / "a", strategy="pmap", devices=4, max_steps=3)
+    m = toys.Regression(per_device=False)
+    four._module = m
+    four.strategy.setup()
+    four._restore(m, jt.checkpoint.find_last(tmp_path / "a"))
+    toys.assert_trees_equal(four.state, one.state)
+    assert len(four.state["params"]["w"].sharding.device_set) == 4
+    cont = toys.trainer(tmp_path / "a", strategy="pmap", devices=4, max_steps=5)
+    cont.fit(m, ckpt_path="last")
+    assert cont.global_step == 5 and np.isfinite(toys.leaves(cont.state)["params"]["w"]).all()
