@@ -8,6 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxtrainer.envs._vma import vary_like
 from jaxtrainer.envs.base import Env
 from jaxtrainer.metrics import Mean
 
@@ -60,9 +61,10 @@ def evaluate_policy(
         first_end = jnp.logical_and(info.done, jnp.logical_not(finished))
         returns = jnp.where(first_end, info.episode_return, returns)
         lengths = jnp.where(first_end, info.episode_length, lengths)
-        return (obs, state, jnp.logical_or(finished, info.done), returns, lengths), None
+        carry = (obs, state, jnp.logical_or(finished, info.done), returns, lengths)
+        return vary_like(carry, key, params), None
 
-    carry = (obs, state, finished, returns, lengths)
+    carry = vary_like((obs, state, finished, returns, lengths), key, params)
     (_, _, finished, returns, lengths), _ = jax.lax.scan(
         one_step, carry, jax.random.split(run_key, max_steps))
     return {

@@ -1,0 +1,238 @@
+"""jaxtrainer.envs: make, auto-reset, terminated vs truncated, episode statistics,
+fresh-episode evaluation (FIELD_REPORTS F17, F18, F19)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+from gymnax.environments import environment, spaces
+
+from jaxtrainer import envs
+from jaxtrainer.metrics import Mean, to_host
+
+
+@struct.dataclass
+class CounterState(environment.EnvState):
+    time: jax.Array
+
+
+@struct.dataclass
+class CounterParams(environment.EnvParams):
+    max_steps_in_episode: int = 10
+
+
+class FixedLength(environment.Environment):
+    """Episodes of exactly ``length`` steps, reward 1 per step (or the action, with
+    ``reward_is_action``); the observation is ``[time]``. The episode ends by the
+    time limit (truncation) or, with ``terminate=True``, by a terminal state at
+    ``terminate_at``."""
+
+    def __init__(self, length: int = 10, terminate: bool = False, terminate_at: int | None = None,
+                 reward_is_action: bool = False):
+        super().__init__()
+        self.length, self.terminate = length, terminate
+        self.terminate_at = length if terminate_at is None else terminate_at
+        self.reward_is_action = reward_is_action
+
+    @property
+    def default_params(self):
+        return CounterParams(max_steps_in_episode=self.length)
+
+    def step_env(self, key, state, action, params):
+        state = CounterState(time=state.time + 1)
+        terminated = jnp.logical_and(self.terminate, state.time >= self.terminate_at)
+        reward = jnp.asarray(action, jnp.float32) if self.reward_is_action else 1.0
+        return self.get_obs(state), state, jnp.asarray(reward, jnp.float32), terminated, {}
+
+    def reset_env(self, key, params):
+        state = CounterState(time=jnp.zeros((), jnp.int32))
+        return self.get_obs(state), state
+
+    def get_obs(self, state, params=None, key=None):
+        return jnp.asarray([state.time], jnp.float32)
+
+    @property
+    def num_actions(self):
+        return 2
+
+    def action_space(self, params=None):
+        return spaces.Discrete(2)
+
+    def observation_space(self, params):
+        return spaces.Box(0.0, 1e6, (1,), jnp.float32)
+
+
+def fixed_env(**kwargs) -> envs.GymnaxEnv:
+    return envs.GymnaxEnv(FixedLength(**kwargs), name="FixedLength")
+
+
+def rollout(env, num_envs: int, num_steps: int, action: int = 1, seed: int = 0):
+    """``num_steps`` batched steps with a constant action; StepInfo stacked ``[T, n]``."""
+    obs, state = env.reset_batch(jax.random.key(seed), num_envs)
+
+    @jax.jit
+    def run(state):
+        def body(state, key):
+            _, state, info = env.step_batch(key, state, jnp.full((num_envs,), action, jnp.int32))
+            return state, info
+        return jax.lax.scan(body, state, jax.random.split(jax.random.key(seed + 1), num_steps))
+
+    return run(state)[1]
+
+
+# ---- make --------------------------------------------------------------------
+def test_make_unknown_name_lists_gymnax_and_brax_names():
+    with pytest.raises(ValueError) as err:
+        envs.make("NoSuchEnv-v0")
+    msg = str(err.value)
+    assert "'NoSuchEnv-v0'" in msg and "CartPole-v1" in msg and "brax/ant" in msg
+    with pytest.raises(ValueError, match="brax/inverted_pendulum"):
+        envs.make("brax/no_such_env")
+    assert "brax/ant" in envs.available() and "Breakout-MinAtar" in envs.available()
+
+
+def test_make_gymnax_does_not_import_brax():
+    code = ("import sys, jaxtrainer.envs as E; E.make('CartPole-v1'); "
+            "assert 'brax' not in sys.modules, 'brax imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_cartpole_spec_and_batch_shapes():
+    env = envs.make("CartPole-v1")
+    assert env.name == "CartPole-v1"
+    assert env.discrete and env.num_actions == 2 and env.action_shape == ()
+    assert env.observation_shape == (4,) and env.observation_size == 4
+    assert env.max_episode_steps == 500
+    obs, state = env.reset_batch(jax.random.key(0), 3)
+    assert obs.shape == (3, 4) and state.episode_return.shape == (3,)
+    obs, state, info = env.step_batch(jax.random.key(1), state, jnp.array([0, 1, 0]))
+    assert obs.shape == (3, 4) and info.final_obs.shape == (3, 4)
+    np.testing.assert_array_equal(info.reward, [1.0, 1.0, 1.0])
+    np.testing.assert_array_equal(info.episode_length, [1, 1, 1])
+    assert info.reward.dtype == jnp.float32 and info.terminated.dtype == jnp.bool_
+
+
+def test_pendulum_is_continuous_with_bounds():
+    env = envs.make("Pendulum-v1")
+    assert not env.discrete and env.action_size == 1 and env.action_shape == (1,)
+    np.testing.assert_array_equal(env.action_low, [-2.0])
+    np.testing.assert_array_equal(env.action_high, [2.0])
+    obs, state = env.reset(jax.random.key(0))
+    obs, state, info = jax.jit(env.step)(jax.random.key(1), state, jnp.array([0.5]))
+    assert obs.shape == (3,) and info.reward.shape == () and bool(jnp.isfinite(info.reward))
+
+
+def test_make_passes_params_to_gymnax():
+    import gymnax
+
+    _, params = gymnax.make("CartPole-v1")
+    env = envs.make("CartPole-v1", params=params.replace(max_steps_in_episode=3))
+    assert env.max_episode_steps == 3
+    info = rollout(env, num_envs=1, num_steps=3)
+    # The pole cannot fall within 3 steps from a near-upright start: the time limit ends it.
+    assert bool(info.truncated[-1, 0]) and not bool(info.terminated[-1, 0])
+
+
+# ---- F19: truncation is not termination ----------------------------------------
+def test_truncation_reports_final_obs_and_resets():
+    env = fixed_env(length=10)
+    info = rollout(env, num_envs=2, num_steps=12)
+    done_steps = np.nonzero(np.asarray(info.done[:, 0]))[0]
+    np.testing.assert_array_equal(done_steps, [9])            # the 10th step
+    assert bool(info.truncated[9, 0]) and not bool(info.terminated[9, 0])
+    # final_obs is the observation the episode reached (time 10), not the reset one.
+    np.testing.assert_array_equal(info.final_obs[9, :, 0], [10.0, 10.0])
+    np.testing.assert_array_equal(info.final_obs[:9, 0, 0], np.arange(1, 10))
+    # and the next step continues from a fresh episode: time 1 again.
+    np.testing.assert_array_equal(info.final_obs[10, :, 0], [1.0, 1.0])
+
+
+def test_termination_is_not_truncation():
+    env = envs.GymnaxEnv(FixedLength(length=100, terminate=True, terminate_at=4), name="T")
+    info = rollout(env, num_envs=1, num_steps=8)
+    np.testing.assert_array_equal(np.asarray(info.terminated[:, 0]),
+                                  [0, 0, 0, 1, 0, 0, 0, 1])
+    assert not bool(info.truncated.any())
+
+
+def test_termination_at_the_time_limit_counts_as_termination():
+    env = envs.GymnaxEnv(FixedLength(length=5, terminate=True, terminate_at=5), name="T")
+    info = rollout(env, num_envs=1, num_steps=5)
+    assert bool(info.terminated[4, 0]) and not bool(info.truncated[4, 0])
+
+
+# ---- F17: completed episodes only ---------------------------------------------------
+@pytest.mark.parametrize("terminate", [False, True])
+def test_episode_statistics_count_completed_episodes_only(terminate):
+    env = fixed_env(length=10, terminate=terminate)
+
+    def stats(num_steps):
+        info = rollout(env, num_envs=4, num_steps=num_steps)
+        return {"return": Mean.of(info.episode_return, mask=info.done),
+                "length": Mean.of(info.episode_length, mask=info.done)}
+
+    assert to_host(stats(5)) == {}                                 # nothing, not 0.0
+    m = stats(25)
+    assert float(m["return"].count) == 8.0                         # 4 envs x 2 episodes
+    assert to_host(m) == {"return": 10.0, "length": 10.0}
+
+
+# ---- F18: evaluation on fresh episodes ----------------------------------------------
+def test_evaluate_policy_counts_first_completed_episode_per_env():
+    env = envs.GymnaxEnv(FixedLength(length=10, reward_is_action=True), name="A")
+
+    def always(action):
+        return lambda params, obs, key: jnp.full((obs.shape[0],), action, jnp.int32)
+
+    res = envs.evaluate_policy(env, always(1), None, jax.random.key(0), num_episodes=3,
+                               max_steps=25)
+    assert float(res["episode_return"].count) == 3.0               # one per env, not 2
+    assert to_host(res) == {"episode_return": 10.0, "episode_length": 10.0}
+    res = envs.evaluate_policy(env, always(0), None, jax.random.key(0), num_episodes=3)
+    assert to_host(res) == {"episode_return": 0.0, "episode_length": 10.0}
+    # An unfinished episode is not counted: nothing to report.
+    res = envs.evaluate_policy(env, always(1), None, jax.random.key(0), num_episodes=3,
+                               max_steps=9)
+    assert to_host(res) == {}
+
+
+def test_evaluate_policy_passes_params_and_is_jittable():
+    env = envs.GymnaxEnv(FixedLength(length=4, reward_is_action=True), name="A")
+
+    def policy(params, obs, key):
+        return jnp.full((obs.shape[0],), params, jnp.int32)
+
+    run = jax.jit(lambda p, k: envs.evaluate_policy(env, policy, p, k, num_episodes=2))
+    assert to_host(run(jnp.int32(1), jax.random.key(3)))["episode_return"] == 4.0
+    assert to_host(run(jnp.int32(0), jax.random.key(3)))["episode_return"] == 0.0
+
+
+# ---- brax -----------------------------------------------------------------------
+@pytest.mark.timeout(600)  # brax compiles slowly on CPU (~30-50 s)
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
+def test_brax_inverted_pendulum_smoke():
+    env = envs.make("brax/inverted_pendulum", episode_length=3)
+    assert not env.discrete and env.action_size == 1 and env.observation_shape == (4,)
+    np.testing.assert_array_equal(env.action_low, [-1.0])
+    obs, state = env.reset_batch(jax.random.key(0), 2)
+
+    @jax.jit
+    def run(state):
+        def body(state, key):
+            _, state, info = env.step_batch(key, state, jnp.zeros((2, 1)))
+            return state, info
+        return jax.lax.scan(body, state, jax.random.split(jax.random.key(1), 5))[1]
+
+    info = run(state)
+    # Zero torque keeps the pole up for 3 steps: truncated by the time limit at step 3.
+    np.testing.assert_array_equal(np.asarray(info.truncated[:, 0]), [0, 0, 1, 0, 0])
+    assert not bool(info.terminated.any())
+    np.testing.assert_array_equal(np.asarray(info.episode_length[:, 1]), [1, 2, 3, 1, 2])
+    np.testing.assert_array_equal(np.asarray(info.episode_return[:, 1]), [1, 2, 3, 1, 2])
+    assert info.final_obs.shape == (5, 2, 4) and bool(jnp.isfinite(info.final_obs).all())

@@ -1,0 +1,232 @@
+"""PPO's math: GAE with truncation bootstrapping, global advantage normalisation,
+distributions, and the module end to end on an env with known returns
+(FIELD_REPORTS F2, F17, F18, F19)."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+from test_envs import FixedLength
+
+from jaxtrainer import envs
+from jaxtrainer.algorithms import PPO, PPOConfig
+from jaxtrainer.algorithms.networks import Categorical, DiagGaussian
+from jaxtrainer.algorithms.ppo import compute_gae, normalize_advantages
+from jaxtrainer.distributed import AXIS_NAME
+from jaxtrainer.metrics import to_host
+from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
+
+GAMMA, LAM = 0.9, 0.8
+
+
+def gae_reference(rewards, values, next_values, terminated, truncated):
+    """GAE from its definition, A_t = sum_k (gamma lambda)^k delta_{t+k} over the rest
+    of the episode, with delta using V(final_obs) on truncation and 0 on termination."""
+    T, n = rewards.shape
+    adv = np.zeros((T, n))
+    for e in range(n):
+        for t in range(T):
+            total = 0.0
+            for k in range(t, T):
+                bootstrap = 0.0 if terminated[k, e] else next_values[k, e]
+                delta = rewards[k, e] + GAMMA * bootstrap - values[k, e]
+                total += (GAMMA * LAM) ** (k - t) * delta
+                if terminated[k, e] or truncated[k, e]:
+                    break
+            adv[t, e] = total
+    return adv
+
+
+def test_gae_matches_reference_with_truncated_and_terminated_steps():
+    rng = np.random.default_rng(0)
+    T, n = 7, 3
+    rewards = rng.normal(size=(T, n)).astype(np.float32)
+    values = rng.normal(size=(T, n)).astype(np.float32)
+    next_values = rng.normal(size=(T, n)).astype(np.float32)
+    terminated = np.zeros((T, n), bool)
+    truncated = np.zeros((T, n), bool)
+    terminated[2, 0] = True          # env 0: terminal state at t=2
+    truncated[4, 1] = True           # env 1: time limit at t=4
+    truncated[1, 2] = terminated[5, 2] = True
+    adv, targets = compute_gae(jnp.asarray(rewards), jnp.asarray(values),
+                               jnp.asarray(next_values), jnp.asarray(terminated),
+                               jnp.asarray(terminated | truncated), GAMMA, LAM)
+    want = gae_reference(rewards, values, next_values, terminated, truncated)
+    np.testing.assert_allclose(adv, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(targets, want + values, rtol=1e-5, atol=1e-5)
+    # By hand: a terminal step's target is its reward; a truncated step's target
+    # bootstraps from V(final_obs); the rollout's last step bootstraps too.
+    assert targets[2, 0] == pytest.approx(rewards[2, 0])
+    assert targets[4, 1] == pytest.approx(rewards[4, 1] + GAMMA * next_values[4, 1])
+    last = rewards[6, 1] + GAMMA * next_values[6, 1] - values[6, 1]
+    assert adv[6, 1] == pytest.approx(last)
+    assert adv[5, 1] == pytest.approx(
+        rewards[5, 1] + GAMMA * next_values[5, 1] - values[5, 1] + GAMMA * LAM * last, rel=1e-5)
+
+
+def test_gae_truncation_differs_from_termination():
+    ones = jnp.ones((1, 1))
+    no = jnp.zeros((1, 1), bool)
+    yes = jnp.ones((1, 1), bool)
+    _, truncated_target = compute_gae(ones, 0 * ones, 5 * ones, no, yes, GAMMA, LAM)
+    _, terminal_target = compute_gae(ones, 0 * ones, 5 * ones, yes, yes, GAMMA, LAM)
+    assert float(truncated_target[0, 0]) == pytest.approx(1 + GAMMA * 5)
+    assert float(terminal_target[0, 0]) == pytest.approx(1.0)
+
+
+def test_advantage_normalisation_uses_global_statistics():
+    x = jax.random.normal(jax.random.key(0), (4, 8)) * jnp.arange(1.0, 5.0)[:, None] + 3.0
+    flat = np.asarray(x).ravel()
+    want = ((flat - flat.mean()) / (flat.std() + 1e-8)).reshape(4, 8)
+    # named vmap axis: pmean inside is a mean over the 4 shares
+    got = jax.vmap(normalize_advantages, axis_name=AXIS_NAME)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    # and over 4 devices
+    mesh = jax.make_mesh((4,), (AXIS_NAME,), axis_types=(jax.sharding.AxisType.Explicit,))
+    sharded = jax.device_put(x.reshape(32), jax.sharding.NamedSharding(mesh, P(AXIS_NAME)))
+    fn = jax.jit(jax.shard_map(normalize_advantages, mesh=mesh, in_specs=P(AXIS_NAME),
+                               out_specs=P(AXIS_NAME)))
+    np.testing.assert_allclose(np.asarray(fn(sharded)).reshape(4, 8), want, rtol=1e-5, atol=1e-5)
+    # a per-device normalisation would differ
+    local = (np.asarray(x) - np.asarray(x).mean(1, keepdims=True)) / np.asarray(x).std(1, keepdims=True)
+    assert not np.allclose(local, want, atol=1e-2)
+
+
+def test_categorical_log_prob_and_entropy():
+    logits = jnp.array([[0.0, 1.0, 2.0], [3.0, -1.0, 0.5]])
+    p = np.exp(np.asarray(logits)) / np.exp(np.asarray(logits)).sum(-1, keepdims=True)
+    dist = Categorical(logits)
+    np.testing.assert_allclose(dist.log_prob(jnp.array([2, 1])),
+                               [np.log(p[0, 2]), np.log(p[1, 1])], rtol=1e-5)
+    np.testing.assert_allclose(dist.entropy(), -(p * np.log(p)).sum(-1), rtol=1e-5)
+    np.testing.assert_array_equal(dist.mode(), [2, 0])
+    samples = jax.vmap(lambda k: Categorical(logits[0]).sample(k))(
+        jax.random.split(jax.random.key(0), 4000))
+    np.testing.assert_allclose(np.bincount(samples, minlength=3) / 4000, p[0], atol=0.03)
+
+
+def test_diag_gaussian_log_prob_and_entropy():
+    mean = jnp.array([[0.5, -1.0]])
+    log_std = jnp.array([0.3, -0.7])
+    a = jnp.array([[1.0, 0.0]])
+    std = np.exp(np.asarray(log_std))
+    want = sum(-0.5 * ((a[0, i] - mean[0, i]) / std[i]) ** 2 - math.log(std[i] * math.sqrt(2 * math.pi))
+               for i in range(2))
+    dist = DiagGaussian(mean, log_std)
+    assert float(dist.log_prob(a)[0]) == pytest.approx(float(want), rel=1e-5)
+    want_ent = sum(0.5 * math.log(2 * math.pi * math.e * s * s) for s in std)
+    assert float(dist.entropy()[0]) == pytest.approx(want_ent, rel=1e-5)
+    assert dist.entropy().shape == (1,)
+
+
+def test_validate_names_the_value_and_device_count():
+    ppo = PPO(PPOConfig(num_envs=6, num_steps=8, num_minibatches=2))
+    with pytest.raises(ValueError, match=r"num_envs=6.*4 devices"):
+        ppo.validate(4)
+    ppo = PPO(PPOConfig(num_envs=4, num_steps=3, num_minibatches=2))
+    with pytest.raises(ValueError, match=r"= 6 is not divisible by the 4 devices"):
+        ppo.validate(4)
+    ppo.validate(2)
+    with pytest.raises(ValueError, match="eval_episodes=6"):
+        PPO(PPOConfig(eval_episodes=6)).validate(4)
+    with pytest.raises(ValueError, match="num_minibatches=3"):
+        PPOConfig(num_envs=4, num_steps=5, num_minibatches=3)
+    assert PPO(PPOConfig(num_envs=8, num_steps=16)).env_steps_per_step == 128
+
+
+@pytest.fixture(scope="module")
+def fixed_ppo():
+    """PPO on episodes of exactly 10 steps (reward 1 each, truncated by the time
+    limit), 4 envs, 5-step rollouts, on 4 devices."""
+    env = envs.GymnaxEnv(FixedLength(length=10), name="FixedLength")
+    ppo = PPO(PPOConfig(num_envs=4, num_steps=5, num_minibatches=1, update_epochs=2,
+                        hidden_sizes=(8,), eval_episodes=4, total_updates=100), env=env)
+    strategy = PmapStrategy(devices=4)
+    ppo.validate(strategy.num_devices)
+    state = strategy.init_state(ppo, jax.random.key(0))
+    train = strategy.compile_train(ppo, state, jax.random.key(1))
+    evaluate = strategy.compile_eval(ppo, state, jax.random.key(2))
+
+    def fresh():  # the compiled train step donates its state argument
+        return strategy.init_state(ppo, jax.random.key(0))
+
+    return ppo, fresh, train.fn, evaluate.fn
+
+
+def test_ppo_reports_completed_episodes_only(fixed_ppo):
+    # F17: a 5-step rollout completes no episode; 25 steps complete 2 per env, each 10.
+    _, fresh, train, _ = fixed_ppo
+    _, m = train(fresh(), jax.random.key(1), jnp.int32(0), jnp.int32(1))
+    m = to_host(m)
+    assert "train/episode_return" not in m and "train/episode_length" not in m
+    assert set(m) >= {"loss/total", "loss/policy", "loss/value", "loss/entropy",
+                      "loss/approx_kl", "lr"}
+    assert m["lr"] == pytest.approx(2.5e-4)
+    _, m = train(fresh(), jax.random.key(1), jnp.int32(0), jnp.int32(5))
+    host = to_host(m)
+    assert float(m["train/episode_return"].count) == 8.0
+    assert host["train/episode_return"] == 10.0 and host["train/episode_length"] == 10.0
+    assert host["lr"] == pytest.approx(2.5e-4 * (1 - 2 / 100))   # mean over updates 0..4
+
+
+def test_ppo_replicas_stay_equal_over_4_devices(fixed_ppo):
+    # F2: after 20 updates every device holds the same parameters and optimizer state.
+    _, fresh, train, _ = fixed_ppo
+    state, m = train(fresh(), jax.random.key(1), jnp.int32(0), jnp.int32(20))
+    assert int(state.update_count) == 20
+    for leaf in jax.tree.leaves((state.params, state.opt_state)):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        assert len(shards) == 4
+        for s in shards[1:]:
+            np.testing.assert_array_equal(s, shards[0])
+    assert state.obs.shape == (4, 1) and state.env_state.episode_return.shape == (4,)
+    assert all(math.isfinite(v) for v in to_host(m).values())
+
+
+def test_ppo_targets_bootstrap_on_truncation(fixed_ppo):
+    # F19 through the module: at the time limit the target is r + gamma V(final_obs).
+    ppo = fixed_ppo[0]
+    params = ppo.network.init(jax.random.key(0), jnp.zeros((1,)))
+    obs, env_state = ppo.env.reset_batch(jax.random.key(1), 2)
+    # three 5-step rollouts: the 10th step (index 9) hits the time limit
+    steps = []
+    state, o = env_state, obs
+    rollout = jax.jit(ppo.rollout)
+    for i in range(3):
+        state, o, t = rollout(params, state, o, jax.random.key(10 + i))
+        steps.append(t)
+    traj = jax.tree.map(lambda *x: jnp.concatenate(x), *steps)
+    assert bool(traj.info.truncated[9].all()) and not bool(traj.info.terminated.any())
+    _, targets = ppo.advantages_and_targets(params, traj)
+    v_final = ppo.network.apply(params, traj.info.final_obs[9], method=type(ppo.network).value)
+    np.testing.assert_allclose(targets[9], 1.0 + ppo.config.gamma * v_final, rtol=1e-5)
+    assert not np.allclose(targets[9], 1.0)
+
+
+def test_ppo_evaluation_uses_fresh_episodes(fixed_ppo):
+    # F18: whatever the training state's envs are doing, evaluation runs fresh ones.
+    _, fresh, train, evaluate = fixed_ppo
+    state, _ = train(fresh(), jax.random.key(1), jnp.int32(0), jnp.int32(1))  # envs mid-episode
+    assert bool((state.env_state.episode_length == 5).all())
+    m = evaluate(state, jax.random.key(5))
+    assert float(m["eval/episode_return"].count) == 4.0
+    assert to_host(m) == {"eval/episode_return": 10.0, "eval/episode_length": 10.0}
+
+
+def test_ppo_continuous_actions_run_and_stay_finite():
+    ppo = PPO(PPOConfig(env="Pendulum-v1", num_envs=2, num_steps=8, num_minibatches=2,
+                        update_epochs=1, hidden_sizes=(8,), eval_episodes=2))
+    assert not ppo.network.discrete
+    strategy = SingleDeviceStrategy()
+    state = strategy.init_state(ppo, jax.random.key(0))
+    train = strategy.compile_train(ppo, state, jax.random.key(1))
+    state, m = train.fn(state, jax.random.key(1), jnp.int32(0), jnp.int32(3))
+    m = to_host(m)
+    assert all(math.isfinite(v) for v in m.values())
+    assert "log_std" in state.params["params"]
+    assert m["loss/entropy"] == pytest.approx(0.5 * math.log(2 * math.pi * math.e), abs=0.05)
