@@ -40,8 +40,7 @@ from flax import struct
 
 from jaxtrainer import envs
 from jaxtrainer.algorithms.networks import ActorCritic
-from jaxtrainer.distributed import fold_in_device, gradient_update, local_size, pmean
-from jaxtrainer.envs._vma import vary_like
+from jaxtrainer.distributed import fold_in_device, gradient_update, local_size, pmean, vary_like
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
 

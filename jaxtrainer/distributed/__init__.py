@@ -14,6 +14,9 @@ from jaxtrainer.distributed.axis import (
     pmean,
     pmin,
     psum,
+    to_varying,
+    tree_varying_axes,
+    vary_like,
     varying_axes,
 )
 from jaxtrainer.distributed.gradients import gradient_update, local_copy
@@ -27,15 +30,27 @@ from jaxtrainer.distributed.population import (
     shmap_vmap,
     tree_device_put,
 )
+from jaxtrainer.distributed.process import (
+    barrier,
+    broadcast_from_zero,
+    global_ranks,
+    is_distributed,
+    process_count,
+    process_index,
+)
 
 __all__ = [
     "AXIS_NAME",
     "axis_index",
     "axis_size",
+    "barrier",
     "bound_axes",
+    "broadcast_from_zero",
     "fold_in_device",
     "gather_members",
+    "global_ranks",
     "gradient_update",
+    "is_distributed",
     "local_copy",
     "local_members",
     "local_size",
@@ -44,10 +59,15 @@ __all__ = [
     "pmean",
     "pmin",
     "population_size",
+    "process_count",
+    "process_index",
     "psum",
     "shmap_map",
     "shmap_vmap",
     "split_key_to_devices",
+    "to_varying",
     "tree_device_put",
+    "tree_varying_axes",
+    "vary_like",
     "varying_axes",
 ]

@@ -46,6 +46,37 @@ def varying_axes(x: Any) -> frozenset[str]:
     return frozenset(vma)
 
 
+def tree_varying_axes(*trees: Any) -> frozenset[str]:
+    """Union of :func:`varying_axes` over every leaf of ``trees``."""
+    axes: frozenset[str] = frozenset()
+    for leaf in jax.tree.leaves(trees):
+        axes |= varying_axes(leaf)
+    return axes
+
+
+def _cast_varying(tree: Any, axes: frozenset[str] | tuple[str, ...]) -> Any:
+    def cast(x):
+        missing = tuple(a for a in axes if a not in varying_axes(x))
+        return jax.lax.pcast(x, missing, to="varying") if missing else x
+
+    return jax.tree.map(cast, tree)
+
+
+def to_varying(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
+    """Type every leaf as per-device along the bound axes of ``axis_name``
+    (``lax.pcast(..., to="varying")``; no data moves). Identity when unbound.
+
+    Needed where ``check_vma`` wants equal types, e.g. a ``lax.scan`` carry that
+    starts device-independent (a step counter at 0) and becomes per-device."""
+    return _cast_varying(tree, bound_axes(axis_name))
+
+
+def vary_like(tree: Any, *refs: Any) -> Any:
+    """Cast every leaf of ``tree`` to vary over all axes any leaf of ``refs``
+    varies over (no-op outside ``shard_map``)."""
+    return _cast_varying(tree, tuple(sorted(tree_varying_axes(*refs))))
+
+
 def axis_size(axis_name: AxisName = AXIS_NAME) -> int:
     """Number of devices along ``axis_name``; 1 when the axis is not bound. Static int."""
     size = 1

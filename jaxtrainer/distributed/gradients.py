@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import optax
 
-from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, bound_axes, pmean, varying_axes
+from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, pmean, to_varying
 
 
 def local_copy(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
@@ -21,15 +21,7 @@ def local_copy(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
     its own gradient, which :func:`gradient_update` then averages with ``pmean``.
     Identity outside a mapped axis.
     """
-    names = bound_axes(axis_name)
-    if not names:
-        return tree
-
-    def cast(x):
-        missing = tuple(n for n in names if n not in varying_axes(x))
-        return jax.lax.pcast(x, missing, to="varying") if missing else x
-
-    return jax.tree.map(cast, tree)
+    return to_varying(tree, axis_name)
 
 
 def gradient_update(

@@ -8,7 +8,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer.envs._vma import vary_like
+from jaxtrainer.distributed import vary_like
 from jaxtrainer.envs.base import Env
 from jaxtrainer.metrics import Mean
 

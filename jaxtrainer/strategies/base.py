@@ -23,7 +23,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import AXIS_NAME
-from jaxtrainer.distributed.axis import varying_axes
+from jaxtrainer.distributed.axis import to_varying, varying_axes
 from jaxtrainer.module import Module
 
 DevicesArg = int | str | Sequence[jax.Device]
@@ -144,6 +144,30 @@ class Strategy(abc.ABC):
         """True on the process that writes logs and checkpoints."""
         return jax.process_index() == 0
 
+    def to_global(self, tree: Any) -> Any:
+        """Host values (numpy, Python scalars, typed keys, single-device arrays)
+        as arrays replicated over this strategy's mesh.
+
+        Only needed with several processes, where every array a compiled step or
+        a checkpoint sees must span the global mesh; every process must pass the
+        same values. A single process gets ``tree`` back unchanged.
+        """
+        if jax.process_count() == 1:
+            return tree
+        self.setup()
+        sharding = NamedSharding(self.mesh, P())
+
+        def put(x):
+            if isinstance(x, jax.Array) and x.sharding == sharding:
+                return x
+            if jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key):
+                return jax.random.wrap_key_data(put(jax.random.key_data(x)),
+                                                impl=jax.random.key_impl(x))
+            host = np.asarray(x)
+            return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
+
+        return jax.tree.map(put, tree)
+
     # ---- state layout ----------------------------------------------------
     def _spec(self, layout: LeafLayout) -> P:
         axes = self.data_axes
@@ -256,13 +280,7 @@ class Strategy(abc.ABC):
         return jax.tree.map(lambda x: jax.lax.psum(x, axes), acc)
 
     def _to_varying(self, tree: Any) -> Any:
-        axes = self.data_axes
-
-        def cast(x):
-            missing = tuple(a for a in axes if a not in varying_axes(x))
-            return jax.lax.pcast(x, missing, to="varying") if missing else x
-
-        return jax.tree.map(cast, tree)
+        return to_varying(tree, self.data_axes)
 
     def compile_train(self, module: Module, state: Any, root_key: jax.Array) -> CompiledTrain:
         """Compile ``num_steps`` fused training steps as one program.
