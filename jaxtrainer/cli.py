@@ -11,6 +11,7 @@ import importlib
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "launch": ("jaxtrainer.launch:main", "start N processes of one multi-node run on this machine"),
     "plot": ("jaxtrainer.plot:main", "learning curves (mean and spread over runs) from metrics.csv"),
 }
 

@@ -20,6 +20,7 @@ from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
+from jaxtrainer.distributed.process import broadcast_from_zero
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module
 from jaxtrainer.strategies import Strategy, resolve
@@ -287,6 +288,7 @@ class Trainer:
         self.env_steps_per_step = int(module.env_steps_per_step)
         resume = ckpt.resolve(ckpt_path, self.default_root_dir) if ckpt_path is not None else None
         self.log_dir = os.fspath(resume.parent.parent) if resume is not None else self._new_log_dir()
+        self.log_dir = broadcast_from_zero(self.log_dir)  # every process agrees on the run directory
         self.global_step, self.env_steps, self.should_stop = 0, 0, False
         self.stop_reason, self.state_is_valid, self.received_signal = None, True, None
         self.callback_metrics = {}
@@ -300,7 +302,7 @@ class Trainer:
                 meta = self._restore(module, resume)
                 self._call("on_load_checkpoint", module, meta)
             else:
-                self._root_key = jax.random.key(self.seed)
+                self._root_key = self.strategy.to_global(jax.random.key(self.seed))
                 self.state = self.strategy.init_state(
                     module, jax.random.fold_in(self._root_key, INIT_STREAM))
             self._call("on_fit_start", module)
@@ -457,6 +459,6 @@ class Trainer:
         if ckpt_path is not None:
             self._restore(module, ckpt.resolve(ckpt_path, self.default_root_dir))
         elif self.state is None:
-            self._root_key = jax.random.key(self.seed)
+            self._root_key = self.strategy.to_global(jax.random.key(self.seed))
             self.state = self.strategy.init_state(module, jax.random.fold_in(self._root_key, INIT_STREAM))
         return self._evaluate(module)

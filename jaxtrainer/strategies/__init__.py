@@ -1,6 +1,7 @@
 """Strategies: how a Module's state and steps are laid out on devices."""
 
 from jaxtrainer.strategies.base import LeafLayout, Strategy
+from jaxtrainer.strategies.multi_node import MultiNodeStrategy
 from jaxtrainer.strategies.pmap import PmapStrategy
 from jaxtrainer.strategies.registry import available, register, resolve
 from jaxtrainer.strategies.shard_map import ShardMapStrategy
@@ -9,9 +10,11 @@ from jaxtrainer.strategies.single_device import SingleDeviceStrategy
 register(SingleDeviceStrategy)
 register(PmapStrategy)
 register(ShardMapStrategy)
+register(MultiNodeStrategy)
 
 __all__ = [
     "LeafLayout",
+    "MultiNodeStrategy",
     "PmapStrategy",
     "ShardMapStrategy",
     "SingleDeviceStrategy",

@@ -1,0 +1,227 @@
+"""``jaxtrainer launch``: start one multi-process JAX run on this machine.
+
+    jaxtrainer launch --nproc-per-node 2 recipes/ppo.py trainer.strategy=multi_node
+
+Like ``torchrun``: it starts ``N`` copies of ``SCRIPT`` with the environment
+``jax.distributed`` needs (``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``,
+``JAX_PROCESS_ID``; read by :class:`~jaxtrainer.strategies.MultiNodeStrategy`),
+prefixes every output line with ``[rank K]``, forwards SIGINT/SIGTERM to every
+rank, and when one rank fails stops the others and exits non-zero naming it.
+Each rank runs in its own process group, so its children are stopped with it;
+nothing is left running when the launcher returns.
+
+Several machines: run it once per machine with the same ``--coordinator``
+(process 0's machine) and ``--nnodes M --node-rank R``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import IO
+
+ENV_LOCAL_RANK = "JAXTRAINER_LOCAL_RANK"
+POLL_SECONDS = 0.05
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="jaxtrainer launch",
+        description="Start N processes of one jax.distributed run on this machine "
+                    "(use the multi_node strategy in SCRIPT).")
+    p.add_argument("--nproc-per-node", type=int, required=True, metavar="N",
+                   help="processes to start on this machine (one per accelerator, or "
+                        "several on CPU)")
+    p.add_argument("--coordinator", default=None, metavar="HOST:PORT",
+                   help="address of process 0's coordinator service; default 127.0.0.1 "
+                        "and a free port (single machine only)")
+    p.add_argument("--nnodes", type=int, default=1, metavar="M",
+                   help="machines in the run (default 1); needs --coordinator when > 1")
+    p.add_argument("--node-rank", type=int, default=0, metavar="R",
+                   help="this machine's index, 0..M-1 (default 0; machine 0 hosts process 0)")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="seconds a rank waits for the coordinator and the other ranks, and "
+                        "the heartbeat timeout after which survivors of a dead rank stop "
+                        "(default 300)")
+    p.add_argument("--grace", type=float, default=10.0, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL when stopping ranks (default 10)")
+    p.add_argument("script", metavar="SCRIPT", help="Python script to run in every process")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                   help="arguments passed to SCRIPT")
+    return p
+
+
+def _pump(stream: IO[bytes], prefix: bytes, out: IO[bytes], lock: threading.Lock) -> None:
+    for line in iter(stream.readline, b""):
+        with lock:
+            out.write(prefix + line if line.endswith(b"\n") else prefix + line + b"\n")
+            out.flush()
+    stream.close()
+
+
+def _signal_name(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class _Ranks:
+    """The started processes, each the leader of its own process group."""
+
+    def __init__(self) -> None:
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.threads: list[threading.Thread] = []
+
+    def signal_all(self, signum: int, exclude: int | None = None) -> None:
+        for rank, proc in self.procs.items():
+            if rank == exclude:
+                continue
+            try:
+                os.killpg(proc.pid, signum)  # the rank and anything it started
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def running(self) -> list[int]:
+        return [r for r, p in self.procs.items() if p.poll() is None]
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM every group, SIGKILL whatever is left after ``grace`` seconds."""
+        self.signal_all(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while self.running() and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+        self.signal_all(signal.SIGKILL)  # also reaps stray children of finished ranks
+        for p in self.procs.values():
+            p.wait()
+        for t in self.threads:
+            t.join(timeout=5)
+
+
+def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
+           coordinator: str | None = None, nnodes: int = 1, node_rank: int = 0,
+           timeout: float = 300.0, grace: float = 10.0, python: str | None = None) -> int:
+    """Run ``python SCRIPT ARGS`` in ``nproc_per_node`` processes; return the exit status.
+
+    Returns 0 when every rank exits 0; otherwise the first failing rank's exit
+    code (``128 + signal`` for a rank killed by a signal, at least 1), after the
+    other ranks were stopped (SIGTERM, then SIGKILL after ``grace`` seconds).
+    SIGINT/SIGTERM sent to the launcher are forwarded to every rank (a second
+    one kills them); the launcher then returns ``128 + signal``.
+
+    Raises:
+      ValueError: bad sizes, a malformed coordinator, ``nnodes > 1`` without a
+        coordinator, or a non-positive timeout.
+    """
+    args = list(args or [])
+    if nproc_per_node < 1:
+        raise ValueError(f"--nproc-per-node={nproc_per_node}: expected >= 1")
+    if nnodes < 1 or not 0 <= node_rank < nnodes:
+        raise ValueError(f"--nnodes={nnodes} --node-rank={node_rank}: expected 0 <= node-rank < nnodes")
+    if timeout <= 0 or grace < 0:
+        raise ValueError(f"--timeout={timeout} --grace={grace}: expected timeout > 0, grace >= 0")
+    if coordinator is None:
+        if nnodes > 1:
+            raise ValueError("--nnodes > 1 needs --coordinator HOST:PORT (an address of machine 0 "
+                             "that every machine can reach)")
+        coordinator = f"127.0.0.1:{free_port()}"
+    host, _, port = coordinator.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--coordinator={coordinator!r}: expected HOST:PORT")
+    world = nnodes * nproc_per_node
+    width = len(str(world - 1))
+    seconds = str(max(1, int(round(timeout))))
+    print(f"jaxtrainer launch: {nproc_per_node} process(es) on this machine, {world} in total; "
+          f"coordinator {coordinator}", file=sys.stderr, flush=True)
+
+    ranks = _Ranks()
+    received: list[int] = []
+
+    def forward(signum: int, frame) -> None:
+        if received:  # a second signal: stop at once
+            ranks.signal_all(signal.SIGKILL)
+        received.append(signum)
+        ranks.signal_all(signum)
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            previous[s] = signal.signal(s, forward)
+    lock = threading.Lock()
+    failed: tuple[int, int] | None = None
+    try:
+        for local in range(nproc_per_node):
+            rank = node_rank * nproc_per_node + local
+            env = dict(os.environ,
+                       JAX_COORDINATOR_ADDRESS=coordinator,
+                       JAX_NUM_PROCESSES=str(world),
+                       JAX_PROCESS_ID=str(rank),
+                       JAXTRAINER_INIT_TIMEOUT=seconds,
+                       JAXTRAINER_HEARTBEAT_TIMEOUT=seconds,
+                       PYTHONUNBUFFERED="1",
+                       **{ENV_LOCAL_RANK: str(local)})
+            proc = subprocess.Popen(
+                [python or sys.executable, script, *args], env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            ranks.procs[rank] = proc
+            prefix = f"[rank {rank:>{width}}] ".encode()
+            for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
+                t = threading.Thread(target=_pump, args=(stream, prefix, out, lock), daemon=True)
+                t.start()
+                ranks.threads.append(t)
+        while ranks.running():
+            for rank, proc in ranks.procs.items():
+                code = proc.poll()
+                if code not in (None, 0) and failed is None and not received:
+                    failed = (rank, code)
+            if failed is not None:
+                break
+            time.sleep(POLL_SECONDS)
+        if failed is None:  # everyone finished; a failure can hide in the last poll
+            for rank, proc in ranks.procs.items():
+                if proc.returncode not in (None, 0):
+                    failed = (rank, proc.returncode)
+                    break
+    finally:
+        ranks.stop(grace)
+        for s, old in previous.items():
+            signal.signal(s, old)
+    if received:
+        print(f"jaxtrainer launch: stopped by {signal.Signals(received[0]).name}; "
+              + ", ".join(f"rank {r}: {_signal_name(p.returncode)}" for r, p in ranks.procs.items()),
+              file=sys.stderr, flush=True)
+        return 128 + int(received[0])
+    if failed is not None:
+        rank, code = failed
+        others = [r for r in ranks.procs if r != rank]
+        print(f"jaxtrainer launch: rank {rank} failed ({_signal_name(code)}); stopped rank(s) "
+              f"{', '.join(map(str, others)) or '-'}", file=sys.stderr, flush=True)
+        return 128 - code if code < 0 else code
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``jaxtrainer launch``; returns the exit status."""
+    ns = _parser().parse_args(argv)
+    try:
+        return launch(ns.nproc_per_node, ns.script, ns.args, coordinator=ns.coordinator,
+                      nnodes=ns.nnodes, node_rank=ns.node_rank, timeout=ns.timeout,
+                      grace=ns.grace)
+    except ValueError as e:
+        print(f"jaxtrainer launch: {e}", file=sys.stderr)
+        return 2
