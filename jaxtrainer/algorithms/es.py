@@ -232,7 +232,7 @@ class EvosaxES(PopulationModule):
         if shaping is not None:
             kwargs["fitness_shaping_fn"] = shaping
         try:
-            es = self.cls(population_size=population_size, solution=self._zeros(), **kwargs)
+            es = self.cls(population_size=population_size, solution=self.zero_solution(), **kwargs)
         except AssertionError as exc:
             raise ValueError(f"{self.algorithm} rejects population_size={population_size}: "
                              f"{exc or 'evosax assertion failed'}") from None
@@ -253,7 +253,8 @@ class EvosaxES(PopulationModule):
                              f"{self.algorithm} does not have")
         self.es, self.params, self.population_size = es, params, population_size
 
-    def _zeros(self) -> Any:
+    def zero_solution(self) -> Any:
+        """A member of zeros: a pytree shaped like ``solution``."""
         return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), self.solution)
 
     def _require(self) -> None:
@@ -270,7 +271,7 @@ class EvosaxES(PopulationModule):
     def initial_mean(self, key: jax.Array) -> Any:
         """The search distribution's initial mean (a ``solution``-shaped pytree).
         Default: zeros. ``key``: typed key."""
-        return self._zeros()
+        return self.zero_solution()
 
     def init_state(self, key: jax.Array) -> ESState:
         """``key``: typed key (the same on every device). Returns :class:`ESState`."""
@@ -470,7 +471,7 @@ class NeuroES(EvosaxES):
 
     def initial_mean(self, key: jax.Array) -> Any:
         if self.init == "zeros":
-            return self._zeros()
+            return self.zero_solution()
         return self.policy.init(key, self._obs)
 
     def act(self, params: Any, obs: jax.Array, key: jax.Array | None = None) -> jax.Array:
