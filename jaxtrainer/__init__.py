@@ -15,7 +15,8 @@ from jaxtrainer.callbacks import (
 from jaxtrainer.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module, PopulationModule
-from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy, Strategy
+from jaxtrainer.population import PopulationTrainer
+from jaxtrainer.strategies import PmapStrategy, ShardMapStrategy, SingleDeviceStrategy, Strategy
 from jaxtrainer.trainer import Preempted, Trainer
 
 __version__ = "0.1.0"
@@ -45,4 +46,6 @@ __all__ = [
     "Timer",
     "WandbLogger",
     "checkpoint",
+    "PopulationTrainer",
+    "ShardMapStrategy",
 ]
