@@ -27,6 +27,7 @@ import time
 from typing import IO
 
 ENV_LOCAL_RANK = "JAXTRAINER_LOCAL_RANK"
+ENV_LAUNCHER_PID = "JAXTRAINER_LAUNCHER_PID"
 POLL_SECONDS = 0.05
 
 
@@ -174,9 +175,11 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
                        JAXTRAINER_INIT_TIMEOUT=seconds,
                        JAXTRAINER_HEARTBEAT_TIMEOUT=seconds,
                        PYTHONUNBUFFERED="1",
-                       **{ENV_LOCAL_RANK: str(local)})
+                       **{ENV_LOCAL_RANK: str(local), ENV_LAUNCHER_PID: str(os.getpid())})
+            # ``-m jaxtrainer.launch`` starts jax.distributed, then runs SCRIPT as __main__:
+            # scripts may use JAX (or import gymnax, which does) before building a Trainer.
             proc = subprocess.Popen(
-                [python or sys.executable, script, *args], env=env, stdin=subprocess.DEVNULL,
+                [python or sys.executable, "-m", "jaxtrainer.launch", script, *args], env=env, stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
             ranks.procs[rank] = proc
             prefix = f"[rank {rank:>{width}}] ".encode()
@@ -215,6 +218,60 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
     return 0
 
 
+def _die_with_launcher(launcher_pid: int) -> None:
+    """Linux: have the kernel SIGKILL this rank if the launcher dies (even by
+    SIGKILL, when it cannot stop its ranks itself). Best effort elsewhere."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != launcher_pid:  # the launcher died before prctl took effect
+        os._exit(128 + signal.SIGKILL)
+
+
+def _worker(argv: list[str]) -> None:
+    """Inside one rank: initialise ``jax.distributed`` from the launcher's
+    environment, then run ``SCRIPT ARGS`` as ``__main__`` (as ``python SCRIPT``
+    would).
+
+    A rank that fails exits at once with its status (``os._exit``), skipping
+    ``jax.distributed``'s shutdown barrier, which would otherwise wait for the
+    healthy ranks until the shutdown timeout.
+    """
+    import runpy
+    import traceback
+
+    from jaxtrainer.distributed.process import initialize
+
+    if ENV_LAUNCHER_PID in os.environ:
+        _die_with_launcher(int(os.environ[ENV_LAUNCHER_PID]))
+    script, *args = argv
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    code = 0
+    try:
+        initialize()
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        if e.code is None or e.code == 0:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    if code:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``jaxtrainer launch``; returns the exit status."""
     ns = _parser().parse_args(argv)
@@ -225,3 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"jaxtrainer launch: {e}", file=sys.stderr)
         return 2
+
+
+if __name__ == "__main__":  # a rank started by launch(); not the user-facing entry point
+    _worker(sys.argv[1:])

@@ -12,10 +12,161 @@ call them under ``if process_index() == 0``.
 
 from __future__ import annotations
 
+import os
+import socket
+import sys
+import time
 from typing import Any
 
 import jax
 import numpy as np
+
+# Environment read when the arguments are not given (set by ``jaxtrainer launch``).
+ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
+ENV_NUM_PROCESSES = "JAX_NUM_PROCESSES"
+ENV_PROCESS_ID = "JAX_PROCESS_ID"
+ENV_INIT_TIMEOUT = "JAXTRAINER_INIT_TIMEOUT"
+ENV_HEARTBEAT_TIMEOUT = "JAXTRAINER_HEARTBEAT_TIMEOUT"
+
+DEFAULT_INIT_TIMEOUT = 300
+DEFAULT_HEARTBEAT_TIMEOUT = 100
+
+
+def _env_int(name: str) -> int | None:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"environment variable {name}={raw!r}: expected an integer") from None
+
+
+def _positive_seconds(name: str, value: int | float | None, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ValueError(f"{name}={value!r}: expected a positive number of seconds")
+    return max(1, int(round(value)))
+
+
+def _wait_for_coordinator(address: str, timeout: float, process_id: int | None,
+                          num_processes: int | None) -> None:
+    """Return once a TCP connection to ``address`` succeeds; raise RuntimeError
+    naming it after ``timeout`` seconds."""
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=1.0):
+                return
+        except OSError as e:
+            last = e
+        if time.monotonic() >= deadline:
+            raise RuntimeError(
+                f"jaxtrainer.distributed.initialize: process {process_id} of {num_processes} "
+                f"could not reach the coordinator at {address} within "
+                f"initialization_timeout={timeout:g} s ({last}). Is process 0 running, and is "
+                "that address reachable from this machine?")
+        time.sleep(0.2)
+
+
+def initialize(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    *,
+    initialization_timeout: int | float | None = None,
+    heartbeat_timeout: int | float | None = None,
+    cluster_detection_method: str | None = None,
+) -> None:
+    """Start ``jax.distributed`` (once per process; later calls do nothing).
+
+    Arguments left ``None`` come from ``JAX_COORDINATOR_ADDRESS``,
+    ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID`` (set by ``jaxtrainer launch``);
+    without those JAX detects the cluster itself (SLURM, Open MPI, Kubernetes,
+    Cloud TPU). CPU collectives use gloo.
+
+    Args:
+      coordinator_address: ``"host:port"`` of process 0's coordinator service,
+        used exactly as given.
+      num_processes: processes in the run.
+      process_id: this process's index, ``0 .. num_processes - 1``.
+      initialization_timeout: seconds to wait for the coordinator and all
+        processes to connect (``JAXTRAINER_INIT_TIMEOUT``, default 300).
+      heartbeat_timeout: seconds without a heartbeat after which a process is
+        declared dead and the survivors stop with an error
+        (``JAXTRAINER_HEARTBEAT_TIMEOUT``, default 100).
+      cluster_detection_method: passed to ``jax.distributed.initialize``.
+
+    Raises:
+      RuntimeError: JAX computations ran before this call, or the coordinator
+        could not be reached in time (the message names the address tried).
+      ValueError: malformed arguments or environment.
+    """
+    if jax.distributed.is_initialized():
+        return
+    coordinator_address = coordinator_address or os.environ.get(ENV_COORDINATOR) or None
+    if num_processes is None:
+        num_processes = _env_int(ENV_NUM_PROCESSES)
+    if process_id is None:
+        process_id = _env_int(ENV_PROCESS_ID)
+    if num_processes is not None and num_processes < 1:
+        raise ValueError(f"num_processes={num_processes}: expected >= 1")
+    if process_id is not None and num_processes is not None and not 0 <= process_id < num_processes:
+        raise ValueError(f"process_id={process_id}: expected 0..{num_processes - 1}")
+    if coordinator_address is not None and ":" not in coordinator_address:
+        raise ValueError(f"coordinator_address={coordinator_address!r}: expected 'host:port'")
+    init_timeout = _positive_seconds(
+        "initialization_timeout",
+        initialization_timeout if initialization_timeout is not None else _env_int(ENV_INIT_TIMEOUT),
+        DEFAULT_INIT_TIMEOUT)
+    beat_timeout = _positive_seconds(
+        "heartbeat_timeout",
+        heartbeat_timeout if heartbeat_timeout is not None else _env_int(ENV_HEARTBEAT_TIMEOUT),
+        DEFAULT_HEARTBEAT_TIMEOUT)
+    if coordinator_address is not None and process_id not in (None, 0):
+        # JAX aborts the whole process (no exception, no address) when the coordinator
+        # cannot be reached; check it from Python first so the error names it (F10).
+        started = time.monotonic()
+        _wait_for_coordinator(coordinator_address, init_timeout, process_id, num_processes)
+        init_timeout = max(1, int(round(init_timeout - (time.monotonic() - started))))
+    # Must precede backend creation; only affects the CPU client.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    where = coordinator_address or "(detected from the cluster environment)"
+    if num_processes is None or num_processes > 1:
+        # JAX aborts the process without naming the address when the others do not
+        # join in time; this line names it right before that (F10).
+        print(f"jaxtrainer: process {process_id} of {num_processes} joining coordinator {where}; "
+              f"waiting up to {init_timeout} s for every process", file=sys.stderr, flush=True)
+    try:
+        jax.distributed.initialize(
+            coordinator_address=coordinator_address,
+            num_processes=num_processes,
+            process_id=process_id,
+            cluster_detection_method=cluster_detection_method,
+            initialization_timeout=init_timeout,
+            heartbeat_timeout_seconds=beat_timeout,
+        )
+    except ValueError as e:
+        if coordinator_address is None:
+            raise ValueError(
+                "jaxtrainer.distributed.initialize: no coordinator address and no cluster detected. Start the run with "
+                "`jaxtrainer launch --nproc-per-node N script.py ...`, under SLURM/Open MPI, or set "
+                f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID} ({e})") from e
+        raise
+    except Exception as e:  # XlaRuntimeError (DEADLINE_EXCEEDED, UNAVAILABLE, ...)
+        if "before any jax" in str(e).lower():
+            raise RuntimeError(
+                "jaxtrainer.distributed.initialize: jax.distributed must start before any JAX computation, but JAX "
+                "was already used in this process (importing gymnax does). Start the script "
+                "with `jaxtrainer launch`, which initialises first, or call "
+                "jaxtrainer.distributed.initialize() at the top of the script") from e
+        raise RuntimeError(
+            f"jaxtrainer.distributed.initialize: process {process_id} of {num_processes} could not join the run at "
+            f"coordinator {where} within initialization_timeout={init_timeout} s: "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
 
 
 def is_distributed() -> bool:

@@ -1,0 +1,119 @@
+"""``jaxtrainer launch``: environment, rank prefixes, failures, signals, no leftovers.
+
+Ranks here run tiny scripts that use no devices (each still joins the
+jax.distributed run on 127.0.0.1 and a free port); every run has a hard timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from jaxtrainer import launch
+
+HARD_TIMEOUT = 120  # seconds, per launch
+
+pytestmark = pytest.mark.timeout(HARD_TIMEOUT + 60)
+
+
+def run_launcher(tmp_path, script: str, *args: str, extra: tuple[str, ...] = (), wait=True):
+    path = tmp_path / "rank_script.py"
+    path.write_text(script)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXTRAINER_"))}
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+    cmd = [sys.executable, "-m", "jaxtrainer.cli", "launch", "--nproc-per-node", "2",
+           "--timeout", "20", "--grace", "2", *extra, str(path), *args]
+    if not wait:
+        return subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=HARD_TIMEOUT)
+
+
+def leftover(marker: str) -> list[str]:
+    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()[1:]
+            if marker in line and " Z" not in line and "ps -eo" not in line]
+
+
+def test_every_rank_gets_its_environment_and_a_prefixed_output(tmp_path):
+    script = ("import os, sys, jax\n"
+              "print(os.environ['JAX_PROCESS_ID'], os.environ['JAX_NUM_PROCESSES'],\n"
+              "      os.environ['JAX_COORDINATOR_ADDRESS'], jax.process_index(),\n"
+              "      jax.process_count(), sys.argv[1:])\n"
+              "print('to stderr', file=sys.stderr)\n")
+    proc = run_launcher(tmp_path, script, "a", "--flag")
+    assert proc.returncode == 0, proc.stderr
+    lines = sorted(line for line in proc.stdout.splitlines() if "['a', '--flag']" in line)
+    assert len(lines) == 2
+    for rank, line in enumerate(lines):
+        prefix, pid, count, address, index, total = line.split()[:7][1:]
+        assert (prefix, pid, count, index, total) == (f"{rank}]", str(rank), "2", str(rank), "2")
+        assert address.startswith("127.0.0.1:") and int(address.split(":")[1]) > 0
+    assert "[rank 0] to stderr" in proc.stderr and "[rank 1] to stderr" in proc.stderr
+
+
+def test_a_failing_rank_is_named_and_the_others_are_stopped(tmp_path):
+    marker = str(tmp_path)
+    script = ("import os, subprocess, sys, time\n"
+              "if os.environ['JAX_PROCESS_ID'] == '1':\n"
+              "    time.sleep(1); sys.exit(3)\n"
+              # rank 0 and a child of it would run for 10 minutes
+              f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])\n"
+              "time.sleep(600)\n")
+    start = time.monotonic()
+    proc = run_launcher(tmp_path, script, marker)
+    assert proc.returncode == 3
+    assert "rank 1 failed (exit code 3); stopped rank(s) 0" in proc.stderr
+    assert time.monotonic() - start < 60
+    assert not leftover(marker)
+
+
+def test_sigterm_is_forwarded_to_every_rank(tmp_path):
+    script = ("import os, signal, sys, time\n"
+              "def bye(signum, frame):\n"
+              "    print('got', signal.Signals(signum).name, flush=True); sys.exit(143)\n"
+              "signal.signal(signal.SIGTERM, bye)\n"
+              "print('ready', flush=True)\n"
+              "time.sleep(600)\n")
+    proc = run_launcher(tmp_path, script, str(tmp_path), wait=False)
+    try:
+        ready = 0
+        for line in proc.stdout:
+            ready += "ready" in line
+            if ready == 2:
+                break
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=60)
+        out, err = proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 128 + signal.SIGTERM
+    assert "[rank 0] got SIGTERM" in out and "[rank 1] got SIGTERM" in out
+    assert "stopped by SIGTERM" in err
+    assert not leftover(str(tmp_path))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--nproc-per-node", "0", "x.py"], "--nproc-per-node=0"),
+    (["--nproc-per-node", "2", "--nnodes", "2", "x.py"], "needs --coordinator"),
+    (["--nproc-per-node", "2", "--coordinator", "nohost", "x.py"], "expected HOST:PORT"),
+    (["--nproc-per-node", "2", "--timeout", "0", "x.py"], "--timeout=0"),
+])
+def test_bad_arguments_fail_before_starting_anything(argv, message, capsys):
+    assert launch.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_launch_is_a_jaxtrainer_command():
+    from jaxtrainer.cli import COMMANDS
+
+    assert COMMANDS["launch"][0] == "jaxtrainer.launch:main"
+    assert 0 < launch.free_port() < 65536

@@ -1,0 +1,236 @@
+"""MultiNodeStrategy across real processes: 2 processes x 2 fake CPU devices on
+127.0.0.1, a free port, gloo collectives, a hard timeout on every run.
+
+One launch (the ``two_process_run`` fixture) trains a toy module with every
+built-in callback and then a PopulationTrainer; the tests read what it left.
+Failure tests start their own processes. FIELD_REPORTS F9, F10, F11.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import jaxtrainer as jt
+from jaxtrainer.launch import free_port
+
+WORKER = str(Path(__file__).with_name("test_multi_node_worker.py"))
+HARD_TIMEOUT = 240  # seconds, per multi-process run
+STEPS = 20
+
+pytestmark = pytest.mark.timeout(HARD_TIMEOUT + 60)
+
+
+def env_for(devices_per_process: int = 2, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXTRAINER_"))}
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices_per_process}"
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(WORKER).parent), env.get("PYTHONPATH", "")])
+    return {**env, **extra}
+
+
+def launch_cmd(*args: str, timeout: float = 10) -> list[str]:
+    return [sys.executable, "-m", "jaxtrainer.cli", "launch", "--nproc-per-node", "2",
+            "--timeout", str(timeout), "--grace", "3", WORKER, *args]
+
+
+def leftover(marker: str) -> list[str]:
+    """Processes whose command line mentions ``marker`` (a test's tmp path)."""
+    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()[1:]
+            if marker in line and " Z" not in line and "ps -eo" not in line]
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("multi_node")
+    # rank 0 sleeps 8 s between two intervals, longer than the 5 s heartbeat timeout (F11)
+    proc = subprocess.run(launch_cmd("all", str(out), str(STEPS), "8", timeout=5), cwd=out,
+                          env=env_for(), capture_output=True, text=True, timeout=HARD_TIMEOUT)
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) if (out / f"rank{r}.json").exists()
+             else None for r in (0, 1)]
+    assert not leftover(str(out))
+    return proc, ranks, out
+
+
+def test_every_process_runs_the_same_collectives_with_every_callback(two_process_run):
+    """F9: NaNGuard, EarlyStopping, LR/throughput monitors, Timer, loggers, progress bar,
+    checkpoints every 5 steps and evaluation every 10 run on both processes without
+    a deadlock, and reduce to the same global values everywhere."""
+    proc, ranks, _ = two_process_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r0, r1 = ranks
+    assert r0["process_count"] == r1["process_count"] == 2
+    assert r0["num_devices"] == r1["num_devices"] == 4  # global sizes split over 4 devices
+    assert (r0["global_ranks"], r1["global_ranks"]) == ([0, 1], [2, 3])
+    assert r0["loss"] == r1["loss"] and r0["eval"] == r1["eval"]
+    # rows[i] grows by i per step on whichever device holds it: mean over 8 rows
+    assert r0["eval"] == pytest.approx(STEPS * 3.5)
+    assert r0["log_dir"] == r1["log_dir"]  # chosen on process 0, broadcast
+    assert r0["broadcast"] == r1["broadcast"] == "from rank 0"
+    assert all(line.startswith("[rank ") for line in proc.stdout.splitlines() if line)
+
+
+def test_slow_rank_zero_between_collectives_does_not_time_out(two_process_run):
+    """F11: rank 0 alone spends 8 s (more than the 5 s heartbeat timeout) between two
+    compiled intervals; rank 1 waits in the next collective and the run completes."""
+    proc, ranks, _ = two_process_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert ranks[1]["loss"] == ranks[0]["loss"]
+
+
+def test_only_rank_zero_writes_logs_and_checkpoint_metadata(two_process_run):
+    """Rank 1 opens no log file and writes only its own orbax array-metadata shard
+    (orbax writes each array shard from the process holding it)."""
+    proc, ranks, out = two_process_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    own_shard = re.compile(r"version_0/checkpoints/\d+\.orbax-checkpoint-tmp/"
+                           r"state\.orbax-checkpoint-tmp/array_metadatas/process_1$")
+    assert ranks[1]["writes"] and all(own_shard.match(w) for w in ranks[1]["writes"]), ranks[1]["writes"]
+    assert "version_0/metrics.csv" in ranks[0]["writes"]
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["version_0"]
+    assert sorted(int(p.name) for p in (out / "runs/version_0/checkpoints").iterdir()) == [5, 10, 15, 20]
+    assert all("[rank 0]" in line for line in proc.stdout.splitlines() if "env steps" in line)
+
+
+def test_two_process_checkpoint_resumes_in_one_process_on_one_device(two_process_run, tmp_path):
+    proc, _, out = two_process_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sys.path.insert(0, str(Path(WORKER).parent))
+    from test_multi_node_worker import Toy
+
+    quiet = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    resumed = jt.Trainer(strategy="single", max_steps=30, log_every_n_steps=5,
+                         default_root_dir=tmp_path / "a", **quiet)
+    resumed.fit(Toy(), ckpt_path=out / "runs/version_0/checkpoints/10")
+    straight = jt.Trainer(strategy="single", max_steps=30, log_every_n_steps=5,
+                          default_root_dir=tmp_path / "b", **quiet)
+    straight.fit(Toy())
+    a, b = jax.device_get(resumed.state), jax.device_get(straight.state)
+    np.testing.assert_array_equal(a["rows"], b["rows"])
+    np.testing.assert_array_equal(a["rows"], 30 * np.arange(8, dtype=np.float32))
+    for x, y in zip(jax.tree.leaves(a["params"]), jax.tree.leaves(b["params"]), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)  # 4- vs 1-device gradient sums
+
+
+def test_population_fitness_bitwise_equal_to_one_process_one_device(two_process_run):
+    proc, _, out = two_process_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from test_population import Recording, evolve
+
+    one, _ = evolve(Recording(), devices=1, population_size=10)
+    want = np.asarray(jax.device_get(one.state["history"]))
+    got = np.load(out / "history.npy")
+    assert got.shape == want.shape == (6, 10)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_killing_rank_1_mid_run_stops_the_launcher_and_every_process(tmp_path):
+    proc = subprocess.Popen(launch_cmd("forever", str(tmp_path), timeout=5), cwd=tmp_path,
+                            env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        pid = None
+        deadline = time.monotonic() + HARD_TIMEOUT
+        for line in proc.stdout:  # "[rank 1] pid 123 step 50"
+            m = re.match(r"\[rank 1\] pid (\d+) step", line)
+            if m:
+                pid = int(m.group(1))
+                break
+            assert time.monotonic() < deadline
+        assert pid is not None, proc.stderr.read()[-3000:]
+        os.kill(pid, signal.SIGKILL)
+        start = time.monotonic()
+        rc = proc.wait(timeout=60)
+        elapsed = time.monotonic() - start
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc != 0
+    assert "rank 1 failed (killed by SIGKILL)" in err
+    assert elapsed < 3 + 10  # --grace 3 plus polling and teardown
+    assert not leftover(str(tmp_path))
+
+
+def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound(tmp_path):
+    """Without the launcher (e.g. under SLURM): rank 0 notices rank 1's death (gloo
+    connection reset, then the 5 s heartbeat timeout) and exits with an error."""
+    port = free_port()
+    procs = []
+    for rank in (0, 1):
+        env = env_for(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2",
+                      JAX_PROCESS_ID=str(rank), JAXTRAINER_HEARTBEAT_TIMEOUT="5",
+                      JAXTRAINER_INIT_TIMEOUT="60")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "jaxtrainer.launch", WORKER, "forever", str(tmp_path)],
+            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True))
+    try:
+        for line in procs[1].stdout:
+            if "step" in line:
+                break
+        procs[1].kill()
+        start = time.monotonic()
+        rc = procs[0].wait(timeout=60)
+        elapsed = time.monotonic() - start
+        err = procs[0].stderr.read()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert rc != 0
+    assert elapsed < 5 + 20
+    assert "Gloo" in err or "heartbeat" in err
+    assert not leftover(str(tmp_path))
+
+
+def _initialize(tmp_path, **kw):
+    code = ("import sys; from jaxtrainer.distributed import initialize; "
+            f"initialize(**{kw!r}); print('joined')")
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env_for(1),
+                          capture_output=True, text=True, timeout=120)
+    return proc, time.monotonic() - start
+
+
+def test_unreachable_coordinator_fails_fast_and_names_the_address(tmp_path):
+    """F10: an explicit address is used as given; a closed port fails after the
+    configured initialization timeout (3 s, plus interpreter start-up)."""
+    address = f"127.0.0.1:{free_port()}"
+    proc, seconds = _initialize(tmp_path, coordinator_address=address, num_processes=2,
+                                process_id=1, initialization_timeout=3)
+    assert proc.returncode != 0 and "joined" not in proc.stdout
+    assert address in proc.stderr and "initialization_timeout=3 s" in proc.stderr
+    assert seconds < 3 + 40
+
+
+def test_a_rank_that_never_starts_fails_the_others_within_the_bound(tmp_path):
+    """Process 0 hosts the coordinator; process 1 never comes: process 0 stops
+    after the initialization timeout (JAX aborts it; the line before names the
+    coordinator and the timeout)."""
+    address = f"127.0.0.1:{free_port()}"
+    proc, seconds = _initialize(tmp_path, coordinator_address=address, num_processes=2,
+                                process_id=0, initialization_timeout=3)
+    assert proc.returncode != 0 and "joined" not in proc.stdout
+    assert f"process 0 of 2 joining coordinator {address}; waiting up to 3 s" in proc.stderr
+    assert seconds < 3 + 40
+
+
+def test_multi_node_outside_a_distributed_run_explains_how_to_start_one(tmp_path):
+    code = "import jaxtrainer as jt; jt.Trainer(strategy='multi_node', max_steps=1)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env_for(1),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "jaxtrainer launch" in proc.stderr and "JAX_COORDINATOR_ADDRESS" in proc.stderr

@@ -1,0 +1,161 @@
+"""The program every rank runs in the multi-process tests (no tests here).
+
+    jaxtrainer launch --nproc-per-node 2 tests/test_multi_node_worker.py MODE OUT [ARGS]
+
+MODE ``train``: a toy run with every built-in callback on every process (F9),
+a long rank-0-only pause between two intervals (F11), results in ``OUT``.
+MODE ``population``: PopulationTrainer fitness history to ``OUT``; ``all``: both.
+MODE ``forever``: trains until killed (failure tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import jaxtrainer as jt
+from jaxtrainer import distributed as jd
+
+ROWS = 8  # global rows of the sharded leaf
+
+
+class Toy(jt.Module):
+    """Linear regression (replicated params, pmean-ed gradients) plus a sharded
+    leaf ``rows: float32[ROWS]`` whose row ``i`` grows by ``i`` per step on
+    whichever device holds it, so every state is device-count independent."""
+
+    env_steps_per_step = ROWS
+
+    def __init__(self):
+        import optax
+
+        self.optimizer = optax.sgd(0.05)
+
+    def validate(self, num_devices):
+        jd.local_size(ROWS, "rows", num_devices)
+
+    def _rows(self):
+        n = jd.local_size(ROWS, "rows")
+        return jd.axis_index() * n + jnp.arange(n, dtype=jnp.float32)
+
+    def init_state(self, key):
+        params = {"w": jnp.zeros((3,)), "b": jnp.zeros(())}
+        return {"params": params, "opt": self.optimizer.init(params),
+                "rows": jnp.zeros_like(self._rows())}
+
+    def training_step(self, state, key):
+        n = jd.local_size(ROWS, "rows")
+        x = jax.random.normal(jax.random.key(1), (ROWS, 3))
+        y = x @ jnp.array([1.0, -2.0, 0.5]) + 0.3
+        start = jd.axis_index() * n
+        x, y = jax.lax.dynamic_slice_in_dim(x, start, n), jax.lax.dynamic_slice_in_dim(y, start, n)
+
+        def loss_fn(p, x, y):
+            return jnp.mean((x @ p["w"] + p["b"] - y) ** 2), {}
+
+        params, opt, loss, _ = jd.gradient_update(loss_fn, state["params"], state["opt"],
+                                                  self.optimizer, x, y)
+        rows = state["rows"] + self._rows()
+        return {"params": params, "opt": opt, "rows": rows}, {"loss": loss}
+
+    def evaluation_step(self, state, key):
+        return {"eval/rows": jt.Mean.of(state["rows"])}
+
+
+class SlowRankZero(jt.Callback):
+    """F11: rank 0 alone does ``seconds`` of host work once, between two collectives."""
+
+    def __init__(self, seconds):
+        self.seconds, self.done = seconds, False
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if trainer.is_global_zero and not self.done and trainer.global_step >= 10:
+            self.done = True
+            time.sleep(self.seconds)
+
+
+def record_writes(root):
+    """Python-level files opened for writing under ``root`` by this process."""
+    seen = []
+
+    def hook(event, args):
+        if event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            path, mode = os.fsdecode(args[0]), args[1]
+            if isinstance(mode, str) and set(mode) & set("wax+") and \
+                    os.path.abspath(path).startswith(root):
+                seen.append(os.path.relpath(path, root))
+        if event == "os.mkdir" and os.fsdecode(args[0]).startswith(root):
+            seen.append(os.path.relpath(os.fsdecode(args[0]), root) + "/")
+
+    sys.addaudithook(hook)
+    return seen
+
+
+def train(out, max_steps, slow_seconds):
+    root = os.path.join(out, "runs")
+    writes = record_writes(os.path.abspath(root))
+    callbacks = [jt.callbacks.NaNGuard(check_state=True), jt.callbacks.EarlyStopping("loss", patience=1000),
+                 jt.callbacks.LearningRateMonitor(), jt.callbacks.ThroughputMonitor(),
+                 jt.callbacks.Timer(duration=3600.0), jt.CSVLogger(), jt.TensorBoardLogger(),
+                 jt.callbacks.ModelCheckpoint(every_n_steps=5), SlowRankZero(slow_seconds)]
+    trainer = jt.Trainer(strategy="multi_node", max_steps=max_steps, log_every_n_steps=5,
+                         eval_every_n_steps=10, callbacks=callbacks, default_root_dir=root,
+                         enable_progress_bar=True)
+    trainer.fit(Toy())
+    result = trainer.evaluate(Toy())
+    rank = jd.process_index()
+    with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+        json.dump({"rank": rank, "process_count": jd.process_count(),
+                   "global_ranks": jd.global_ranks(), "log_dir": trainer.log_dir,
+                   "loss": trainer.callback_metrics["loss"], "eval": result["eval/rows"],
+                   "num_devices": trainer.num_devices, "writes": writes,
+                   "broadcast": jd.broadcast_from_zero(f"from rank {rank}")}, f)
+    jd.barrier("worker-done")
+
+
+def population(out):
+    from test_population import GENERATIONS, Recording
+
+    from jaxtrainer.population import PopulationTrainer
+
+    trainer = PopulationTrainer(10, strategy="multi_node", max_generations=GENERATIONS,
+                                log_every_n_generations=3, logger=False,
+                                enable_checkpointing=False, enable_progress_bar=False)
+    trainer.fit(Recording())
+    history = np.asarray(jax.device_get(trainer.state["history"]))  # replicated leaf
+    if jd.process_index() == 0:
+        np.save(os.path.join(out, "history.npy"), history)
+
+
+def forever(out):
+    trainer = jt.Trainer(strategy="multi_node", max_steps=10**9, log_every_n_steps=50,
+                         default_root_dir=os.path.join(out, "runs"), logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False)
+
+    class Beat(jt.Callback):
+        def on_train_steps_end(self, trainer, module, metrics):
+            print(f"pid {os.getpid()} step {trainer.global_step}", flush=True)
+
+    trainer.callbacks.append(Beat())
+    trainer.fit(Toy())
+
+
+if __name__ == "__main__":
+    mode, out, *rest = sys.argv[1:]
+    if mode == "train":
+        train(out, int(rest[0]), float(rest[1]))
+    elif mode == "all":  # one launch for several tests: processes are expensive
+        train(out, int(rest[0]), float(rest[1]))
+        population(out)
+    elif mode == "population":
+        population(out)
+    elif mode == "forever":
+        forever(out)
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
