@@ -1,0 +1,130 @@
+"""A uniform replay buffer that lives inside the jitted training step.
+
+Storage and sampling are flashbax's trajectory buffer (``instadeepai/flashbax``
+0.1.3, ``flashbax/buffers/trajectory_buffer.py``) used as an item buffer: rows are
+the environments, the time axis is a ring of ``capacity / num_envs`` slots, and
+items are sequences of length 1. flashbax's functions are pure, so they run
+unchanged inside ``jax.shard_map(check_vma=True)``; this module adds the device
+split and the layout the strategies need:
+
+* sizes are **global**: each device stores the transitions of its own
+  ``num_envs / num_devices`` envs (rows), every row keeps the same
+  ``capacity / num_envs`` most recent transitions, and each device samples
+  ``batch_size / num_devices`` of the global batch from its own rows;
+* the stored transitions are per-device (sharded on the env axis, so the
+  global buffer is ``[num_envs, capacity / num_envs, ...]`` whatever the device
+  count and checkpoints restore on any device count), while the write index and
+  the full flag are identical on every device (replicated);
+* sampling is uniform over the slots written so far (rows and times), never an
+  unwritten one, and covers the whole buffer once it is full.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flashbax
+import jax
+from flax import struct
+
+from jaxtrainer.distributed import local_size
+from jaxtrainer.envs._vma import vary_like
+
+
+@struct.dataclass
+class Transition:
+    """One transition, or a batch with leading axes on every leaf.
+
+    Attributes:
+      obs: observation acted on.
+      action: action taken (``int32[]`` discrete, ``float32[action_size]`` continuous).
+      reward: ``float32[]``.
+      next_obs: the observation reached, before any auto-reset (the env's
+        ``final_obs``), so time-limit truncation can bootstrap from it.
+      terminated: ``bool[]``, a terminal state was reached (no bootstrap).
+    """
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    next_obs: jax.Array
+    terminated: jax.Array
+
+
+class ReplayBuffer:
+    """Uniform experience replay over ``capacity`` transitions (global).
+
+    Use inside ``Module.init_state`` / ``training_step``::
+
+        state = buffer.init(example_transition, like=env_key)   # per device
+        state = buffer.add(state, transitions)   # leaves [num_envs / num_devices, ...]
+        batch = buffer.sample(state, key)         # leaves [batch_size / num_devices, ...]
+
+    Args:
+      capacity: transitions kept over all devices; a multiple of ``num_envs``.
+      batch_size: global sample size per :meth:`sample`.
+      num_envs: environments that each :meth:`add` brings one transition from,
+        over all devices.
+
+    Raises:
+      ValueError: ``capacity`` is not a positive multiple of ``num_envs``.
+    """
+
+    def __init__(self, capacity: int, batch_size: int, num_envs: int) -> None:
+        if num_envs < 1 or capacity < num_envs or capacity % num_envs:
+            raise ValueError(
+                f"ReplayBuffer: capacity={capacity} must be a positive multiple of "
+                f"num_envs={num_envs} (every env keeps capacity / num_envs transitions)")
+        if batch_size < 1:
+            raise ValueError(f"ReplayBuffer: batch_size={batch_size}: expected a positive int")
+        self.capacity = int(capacity)
+        self.batch_size = int(batch_size)
+        self.num_envs = int(num_envs)
+        self.slots_per_env = self.capacity // self.num_envs
+
+    def validate(self, num_devices: int, owner: str = "ReplayBuffer") -> None:
+        """Raise ValueError naming the size when ``num_envs`` or ``batch_size``
+        does not split over ``num_devices``."""
+        for name, value in (("num_envs", self.num_envs), ("batch_size", self.batch_size)):
+            if value % num_devices:
+                raise ValueError(
+                    f"{owner}: {name}={value} is not divisible by the {num_devices} devices; "
+                    f"use a multiple of {num_devices}")
+
+    def _fbx(self) -> Any:
+        """flashbax's buffer for this device's share (sizes resolved at trace time)."""
+        return flashbax.make_trajectory_buffer(
+            add_batch_size=local_size(self.num_envs, "num_envs"),
+            sample_batch_size=local_size(self.batch_size, "batch_size"),
+            sample_sequence_length=1,
+            period=1,
+            min_length_time_axis=1,
+            max_length_time_axis=self.slots_per_env,
+        )
+
+    def init(self, example: Transition, like: Any = None) -> Any:
+        """An empty buffer for transitions shaped like ``example`` (one transition,
+        no batch axis). ``like``: a per-device value (e.g. the key the envs were
+        reset from); the stored experience is cast to vary like it, so the
+        strategy shards it over devices. The write index stays replicated."""
+        state = self._fbx().init(example)
+        if like is not None:
+            state = state.replace(experience=vary_like(state.experience, like))
+        return state
+
+    def add(self, state: Any, transitions: Transition) -> Any:
+        """Write one transition per env: leaves ``[num_envs / num_devices, ...]``.
+        Overwrites the oldest slot of every row once the buffer is full."""
+        batch = jax.tree.map(lambda x: x[:, None], transitions)  # [envs, time=1, ...]
+        return self._fbx().add(state, batch)
+
+    def sample(self, state: Any, key: jax.Array) -> Transition:
+        """``batch_size / num_devices`` transitions drawn uniformly, with replacement,
+        from this device's written slots. Call only after at least one :meth:`add`."""
+        return jax.tree.map(lambda x: x[:, 0], self._fbx().sample(state, key).experience)
+
+    @staticmethod
+    def size(state: Any) -> jax.Array:
+        """``int32[]``: transitions written per env row (at most ``capacity / num_envs``)."""
+        rows = jax.tree.leaves(state.experience)[0].shape[1]
+        return jax.numpy.where(state.is_full, rows, state.current_index)
