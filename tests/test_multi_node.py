@@ -234,3 +234,24 @@ def test_multi_node_outside_a_distributed_run_explains_how_to_start_one(tmp_path
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "jaxtrainer launch" in proc.stderr and "JAX_COORDINATOR_ADDRESS" in proc.stderr
+
+
+def test_process_helpers_in_one_process():
+    from jaxtrainer import distributed as jd
+
+    assert (jd.process_index(), jd.process_count(), jd.is_distributed()) == (0, 1, False)
+    assert jd.global_ranks() == [0, 1, 2, 3]
+    assert jd.broadcast_from_zero("runs/version_3") == "runs/version_3"
+    tree = {"a": np.arange(3)}
+    assert jd.broadcast_from_zero(tree) is tree
+    jd.barrier("alone")
+    with pytest.raises(ValueError, match="non-empty string"):
+        jd.barrier("")
+
+
+@pytest.mark.parametrize("devices", ["cpu", 0, [None]])
+def test_multi_node_rejects_device_lists_before_initialising(devices):
+    from jaxtrainer.strategies import MultiNodeStrategy
+
+    with pytest.raises(ValueError, match="local devices per process"):
+        MultiNodeStrategy(devices)
