@@ -1,0 +1,48 @@
+"""Soft Actor-Critic on a continuous-control environment through jaxtrainer.Trainer.
+
+    python recipes/sac.py                                   # gymnax Pendulum-v1, CPU
+    python recipes/sac.py trainer.strategy=pmap trainer.seed=3
+    python recipes/sac.py --config recipes/configs/sac_brax.yaml   # brax (GPU)
+
+Every key of the config (default recipes/configs/sac.yaml) can be overridden as
+``section.key=value``. The last line printed is
+``eval/episode_return=<value> run_dir=<dir>``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from jaxtrainer import config, envs
+from jaxtrainer.algorithms.sac import SAC, SACConfig
+
+CONFIG = Path(__file__).parent / "configs" / "sac.yaml"
+
+
+def config_path(argv: list[str]) -> tuple[Path, list[str]]:
+    """``--config PATH`` (first two arguments) picks another YAML file."""
+    if argv[:1] == ["--config"] and len(argv) >= 2:
+        return Path(argv[1]), argv[2:]
+    return CONFIG, argv
+
+
+def main(argv: list[str]) -> dict[str, float]:
+    path, argv = config_path(argv)
+    cfg = config.load(path, argv)
+    trainer = config.make_trainer(cfg)
+    env_kwargs = OmegaConf.to_container(cfg.env, resolve=True)
+    name = env_kwargs.pop("name")
+    env = envs.make(name, **env_kwargs)
+    algo = OmegaConf.to_container(cfg.algorithm, resolve=True)
+    module = SAC(SACConfig(env=name, **algo), env=env)
+    trainer.fit(module, ckpt_path=config.ckpt_path(cfg))
+    result = trainer.evaluate(module)
+    print(f"eval/episode_return={result['eval/episode_return']:.2f} run_dir={trainer.log_dir}")
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
