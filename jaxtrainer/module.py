@@ -86,6 +86,11 @@ class PopulationModule:
     ``population_size``; the PopulationTrainer evaluates members sharded over the
     devices (``evaluate`` sees one member) and calls ``tell`` with every real
     member's fitness (padding never reaches it).
+
+    Optional members the PopulationTrainer uses when present:
+    ``evaluation_step(state, key) -> metrics`` (e.g. the mean solution's return),
+    ``validate(num_devices)``, ``configure_population(population_size)`` and
+    ``env_steps_per_generation: int``.
     """
 
     def init_state(self, key: jax.Array) -> State:

@@ -60,6 +60,10 @@ class Callback:
 
     def on_evaluation_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None: ...
 
+    def on_generation_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        """PopulationTrainer only: after each fused interval of generations;
+        ``metrics`` adds ``generation`` (generations done)."""
+
     def on_save_checkpoint(self, trainer: Trainer, module: Module, checkpoint: dict[str, Any]) -> None:
         """Called with the checkpoint's JSON metadata before it is written; may add keys."""
 
