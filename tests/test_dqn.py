@@ -1,0 +1,148 @@
+"""DQN: double-DQN targets, the epsilon schedule, target-network updates, learned
+Q-values that bootstrap on truncation (F19), replicas on 4 devices (F2)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_envs import FixedLength
+
+from jaxtrainer import envs
+from jaxtrainer.algorithms.dqn import DQN, DQNConfig, epsilon_greedy, td_targets
+from jaxtrainer.algorithms.offpolicy import linear_schedule, periodic_soft_update, soft_update
+from jaxtrainer.metrics import to_host
+from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
+
+
+def test_double_dqn_target_uses_online_argmax_and_target_value():
+    online = jnp.array([[1.0, 5.0, 0.0], [2.0, 0.0, 3.0]])
+    target = jnp.array([[4.0, 1.0, 9.0], [7.0, 8.0, 6.0]])
+    r = jnp.array([1.0, 2.0])
+    no = jnp.array([False, False])
+    # online picks actions 1 and 2 -> target values 1 and 6
+    np.testing.assert_allclose(td_targets(online, target, r, no, 0.5), [1.5, 5.0])
+    # plain DQN: max of the target network, 9 and 8
+    np.testing.assert_allclose(td_targets(online, target, r, no, 0.5, double=False), [5.5, 6.0])
+    # terminal transitions do not bootstrap
+    np.testing.assert_allclose(td_targets(online, target, r, jnp.array([True, False]), 0.5),
+                               [1.0, 5.0])
+
+
+def test_epsilon_schedule_values():
+    dqn = DQN(DQNConfig(epsilon_start=1.0, epsilon_end=0.05, epsilon_anneal_steps=1000,
+                        num_envs=4, buffer_size=8))
+    got = [float(dqn.epsilon(jnp.int32(t))) for t in (0, 250, 500, 1000, 5000)]
+    np.testing.assert_allclose(got, [1.0, 0.7625, 0.525, 0.05, 0.05], rtol=1e-6)
+    assert float(linear_schedule(0.3, 0.1, 0, 7)) == pytest.approx(0.1)
+    # the rate is the fraction of random actions
+    q = jnp.tile(jnp.array([[0.0, 1.0, 0.0, 0.0]]), (20000, 1))
+    actions = np.asarray(epsilon_greedy(jax.random.key(0), q, jnp.float32(0.4)))
+    assert np.mean(actions != 1) == pytest.approx(0.4 * 3 / 4, abs=0.015)
+    assert np.all(np.asarray(epsilon_greedy(jax.random.key(1), q, jnp.float32(0.0))) == 1)
+
+
+def test_soft_and_hard_target_update_math():
+    target = {"w": jnp.array([0.0, 10.0]), "b": jnp.array(4.0)}
+    online = {"w": jnp.array([1.0, 20.0]), "b": jnp.array(0.0)}
+    soft = soft_update(target, online, 0.1)
+    np.testing.assert_allclose(soft["w"], [0.1, 11.0], rtol=1e-6)
+    np.testing.assert_allclose(soft["b"], 3.6, rtol=1e-6)
+    hard = soft_update(target, online, 1.0)
+    np.testing.assert_array_equal(hard["w"], online["w"])
+    assert float(periodic_soft_update(target, online, 0.5, jnp.int32(3), 2)["b"]) == 4.0
+    assert float(periodic_soft_update(target, online, 0.5, jnp.int32(4), 2)["b"]) == 2.0
+
+
+def fixed_env(**kwargs):
+    return envs.GymnaxEnv(FixedLength(length=5, reward_is_action=True, **kwargs), name="FixedLength")
+
+
+def tiny(tau, interval, **kw):
+    cfg = DQNConfig(num_envs=4, buffer_size=64, batch_size=8, learning_starts=0, tau=tau,
+                    target_update_interval=interval, hidden_sizes=(8,), eval_episodes=4)
+    return DQN(cfg, env=fixed_env(), **kw)
+
+
+_COMPILED: dict = {}
+
+
+def run_steps(module, strategy, n):
+    """``n`` training steps from a fresh state (seed 0), compiled once per module."""
+    state = strategy.init_state(module, jax.random.key(0))
+    if id(module) not in _COMPILED:
+        _COMPILED[id(module)] = (module, strategy.compile_train(module, state, jax.random.key(1)))
+    train = _COMPILED[id(module)][1]
+    return train.fn(state, jax.random.key(1), jnp.int32(0), jnp.int32(n))
+
+
+def test_hard_target_update_every_interval_env_steps():
+    # 4 env steps per training step, interval 8 env steps: copy after steps 2, 4, ...
+    dqn = tiny(1.0, 8)
+    strategy = SingleDeviceStrategy()
+    init = strategy.init_state(dqn, jax.random.key(0))
+    p0 = jax.tree.map(np.asarray, init.params)
+    s1, _ = run_steps(dqn, strategy, 1)
+    s2, _ = run_steps(dqn, strategy, 2)
+    s3, _ = run_steps(dqn, strategy, 3)
+    jax.tree.map(np.testing.assert_array_equal, s1.target_params, p0)          # not yet
+    assert not all(np.array_equal(a, b) for a, b in zip(
+        jax.tree.leaves(s1.params), jax.tree.leaves(p0), strict=True))          # learned
+    jax.tree.map(np.testing.assert_array_equal, s2.target_params, s2.params)   # copied
+    jax.tree.map(np.testing.assert_array_equal, s3.target_params, s2.params)   # kept
+    assert int(s3.updates) == 3 and int(s3.step) == 3
+
+
+def test_soft_target_update_polyak_averages():
+    dqn = tiny(0.25, 4)                                  # every step: t <- 0.25 p + 0.75 t
+    strategy = SingleDeviceStrategy()
+    s1, _ = run_steps(dqn, strategy, 1)
+    s2, _ = run_steps(dqn, strategy, 2)
+    want = jax.tree.map(lambda p, t: 0.25 * p + 0.75 * t, s2.params, s1.target_params)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), s2.target_params, want)
+
+
+@pytest.mark.parametrize("terminate", [False, True])
+def test_learned_q_values_bootstrap_on_truncation_only(terminate):
+    # Reward = action (1 is best), gamma 0.5, episodes of 5 steps. With truncation the
+    # optimal Q is 1/(1-gamma) = 2 for action 1 at every step, also the last one; when the
+    # 5th step is a terminal state instead, Q(last, 1) = 1 and Q(last, 0) = 0.
+    cfg = DQNConfig(num_envs=4, buffer_size=400, batch_size=64, learning_starts=0, lr=3e-3,
+                    gamma=0.5, tau=1.0, target_update_interval=40, epsilon_start=1.0,
+                    epsilon_end=1.0, hidden_sizes=(32,), eval_episodes=4)
+    dqn = DQN(cfg, env=fixed_env(terminate=terminate))
+    state, m = run_steps(dqn, SingleDeviceStrategy(), 1500)
+    q = np.asarray(dqn.network.apply(state.params, jnp.arange(5.0)[:, None]))
+    if terminate:
+        np.testing.assert_allclose(q[:4, 1], [1.9375, 1.875, 1.75, 1.5], atol=0.08)
+        np.testing.assert_allclose(q[4], [0.0, 1.0], atol=0.08)
+    else:
+        np.testing.assert_allclose(q[:, 1], 2.0, atol=0.08)
+        np.testing.assert_allclose(q[:, 0], 1.0, atol=0.08)
+    assert to_host(m)["train/episode_length"] == 5.0
+
+
+def test_dqn_replicas_stay_equal_and_buffer_is_sharded_over_4_devices():
+    dqn = tiny(1.0, 8)
+    strategy = PmapStrategy(devices=4)
+    dqn.validate(4)
+    state, m = run_steps(dqn, strategy, 20)
+    for leaf in jax.tree.leaves((state.params, state.target_params, state.opt_state)):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        assert len(shards) == 4
+        for s in shards[1:]:
+            np.testing.assert_array_equal(s, shards[0])
+    assert state.buffer.experience.obs.shape == (4, 16, 1)    # [num_envs, capacity/num_envs]
+    assert int(state.buffer.current_index) == 4                # 20 adds into 16 slots
+    assert int(state.updates) == 20
+    assert np.isfinite(to_host(m)["loss/td"])
+
+
+def test_dqn_rejects_sizes_and_continuous_actions():
+    with pytest.raises(ValueError, match=r"DQN: batch_size=6 is not divisible by the 4 devices"):
+        tiny(1.0, 8, batch_size=6).validate(4)
+    with pytest.raises(ValueError, match="eval_episodes=6"):
+        tiny(1.0, 8, eval_episodes=6).validate(4)
+    with pytest.raises(ValueError, match="discrete actions"):
+        DQN(DQNConfig(env="Pendulum-v1", num_envs=4, buffer_size=8))
