@@ -163,6 +163,27 @@ def test_killing_rank_1_mid_run_stops_the_launcher_and_every_process(tmp_path):
     assert not leftover(str(tmp_path))
 
 
+def test_sigterm_to_the_launcher_checkpoints_every_rank_at_the_same_step(tmp_path):
+    proc = subprocess.Popen(launch_cmd("forever", str(tmp_path), timeout=10), cwd=tmp_path,
+                            env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        for line in proc.stdout:
+            if re.match(r"\[rank 1\] pid \d+ step", line):
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=HARD_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+    assert "rank 0: exit code 143, rank 1: exit code 143" in err
+    steps = sorted(int(p.name) for p in (tmp_path / "runs/version_0/checkpoints").iterdir())
+    assert len(steps) == 1 and f"stopped by SIGTERM at step {steps[0]}" in err
+    assert not leftover(str(tmp_path))
+
+
 def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound(tmp_path):
     """Without the launcher (e.g. under SLURM): rank 0 notices rank 1's death (gloo
     connection reset, then the 5 s heartbeat timeout) and exits with an error."""
