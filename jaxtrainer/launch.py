@@ -179,7 +179,8 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
             # ``-m jaxtrainer.launch`` starts jax.distributed, then runs SCRIPT as __main__:
             # scripts may use JAX (or import gymnax, which does) before building a Trainer.
             proc = subprocess.Popen(
-                [python or sys.executable, "-m", "jaxtrainer.launch", script, *args], env=env, stdin=subprocess.DEVNULL,
+                [python or sys.executable, "-m", "jaxtrainer.launch", script, *args], env=env,
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
             ranks.procs[rank] = proc
             prefix = f"[rank {rank:>{width}}] ".encode()

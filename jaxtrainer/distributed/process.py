@@ -138,7 +138,9 @@ def initialize(
     if num_processes is None or num_processes > 1:
         # JAX aborts the process without naming the address when the others do not
         # join in time; this line names it right before that (F10).
-        print(f"jaxtrainer: process {process_id} of {num_processes} joining coordinator {where}; "
+        who = ("this process" if process_id is None or num_processes is None
+               else f"process {process_id} of {num_processes}")
+        print(f"jaxtrainer: {who} joining coordinator {where}; "
               f"waiting up to {init_timeout} s for every process", file=sys.stderr, flush=True)
     try:
         jax.distributed.initialize(
@@ -152,20 +154,22 @@ def initialize(
     except ValueError as e:
         if coordinator_address is None:
             raise ValueError(
-                "jaxtrainer.distributed.initialize: no coordinator address and no cluster detected. Start the run with "
-                "`jaxtrainer launch --nproc-per-node N script.py ...`, under SLURM/Open MPI, or set "
+                "jaxtrainer.distributed.initialize: no coordinator address and no cluster "
+                "detected. Start the run with `jaxtrainer launch --nproc-per-node N "
+                "script.py ...`, under SLURM/Open MPI, or set "
                 f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID} ({e})") from e
         raise
     except Exception as e:  # XlaRuntimeError (DEADLINE_EXCEEDED, UNAVAILABLE, ...)
         if "before any jax" in str(e).lower():
             raise RuntimeError(
-                "jaxtrainer.distributed.initialize: jax.distributed must start before any JAX computation, but JAX "
-                "was already used in this process (importing gymnax does). Start the script "
+                "jaxtrainer.distributed.initialize: jax.distributed must start before any "
+                "JAX computation, but JAX was already used in this process (importing "
+                "gymnax does). Start the script "
                 "with `jaxtrainer launch`, which initialises first, or call "
                 "jaxtrainer.distributed.initialize() at the top of the script") from e
         raise RuntimeError(
-            f"jaxtrainer.distributed.initialize: process {process_id} of {num_processes} could not join the run at "
-            f"coordinator {where} within initialization_timeout={init_timeout} s: "
+            f"jaxtrainer.distributed.initialize: process {process_id} of {num_processes} "
+            f"could not join the run at coordinator {where} within initialization_timeout={init_timeout} s: "
             f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
 
 
