@@ -1,0 +1,158 @@
+"""SAC and TD3: entropy target and temperature direction, squashed-Gaussian
+log-probabilities, target policy smoothing, delayed actor updates, replicas on 4
+devices (F2), and a brax smoke run."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxtrainer.algorithms.offpolicy import soft_update
+from jaxtrainer.algorithms.sac import SAC, SACConfig, squashed_sample
+from jaxtrainer.algorithms.td3 import TD3, TD3Config
+from jaxtrainer.metrics import to_host
+from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
+
+TINY = dict(num_envs=4, buffer_size=64, batch_size=8, learning_starts=0, gradient_steps=1,
+            hidden_sizes=(8,), eval_episodes=4)
+
+
+_COMPILED: dict = {}
+
+
+def run_steps(module, strategy, n):
+    """``n`` training steps from a fresh state (seed 0), compiled once per module."""
+    state = strategy.init_state(module, jax.random.key(0))
+    if id(module) not in _COMPILED:
+        _COMPILED[id(module)] = (module, strategy.compile_train(module, state, jax.random.key(1)))
+    train = _COMPILED[id(module)][1]
+    return train.fn(state, jax.random.key(1), jnp.int32(0), jnp.int32(n))
+
+
+def test_sac_target_entropy_is_minus_action_dim():
+    assert SAC(SACConfig(**TINY)).target_entropy == -1.0              # Pendulum: 1 action
+    assert SAC(SACConfig(target_entropy=-0.5, **TINY)).target_entropy == -0.5
+    assert SAC(SACConfig(**TINY)).hparams()["target_entropy"] == -1.0
+
+
+def test_temperature_rises_below_the_entropy_target_and_falls_above():
+    sac = SAC(SACConfig(**TINY))                                      # target entropy -1
+    grad = jax.grad(lambda la, lp: sac.alpha_loss(la, lp)[0])
+    log_alpha = jnp.log(0.3)
+    # entropy -E[log pi] = -2 < -1: gradient descent must increase alpha
+    assert float(grad(log_alpha, jnp.float32(2.0))) < 0
+    assert float(grad(log_alpha, jnp.float32(0.0))) > 0              # entropy 0 > -1
+    # exact value: d/dla [-e^la (lp + H)] = -e^la (lp + H)
+    assert float(grad(log_alpha, jnp.float32(2.0))) == pytest.approx(-0.3 * (2.0 - 1.0), rel=1e-5)
+
+
+def test_squashed_gaussian_log_prob_is_the_change_of_variables():
+    mean = jnp.array([[0.3, -0.8]])
+    log_std = jnp.array([[-0.5, 0.2]])
+    scale, bias = jnp.array([2.0, 0.5]), jnp.array([0.0, 1.0])
+    action, log_prob = squashed_sample(mean, log_std, jax.random.key(3), scale, bias)
+    u = np.arctanh((np.asarray(action) - np.asarray(bias)) / np.asarray(scale))
+    std = np.exp(np.asarray(log_std))
+    gauss = -0.5 * ((u - np.asarray(mean)) / std) ** 2 - np.log(std) - 0.5 * math.log(2 * math.pi)
+    jac = np.log(np.asarray(scale) * (1 - np.tanh(u) ** 2) + 1e-6)
+    assert float(log_prob[0]) == pytest.approx(float((gauss - jac).sum()), rel=1e-3, abs=1e-3)
+    many, _ = squashed_sample(jnp.zeros((5000, 2)), jnp.full((5000, 2), 1.5),
+                              jax.random.key(4), scale, bias)
+    assert np.all(np.abs(np.asarray(many) - np.asarray(bias)) <= np.asarray(scale))
+
+
+def test_sac_temperature_falls_toward_the_entropy_target_and_replicas_agree_on_4_devices():
+    # The initial policy's entropy is above -1, so 60 updates must lower alpha from 1.
+    sac = SAC(SACConfig(gamma=0.0, **{**TINY, "batch_size": 32, "buffer_size": 256}))
+    state, m = run_steps(sac, PmapStrategy(devices=4), 60)
+    m = to_host(m)
+    for leaf in jax.tree.leaves((state.actor_params, state.critic_params, state.log_alpha,
+                                 state.target_critic_params, state.alpha_opt)):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        for s in shards[1:]:
+            np.testing.assert_array_equal(s, shards[0])
+    assert int(state.updates) == 60
+    assert float(jnp.exp(state.log_alpha)) < 1.0          # entropy starts above -1
+    assert set(m) >= {"loss/critic", "loss/actor", "loss/alpha", "alpha", "entropy"}
+
+
+def test_td3_target_policy_smoothing_is_clipped():
+    td3 = TD3(TD3Config(policy_noise=10.0, noise_clip=0.25, **TINY))
+    state = SingleDeviceStrategy().init_state(td3, jax.random.key(0))
+    obs = jax.random.normal(jax.random.key(1), (4000, 3))
+    clean = np.asarray(td3.act(state.target_actor_params, obs))
+    smooth = np.asarray(td3.target_action(state.target_actor_params, obs, jax.random.key(2)))
+    diff = smooth - clean
+    assert np.all(np.abs(diff) <= 0.25 * 2.0 + 1e-6)      # noise_clip * action scale
+    assert np.mean(np.abs(np.abs(diff) - 0.5) < 1e-6) > 0.8  # huge noise: mostly at the clip
+    assert np.all(np.abs(smooth) <= 2.0)
+
+
+def test_td3_delays_actor_and_target_updates():
+    td3 = TD3(TD3Config(policy_delay=3, **TINY))
+    state = jax.jit(td3.init_state)(jax.random.key(0))              # one device, no mesh
+    _, _, buffer, _ = jax.jit(td3.collect)(state, jax.random.key(1))
+    update = jax.jit(lambda c, k: td3.update(c, k, buffer))
+    carry = (state.actor_params, state.critic_params, state.target_actor_params,
+             state.target_critic_params, state.actor_opt, state.critic_opt, state.updates)
+    init = jax.tree.map(np.asarray, carry)
+    carries, losses = [], []
+    for n in range(3):
+        carry, loss = update(carry, jax.random.key(10 + n))
+        carries.append(carry)
+        losses.append(float(loss["actor_count"]))
+    assert losses == [0.0, 0.0, 1.0]
+    for c in carries[:2]:   # critic moves, actor and targets wait
+        jax.tree.map(np.testing.assert_array_equal, c[0], init[0])
+        jax.tree.map(np.testing.assert_array_equal, c[2], init[2])
+        jax.tree.map(np.testing.assert_array_equal, c[3], init[3])
+        assert not all(np.array_equal(a, b) for a, b in zip(
+            jax.tree.leaves(c[1]), jax.tree.leaves(init[1]), strict=True))
+    c3 = carries[2]
+    assert not all(np.array_equal(a, b) for a, b in zip(
+        jax.tree.leaves(c3[0]), jax.tree.leaves(init[0]), strict=True))
+    want_actor = soft_update(init[2], c3[0], td3.config.tau)
+    want_critic = soft_update(init[3], c3[1], td3.config.tau)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), c3[2], want_actor)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), c3[3], want_critic)
+    assert int(c3[6]) == 3
+
+
+def test_td3_replicas_stay_equal_over_4_devices():
+    td3 = TD3(TD3Config(**TINY))
+    td3.validate(4)
+    state, m = run_steps(td3, PmapStrategy(devices=4), 10)
+    for leaf in jax.tree.leaves((state.actor_params, state.critic_params,
+                                 state.target_actor_params, state.actor_opt)):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        for s in shards[1:]:
+            np.testing.assert_array_equal(s, shards[0])
+    m = to_host(m)
+    assert np.isfinite(m["loss/critic"]) and np.isfinite(m["loss/actor"])
+
+
+def test_continuous_modules_reject_discrete_envs():
+    with pytest.raises(ValueError, match="continuous actions"):
+        SAC(SACConfig(env="CartPole-v1", **TINY))
+    with pytest.raises(ValueError, match="continuous actions"):
+        TD3(TD3Config(env="CartPole-v1", **TINY))
+
+
+@pytest.mark.timeout(600)
+def test_sac_runs_a_few_updates_on_a_brax_env():
+    from jaxtrainer import envs
+
+    # brax's default "generalized" pipeline fails under shard_map(check_vma=True) (a
+    # jaxopt loop inside returns differently typed cond branches); "positional" works.
+    env = envs.make("brax/inverted_pendulum", episode_length=10, backend="positional")
+    sac = SAC(SACConfig(env="brax/inverted_pendulum", **TINY), env=env)
+    state, m = run_steps(sac, SingleDeviceStrategy(), 12)
+    m = to_host(m)
+    assert int(state.updates) == 12
+    assert np.isfinite(m["loss/critic"]) and np.isfinite(m["loss/actor"])
+    assert state.buffer.experience.obs.shape == (4, 16) + env.observation_shape
+    assert m["train/episode_length"] <= 10
