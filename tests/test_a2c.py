@@ -70,3 +70,12 @@ def test_a2c_continuous_actions_run_and_stay_finite():
     train = strategy.compile_train(a2c, state, jax.random.key(1))
     _, m = train.fn(state, jax.random.key(1), jnp.int32(0), jnp.int32(3))
     assert all(np.isfinite(v) for v in to_host(m).values())
+
+
+def test_a2c_recipe_tiny_run_on_4_devices(run_dir, capsys):
+    from test_dqn import run_recipe
+
+    result, rows = run_recipe("a2c", run_dir, capsys, "trainer.max_env_steps=2000",
+                              "trainer.log_every_n_steps=25", "algorithm.eval_episodes=4")
+    assert int(rows[-1]["env_steps"]) == 2000                # 50 updates x 40 env steps
+    assert 8.0 <= result["eval/episode_return"] <= 500.0

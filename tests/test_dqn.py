@@ -174,3 +174,31 @@ def test_dqn_resumes_exactly_with_its_replay_buffer(tmp_path):
     single.fit(module(), ckpt_path=ckpt)
     assert single.state.buffer.experience.obs.shape == (4, 16, 1)
     assert int(single.state.buffer.current_index) == 4 and int(single.state.updates) == 4
+
+
+def run_recipe(name, run_dir, capsys, *overrides):
+    """Run recipes/<name>.py's main with a tiny budget on 4 devices; check the last line."""
+    import csv
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).parents[1] / "recipes" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_recipe", path)
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    result = recipe.main([f"trainer.default_root_dir={run_dir}", "trainer.strategy=pmap",
+                          "trainer.enable_progress_bar=false", *overrides])
+    run = run_dir / "version_0"
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"eval/episode_return={result['eval/episode_return']:.2f} run_dir={run}"
+    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    return result, rows
+
+
+def test_dqn_recipe_tiny_run_on_4_devices(run_dir, capsys):
+    result, rows = run_recipe("dqn", run_dir, capsys, "trainer.max_env_steps=1000",
+                              "trainer.log_every_n_steps=31", "algorithm.learning_starts=320",
+                              "algorithm.hidden_sizes=[16]", "algorithm.eval_episodes=4")
+    assert int(rows[-1]["env_steps"]) == 992                 # 62 steps x 16 env steps
+    assert 8.0 <= result["eval/episode_return"] <= 500.0
+    assert "loss/td" in rows[-1] and rows[-1]["loss/td"]

@@ -156,3 +156,15 @@ def test_sac_runs_a_few_updates_on_a_brax_env():
     assert np.isfinite(m["loss/critic"]) and np.isfinite(m["loss/actor"])
     assert state.buffer.experience.obs.shape == (4, 16) + env.observation_shape
     assert m["train/episode_length"] <= 10
+
+
+@pytest.mark.parametrize("name", ["sac", "td3"])
+def test_recipe_tiny_run_on_4_devices(name, run_dir, capsys):
+    from test_dqn import run_recipe
+
+    result, rows = run_recipe(name, run_dir, capsys, "trainer.max_env_steps=402",
+                              "trainer.log_every_n_steps=50", "algorithm.learning_starts=200",
+                              "algorithm.hidden_sizes=[16]", "algorithm.eval_episodes=4")
+    assert int(rows[-1]["env_steps"]) == 400                 # 100 steps x 4 env steps
+    assert -2000.0 < result["eval/episode_return"] <= 0.0  # Pendulum returns are negative
+    assert rows[-1]["loss/critic"] and rows[-1]["loss/actor"]
