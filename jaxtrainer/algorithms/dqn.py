@@ -146,7 +146,8 @@ class DQN(OffPolicyModule):
 
     Metrics of :meth:`training_step`: ``train/episode_return``,
     ``train/episode_length`` (completed episodes), ``loss/td`` (mean squared TD
-    error, once learning started), ``epsilon`` (this step's exploration rate).
+    error, once learning started), ``q_mean`` (mean Q of the sampled actions),
+    ``epsilon`` (this step's exploration rate).
     :meth:`evaluation_step`: ``eval/episode_return``, ``eval/episode_length`` of
     the greedy policy.
 
@@ -252,6 +253,7 @@ class DQN(OffPolicyModule):
         learned = self.learning(state.step).astype(jnp.int32) * cfg.gradient_steps
         new_state = DQNState(params, target_params, opt_state, state.step + 1,
                              state.updates + learned, env_state, obs, buffer)
-        metrics = {**self.episode_metrics(infos), **losses,
+        q_mean = losses.pop("loss/q")
+        metrics = {**self.episode_metrics(infos), **losses, "q_mean": q_mean,
                    "epsilon": self.epsilon(before)}
         return new_state, metrics
