@@ -1,5 +1,7 @@
 """Algorithms as :class:`jaxtrainer.Module` subclasses."""
 
+from jaxtrainer.algorithms.a2c import A2C, A2CConfig
+from jaxtrainer.algorithms.dqn import DQN, DQNConfig, DQNState
 from jaxtrainer.algorithms.es import (
     FITNESS_SHAPING,
     ESState,
@@ -12,8 +14,24 @@ from jaxtrainer.algorithms.es import (
     sphere,
 )
 from jaxtrainer.algorithms.ppo import PPO, PPOConfig, PPOState
+from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
+from jaxtrainer.algorithms.sac import SAC, SACConfig, SACState
+from jaxtrainer.algorithms.td3 import TD3, TD3Config, TD3State
 
 __all__ = [
+    "A2C",
+    "A2CConfig",
+    "DQN",
+    "DQNConfig",
+    "DQNState",
+    "ReplayBuffer",
+    "SAC",
+    "SACConfig",
+    "SACState",
+    "TD3",
+    "TD3Config",
+    "TD3State",
+    "Transition",
     "FITNESS_SHAPING",
     "ESState",
     "EvosaxES",
