@@ -189,11 +189,13 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
                 t.start()
                 ranks.threads.append(t)
         while ranks.running():
-            for rank, proc in ranks.procs.items():
-                code = proc.poll()
-                if code not in (None, 0) and failed is None and not received:
-                    failed = (rank, code)
-            if failed is not None:
+            codes = {rank: proc.poll() for rank, proc in ranks.procs.items()}
+            failures = [(rank, code) for rank, code in codes.items() if code not in (None, 0)]
+            if failures and not received:
+                # When one rank dies the others soon fail on the lost connection; by
+                # the time any of them has exited the dead one has too, so name a rank
+                # killed by a signal (the cause) before ranks that exited with an error.
+                failed = min(failures, key=lambda rc: (rc[1] >= 0, rc[0]))
                 break
             time.sleep(POLL_SECONDS)
         if failed is None:  # everyone finished; a failure can hide in the last poll
