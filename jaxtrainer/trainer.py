@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -298,6 +299,7 @@ class Trainer:
         previous_handlers = self._install_signal_handlers()
         try:
             self._call("setup", module, "fit")
+            self._compile_ahead(module)
             if resume is not None:
                 meta = self._restore(module, resume)
                 self._call("on_load_checkpoint", module, meta)
@@ -403,15 +405,41 @@ class Trainer:
             n = min(n, self.eval_every_n_steps - self.global_step % self.eval_every_n_steps)
         return n
 
+    def _compile_ahead(self, module: Module) -> None:
+        """Compile the training and evaluation programs in background threads
+        from the state's shapes, while the main thread initialises or restores
+        the state (XLA compiles release the GIL, so on 2 cores this hides most
+        of the init and eval compile time). Errors surface where the program is
+        first needed, unchanged."""
+        self._compiling: dict[str, Any] = {}
+        if not self.strategy.jit:
+            return
+        abstract, key = self._abstract_state(module), self._key_abstract()
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxtrainer-compile")
+        self._compiling["train"] = pool.submit(self.strategy.compile_train, module, abstract, key)
+        if module.has_evaluation():
+            self._compiling["eval"] = pool.submit(self.strategy.compile_eval, module, abstract, key)
+        pool.shutdown(wait=False)
+
+    def _compiled(self, name: str, module: Module, key: jax.Array) -> Any:
+        future = getattr(self, "_compiling", {}).pop(name, None)
+        if future is not None:
+            compiled = future.result()
+        elif name == "train":
+            compiled = self.strategy.compile_train(module, self.state, key)
+        else:
+            compiled = self.strategy.compile_eval(module, self.state, key)
+        self.compile_seconds[name] = compiled.compile_seconds
+        return compiled.fn
+
     def _train(self, module: Module) -> None:
         train_key = jax.random.fold_in(self._root_key, TRAIN_STREAM)
-        compiled = self.strategy.compile_train(module, self.state, train_key)
-        self.compile_seconds["train"] = compiled.compile_seconds
+        compiled_fn = self._compiled("train", module, train_key)
         self._call("on_train_start", module)
         while self.global_step < self.max_steps and not self.should_stop:
             n = self._next_interval()
             start = time.perf_counter()
-            self.state, device_metrics = compiled.fn(
+            self.state, device_metrics = compiled_fn(
                 self.state, train_key, jnp.int32(self.global_step), jnp.int32(n))
             host = metrics_lib.to_host(device_metrics)  # the one host sync per interval
             seconds = time.perf_counter() - start
@@ -438,9 +466,7 @@ class Trainer:
         key = jax.random.fold_in(jax.random.fold_in(self._root_key, EVAL_STREAM), self.global_step)
         fn = self._eval_cache.get(id(module))
         if fn is None:
-            compiled = self.strategy.compile_eval(module, self.state, key)
-            self.compile_seconds["eval"] = compiled.compile_seconds
-            fn = self._eval_cache[id(module)] = compiled.fn
+            fn = self._eval_cache[id(module)] = self._compiled("eval", module, key)
         result = metrics_lib.to_host(fn(self.state, key))
         result.update(step=self.global_step, env_steps=self.env_steps)
         self.callback_metrics.update(result)
