@@ -101,7 +101,7 @@ def save(mgr: ocp.CheckpointManager, step: int, state: Any, meta: dict[str, Any]
 
 def read_meta(path: str | os.PathLike) -> dict[str, Any]:
     """The JSON metadata of the checkpoint at ``path`` (a step directory)."""
-    path = Path(path)
+    path = Path(path).absolute()  # orbax requires absolute paths
     with ocp.CheckpointManager(path.parent) as mgr:
         return mgr.restore(int(path.name), args=ocp.args.Composite(
             **{META: ocp.args.JsonRestore()}))[META]
@@ -116,7 +116,7 @@ def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str
       FileNotFoundError: ``path`` is not a checkpoint.
       ValueError: the stored arrays do not match ``abstract_state``'s shapes.
     """
-    path = Path(path)
+    path = Path(path).absolute()  # orbax requires absolute paths
     if not path.is_dir() or not (path / META).exists():
         raise FileNotFoundError(f"no checkpoint at {path} (expected a directory with '{META}/')")
     meta = read_meta(path)

@@ -47,7 +47,11 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> DictConfig:
     for item in overrides:
         if "=" not in item or item.startswith("="):
             raise ValueError(f"bad override {item!r}: expected key=value, e.g. trainer.seed=1")
-        _check_key(base, item.split("=", 1)[0].lstrip("+"))
+        key = item.split("=", 1)[0].lstrip("+")
+        _check_key(base, key)
+        if isinstance(OmegaConf.select(base, key), DictConfig):
+            raise ValueError(f"bad override {item!r}: {key} is a section; set one of its keys, "
+                             f"e.g. {key}.{next(iter(OmegaConf.select(base, key)), 'name')}=...")
     cfg = OmegaConf.merge(base, OmegaConf.from_dotlist(list(overrides)))
     OmegaConf.set_struct(cfg, True)
     return cfg

@@ -63,6 +63,15 @@ def _callback_order(cb: Callback) -> int:
     return int(getattr(cb, "order", 0))
 
 
+def _lower_thread_priority() -> None:
+    """Nice the calling thread (Linux: priorities are per thread) so it only uses
+    CPU time the training loop leaves idle. Best effort; a no-op elsewhere."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+
+
 def _positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
     if value is None and allow_none:
         return None
@@ -406,11 +415,12 @@ class Trainer:
         return n
 
     def _compile_ahead(self, module: Module) -> None:
-        """Compile the training and evaluation programs in background threads
-        from the state's shapes, while the main thread initialises or restores
-        the state (XLA compiles release the GIL, so on 2 cores this hides most
-        of the init and eval compile time). Errors surface where the program is
-        first needed, unchanged."""
+        """Compile the training program, then the evaluation program, in a
+        background thread from the state's shapes, while the main thread
+        initialises or restores the state and then trains (XLA compiles release
+        the GIL). The evaluation compile runs at the lowest thread priority, so it
+        takes only CPU time the training loop leaves idle. Errors surface,
+        unchanged, where a program is first needed."""
         self._compiling: dict[str, Any] = {}
         if not self.strategy.jit:
             return
@@ -418,7 +428,11 @@ class Trainer:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxtrainer-compile")
         self._compiling["train"] = pool.submit(self.strategy.compile_train, module, abstract, key)
         if module.has_evaluation():
-            self._compiling["eval"] = pool.submit(self.strategy.compile_eval, module, abstract, key)
+            def compile_eval_in_idle_time():
+                _lower_thread_priority()  # training runs meanwhile: let it have the cores
+                return self.strategy.compile_eval(module, abstract, key)
+
+            self._compiling["eval"] = pool.submit(compile_eval_in_idle_time)
         pool.shutdown(wait=False)
 
     def _compiled(self, name: str, module: Module, key: jax.Array) -> Any:

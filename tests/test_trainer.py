@@ -128,3 +128,21 @@ def test_max_env_steps_below_one_step_is_rejected(run_dir):
     trainer = jt.Trainer(max_env_steps=10, default_root_dir=run_dir, **QUIET)
     with pytest.raises(ValueError, match=r"max_env_steps=10 is less than one training step"):
         trainer.fit(Regression(num_samples=16))
+
+
+def test_resume_from_a_relative_default_root_dir(tmp_path, monkeypatch):
+    """ckpt_path="last" and a relative checkpoint path work with a relative
+    default_root_dir (orbax itself wants absolute paths)."""
+    monkeypatch.chdir(tmp_path)
+    kw = dict(enable_progress_bar=False, logger=False, default_root_dir="runs")
+    straight = jt.Trainer(max_steps=4, **kw)
+    straight.fit(Regression())
+    jt.Trainer(max_steps=2, **kw).fit(Regression())
+    resumed = jt.Trainer(max_steps=4, **kw)
+    resumed.fit(Regression(), ckpt_path="last")
+    assert resumed.global_step == 4 and resumed.log_dir == "runs/version_1"
+    np.testing.assert_array_equal(np.asarray(resumed.state["params"]["w"]),
+                                  np.asarray(straight.state["params"]["w"]))
+    again = jt.Trainer(max_steps=4, **kw)
+    again.evaluate(Regression(), ckpt_path="runs/version_1/checkpoints/4")
+    assert again.global_step == 4

@@ -104,6 +104,11 @@ class PPOConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive int")
+        for name in ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef",
+                     "max_grad_norm"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise ValueError(f"PPOConfig.{name}={value!r}: expected a non-negative number")
         batch = self.num_envs * self.num_steps
         if batch % self.num_minibatches:
             raise ValueError(
