@@ -435,6 +435,14 @@ class Trainer:
             self._compiling["eval"] = pool.submit(compile_eval_in_idle_time)
         pool.shutdown(wait=False)
 
+    def wait_for_compilation(self) -> None:
+        """Block until programs compiling in the background are ready (e.g. in
+        ``on_train_start``, to time the training loop without a concurrent
+        evaluation compile). Compile errors are raised later, where the program
+        is used."""
+        for future in list(getattr(self, "_compiling", {}).values()):
+            future.exception()
+
     def _compiled(self, name: str, module: Module, key: jax.Array) -> Any:
         future = getattr(self, "_compiling", {}).pop(name, None)
         if future is not None:

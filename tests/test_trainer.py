@@ -80,9 +80,9 @@ def test_same_seed_same_run_different_seed_different_run(run_dir):
 
 
 def test_eager_mode_matches_compiled(run_dir):
-    compiled = jt.Trainer(strategy="single", max_steps=2, default_root_dir=run_dir, **QUIET)
+    compiled = jt.Trainer(strategy="single", max_steps=1, default_root_dir=run_dir, **QUIET)
     compiled.fit(Regression(optimizer="sgd"))
-    eager = jt.Trainer(strategy="single", max_steps=2, jit=False, default_root_dir=run_dir, **QUIET)
+    eager = jt.Trainer(strategy="single", max_steps=1, jit=False, default_root_dir=run_dir, **QUIET)
     eager.fit(Regression(optimizer="sgd"))
     np.testing.assert_allclose(np.asarray(eager.state["params"]["w"]),
                                np.asarray(compiled.state["params"]["w"]), rtol=1e-6)
