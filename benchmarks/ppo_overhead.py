@@ -112,22 +112,28 @@ def trainer_run(module: PPO, updates: int, seed: int, strategy: str, devices) ->
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=300, help="PPO updates per run")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per variant; best is kept")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per variant, interleaved; best is kept")
     args = parser.parse_args(argv)
     env_steps = args.updates * 4 * 128
     module = make_module(args.updates)
     print(f"jax {jax.__version__}, {jax.device_count()} {jax.devices()[0].platform} devices, "
           f"{args.updates} updates = {env_steps:,} env steps per run, best of {args.repeats}")
 
-    def best(fn, *a):
-        runs = [fn(*a) for _ in range(args.repeats)]
-        return min(r[0] for r in runs), runs[0][1]
+    def best_interleaved(ours, ref):
+        """Alternate the two variants (this machine's speed drifts between runs)
+        and keep each one's best run: (ours, ref), each (seconds, compile s)."""
+        runs_a, runs_b = [], []
+        for _ in range(args.repeats):
+            runs_a.append(ours())
+            runs_b.append(ref())
+        return ((min(r[0] for r in runs_a), runs_a[0][1]),
+                (min(r[0] for r in runs_b), runs_b[0][1]))
 
     rows = [
-        ("single", best(trainer_run, module, args.updates, 0, "single", 1),
-         best(hand_fused_single, module, args.updates, 0)),
-        ("pmap x2", best(trainer_run, module, args.updates, 0, "pmap", 2),
-         best(hand_fused_pmap, module, args.updates, 0, 2)),
+        ("single", *best_interleaved(lambda: trainer_run(module, args.updates, 0, "single", 1),
+                                     lambda: hand_fused_single(module, args.updates, 0))),
+        ("pmap x2", *best_interleaved(lambda: trainer_run(module, args.updates, 0, "pmap", 2),
+                                      lambda: hand_fused_pmap(module, args.updates, 0, 2))),
     ]
     print(f"{'layout':<9}{'trainer env steps/s':>21}{'fused env steps/s':>19}{'ratio':>8}"
           f"{'trainer compile s':>19}{'fused compile s':>17}")

@@ -74,3 +74,22 @@ def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
 
 def ckpt_path(cfg: DictConfig) -> str | None:
     return cfg.trainer.get("ckpt_path")
+
+
+def config_arg(argv: Sequence[str], default: str | os.PathLike) -> tuple[str | os.PathLike, list[str]]:
+    """``--config PATH`` as the first two arguments picks another YAML file;
+    returns ``(path, remaining overrides)``."""
+    argv = list(argv)
+    if argv[:1] == ["--config"] and len(argv) >= 2:
+        return argv[1], argv[2:]
+    return default, argv
+
+
+def training_steps(cfg: DictConfig, env_steps_per_step: int) -> int:
+    """Training steps the run will take: the smaller of ``trainer.max_steps`` and
+    ``trainer.max_env_steps // env_steps_per_step`` (what schedules such as
+    learning-rate annealing span); at least 1."""
+    budgets = [cfg.trainer.max_steps] if cfg.trainer.get("max_steps") else []
+    if cfg.trainer.get("max_env_steps"):
+        budgets.append(cfg.trainer.max_env_steps // env_steps_per_step)
+    return max(1, min(budgets, default=1))

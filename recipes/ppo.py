@@ -25,11 +25,8 @@ def main(argv: list[str]) -> dict[str, float]:
     cfg = config.load(CONFIG, argv)
     trainer = config.make_trainer(cfg)
     algo = OmegaConf.to_container(cfg.algorithm, resolve=True)
-    steps_per_update = algo["num_envs"] * algo["num_steps"]
-    budgets = [cfg.trainer.max_steps] if cfg.trainer.max_steps else []
-    if cfg.trainer.max_env_steps:
-        budgets.append(cfg.trainer.max_env_steps // steps_per_update)
-    total_updates = max(1, min(budgets, default=1))  # the LR anneals over the run's updates
+    # the learning rate anneals over the run's updates
+    total_updates = config.training_steps(cfg, algo["num_envs"] * algo["num_steps"])
     module = PPO(PPOConfig(env=cfg.env.name, total_updates=total_updates, **algo))
     trainer.fit(module, ckpt_path=config.ckpt_path(cfg))
     result = trainer.evaluate(module)

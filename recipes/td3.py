@@ -22,15 +22,8 @@ from jaxtrainer.algorithms.td3 import TD3, TD3Config
 CONFIG = Path(__file__).parent / "configs" / "td3.yaml"
 
 
-def config_path(argv: list[str]) -> tuple[Path, list[str]]:
-    """``--config PATH`` (first two arguments) picks another YAML file."""
-    if argv[:1] == ["--config"] and len(argv) >= 2:
-        return Path(argv[1]), argv[2:]
-    return CONFIG, argv
-
-
 def main(argv: list[str]) -> dict[str, float]:
-    path, argv = config_path(argv)
+    path, argv = config.config_arg(argv, CONFIG)
     cfg = config.load(path, argv)
     trainer = config.make_trainer(cfg)
     env_kwargs = OmegaConf.to_container(cfg.env, resolve=True)
