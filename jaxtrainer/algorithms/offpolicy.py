@@ -27,8 +27,7 @@ import jax.numpy as jnp
 
 from jaxtrainer import envs
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
-from jaxtrainer.distributed import fold_in_device, local_size
-from jaxtrainer.envs._vma import vary_like
+from jaxtrainer.distributed import fold_in_device, local_size, vary_like
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
 

@@ -27,8 +27,7 @@ import flashbax
 import jax
 from flax import struct
 
-from jaxtrainer.distributed import local_size
-from jaxtrainer.envs._vma import vary_like
+from jaxtrainer.distributed import local_size, vary_like
 
 
 @struct.dataclass
