@@ -21,7 +21,7 @@ def test_a2c_loss_by_hand():
     obs = jax.random.normal(jax.random.key(1), (6, 4))
     batch = {"obs": obs, "action": jnp.array([0, 1, 1, 0, 1, 0]),
              "advantage": jnp.arange(6.0) - 2.0, "target": jnp.ones(6)}
-    total, aux = a2c.a2c_loss(params, batch)
+    total, aux = a2c.a2c_loss(params, batch, a2c.initial_hyperparams())
     dist, value = a2c.network.apply(params, obs)
     logp = np.asarray(dist.log_prob(batch["action"]))
     policy = -np.mean(np.asarray(batch["advantage"]) * logp)

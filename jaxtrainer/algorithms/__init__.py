@@ -13,6 +13,7 @@ from jaxtrainer.algorithms.es import (
     resolve_algorithm,
     sphere,
 )
+from jaxtrainer.algorithms.pbt import PBT, Hyperparam, PBTState
 from jaxtrainer.algorithms.ppo import PPO, PPOConfig, PPOState
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.sac import SAC, SACConfig, SACState
@@ -38,6 +39,9 @@ __all__ = [
     "FunctionES",
     "MLPPolicy",
     "NeuroES",
+    "PBT",
+    "PBTState",
+    "Hyperparam",
     "PPO",
     "PPOConfig",
     "PPOState",

@@ -116,11 +116,19 @@ class A2C(PPO):
             hidden_sizes=config.hidden_sizes,
             activation=config.activation,
         )
-        if config.optimizer == "rmsprop":
-            opt = optax.rmsprop(self._schedule, decay=0.99, eps=1e-5)
+        self.optimizer = optax.inject_hyperparams(self.base_optimizer)(
+            learning_rate=config.lr, max_grad_norm=config.max_grad_norm)
+
+    TUNABLE = ("lr", "ent_coef", "vf_coef", "max_grad_norm", "gamma", "gae_lambda")
+    """Hyperparameters kept in :attr:`PPOState.hyperparams` (traced, tunable by PBT)."""
+
+    def base_optimizer(self, learning_rate: Any, max_grad_norm: Any) -> optax.GradientTransformation:
+        """Global-norm clip then RMSprop (decay 0.99, eps 1e-5; SB3's) or Adam."""
+        if self.config.optimizer == "rmsprop":
+            opt = optax.rmsprop(learning_rate, decay=0.99, eps=1e-5)
         else:
-            opt = optax.adam(self._schedule, eps=1e-5)
-        self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), opt)
+            opt = optax.adam(learning_rate, eps=1e-5)
+        return optax.chain(optax.clip_by_global_norm(max_grad_norm), opt)
 
     def validate(self, num_devices: int) -> None:
         """Raises ValueError when ``num_envs`` or ``eval_episodes`` does not split
@@ -136,14 +144,15 @@ class A2C(PPO):
         hp["hidden_sizes"] = list(hp["hidden_sizes"])
         return hp
 
-    def a2c_loss(self, params: Any, batch: dict[str, jax.Array]) -> tuple[jax.Array, dict]:
-        """``-mean(A log pi(a|s)) + vf_coef * 0.5 * mean((V - R)^2) - ent_coef * mean(H)``."""
-        cfg = self.config
+    def a2c_loss(self, params: Any, batch: dict[str, jax.Array],
+                 hp: dict[str, jax.Array]) -> tuple[jax.Array, dict]:
+        """``-mean(A log pi(a|s)) + vf_coef * 0.5 * mean((V - R)^2) - ent_coef * mean(H)``,
+        coefficients from ``hp`` (:attr:`PPOState.hyperparams`)."""
         dist, value = self.network.apply(params, batch["obs"])
         policy_loss = -jnp.mean(batch["advantage"] * dist.log_prob(batch["action"]))
         value_loss = 0.5 * jnp.mean(jnp.square(value - batch["target"]))
         entropy = jnp.mean(dist.entropy())
-        total = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+        total = policy_loss + hp["vf_coef"] * value_loss - hp["ent_coef"] * entropy
         return total, {"policy": policy_loss, "value": value_loss, "entropy": entropy}
 
     def training_step(self, state: PPOState, key: jax.Array) -> tuple[PPOState, dict]:
@@ -152,7 +161,8 @@ class A2C(PPO):
         global batch)."""
         cfg = self.config
         env_state, obs, traj = self.rollout(state.params, state.env_state, state.obs, key)
-        advantages, targets = self.advantages_and_targets(state.params, traj)
+        hp = state.hyperparams
+        advantages, targets = self.advantages_and_targets(state.params, traj, hp)
         if cfg.normalize_advantages:
             advantages = normalize_advantages(advantages)
         n = cfg.num_steps * local_size(cfg.num_envs, "num_envs")
@@ -160,13 +170,14 @@ class A2C(PPO):
                  "advantage": jax.lax.stop_gradient(advantages),
                  "target": jax.lax.stop_gradient(targets)}
         batch = jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), batch)
+        opt_state = self._set_optimizer_hyperparams(state.opt_state, hp, state.update_count)
         params, opt_state, loss, aux = gradient_update(
-            self.a2c_loss, state.params, state.opt_state, self.optimizer, batch)
+            self.a2c_loss, state.params, opt_state, self.optimizer, batch, hp)
         done = traj.info.done
         metrics = {
             "train/episode_return": Mean.of(traj.info.episode_return, mask=done),
             "train/episode_length": Mean.of(traj.info.episode_length, mask=done),
             "loss/total": loss, **{f"loss/{k}": v for k, v in aux.items()},
-            "lr": self._learning_rate(state.update_count),
+            "lr": self._learning_rate(hp, state.update_count),
         }
-        return PPOState(params, opt_state, state.update_count + 1, env_state, obs), metrics
+        return PPOState(params, opt_state, state.update_count + 1, env_state, obs, hp), metrics

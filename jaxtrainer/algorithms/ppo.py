@@ -133,6 +133,13 @@ class PPOState:
       env_state: batched :class:`jaxtrainer.envs.EnvState`, leading axis
         ``[num_envs]`` (sharded).
       obs: ``[num_envs, *observation_shape]`` current observations (sharded).
+      hyperparams: ``{name: float32[]}`` the tunable hyperparameters this state
+        trains with (replicated), initialised from the config and read by
+        ``training_step`` as traced values, so population-based training
+        (:class:`~jaxtrainer.algorithms.PBT`) can change them without
+        recompiling. ``lr`` is the base learning rate (annealed per update when
+        ``anneal_lr``); PPO: ``lr, ent_coef, vf_coef, clip_eps, max_grad_norm,
+        gamma, gae_lambda``.
     """
 
     params: Any
@@ -140,6 +147,7 @@ class PPOState:
     update_count: jax.Array
     env_state: envs.EnvState
     obs: jax.Array
+    hyperparams: dict[str, jax.Array]
 
 
 @struct.dataclass
@@ -252,24 +260,43 @@ class PPO(Module):
             hidden_sizes=config.hidden_sizes,
             activation=config.activation,
         )
-        self.optimizer = optax.chain(
-            optax.clip_by_global_norm(config.max_grad_norm),
-            optax.adam(learning_rate=self._schedule, eps=1e-5),
-        )
+        # learning_rate and max_grad_norm live in the optimizer state as traced
+        # values (optax.inject_hyperparams), set from ``state.hyperparams`` before
+        # every update.
+        self.optimizer = optax.inject_hyperparams(self.base_optimizer)(
+            learning_rate=config.lr, max_grad_norm=config.max_grad_norm)
 
     # ---- configuration ---------------------------------------------------
-    def _learning_rate(self, update: jax.Array) -> jax.Array:
-        """Learning rate of update number ``update`` (int32[], from 0)."""
-        cfg = self.config
-        if not cfg.anneal_lr:
-            return jnp.asarray(cfg.lr, jnp.float32)
-        frac = 1.0 - update.astype(jnp.float32) / cfg.total_updates
-        return cfg.lr * jnp.clip(frac, 0.0, 1.0)
+    TUNABLE = ("lr", "ent_coef", "vf_coef", "clip_eps", "max_grad_norm", "gamma", "gae_lambda")
+    """Hyperparameters kept in :attr:`PPOState.hyperparams` (traced, tunable by PBT)."""
 
-    def _schedule(self, count: jax.Array) -> jax.Array:
-        """optax schedule over minibatch steps: constant within one update."""
-        cfg = self.config
-        return self._learning_rate(count // (cfg.update_epochs * cfg.num_minibatches))
+    def base_optimizer(self, learning_rate: Any, max_grad_norm: Any) -> optax.GradientTransformation:
+        """Global-norm clip then Adam (eps 1e-5, PureJaxRL's), for
+        ``optax.inject_hyperparams``."""
+        return optax.chain(optax.clip_by_global_norm(max_grad_norm),
+                           optax.adam(learning_rate=learning_rate, eps=1e-5))
+
+    def initial_hyperparams(self) -> dict[str, jax.Array]:
+        """``{name: float32[]}`` for every name in :attr:`TUNABLE`, from the config."""
+        return {name: jnp.asarray(getattr(self.config, name), jnp.float32)
+                for name in self.TUNABLE}
+
+    def _learning_rate(self, hyperparams: dict[str, jax.Array], update: jax.Array) -> jax.Array:
+        """Learning rate of update number ``update`` (int32[], from 0): ``lr``, times
+        ``1 - update / total_updates`` (clipped at 0) when annealing."""
+        lr = hyperparams["lr"]
+        if not self.config.anneal_lr:
+            return lr
+        frac = 1.0 - update.astype(jnp.float32) / self.config.total_updates
+        return lr * jnp.clip(frac, 0.0, 1.0)
+
+    def _set_optimizer_hyperparams(self, opt_state: Any, hyperparams: dict[str, jax.Array],
+                                   update: jax.Array) -> Any:
+        """``opt_state`` with this update's learning rate and gradient-norm clip."""
+        inner = {**opt_state.hyperparams,
+                 "learning_rate": self._learning_rate(hyperparams, update),
+                 "max_grad_norm": hyperparams["max_grad_norm"]}
+        return opt_state._replace(hyperparams=inner)
 
     def validate(self, num_devices: int) -> None:
         """Reject global sizes that do not split over ``num_devices``, before compiling.
@@ -328,7 +355,7 @@ class PPO(Module):
         # leaf per-device so the strategy shards it.
         obs, env_state = vary_like((obs, env_state), env_key)
         return PPOState(params, self.optimizer.init(params), jnp.zeros((), jnp.int32),
-                        env_state, obs)
+                        env_state, obs, self.initial_hyperparams())
 
     def rollout(self, params: Any, env_state: envs.EnvState, obs: jax.Array,
                 key: jax.Array) -> tuple[envs.EnvState, jax.Array, Rollout]:
@@ -350,7 +377,9 @@ class PPO(Module):
             one_step, (env_state, obs), jax.random.split(key, self.config.num_steps))
         return env_state, obs, traj
 
-    def advantages_and_targets(self, params: Any, traj: Rollout) -> tuple[jax.Array, jax.Array]:
+    def advantages_and_targets(self, params: Any, traj: Rollout,
+                               hyperparams: dict[str, jax.Array] | None = None,
+                               ) -> tuple[jax.Array, jax.Array]:
         """GAE advantages and value targets, ``float32[num_steps, num_envs_per_device]``.
 
         The next-state value of every step is ``V(final_obs)``: inside an episode
@@ -358,29 +387,32 @@ class PPO(Module):
         the observation the time limit cut (F19), ignored on termination. One
         batched critic pass over the rollout.
         """
+        hp = self.initial_hyperparams() if hyperparams is None else hyperparams
         next_values = self.network.apply(params, traj.info.final_obs, method=ActorCritic.value)
         return compute_gae(traj.info.reward, traj.value, next_values, traj.info.terminated,
-                           traj.info.done, self.config.gamma, self.config.gae_lambda)
+                           traj.info.done, hp["gamma"], hp["gae_lambda"])
 
-    def _loss(self, params: Any, batch: dict[str, jax.Array]) -> tuple[jax.Array, dict]:
+    def _loss(self, params: Any, batch: dict[str, jax.Array],
+              hp: dict[str, jax.Array]) -> tuple[jax.Array, dict]:
         cfg = self.config
+        clip_eps = hp["clip_eps"]
         dist, value = self.network.apply(params, batch["obs"])
         log_prob = dist.log_prob(batch["action"])
         log_ratio = log_prob - batch["log_prob"]
         ratio = jnp.exp(log_ratio)
         adv = batch["advantage"]
         surrogate = jnp.minimum(ratio * adv,
-                                jnp.clip(ratio, 1.0 - cfg.clip_eps, 1.0 + cfg.clip_eps) * adv)
+                                jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)
         policy_loss = -jnp.mean(surrogate)
 
         value_err = jnp.square(value - batch["target"])
         if cfg.clip_value_loss:
-            clipped = batch["value"] + jnp.clip(value - batch["value"], -cfg.clip_eps, cfg.clip_eps)
+            clipped = batch["value"] + jnp.clip(value - batch["value"], -clip_eps, clip_eps)
             value_err = jnp.maximum(value_err, jnp.square(clipped - batch["target"]))
         value_loss = 0.5 * jnp.mean(value_err)
 
         entropy = jnp.mean(dist.entropy())
-        total = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+        total = policy_loss + hp["vf_coef"] * value_loss - hp["ent_coef"] * entropy
         approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
         return total, {"policy": policy_loss, "value": value_loss, "entropy": entropy,
                        "approx_kl": approx_kl}
@@ -398,7 +430,8 @@ class PPO(Module):
         env_state, obs, traj = self.rollout(state.params, state.env_state, state.obs,
                                             rollout_key)
 
-        advantages, targets = self.advantages_and_targets(state.params, traj)
+        hp = state.hyperparams
+        advantages, targets = self.advantages_and_targets(state.params, traj, hp)
 
         batch = {"obs": traj.obs, "action": traj.action, "log_prob": traj.log_prob,
                  "value": traj.value, "advantage": advantages, "target": targets}
@@ -412,7 +445,7 @@ class PPO(Module):
                 minibatch = {**minibatch,
                              "advantage": normalize_advantages(minibatch["advantage"])}
             params, opt_state, loss, aux = gradient_update(
-                self._loss, params, opt_state, self.optimizer, minibatch)
+                self._loss, params, opt_state, self.optimizer, minibatch, hp)
             return (params, opt_state), {"total": loss, **aux}
 
         def epoch(carry, epoch_key):
@@ -421,8 +454,9 @@ class PPO(Module):
                 lambda x: jnp.take(x, perm, axis=0).reshape((num_mb, -1) + x.shape[1:]), batch)
             return jax.lax.scan(minibatch_step, carry, shuffled)
 
+        opt_state = self._set_optimizer_hyperparams(state.opt_state, hp, state.update_count)
         (params, opt_state), losses = jax.lax.scan(
-            epoch, (state.params, state.opt_state),
+            epoch, (state.params, opt_state),
             jax.random.split(update_key, cfg.update_epochs))
 
         done = traj.info.done
@@ -430,9 +464,9 @@ class PPO(Module):
             "train/episode_return": Mean.of(traj.info.episode_return, mask=done),
             "train/episode_length": Mean.of(traj.info.episode_length, mask=done),
             **{f"loss/{name}": jnp.mean(value) for name, value in losses.items()},
-            "lr": self._learning_rate(state.update_count),
+            "lr": self._learning_rate(hp, state.update_count),
         }
-        new_state = PPOState(params, opt_state, state.update_count + 1, env_state, obs)
+        new_state = PPOState(params, opt_state, state.update_count + 1, env_state, obs, hp)
         return new_state, metrics
 
     def evaluation_step(self, state: PPOState, key: jax.Array) -> dict[str, Mean]:

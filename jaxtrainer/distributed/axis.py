@@ -9,7 +9,9 @@ and many processes (FIELD_REPORTS F3).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jax
@@ -24,8 +26,40 @@ def _names(axis_name: AxisName) -> tuple[str, ...]:
     return (axis_name,) if isinstance(axis_name, str) else tuple(axis_name)
 
 
-def bound_axes(axis_name: AxisName = AXIS_NAME) -> tuple[str, ...]:
-    """The subset of ``axis_name`` that is bound in the current trace (may be empty)."""
+# Axes hidden by member_scope() while a population member's code is traced.
+# Trace-time only (set and reset around tracing, never read by compiled code).
+_HIDDEN: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
+    "jaxtrainer_hidden_axes", default=frozenset())
+
+
+@contextlib.contextmanager
+def member_scope(axis_name: AxisName = AXIS_NAME) -> Iterator[None]:
+    """Trace code for ONE member of a population that is sharded over ``axis_name``.
+
+    Population algorithms (e.g. :class:`~jaxtrainer.algorithms.PBT`) vmap a whole
+    :class:`~jaxtrainer.Module` over the members a device holds. That module was
+    written for data parallelism: its ``pmean`` of gradients or advantage
+    statistics would average *different members* across devices. Inside this
+    scope the axes of ``axis_name`` are hidden from this module's helpers: the
+    collectives (:func:`pmean`, :func:`psum`, :func:`pmax`, :func:`pmin`,
+    :func:`~jaxtrainer.distributed.gather_members`) are identities,
+    :func:`axis_size` is 1, :func:`axis_index` is 0 and :func:`bound_axes`
+    leaves them out, so the module computes exactly what it computes on one
+    device. Values keep their varying types (:func:`to_varying` still casts over
+    every bound axis, as ``check_vma`` requires).
+
+    Used around tracing only; nested scopes accumulate. Not thread-shared: each
+    thread that traces enters the scope itself.
+    """
+    token = _HIDDEN.set(_HIDDEN.get() | frozenset(_names(axis_name)))
+    try:
+        yield
+    finally:
+        _HIDDEN.reset(token)
+
+
+def _trace_axes(axis_name: AxisName) -> tuple[str, ...]:
+    """The subset of ``axis_name`` bound in the current trace, hidden or not."""
     bound = []
     for name in _names(axis_name):
         try:
@@ -34,6 +68,13 @@ def bound_axes(axis_name: AxisName = AXIS_NAME) -> tuple[str, ...]:
             continue
         bound.append(name)
     return tuple(bound)
+
+
+def bound_axes(axis_name: AxisName = AXIS_NAME) -> tuple[str, ...]:
+    """The subset of ``axis_name`` that is bound in the current trace and not
+    hidden by :func:`member_scope` (may be empty)."""
+    hidden = _HIDDEN.get()
+    return tuple(name for name in _trace_axes(axis_name) if name not in hidden)
 
 
 def varying_axes(x: Any) -> frozenset[str]:
@@ -68,7 +109,7 @@ def to_varying(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
 
     Needed where ``check_vma`` wants equal types, e.g. a ``lax.scan`` carry that
     starts device-independent (a step counter at 0) and becomes per-device."""
-    return _cast_varying(tree, bound_axes(axis_name))
+    return _cast_varying(tree, _trace_axes(axis_name))
 
 
 def vary_like(tree: Any, *refs: Any) -> Any:

@@ -1,0 +1,529 @@
+"""Population-based training (PBT) of any :class:`jaxtrainer.Module`, across devices.
+
+Jaderberg et al. 2017, "Population Based Training of Neural Networks"
+(arXiv:1711.09846): a population of agents trains in parallel; every
+``ready_every_n_steps`` updates each member is ranked by its recent return,
+*exploit* replaces the worst members by copies of the best (weights, optimizer
+state, hyperparameters: the whole member state, as a checkpoint would hold it)
+and *explore* perturbs the copies' hyperparameters. Defaults follow the paper's
+truncation selection and Ray Tune's ``PopulationBasedTraining``
+(``ray/tune/schedulers/pbt.py``): ``quantile_fraction = 0.25``,
+perturbation factors ``(0.8, 1.2)``, ``resample_probability = 0.25``.
+
+How it runs (a *population mode of the Trainer*, not the PopulationTrainer):
+:class:`PBT` is an ordinary :class:`~jaxtrainer.Module` whose state holds all
+members' states stacked on a leading member axis, **sharded over the devices**
+(each device holds ``P_pad / num_devices`` members and trains them with
+``vmap``). A member's state stays on its device between exploit steps; only at
+a ready step are fitness values and the member states gathered (bit for bit,
+:func:`jaxtrainer.distributed.gather_members`) so that losers on any device can
+copy winners on any other. The PopulationTrainer's ask/evaluate/tell contract
+would instead move every member's full training state through replicated
+``ask``/``tell`` each generation. One ``Trainer`` step = one ``training_step`` of
+every member; ``Trainer(max_steps=N)`` trains each member for ``N`` updates.
+
+Hyperparameters are traced values, never constants: a module is PBT-ready when
+its state has a ``hyperparams: dict[str, float32[]]`` field that its
+``training_step`` reads (:class:`~jaxtrainer.algorithms.PPO` and
+:class:`~jaxtrainer.algorithms.A2C` keep ``lr`` there and set it in the optimizer
+state through ``optax.inject_hyperparams``), so exploit and explore change
+numbers in the state and nothing recompiles.
+
+Each member's module code is traced inside
+:func:`jaxtrainer.distributed.member_scope`: its ``pmean``/``local_size``/
+``fold_in_device`` behave as on one device, so a data-parallel module trains as
+``P`` independent single-device agents. Member ``i``'s keys depend on
+(seed, step, i) only. A population that does not divide the device count is
+padded at the end (FIELD_REPORTS F6): padding members train but are never
+ranked, never copied from or into, and never reach a metric.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxtrainer.distributed import (
+    AXIS_NAME,
+    axis_index,
+    gather_members,
+    member_scope,
+    pmax,
+    vary_like,
+)
+from jaxtrainer.distributed.axis import AxisName
+from jaxtrainer.metrics import Mean
+from jaxtrainer.module import Module
+
+EXPLOITS = ("truncation", "binary_tournament")
+EXPLORES = ("perturb", "resample")
+
+
+@dataclasses.dataclass(frozen=True)
+class Hyperparam:
+    """Search space of one tuned hyperparameter.
+
+    Initial values are drawn from the prior (log-uniform when ``log``, else
+    uniform on ``[low, high]``); explore keeps every value in ``[low, high]``.
+
+    Raises:
+      ValueError: ``low >= high``, or ``log`` with ``low <= 0``.
+    """
+
+    low: float
+    high: float
+    log: bool = True
+
+    def __post_init__(self) -> None:
+        if not float(self.low) < float(self.high):
+            raise ValueError(f"Hyperparam(low={self.low}, high={self.high}): need low < high")
+        if self.log and self.low <= 0:
+            raise ValueError(f"Hyperparam(low={self.low}, log=True): a log-uniform prior "
+                             "needs low > 0; pass log=False")
+
+    @classmethod
+    def of(cls, spec: Any) -> Hyperparam:
+        """A :class:`Hyperparam`, a ``(low, high)`` pair (log-uniform when ``low > 0``)
+        or a mapping ``{"low", "high", "log"}`` (e.g. from YAML)."""
+        if isinstance(spec, Hyperparam):
+            return spec
+        if isinstance(spec, Mapping):
+            return cls(float(spec["low"]), float(spec["high"]), bool(spec.get("log", True)))
+        try:
+            low, high = (float(v) for v in spec)
+        except (TypeError, ValueError):
+            raise ValueError(f"hyperparameter space {spec!r}: expected (low, high), "
+                             "{'low':, 'high':, 'log':} or a Hyperparam") from None
+        return cls(low, high, low > 0)
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        """One draw from the prior: ``float32[]``."""
+        if self.log:
+            u = jax.random.uniform(key, (), jnp.float32, jnp.log(self.low), jnp.log(self.high))
+            return jnp.clip(jnp.exp(u), self.low, self.high)
+        return jax.random.uniform(key, (), jnp.float32, self.low, self.high)
+
+    def clip(self, value: jax.Array) -> jax.Array:
+        return jnp.clip(value, self.low, self.high)
+
+
+@struct.dataclass
+class PBTState:
+    """State of a PBT population; member leaves are ``[P_pad, ...]`` (sharded).
+
+    Attributes:
+      members: the wrapped module's states stacked on a leading member axis.
+      fitness: ``float32[P_pad]`` fitness measured at the last ready step
+        (``-inf`` before the first), inherited by a member that copies a winner.
+      window_total, window_count: ``float32[P_pad]`` the fitness metric summed
+        (total and sample count) since the last ready step.
+      parent: ``int32[P_pad]`` the member each one last copied (its own index
+        when it has not copied yet).
+      step: ``int32[]`` updates done (replicated).
+      exploits: ``int32[]`` member copies made so far (replicated).
+    """
+
+    members: Any
+    fitness: jax.Array
+    window_total: jax.Array
+    window_count: jax.Array
+    parent: jax.Array
+    step: jax.Array
+    exploits: jax.Array
+
+
+def _is_key(x: Any) -> bool:
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _gather_tree(tree: Any, axis_name: AxisName) -> Any:
+    """:func:`gather_members` that also moves typed PRNG keys (as key data)."""
+    def enc(x):
+        return jax.random.key_data(x) if _is_key(x) else x
+
+    gathered = gather_members(jax.tree.map(enc, tree), axis_name)
+    return jax.tree.map(
+        lambda ref, g: jax.random.wrap_key_data(g, impl=jax.random.key_impl(ref))
+        if _is_key(ref) else g, tree, gathered)
+
+
+def get_hyperparams(state: Any) -> Any:
+    """``state.hyperparams`` (a dataclass state) or ``state["hyperparams"]`` (a dict
+    state); ``None`` when there is neither."""
+    if isinstance(state, Mapping):
+        return state.get("hyperparams")
+    return getattr(state, "hyperparams", None)
+
+
+def set_hyperparams(state: Any, hyperparams: dict[str, jax.Array]) -> Any:
+    """``state`` with its hyperparameters replaced (dict or ``.replace`` dataclass)."""
+    if isinstance(state, Mapping):
+        return {**state, "hyperparams": hyperparams}
+    return state.replace(hyperparams=hyperparams)
+
+
+def _mean_parts(value: Any) -> tuple[jax.Array, jax.Array]:
+    """``(total, count)`` per member of a vmapped metric: ``float32[L]`` each."""
+    if isinstance(value, Mean):
+        return value.total.astype(jnp.float32), value.count.astype(jnp.float32)
+    value = jnp.asarray(value, jnp.float32)
+    return value, jnp.ones_like(value)
+
+
+class PBT(Module):
+    """Population-based training of ``module`` (see the module docstring).
+
+    Metrics of :meth:`training_step` (per update, averaged by the Trainer over
+    a log interval):
+      * every metric of the wrapped module, averaged over the ``P`` real members
+        (a :class:`~jaxtrainer.metrics.Mean` such as ``train/episode_return``
+        pools the members' samples);
+      * ``member/<i>/<name>`` for every ``name`` in ``member_metrics`` and every
+        tuned hyperparameter, and ``member/<i>/fitness``, for ``i < P``;
+      * ``fitness/max``, ``fitness/mean``: over real members, of the current
+        fitness (this window's mean of ``fitness_metric``, else the last
+        measured one); ``pbt/exploits``: member copies made so far (after
+        this step's exploit).
+
+    :meth:`evaluation_step` evaluates every member with the wrapped module's
+    ``evaluation_step`` and reports, for each of its metrics ``eval/x``:
+    ``eval/x`` of the member with the best current fitness (chosen without
+    looking at the evaluation), ``eval/x_max`` over members, ``eval/x_mean``
+    and ``member/<i>/eval/x``.
+
+    Args:
+      module: any :class:`~jaxtrainer.Module` whose state has a
+        ``hyperparams: dict[str, float32[]]`` field (or, for a dict state, key)
+        read by ``training_step``.
+        Its sizes are per member (each member is one single-device agent).
+      hyperparams: ``{name: space}`` the hyperparameters to tune, names from the
+        state's ``hyperparams``; a space is a :class:`Hyperparam`, ``(low,
+        high)`` or ``{"low", "high", "log"}``. Initial values are drawn from it.
+      population_size: ``P`` members, global (>= 2).
+      ready_every_n_steps: updates between exploit/explore rounds (>= 1).
+      exploit: ``"truncation"`` (the bottom ``truncation_fraction`` of members
+        each copy a uniformly drawn member of the top fraction) or
+        ``"binary_tournament"`` (each member copies a uniformly drawn other
+        member whose fitness is higher). Jaderberg et al. Sec. 4.1.
+      explore: ``"perturb"`` (multiply by a factor drawn from
+        ``perturb_factors``, clip to the space; with probability
+        ``resample_probability`` redraw from the prior instead) or
+        ``"resample"`` (always redraw).
+      fitness_metric: the wrapped module's training metric ranked on (higher
+        is better), averaged over the updates since the last ready step.
+      member_metrics: wrapped-module metrics also logged per member.
+      axis_name: the mesh axis (or axes) the members are sharded over.
+
+    Raises:
+      ValueError: at construction, a bad population size, interval, fraction,
+        factor, probability, space, or an unknown ``exploit``/``explore`` (the
+        message lists the choices); in :meth:`validate` (before compiling) a
+        hyperparameter or ``fitness_metric`` the module does not have (listing
+        the ones it has), or the wrapped module's own size checks.
+    """
+
+    step_key_per_device = False
+
+    def __init__(
+        self,
+        module: Module,
+        hyperparams: Mapping[str, Any],
+        population_size: int = 8,
+        ready_every_n_steps: int = 10,
+        exploit: str = "truncation",
+        explore: str = "perturb",
+        truncation_fraction: float = 0.25,
+        perturb_factors: Sequence[float] = (0.8, 1.2),
+        resample_probability: float = 0.25,
+        fitness_metric: str = "train/episode_return",
+        member_metrics: Sequence[str] = ("train/episode_return",),
+        axis_name: AxisName = AXIS_NAME,
+    ) -> None:
+        if not isinstance(module, Module):
+            raise TypeError(f"PBT wraps a jaxtrainer.Module, got {type(module).__name__}")
+        if isinstance(population_size, bool) or not isinstance(population_size, int) \
+                or population_size < 2:
+            raise ValueError(f"PBT: population_size={population_size!r}: expected an int >= 2")
+        if isinstance(ready_every_n_steps, bool) or not isinstance(ready_every_n_steps, int) \
+                or ready_every_n_steps < 1:
+            raise ValueError(f"PBT: ready_every_n_steps={ready_every_n_steps!r}: "
+                             "expected an int >= 1")
+        if exploit not in EXPLOITS:
+            raise ValueError(f"PBT: exploit={exploit!r}: choose one of {EXPLOITS}")
+        if explore not in EXPLORES:
+            raise ValueError(f"PBT: explore={explore!r}: choose one of {EXPLORES}")
+        if not 0.0 < truncation_fraction <= 0.5:
+            raise ValueError(f"PBT: truncation_fraction={truncation_fraction!r}: "
+                             "expected 0 < fraction <= 0.5")
+        factors = tuple(float(f) for f in perturb_factors)
+        if not factors or any(f <= 0 for f in factors):
+            raise ValueError(f"PBT: perturb_factors={perturb_factors!r}: expected positive "
+                             "numbers")
+        if not 0.0 <= resample_probability <= 1.0:
+            raise ValueError(f"PBT: resample_probability={resample_probability!r}: "
+                             "expected a probability in [0, 1]")
+        if not hyperparams:
+            raise ValueError("PBT: hyperparams is empty: name at least one hyperparameter "
+                             "to tune, e.g. {'lr': (1e-4, 1e-2)}")
+        self.module = module
+        self.spaces = {str(name): Hyperparam.of(space) for name, space in hyperparams.items()}
+        self.population_size = population_size
+        self.ready_every_n_steps = ready_every_n_steps
+        self.exploit = exploit
+        self.explore = explore
+        self.truncation_fraction = float(truncation_fraction)
+        self.perturb_factors = factors
+        self.resample_probability = float(resample_probability)
+        self.fitness_metric = fitness_metric
+        self.member_metrics = tuple(member_metrics)
+        self.axis_name = axis_name
+        self.num_devices = 1
+        self.env_steps_per_step = population_size * int(module.env_steps_per_step)
+
+    # ---- sizes ---------------------------------------------------------------
+    @property
+    def padded_size(self) -> int:
+        """``P`` rounded up to a multiple of the device count."""
+        return -(-self.population_size // self.num_devices) * self.num_devices
+
+    @property
+    def local_population(self) -> int:
+        """Members per device."""
+        return self.padded_size // self.num_devices
+
+    def _member_ids(self) -> jax.Array:
+        """Global indices of this device's members: ``int32[L]`` (varying)."""
+        local = self.local_population
+        return axis_index(self.axis_name) * local + jnp.arange(local, dtype=jnp.int32)
+
+    # ---- checks ----------------------------------------------------------------
+    def validate(self, num_devices: int) -> None:
+        """Check the wrapped module and the tuned names, shape-only, before compiling.
+
+        Raises:
+          ValueError: see the class docstring.
+        """
+        self.num_devices = int(num_devices)
+        self.module.validate(1)
+        key = jax.random.key(0)
+        state = jax.eval_shape(self.module.init_state, key)
+        available = get_hyperparams(state)
+        if not isinstance(available, Mapping):
+            raise ValueError(
+                f"PBT: {type(self.module).__name__}'s state has no `hyperparams` dict, so "
+                "nothing can be tuned without recompiling; keep tunable values in "
+                "state.hyperparams and read them in training_step")
+        unknown = sorted(set(self.spaces) - set(available))
+        if unknown:
+            raise ValueError(f"PBT: hyperparams {unknown} are not in "
+                             f"{type(self.module).__name__}'s state.hyperparams; choose from "
+                             f"{sorted(available)}")
+        metrics = jax.eval_shape(self.module.training_step, state, key)[1]
+        for name in (self.fitness_metric, *self.member_metrics):
+            if name not in metrics:
+                raise ValueError(f"PBT: metric {name!r} is not a training metric of "
+                                 f"{type(self.module).__name__}; choose from {sorted(metrics)}")
+
+    def hparams(self) -> dict[str, Any]:
+        return {
+            "pbt": {
+                "population_size": self.population_size,
+                "ready_every_n_steps": self.ready_every_n_steps,
+                "exploit": self.exploit, "explore": self.explore,
+                "truncation_fraction": self.truncation_fraction,
+                "perturb_factors": list(self.perturb_factors),
+                "resample_probability": self.resample_probability,
+                "fitness_metric": self.fitness_metric,
+                "hyperparams": {n: dataclasses.asdict(s) for n, s in self.spaces.items()},
+            },
+            "module": type(self.module).__name__,
+            **self.module.hparams(),
+        }
+
+    # ---- Module ----------------------------------------------------------------
+    def init_state(self, key: jax.Array) -> PBTState:
+        """Member ``i``: ``module.init_state(fold_in(fold_in(key, 0), i))`` with each
+        tuned hyperparameter drawn from its prior with ``fold_in(fold_in(key, 1), i)``."""
+        ids = self._member_ids()
+        init_keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(key, 0), i))(ids)
+        hp_keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(key, 1), i))(ids)
+        with member_scope(self.axis_name):
+            # One member after another (lax.map, once per run): a vmapped init
+            # batches the QR factorisations of orthogonal initialisers, and
+            # XLA:CPU's batched LAPACK kernels wait on the intra-op thread pool
+            # that the other (fake) devices' kernels hold: a deadlock.
+            members = jax.lax.map(self.module.init_state, init_keys)
+        hp = dict(get_hyperparams(members))
+        for j, (name, space) in enumerate(self.spaces.items()):
+            hp[name] = jax.vmap(lambda k, j=j, s=space: s.sample(jax.random.fold_in(k, j)))(
+                hp_keys).astype(hp[name].dtype)
+        members = set_hyperparams(members, hp)
+        members = vary_like(members, ids)  # every member leaf is sharded, even constants
+        local = self.local_population
+        per_member = vary_like((jnp.full((local,), -jnp.inf, jnp.float32),
+                                jnp.zeros((local,), jnp.float32),
+                                jnp.zeros((local,), jnp.float32)), ids)
+        return PBTState(members, *per_member, ids, jnp.zeros((), jnp.int32),
+                        jnp.zeros((), jnp.int32))
+
+    def _current_fitness(self, state: PBTState) -> jax.Array:
+        """This window's mean of the fitness metric, else the last measured fitness."""
+        count = state.window_count
+        return jnp.where(count > 0, state.window_total / jnp.maximum(count, 1.0), state.fitness)
+
+    def _real(self, ids: jax.Array) -> jax.Array:
+        return ids < self.population_size
+
+    def training_step(self, state: PBTState, key: jax.Array) -> tuple[PBTState, dict]:
+        """One update of every member (vmapped over this device's members), then,
+        every ``ready_every_n_steps`` updates, exploit and explore."""
+        ids = self._member_ids()
+        train_key, pbt_key = jax.random.fold_in(key, 0), jax.random.fold_in(key, 1)
+        keys = jax.vmap(lambda i: jax.random.fold_in(train_key, i))(ids)
+        with member_scope(self.axis_name):
+            members, inner = jax.vmap(self.module.training_step)(state.members, keys)
+        total, count = _mean_parts(inner[self.fitness_metric])
+        step = state.step + 1
+        state = state.replace(members=members, window_total=state.window_total + total,
+                              window_count=state.window_count + count, step=step)
+        metrics = self._metrics(state, ids, inner)
+        ready = step % self.ready_every_n_steps == 0
+        state = jax.lax.cond(ready, lambda s: self._exploit_and_explore(s, pbt_key),
+                             lambda s: s, state)
+        metrics["pbt/exploits"] = state.exploits.astype(jnp.float32)
+        return state, metrics
+
+    # ---- exploit / explore ---------------------------------------------------
+    def select(self, fitness: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Which member each member becomes.
+
+        Args:
+          fitness: ``float32[P]`` of the real members (NaN ranks lowest).
+          key: the same on every device.
+
+        Returns:
+          ``(source: int32[P], copied: bool[P])``: member ``i`` continues as
+          (a copy of) member ``source[i]``; ``copied[i]`` when ``source[i] != i``.
+        """
+        size = self.population_size
+        fitness = jnp.where(jnp.isnan(fitness), -jnp.inf, fitness)
+        own = jnp.arange(size, dtype=jnp.int32)
+        if self.exploit == "truncation":
+            cut = max(1, int(self.truncation_fraction * size))
+            order = jnp.argsort(fitness, stable=True)
+            losers, winners = order[:cut], order[size - cut:]
+            picks = winners[jax.random.randint(key, (cut,), 0, cut)]
+            source = own.at[losers].set(picks.astype(jnp.int32))
+        else:  # binary tournament: compare with one uniformly drawn other member
+            offset = jax.random.randint(key, (size,), 1, size)
+            other = (own + offset) % size
+            source = jnp.where(fitness[other] > fitness, other, own).astype(jnp.int32)
+        return source, source != own
+
+    def explore_hyperparams(self, hyperparams: dict[str, jax.Array],
+                            key: jax.Array) -> dict[str, jax.Array]:
+        """New values for ONE copied member: ``{name: float32[]}`` -> same, each
+        tuned value perturbed or resampled (class docstring) and within its space."""
+        out = dict(hyperparams)
+        for j, (name, space) in enumerate(self.spaces.items()):
+            k_choice, k_resample, k_prior = jax.random.split(jax.random.fold_in(key, j), 3)
+            prior = space.sample(k_prior)
+            if self.explore == "resample":
+                new = prior
+            else:
+                factors = jnp.asarray(self.perturb_factors, jnp.float32)
+                factor = factors[jax.random.randint(k_choice, (), 0, len(self.perturb_factors))]
+                perturbed = space.clip(hyperparams[name] * factor)
+                redraw = jax.random.uniform(k_resample) < self.resample_probability
+                new = jnp.where(redraw, prior, perturbed)
+            out[name] = new.astype(hyperparams[name].dtype)
+        return out
+
+    def _exploit_and_explore(self, state: PBTState, key: jax.Array) -> PBTState:
+        size, padded = self.population_size, self.padded_size
+        ids = self._member_ids()
+        fitness = _gather_tree(self._current_fitness(state), self.axis_name)  # [P_pad]
+        source, copied = self.select(fitness[:size], jax.random.fold_in(key, 0))
+        source = jnp.concatenate([source, jnp.arange(size, padded, dtype=jnp.int32)])
+        copied = jnp.concatenate([copied, jnp.zeros((padded - size,), bool)])
+        everyone = _gather_tree(state.members, self.axis_name)  # [P_pad, ...] on every device
+        src = source[ids]
+        mine = copied[ids]
+        members = jax.tree.map(
+            lambda all_, local: jnp.where(mine.reshape((-1,) + (1,) * (local.ndim - 1)),
+                                          jnp.take(all_, src, axis=0), local),
+            everyone, state.members)
+        explore_key = jax.random.fold_in(key, 1)
+        current = get_hyperparams(members)
+        explored = jax.vmap(lambda hp, i: self.explore_hyperparams(
+            hp, jax.random.fold_in(explore_key, i)))(current, ids)
+        hp = {name: jnp.where(mine, explored[name], value) for name, value in current.items()}
+        members = set_hyperparams(members, hp)
+        zeros = jnp.zeros_like(state.window_total)
+        return state.replace(
+            members=members, fitness=fitness[src], window_total=zeros, window_count=zeros,
+            parent=jnp.where(mine, src, state.parent),
+            exploits=state.exploits + jnp.sum(copied).astype(jnp.int32))
+
+    # ---- metrics ---------------------------------------------------------------
+    def _owned(self, member: int) -> jax.Array:
+        """Whether this device holds member ``member`` (static index): ``bool[]``."""
+        return axis_index(self.axis_name) == member // self.local_population
+
+    def _per_member(self, prefix: str, values: dict[str, Any]) -> dict[str, Mean]:
+        """``{prefix<i>/<name>: Mean}`` for the real members; each device reports
+        the members it holds, with count 0 elsewhere (the Trainer sums devices)."""
+        out = {}
+        for i in range(self.population_size):
+            owned = self._owned(i).astype(jnp.float32)
+            slot = i % self.local_population
+            for name, value in values.items():
+                total, count = _mean_parts(value)
+                out[f"{prefix}{i}/{name}"] = Mean(owned * total[slot], owned * count[slot])
+        return out
+
+    def _metrics(self, state: PBTState, ids: jax.Array, inner: dict[str, Any]) -> dict:
+        real = self._real(ids).astype(jnp.float32)
+        metrics: dict[str, Any] = {}
+        for name, value in inner.items():
+            total, count = _mean_parts(value)
+            metrics[name] = Mean(jnp.sum(total * real), jnp.sum(count * real))
+        fitness = self._current_fitness(state)
+        finite = real * jnp.isfinite(fitness)
+        safe = jnp.where(finite > 0, fitness, 0.0)
+        any_finite = pmax(jnp.max(finite))
+        metrics["fitness/mean"] = Mean(jnp.sum(safe * finite), jnp.sum(finite))
+        best = pmax(jnp.max(jnp.where(finite > 0, fitness, -jnp.inf)))
+        metrics["fitness/max"] = Mean(jnp.where(any_finite > 0, best, 0.0), any_finite)
+        per_member = {name: inner[name] for name in self.member_metrics}
+        per_member.update({name: get_hyperparams(state.members)[name] for name in self.spaces})
+        per_member["fitness"] = Mean(safe, jnp.isfinite(fitness).astype(jnp.float32))
+        metrics.update(self._per_member("member/", per_member))
+        return metrics
+
+    # ---- evaluation ------------------------------------------------------------
+    def evaluation_step(self, state: PBTState, key: jax.Array) -> dict[str, Mean]:
+        """Every member's ``module.evaluation_step`` (member ``i`` with
+        ``fold_in(key, i)``); metrics as in the class docstring."""
+        ids = self._member_ids()
+        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(ids)
+        with member_scope(self.axis_name):
+            inner = jax.vmap(self.module.evaluation_step)(state.members, keys)
+        fitness = _gather_tree(self._current_fitness(state), self.axis_name)[:self.population_size]
+        best = jnp.argmax(jnp.where(jnp.isnan(fitness), -jnp.inf, fitness))
+        real = self._real(ids).astype(jnp.float32)
+        is_best = (ids == best).astype(jnp.float32)
+        metrics: dict[str, Any] = {}
+        for name, value in inner.items():
+            total, count = _mean_parts(value)
+            metrics[name] = Mean(jnp.sum(is_best * total), jnp.sum(is_best * count))
+            metrics[f"{name}_mean"] = Mean(jnp.sum(real * total), jnp.sum(real * count))
+            per = jnp.where((real > 0) & (count > 0), total / jnp.maximum(count, 1.0), -jnp.inf)
+            metrics[f"{name}_max"] = pmax(jnp.max(per))
+        metrics.update(self._per_member("member/", inner))
+        return metrics
