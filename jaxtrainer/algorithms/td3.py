@@ -56,6 +56,52 @@ class DeterministicActor(nn.Module):
             flatten_obs(obs, self.obs_ndim)))
 
 
+class TD3Losses:
+    """TD3's deterministic policy and losses, shared by :class:`TD3` and
+    :class:`~jaxtrainer.algorithms.cem_rl.CEMRL`.
+
+    A mixin: the class using it sets ``self.env`` (continuous actions),
+    ``self.actor`` (a :class:`DeterministicActor`), ``self.critic`` (a
+    :class:`~jaxtrainer.algorithms.offpolicy.TwinCritic`) and ``self.config``
+    with ``gamma``, ``policy_noise`` and ``noise_clip``.
+    """
+
+    def act(self, actor_params: Any, obs: jax.Array) -> jax.Array:
+        """The deterministic action ``scale * actor(obs) + bias``."""
+        scale, bias = action_scale_bias(self.env)
+        return scale * self.actor.apply(actor_params, obs) + bias
+
+    def target_action(self, target_actor_params: Any, next_obs: jax.Array,
+                      key: jax.Array) -> jax.Array:
+        """Target policy smoothing: ``clip(pi'(s') + clip(eps, +-noise_clip * scale),
+        low, high)`` with ``eps ~ N(0, policy_noise * scale)``."""
+        cfg = self.config
+        scale, _ = action_scale_bias(self.env)
+        action = self.act(target_actor_params, next_obs)
+        noise = jnp.clip(jax.random.normal(key, action.shape) * cfg.policy_noise,
+                         -cfg.noise_clip, cfg.noise_clip) * scale
+        return jnp.clip(action + noise, jnp.asarray(self.env.action_low),
+                        jnp.asarray(self.env.action_high))
+
+    def critic_loss(self, critic_params: Any, target_actor_params: Any,
+                    target_critic_params: Any, batch: Transition,
+                    key: jax.Array) -> tuple[jax.Array, dict]:
+        """``sum_i mean((Q_i(s, a) - y)^2)``, ``y = r + gamma (1 - terminated)
+        min_i Q'_i(s', a'_smoothed)``."""
+        next_action = self.target_action(target_actor_params, batch.next_obs, key)
+        q_next = jnp.min(self.critic.apply(target_critic_params, batch.next_obs, next_action), 0)
+        not_done = 1.0 - batch.terminated.astype(jnp.float32)
+        target = jax.lax.stop_gradient(batch.reward + self.config.gamma * not_done * q_next)
+        q = self.critic.apply(critic_params, batch.obs, batch.action)
+        return jnp.sum(jnp.mean(jnp.square(q - target[None]), axis=1)), {}
+
+    def actor_loss(self, actor_params: Any, critic_params: Any,
+                   batch: Transition) -> tuple[jax.Array, dict]:
+        """``-mean Q_1(s, pi(s))``."""
+        q = self.critic.apply(critic_params, batch.obs, self.act(actor_params, batch.obs))
+        return -jnp.mean(q[0]), {}
+
+
 @dataclasses.dataclass(frozen=True)
 class TD3Config:
     """TD3 hyperparameters. Sizes and step counts are global (over all devices).
@@ -120,7 +166,7 @@ class TD3State:
     buffer: Any
 
 
-class TD3(OffPolicyModule):
+class TD3(TD3Losses, OffPolicyModule):
     """TD3 on a continuous-action :mod:`jaxtrainer.envs` environment.
 
     Metrics of :meth:`training_step`: ``train/episode_return``,
@@ -158,11 +204,6 @@ class TD3(OffPolicyModule):
         return hp
 
     # ---- policies -----------------------------------------------------------
-    def act(self, actor_params: Any, obs: jax.Array) -> jax.Array:
-        """The deterministic action ``scale * actor(obs) + bias``."""
-        scale, bias = action_scale_bias(self.env)
-        return scale * self.actor.apply(actor_params, obs) + bias
-
     def explore(self, state: TD3State, obs: jax.Array, key: jax.Array) -> jax.Array:
         """Uniform random actions before ``learning_starts`` env steps, then the
         actor's action plus ``N(0, exploration_noise * scale)``, clipped to the box."""
@@ -199,36 +240,6 @@ class TD3(OffPolicyModule):
                         self.actor_optimizer.init(actor_params),
                         self.critic_optimizer.init(critic_params), zero, zero, env_state,
                         env_obs, buffer)
-
-    def target_action(self, target_actor_params: Any, next_obs: jax.Array,
-                      key: jax.Array) -> jax.Array:
-        """Target policy smoothing: ``clip(pi'(s') + clip(eps, +-noise_clip * scale),
-        low, high)`` with ``eps ~ N(0, policy_noise * scale)``."""
-        cfg = self.config
-        scale, _ = action_scale_bias(self.env)
-        action = self.act(target_actor_params, next_obs)
-        noise = jnp.clip(jax.random.normal(key, action.shape) * cfg.policy_noise,
-                         -cfg.noise_clip, cfg.noise_clip) * scale
-        return jnp.clip(action + noise, jnp.asarray(self.env.action_low),
-                        jnp.asarray(self.env.action_high))
-
-    def critic_loss(self, critic_params: Any, target_actor_params: Any,
-                    target_critic_params: Any, batch: Transition,
-                    key: jax.Array) -> tuple[jax.Array, dict]:
-        """``sum_i mean((Q_i(s, a) - y)^2)``, ``y = r + gamma (1 - terminated)
-        min_i Q'_i(s', a'_smoothed)``."""
-        next_action = self.target_action(target_actor_params, batch.next_obs, key)
-        q_next = jnp.min(self.critic.apply(target_critic_params, batch.next_obs, next_action), 0)
-        not_done = 1.0 - batch.terminated.astype(jnp.float32)
-        target = jax.lax.stop_gradient(batch.reward + self.config.gamma * not_done * q_next)
-        q = self.critic.apply(critic_params, batch.obs, batch.action)
-        return jnp.sum(jnp.mean(jnp.square(q - target[None]), axis=1)), {}
-
-    def actor_loss(self, actor_params: Any, critic_params: Any,
-                   batch: Transition) -> tuple[jax.Array, dict]:
-        """``-mean Q_1(s, pi(s))``."""
-        q = self.critic.apply(critic_params, batch.obs, self.act(actor_params, batch.obs))
-        return -jnp.mean(q[0]), {}
 
     def update(self, carry: tuple, key: jax.Array, buffer: Any) -> tuple[tuple, dict]:
         """One critic update; every ``policy_delay``-th also updates the actor and
