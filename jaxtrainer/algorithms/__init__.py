@@ -1,6 +1,7 @@
 """Algorithms as :class:`jaxtrainer.Module` subclasses."""
 
 from jaxtrainer.algorithms.a2c import A2C, A2CConfig
+from jaxtrainer.algorithms.cem_rl import CEMRL, CEMRLConfig, CEMRLState
 from jaxtrainer.algorithms.dqn import DQN, DQNConfig, DQNState
 from jaxtrainer.algorithms.es import (
     FITNESS_SHAPING,
@@ -22,6 +23,9 @@ from jaxtrainer.algorithms.td3 import TD3, TD3Config, TD3State
 __all__ = [
     "A2C",
     "A2CConfig",
+    "CEMRL",
+    "CEMRLConfig",
+    "CEMRLState",
     "DQN",
     "DQNConfig",
     "DQNState",

@@ -1,0 +1,578 @@
+"""CEM-RL as a :class:`jaxtrainer.Module`: one ``training_step`` is one generation.
+
+CEM-RL (Pourchot and Sigaud 2019, "CEM-RL: Combining evolutionary and
+gradient-based methods for policy search", arXiv:1810.01222; reference code
+``apourchot/CEM-RL``, ``es_grad.py`` and ``ES.py`` ``sepCEM``) searches the
+flattened parameters ``theta: float32[D]`` of a deterministic actor with the
+cross-entropy method (CEM) over a diagonal Gaussian ``N(mu, diag(var))``, and
+moves half of every population with TD3 gradient steps from one shared critic.
+One generation (the paper's Algorithm 1):
+
+1. **sample** ``P`` actors ``theta_i = mu + sqrt(var) * eps_i`` (antithetic by
+   default: ``eps_{i + P/2} = -eps_i``, as the reference does for even ``P``).
+   ``eps_i`` is drawn from ``fold_in(generation_key, i)``: member ``i``'s sample
+   depends on (seed, generation, ``i``) only, whatever the device count;
+2. **improve** the first ``num_rl_members`` (``P / 2``) actors with the critic
+   (once ``learning_starts`` env steps are in the replay buffer): ``critic_steps``
+   TD3 critic updates, in one block per RL member whose target actions come from
+   that member's sampled actor (the reference trains the critic with
+   ``actor_t`` = the member about to be improved), then ``actor_steps`` TD3 actor
+   steps ``max E[Q_1(s, pi_theta(s))]`` for every RL member, each with a fresh
+   Adam state. The improved actors replace the samples in the population;
+3. **evaluate** every actor on ``episodes_per_member`` fresh episodes
+   (``rollout_steps`` env steps each, ``env.max_episode_steps`` by default),
+   storing every transition in the replay buffer; fitness = mean return of the
+   first episode of each env (a partial return when ``rollout_steps`` cuts it);
+4. **CEM update** (``sepCEM.tell``) from the fitness of all ``P`` actors: the
+   ``K_e = num_elites`` best (``P / 2``) with weights
+   ``lambda_i = log((K_e + 1) / i) / sum_j log((K_e + 1) / j)`` (rank ``i = 1``
+   best) give::
+
+       eps_t  = damp_tau * eps_{t-1} + (1 - damp_tau) * damp_limit
+       mu'    = sum_i lambda_i theta_(i)
+       var'   = (1 / K_e) sum_i lambda_i (theta_(i) - mu)^2 + eps_t
+
+   (the paper writes ``Sigma' = sum_i lambda_i (z_i - mu)(z_i - mu)^T + eps I``;
+   the reference code, which produced its figures, has the extra ``1 / K_e``,
+   kept here). Constants as the reference: ``var_0 = 1e-3`` (its
+   ``sigma_init`` is a variance), ``eps_0 = 1e-3``, ``damp_limit = 1e-5``,
+   ``damp_tau = 0.95``.
+
+Devices: the population is sharded for step 3 (each device rolls out ``P /
+num_devices`` consecutive members, vmapped, into its own share of the replay
+buffer), fitness is gathered bit for bit
+(:func:`~jaxtrainer.distributed.gather_members`), and steps 1, 2 and 4 run
+replicated: the critic and the RL actors are trained data-parallel (each device
+samples ``batch_size / num_devices`` of every global batch from its own share,
+gradients averaged with :func:`~jaxtrainer.distributed.gradient_update`), so the
+search distribution, the critic and its optimizer state stay bitwise equal on
+every device. ``P`` must be a multiple of the device count (no padding: a
+padded member's transitions would enter the replay buffer).
+
+Differences from the reference, on purpose: the RL members are improved in
+parallel (vmapped) after all critic blocks instead of one after another between
+them, so every RL member climbs the same, most-trained critic; rollouts have a
+fixed length so ``env_steps_per_step`` is exact (``P * episodes_per_member *
+rollout_steps``), and critic/actor step counts are fixed numbers per generation
+(the reference uses the previous generation's env-step count, which is the
+default here); learning starts at the first generation that begins with
+``learning_starts`` env steps in the buffer. Time-limit truncation bootstraps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax.flatten_util import ravel_pytree
+
+from jaxtrainer import envs
+from jaxtrainer.algorithms.offpolicy import TwinCritic, soft_update
+from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
+from jaxtrainer.algorithms.td3 import DeterministicActor, TD3Losses
+from jaxtrainer.distributed import (
+    axis_index,
+    fold_in_device,
+    gather_members,
+    gradient_update,
+    local_members,
+    local_size,
+    vary_like,
+)
+from jaxtrainer.metrics import Mean
+from jaxtrainer.module import Module
+
+
+# ---- the CEM ------------------------------------------------------------------
+def elite_weights(num_elites: int) -> np.ndarray:
+    """``float32[num_elites]``: ``log((K_e + 1) / i)`` for ranks ``i = 1..K_e``,
+    normalised to sum 1 (``sepCEM``'s weights; the best member weighs most).
+
+    Raises:
+      ValueError: ``num_elites < 1``.
+    """
+    if num_elites < 1:
+        raise ValueError(f"num_elites={num_elites}: expected >= 1")
+    w = np.log((num_elites + 1) / np.arange(1, num_elites + 1, dtype=np.float64))
+    return (w / w.sum()).astype(np.float32)
+
+
+def sample_population(mean: jax.Array, var: jax.Array, key: jax.Array, population_size: int,
+                      antithetic: bool = True) -> jax.Array:
+    """``P`` samples of ``N(mean, diag(var))``: ``float32[P, D]``.
+
+    Member ``i`` is ``mean + sqrt(var) * eps_i`` with ``eps_i ~ N(0, I)`` drawn from
+    ``fold_in(key, i)``; with ``antithetic``, ``eps_{i + P/2} = -eps_i`` (``P``
+    even). So member ``i`` depends only on ``key`` and ``i``.
+
+    Args:
+      mean, var: ``float32[D]`` (``var`` is a variance, >= 0).
+      key: typed PRNG key.
+      population_size: ``P`` (static).
+      antithetic: mirrored pairs (ES.py ``sepCEM.ask``).
+    """
+    num = population_size // 2 if antithetic else population_size
+    eps = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(key, i), mean.shape,
+                                               mean.dtype))(jnp.arange(num))
+    if antithetic:
+        eps = jnp.concatenate([eps, -eps])
+    return mean + jnp.sqrt(var) * eps
+
+
+def sep_cem_update(mean: jax.Array, members: jax.Array, fitness: jax.Array, damp: jax.Array,
+                   weights: jax.Array, damp_limit: float,
+                   damp_tau: float) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """One separable-CEM step (ES.py ``sepCEM.tell``), maximising ``fitness``.
+
+    Args:
+      mean: ``float32[D]``, the distribution's mean before the update (``mu``).
+      members: ``float32[P, D]``, the evaluated members (RL-improved ones included).
+      fitness: ``float32[P]``, larger is better; ties keep the lower index first and
+        NaN ranks last.
+      damp: ``float32[]``, the previous noise ``eps_{t-1}``.
+      weights: ``float32[K_e]`` from :func:`elite_weights`.
+      damp_limit, damp_tau: ``eps_t = damp_tau * eps_{t-1} + (1 - damp_tau) * damp_limit``.
+
+    Returns:
+      ``(mean', var', eps_t)``: ``mean' = sum_i w_i x_(i)``, ``var' = (1/K_e) sum_i
+      w_i (x_(i) - mean)^2 + eps_t`` over the ``K_e`` best members ``x_(i)``.
+    """
+    num_elites = weights.shape[0]
+    order = jnp.argsort(jnp.where(jnp.isnan(fitness), -jnp.inf, fitness), stable=True,
+                        descending=True)
+    elites = members[order[:num_elites]]
+    damp = damp_tau * damp + (1.0 - damp_tau) * damp_limit
+    z = elites - mean
+    new_mean = weights @ elites
+    new_var = (weights @ (z * z)) / num_elites + damp
+    return new_mean, new_var, damp
+
+
+# ---- the module ---------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class CEMRLConfig:
+    """CEM-RL hyperparameters (defaults: the reference ``es_grad.py``). Sizes are
+    global (over all devices).
+
+    Attributes:
+      env: environment name for :func:`jaxtrainer.envs.make` (continuous actions).
+      population_size: ``P`` actors per generation (>= 2; even when ``antithetic``;
+        a multiple of the device count).
+      num_rl_members: actors improved by the critic each generation (the first
+        ones); ``None``: ``P // 2`` (reference ``n_grad = 5`` for ``P = 10``).
+      num_elites: ``K_e``, members the CEM update keeps; ``None``: ``P // 2``.
+      antithetic: mirrored sampling ``eps_{i+P/2} = -eps_i``.
+      episodes_per_member: fresh episodes (parallel envs) per actor per generation.
+      rollout_steps: env steps of each of those envs; ``None``: the env's time
+        limit (one whole episode; envs that terminate early auto-reset and keep
+        collecting transitions until then).
+      init_variance: initial variance of every coordinate (reference ``sigma_init``).
+      damp_init, damp_limit, damp_tau: the added noise ``eps`` (reference
+        ``damp``, ``damp_limit`` and ``tau = 0.95``), a variance.
+      critic_steps: critic updates per generation (split into ``num_rl_members``
+        equal blocks); ``None``: the env steps of one generation (reference).
+      actor_steps: gradient steps of every RL actor per generation; ``None``: the
+        env steps of one generation (reference).
+      buffer_size, batch_size: replay capacity and global batch (transitions).
+      learning_starts: env steps collected before the first critic/actor update
+        (reference ``start_steps``).
+      actor_lr, critic_lr: Adam learning rates.
+      gamma: discount factor.
+      tau: Polyak rate of the target critic (every critic update).
+      policy_noise, noise_clip: TD3 target smoothing, in units of the action scale.
+      actor_hidden_sizes, actor_activation: the actor MLP (reference: 400-300 tanh).
+      critic_hidden_sizes, critic_activation: each of the twin critics (reference:
+        400-300 leaky ReLU; ``relu`` here).
+      eval_episodes: fresh greedy episodes of the mean actor per evaluation.
+    """
+
+    env: str = "Pendulum-v1"
+    population_size: int = 10
+    num_rl_members: int | None = None
+    num_elites: int | None = None
+    antithetic: bool = True
+    episodes_per_member: int = 1
+    rollout_steps: int | None = None
+    init_variance: float = 1e-3
+    damp_init: float = 1e-3
+    damp_limit: float = 1e-5
+    damp_tau: float = 0.95
+    critic_steps: int | None = None
+    actor_steps: int | None = None
+    buffer_size: int = 1_000_000
+    batch_size: int = 100
+    learning_starts: int = 10_000
+    actor_lr: float = 1e-3
+    critic_lr: float = 1e-3
+    gamma: float = 0.99
+    tau: float = 0.005
+    policy_noise: float = 0.2
+    noise_clip: float = 0.5
+    actor_hidden_sizes: tuple[int, ...] = (400, 300)
+    actor_activation: str = "tanh"
+    critic_hidden_sizes: tuple[int, ...] = (400, 300)
+    critic_activation: str = "relu"
+    eval_episodes: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("actor_hidden_sizes", "critic_hidden_sizes"):
+            object.__setattr__(self, name, tuple(int(h) for h in getattr(self, name)))
+        p = self.population_size
+        if not isinstance(p, int) or p < 2:
+            raise ValueError(f"CEMRL: population_size={p!r}: expected an int >= 2 "
+                             "(at least one elite and one RL member)")
+        if self.antithetic and p % 2:
+            raise ValueError(f"CEMRL: population_size={p} is odd; antithetic sampling pairs "
+                             "members (use an even size or antithetic=False)")
+        for name, low in (("num_rl_members", 0), ("num_elites", 1)):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or not low <= value <= p):
+                raise ValueError(f"CEMRL: {name}={value!r}: expected an int in [{low}, "
+                                 f"population_size={p}]")
+        for name in ("episodes_per_member", "batch_size", "buffer_size", "eval_episodes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"CEMRL: {name}={value!r}: expected a positive int")
+        for name in ("rollout_steps", "critic_steps", "actor_steps"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0
+                                      or (name == "rollout_steps" and value < 1)):
+                raise ValueError(f"CEMRL: {name}={value!r}: expected a non-negative int or None")
+        if not isinstance(self.learning_starts, int) or self.learning_starts < 0:
+            raise ValueError(f"CEMRL: learning_starts={self.learning_starts!r}: expected an int >= 0")
+        if not 0.0 < self.tau <= 1.0:
+            raise ValueError(f"CEMRL: tau={self.tau}: expected 0 < tau <= 1")
+        if not 0.0 <= self.damp_tau <= 1.0:
+            raise ValueError(f"CEMRL: damp_tau={self.damp_tau}: expected 0 <= damp_tau <= 1")
+        for name in ("init_variance", "damp_init", "damp_limit"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"CEMRL: {name}={getattr(self, name)}: a variance, expected >= 0")
+
+
+@struct.dataclass
+class CEMRLState:
+    """Training state. Replicated unless noted.
+
+    Attributes:
+      mean: ``float32[D]``, the CEM mean: the flattened actor parameters
+        (``jax.flatten_util.ravel_pytree`` order).
+      var: ``float32[D]``, the diagonal variance.
+      damp: ``float32[]``, the noise ``eps`` added to ``var`` at the last update.
+      critic_params, target_critic_params: the shared twin critic and its target.
+      critic_opt: the critic's Adam state.
+      generation: ``int32[]``, generations done.
+      buffer: the replay buffer (transitions sharded: each device stores its own
+        members' rollouts; see :class:`~jaxtrainer.algorithms.replay.ReplayBuffer`).
+
+    There are no env states: every generation starts fresh episodes (step 3).
+    """
+
+    mean: jax.Array
+    var: jax.Array
+    damp: jax.Array
+    critic_params: Any
+    target_critic_params: Any
+    critic_opt: optax.OptState
+    generation: jax.Array
+    buffer: Any
+
+
+class CEMRL(TD3Losses, Module):
+    """CEM-RL on a continuous-action :mod:`jaxtrainer.envs` environment.
+
+    ``training_step`` is one generation (see the module docstring) and consumes
+    ``env_steps_per_step = population_size * episodes_per_member * rollout_steps``
+    env steps over all devices. Metrics: ``train/episode_return`` and
+    ``train/episode_length`` (episodes completed in the generation's rollouts, i.e.
+    the mean over members for one whole episode each), ``fitness/mean``,
+    ``fitness/max``, ``fitness/min``, ``fitness/rl_mean`` and ``fitness/es_mean``
+    (RL-improved and sampled-only members), ``cem/std`` (mean of ``sqrt(var)``),
+    ``cem/damp``, and once learning started ``loss/critic`` and ``loss/actor``
+    (the mean over the generation's updates). :meth:`evaluation_step`: the CEM
+    mean actor, greedily, on ``eval_episodes`` fresh episodes.
+
+    Args:
+      config: hyperparameters; :class:`CEMRLConfig` defaults when ``None``.
+      env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``.
+      **overrides: replace fields of ``config``.
+
+    Raises:
+      ValueError: a bad config value (see :class:`CEMRLConfig`), a discrete env,
+        ``critic_steps`` not a multiple of ``num_rl_members``, or a
+        ``buffer_size`` that is not a multiple of ``P * episodes_per_member``.
+    """
+
+    name = "CEMRL"
+    step_key_per_device = False  # members' keys depend on (seed, generation, i) only
+
+    def __init__(self, config: CEMRLConfig | None = None, *, env: envs.Env | None = None,
+                 **overrides: Any) -> None:
+        config = config or CEMRLConfig()
+        if overrides:
+            config = dataclasses.replace(config, **overrides)
+        self.config = cfg = config
+        self.env = env if env is not None else envs.make(cfg.env)
+        if self.env.discrete:
+            raise ValueError(f"CEMRL needs continuous actions; {self.env.name} is discrete")
+        p = cfg.population_size
+        self.population_size = p
+        self.num_rl_members = p // 2 if cfg.num_rl_members is None else cfg.num_rl_members
+        self.num_elites = p // 2 if cfg.num_elites is None else cfg.num_elites
+        self.rollout_steps = cfg.rollout_steps or self.env.max_episode_steps
+        self.num_envs = p * cfg.episodes_per_member
+        self.env_steps_per_step = self.num_envs * self.rollout_steps
+        self.critic_steps = self.env_steps_per_step if cfg.critic_steps is None else cfg.critic_steps
+        self.actor_steps = self.env_steps_per_step if cfg.actor_steps is None else cfg.actor_steps
+        if self.num_rl_members and self.critic_steps % self.num_rl_members:
+            raise ValueError(f"CEMRL: critic_steps={self.critic_steps} is not a multiple of "
+                             f"num_rl_members={self.num_rl_members} (one equal block per member)")
+        self.buffer = ReplayBuffer(cfg.buffer_size, cfg.batch_size, self.num_envs)
+        # the same storage, sampled num_rl_members batches at a time for the actor steps
+        self.actor_buffer = ReplayBuffer(cfg.buffer_size,
+                                         cfg.batch_size * max(self.num_rl_members, 1),
+                                         self.num_envs)
+        obs_ndim = len(self.env.observation_shape)
+        self.actor = DeterministicActor(self.env.action_size, obs_ndim, cfg.actor_hidden_sizes,
+                                        cfg.actor_activation)
+        self.critic = TwinCritic(obs_ndim, cfg.critic_hidden_sizes, cfg.critic_activation)
+        self.actor_optimizer = optax.adam(cfg.actor_lr)
+        self.critic_optimizer = optax.adam(cfg.critic_lr)
+        self.weights = elite_weights(self.num_elites)
+        self._actor_shapes = jax.eval_shape(lambda: self.actor.init(
+            jax.random.key(0), jnp.zeros(self.env.observation_shape, self.env.observation_dtype)))
+        self.num_params = sum(math.prod(s.shape) for s in jax.tree.leaves(self._actor_shapes))
+
+    def validate(self, num_devices: int) -> None:
+        """Reject global sizes that do not split over ``num_devices`` (before compiling).
+
+        Raises:
+          ValueError: ``population_size``, ``batch_size`` or ``eval_episodes`` is not
+            a multiple of ``num_devices`` (the message names both numbers).
+        """
+        if self.population_size % num_devices:
+            raise ValueError(
+                f"{self.name}: population_size={self.population_size} is not divisible by the "
+                f"{num_devices} devices (each device rolls out population_size / num_devices "
+                f"members); use a multiple of {num_devices}")
+        self.buffer.validate(num_devices, self.name)
+        if self.config.eval_episodes % num_devices:
+            raise ValueError(
+                f"{self.name}: eval_episodes={self.config.eval_episodes} is not divisible by "
+                f"the {num_devices} devices; use a multiple of {num_devices}")
+
+    def hparams(self) -> dict[str, Any]:
+        hp = dataclasses.asdict(self.config)
+        for name in ("actor_hidden_sizes", "critic_hidden_sizes"):
+            hp[name] = list(hp[name])
+        hp.update(num_params=self.num_params, num_rl_members=self.num_rl_members,
+                  num_elites=self.num_elites, rollout_steps=self.rollout_steps,
+                  critic_steps=self.critic_steps, actor_steps=self.actor_steps,
+                  env_steps_per_generation=self.env_steps_per_step)
+        return hp
+
+    # ---- parameters -------------------------------------------------------
+    def unravel(self, flat: jax.Array) -> Any:
+        """``float32[D]`` -> the actor's parameter pytree (inverse of ``ravel_pytree``)."""
+        template = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), self._actor_shapes)
+        return ravel_pytree(template)[1](flat)
+
+    def act_flat(self, flat: jax.Array, obs: jax.Array) -> jax.Array:
+        """The deterministic action of the actor with flat parameters ``flat``."""
+        return self.act(self.unravel(flat), obs)
+
+    # ---- Module -------------------------------------------------------------
+    def init_state(self, key: jax.Array) -> CEMRLState:
+        """``mu_0``: a fresh actor's parameters (reference ``mu_init``), ``var_0 =
+        init_variance``; a fresh critic; an empty buffer share per device."""
+        cfg = self.config
+        actor_key, critic_key = jax.random.split(key)
+        obs = jnp.zeros(self.env.observation_shape, self.env.observation_dtype)
+        mean, _ = ravel_pytree(self.actor.init(actor_key, obs))
+        critic_params = self.critic.init(critic_key, obs, jnp.zeros((self.env.action_size,)))
+        action = jnp.zeros(self.env.action_shape, jnp.float32)
+        example = Transition(obs, action, jnp.zeros((), jnp.float32), obs,
+                             jnp.zeros((), jnp.bool_))
+        buffer = self.buffer.init(example, like=fold_in_device(key))
+        return CEMRLState(
+            mean=mean, var=jnp.full_like(mean, cfg.init_variance),
+            damp=jnp.asarray(cfg.damp_init, jnp.float32), critic_params=critic_params,
+            target_critic_params=jax.tree.map(jnp.copy, critic_params),
+            critic_opt=self.critic_optimizer.init(critic_params),
+            generation=jnp.zeros((), jnp.int32), buffer=buffer)
+
+    def learning(self, generation: jax.Array) -> jax.Array:
+        """``bool[]``: generation ``generation`` (from 0) trains the critic and the RL
+        actors, i.e. it starts with ``learning_starts`` env steps (and at least one
+        generation) in the buffer. Replicated."""
+        collected = generation * self.env_steps_per_step
+        return jnp.logical_and(generation >= 1, collected >= self.config.learning_starts)
+
+    def improve(self, rl_members: jax.Array, state: CEMRLState,
+                key: jax.Array) -> tuple[jax.Array, tuple, dict[str, jax.Array]]:
+        """Step 2: critic blocks, then the RL actors' gradient steps.
+
+        Args:
+          rl_members: ``float32[R, D]``, the sampled RL actors (replicated).
+          state: for the critic, its target, optimizer and the buffer.
+          key: this device's key (batches are sampled from this device's share).
+
+        Returns:
+          ``(improved float32[R, D], (critic, target_critic, critic_opt), losses)``
+          with ``losses["critic"]``, ``losses["actor"]``: ``float32[]`` means over the
+          generation's updates, averaged over devices.
+        """
+        num_rl = rl_members.shape[0]
+        block = self.critic_steps // num_rl
+        critic_key, actor_key = jax.random.split(key)
+        buffer = state.buffer
+
+        def critic_step(carry, xs):
+            critic, target, opt = carry
+            k, step_key = xs
+            sample_key, noise_key = jax.random.split(step_key)
+            batch = self.buffer.sample(buffer, sample_key)
+            member = self.unravel(rl_members[k // block])  # block k // block: that member
+            critic, opt, loss, _ = gradient_update(
+                self.critic_loss, critic, opt, self.critic_optimizer, member, target, batch,
+                noise_key)
+            return (critic, soft_update(target, critic, self.config.tau), opt), loss
+
+        carry = (state.critic_params, state.target_critic_params, state.critic_opt)
+        carry, critic_losses = jax.lax.scan(
+            critic_step, carry,
+            (jnp.arange(self.critic_steps), jax.random.split(critic_key, self.critic_steps)))
+        critic = carry[0]
+
+        def actors_loss(members, batches):
+            losses = jax.vmap(lambda m, b: self.actor_loss(self.unravel(m), critic, b)[0])(
+                members, batches)
+            return jnp.sum(losses), {}
+
+        def actor_step(carry, step_key):
+            members, opt = carry
+            batches = jax.tree.map(  # one draw of R batches: [R, batch / num_devices, ...]
+                lambda x: x.reshape((num_rl, -1) + x.shape[1:]),
+                self.actor_buffer.sample(buffer, step_key))
+            members, opt, loss, _ = gradient_update(actors_loss, members, opt,
+                                                    self.actor_optimizer, batches)
+            return (members, opt), loss / num_rl
+
+        (improved, _), actor_losses = jax.lax.scan(
+            actor_step, (rl_members, self.actor_optimizer.init(rl_members)),
+            jax.random.split(actor_key, self.actor_steps))
+        losses = {"critic": jnp.mean(critic_losses) if self.critic_steps else jnp.zeros(()),
+                  "actor": jnp.mean(actor_losses) if self.actor_steps else jnp.zeros(())}
+        return improved, carry, losses
+
+    def rollout(self, members: jax.Array, keys: jax.Array,
+                buffer: Any) -> tuple[jax.Array, Any, dict[str, Mean]]:
+        """Step 3 for this device's members: ``episodes_per_member`` fresh envs per
+        member, ``rollout_steps`` steps each, every transition added to ``buffer``.
+
+        Args:
+          members: ``float32[L, D]``, this device's actors.
+          keys: ``key[L]``, member ``i``'s key (resets and env noise).
+          buffer: this device's buffer share (``L * episodes_per_member`` rows,
+            member-major).
+
+        Returns:
+          ``(fitness float32[L], buffer, episode metrics)``; fitness is the mean over
+          the member's envs of the first episode's return.
+        """
+        num_local, num_ep = members.shape[0], self.config.episodes_per_member
+        reset_keys, run_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
+        obs, env_state = jax.vmap(lambda k: self.env.reset_batch(k, num_ep))(reset_keys)
+        params = jax.vmap(self.unravel)(members)
+
+        def rows(x):
+            return x.reshape((num_local * num_ep,) + x.shape[2:])
+
+        def one_step(carry, step_keys):
+            obs, env_state, buffer, finished, first_return = carry
+            action = jax.vmap(self.act)(params, obs)
+            next_obs, env_state, info = jax.vmap(self.env.step_batch)(step_keys, env_state,
+                                                                      action)
+            buffer = self.buffer.add(buffer, Transition(
+                rows(obs), rows(action), rows(info.reward), jax.tree.map(rows, info.final_obs),
+                rows(info.terminated)))
+            first_end = jnp.logical_and(info.done, jnp.logical_not(finished))
+            first_return = jnp.where(first_end, info.episode_return, first_return)
+            finished = jnp.logical_or(finished, info.done)
+            carry = vary_like((next_obs, env_state, finished, first_return), keys)
+            return (carry[0], carry[1], buffer, carry[2], carry[3]), (
+                info.episode_return, info.episode_length, info.done)
+
+        finished = jnp.zeros((num_local, num_ep), jnp.bool_)
+        first_return = jnp.zeros((num_local, num_ep), jnp.float32)
+        obs, env_state, finished, first_return = vary_like(
+            (obs, env_state, finished, first_return), keys)
+        step_keys = jax.vmap(lambda k: jax.random.split(k, self.rollout_steps))(run_keys)
+        (_, env_state, buffer, finished, first_return), (ret, length, done) = jax.lax.scan(
+            one_step, (obs, env_state, buffer, finished, first_return),
+            jnp.moveaxis(step_keys, 1, 0))
+        # an episode the rollout cut short counts with its partial return
+        episode = jnp.where(finished, first_return, env_state.episode_return)
+        metrics = {"train/episode_return": Mean.of(ret, mask=done),
+                   "train/episode_length": Mean.of(length, mask=done)}
+        return jnp.mean(episode, axis=1), buffer, metrics
+
+    def training_step(self, state: CEMRLState, key: jax.Array) -> tuple[CEMRLState, dict]:
+        """One generation: sample, improve the RL members, roll out, CEM update.
+        ``key`` is the same on every device (``step_key_per_device = False``)."""
+        cfg = self.config
+        p, num_rl = self.population_size, self.num_rl_members
+        sample_key, rollout_key, learn_key = (jax.random.fold_in(key, i) for i in range(3))
+        members = sample_population(state.mean, state.var, sample_key, p, cfg.antithetic)
+
+        critic = (state.critic_params, state.target_critic_params, state.critic_opt)
+        zero = Mean(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+        losses = {"loss/critic": zero, "loss/actor": zero}
+        if num_rl:
+            def run(args):
+                rl, critic = args
+                rl, critic, loss = self.improve(rl, state, fold_in_device(learn_key))
+                one = jnp.ones((), jnp.float32)
+                return (rl, critic), {f"loss/{k}": Mean(v, one) for k, v in loss.items()}
+
+            (rl, critic), losses = jax.lax.cond(
+                self.learning(state.generation), run, lambda args: (args, losses),
+                (members[:num_rl], critic))
+            members = jnp.concatenate([rl, members[num_rl:]])
+
+        local = local_members(members)
+        num_local = local.shape[0]
+        ids = axis_index() * num_local + jnp.arange(num_local)
+        keys = jax.vmap(lambda i: jax.random.fold_in(rollout_key, i))(ids)
+        local_fitness, buffer, episode_metrics = self.rollout(local, keys, state.buffer)
+        fitness = gather_members(local_fitness)
+
+        mean, var, damp = sep_cem_update(state.mean, members, fitness, state.damp,
+                                         jnp.asarray(self.weights), cfg.damp_limit, cfg.damp_tau)
+        new_state = CEMRLState(mean, var, damp, *critic, state.generation + 1, buffer)
+        metrics = {**episode_metrics, **losses,
+                   "fitness/mean": jnp.mean(fitness), "fitness/max": jnp.max(fitness),
+                   "fitness/min": jnp.min(fitness),
+                   "cem/std": jnp.mean(jnp.sqrt(var)), "cem/damp": damp}
+        if 0 < num_rl < p:
+            metrics["fitness/rl_mean"] = jnp.mean(fitness[:num_rl])
+            metrics["fitness/es_mean"] = jnp.mean(fitness[num_rl:])
+        return new_state, metrics
+
+    def evaluation_step(self, state: CEMRLState, key: jax.Array) -> dict[str, Mean]:
+        """The CEM mean actor, greedily, on ``eval_episodes`` fresh episodes (split
+        over devices; completed episodes only): ``eval/episode_return``,
+        ``eval/episode_length``."""
+        num = local_size(self.config.eval_episodes, "eval_episodes")
+        result = envs.evaluate_policy(self.env, lambda flat, obs, k: self.act_flat(flat, obs),
+                                      state.mean, key, num)
+        return {f"eval/{name}": value for name, value in result.items()}
+
+
+__all__ = ["CEMRL", "CEMRLConfig", "CEMRLState", "elite_weights", "sample_population",
+           "sep_cem_update"]
