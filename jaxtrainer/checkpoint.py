@@ -12,17 +12,35 @@ A checkpoint directory (``<log_dir>/checkpoints/<step>/``) holds two orbax items
 Arrays are global (one logical copy, never per-device replicas), so a
 checkpoint written under any strategy restores under any other (F12, F13);
 restoring reads arrays and JSON only and runs no code.
+
+Processes (``multi_node``): only process 0 writes checkpoint files. Saving is a
+collective: every process takes part in gathering the state's sharded arrays
+(an all-gather inside one small compiled identity per array), then process 0
+alone copies them to host memory and writes them with an orbax
+``CheckpointManager`` whose ``MultiprocessingOptions`` name process 0 as the
+only active process (so orbax runs no barrier with the others and no other
+process writes a shard, metadata or commit file). Every process then waits for
+process 0 where a :class:`Manager` says so. Restoring is not a collective:
+every process reads the files itself into host memory and places its own shards
+on the global mesh. Several processes therefore need a checkpoint directory on a
+filesystem that every process sees (shared), with a file written and closed on
+one machine visible on the others once the writer's barrier has passed (NFS,
+Lustre, GCS FUSE and the like; a machine-local ``/tmp`` is not).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import orbax.checkpoint as ocp
+
+from jaxtrainer.distributed.process import broadcast_from_zero
 
 STATE, META = "state", "meta"
 
@@ -65,46 +83,243 @@ def decode_keys(tree: Any, impls: dict[str, str]) -> Any:
     return jax.tree_util.tree_map_with_path(dec, tree)
 
 
+def _only(process: int) -> ocp.options.MultiprocessingOptions:
+    """orbax options for a manager that runs on ``process`` alone (no barrier
+    with, and no files from, any other process)."""
+    return ocp.options.MultiprocessingOptions(primary_host=process, active_processes={process})
+
+
+class Manager:
+    """A checkpoint directory that only process 0 writes (see the module
+    docstring); in a single process, an orbax ``CheckpointManager`` with
+    host-side copies of the arrays.
+
+    Create it, and call :meth:`save`, :meth:`all_steps`,
+    :meth:`wait_until_finished` and :meth:`close` on **every** process in the
+    same order: they are collectives with several processes (F9). Process 0
+    creates ``directory`` and is the only process with an orbax manager; only
+    :meth:`delete` runs on process 0 alone (other processes do nothing).
+    Saves are atomic: orbax writes ``<step>.orbax-checkpoint-tmp*`` and renames
+    it to ``<step>`` when complete (:func:`latest_step_dir` ignores the rest).
+
+    Errors: an exception on process 0 while it writes or waits (e.g. disk
+    full) is raised there unchanged, and on every other process as a
+    ``RuntimeError`` naming it, so no process hangs on the others.
+    """
+
+    def __init__(self, directory: str | os.PathLike, *, max_to_keep: int | None = None,
+                 best_fn=None, best_mode: str = "max", async_save: bool = True) -> None:
+        self.directory = Path(directory).absolute()  # orbax requires absolute paths
+        self.async_save = async_save
+        self.is_writer = jax.process_index() == 0
+        self._orbax: ocp.CheckpointManager | None = None
+
+        def create(_: Any) -> None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            options = ocp.CheckpointManagerOptions(
+                max_to_keep=max_to_keep,
+                best_fn=best_fn,
+                best_mode=best_mode,
+                keep_checkpoints_without_metrics=True,
+                enable_async_checkpointing=async_save,
+                create=False,  # made above: orbax cannot create it with active_processes set
+                multiprocessing_options=_only(0),
+            )
+            self._orbax = ocp.CheckpointManager(
+                self.directory, options=options,
+                item_handlers=_handlers(0, ocp.StandardCheckpointHandler))
+
+        self._on_zero("setup", create, run=self.is_writer)
+
+    def _on_zero(self, what: str, fn, run: bool | None = None) -> Any:
+        """Run ``fn(orbax manager)`` on process 0 (where it is open), then tell
+        every process whether it raised (a collective with several processes:
+        the others also wait for process 0)."""
+        result, error = None, None
+        if self._orbax is not None if run is None else run:
+            try:
+                result = fn(self._orbax)
+            except Exception as e:  # re-raised below, after the others know
+                error = e
+        if jax.process_count() > 1:
+            message = broadcast_from_zero("" if error is None else f"{type(error).__name__}: {error}")
+            if message and error is None:
+                raise RuntimeError(f"jaxtrainer: checkpoint {what} in {self.directory} failed on "
+                                   f"process 0 (the only writer): {message}")
+        if error is not None:
+            raise error
+        return result
+
+    def save(self, step: int, state: Any, meta: dict[str, Any],
+             metrics: dict[str, float] | None = None, force: bool = True) -> bool:
+        """Write ``state`` (global arrays, key data already encoded) and
+        ``meta`` (JSON) at ``step``.
+
+        Every process gathers the sharded arrays (collective); process 0 copies
+        them to host memory before this returns, so later (donating) steps
+        cannot change what is written (F15), and writes them in the background
+        (``async_save``) or before returning. A synchronous save returns on
+        every process only once process 0 has written the files. Returns orbax's
+        answer on process 0 (whether a save started) and True elsewhere.
+        """
+        host = host_copy(state, self.is_writer)
+
+        def write(mgr: ocp.CheckpointManager) -> bool:
+            started = mgr.save(step, args=ocp.args.Composite(
+                **{STATE: ocp.args.StandardSave(host), META: ocp.args.JsonSave(meta)}),
+                metrics=metrics, force=force)
+            if not self.async_save:
+                mgr.wait_until_finished()
+            return bool(started)
+
+        started = self._on_zero("save", write)
+        return True if started is None else started
+
+    def all_steps(self) -> list[int]:
+        """Steps in the directory (started saves included), as process 0 sees
+        them, on every process (a collective with several processes)."""
+        steps = sorted(int(s) for s in self._orbax.all_steps()) if self._orbax is not None else []
+        if jax.process_count() > 1:
+            n = broadcast_from_zero(len(steps))
+            # padded to a power of two: few distinct shapes, so few compiled broadcasts
+            padded = np.full(1 << max(n - 1, 0).bit_length(), -1, np.int32)
+            padded[:len(steps)] = steps
+            steps = [int(s) for s in broadcast_from_zero(padded)[:n]]
+        return steps
+
+    def delete(self, step: int) -> None:
+        """Delete ``step`` (process 0 deletes the files; elsewhere nothing)."""
+        if self._orbax is not None:
+            self._orbax.delete(step)
+
+    def wait_until_finished(self, sync: bool = True) -> None:
+        """Block until process 0 has written every started save. With
+        ``sync`` (default; a collective with several processes) every process
+        waits for that, so the files are complete for all of them afterwards;
+        ``sync=False`` waits on process 0 only (error paths, where another
+        process may be gone)."""
+        if sync:
+            self._on_zero("wait", lambda mgr: mgr.wait_until_finished())
+        elif self._orbax is not None:
+            self._orbax.wait_until_finished()
+
+    def close(self, sync: bool = True) -> None:
+        """Wait as :meth:`wait_until_finished` (``sync`` likewise), then close."""
+        try:
+            self.wait_until_finished(sync)
+        finally:
+            if self._orbax is not None:
+                self._orbax.close()
+                self._orbax = None
+
+    def __enter__(self) -> Manager:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close(sync=exc[0] is None)
+
+
+def _handlers(process: int, state_handler) -> dict[str, Any]:
+    options = _only(process)
+    return {STATE: state_handler(multiprocessing_options=options),
+            META: ocp.JsonCheckpointHandler(multiprocessing_options=options)}
+
+
+@functools.lru_cache(maxsize=64)
+def _gather_to(sharding: jax.sharding.Sharding):
+    return jax.jit(lambda x: x, out_shardings=sharding)
+
+
+def host_copy(tree: Any, keep: bool = True) -> Any:
+    """Numpy copies of every leaf of ``tree`` (global arrays), or ``None``
+    leaves when ``keep`` is False.
+
+    A collective with several processes: an array sharded over other
+    processes' devices is all-gathered (one small compiled identity per array,
+    one array at a time to bound device memory), so every process must call it
+    with the same tree. Replicated and local arrays are copied without
+    communication; nothing is copied where ``keep`` is False.
+    """
+
+    def get(x: Any) -> Any:
+        if isinstance(x, jax.Array) and not x.is_fully_addressable and not x.is_fully_replicated:
+            if isinstance(x.sharding, jax.sharding.NamedSharding):
+                full = _gather_to(x.sharding.update(spec=jax.sharding.PartitionSpec()))(x)
+                x = full.addressable_data(0)
+            else:  # not made by a jaxtrainer strategy: JAX's generic gather
+                from jax.experimental import multihost_utils
+
+                x = multihost_utils.process_allgather(x, tiled=True)
+        elif isinstance(x, jax.Array) and not x.is_fully_addressable:
+            x = x.addressable_data(0)  # replicated: this process holds the whole array
+        # a copy, never a view of a device buffer that a later step may donate (F15)
+        return np.array(x, copy=True) if keep else None
+
+    return jax.tree.map(get, tree)
+
+
 def manager(directory: str | os.PathLike, *, max_to_keep: int | None = None,
-            best_fn=None, best_mode: str = "max", async_save: bool = True) -> ocp.CheckpointManager:
-    """An orbax CheckpointManager for a Trainer's checkpoint directory."""
-    options = ocp.CheckpointManagerOptions(
-        max_to_keep=max_to_keep,
-        best_fn=best_fn,
-        best_mode=best_mode,
-        keep_checkpoints_without_metrics=True,
-        enable_async_checkpointing=async_save,
-        create=True,
-    )
-    return ocp.CheckpointManager(os.path.abspath(directory), options=options)
+            best_fn=None, best_mode: str = "max", async_save: bool = True) -> Manager:
+    """A :class:`Manager` for a Trainer's checkpoint directory (create it on
+    every process; only process 0 creates the directory and writes)."""
+    return Manager(directory, max_to_keep=max_to_keep, best_fn=best_fn, best_mode=best_mode,
+                   async_save=async_save)
 
 
-def save(mgr: ocp.CheckpointManager, step: int, state: Any, meta: dict[str, Any],
+def save(mgr: Manager | ocp.CheckpointManager, step: int, state: Any, meta: dict[str, Any],
          metrics: dict[str, float] | None = None, force: bool = True) -> bool:
     """Write ``state`` (a pytree of global arrays) and ``meta`` (JSON) at ``step``.
 
-    With asynchronous saving the arrays are copied off the devices before this
-    returns, so later (donating) steps cannot change what is written (F15); the
-    files appear atomically when the background write finishes.
+    Every process must call it (see :meth:`Manager.save`): only process 0
+    writes. The arrays are copied to host memory before this returns, so later
+    (donating) steps cannot change what is written (F15); with asynchronous
+    saving the files appear atomically when the background write finishes.
+
+    ``mgr`` may also be a plain orbax ``CheckpointManager`` in a single process.
+
+    Raises:
+      TypeError: a plain orbax ``CheckpointManager`` with several processes
+        (it would write from every process); use :func:`manager`.
     """
     encoded, impls = encode_keys(state)
     meta = {**meta, "key_impls": impls}
-    return mgr.save(
-        step,
-        args=ocp.args.Composite(
-            **{STATE: ocp.args.StandardSave(encoded), META: ocp.args.JsonSave(meta)}
-        ),
-        metrics=metrics,
-        force=force,
-    )
+    if isinstance(mgr, Manager):
+        return mgr.save(step, encoded, meta, metrics=metrics, force=force)
+    if jax.process_count() > 1:
+        raise TypeError("jaxtrainer.checkpoint.save: with several processes pass a "
+                        "jaxtrainer.checkpoint.manager(...), not an orbax CheckpointManager, "
+                        "so that only process 0 writes")
+    return mgr.save(step, args=ocp.args.Composite(
+        **{STATE: ocp.args.StandardSave(host_copy(encoded)), META: ocp.args.JsonSave(meta)}),
+        metrics=metrics, force=force)
+
+
+def _read(path: Path, item: str, args: ocp.args.CheckpointArgs | None = None) -> Any:
+    """Read ``item`` of the step directory ``path`` on this process alone (an
+    orbax handler whose options make this process the only active one: no
+    barrier with, and nothing written for, any other process)."""
+    only_me = _only(jax.process_index())
+    if item == META:
+        handler = ocp.JsonCheckpointHandler(multiprocessing_options=only_me)
+    else:
+        handler = ocp.PyTreeCheckpointHandler(multiprocessing_options=only_me)
+    try:
+        return handler.restore(path / item, args=args)
+    finally:
+        handler.close()
 
 
 def read_meta(path: str | os.PathLike) -> dict[str, Any]:
-    """The JSON metadata of the checkpoint at ``path`` (a step directory)."""
-    path = Path(path).absolute()  # orbax requires absolute paths
-    with ocp.CheckpointManager(path.parent) as mgr:
-        return mgr.restore(int(path.name), args=ocp.args.Composite(
-            **{META: ocp.args.JsonRestore()}))[META]
+    """The JSON metadata of the checkpoint at ``path`` (a step directory).
+    Reads on the calling process only (not a collective)."""
+    return _read(Path(path).absolute(), META)
+
+
+def _place(host: np.ndarray, like: jax.ShapeDtypeStruct) -> jax.Array:
+    sharding = getattr(like, "sharding", None)
+    if sharding is None:
+        return jnp.asarray(host)
+    return jax.make_array_from_callback(host.shape, sharding, lambda idx: np.asarray(host[idx]))
 
 
 def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
@@ -112,26 +327,34 @@ def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str
     dtypes and shardings of ``abstract_state`` (``jax.ShapeDtypeStruct`` leaves
     with ``sharding`` set). Returns ``(state, meta)``.
 
+    Every process reads the files itself (a checkpoint written by any number of
+    processes; no collective while reading) into host memory and puts its own
+    shards on the global mesh; only the rewrapping of typed PRNG keys runs a
+    computation over the mesh, so with several processes every process calls
+    this with the same arguments.
+
     Raises:
-      FileNotFoundError: ``path`` is not a checkpoint.
-      ValueError: the stored arrays do not match ``abstract_state``'s shapes.
+      FileNotFoundError: ``path`` is not a checkpoint (on this process).
+      ValueError: the stored arrays do not match ``abstract_state``'s tree,
+        shapes or dtypes.
     """
     path = Path(path).absolute()  # orbax requires absolute paths
     if not path.is_dir() or not (path / META).exists():
         raise FileNotFoundError(f"no checkpoint at {path} (expected a directory with '{META}/')")
     meta = read_meta(path)
     target = _abstract_encoded(abstract_state)
-    with ocp.CheckpointManager(path.parent) as mgr:
-        try:
-            restored = mgr.restore(int(path.name), args=ocp.args.Composite(
-                **{STATE: ocp.args.StandardRestore(target)}))[STATE]
-        except ValueError as e:
-            raise ValueError(f"checkpoint {path} does not match this module's state: {e}") from e
+    item = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), target)
+    as_numpy = jax.tree.map(lambda x: ocp.RestoreArgs(restore_type=np.ndarray), target)
+    try:
+        host = _read(path, STATE, ocp.args.PyTreeRestore(item=item, restore_args=as_numpy))
+    except ValueError as e:
+        raise ValueError(f"checkpoint {path} does not match this module's state: {e}") from e
     want = jax.tree.map(lambda x: (tuple(x.shape), jnp.dtype(x.dtype)), target)
-    got = jax.tree.map(lambda x: (tuple(x.shape), jnp.dtype(x.dtype)), restored)
+    got = jax.tree.map(lambda x: (tuple(np.shape(x)), jnp.dtype(x.dtype)), host)
     if want != got:
         raise ValueError(f"checkpoint {path} does not match this module's state shapes:\n"
                          f"  expected {want}\n  found    {got}")
+    restored = jax.tree.map(lambda h, t: _place(np.asarray(h), t), host, target)
     return decode_keys(restored, meta.get("key_impls", {})), meta
 
 

@@ -237,6 +237,38 @@ class Trainer:
                                     sharding=jax.sharding.NamedSharding(self.strategy.mesh,
                                                                         jax.sharding.PartitionSpec()))
 
+    def _resolve(self, ckpt_path: str | os.PathLike) -> Path:
+        """``ckpt_path`` as a step directory, the same on every process.
+
+        Process 0 resolves it (``"last"`` included) and every process uses that
+        path, which must be visible on each of them (a shared filesystem); one
+        tiny exchange when there are several processes.
+
+        Raises:
+          FileNotFoundError: on every process, when process 0 finds no
+            checkpoint or some process cannot see the one it found.
+        """
+        if self.strategy.process_count <= 1:
+            return ckpt.resolve(ckpt_path, self.default_root_dir)
+        from jax.experimental import multihost_utils
+
+        try:
+            found, error = os.fspath(ckpt.resolve(ckpt_path, self.default_root_dir)), ""
+        except FileNotFoundError as e:
+            found, error = "", str(e)
+        found = broadcast_from_zero(found)
+        if not found:
+            raise FileNotFoundError(broadcast_from_zero(error) + " (on process 0)")
+        path = Path(found)
+        seen = np.asarray(multihost_utils.process_allgather(
+            np.int32((path / ckpt.META).is_dir()))).reshape(-1)
+        if not seen.all():
+            blind = [int(i) for i in np.flatnonzero(seen == 0)]
+            raise FileNotFoundError(
+                f"checkpoint {path} (chosen on process 0) is not visible on process(es) {blind}: "
+                "with several processes checkpoints must be on a filesystem every process sees")
+        return path
+
     def _restore(self, module: Module, path: Path) -> dict[str, Any]:
         abstract = {"module": self._abstract_state(module), "rng": self._key_abstract()}
         restored, meta = ckpt.restore(path, abstract)
@@ -251,7 +283,17 @@ class Trainer:
 
     def save_checkpoint(self, manager: Any, metrics: dict[str, float] | None = None) -> None:
         """Write the current state, counters, root key and callback states with
-        ``manager`` (an orbax CheckpointManager). Every process must call it."""
+        ``manager`` (a :func:`jaxtrainer.checkpoint.manager`; in a single process
+        also a plain orbax ``CheckpointManager``).
+
+        Every process must call it: the sharded arrays are gathered over all
+        processes, then only process 0 writes (see
+        :meth:`jaxtrainer.checkpoint.Manager.save`).
+
+        Raises:
+          TypeError: a plain orbax manager with several processes.
+          RuntimeError: on every process but 0, when writing failed on process 0.
+        """
         meta = {
             "global_step": self.global_step,
             "env_steps": self.env_steps,
@@ -288,6 +330,14 @@ class Trainer:
             are re-raised unchanged after ``on_exception`` and ``teardown``.
           Preempted: after SIGTERM/SIGINT, once the checkpoint is written
             (a ``SystemExit``: status 143 for SIGTERM, 130 for SIGINT).
+          FileNotFoundError: ``ckpt_path`` names no checkpoint (with several
+            processes: none that process 0 finds and every process sees).
+
+        Processes (``multi_node``): call it on every process. Process 0 picks
+        the run directory and resolves ``ckpt_path``; every process restores
+        from that path itself; only process 0 writes logs and checkpoints, and
+        every process waits for its checkpoint files at the end of ``fit`` and
+        on preemption.
         """
         if not isinstance(module, Module):
             raise TypeError(f"fit expects a jaxtrainer.Module, got {type(module).__name__}")
@@ -296,7 +346,7 @@ class Trainer:
         module.validate(self.num_devices)
         self.max_steps = self._budget(module)
         self.env_steps_per_step = int(module.env_steps_per_step)
-        resume = ckpt.resolve(ckpt_path, self.default_root_dir) if ckpt_path is not None else None
+        resume = self._resolve(ckpt_path) if ckpt_path is not None else None
         self.log_dir = os.fspath(resume.parent.parent) if resume is not None else self._new_log_dir()
         self.log_dir = broadcast_from_zero(self.log_dir)  # every process agrees on the run directory
         self.global_step, self.env_steps, self.should_stop = 0, 0, False
@@ -499,13 +549,19 @@ class Trainer:
         """Run ``module.evaluation_step`` once on the current state (after
         ``fit``), the checkpoint at ``ckpt_path``, or a fresh ``init_state``.
 
-        Returns metrics as Python floats (e.g. ``eval/episode_return``).
+        Returns metrics as Python floats (e.g. ``eval/episode_return``). With
+        several processes, call it on every process; ``ckpt_path`` is resolved
+        on process 0 and read by every process (see :meth:`fit`).
+
+        Raises:
+          FileNotFoundError: ``ckpt_path`` names no checkpoint (with several
+            processes: none that process 0 finds and every process sees).
         """
         self.strategy.setup()
         module.validate(self.num_devices)
         self._module = module
         if ckpt_path is not None:
-            self._restore(module, ckpt.resolve(ckpt_path, self.default_root_dir))
+            self._restore(module, self._resolve(ckpt_path))
         elif self.state is None:
             self._root_key = self.strategy.to_global(jax.random.key(self.seed))
             self.state = self.strategy.init_state(module, jax.random.fold_in(self._root_key, INIT_STREAM))

@@ -165,3 +165,28 @@ def test_save_on_exception_saves_the_last_state(run_dir):
         toys.trainer(run_dir, max_steps=9, callbacks=[Boom(), mc]).fit(toys.Regression())
     assert _steps(mc.dirpath) == [3]
     assert ckpt.read_meta(ckpt.find_last(run_dir))["global_step"] == 3
+
+
+def test_checkpoint_of_device_arrays_from_earlier_versions_restores(tmp_path):
+    """Checkpoints written before saves went through host copies (orbax's default
+    manager, global jax.Arrays with their 2-device sharding) restore on 1 device."""
+    import orbax.checkpoint as ocp
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    mesh = jax.make_mesh((2,), ("devices",), devices=jax.devices()[:2])
+    state = {"module": {"rows": jax.device_put(np.arange(8.0, dtype=np.float32).reshape(4, 2),
+                                               NamedSharding(mesh, PartitionSpec("devices"))),
+                        "w": jax.device_put(np.float32([1.5, -2.0]), NamedSharding(mesh, PartitionSpec()))},
+             "rng": jax.device_put(jax.random.key(3), NamedSharding(mesh, PartitionSpec()))}
+    encoded, impls = ckpt.encode_keys(state)
+    with ocp.CheckpointManager(tmp_path, options=ocp.CheckpointManagerOptions(create=True)) as mgr:
+        mgr.save(3, args=ocp.args.Composite(state=ocp.args.StandardSave(encoded),
+                                            meta=ocp.args.JsonSave({"key_impls": impls})))
+    assert os.path.exists(tmp_path / "3/state/_sharding")  # device arrays, not host copies
+    one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=one), state)
+    got, meta = ckpt.restore(tmp_path / "3", abstract)
+    assert meta["key_impls"] == impls and got["module"]["rows"].sharding == one
+    np.testing.assert_array_equal(got["module"]["rows"], np.arange(8.0).reshape(4, 2))
+    np.testing.assert_array_equal(got["module"]["w"], [1.5, -2.0])
+    np.testing.assert_array_equal(jax.random.key_data(got["rng"]), jax.random.key_data(jax.random.key(3)))

@@ -2,7 +2,8 @@
 127.0.0.1, a free port, gloo collectives, a hard timeout on every run.
 
 One launch (the ``two_process_run`` fixture) trains a toy module with every
-built-in callback and then a PopulationTrainer; the tests read what it left.
+built-in callback, resumes a one-process checkpoint, then runs a
+PopulationTrainer; the tests read what it left.
 Failure tests start their own processes. FIELD_REPORTS F9, F10, F11.
 """
 
@@ -50,12 +51,39 @@ def leftover(marker: str) -> list[str]:
             if marker in line and " Z" not in line and "ps -eo" not in line]
 
 
+def tree(root: Path) -> list[str]:
+    """Every file and directory under ``root``, relative, sorted."""
+    return sorted(os.path.relpath(os.path.join(d, n), root)
+                  for d, dirs, files in os.walk(root) for n in dirs + files)
+
+
+def created_by_rank_1(root: Path) -> list[str]:
+    """Paths under ``root`` that rank 1 created: the worker gives rank 1 umask 077
+    and rank 0 umask 022, so they lack the group/other read bits."""
+    return [f for f in tree(root) if (root / f).stat().st_mode & 0o044 != 0o044]
+
+
+def one_process_checkpoint(root: Path) -> None:
+    """A one-process, one-device run of the worker's Toy module with a checkpoint at STEPS // 2."""
+    sys.path.insert(0, str(Path(WORKER).parent))
+    from test_multi_node_worker import Toy
+
+    umask = os.umask(0o022)  # its files must look like rank 0's (see created_by_rank_1)
+    try:
+        jt.Trainer(strategy="single", max_steps=STEPS // 2, log_every_n_steps=5,
+                   default_root_dir=root, logger=False, enable_progress_bar=False).fit(Toy())
+    finally:
+        os.umask(umask)
+
+
 @pytest.fixture(scope="module")
 def two_process_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("multi_node")
+    one_process_checkpoint(out / "one")  # resumed by the two processes after training
     # rank 0 sleeps 8 s between two intervals, longer than the 5 s heartbeat timeout (F11)
-    proc = subprocess.run(launch_cmd("all", str(out), str(STEPS), "8", timeout=5), cwd=out,
-                          env=env_for(), capture_output=True, text=True, timeout=HARD_TIMEOUT)
+    proc = subprocess.run(launch_cmd("all", str(out), str(STEPS), "8", str(out / "one"), timeout=5),
+                          cwd=out, env=env_for(), capture_output=True, text=True,
+                          timeout=HARD_TIMEOUT)
     ranks = [json.loads((out / f"rank{r}.json").read_text()) if (out / f"rank{r}.json").exists()
              else None for r in (0, 1)]
     assert not leftover(str(out))
@@ -88,18 +116,71 @@ def test_slow_rank_zero_between_collectives_does_not_time_out(two_process_run):
     assert ranks[1]["loss"] == ranks[0]["loss"]
 
 
-def test_only_rank_zero_writes_logs_and_checkpoint_metadata(two_process_run):
-    """Rank 1 opens no log file and writes only its own orbax array-metadata shard
-    (orbax writes each array shard from the process holding it)."""
+def test_only_rank_zero_writes_logs_and_checkpoints(two_process_run):
+    """Rank 1 writes nothing under the run directory: no log file and no checkpoint
+    file (no orbax array shard, array metadata or OCDBT store of process 1); the
+    logs exist once; every checkpoint is complete (no temporary directory left)."""
     proc, ranks, out = two_process_run
     assert proc.returncode == 0, proc.stderr[-3000:]
-    own_shard = re.compile(r"version_0/checkpoints/\d+\.orbax-checkpoint-tmp/"
-                           r"state\.orbax-checkpoint-tmp/array_metadatas/process_1$")
-    assert ranks[1]["writes"] and all(own_shard.match(w) for w in ranks[1]["writes"]), ranks[1]["writes"]
+    assert ranks[1]["writes"] == []  # Python-level opens and mkdirs under runs/ on rank 1
+    assert created_by_rank_1(out / "runs") == []  # any file, tensorstore's included
     assert "version_0/metrics.csv" in ranks[0]["writes"]
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["version_0"]
-    assert sorted(int(p.name) for p in (out / "runs/version_0/checkpoints").iterdir()) == [5, 10, 15, 20]
+    files = tree(out / "runs")
+    # orbax names what a process writes after it (state/ocdbt.process_1, array_metadatas/process_1)
+    assert {m for f in files for m in re.findall(r"process_\d+", f)} == {"process_0"}, files
+    assert not [f for f in files if "tmp" in f.lower()], files
+    checkpoints = out / "runs/version_0/checkpoints"
+    assert sorted(int(p.name) for p in checkpoints.iterdir()) == [5, 10, 15, 20]
+    for step in (5, 10, 15, 20):
+        assert (checkpoints / str(step) / "commit_success.txt").exists()
+        assert [p.name for p in (checkpoints / str(step) / "state").glob("ocdbt.process_*")] == \
+            ["ocdbt.process_0"]
+    logs = [f for f in files if not f.startswith("version_0/checkpoints")]
+    assert [f for f in logs if f.endswith("metrics.csv")] == ["version_0/metrics.csv"]
+    assert [f for f in logs if f.endswith("hparams.csv")] == ["version_0/hparams.csv"]
+    events = [f for f in logs if "tfevents" in f]
+    assert len(events) == 1 and events[0].startswith("version_0/tensorboard/"), logs
     assert all("[rank 0]" in line for line in proc.stdout.splitlines() if "env steps" in line)
+
+
+def test_two_process_checkpoint_restores_bit_for_bit_in_one_process(two_process_run, tmp_path):
+    """The checkpoint process 0 wrote alone holds the two processes' global state
+    exactly (sharded leaves gathered from both), restored on one device."""
+    proc, _, out = two_process_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    sys.path.insert(0, str(Path(WORKER).parent))
+    from test_multi_node_worker import Toy
+
+    t = jt.Trainer(strategy="single", max_steps=STEPS, default_root_dir=tmp_path, logger=False,
+                   enable_progress_bar=False)
+    t.evaluate(Toy(), ckpt_path=out / f"runs/version_0/checkpoints/{STEPS}")
+    want = np.load(out / "state.npz")
+    got = {jax.tree_util.keystr(k): np.asarray(v)
+           for k, v in jax.tree_util.tree_flatten_with_path(jax.device_get(t.state))[0]}
+    assert sorted(got) == sorted(want.files)
+    for name in want.files:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    np.testing.assert_array_equal(got["['rows']"], STEPS * np.arange(8, dtype=np.float32))
+
+
+def test_one_process_checkpoint_resumes_in_two_processes(two_process_run):
+    """ckpt_path='last' (resolved on process 0) in two processes on 4 devices: each
+    process reads the one-device checkpoint and places its shards; the run goes on
+    in the same run directory, and process 0 alone writes the next checkpoint."""
+    proc, _, out = two_process_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    resumed, straight = np.load(out / "resumed.npz"), np.load(out / "state.npz")
+    np.testing.assert_array_equal(resumed["['rows']"], STEPS * np.arange(8, dtype=np.float32))
+    for name in straight.files:  # 1- then 4-device gradient sums vs 4 devices throughout
+        np.testing.assert_allclose(resumed[name], straight[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    run = out / "one/version_0"
+    assert sorted(p.name for p in (out / "one").iterdir()) == ["version_0"]
+    assert sorted(int(p.name) for p in (run / "checkpoints").iterdir()) == [STEPS // 2, STEPS]
+    files = tree(run)
+    assert created_by_rank_1(run) == []
+    assert {m for f in files for m in re.findall(r"process_\d+", f)} == {"process_0"}, files
+    assert not [f for f in files if "tmp" in f.lower()], files
 
 
 def test_two_process_checkpoint_resumes_in_one_process_on_one_device(two_process_run, tmp_path):

@@ -4,7 +4,9 @@
 
 MODE ``train``: a toy run with every built-in callback on every process (F9),
 a long rank-0-only pause between two intervals (F11), results in ``OUT``.
-MODE ``population``: PopulationTrainer fitness history to ``OUT``; ``all``: both.
+MODE ``population``: PopulationTrainer fitness history to ``OUT``.
+MODE ``all``: ``train``, then resume a one-process checkpoint (the newest run
+under ``ROOT``, written by the test) in these two processes, then ``population``.
 MODE ``forever``: trains until killed (failure tests).
 """
 
@@ -109,6 +111,7 @@ def train(out, max_steps, slow_seconds):
                          enable_progress_bar=True)
     trainer.fit(Toy())
     result = trainer.evaluate(Toy())
+    save_state(trainer, os.path.join(out, "state.npz"))  # the state of the last checkpoint
     rank = jd.process_index()
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump({"rank": rank, "process_count": jd.process_count(),
@@ -117,6 +120,25 @@ def train(out, max_steps, slow_seconds):
                    "num_devices": trainer.num_devices, "writes": writes,
                    "broadcast": jd.broadcast_from_zero(f"from rank {rank}")}, f)
     jd.barrier("worker-done")
+
+
+def save_state(trainer, path):
+    """Every leaf of ``trainer.state`` (gathered over the processes) to ``path`` on rank 0."""
+    from jaxtrainer import checkpoint as ckpt
+
+    host = ckpt.host_copy(trainer.state)  # a collective: every rank takes part
+    if jd.process_index() == 0:
+        flat = jax.tree_util.tree_flatten_with_path(host)[0]
+        np.savez(path, **{jax.tree_util.keystr(k): v for k, v in flat})
+
+
+def resume(out, root, max_steps):
+    """Resume the newest one-process checkpoint under ``root`` in every process."""
+    trainer = jt.Trainer(strategy="multi_node", max_steps=max_steps, log_every_n_steps=5,
+                         default_root_dir=root, logger=False, enable_progress_bar=False,
+                         callbacks=[jt.callbacks.ModelCheckpoint(every_n_steps=10)])
+    trainer.fit(Toy(), ckpt_path="last")
+    save_state(trainer, os.path.join(out, "resumed.npz"))
 
 
 def population(out):
@@ -148,10 +170,14 @@ def forever(out):
 
 if __name__ == "__main__":
     mode, out, *rest = sys.argv[1:]
+    # What rank 1 creates is unreadable to others (mode 600/700, tensorstore's files
+    # included): the tests tell who wrote a file by its permission bits.
+    os.umask(0o077 if os.environ.get("JAX_PROCESS_ID", "0") != "0" else 0o022)
     if mode == "train":
         train(out, int(rest[0]), float(rest[1]))
     elif mode == "all":  # one launch for several tests: processes are expensive
         train(out, int(rest[0]), float(rest[1]))
+        resume(out, rest[2], int(rest[0]))
         population(out)
     elif mode == "population":
         population(out)

@@ -32,6 +32,16 @@ class ModelCheckpoint(Callback):
     donate the state buffers, cannot change what is written (F15). The newest
     checkpoint is always kept, so ``ckpt_path="last"`` resumes from it.
 
+    Processes (``multi_node``): every hook runs on every process and each save
+    is a collective (the sharded arrays are gathered), but only process 0
+    writes, prunes and deletes checkpoint files (:class:`jaxtrainer.checkpoint.Manager`);
+    no other process writes anything under ``dirpath``, which must be on a
+    filesystem every process sees. Every process waits until process 0 has
+    finished writing at ``teardown`` (end of ``fit``), on preemption and before
+    a step is overwritten, so a later ``ckpt_path="last"`` finds the
+    checkpoint on every process. After an exception, ``teardown`` waits on
+    process 0 only (another process may be gone).
+
     No checkpoint is written while ``trainer.state_is_valid`` is ``False`` (set by
     :class:`~jaxtrainer.callbacks.NaNGuard`): the last good one stays the newest.
 
@@ -57,6 +67,8 @@ class ModelCheckpoint(Callback):
 
     Raises:
       ValueError: a bad argument, naming it.
+      RuntimeError: on every other process, when writing failed on process 0
+        (process 0 raises the original error).
     """
 
     order = 100
@@ -95,6 +107,7 @@ class ModelCheckpoint(Callback):
         self._last_time = 0.0
         self._last_saved_step = -1
         self._metrics: dict[str, float] = {}
+        self._failed = False
 
     # ---------------------------------------------------------------------
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
@@ -104,6 +117,7 @@ class ModelCheckpoint(Callback):
         self._mgr = ckpt.manager(self.dirpath, async_save=self.async_save)
         self._last_time = time.monotonic()
         self._metrics = {}
+        self._failed = False
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._last_saved_step = trainer.global_step
@@ -128,6 +142,7 @@ class ModelCheckpoint(Callback):
             self.save(trainer, module)
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
+        self._failed = True  # teardown then waits for process 0's writes without a collective
         if self.save_on_exception and trainer.state is not None and self._mgr is not None:
             if self._last_saved_step != trainer.global_step:
                 self.save(trainer, module)
@@ -135,9 +150,8 @@ class ModelCheckpoint(Callback):
     def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
         if self._mgr is not None:
             try:
-                self._mgr.wait_until_finished()
+                self._mgr.close(sync=not self._failed)
             finally:
-                self._mgr.close()
                 self._mgr = None
 
     # ---------------------------------------------------------------------
@@ -163,9 +177,16 @@ class ModelCheckpoint(Callback):
                 self._scores.pop(s, None)
 
     def save(self, trainer: Trainer, module: Module) -> str | None:
-        """Save now if the state is valid (every process takes part; orbax writes
-        replicated arrays from process 0). Returns the step directory, or None
-        when nothing was saved because ``trainer.state_is_valid`` is False."""
+        """Save now if the state is valid. Every process must call it (the
+        sharded arrays are gathered); only process 0 writes files, in the
+        background with ``async_save``. Returns the step directory (on every
+        process), or None when nothing was saved because
+        ``trainer.state_is_valid`` is False.
+
+        Raises:
+          RuntimeError: called outside ``fit``; or, on every process but 0,
+            writing failed on process 0.
+        """
         step = trainer.global_step
         if not trainer.state_is_valid:
             if trainer.is_global_zero:
@@ -197,8 +218,9 @@ class ModelCheckpoint(Callback):
         return self.last_model_path
 
     def save_now(self, trainer: Trainer, module: Module) -> str | None:
-        """Save the current step unless already saved, and block until every
-        checkpoint file is written (used on preemption)."""
+        """Save the current step unless already saved, and block every process
+        until process 0 has written every checkpoint file (used on preemption;
+        a collective)."""
         if self._last_saved_step != trainer.global_step:
             self.save(trainer, module)
         if self._mgr is not None:

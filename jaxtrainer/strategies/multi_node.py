@@ -21,8 +21,11 @@ class MultiNodeStrategy(ShardMapStrategy):
     split over all of them, device ``d`` of the global mesh draws step keys
     ``fold_in(fold_in(root, step), d)``, metrics are reduced over all devices
     inside the compiled step, and only process 0 writes logs, progress and
-    checkpoint metadata (orbax writes each array shard from the process that
-    holds it; every process must take part in a save).
+    checkpoints. Every process must take part in a save (sharded arrays are
+    gathered to every process, then process 0 alone writes them) and waits for
+    process 0's files at the end of ``fit`` and on preemption; resuming, every
+    process reads the checkpoint itself. Checkpoints therefore need a directory
+    every process sees (a shared filesystem); see :mod:`jaxtrainer.checkpoint`.
 
     Args:
       devices: ``"auto"`` (every device of every process) or an int ``n`` (the
