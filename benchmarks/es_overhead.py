@@ -86,6 +86,9 @@ def hand_written(module: NeuroES, generations: int, seed: int, fused: bool) -> t
 
 
 class _Clock(jt.Callback):
+    def needs_state(self, trainer, module, step):
+        return False  # a clock: the next interval may be enqueued before its hooks
+
     def on_train_start(self, trainer, module):
         trainer.wait_for_compilation()  # the evaluation program compiles in the background
         self.start, self.cpu = time.perf_counter(), time.process_time()

@@ -88,6 +88,9 @@ class _LoopClock(jt.Callback):
     """Wall time from ``on_train_start`` (programs compiled, state initialised)
     to ``on_train_end``: every fused call, metric fetch and callback of the loop."""
 
+    def needs_state(self, trainer, module, step):
+        return False  # a clock: the next interval may be enqueued before its hooks
+
     def on_train_start(self, trainer, module):
         trainer.wait_for_compilation()  # the evaluation program compiles in the background
         self.start = time.perf_counter()

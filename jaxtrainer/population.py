@@ -162,6 +162,9 @@ class GenerationEndDispatcher(Callback):
 
     order = 99  # after ordinary callbacks, before ModelCheckpoint (100)
 
+    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
+        return False  # each forwarded-to callback answers for itself
+
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
         metrics = {**metrics, "generation": float(trainer.global_step)}
         for cb in trainer.callbacks:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxtrainer import checkpoint as ckpt
@@ -87,6 +86,15 @@ class Trainer:
     ``shard_map``-ed loop, fetches the interval's metrics to the host once per
     loop (never inside it), and dispatches callbacks between loops. Everything
     runs from one compilation: intervals of different lengths share it.
+
+    Run-ahead: when no callback needs the state at a boundary
+    (:meth:`Callback.needs_state` False for all: loggers and progress bars; no
+    evaluation, checkpoint, stop or signal due there), the next interval is
+    enqueued before the boundary's metrics are fetched and its callbacks run,
+    so the devices never idle while the host logs. Those callbacks see
+    ``trainer.state_ahead`` True (``trainer.state`` is then one interval past
+    ``global_step``); a stop requested there takes effect after the interval
+    already enqueued. Single-process only.
 
     Args:
       strategy: ``"auto"`` (``"single"`` on one device, ``"pmap"`` on several),
@@ -170,6 +178,7 @@ class Trainer:
         self.should_stop = False
         self.stop_reason: str | None = None
         self.state_is_valid = True
+        self.state_ahead = False
         self.received_signal: int | None = None
         self.callback_metrics: dict[str, float] = {}
         self.compile_seconds: dict[str, float] = {}
@@ -351,6 +360,7 @@ class Trainer:
         self.log_dir = broadcast_from_zero(self.log_dir)  # every process agrees on the run directory
         self.global_step, self.env_steps, self.should_stop = 0, 0, False
         self.stop_reason, self.state_is_valid, self.received_signal = None, True, None
+        self.state_ahead = False
         self.callback_metrics = {}
         if self.is_global_zero:
             print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}", flush=True)
@@ -455,13 +465,13 @@ class Trainer:
             path = self._checkpoint_now(module)
         raise Preempted(self.received_signal, self.global_step, path)
 
-    def _next_interval(self) -> int:
+    def _interval_length(self, start: int) -> int:
         # Intervals end on multiples of log_every_n_steps (and eval_every_n_steps),
         # so a resumed run logs at the same steps as an uninterrupted one (F16).
-        n = min(self.log_every_n_steps - self.global_step % self.log_every_n_steps,
-                self.max_steps - self.global_step)
+        n = min(self.log_every_n_steps - start % self.log_every_n_steps,
+                self.max_steps - start)
         if self.eval_every_n_steps:
-            n = min(n, self.eval_every_n_steps - self.global_step % self.eval_every_n_steps)
+            n = min(n, self.eval_every_n_steps - start % self.eval_every_n_steps)
         return n
 
     def _compile_ahead(self, module: Module) -> None:
@@ -504,18 +514,55 @@ class Trainer:
         self.compile_seconds[name] = compiled.compile_seconds
         return compiled.fn
 
+    def _dispatch(self, compiled_fn: Any, state: Any, key: jax.Array, start: int) -> tuple[Any, Any, int, int]:
+        """Enqueue the interval starting at step ``start`` (asynchronous; donates
+        ``state``). Returns ``(new_state, device_metrics, start, num_steps)``."""
+        n = self._interval_length(start)
+        new_state, device_metrics = compiled_fn(state, key, np.int32(start), np.int32(n))
+        return new_state, device_metrics, start, n
+
+    def _can_run_ahead(self, module: Module, boundary: int) -> bool:
+        """Whether the interval after ``boundary`` may be enqueued before the
+        callbacks of ``boundary`` run: nothing at that boundary needs the state
+        of step ``boundary`` (no evaluation, no stop, no signal, and every
+        callback's :meth:`~jaxtrainer.Callback.needs_state` is False)."""
+        if not self.strategy.jit or boundary >= self.max_steps or self.should_stop:
+            return False
+        if self.strategy.process_count > 1:
+            return False  # processes would have to agree on it at every boundary
+        if self.received_signal is not None:
+            return False
+        if self.eval_every_n_steps and boundary % self.eval_every_n_steps == 0:
+            return False
+        return not any(cb.needs_state(self, module, boundary) for cb in self.callbacks)
+
     def _train(self, module: Module) -> None:
+        """The host loop. Each fused interval is enqueued, then its metrics are
+        fetched (the one host sync per interval) and the callbacks run. When no
+        callback needs the state at a boundary, the next interval is enqueued
+        *before* that boundary's metrics are fetched, so the devices never wait
+        for the host (callbacks, loggers, dispatch) between intervals; its
+        callbacks then see ``trainer.state_ahead`` True and ``trainer.state``
+        one interval ahead of ``global_step``."""
         train_key = jax.random.fold_in(self._root_key, TRAIN_STREAM)
         compiled_fn = self._compiled("train", module, train_key)
         self._call("on_train_start", module)
-        while self.global_step < self.max_steps and not self.should_stop:
-            n = self._next_interval()
-            start = time.perf_counter()
-            self.state, device_metrics = compiled_fn(
-                self.state, train_key, jnp.int32(self.global_step), jnp.int32(n))
+        current = None
+        if self.global_step < self.max_steps and not self.should_stop:
+            current = self._dispatch(compiled_fn, self.state, train_key, self.global_step)
+            self.state, self.state_ahead = current[0], False
+        last_time = time.perf_counter()
+        while current is not None:
+            state, device_metrics, start, n = current
+            boundary = start + n
+            ahead = None
+            if self._can_run_ahead(module, boundary):
+                ahead = self._dispatch(compiled_fn, state, train_key, boundary)
+                self.state, self.state_ahead = ahead[0], True
             host = metrics_lib.to_host(device_metrics)  # the one host sync per interval
-            seconds = time.perf_counter() - start
-            self.global_step += n
+            now = time.perf_counter()
+            seconds, last_time = now - last_time, now
+            self.global_step = boundary
             self.env_steps = self.global_step * self.env_steps_per_step
             host.update(step=self.global_step, env_steps=self.env_steps,
                         steps_per_second=n / seconds,
@@ -525,7 +572,15 @@ class Trainer:
                 self._evaluate(module)
             self._call("on_train_steps_end", module, host)
             self.callback_metrics.update(host)  # with what callbacks added (lr, throughput)
+            if ahead is not None:
+                current = ahead  # its boundary handles a signal or a stop request
+                self.state_ahead = False
+                continue
             self._on_boundary_signal(module)
+            current = None
+            if self.global_step < self.max_steps and not self.should_stop:
+                current = self._dispatch(compiled_fn, self.state, train_key, self.global_step)
+                self.state = current[0]
         if self.should_stop and self.stop_reason and self.is_global_zero:
             print(f"jaxtrainer: stopping at step {self.global_step}: {self.stop_reason}", flush=True)
         self._call("on_train_end", module)

@@ -44,6 +44,19 @@ class Callback:
 
     order: int = 0
 
+    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
+        """Whether this callback may read ``trainer.state``, evaluate, save or end
+        training (``should_stop``) at the boundary of step ``step``.
+
+        Asked before the interval ending at ``step`` has finished. When every
+        callback answers False, the Trainer enqueues the next interval before
+        running this boundary's hooks, so the devices do not wait for the host;
+        during those hooks ``trainer.state_ahead`` is True and ``trainer.state``
+        is already one interval further. The default, True, is always safe;
+        metric-only callbacks (loggers, progress bars) return False.
+        """
+        return True
+
     @property
     def state_key(self) -> str:
         """Key of this callback's ``state_dict`` in checkpoints (unique per class)."""

@@ -123,7 +123,15 @@ class ModelCheckpoint(Callback):
         self._last_saved_step = trainer.global_step
         self._last_time = time.monotonic()
 
+    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
+        """True at the boundaries where a save is due (by steps or seconds)."""
+        if self.every_n_steps and step // self.every_n_steps > self._last_saved_step // self.every_n_steps:
+            return True
+        return bool(self.every_n_seconds and time.monotonic() - self._last_time >= self.every_n_seconds)
+
     def _due(self, trainer: Trainer) -> bool:
+        if trainer.state_ahead:  # became due after the next interval was enqueued: next boundary
+            return False
         step = trainer.global_step
         if self.every_n_steps and step // self.every_n_steps > self._last_saved_step // self.every_n_steps:
             return True
@@ -143,7 +151,8 @@ class ModelCheckpoint(Callback):
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
         self._failed = True  # teardown then waits for process 0's writes without a collective
-        if self.save_on_exception and trainer.state is not None and self._mgr is not None:
+        if self.save_on_exception and trainer.state is not None and self._mgr is not None \
+                and not trainer.state_ahead:
             if self._last_saved_step != trainer.global_step:
                 self.save(trainer, module)
 
@@ -188,6 +197,11 @@ class ModelCheckpoint(Callback):
             writing failed on process 0.
         """
         step = trainer.global_step
+        if trainer.state_ahead:
+            raise RuntimeError(
+                f"ModelCheckpoint.save at step {step}: trainer.state is already one interval "
+                "further (the next interval was enqueued because every callback's needs_state "
+                "was False at this boundary); save from a callback whose needs_state is True")
         if not trainer.state_is_valid:
             if trainer.is_global_zero:
                 print(f"jaxtrainer: ModelCheckpoint: not saving step {step}: the state is not finite; "

@@ -56,6 +56,9 @@ class RichProgressBar(Callback):
         self._task = self._progress.add_task("train", total=total, completed=done, rate="", value="")
         self._t0 = time.perf_counter()
 
+    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
+        return False  # metrics only: the next interval may run meanwhile
+
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
         if self._progress is None:
             return

@@ -48,6 +48,9 @@ class ThroughputMonitor(Callback):
                 "throughput/compile_seconds": float(sum(trainer.compile_seconds.values())),
                 "throughput/train_seconds": seconds}
 
+    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
+        return False  # metrics only: the next interval may run meanwhile
+
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
         if "steps_per_second" in metrics:
             metrics["throughput/updates_per_second"] = float(metrics["steps_per_second"])

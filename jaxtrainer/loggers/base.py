@@ -105,6 +105,9 @@ class Logger(Callback):
         values = {k: to_number(k, v) for k, v in metrics.items() if k != "step"}
         self.log_metrics(values, int(metrics["step"]))
 
+    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
+        return False  # metrics only: the next interval may run meanwhile
+
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
         self._log(metrics)
 
