@@ -194,7 +194,7 @@ class PopulationTrainer(Trainer):
     Args:
       population_size: ``P``, global number of members per generation (>= 1).
       strategy, devices, callbacks, seed, default_root_dir, jit,
-        enable_progress_bar, enable_checkpointing, logger: as in
+        enable_progress_bar, enable_checkpointing, logger, run_ahead: as in
         :class:`~jaxtrainer.Trainer`.
       max_generations: generations to run (the Trainer's ``max_steps``).
       log_every_n_generations: generations fused per compiled call and per
@@ -228,6 +228,7 @@ class PopulationTrainer(Trainer):
         logger: bool = True,
         member_map: str = "vmap",
         map_batch_size: int | None = None,
+        run_ahead: bool | str = "auto",
     ) -> None:
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 1:
@@ -243,7 +244,7 @@ class PopulationTrainer(Trainer):
             log_every_n_steps=log_every_n_generations,
             eval_every_n_steps=eval_every_n_generations, callbacks=callbacks, seed=seed,
             default_root_dir=default_root_dir, jit=jit, enable_progress_bar=enable_progress_bar,
-            enable_checkpointing=enable_checkpointing, logger=logger,
+            enable_checkpointing=enable_checkpointing, logger=logger, run_ahead=run_ahead,
         )
         self.population_size = population_size
         self.member_map = member_map

@@ -94,7 +94,8 @@ class Trainer:
     so the devices never idle while the host logs. Those callbacks see
     ``trainer.state_ahead`` True (``trainer.state`` is then one interval past
     ``global_step``); a stop requested there takes effect after the interval
-    already enqueued. Single-process only.
+    already enqueued. Single-process only; by default (``run_ahead="auto"``)
+    only on GPU/TPU.
 
     Args:
       strategy: ``"auto"`` (``"single"`` on one device, ``"pmap"`` on several),
@@ -118,6 +119,11 @@ class Trainer:
         if none is given.
       logger: ``True`` adds a :class:`CSVLogger` and a :class:`TensorBoardLogger`
         when no logger is given; ``False`` adds none.
+      run_ahead: enqueue the next interval before a boundary's hooks when no
+        callback needs the state there (see "Run-ahead" above). ``"auto"``: on
+        GPU/TPU devices, off on CPU, where an execution queued behind a running
+        one was measured to cost CPU time and slow the run (PPO, 2 cores: 2.4 s
+        instead of 1.6 s for 300 updates).
 
     Raises:
       ValueError: an unknown strategy (listing the choices), a non-positive
@@ -139,7 +145,11 @@ class Trainer:
         enable_progress_bar: bool = True,
         enable_checkpointing: bool = True,
         logger: bool = True,
+        run_ahead: bool | str = "auto",
     ) -> None:
+        if run_ahead not in (True, False, "auto"):
+            raise ValueError(f"run_ahead={run_ahead!r}: expected True, False or 'auto'")
+        self.run_ahead = run_ahead
         self.max_steps_arg = _positive_int("max_steps", max_steps)
         self.max_env_steps = _positive_int("max_env_steps", max_env_steps)
         if max_steps is None and max_env_steps is None:
@@ -527,6 +537,9 @@ class Trainer:
         of step ``boundary`` (no evaluation, no stop, no signal, and every
         callback's :meth:`~jaxtrainer.Callback.needs_state` is False)."""
         if not self.strategy.jit or boundary >= self.max_steps or self.should_stop:
+            return False
+        if self.run_ahead is False or (
+                self.run_ahead == "auto" and self.strategy.devices[0].platform == "cpu"):
             return False
         if self.strategy.process_count > 1:
             return False  # processes would have to agree on it at every boundary

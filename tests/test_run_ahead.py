@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+import pytest
 
 import jaxtrainer as jt
 from tests.toys import Regression
 
-QUIET = dict(enable_progress_bar=False, enable_checkpointing=False, logger=False, seed=5)
+QUIET = dict(enable_progress_bar=False, enable_checkpointing=False, logger=False, seed=5,
+             run_ahead=True)  # "auto" keeps it off on CPU
 
 
 class Watch(jt.Callback):
@@ -52,6 +54,16 @@ def test_run_ahead_gives_the_same_run_and_stops_at_evaluations_and_the_end(run_d
     assert runs[True][2] == runs[False][2] == 40
 
 
+def test_auto_keeps_run_ahead_off_on_cpu_and_bad_values_are_errors(run_dir):
+    watch = Watch(False)
+    jt.Trainer(strategy="single", max_steps=10, log_every_n_steps=5, callbacks=[watch],
+               default_root_dir=run_dir, enable_progress_bar=False, enable_checkpointing=False,
+               logger=False).fit(Regression())
+    assert watch.ahead == [False, False]
+    with pytest.raises(ValueError, match="run_ahead='yes'"):
+        jt.Trainer(max_steps=1, run_ahead="yes")
+
+
 def test_checkpoints_are_taken_at_their_step_under_run_ahead(run_dir):
     """ModelCheckpoint(every_n_steps=10) holds the run at its save boundaries, so
     each checkpoint is the state of its own step (resume from 10 == the run)."""
@@ -59,7 +71,7 @@ def test_checkpoints_are_taken_at_their_step_under_run_ahead(run_dir):
     ckpt = jt.ModelCheckpoint(every_n_steps=10, save_top_k=-1)
     trainer = jt.Trainer(strategy="single", max_steps=20, log_every_n_steps=5,
                          callbacks=[watch, ckpt], default_root_dir=run_dir,
-                         enable_progress_bar=False, logger=False, seed=5)
+                         enable_progress_bar=False, logger=False, seed=5, run_ahead=True)
     trainer.fit(Regression())
     assert watch.ahead == [True, False, True, False]
     final = leaves(jax.device_get(trainer.state))
