@@ -127,3 +127,22 @@ def test_state_layout_is_inferred_from_the_device_dependence_of_each_leaf():
     layout = strategy.state_layout(Regression())
     assert not any(lay.sharded for lay in jax.tree.leaves(
         layout, is_leaf=lambda x: isinstance(x, jt.strategies.LeafLayout)))
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({"JAX_NUM_PROCESSES": "2", "JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234"}, "multi_node"),
+    ({"JAX_NUM_PROCESSES": "1"}, "pmap"),
+    ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "4"}, "multi_node"),
+    ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"}, "pmap"),  # an allocation, not an srun step
+    ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "1"}, "pmap"),
+    ({"OMPI_COMM_WORLD_SIZE": "2"}, "multi_node"),
+])
+def test_auto_picks_multi_node_when_a_cluster_launched_several_processes(monkeypatch, env, expected):
+    from jaxtrainer.strategies.registry import auto_name
+
+    for name in ("JAX_NUM_PROCESSES", "JAX_COORDINATOR_ADDRESS", "SLURM_JOB_ID", "SLURM_STEP_ID",
+                 "SLURM_NTASKS", "SLURM_NPROCS", "OMPI_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert auto_name() == expected  # 4 fake local devices otherwise: pmap

@@ -6,6 +6,8 @@ the visible devices.
 
 from __future__ import annotations
 
+import os
+
 import jax
 
 from jaxtrainer.strategies.base import DevicesArg, Strategy
@@ -26,9 +28,34 @@ def available() -> list[str]:
     return sorted(_REGISTRY) + ["auto"]
 
 
+def _int_env(name: str) -> int:
+    try:
+        return int(os.environ.get(name, "0"))
+    except ValueError:
+        return 0
+
+
+def cluster_detected() -> bool:
+    """Whether this process was started as one of several by a launcher that
+    ``jax.distributed.initialize`` can read, judged from the environment only
+    (no JAX backend is started): ``JAX_NUM_PROCESSES > 1`` (``jaxtrainer
+    launch`` or explicit settings), a SLURM job step with ``SLURM_NTASKS > 1``
+    (``srun``: ``SLURM_JOB_ID`` and ``SLURM_STEP_ID`` set), or Open MPI with
+    ``OMPI_COMM_WORLD_SIZE > 1``."""
+    if _int_env("JAX_NUM_PROCESSES") > 1:
+        return True
+    if "SLURM_JOB_ID" in os.environ and "SLURM_STEP_ID" in os.environ \
+            and max(_int_env("SLURM_NTASKS"), _int_env("SLURM_NPROCS")) > 1:
+        return True
+    return _int_env("OMPI_COMM_WORLD_SIZE") > 1
+
+
 def auto_name(devices: DevicesArg = "auto") -> str:
-    """``"single"`` on one local device, ``"pmap"`` when several are used."""
-    if "multi_node" in _REGISTRY and jax.process_count() > 1:
+    """``"multi_node"`` when a multi-process cluster is detected
+    (:func:`cluster_detected`, checked before anything starts JAX's backend) or
+    the distributed runtime is already initialised; otherwise ``"single"`` on
+    one local device and ``"pmap"`` when several are used."""
+    if "multi_node" in _REGISTRY and (cluster_detected() or jax.process_count() > 1):
         return "multi_node"
     if isinstance(devices, int):
         n = devices
