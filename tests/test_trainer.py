@@ -146,3 +146,28 @@ def test_resume_from_a_relative_default_root_dir(tmp_path, monkeypatch):
     again = jt.Trainer(max_steps=4, **kw)
     again.evaluate(Regression(), ckpt_path="runs/version_1/checkpoints/4")
     assert again.global_step == 4
+
+
+class BadStep(jt.Module):
+    """training_step returns something other than (state, dict of scalar metrics)."""
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def init_state(self, key):
+        return {"x": jax.numpy.zeros(3)}
+
+    def training_step(self, state, key):
+        return {"state": state, "list": (state, [1.0]), "vec": (state, {"vec": state["x"]}),
+                "key": (state, {"k": key})}[self.mode]
+
+
+@pytest.mark.parametrize("mode,error,match", [
+    ("state", TypeError, r"BadStep.training_step must return \(state, metrics.*got dict"),
+    ("list", TypeError, r"got \(state, list\)"),
+    ("vec", ValueError, r"metric 'vec': a metric must be a scalar.*shape \(3,\)"),
+    ("key", ValueError, r"metric 'k': a PRNG key is not a metric"),
+])
+def test_a_bad_training_step_output_names_the_problem(run_dir, mode, error, match):
+    with pytest.raises(error, match=match):
+        jt.Trainer(strategy="single", max_steps=2, default_root_dir=run_dir, **QUIET).fit(BadStep(mode))

@@ -241,13 +241,19 @@ class PPO(Module):
 
     Args:
       config: hyperparameters; :class:`PPOConfig` defaults when ``None``.
-      env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``.
-      **overrides: replace fields of ``config``, e.g. ``PPO(num_envs=8)``.
+      env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``;
+        a string is taken as ``config.env`` (an environment name).
+      **overrides: replace fields of ``config``, e.g. ``PPO(num_envs=8)``. Set
+        ``total_updates`` to the run's number of updates when annealing the
+        learning rate (``anneal_lr``, the default): the Trainer's budget does not
+        set it (the recipes compute it with ``config.training_steps``).
     """
 
     def __init__(self, config: PPOConfig | None = None, *, env: envs.Env | None = None,
                  **overrides: Any) -> None:
         config = config or PPOConfig()
+        if isinstance(env, str):  # PPO(env="CartPole-v1"): a name, as in PPOConfig.env
+            overrides["env"], env = env, None
         if overrides:
             config = dataclasses.replace(config, **overrides)
         self.config = config

@@ -53,6 +53,30 @@ class CompiledTrain:
     compile_seconds: float
 
 
+def _step_output(module: Module, out: Any) -> tuple[Any, dict]:
+    """``training_step``'s ``(state, metrics)``, or a TypeError saying what it returned."""
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict)):
+        got = (f"a tuple of {len(out)}" if isinstance(out, tuple) else type(out).__name__)
+        if isinstance(out, tuple) and len(out) == 2:
+            got = f"(state, {type(out[1]).__name__})"
+        raise TypeError(f"{type(module).__name__}.training_step must return "
+                        f"(state, metrics: dict[str, scalar | jaxtrainer.metrics.Mean]), got {got}")
+    return out
+
+
+def _metric_means(module: Module, where: str, metrics: dict) -> dict[str, metrics_lib.Mean]:
+    """Every metric as a Mean; errors name the metric."""
+    out = {}
+    for name, value in metrics.items():
+        try:
+            if hasattr(value, "dtype") and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
+                raise ValueError("a PRNG key is not a metric")
+            out[name] = metrics_lib.as_mean(value)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{type(module).__name__}.{where} metric {name!r}: {exc}") from None
+    return out
+
+
 class Strategy(abc.ABC):
     """Base class of all strategies; subclass it to run on other device layouts.
 
@@ -306,14 +330,14 @@ class Strategy(abc.ABC):
                 key = jax.random.fold_in(root_key, start + i)
                 if module.step_key_per_device:
                     key = jax.random.fold_in(key, jax.lax.axis_index(axes))
-                st, mets = module.training_step(st, key)
+                st, mets = _step_output(module, module.training_step(st, key))
                 self._check_structure(st, layout, "training_step")
                 st = self._match_layout(st, layout, "training_step")
-                mets = self._to_varying({k: metrics_lib.as_mean(v) for k, v in mets.items()})
+                mets = self._to_varying(_metric_means(module, "training_step", mets))
                 return st, jax.tree.map(jnp.add, acc, mets)
 
             key0 = jax.random.fold_in(root_key, start)
-            shapes = jax.eval_shape(module.training_step, state, key0)[1]
+            shapes = _step_output(module, jax.eval_shape(module.training_step, state, key0))[1]
             acc = self._to_varying({
                 k: metrics_lib.Mean(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
                 for k in shapes})
@@ -334,7 +358,10 @@ class Strategy(abc.ABC):
         def body(state, key):
             state = self._squeeze(state, layout)
             mets = module.evaluation_step(state, jax.random.fold_in(key, jax.lax.axis_index(axes)))
-            mets = self._to_varying({k: metrics_lib.as_mean(v) for k, v in mets.items()})
+            if not isinstance(mets, dict):
+                raise TypeError(f"{type(module).__name__}.evaluation_step must return a dict of "
+                                f"metrics, got {type(mets).__name__}")
+            mets = self._to_varying(_metric_means(module, "evaluation_step", mets))
             return self._reduce_metrics(mets)
 
         fn = self._shard_map(body, (self._specs(layout), P()), P())
