@@ -29,6 +29,7 @@ from typing import IO
 ENV_LOCAL_RANK = "JAXTRAINER_LOCAL_RANK"
 ENV_LAUNCHER_PID = "JAXTRAINER_LAUNCHER_PID"
 POLL_SECONDS = 0.05
+SETTLE_SECONDS = 1.0  # after a rank fails: how long the others may take to exit before naming the cause
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -192,9 +193,15 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
             codes = {rank: proc.poll() for rank, proc in ranks.procs.items()}
             failures = [(rank, code) for rank, code in codes.items() if code not in (None, 0)]
             if failures and not received:
-                # When one rank dies the others soon fail on the lost connection; by
-                # the time any of them has exited the dead one has too, so name a rank
-                # killed by a signal (the cause) before ranks that exited with an error.
+                # When one rank dies the others soon fail on the lost connection, and
+                # one of them may exit before the killed rank is fully reaped. Give
+                # the ranks a moment to settle, then name a rank killed by a signal
+                # (the cause) before ranks that exited with an error.
+                settle = time.monotonic() + SETTLE_SECONDS
+                while time.monotonic() < settle and ranks.running():
+                    time.sleep(POLL_SECONDS)
+                codes = {rank: proc.poll() for rank, proc in ranks.procs.items()}
+                failures = [(rank, code) for rank, code in codes.items() if code not in (None, 0)]
                 failed = min(failures, key=lambda rc: (rc[1] >= 0, rc[0]))
                 break
             time.sleep(POLL_SECONDS)
