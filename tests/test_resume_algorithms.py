@@ -64,3 +64,30 @@ def test_population_trainer_two_plus_two_equals_four(tmp_path):
     drop = {"steps_per_second", "env_steps_per_second"}
     assert ([{k: v for k, v in r.items() if k not in drop} for r in _rows(resumed.log_dir)]
             == [{k: v for k, v in r.items() if k not in drop} for r in _rows(straight.log_dir)])
+
+
+@pytest.mark.parametrize("name", ["pbt", "cem_rl"])
+def test_evolutionary_rl_two_plus_two_equals_four(tmp_path, name):
+    """PBT (exploit and explore every step, members on 2 devices) and CEM-RL
+    (replay buffer, critic, search distribution) resume exactly."""
+    def module():
+        if name == "pbt":
+            from jaxtrainer.algorithms import PBT
+
+            return PBT(_ppo(), {"lr": (1e-4, 1e-2)}, population_size=4, ready_every_n_steps=1)
+        from jaxtrainer.algorithms import CEMRL, CEMRLConfig
+
+        return CEMRL(CEMRLConfig(population_size=4, rollout_steps=20, critic_steps=4,
+                                 actor_steps=2, actor_hidden_sizes=(8,), critic_hidden_sizes=(8,),
+                                 buffer_size=400, batch_size=8, learning_starts=0,
+                                 eval_episodes=4))
+
+    kw = dict(strategy="pmap", devices=2, log_every_n_steps=1)
+    straight = toys.trainer(tmp_path, max_steps=4, callbacks=[
+        jt.CSVLogger(), jt.ModelCheckpoint(every_n_steps=2, async_save=False)], **kw)
+    straight.fit(module())
+    want = toys.leaves(straight.state)
+    resumed = toys.trainer(tmp_path, max_steps=4, **kw)
+    resumed.fit(module(), ckpt_path=os.path.join(straight.log_dir, "checkpoints", "2"))
+    assert resumed.global_step == 4
+    toys.assert_trees_equal(resumed.state, want)
