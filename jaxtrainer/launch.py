@@ -29,7 +29,8 @@ from typing import IO
 ENV_LOCAL_RANK = "JAXTRAINER_LOCAL_RANK"
 ENV_LAUNCHER_PID = "JAXTRAINER_LAUNCHER_PID"
 POLL_SECONDS = 0.05
-SETTLE_SECONDS = 1.0  # after a rank fails: how long the others may take to exit before naming the cause
+SETTLE_SECONDS = 3.0  # after a rank fails: how long a killed rank may take to be reaped (a large
+# JAX process exits slowly under load) before the cause is named
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -198,10 +199,11 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
                 # the ranks a moment to settle, then name a rank killed by a signal
                 # (the cause) before ranks that exited with an error.
                 settle = time.monotonic() + SETTLE_SECONDS
-                while time.monotonic() < settle and ranks.running():
+                while time.monotonic() < settle and ranks.running() \
+                        and not any(code < 0 for _, code in failures):
                     time.sleep(POLL_SECONDS)
-                codes = {rank: proc.poll() for rank, proc in ranks.procs.items()}
-                failures = [(rank, code) for rank, code in codes.items() if code not in (None, 0)]
+                    codes = {rank: proc.poll() for rank, proc in ranks.procs.items()}
+                    failures = [(r, c) for r, c in codes.items() if c not in (None, 0)]
                 failed = min(failures, key=lambda rc: (rc[1] >= 0, rc[0]))
                 break
             time.sleep(POLL_SECONDS)
