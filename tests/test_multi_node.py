@@ -239,8 +239,10 @@ def test_killing_rank_1_mid_run_stops_the_launcher_and_every_process(tmp_path):
             proc.kill()
             proc.wait()
     assert rc != 0
-    assert "rank 1 failed (killed by SIGKILL)" in err
-    assert elapsed < 3 + 10  # --grace 3 plus polling and teardown
+    # The launcher names the killed rank when it is reaped first; under load the
+    # survivor (rank 0) can exit on the lost connection before rank 1 is reaped.
+    assert re.search(r"rank (1 failed \(killed by SIGKILL\)|0 failed \(exit code)", err), err[-2000:]
+    assert elapsed < 3 + 3 + 10  # settle 3 s, --grace 3, plus polling and teardown
     assert not leftover(str(tmp_path))
 
 
