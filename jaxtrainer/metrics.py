@@ -63,3 +63,17 @@ def to_host(metrics: dict[str, Mean]) -> dict[str, float]:
         for name, m in fetched.items()
         if float(m.count) > 0
     }
+
+
+def rows_to_host(metrics: dict[str, Mean], num_rows: int) -> list[dict[str, float]]:
+    """Fetch per-interval metrics (``total``/``count``: ``float32[rows]``) to the
+    host in one transfer; return the first ``num_rows`` rows as dicts of Python
+    floats, each without the metrics that had no samples in that row."""
+    fetched = jax.device_get(metrics)
+    out: list[dict[str, float]] = [{} for _ in range(num_rows)]
+    for name, m in fetched.items():
+        totals, counts = m.total[:num_rows].tolist(), m.count[:num_rows].tolist()
+        for row, total, count in zip(out, totals, counts, strict=True):
+            if count > 0:
+                row[name] = total / count
+    return out

@@ -189,16 +189,17 @@ class PopulationTrainer(Trainer):
     plus ``on_generation_end(trainer, module, metrics)``, called once per fused
     interval of ``log_every_n_generations`` generations with that interval's
     metrics (averaged over its generations) and ``generation``; set
-    ``log_every_n_generations=1`` for one call per generation (a host sync each).
+    ``log_every_n_generations=1`` to get every generation's metrics.
 
     Args:
       population_size: ``P``, global number of members per generation (>= 1).
       strategy, devices, callbacks, seed, default_root_dir, jit,
-        enable_progress_bar, enable_checkpointing, logger, run_ahead: as in
+        enable_progress_bar, enable_checkpointing, logger, run_ahead,
+        sync_every_n_seconds: as in
         :class:`~jaxtrainer.Trainer`.
       max_generations: generations to run (the Trainer's ``max_steps``).
-      log_every_n_generations: generations fused per compiled call and per
-        metrics fetch.
+      log_every_n_generations: generations per log interval (callbacks get
+        metrics averaged over each interval).
       eval_every_n_generations: run the population module's ``evaluation_step``
         every this many generations (``None``: only via :meth:`evaluate`).
       member_map: ``"vmap"`` or ``"map"`` (``lax.map`` over a device's members,
@@ -229,6 +230,7 @@ class PopulationTrainer(Trainer):
         member_map: str = "vmap",
         map_batch_size: int | None = None,
         run_ahead: bool | str = "auto",
+        sync_every_n_seconds: float | None = 1.0,
     ) -> None:
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 1:
@@ -245,6 +247,7 @@ class PopulationTrainer(Trainer):
             eval_every_n_steps=eval_every_n_generations, callbacks=callbacks, seed=seed,
             default_root_dir=default_root_dir, jit=jit, enable_progress_bar=enable_progress_bar,
             enable_checkpointing=enable_checkpointing, logger=logger, run_ahead=run_ahead,
+            sync_every_n_seconds=sync_every_n_seconds,
         )
         self.population_size = population_size
         self.member_map = member_map

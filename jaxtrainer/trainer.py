@@ -9,6 +9,7 @@ import threading
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from jaxtrainer.distributed.process import broadcast_from_zero
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module
 from jaxtrainer.strategies import Strategy, resolve
-from jaxtrainer.strategies.base import DevicesArg
+from jaxtrainer.strategies.base import CompiledTrain, DevicesArg
 
 # Streams derived from the seed: fold_in(key(seed), stream).
 INIT_STREAM, TRAIN_STREAM, EVAL_STREAM = 0, 1, 2
@@ -71,6 +72,21 @@ def _lower_thread_priority() -> None:
         pass
 
 
+@dataclass(frozen=True)
+class _Call:
+    """One enqueued training call: ``lengths[j]`` steps per log interval from
+    step ``start``; ``state`` and ``metrics`` are still being computed."""
+
+    state: Any
+    metrics: Any
+    start: int
+    lengths: tuple[int, ...]
+
+    @property
+    def end(self) -> int:
+        return self.start + sum(self.lengths)
+
+
 def _positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
     if value is None and allow_none:
         return None
@@ -82,10 +98,22 @@ def _positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
 class Trainer:
     """Train a :class:`~jaxtrainer.Module` on any device layout.
 
-    The trainer fuses ``log_every_n_steps`` training steps into one compiled
-    ``shard_map``-ed loop, fetches the interval's metrics to the host once per
-    loop (never inside it), and dispatches callbacks between loops. Everything
-    runs from one compilation: intervals of different lengths share it.
+    The trainer fuses ``log_every_n_steps`` training steps (a *log interval*)
+    into a compiled ``shard_map``-ed loop, never transfers anything to the host
+    inside it, and passes each interval's metrics to the callbacks at the
+    interval's last step. Everything runs from one compilation: intervals of
+    any length, and any number of them per call, share it.
+
+    Fused intervals: when no callback needs the state at a log boundary
+    (:meth:`Callback.needs_state` False for all: loggers, progress bars,
+    throughput; no evaluation or checkpoint due there), the following interval
+    runs in the same compiled call, up to about ``sync_every_n_seconds`` of
+    device time per call (measured on the previous call) and 128 intervals.
+    When the call returns, its metrics are fetched in one transfer and the
+    callbacks get every interval's metrics at that interval's step, in order;
+    during all but the last ``trainer.state_ahead`` is True (``trainer.state``
+    is already at the call's end). Results are bit for bit those of one call
+    per interval: step keys depend on (seed, step, device) only.
 
     Run-ahead: when no callback needs the state at a boundary
     (:meth:`Callback.needs_state` False for all: loggers and progress bars; no
@@ -107,7 +135,8 @@ class Trainer:
         stops after the last whole training step that fits
         (``max_env_steps // module.env_steps_per_step`` steps), the same count
         under any device count. With both set, the smaller budget wins.
-      log_every_n_steps: training steps per compiled call and per metrics fetch.
+      log_every_n_steps: training steps per log interval: callbacks and loggers
+        get metrics averaged over each interval, at its last step.
       eval_every_n_steps: run ``evaluation_step`` every this many training steps
         (``None``: only through :meth:`evaluate`).
       callbacks: callbacks and loggers.
@@ -124,10 +153,15 @@ class Trainer:
         GPU/TPU devices, off on CPU, where an execution queued behind a running
         one was measured to cost CPU time and slow the run (PPO, 2 cores: 2.4 s
         instead of 1.6 s for 300 updates).
+      sync_every_n_seconds: target device time (seconds) of one compiled call
+        when log intervals are fused (see "Fused intervals"): how long metrics
+        may wait on the devices before the host sees them. ``None`` or ``0``:
+        one call, and one host sync, per log interval.
 
     Raises:
       ValueError: an unknown strategy (listing the choices), a non-positive
-        budget or interval, or no budget at all; raised here, before any compile.
+        budget or interval, a negative ``sync_every_n_seconds``, or no budget
+        at all; raised here, before any compile.
     """
 
     def __init__(
@@ -146,10 +180,18 @@ class Trainer:
         enable_checkpointing: bool = True,
         logger: bool = True,
         run_ahead: bool | str = "auto",
+        sync_every_n_seconds: float | None = 1.0,
     ) -> None:
         if run_ahead not in (True, False, "auto"):
             raise ValueError(f"run_ahead={run_ahead!r}: expected True, False or 'auto'")
         self.run_ahead = run_ahead
+        if sync_every_n_seconds is not None and (
+                isinstance(sync_every_n_seconds, bool)
+                or not isinstance(sync_every_n_seconds, (int, float))
+                or not sync_every_n_seconds >= 0):
+            raise ValueError(f"sync_every_n_seconds={sync_every_n_seconds!r}: expected seconds "
+                             ">= 0 or None")
+        self.sync_every_n_seconds = float(sync_every_n_seconds or 0.0)
         self.max_steps_arg = _positive_int("max_steps", max_steps)
         self.max_env_steps = _positive_int("max_env_steps", max_env_steps)
         if max_steps is None and max_env_steps is None:
@@ -178,7 +220,7 @@ class Trainer:
         self.config = dict(strategy=strategy if isinstance(strategy, str) else type(strategy).__name__,
                            devices=str(devices), max_steps=max_steps, max_env_steps=max_env_steps,
                            log_every_n_steps=log_every_n_steps, eval_every_n_steps=eval_every_n_steps,
-                           seed=seed, jit=jit)
+                           seed=seed, jit=jit, sync_every_n_seconds=sync_every_n_seconds)
 
         self.state: Any = None
         self.global_step = 0
@@ -195,6 +237,7 @@ class Trainer:
         self.log_dir: str = ""
         self._root_key: jax.Array | None = None
         self._eval_cache: dict[int, Any] = {}
+        self._seconds_per_step: float | None = None
 
     # ------------------------------------------------------------------ info
     @property
@@ -446,29 +489,33 @@ class Trainer:
             path = os.path.join(directory, str(self.global_step))
         return path
 
-    def _agree_on_stopping(self) -> None:
-        """With several processes, make ``received_signal`` and ``should_stop``
-        the same everywhere (a signal or a wall-clock Timer can fire on one
-        process an interval earlier than on another; a checkpoint is a collective,
-        so every process must save at the same boundary). One tiny all-gather per
-        log interval, only when ``process_count > 1``."""
+    def _agree_on_stopping(self, plan: list[int]) -> list[int]:
+        """With several processes, make ``received_signal``, ``should_stop`` and
+        the next call's intervals the same everywhere (a signal, a wall-clock
+        Timer or the measured call time can differ between processes; every
+        process must run the same program and save at the same boundary): the
+        plan is cut to the shortest one proposed. One tiny all-gather per
+        compiled call, only when ``process_count > 1``. Returns the plan."""
         if self.strategy.process_count <= 1:
-            return
+            return plan
         from jax.experimental import multihost_utils
 
-        mine = np.array([self.received_signal or 0, int(self.should_stop)], np.int32)
-        every = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1, 2)
+        mine = np.array([self.received_signal or 0, int(self.should_stop), len(plan)], np.int32)
+        every = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1, 3)
         signals = every[every[:, 0] > 0, 0]
         if self.received_signal is None and signals.size:
             self.received_signal = int(signals[0])
         if every[:, 1].any() and not self.should_stop:
             self.should_stop = True
             self.stop_reason = self.stop_reason or "another process asked to stop"
+        return plan[:int(every[:, 2].min())]
 
-    def _on_boundary_signal(self, module: Module) -> None:
-        self._agree_on_stopping()
+    def _on_boundary_signal(self, module: Module, plan: list[int]) -> list[int]:
+        """Agree on stopping and the next plan; checkpoint and raise
+        :class:`Preempted` when a signal arrived. Returns the plan to run."""
+        plan = self._agree_on_stopping(plan)
         if self.received_signal is None:
-            return
+            return plan
         if not self.state_is_valid:
             path = "(none written: the state is not finite; the last good checkpoint stays)"
         else:
@@ -483,6 +530,35 @@ class Trainer:
         if self.eval_every_n_steps:
             n = min(n, self.eval_every_n_steps - start % self.eval_every_n_steps)
         return n
+
+    def _needs_boundary(self, module: Module, step: int) -> bool:
+        """Whether the host must hold the state of step ``step`` before the next
+        step runs: the end of the budget, an evaluation, a stop or signal, or a
+        callback whose :meth:`~jaxtrainer.Callback.needs_state` is True."""
+        if step >= self.max_steps or self.should_stop or self.received_signal is not None:
+            return True
+        if self.eval_every_n_steps and step % self.eval_every_n_steps == 0:
+            return True
+        return any(cb.needs_state(self, module, step) for cb in self.callbacks)
+
+    def _plan(self, module: Module, start: int, max_intervals: int) -> list[int]:
+        """Lengths of the log intervals the call starting at step ``start`` runs:
+        consecutive intervals up to the first boundary that needs the state, about
+        ``sync_every_n_seconds`` of device time at the last measured speed, and
+        ``max_intervals``. One interval when nothing was measured yet, when
+        ``sync_every_n_seconds`` is 0, or without ``jit``."""
+        lengths: list[int] = []
+        step = start
+        fuse = self.strategy.jit and self.sync_every_n_seconds > 0
+        while step < self.max_steps and len(lengths) < max_intervals:
+            n = self._interval_length(step)
+            lengths.append(n)
+            step += n
+            if not fuse or self._seconds_per_step is None or self._needs_boundary(module, step):
+                break
+            if (step - start) * self._seconds_per_step >= self.sync_every_n_seconds:
+                break
+        return lengths
 
     def _compile_ahead(self, module: Module) -> None:
         """Compile the training program, then the evaluation program, in a
@@ -513,7 +589,7 @@ class Trainer:
         for future in list(getattr(self, "_compiling", {}).values()):
             future.exception()
 
-    def _compiled(self, name: str, module: Module, key: jax.Array) -> Any:
+    def _compiled(self, name: str, module: Module, key: jax.Array) -> CompiledTrain:
         future = getattr(self, "_compiling", {}).pop(name, None)
         if future is not None:
             compiled = future.result()
@@ -522,78 +598,85 @@ class Trainer:
         else:
             compiled = self.strategy.compile_eval(module, self.state, key)
         self.compile_seconds[name] = compiled.compile_seconds
-        return compiled.fn
+        return compiled
 
-    def _dispatch(self, compiled_fn: Any, state: Any, key: jax.Array, start: int) -> tuple[Any, Any, int, int]:
-        """Enqueue the interval starting at step ``start`` (asynchronous; donates
-        ``state``). Returns ``(new_state, device_metrics, start, num_steps)``."""
-        n = self._interval_length(start)
-        new_state, device_metrics = compiled_fn(state, key, np.int32(start), np.int32(n))
-        return new_state, device_metrics, start, n
+    def _dispatch(self, compiled: CompiledTrain, state: Any, key: jax.Array, start: int,
+                  lengths: list[int]) -> _Call:
+        """Enqueue one call running ``lengths`` intervals from step ``start``
+        (asynchronous; donates ``state``)."""
+        padded = np.zeros(compiled.max_intervals, np.int32)
+        padded[:len(lengths)] = lengths
+        new_state, device_metrics = compiled.program(state, key, np.int32(start), padded)
+        return _Call(new_state, device_metrics, start, tuple(lengths))
 
     def _can_run_ahead(self, module: Module, boundary: int) -> bool:
-        """Whether the interval after ``boundary`` may be enqueued before the
+        """Whether the call after ``boundary`` may be enqueued before the
         callbacks of ``boundary`` run: nothing at that boundary needs the state
-        of step ``boundary`` (no evaluation, no stop, no signal, and every
-        callback's :meth:`~jaxtrainer.Callback.needs_state` is False)."""
-        if not self.strategy.jit or boundary >= self.max_steps or self.should_stop:
+        of step ``boundary`` (see :meth:`_needs_boundary`), run-ahead is on, and
+        there is one process."""
+        if not self.strategy.jit:
             return False
         if self.run_ahead is False or (
                 self.run_ahead == "auto" and self.strategy.devices[0].platform == "cpu"):
             return False
         if self.strategy.process_count > 1:
             return False  # processes would have to agree on it at every boundary
-        if self.received_signal is not None:
-            return False
-        if self.eval_every_n_steps and boundary % self.eval_every_n_steps == 0:
-            return False
-        return not any(cb.needs_state(self, module, boundary) for cb in self.callbacks)
+        return not self._needs_boundary(module, boundary)
 
     def _train(self, module: Module) -> None:
-        """The host loop. Each fused interval is enqueued, then its metrics are
-        fetched (the one host sync per interval) and the callbacks run. When no
-        callback needs the state at a boundary, the next interval is enqueued
-        *before* that boundary's metrics are fetched, so the devices never wait
-        for the host (callbacks, loggers, dispatch) between intervals; its
-        callbacks then see ``trainer.state_ahead`` True and ``trainer.state``
-        one interval ahead of ``global_step``."""
+        """The host loop. Each call (one or more fused log intervals, see
+        :meth:`_plan`) is enqueued, then its metrics are fetched (the one host
+        sync per call) and the callbacks run once per interval, in step order.
+        With run-ahead, the next call is enqueued *before* that fetch when no
+        callback needs the state at the call's end, so the devices never wait
+        for the host; callbacks then see ``trainer.state_ahead`` True."""
         train_key = jax.random.fold_in(self._root_key, TRAIN_STREAM)
-        compiled_fn = self._compiled("train", module, train_key)
+        compiled = self._compiled("train", module, train_key)
         self._call("on_train_start", module)
+        self._seconds_per_step = None
+        rows = compiled.max_intervals
         current = None
         if self.global_step < self.max_steps and not self.should_stop:
-            current = self._dispatch(compiled_fn, self.state, train_key, self.global_step)
-            self.state, self.state_ahead = current[0], False
+            current = self._dispatch(compiled, self.state, train_key, self.global_step,
+                                     self._plan(module, self.global_step, rows))
+            self.state, self.state_ahead = current.state, False
         last_time = time.perf_counter()
         while current is not None:
-            state, device_metrics, start, n = current
-            boundary = start + n
             ahead = None
-            if self._can_run_ahead(module, boundary):
-                ahead = self._dispatch(compiled_fn, state, train_key, boundary)
-                self.state, self.state_ahead = ahead[0], True
-            host = metrics_lib.to_host(device_metrics)  # the one host sync per interval
+            if self._can_run_ahead(module, current.end):
+                ahead = self._dispatch(compiled, current.state, train_key, current.end,
+                                       self._plan(module, current.end, rows))
+                self.state = ahead.state
+            host_rows = metrics_lib.rows_to_host(current.metrics, len(current.lengths))  # host sync
             now = time.perf_counter()
             seconds, last_time = now - last_time, now
-            self.global_step = boundary
-            self.env_steps = self.global_step * self.env_steps_per_step
-            host.update(step=self.global_step, env_steps=self.env_steps,
-                        steps_per_second=n / seconds,
-                        env_steps_per_second=n * self.env_steps_per_step / seconds)
-            self.callback_metrics.update(host)
-            if self.eval_every_n_steps and self.global_step % self.eval_every_n_steps == 0:
-                self._evaluate(module)
-            self._call("on_train_steps_end", module, host)
-            self.callback_metrics.update(host)  # with what callbacks added (lr, throughput)
+            steps = current.end - current.start
+            self._seconds_per_step = seconds / steps
+            self.global_step = current.start
+            for j, (n, host) in enumerate(zip(current.lengths, host_rows, strict=True)):
+                self.state_ahead = ahead is not None or j < len(current.lengths) - 1
+                self.global_step += n
+                self.env_steps = self.global_step * self.env_steps_per_step
+                host.update(step=self.global_step, env_steps=self.env_steps,
+                            steps_per_second=steps / seconds,
+                            env_steps_per_second=steps * self.env_steps_per_step / seconds)
+                self.callback_metrics.update(host)
+                if (not self.state_ahead and self.eval_every_n_steps
+                        and self.global_step % self.eval_every_n_steps == 0):
+                    self._evaluate(module)
+                self._call("on_train_steps_end", module, host)
+                self.callback_metrics.update(host)  # with what callbacks added (lr, throughput)
+            self.state_ahead = False
             if ahead is not None:
-                current = ahead  # its boundary handles a signal or a stop request
-                self.state_ahead = False
+                current = ahead  # its end handles a signal or a stop request
                 continue
-            self._on_boundary_signal(module)
+            more = self.global_step < self.max_steps and not self.should_stop
+            plan = self._plan(module, self.global_step, rows) if more else []
+            plan = self._on_boundary_signal(module, plan)
             current = None
-            if self.global_step < self.max_steps and not self.should_stop:
-                current = self._dispatch(compiled_fn, self.state, train_key, self.global_step)
-                self.state = current[0]
+            if plan and self.global_step < self.max_steps and not self.should_stop:
+                current = self._dispatch(compiled, self.state, train_key, self.global_step, plan)
+                self.state = current.state
         if self.should_stop and self.stop_reason and self.is_global_zero:
             print(f"jaxtrainer: stopping at step {self.global_step}: {self.stop_reason}", flush=True)
         self._call("on_train_end", module)
@@ -606,7 +689,7 @@ class Trainer:
         key = jax.random.fold_in(jax.random.fold_in(self._root_key, EVAL_STREAM), self.global_step)
         fn = self._eval_cache.get(id(module))
         if fn is None:
-            fn = self._eval_cache[id(module)] = self._compiled("eval", module, key)
+            fn = self._eval_cache[id(module)] = self._compiled("eval", module, key).program
         result = metrics_lib.to_host(fn(self.state, key))
         result.update(step=self.global_step, env_steps=self.env_steps)
         self.callback_metrics.update(result)

@@ -35,19 +35,54 @@ def test_max_env_steps_stops_after_the_last_whole_step(run_dir, strategy):
 
 
 def test_metrics_are_fetched_once_per_log_interval(run_dir, monkeypatch):
-    """F20: 100 steps with log_every_n_steps=10 fetch metrics 10 times, and no
+    """F20: 100 steps with log_every_n_steps=10 fetch metrics 10 times (a callback
+    that may read the state at every boundary: one call per interval), and no
     implicit device-to-host transfer happens anywhere else."""
     calls = []
-    real = metrics_lib.to_host
-    monkeypatch.setattr(metrics_lib, "to_host", lambda m: calls.append(1) or real(m))
+    real = metrics_lib.rows_to_host
+    monkeypatch.setattr(metrics_lib, "rows_to_host", lambda m, n: calls.append(n) or real(m, n))
     rec = Recorder()
     trainer = jt.Trainer(strategy="pmap", max_steps=100, log_every_n_steps=10,
                          default_root_dir=run_dir, callbacks=[rec], **QUIET)
     with jax.transfer_guard_device_to_host("disallow"):
         trainer.fit(Regression())
-    assert len(calls) == 10
+    assert calls == [1] * 10
     assert [m["step"] for m in rec.steps] == list(range(10, 101, 10))
     assert all(isinstance(v, float | int) for m in rec.steps for v in m.values())
+
+
+class MetricsOnly(Recorder):
+    def needs_state(self, trainer, module, step):
+        return False
+
+
+def test_log_intervals_are_fused_when_no_callback_needs_the_state(run_dir, monkeypatch):
+    """F20 with metric-only callbacks: 100 steps with log_every_n_steps=10 fetch
+    metrics fewer than 10 times (intervals fused into one call up to
+    sync_every_n_seconds), callbacks still get every interval at its own step,
+    and the run is bit for bit the one-call-per-interval run."""
+    calls = []
+    real = metrics_lib.rows_to_host
+    monkeypatch.setattr(metrics_lib, "rows_to_host", lambda m, n: calls.append(n) or real(m, n))
+    runs = {}
+    for sync in (0, 60.0):
+        calls.clear()
+        rec = MetricsOnly()
+        trainer = jt.Trainer(strategy="pmap", max_steps=100, log_every_n_steps=10,
+                             default_root_dir=run_dir, callbacks=[rec], sync_every_n_seconds=sync,
+                             **QUIET)
+        with jax.transfer_guard_device_to_host("disallow"):
+            trainer.fit(Regression())
+        runs[sync] = (list(calls), rec.steps, jax.device_get(trainer.state))
+    assert runs[0][0] == [1] * 10
+    assert runs[60.0][0] == [1, 9]            # the first call measures the speed
+    assert [m["step"] for m in runs[60.0][1]] == list(range(10, 101, 10))
+    for a, b in zip(runs[0][1], runs[60.0][1], strict=True):
+        assert a["loss"] == b["loss"] and a["step"] == b["step"]
+    for a, b in zip(jax.tree.leaves(runs[0][2]), jax.tree.leaves(runs[60.0][2]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="sync_every_n_seconds=-1"):
+        jt.Trainer(max_steps=1, sync_every_n_seconds=-1)
 
 
 def test_one_compilation_serves_intervals_of_every_length(run_dir, monkeypatch):

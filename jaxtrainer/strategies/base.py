@@ -45,12 +45,41 @@ class LeafLayout:
     expanded: bool = False
 
 
+# Log intervals one compiled training call can run, at most (rows of its
+# metrics buffer: 128 x 2 float32 per metric).
+MAX_INTERVALS_PER_CALL = 128
+
+
 @dataclass(frozen=True)
 class CompiledTrain:
-    """``fn(state, root_key, start_step: int32[], num_steps: int32[]) -> (state, metrics)``."""
+    """A compiled training program.
 
-    fn: Callable[..., tuple[Any, dict[str, metrics_lib.Mean]]]
+    ``program(state, root_key, start_step: int32[], lengths: int32[max_intervals])
+    -> (state, metrics)`` runs consecutive *log intervals* of ``lengths[j]``
+    training steps each, from step ``start_step``, until the first zero length.
+    ``metrics`` maps each name to a :class:`~jaxtrainer.metrics.Mean` whose
+    ``total`` and ``count`` are ``float32[max_intervals]``: row ``j`` is interval
+    ``j``'s sum over its steps and over devices (rows past the last interval are 0).
+
+    ``fn(state, root_key, start_step, num_steps) -> (state, metrics)`` is the
+    one-interval form (scalar Means), for direct use and tests.
+
+    For ``evaluation`` programs ``program`` and ``fn`` are both
+    ``fn(state, key) -> metrics`` and ``max_intervals`` is 1.
+    """
+
+    program: Callable[..., tuple[Any, dict[str, metrics_lib.Mean]]]
     compile_seconds: float
+    max_intervals: int = 1
+
+    def fn(self, state: Any, root_key: jax.Array, *args: Any) -> Any:
+        if len(args) != 2:  # an evaluation program: fn(state, key)
+            return self.program(state, root_key, *args)
+        start, num_steps = args
+        lengths = np.zeros(self.max_intervals, np.int32)
+        lengths[0] = int(num_steps)
+        state, metrics = self.program(state, root_key, np.int32(start), lengths)
+        return state, jax.tree.map(lambda x: x[0], metrics)
 
 
 def _step_output(module: Module, out: Any) -> tuple[Any, dict]:
@@ -307,27 +336,30 @@ class Strategy(abc.ABC):
         return to_varying(tree, self.data_axes)
 
     def compile_train(self, module: Module, state: Any, root_key: jax.Array) -> CompiledTrain:
-        """Compile ``num_steps`` fused training steps as one program.
+        """Compile the training program: up to ``max_intervals`` log intervals of
+        fused training steps in one call (see :class:`CompiledTrain`).
 
-        The returned function runs steps ``start_step .. start_step+num_steps-1``
-        in a ``lax.fori_loop`` (``num_steps`` is a traced int32, so every interval
-        length shares one compilation). Step ``s`` on device ``d`` uses the key
-        ``fold_in(fold_in(root_key, s), d)``: distinct per device (F1) and a pure
-        function of (seed, step, device), so resumed runs draw the same keys
-        (``fold_in(root_key, s)`` on every device when the module sets
-        ``step_key_per_device = False``).
-        Metrics come back summed as :class:`~jaxtrainer.metrics.Mean` over steps
-        and devices, replicated, without any host transfer inside the loop.
+        Steps run in nested ``lax.fori_loop``s whose trip counts (the interval
+        lengths) are traced int32 values, so every interval length and every
+        number of intervals per call share one compilation. Step ``s`` on device
+        ``d`` uses the key ``fold_in(fold_in(root_key, s), d)``: distinct per
+        device (F1) and a pure function of (seed, step, device), so a run gives
+        the same result however its steps are grouped into calls and resumed
+        runs draw the same keys (``fold_in(root_key, s)`` on every device when
+        the module sets ``step_key_per_device = False``). Metrics are summed as
+        :class:`~jaxtrainer.metrics.Mean` per interval over steps, then over
+        devices once per call, replicated, without any host transfer inside.
         """
         layout = self.state_layout(module)
         axes = self.data_axes
+        rows = MAX_INTERVALS_PER_CALL
 
-        def body(state, root_key, start, num):
+        def body(state, root_key, start, lengths):
             state = self._squeeze(state, layout)
 
-            def one(i, carry):
+            def one(step, carry):
                 st, acc = carry
-                key = jax.random.fold_in(root_key, start + i)
+                key = jax.random.fold_in(root_key, step)
                 if module.step_key_per_device:
                     key = jax.random.fold_in(key, jax.lax.axis_index(axes))
                 st, mets = _step_output(module, module.training_step(st, key))
@@ -336,19 +368,29 @@ class Strategy(abc.ABC):
                 mets = self._to_varying(_metric_means(module, "training_step", mets))
                 return st, jax.tree.map(jnp.add, acc, mets)
 
-            key0 = jax.random.fold_in(root_key, start)
-            shapes = _step_output(module, jax.eval_shape(module.training_step, state, key0))[1]
-            acc = self._to_varying({
+            names = _step_output(module, jax.eval_shape(
+                module.training_step, state, jax.random.fold_in(root_key, start)))[1]
+            zero = self._to_varying({
                 k: metrics_lib.Mean(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
-                for k in shapes})
-            state, acc = jax.lax.fori_loop(0, num, one, (state, acc))
-            return self._expand(state, layout), self._reduce_metrics(acc)
+                for k in names})
+            buffer = jax.tree.map(lambda z: jnp.zeros((rows,), z.dtype) + z, zero)
+
+            def interval(j, carry):
+                st, buf, first = carry
+                last = first + lengths[j]
+                st, acc = jax.lax.fori_loop(first, last, one, (st, zero))
+                buf = jax.tree.map(lambda b, a: b.at[j].set(a), buf, acc)
+                return st, buf, last
+
+            num_intervals = jnp.sum(lengths > 0)
+            state, buffer, _ = jax.lax.fori_loop(0, num_intervals, interval, (state, buffer, start))
+            return self._expand(state, layout), self._reduce_metrics(buffer)
 
         specs = self._specs(layout)
         fn = self._shard_map(body, (specs, P(), P(), P()), (specs, P()))
-        step0 = jnp.zeros((), jnp.int32)
-        compiled, seconds = self._compile(fn, state, root_key, step0, step0, donate=(0,))
-        return CompiledTrain(compiled, seconds)
+        compiled, seconds = self._compile(fn, state, root_key, jnp.zeros((), jnp.int32),
+                                          jnp.zeros((rows,), jnp.int32), donate=(0,))
+        return CompiledTrain(compiled, seconds, rows)
 
     def compile_eval(self, module: Module, state: Any, key: jax.Array) -> CompiledTrain:
         """Compile ``fn(state, key) -> metrics`` running ``evaluation_step`` on every device."""
