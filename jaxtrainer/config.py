@@ -15,6 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from jaxtrainer import envs
+from jaxtrainer.module import Module
 from jaxtrainer.trainer import Trainer
 
 TRAINER_KEYS = (
@@ -93,3 +95,62 @@ def training_steps(cfg: DictConfig, env_steps_per_step: int) -> int:
     if cfg.trainer.get("max_env_steps"):
         budgets.append(cfg.trainer.max_env_steps // env_steps_per_step)
     return max(1, min(budgets, default=1))
+
+
+def section(cfg: DictConfig, name: str) -> dict[str, Any]:
+    """``cfg.<name>`` as a plain dict with interpolations resolved, e.g.
+    ``section(cfg, "algorithm")`` as an algorithm config's keyword arguments.
+
+    Raises:
+      ValueError: ``cfg`` has no section ``name`` (the message lists the
+        sections it has).
+    """
+    node = cfg[name] if name in cfg else None
+    if not isinstance(node, DictConfig):
+        sections = ", ".join(sorted(str(k) for k, v in cfg.items_ex(resolve=False)
+                                    if isinstance(v, DictConfig)))
+        raise ValueError(f"config has no section {name!r}; its sections: {sections}")
+    return OmegaConf.to_container(node, resolve=True)
+
+
+def make_env(cfg: DictConfig) -> envs.Env:
+    """The environment of the ``env:`` section: ``env.name`` (a gymnax id such
+    as ``CartPole-v1``, or ``brax/<env>``) built by :func:`jaxtrainer.envs.make`
+    with the section's other keys as its keyword arguments (for brax e.g.
+    ``episode_length``, ``backend``).
+
+    Raises:
+      ValueError: no ``env:`` section, no ``env.name``, or an unknown name (the
+        message lists the available names).
+      TypeError: a key that the environment's constructor does not take.
+    """
+    kwargs = section(cfg, "env")
+    if "name" not in kwargs:
+        raise ValueError("config section 'env' has no name: set env.name, e.g. "
+                         "env.name=CartPole-v1 or env.name=brax/ant")
+    return envs.make(kwargs.pop("name"), **kwargs)
+
+
+def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[str, float]:
+    """Train ``module`` (from ``trainer.ckpt_path`` when the config sets one),
+    evaluate it once and print the recipes' last line,
+    ``eval/episode_return=<value with 2 decimals> run_dir=<trainer.log_dir>``.
+
+    ``trainer`` is a :class:`Trainer` or a :class:`~jaxtrainer.PopulationTrainer`.
+
+    Returns:
+      The evaluation metrics, ``trainer.evaluate(module)`` (Python floats).
+
+    Raises:
+      KeyError: the evaluation has no ``eval/episode_return`` (raised after
+        training and evaluating; the message lists the metrics it has).
+      FileNotFoundError: ``trainer.ckpt_path`` names no checkpoint (from
+        :meth:`Trainer.fit`, as do the module's size checks' ``ValueError``).
+    """
+    trainer.fit(module, ckpt_path=ckpt_path(cfg))
+    result = trainer.evaluate(module)
+    if "eval/episode_return" not in result:
+        raise KeyError(f"the evaluation of {type(module).__name__} has no eval/episode_return; "
+                       f"its metrics: {', '.join(sorted(result))}")
+    print(f"eval/episode_return={result['eval/episode_return']:.2f} run_dir={trainer.log_dir}")
+    return result

@@ -15,9 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
-from jaxtrainer import config, envs
+from jaxtrainer import config
 from jaxtrainer.algorithms.cem_rl import CEMRL, CEMRLConfig
 
 CONFIG = Path(__file__).parent / "configs" / "cem_rl.yaml"
@@ -27,15 +25,10 @@ def main(argv: list[str]) -> dict[str, float]:
     path, argv = config.config_arg(argv, CONFIG)
     cfg = config.load(path, argv)
     trainer = config.make_trainer(cfg)
-    env_kwargs = OmegaConf.to_container(cfg.env, resolve=True)
-    name = env_kwargs.pop("name")
-    env = envs.make(name, **env_kwargs)
-    algo = OmegaConf.to_container(cfg.algorithm, resolve=True)
-    module = CEMRL(CEMRLConfig(env=name, **algo), env=env)
-    trainer.fit(module, ckpt_path=config.ckpt_path(cfg))
-    result = trainer.evaluate(module)
-    print(f"eval/episode_return={result['eval/episode_return']:.2f} run_dir={trainer.log_dir}")
-    return result
+    env = config.make_env(cfg)
+    algo = config.section(cfg, "algorithm")
+    module = CEMRL(CEMRLConfig(env=cfg.env.name, **algo), env=env)
+    return config.fit_and_report(trainer, module, cfg)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from jaxtrainer import config
 from jaxtrainer.algorithms.dqn import DQN, DQNConfig
 
@@ -24,11 +22,8 @@ CONFIG = Path(__file__).parent / "configs" / "dqn.yaml"
 def main(argv: list[str]) -> dict[str, float]:
     cfg = config.load(CONFIG, argv)
     trainer = config.make_trainer(cfg)
-    module = DQN(DQNConfig(env=cfg.env.name, **OmegaConf.to_container(cfg.algorithm, resolve=True)))
-    trainer.fit(module, ckpt_path=config.ckpt_path(cfg))
-    result = trainer.evaluate(module)
-    print(f"eval/episode_return={result['eval/episode_return']:.2f} run_dir={trainer.log_dir}")
-    return result
+    module = DQN(DQNConfig(env=cfg.env.name, **config.section(cfg, "algorithm")))
+    return config.fit_and_report(trainer, module, cfg)
 
 
 if __name__ == "__main__":

@@ -33,24 +33,19 @@ def fast_cpu_compile() -> None:
 
 def run(config_file: Path, argv: list[str]) -> dict[str, float]:
     """Load ``config_file`` with ``argv`` overrides, evolve, evaluate, print the last line."""
-    from omegaconf import OmegaConf
-
     from jaxtrainer import config
     from jaxtrainer.algorithms.es import NeuroES
     from jaxtrainer.population import PopulationTrainer
 
     cfg = config.load(config_file, argv)
-    kwargs = OmegaConf.to_container(cfg.trainer, resolve=True)
-    ckpt_path = kwargs.pop("ckpt_path", None)
+    kwargs = config.section(cfg, "trainer")
+    kwargs.pop("ckpt_path", None)  # fit_and_report resumes from it
     trainer = PopulationTrainer(**kwargs)
-    algo = OmegaConf.to_container(cfg.algorithm, resolve=True)
+    algo = config.section(cfg, "algorithm")
     name = algo.pop("name")
     module = NeuroES(cfg.env.name, name, **{k: v for k, v in algo.items() if v is not None
                                             or k == "fitness_shaping"})
-    trainer.fit(module, ckpt_path=ckpt_path)
-    result = trainer.evaluate(module)
-    print(f"eval/episode_return={result['eval/episode_return']:.2f} run_dir={trainer.log_dir}")
-    return result
+    return config.fit_and_report(trainer, module, cfg)
 
 
 def main(argv: list[str]) -> dict[str, float]:

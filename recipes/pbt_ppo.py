@@ -18,8 +18,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from jaxtrainer import config
 from jaxtrainer.algorithms import PBT, PPO, PPOConfig
 
@@ -30,15 +28,12 @@ def main(argv: list[str]) -> dict[str, float]:
     path, argv = config.config_arg(argv, CONFIG)
     cfg = config.load(path, argv)
     trainer = config.make_trainer(cfg)
-    algo = OmegaConf.to_container(cfg.algorithm, resolve=True)
-    pbt = OmegaConf.to_container(cfg.pbt, resolve=True)
+    algo = config.section(cfg, "algorithm")
+    pbt = config.section(cfg, "pbt")
     per_member_steps = algo["num_envs"] * algo["num_steps"] * pbt["population_size"]
     total_updates = config.training_steps(cfg, per_member_steps)
     module = PBT(PPO(PPOConfig(env=cfg.env.name, total_updates=total_updates, **algo)), **pbt)
-    trainer.fit(module, ckpt_path=config.ckpt_path(cfg))
-    result = trainer.evaluate(module)
-    print(f"eval/episode_return={result['eval/episode_return']:.2f} run_dir={trainer.log_dir}")
-    return result
+    return config.fit_and_report(trainer, module, cfg)
 
 
 if __name__ == "__main__":

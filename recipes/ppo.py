@@ -13,8 +13,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from jaxtrainer import config
 from jaxtrainer.algorithms import PPO, PPOConfig
 
@@ -24,14 +22,11 @@ CONFIG = Path(__file__).parent / "configs" / "ppo.yaml"
 def main(argv: list[str]) -> dict[str, float]:
     cfg = config.load(CONFIG, argv)
     trainer = config.make_trainer(cfg)
-    algo = OmegaConf.to_container(cfg.algorithm, resolve=True)
+    algo = config.section(cfg, "algorithm")
     # the learning rate anneals over the run's updates
     total_updates = config.training_steps(cfg, algo["num_envs"] * algo["num_steps"])
     module = PPO(PPOConfig(env=cfg.env.name, total_updates=total_updates, **algo))
-    trainer.fit(module, ckpt_path=config.ckpt_path(cfg))
-    result = trainer.evaluate(module)
-    print(f"eval/episode_return={result['eval/episode_return']:.2f} run_dir={trainer.log_dir}")
-    return result
+    return config.fit_and_report(trainer, module, cfg)
 
 
 if __name__ == "__main__":

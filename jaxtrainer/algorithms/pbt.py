@@ -48,6 +48,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxtrainer.checkpoint import decode_keys, encode_keys
 from jaxtrainer.distributed import (
     AXIS_NAME,
     axis_index,
@@ -137,19 +138,11 @@ class PBTState:
     exploits: jax.Array
 
 
-def _is_key(x: Any) -> bool:
-    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-
-
 def _gather_tree(tree: Any, axis_name: AxisName) -> Any:
-    """:func:`gather_members` that also moves typed PRNG keys (as key data)."""
-    def enc(x):
-        return jax.random.key_data(x) if _is_key(x) else x
-
-    gathered = gather_members(jax.tree.map(enc, tree), axis_name)
-    return jax.tree.map(
-        lambda ref, g: jax.random.wrap_key_data(g, impl=jax.random.key_impl(ref))
-        if _is_key(ref) else g, tree, gathered)
+    """:func:`gather_members` that also moves typed PRNG keys (as key data, encoded
+    and rewrapped as checkpoints do: :func:`jaxtrainer.checkpoint.encode_keys`)."""
+    data, impls = encode_keys(tree)
+    return decode_keys(gather_members(data, axis_name), impls)
 
 
 def get_hyperparams(state: Any) -> Any:

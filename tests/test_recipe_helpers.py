@@ -1,0 +1,106 @@
+"""The recipe helpers of jaxtrainer.config: section, make_env, fit_and_report."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+from omegaconf import OmegaConf
+
+from jaxtrainer import config, envs
+from tests import toys
+
+CONFIGS = pathlib.Path(__file__).parents[1] / "recipes" / "configs"
+
+
+def quiet(run_dir, *overrides):
+    """recipes/configs/ppo.yaml with a tiny single-device budget under ``run_dir``."""
+    return config.load(CONFIGS / "ppo.yaml", [
+        f"trainer.default_root_dir={run_dir}", "trainer.strategy=single",
+        "trainer.max_env_steps=null", "trainer.log_every_n_steps=1",
+        "trainer.enable_progress_bar=false", "trainer.logger=false", *overrides])
+
+
+@pytest.mark.timeout(20)
+def test_section_is_a_plain_resolved_dict_and_names_the_sections_it_has():
+    cfg = OmegaConf.create({"trainer": {"seed": 3}, "algorithm": {"lr": 0.5, "base_lr": "${.lr}",
+                                                                  "sizes": [8, 8]},
+                            "note": "not a section"})
+    algo = config.section(cfg, "algorithm")
+    assert algo == {"lr": 0.5, "base_lr": 0.5, "sizes": [8, 8]}
+    assert type(algo) is dict and type(algo["sizes"]) is list
+    algo["lr"] = 1.0  # a copy: the config is unchanged
+    assert cfg.algorithm.lr == 0.5
+    with pytest.raises(ValueError, match=r"no section 'env'; its sections: algorithm, trainer$"):
+        config.section(cfg, "env")
+    with pytest.raises(ValueError, match=r"no section 'note'"):
+        config.section(cfg, "note")
+
+
+@pytest.mark.timeout(20)
+def test_make_env_builds_the_gymnax_env_of_the_config():
+    cartpole = config.make_env(config.load(CONFIGS / "ppo.yaml"))
+    assert isinstance(cartpole, envs.GymnaxEnv)
+    assert (cartpole.name, cartpole.observation_shape, cartpole.discrete, cartpole.num_actions) \
+        == ("CartPole-v1", (4,), True, 2)
+    assert cartpole.max_episode_steps == 500
+    pendulum = config.make_env(config.load(CONFIGS / "sac.yaml"))
+    assert (pendulum.name, pendulum.observation_shape, pendulum.discrete, pendulum.action_size) \
+        == ("Pendulum-v1", (3,), False, 1)
+    assert pendulum.max_episode_steps == 200
+    acrobot = config.make_env(config.load(CONFIGS / "td3.yaml", ["env.name=Acrobot-v1"]))
+    assert (acrobot.name, acrobot.observation_shape, acrobot.num_actions) == ("Acrobot-v1", (6,), 3)
+
+
+@pytest.mark.timeout(20)
+def test_make_env_passes_the_other_env_keys_to_envs_make(monkeypatch):
+    seen = []
+    monkeypatch.setattr(envs, "make", lambda name, **kw: seen.append((name, kw)) or "env")
+    cfg = config.load(CONFIGS / "sac_brax.yaml", ["env.episode_length=7"])
+    assert config.make_env(cfg) == "env"
+    assert seen == [("brax/ant", {"episode_length": 7, "backend": "positional"})]
+
+
+@pytest.mark.timeout(20)
+def test_make_env_errors_name_the_choices():
+    with pytest.raises(ValueError, match=r"CartPole-v9.*CartPole-v1"):
+        config.make_env(config.load(CONFIGS / "ppo.yaml", ["env.name=CartPole-v9"]))
+    with pytest.raises(ValueError, match=r"section 'env' has no name: set env.name"):
+        config.make_env(OmegaConf.create({"env": {"episode_length": 5}}))
+    with pytest.raises(ValueError, match=r"no section 'env'; its sections: trainer"):
+        config.make_env(OmegaConf.create({"trainer": {"seed": 0}}))
+
+
+@pytest.mark.timeout(20)
+def test_fit_and_report_trains_evaluates_and_prints_the_recipe_line(run_dir, capsys):
+    cfg = quiet(run_dir, "trainer.max_steps=2")
+    trainer = config.make_trainer(cfg)
+    result = config.fit_and_report(trainer, toys.EnvCounter(), cfg)
+    assert trainer.global_step == 2 and trainer.env_steps == 24   # 2 x 4 envs x 3 steps
+    # FixedLengthEnv: every evaluation episode lasts 10 steps with reward 1
+    assert result["eval/episode_return"] == 10.0 and result["eval/episode_length"] == 10.0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-1] == f"eval/episode_return=10.00 run_dir={run_dir / 'version_0'}"
+    assert (run_dir / "version_0" / "checkpoints" / "2").is_dir()
+
+
+@pytest.mark.timeout(20)
+def test_fit_and_report_resumes_from_the_configs_ckpt_path(run_dir, capsys):
+    first = config.make_trainer(quiet(run_dir, "trainer.max_steps=2"))
+    first.fit(toys.EnvCounter())
+    cfg = quiet(run_dir, "trainer.max_steps=4", "trainer.ckpt_path=last")
+    trainer = config.make_trainer(cfg)
+    config.fit_and_report(trainer, toys.EnvCounter(), cfg)
+    assert (trainer.global_step, trainer.env_steps) == (4, 48)  # 2 restored + 2 trained
+    assert capsys.readouterr().out.strip().splitlines()[-1] == \
+        f"eval/episode_return=10.00 run_dir={run_dir / 'version_0'}"   # the resumed run's dir
+    assert not (run_dir / "version_1").exists()
+
+
+@pytest.mark.timeout(20)
+def test_fit_and_report_without_an_episode_return_names_the_metrics(run_dir, capsys):
+    cfg = quiet(run_dir, "trainer.max_steps=1", "trainer.enable_checkpointing=false")
+    with pytest.raises(KeyError, match=r"Regression has no eval/episode_return; its metrics: "
+                                       r"env_steps, eval/mse, step.$"):  # KeyError quotes it
+        config.fit_and_report(config.make_trainer(cfg), toys.Regression(), cfg)
+    assert "eval/episode_return=" not in capsys.readouterr().out
