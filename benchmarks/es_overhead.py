@@ -5,7 +5,7 @@ hidden layer of 16 units, one episode of 500 steps per member) with the same
 member evaluation function three ways in one process and prints generations/s,
 the ratios and compile times:
 
-1. ``PopulationTrainer(strategy="single")``, 10 generations fused per call,
+1. ``PopulationTrainer(strategy="single")`` logging every 10 generations,
    CSV + TensorBoard loggers on, progress bar and checkpoints off; timed from
    ``on_train_start`` to ``on_train_end`` (host loop, metric fetches and
    callbacks included, compilation excluded);
@@ -18,10 +18,11 @@ mean episode length, evosax's best fitness), so all three do the same work.
 
 The ratio that matters is PopulationTrainer / fastest hand-written loop. Each
 variant is timed in wall-clock and in process CPU seconds (all threads): on a
-shared machine the CPU-time ratio is the stable one. Variants run round-robin,
-best of ``--repeats`` each.
+shared machine the CPU-time ratio is the stable one. Variants alternate
+(A B C, C B A, ...), ``--repeats`` runs each; ratios compare medians. A
+throwaway persistent compilation cache spares the repeats' compiles.
 
-    python benchmarks/es_overhead.py [--generations 100] [--population 64] [--repeats 3]
+    python benchmarks/es_overhead.py [--generations 100] [--population 64] [--repeats 11]
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ import time
 
 import jax
 import jax.numpy as jnp
+from _timing import LoopClock, interleaved, paired_ratio, summarise, use_compilation_cache
 from evosax.algorithms import Open_ES
 
-import jaxtrainer as jt
 from jaxtrainer.algorithms.es import NeuroES
 from jaxtrainer.population import PopulationTrainer
 
@@ -85,22 +86,10 @@ def hand_written(module: NeuroES, generations: int, seed: int, fused: bool) -> t
     return time.perf_counter() - t, time.process_time() - c, compile_s
 
 
-class _Clock(jt.Callback):
-    def needs_state(self, trainer, module, step):
-        return False  # a clock: the next interval may be enqueued before its hooks
-
-    def on_train_start(self, trainer, module):
-        trainer.wait_for_compilation()  # the evaluation program compiles in the background
-        self.start, self.cpu = time.perf_counter(), time.process_time()
-
-    def on_train_end(self, trainer, module):
-        self.seconds = time.perf_counter() - self.start
-        self.cpu_seconds = time.process_time() - self.cpu
-
-
-def trainer_run(module: NeuroES, generations: int, seed: int) -> tuple[float, float, float]:
-    """(wall and CPU seconds from on_train_start to on_train_end, compile seconds)."""
-    clock = _Clock()
+def trainer_run(module: NeuroES, generations: int, seed: int) -> tuple[float, ...]:
+    """(wall and CPU seconds from on_train_start to on_train_end, compile seconds,
+    host seconds of the loop; see ``_timing.LoopClock``)."""
+    clock = LoopClock()
     with tempfile.TemporaryDirectory() as root:
         trainer = PopulationTrainer(module.population_size, strategy="single",
                                     max_generations=generations, log_every_n_generations=10,
@@ -108,40 +97,42 @@ def trainer_run(module: NeuroES, generations: int, seed: int) -> tuple[float, fl
                                     enable_progress_bar=False, enable_checkpointing=False,
                                     logger=True)
         trainer.fit(module)
-    return clock.seconds, clock.cpu_seconds, trainer.compile_seconds["train"]
+    return clock.seconds, clock.cpu_seconds, trainer.compile_seconds["train"], clock.host_seconds
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generations", type=int, default=100)
     parser.add_argument("--population", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=3, help="runs per variant; best is kept")
+    parser.add_argument("--repeats", type=int, default=11,
+                        help="runs per variant, interleaved; medians are reported")
     args = parser.parse_args(argv)
+    use_compilation_cache()
     module = make_module(args.population)
     print(f"jax {jax.__version__}, {jax.devices()[0].platform}; OpenAI-ES on CartPole-v1, "
           f"population {args.population}, {module.num_dims} parameters, {args.generations} "
-          f"generations per run, best of {args.repeats}")
-
+          f"generations per run, {args.repeats} runs each")
+    ours = "PopulationTrainer (single)"
     variants = {
-        "PopulationTrainer (single)": lambda: trainer_run(module, args.generations, 0),
+        ours: lambda: trainer_run(module, args.generations, 0),
         "hand-written jit loop": lambda: hand_written(module, args.generations, 0, False),
         "hand-written jit(lax.scan)": lambda: hand_written(module, args.generations, 0, True),
     }
-    runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in variants}
-    for _ in range(args.repeats):  # round-robin: load changes hit every variant alike
-        for name, fn in variants.items():
-            runs[name].append(fn())
+    runs = interleaved(variants, args.repeats)
+    stats = {name: summarise(rs) for name, rs in runs.items()}
     g = args.generations
-    wall = {name: min(r[0] for r in rs) for name, rs in runs.items()}
-    cpu = {name: min(r[1] for r in rs) for name, rs in runs.items()}
-    print(f"{'variant':<30}{'generations/s':>15}{'per CPU-second':>16}{'compile s':>11}")
-    for name, rs in runs.items():
-        print(f"{name:<30}{g / wall[name]:>15.2f}{g / cpu[name]:>16.2f}{rs[0][2]:>11.2f}")
-    ours = "PopulationTrainer (single)"
+    print(f"{'variant':<30}{'generations/s':>15}{'per CPU-second':>16}{'best gen/s':>12}{'compile s':>11}")
+    for name, st in stats.items():
+        print(f"{name:<30}{g / st.median_seconds:>15.2f}{g / st.median_cpu_seconds:>16.2f}"
+              f"{g / st.best_seconds:>12.2f}{st.compile_seconds:>11.2f}")
     hand = [n for n in variants if n != ours]
-    fast_wall, fast_cpu = min(wall[n] for n in hand), min(cpu[n] for n in hand)
-    print(f"ratio PopulationTrainer / fastest hand-written (wall): {fast_wall / wall[ours]:.3f}")
-    print(f"ratio PopulationTrainer / fastest hand-written (CPU):  {fast_cpu / cpu[ours]:.3f}")
+    fast = min(hand, key=lambda n: stats[n].median_seconds)
+    print(f"ratio PopulationTrainer / fastest hand-written ({fast}): "
+          f"medians {stats[fast].median_seconds / stats[ours].median_seconds:.3f}, "
+          f"paired {paired_ratio(runs[ours], runs[fast]):.3f}, "
+          f"CPU {stats[fast].median_cpu_seconds / stats[ours].median_cpu_seconds:.3f}, "
+          f"best runs {min(stats[n].best_seconds for n in hand) / stats[ours].best_seconds:.3f}; "
+          f"host share of the PopulationTrainer's loop {stats[ours].median_host_share:.2%}")
 
 
 if __name__ == "__main__":

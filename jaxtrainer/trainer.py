@@ -112,8 +112,9 @@ class Trainer:
     When the call returns, its metrics are fetched in one transfer and the
     callbacks get every interval's metrics at that interval's step, in order;
     during all but the last ``trainer.state_ahead`` is True (``trainer.state``
-    is already at the call's end). Results are bit for bit those of one call
-    per interval: step keys depend on (seed, step, device) only.
+    is already at the call's end) and ``trainer.more_metrics_pending`` is True
+    (loggers may write those rows together). Results are bit for bit those of
+    one call per interval: step keys depend on (seed, step, device) only.
 
     Run-ahead: when no callback needs the state at a boundary
     (:meth:`Callback.needs_state` False for all: loggers and progress bars; no
@@ -231,6 +232,7 @@ class Trainer:
         self.stop_reason: str | None = None
         self.state_is_valid = True
         self.state_ahead = False
+        self.more_metrics_pending = False
         self.received_signal: int | None = None
         self.callback_metrics: dict[str, float] = {}
         self.compile_seconds: dict[str, float] = {}
@@ -413,7 +415,7 @@ class Trainer:
         self.log_dir = broadcast_from_zero(self.log_dir)  # every process agrees on the run directory
         self.global_step, self.env_steps, self.should_stop = 0, 0, False
         self.stop_reason, self.state_is_valid, self.received_signal = None, True, None
-        self.state_ahead = False
+        self.state_ahead = self.more_metrics_pending = False
         self.callback_metrics = {}
         if self.is_global_zero:
             print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}", flush=True)
@@ -654,7 +656,8 @@ class Trainer:
             self._seconds_per_step = seconds / steps
             self.global_step = current.start
             for j, (n, host) in enumerate(zip(current.lengths, host_rows, strict=True)):
-                self.state_ahead = ahead is not None or j < len(current.lengths) - 1
+                self.more_metrics_pending = j < len(current.lengths) - 1
+                self.state_ahead = ahead is not None or self.more_metrics_pending
                 self.global_step += n
                 self.env_steps = self.global_step * self.env_steps_per_step
                 host.update(step=self.global_step, env_steps=self.env_steps,
@@ -666,7 +669,7 @@ class Trainer:
                     self._evaluate(module)
                 self._call("on_train_steps_end", module, host)
                 self.callback_metrics.update(host)  # with what callbacks added (lr, throughput)
-            self.state_ahead = False
+            self.state_ahead = self.more_metrics_pending = False
             if ahead is not None:
                 current = ahead  # its end handles a signal or a stop request
                 continue

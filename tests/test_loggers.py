@@ -147,3 +147,29 @@ def test_loggers_reject_arrays_and_close_on_the_error(run_dir):
         assert [r["step"] for r in csv.DictReader(f)] == ["1"]
     with open(os.path.join(t.log_dir, "hparams.csv")) as f:
         assert "trainer/max_steps" in f.read()
+
+
+def test_loggers_get_every_fused_interval_at_its_step(run_dir):
+    """Fused log intervals (no callback needs the state): the CSV and TensorBoard
+    files hold one row / one scalar per log interval at its own step, with the
+    values of a run that syncs at every interval."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    logged = {}
+    for sync in (0, 60.0):
+        root = os.path.join(run_dir, f"sync{sync}")
+        tb = jt.TensorBoardLogger()
+        t = toys.trainer(root, max_steps=12, log_every_n_steps=2, callbacks=[tb, jt.CSVLogger()],
+                         sync_every_n_seconds=sync)
+        t.fit(toys.Regression())
+        with open(os.path.join(t.log_dir, "metrics.csv")) as f:
+            rows = [(int(r["step"]), float(r["loss"])) for r in csv.DictReader(f)]
+        acc = event_accumulator.EventAccumulator(tb.log_dir, size_guidance={"scalars": 0})
+        acc.Reload()
+        assert [(e.step, e.value) for e in acc.Scalars("env_steps")] == [
+            (s, 8.0 * s) for s in range(2, 13, 2)]
+        np.testing.assert_allclose([e.value for e in acc.Scalars("loss")], [r[1] for r in rows],
+                                   rtol=1e-6)
+        logged[sync] = rows
+    assert [s for s, _ in logged[60.0]] == list(range(2, 13, 2))
+    assert logged[60.0] == logged[0]

@@ -26,7 +26,8 @@ class CSVLogger(Logger):
 
     Args:
       save_dir: directory for the files; default ``trainer.log_dir``.
-      flush_every_n_rows: rows buffered between writes (1 = write every row).
+      flush_every_n_rows: rows buffered between writes (1 = write every row;
+        the rows of fused log intervals, fetched together, are written together).
     """
 
     def __init__(self, save_dir: str | os.PathLike | None = None, flush_every_n_rows: int = 1):
@@ -38,6 +39,7 @@ class CSVLogger(Logger):
         self._rows: list[dict[str, Any]] = []
         self._pending = 0
         self._written_columns: list[str] = []
+        self._hold = False
 
     def start(self, trainer: Trainer, module: Module) -> None:
         directory = os.fspath(self.save_dir or trainer.log_dir)
@@ -68,13 +70,21 @@ class CSVLogger(Logger):
             for k, v in params.items():
                 writer.writerow([k, v])
 
+    def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        # Rows of one host sync (fused log intervals) are written together.
+        self._hold = trainer.more_metrics_pending
+        try:
+            super().on_train_steps_end(trainer, module, metrics)
+        finally:
+            self._hold = False
+
     def log_metrics(self, metrics: dict[str, float | int], step: int) -> None:
         for k in metrics:
             if k not in self._columns:
                 self._columns.append(k)
         self._rows.append({"step": step, **metrics})
         self._pending += 1
-        if self._pending >= self.flush_every_n_rows:
+        if self._pending >= self.flush_every_n_rows and not self._hold:
             self._write()
 
     def _write(self) -> None:

@@ -1,0 +1,109 @@
+"""Timing shared by the overhead benchmarks.
+
+* :class:`LoopClock`: wall and CPU seconds of a Trainer's loop, from
+  ``on_train_start`` (programs compiled, state ready) to ``on_train_end``.
+* :func:`interleaved`: runs every variant ``repeats`` times, alternating the
+  order (A B, B A, ...) so a drift in machine speed hits each variant alike.
+* :func:`summarise` and :func:`paired_ratio`: medians (robust to the occasional
+  slow or fast run on a shared machine), best runs, and the median ratio of
+  back-to-back pairs (the headline).
+* :func:`use_compilation_cache`: a throwaway persistent compilation cache, so
+  repeats after the first skip XLA compiles (compile times are reported from
+  each variant's first run, which compiles).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+
+import jaxtrainer as jt
+from jaxtrainer import metrics as metrics_lib
+
+
+class Run(NamedTuple):
+    seconds: float        # wall-clock seconds of the timed loop
+    cpu_seconds: float    # process CPU seconds (all threads) over the same span
+    compile_seconds: float
+    host_seconds: float = 0.0  # of ``seconds``, not spent waiting for a metrics fetch
+
+
+class LoopClock(jt.Callback):
+    """Wall and CPU seconds from ``on_train_start`` (after waiting for the
+    background evaluation compile) to ``on_train_end`` (after the last state is
+    ready): every compiled call, metric fetch and callback of the loop.
+
+    ``host_seconds``: the part of the loop the host spent *not* blocked in
+    :func:`jaxtrainer.metrics.rows_to_host` (waiting for the devices to finish a
+    call): dispatch, callbacks, loggers. Without run-ahead the devices idle
+    during it, so it bounds the loop's overhead directly, unaffected by how fast
+    the machine happens to run the compiled program.
+    """
+
+    def needs_state(self, trainer, module, step):
+        return False  # a clock: log intervals may be fused across it
+
+    def on_train_start(self, trainer, module):
+        trainer.wait_for_compilation()
+        self.waited = 0.0
+        fetch = self._fetch = metrics_lib.rows_to_host
+
+        def timed_fetch(*args):
+            start = time.perf_counter()
+            try:
+                return fetch(*args)
+            finally:
+                self.waited += time.perf_counter() - start
+
+        metrics_lib.rows_to_host = timed_fetch
+        self.start, self.cpu = time.perf_counter(), time.process_time()
+
+    def on_train_end(self, trainer, module):
+        jax.block_until_ready(trainer.state)
+        self.seconds = time.perf_counter() - self.start
+        self.cpu_seconds = time.process_time() - self.cpu
+        metrics_lib.rows_to_host = self._fetch
+        self.host_seconds = self.seconds - self.waited
+
+
+def interleaved(variants: dict[str, Callable[[], Run]], repeats: int) -> dict[str, list[Run]]:
+    """Each variant ``repeats`` times, in alternating order."""
+    runs: dict[str, list[Run]] = {name: [] for name in variants}
+    names = list(variants)
+    for r in range(repeats):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            runs[name].append(Run(*variants[name]()))
+    return runs
+
+
+class Summary(NamedTuple):
+    median_seconds: float
+    median_cpu_seconds: float
+    best_seconds: float
+    compile_seconds: float  # first run's
+    median_host_share: float  # median of host_seconds / seconds
+
+
+def summarise(runs: list[Run]) -> Summary:
+    return Summary(statistics.median(r.seconds for r in runs),
+                   statistics.median(r.cpu_seconds for r in runs),
+                   min(r.seconds for r in runs), runs[0].compile_seconds,
+                   statistics.median(r.host_seconds / r.seconds for r in runs))
+
+
+def paired_ratio(ours: list[Run], ref: list[Run]) -> float:
+    """Median over repeats of (reference seconds / our seconds), each pair run
+    back to back: a slow or fast phase of the machine hits both runs of a pair."""
+    return statistics.median(b.seconds / a.seconds for a, b in zip(ours, ref, strict=True))
+
+
+def use_compilation_cache() -> None:
+    """Cache compiled programs in a temporary directory for this process."""
+    jax.config.update("jax_compilation_cache_dir", tempfile.mkdtemp(prefix="jaxtrainer-bench-"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
