@@ -7,6 +7,7 @@ import pathlib
 import pytest
 from omegaconf import OmegaConf
 
+import jaxtrainer as jt
 from jaxtrainer import config, envs
 from tests import toys
 
@@ -104,3 +105,22 @@ def test_fit_and_report_without_an_episode_return_names_the_metrics(run_dir, cap
                                        r"env_steps, eval/mse, step.$"):  # KeyError quotes it
         config.fit_and_report(config.make_trainer(cfg), toys.Regression(), cfg)
     assert "eval/episode_return=" not in capsys.readouterr().out
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("name", sorted(p.stem for p in CONFIGS.glob("*.yaml")))
+def test_every_trainer_argument_is_a_key_of_each_recipe_config(name):
+    """Issue 2: every Trainer argument can be set as ``trainer.<name>`` on the
+    command line of every recipe (plus ``ckpt_path``, the argument of fit)."""
+    import inspect
+
+    from jaxtrainer.population import PopulationTrainer
+
+    cfg = config.load(CONFIGS / f"{name}.yaml")
+    keys = set(cfg.trainer)
+    cls = PopulationTrainer if "max_generations" in keys else jt.Trainer
+    wanted = set(inspect.signature(cls.__init__).parameters) - {"self", "callbacks"}
+    if cls is PopulationTrainer:
+        wanted -= {"population_size", "member_map", "map_batch_size"}  # set under es:/algorithm:
+    assert wanted - keys == set(), f"{name}.yaml lacks trainer keys {sorted(wanted - keys)}"
+    assert "ckpt_path" in keys
