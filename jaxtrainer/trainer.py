@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 import signal
 import sys
@@ -90,9 +91,9 @@ class _Call:
 def _positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name}={value!r}: expected a positive int" + (" or None" if allow_none else ""))
-    return value
+    return int(value)
 
 
 class Trainer:
@@ -188,7 +189,7 @@ class Trainer:
         self.run_ahead = run_ahead
         if sync_every_n_seconds is not None and (
                 isinstance(sync_every_n_seconds, bool)
-                or not isinstance(sync_every_n_seconds, (int, float))
+                or not isinstance(sync_every_n_seconds, numbers.Real)
                 or not sync_every_n_seconds >= 0):
             raise ValueError(f"sync_every_n_seconds={sync_every_n_seconds!r}: expected seconds "
                              ">= 0 or None")
@@ -518,6 +519,15 @@ class Trainer:
         plan = self._agree_on_stopping(plan)
         if self.received_signal is None:
             return plan
+        if self.global_step >= self.max_steps:
+            # The signal came during the last call: the run is complete; finish
+            # normally (on_train_end, final checkpoint) instead of reporting a
+            # preemption that would ask for a resume with nothing left to do.
+            if self.is_global_zero:
+                print(f"jaxtrainer: {signal.Signals(self.received_signal).name} arrived during the "
+                      f"last steps; the budget of {self.max_steps} steps is done, finishing normally",
+                      file=sys.stderr, flush=True)
+            return []
         if not self.state_is_valid:
             path = "(none written: the state is not finite; the last good checkpoint stays)"
         else:
@@ -680,7 +690,11 @@ class Trainer:
             if plan and self.global_step < self.max_steps and not self.should_stop:
                 current = self._dispatch(compiled, self.state, train_key, self.global_step, plan)
                 self.state = current.state
-        if self.should_stop and self.stop_reason and self.is_global_zero:
+        if self.should_stop and not self.stop_reason:
+            self.stop_reason = "a callback set trainer.should_stop"
+        elif not self.should_stop and self.global_step >= self.max_steps:
+            self.stop_reason = f"the budget of {self.max_steps} training steps is done"
+        if self.should_stop and self.is_global_zero:
             print(f"jaxtrainer: stopping at step {self.global_step}: {self.stop_reason}", flush=True)
         self._call("on_train_end", module)
 

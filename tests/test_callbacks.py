@@ -217,3 +217,70 @@ def test_evaluation_uses_fresh_episodes_and_counts_completed_ones_only(run_dir):
     toys.assert_trees_equal(with_eval.state, without.state)
     metrics = jt.Trainer.evaluate(with_eval, toys.EnvCounter(eval_steps=25))
     assert metrics["eval/episode_return"] == 10.0
+
+
+class FailsAt(jt.Callback):
+    """A metrics-only callback (fusable) that raises at one step."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def needs_state(self, trainer, module, step):
+        return False
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if trainer.global_step == self.step:
+            raise OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize("sync", [0, 60.0])
+def test_save_on_exception_inside_a_fused_call_says_why_it_did_not_save(run_dir, capsys, sync):
+    """With one call per interval the exception's step is saved; inside a fused
+    call trainer.state is already further on, so nothing is saved and a message
+    names the last checkpoint (never a checkpoint whose state is not its step)."""
+    mc = jt.ModelCheckpoint(save_on_exception=True, every_n_steps=100, async_save=False)
+    t = toys.trainer(run_dir, max_steps=40, log_every_n_steps=2, callbacks=[FailsAt(8), mc],
+                     sync_every_n_seconds=sync)
+    with pytest.raises(OSError, match="No space left"):
+        t.fit(toys.Regression())
+    saved = sorted(os.listdir(os.path.join(t.log_dir, "checkpoints"))) \
+        if os.path.isdir(os.path.join(t.log_dir, "checkpoints")) else []
+    if sync == 0:
+        assert saved == ["8"]
+    else:
+        assert saved == [] and t.global_step == 8 and t.state_ahead
+        assert "not saving on OSError at step 8" in capsys.readouterr().err
+
+
+class StopAt(jt.Callback):
+    def on_train_steps_end(self, trainer, module, metrics):
+        if trainer.global_step == 4:
+            trainer.should_stop = True
+
+
+def test_stop_reason_is_set_for_a_user_stop_and_for_the_budget(run_dir):
+    t = toys.trainer(run_dir, max_steps=np.int64(6), log_every_n_steps=np.int32(2),
+                     callbacks=[StopAt()], sync_every_n_seconds=np.float32(0.5))
+    t.fit(toys.Regression())
+    assert t.global_step == 4 and t.stop_reason == "a callback set trainer.should_stop"
+    t = toys.trainer(run_dir, max_steps=6, log_every_n_steps=2)
+    t.fit(toys.Regression())
+    assert t.global_step == 6 and t.stop_reason == "the budget of 6 training steps is done"
+
+
+class SignalAtTheEnd(jt.Callback):
+    """Simulates a SIGTERM that arrives while the last call runs."""
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if trainer.global_step == trainer.max_steps:
+            import signal
+
+            trainer.received_signal = int(signal.SIGTERM)
+
+
+def test_a_signal_during_the_last_call_finishes_the_run_normally(run_dir, capsys):
+    t = toys.trainer(run_dir, max_steps=6, log_every_n_steps=2, callbacks=[SignalAtTheEnd()])
+    t.fit(toys.Regression())  # no Preempted: the budget is done
+    assert t.global_step == 6
+    assert os.listdir(os.path.join(t.log_dir, "checkpoints")) == ["6"]
+    assert "budget of 6 steps is done, finishing normally" in capsys.readouterr().err

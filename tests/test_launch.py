@@ -75,9 +75,12 @@ def test_a_failing_rank_is_named_and_the_others_are_stopped(tmp_path):
 
 
 def test_sigterm_is_forwarded_to_every_rank(tmp_path):
+    # Rank 0 hosts the coordination service: it lingers after the signal so that
+    # under load rank 1 runs its handler before the service goes away.
     script = ("import os, signal, sys, time\n"
               "def bye(signum, frame):\n"
-              "    print('got', signal.Signals(signum).name, flush=True); sys.exit(143)\n"
+              "    print('got', signal.Signals(signum).name, flush=True)\n"
+              "    time.sleep(3 if os.environ['JAX_PROCESS_ID'] == '0' else 0); sys.exit(143)\n"
               "signal.signal(signal.SIGTERM, bye)\n"
               "print('ready', flush=True)\n"
               "time.sleep(600)\n")

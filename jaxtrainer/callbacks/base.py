@@ -48,12 +48,16 @@ class Callback:
         """Whether this callback may read ``trainer.state``, evaluate, save or end
         training (``should_stop``) at the boundary of step ``step``.
 
-        Asked before the interval ending at ``step`` has finished. When every
-        callback answers False, the Trainer enqueues the next interval before
-        running this boundary's hooks, so the devices do not wait for the host;
+        Asked before the interval ending at ``step`` has run (possibly several
+        intervals ahead). When every callback answers False, the Trainer may run
+        the next interval in the same compiled call (fused intervals, see
+        ``Trainer(sync_every_n_seconds=...)``) or enqueue it before this
+        boundary's hooks (run-ahead), so the devices do not wait for the host;
         during those hooks ``trainer.state_ahead`` is True and ``trainer.state``
-        is already one interval further. The default, True, is always safe;
-        metric-only callbacks (loggers, progress bars) return False.
+        is already further on. A stop requested there takes effect at the end of
+        the running call. The default, True, is always safe (the host holds the
+        state of ``step`` when the hooks run); metric-only callbacks (loggers,
+        progress bars) return False.
         """
         return True
 

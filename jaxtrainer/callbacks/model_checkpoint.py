@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,9 @@ class ModelCheckpoint(Callback):
         (``-1`` = keep all); without ``monitor``, keep the newest ``k``.
       save_last: save when training ends (budget spent or ``should_stop``).
       save_on_exception: save the last state when ``fit`` raises (not when the
-        state is not finite).
+        state is not finite, nor when a hook raised while ``trainer.state`` was
+        already past ``global_step`` inside a fused call: then a message names the
+        last checkpoint).
       async_save: write in a background thread (arrays are copied first).
 
     Attributes:
@@ -151,9 +154,17 @@ class ModelCheckpoint(Callback):
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
         self._failed = True  # teardown then waits for process 0's writes without a collective
-        if self.save_on_exception and trainer.state is not None and self._mgr is not None \
-                and not trainer.state_ahead:
-            if self._last_saved_step != trainer.global_step:
+        if self.save_on_exception and trainer.state is not None and self._mgr is not None:
+            if trainer.state_ahead:
+                # Raised while the hooks of a fused call (or a run-ahead boundary)
+                # ran: trainer.state is past global_step, so no checkpoint of
+                # global_step exists to write; say so instead of staying silent.
+                if trainer.is_global_zero:
+                    print(f"jaxtrainer: ModelCheckpoint: not saving on {type(exception).__name__} "
+                          f"at step {trainer.global_step}: trainer.state is already further on "
+                          "(a fused call's hooks were running); the last checkpoint is "
+                          f"{self.last_model_path}", file=sys.stderr, flush=True)
+            elif self._last_saved_step != trainer.global_step:
                 self.save(trainer, module)
 
     def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
