@@ -19,7 +19,8 @@ CONFIG = Path(__file__).parent / "configs" / "a2c.yaml"
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    cfg = config.load(CONFIG, argv)
+    path, argv = config.config_arg(argv, CONFIG)
+    cfg = config.load(path, argv)
     trainer = config.make_trainer(cfg)
     algo = config.section(cfg, "algorithm")
     # the learning rate anneals over the run's updates

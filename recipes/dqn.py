@@ -20,7 +20,8 @@ CONFIG = Path(__file__).parent / "configs" / "dqn.yaml"
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    cfg = config.load(CONFIG, argv)
+    path, argv = config.config_arg(argv, CONFIG)
+    cfg = config.load(path, argv)
     trainer = config.make_trainer(cfg)
     module = DQN(DQNConfig(env=cfg.env.name, **config.section(cfg, "algorithm")))
     return config.fit_and_report(trainer, module, cfg)

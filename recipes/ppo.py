@@ -3,6 +3,7 @@
     python recipes/ppo.py                                   # CartPole-v1, every local device
     python recipes/ppo.py trainer.strategy=pmap env.name=Acrobot-v1 trainer.seed=3
     python recipes/ppo.py trainer.ckpt_path=last            # resume the newest run
+    python recipes/ppo.py --config my_ppo.yaml trainer.seed=1   # another YAML, then overrides
 
 Every key of recipes/configs/ppo.yaml can be overridden as ``section.key=value``.
 The last line printed is ``eval/episode_return=<value> run_dir=<dir>``.
@@ -20,7 +21,8 @@ CONFIG = Path(__file__).parent / "configs" / "ppo.yaml"
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    cfg = config.load(CONFIG, argv)
+    path, argv = config.config_arg(argv, CONFIG)
+    cfg = config.load(path, argv)
     trainer = config.make_trainer(cfg)
     algo = config.section(cfg, "algorithm")
     # the learning rate anneals over the run's updates

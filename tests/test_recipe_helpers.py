@@ -124,3 +124,27 @@ def test_every_trainer_argument_is_a_key_of_each_recipe_config(name):
         wanted -= {"population_size", "member_map", "map_batch_size"}  # set under es:/algorithm:
     assert wanted - keys == set(), f"{name}.yaml lacks trainer keys {sorted(wanted - keys)}"
     assert "ckpt_path" in keys
+
+
+@pytest.mark.timeout(120)
+def test_ppo_recipe_takes_another_yaml_with_config(run_dir, capsys, tmp_path):
+    """Every recipe accepts ``--config FILE`` first (README), here a copy of
+    ppo.yaml whose budget and env differ; overrides still apply after it."""
+    import importlib.util
+
+    cfg = OmegaConf.load(CONFIGS / "ppo.yaml")
+    cfg.trainer.max_env_steps = 1024
+    cfg.env.name = "Acrobot-v1"
+    path = tmp_path / "mine.yaml"
+    OmegaConf.save(cfg, path)
+    spec = importlib.util.spec_from_file_location(
+        "ppo_recipe", pathlib.Path(__file__).parents[1] / "recipes" / "ppo.py")
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    recipe.main(["--config", str(path), f"trainer.default_root_dir={run_dir}",
+                 "trainer.strategy=single", "trainer.enable_progress_bar=false",
+                 "algorithm.eval_episodes=2"])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("eval/episode_return=-") and last.endswith("version_0")  # Acrobot: < 0
+    hparams = (run_dir / "version_0" / "hparams.csv").read_text()
+    assert "Acrobot" in hparams
