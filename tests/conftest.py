@@ -8,10 +8,19 @@ os.environ["XLA_FLAGS"] = (
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("WANDB_SILENT", "true")
 
+import tempfile  # noqa: E402
+
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
 assert jax.device_count() == 4, "tests expect 4 fake CPU devices"
+
+# Many tests compile the same program several times (straight run, resume,
+# other budgets: budgets are traced, so the program is identical). A throwaway
+# persistent compilation cache for this test process keeps the suite inside
+# its time budget on 2 cores; subprocess tests compile for themselves.
+jax.config.update("jax_compilation_cache_dir", tempfile.mkdtemp(prefix="jaxtrainer-tests-cache-"))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 @pytest.fixture
