@@ -322,6 +322,57 @@ def _place(host: np.ndarray, like: jax.ShapeDtypeStruct) -> jax.Array:
     return jax.make_array_from_callback(host.shape, sharding, lambda idx: np.asarray(host[idx]))
 
 
+def _leaf_name(path: tuple[Any, ...]) -> str:
+    """``module.params.Dense_0.kernel`` from a pytree key path of any node type
+    (dict keys, dataclass attributes, sequence indices), as orbax stores it."""
+    parts = []
+    for k in path:
+        for attr in ("key", "name", "idx"):
+            if hasattr(k, attr):
+                parts.append(str(getattr(k, attr)))
+                break
+        else:
+            parts.append(str(k))
+    return ".".join(parts)
+
+
+def _describe(shape: tuple[int, ...], dtype: Any) -> str:
+    return f"{jnp.dtype(dtype).name}[{','.join(str(d) for d in shape)}]"
+
+
+def _mismatch(path: Path, target: Any, limit: int = 8) -> str | None:
+    """Leaf-by-leaf differences between the stored tree at ``path/state`` and
+    ``target`` (names, shapes, dtypes), or None when they agree or the stored
+    metadata cannot be read (the restore then reports what it finds)."""
+    handler = ocp.PyTreeCheckpointHandler(multiprocessing_options=_only(jax.process_index()))
+    try:
+        stored_tree = handler.metadata(path / STATE).tree
+    except Exception:  # noqa: BLE001 - only an aid to the message; restore still checks
+        return None
+    finally:
+        handler.close()
+    stored = {_leaf_name(p): (tuple(leaf.shape), leaf.dtype)
+              for p, leaf in jax.tree_util.tree_flatten_with_path(stored_tree)[0]
+              if hasattr(leaf, "shape")}
+    wanted = {_leaf_name(p): (tuple(leaf.shape), leaf.dtype)
+              for p, leaf in jax.tree_util.tree_flatten_with_path(target)[0]}
+    lines = []
+    for name in sorted(set(stored) | set(wanted)):
+        if name not in stored:
+            lines.append(f"{name}: not in the checkpoint (this module: {_describe(*wanted[name])})")
+        elif name not in wanted:
+            lines.append(f"{name}: only in the checkpoint ({_describe(*stored[name])})")
+        elif (stored[name][0], jnp.dtype(stored[name][1])) != (wanted[name][0], jnp.dtype(wanted[name][1])):
+            lines.append(f"{name}: checkpoint {_describe(*stored[name])}, "
+                         f"this module {_describe(*wanted[name])}")
+    if not lines:
+        return None
+    more = f"\n  ... and {len(lines) - limit} more" if len(lines) > limit else ""
+    return (f"checkpoint {path} does not match this module's state ({len(lines)} of "
+            f"{len(set(stored) | set(wanted))} arrays differ; was it written with another "
+            "config, network or environment?):\n  " + "\n  ".join(lines[:limit]) + more)
+
+
 def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
     """Restore the checkpoint at ``path`` (a step directory) into the shapes,
     dtypes and shardings of ``abstract_state`` (``jax.ShapeDtypeStruct`` leaves
@@ -343,6 +394,9 @@ def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str
         raise FileNotFoundError(f"no checkpoint at {path} (expected a directory with '{META}/')")
     meta = read_meta(path)
     target = _abstract_encoded(abstract_state)
+    problem = _mismatch(path, target)
+    if problem is not None:
+        raise ValueError(problem)
     item = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), target)
     as_numpy = jax.tree.map(lambda x: ocp.RestoreArgs(restore_type=np.ndarray), target)
     try:

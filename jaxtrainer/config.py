@@ -26,26 +26,52 @@ TRAINER_KEYS = (
 )
 
 
-def _check_key(base: DictConfig, dotted: str) -> None:
+OPEN_SECTIONS = ("env",)
+"""Sections whose keys a ``--config`` file may add to the recipe's defaults: an
+environment's keyword arguments differ by environment (e.g. brax's ``backend``)."""
+
+
+def _check_key(base: DictConfig, dotted: str, source: str = "") -> None:
     node: Any = base
     walked: list[str] = []
     for part in dotted.split("."):
         if not isinstance(node, DictConfig) or part not in node:
             where = ".".join(walked) or "<top level>"
             choices = ", ".join(sorted(str(k) for k in node)) if isinstance(node, DictConfig) else "none"
-            raise ValueError(f"unknown config key {dotted!r}: {where} has keys: {choices}")
+            raise ValueError(f"{source}unknown config key {dotted!r}: {where} has keys: {choices}")
         node = node[part]
         walked.append(part)
 
 
-def load(path: str | os.PathLike, overrides: Sequence[str] = ()) -> DictConfig:
+def _leaf_keys(node: DictConfig, prefix: str = "") -> list[str]:
+    keys = []
+    for key, value in node.items_ex(resolve=False):
+        dotted = f"{prefix}{key}"
+        keys.extend(_leaf_keys(value, dotted + ".") if isinstance(value, DictConfig) else [dotted])
+    return keys
+
+
+def load(path: str | os.PathLike, overrides: Sequence[str] = (),
+         defaults: str | os.PathLike | None = None) -> DictConfig:
     """Load ``path`` and apply ``overrides`` (``"a.b=value"`` strings).
 
+    With ``defaults`` (the recipe's own YAML file) and a different ``path`` (a
+    ``--config`` file), ``path`` is merged over ``defaults``: it need only hold
+    what differs, and each of its keys must exist in ``defaults`` (except under
+    the sections in :data:`OPEN_SECTIONS`).
+
     Raises:
-      ValueError: an override that is not ``key=value``, or a key that is not
-        in the YAML file (the message lists the keys that exist there).
+      ValueError: an override that is not ``key=value``, or a key (in an
+        override or in the ``--config`` file) that is not in the defaults (the
+        message names the file and lists the keys that exist there).
     """
     base = OmegaConf.load(path)
+    if defaults is not None and os.path.realpath(defaults) != os.path.realpath(path):
+        schema = OmegaConf.load(defaults)
+        for dotted in _leaf_keys(base):
+            if dotted.split(".", 1)[0] not in OPEN_SECTIONS:
+                _check_key(schema, dotted, source=f"{os.fspath(path)}: ")
+        base = OmegaConf.merge(schema, base)
     for item in overrides:
         if "=" not in item or item.startswith("="):
             raise ValueError(f"bad override {item!r}: expected key=value, e.g. trainer.seed=1")
@@ -85,16 +111,6 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike) -> tuple[str | o
     if argv[:1] == ["--config"] and len(argv) >= 2:
         return argv[1], argv[2:]
     return default, argv
-
-
-def training_steps(cfg: DictConfig, env_steps_per_step: int) -> int:
-    """Training steps the run will take: the smaller of ``trainer.max_steps`` and
-    ``trainer.max_env_steps // env_steps_per_step`` (what schedules such as
-    learning-rate annealing span); at least 1."""
-    budgets = [cfg.trainer.max_steps] if cfg.trainer.get("max_steps") else []
-    if cfg.trainer.get("max_env_steps"):
-        budgets.append(cfg.trainer.max_env_steps // env_steps_per_step)
-    return max(1, min(budgets, default=1))
 
 
 def section(cfg: DictConfig, name: str) -> dict[str, Any]:

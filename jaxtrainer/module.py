@@ -47,6 +47,18 @@ class Module:
     env_steps_per_step: int = 0
     step_key_per_device: bool = True
 
+    def configure_budget(self, max_steps: int) -> None:
+        """Receive the run's budget before anything is traced. Optional.
+
+        ``Trainer.fit`` (and ``Trainer.evaluate``) call it once with ``max_steps``:
+        the number of training steps the run will take in all (the smaller of the
+        Trainer's ``max_steps`` and ``max_env_steps // env_steps_per_step``; on a
+        resume, the whole run's count, not what is left). Schedules that span the
+        run read it here, as a Lightning module reads
+        ``trainer.estimated_stepping_batches`` (e.g. :class:`~jaxtrainer.algorithms.PPO`
+        anneals its learning rate over it when ``total_updates`` is ``None``).
+        """
+
     def validate(self, num_devices: int) -> None:
         """Check global sizes against the device count before anything compiles.
 

@@ -408,8 +408,9 @@ class Trainer:
             raise TypeError(f"fit expects a jaxtrainer.Module, got {type(module).__name__}")
         self._module = module
         self.strategy.setup()
-        module.validate(self.num_devices)
         self.max_steps = self._budget(module)
+        module.configure_budget(self.max_steps)
+        module.validate(self.num_devices)
         self.env_steps_per_step = int(module.env_steps_per_step)
         resume = self._resolve(ckpt_path) if ckpt_path is not None else None
         self.log_dir = os.fspath(resume.parent.parent) if resume is not None else self._new_log_dir()
@@ -726,6 +727,7 @@ class Trainer:
             processes: none that process 0 finds and every process sees).
         """
         self.strategy.setup()
+        module.configure_budget(self._budget(module))
         module.validate(self.num_devices)
         self._module = module
         if ckpt_path is not None:

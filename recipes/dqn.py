@@ -21,7 +21,7 @@ CONFIG = Path(__file__).parent / "configs" / "dqn.yaml"
 
 def main(argv: list[str]) -> dict[str, float]:
     path, argv = config.config_arg(argv, CONFIG)
-    cfg = config.load(path, argv)
+    cfg = config.load(path, argv, defaults=CONFIG)
     trainer = config.make_trainer(cfg)
     module = DQN(DQNConfig(env=cfg.env.name, **config.section(cfg, "algorithm")))
     return config.fit_and_report(trainer, module, cfg)

@@ -37,8 +37,8 @@ def run(config_file: Path, argv: list[str]) -> dict[str, float]:
     from jaxtrainer.algorithms.es import NeuroES
     from jaxtrainer.population import PopulationTrainer
 
-    config_file, argv = config.config_arg(argv, config_file)
-    cfg = config.load(config_file, argv)
+    chosen, argv = config.config_arg(argv, config_file)
+    cfg = config.load(chosen, argv, defaults=config_file)
     kwargs = config.section(cfg, "trainer")
     kwargs.pop("ckpt_path", None)  # fit_and_report resumes from it
     trainer = PopulationTrainer(**kwargs)

@@ -26,13 +26,12 @@ CONFIG = Path(__file__).parent / "configs" / "pbt_ppo.yaml"
 
 def main(argv: list[str]) -> dict[str, float]:
     path, argv = config.config_arg(argv, CONFIG)
-    cfg = config.load(path, argv)
+    cfg = config.load(path, argv, defaults=CONFIG)
     trainer = config.make_trainer(cfg)
     algo = config.section(cfg, "algorithm")
     pbt = config.section(cfg, "pbt")
-    per_member_steps = algo["num_envs"] * algo["num_steps"] * pbt["population_size"]
-    total_updates = config.training_steps(cfg, per_member_steps)
-    module = PBT(PPO(PPOConfig(env=cfg.env.name, total_updates=total_updates, **algo)), **pbt)
+    # each member's learning rate anneals over the Trainer's budget (PBT.configure_budget)
+    module = PBT(PPO(PPOConfig(env=cfg.env.name, **algo)), **pbt)
     return config.fit_and_report(trainer, module, cfg)
 
 

@@ -22,12 +22,11 @@ CONFIG = Path(__file__).parent / "configs" / "ppo.yaml"
 
 def main(argv: list[str]) -> dict[str, float]:
     path, argv = config.config_arg(argv, CONFIG)
-    cfg = config.load(path, argv)
+    cfg = config.load(path, argv, defaults=CONFIG)
     trainer = config.make_trainer(cfg)
     algo = config.section(cfg, "algorithm")
-    # the learning rate anneals over the run's updates
-    total_updates = config.training_steps(cfg, algo["num_envs"] * algo["num_steps"])
-    module = PPO(PPOConfig(env=cfg.env.name, total_updates=total_updates, **algo))
+    # total_updates unset: the learning rate anneals over the Trainer's budget
+    module = PPO(PPOConfig(env=cfg.env.name, **algo))
     return config.fit_and_report(trainer, module, cfg)
 
 

@@ -22,7 +22,7 @@ CONFIG = Path(__file__).parent / "configs" / "sac.yaml"
 
 def main(argv: list[str]) -> dict[str, float]:
     path, argv = config.config_arg(argv, CONFIG)
-    cfg = config.load(path, argv)
+    cfg = config.load(path, argv, defaults=CONFIG)
     trainer = config.make_trainer(cfg)
     env = config.make_env(cfg)
     algo = config.section(cfg, "algorithm")

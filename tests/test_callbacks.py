@@ -284,3 +284,54 @@ def test_a_signal_during_the_last_call_finishes_the_run_normally(run_dir, capsys
     assert t.global_step == 6
     assert os.listdir(os.path.join(t.log_dir, "checkpoints")) == ["6"]
     assert "budget of 6 steps is done, finishing normally" in capsys.readouterr().err
+
+
+def test_guards_that_need_no_state_let_intervals_fuse(run_dir, monkeypatch, capsys):
+    """NaNGuard on metrics, EarlyStopping on an eval/ metric and a Timer far from
+    its limit answer needs_state False, so log intervals fuse into few calls; a
+    NaN inside a fused call still marks the state invalid at its own step (no
+    checkpoint of it) and training ends with that call."""
+    from jaxtrainer import metrics as metrics_lib
+
+    calls = []
+    real = metrics_lib.rows_to_host
+    monkeypatch.setattr(metrics_lib, "rows_to_host", lambda m, n: calls.append(n) or real(m, n))
+    guard, timer = jt.NaNGuard(), jt.Timer(3600)
+    es = jt.EarlyStopping(monitor="eval/loss", mode="min")
+    csv_logger = jt.CSVLogger()
+    t = toys.trainer(run_dir, max_steps=30, sync_every_n_seconds=60.0,
+                     callbacks=[guard, es, timer, csv_logger,
+                                jt.ModelCheckpoint(save_last=True, async_save=False)])
+    t.fit(toys.Regression(nan_from_step=5))
+    assert calls == [1, 29]                       # 30 log intervals in 2 host syncs
+    assert t.stop_reason == "NaNGuard: non-finite metric loss=nan at step 6"
+    assert not t.state_is_valid and ckpt.find_last(run_dir) is None
+    with open(os.path.join(t.log_dir, "metrics.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == list(range(1, 31))
+    assert math.isfinite(float(rows[4]["loss"])) and math.isnan(float(rows[5]["loss"]))
+    out = capsys.readouterr().out
+    assert "stopping at step 30: NaNGuard" in out
+    assert "not saving step 30: the state is not finite; the last good checkpoint: none" in out
+    # the other answers
+    assert jt.NaNGuard(check_state=True).needs_state(t, None, 1)
+    assert jt.EarlyStopping(monitor="loss", mode="min").needs_state(t, None, 1)
+
+
+def test_timer_asks_for_every_boundary_only_near_its_limit(run_dir):
+    class T:
+        sync_every_n_seconds = 1.0
+        more_metrics_pending = False
+        should_stop = False
+
+    far, near = jt.Timer(3600), jt.Timer(1.5)
+    for timer in (far, near):
+        timer.on_train_start(T(), None)
+    assert not far.needs_state(T(), None, 10) and near.needs_state(T(), None, 10)
+    far._sync_gap = 2000.0    # a host sync took longer than half the time left
+    assert far.needs_state(T(), None, 10)
+    # end to end: the stop still comes at the first boundaries past the limit
+    t = toys.trainer(run_dir, max_steps=10**9, sync_every_n_seconds=0.2,
+                     callbacks=[jt.Timer(2.0)])
+    t.fit(toys.Regression())
+    assert t.stop_reason.startswith("Timer") and t.callbacks[0].time_elapsed() < 6.0

@@ -190,3 +190,22 @@ def test_checkpoint_of_device_arrays_from_earlier_versions_restores(tmp_path):
     np.testing.assert_array_equal(got["module"]["rows"], np.arange(8.0).reshape(4, 2))
     np.testing.assert_array_equal(got["module"]["w"], [1.5, -2.0])
     np.testing.assert_array_equal(jax.random.key_data(got["rng"]), jax.random.key_data(jax.random.key(3)))
+
+
+def test_resuming_with_another_config_names_the_arrays_that_differ(run_dir):
+    """A resume whose module state differs from the checkpoint's (another config)
+    fails before training with one line per differing array, and leaves the run's
+    checkpoints and logs as they were."""
+    t = toys.trainer(run_dir, max_steps=2, callbacks=[jt.CSVLogger(), jt.ModelCheckpoint(async_save=False)])
+    t.fit(toys.Regression(big=4))
+    before = sorted(os.listdir(os.path.join(t.log_dir, "checkpoints")))
+    metrics_csv = open(os.path.join(t.log_dir, "metrics.csv")).read()
+    again = toys.trainer(run_dir, max_steps=4, callbacks=[jt.CSVLogger(), jt.ModelCheckpoint(async_save=False)])
+    with pytest.raises(ValueError) as err:
+        again.fit(toys.Regression(big=8, per_device=False), ckpt_path="last")
+    message = str(err.value)
+    assert "2 of " in message and "arrays differ" in message
+    assert "module.big: checkpoint float32[4], this module float32[8]" in message
+    assert "module.noise_key: only in the checkpoint (uint32[" in message
+    assert sorted(os.listdir(os.path.join(t.log_dir, "checkpoints"))) == before
+    assert open(os.path.join(t.log_dir, "metrics.csv")).read() == metrics_csv

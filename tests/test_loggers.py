@@ -62,9 +62,17 @@ def test_tensorboard_event_files_read_back_with_tensorboards_reader(run_dir):
         "hparams" in k for k in acc.summary_metadata)
 
 
-def test_tensorboard_resume_purges_steps_after_the_checkpoint_and_logs_hparams_once(run_dir):
+def test_tensorboard_resume_purges_steps_after_the_checkpoint_and_logs_hparams_once(run_dir,
+                                                                                    monkeypatch):
+    """Also when the resume opens its event file within the same second as the
+    first run (tensorboardX names files by the second: the resume truncated the
+    first run's file, leaving steps 5 and 6 only)."""
+    import types
+
+    import tensorboardX.event_file_writer as efw
     from tensorboard.backend.event_processing import event_accumulator
 
+    monkeypatch.setattr(efw, "time", types.SimpleNamespace(time=lambda: 1_790_000_000.25))
     toys.trainer(run_dir, max_steps=4, callbacks=[jt.TensorBoardLogger()]).fit(toys.Regression())
     t = toys.trainer(run_dir, max_steps=6, callbacks=[jt.TensorBoardLogger()])
     t.fit(toys.Regression(), ckpt_path="last")

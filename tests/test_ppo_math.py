@@ -220,7 +220,7 @@ def test_ppo_evaluation_uses_fresh_episodes(fixed_ppo):
 
 def test_ppo_continuous_actions_run_and_stay_finite():
     ppo = PPO(PPOConfig(env="Pendulum-v1", num_envs=2, num_steps=8, num_minibatches=2,
-                        update_epochs=1, hidden_sizes=(8,), eval_episodes=2))
+                        update_epochs=1, hidden_sizes=(8,), eval_episodes=2, total_updates=3))
     assert not ppo.network.discrete
     strategy = SingleDeviceStrategy()
     state = strategy.init_state(ppo, jax.random.key(0))

@@ -128,15 +128,13 @@ def test_every_trainer_argument_is_a_key_of_each_recipe_config(name):
 
 @pytest.mark.timeout(120)
 def test_ppo_recipe_takes_another_yaml_with_config(run_dir, capsys, tmp_path):
-    """Every recipe accepts ``--config FILE`` first (README), here a copy of
-    ppo.yaml whose budget and env differ; overrides still apply after it."""
+    """Every recipe accepts ``--config FILE`` first (README), here a file holding
+    only what differs from ppo.yaml (budget and env; merged over the recipe's
+    defaults); overrides still apply after it."""
     import importlib.util
 
-    cfg = OmegaConf.load(CONFIGS / "ppo.yaml")
-    cfg.trainer.max_env_steps = 1024
-    cfg.env.name = "Acrobot-v1"
     path = tmp_path / "mine.yaml"
-    OmegaConf.save(cfg, path)
+    path.write_text("trainer:\n  max_env_steps: 1024\nenv:\n  name: Acrobot-v1\n")
     spec = importlib.util.spec_from_file_location(
         "ppo_recipe", pathlib.Path(__file__).parents[1] / "recipes" / "ppo.py")
     recipe = importlib.util.module_from_spec(spec)
@@ -148,3 +146,28 @@ def test_ppo_recipe_takes_another_yaml_with_config(run_dir, capsys, tmp_path):
     assert last.startswith("eval/episode_return=-") and last.endswith("version_0")  # Acrobot: < 0
     hparams = (run_dir / "version_0" / "hparams.csv").read_text()
     assert "Acrobot" in hparams
+
+
+@pytest.mark.timeout(20)
+def test_a_config_file_is_checked_against_the_recipes_defaults(tmp_path):
+    bad = tmp_path / "typo.yaml"
+    bad.write_text("algorithm:\n  lrr: 0.1\n")
+    with pytest.raises(ValueError, match=r"typo.yaml: unknown config key 'algorithm.lrr': "
+                                         r"algorithm has keys: .*\blr\b"):
+        config.load(bad, [], defaults=CONFIGS / "ppo.yaml")
+    bad.write_text("trainer:\n  max_stepz: 5\n")
+    with pytest.raises(ValueError, match=r"'trainer.max_stepz': trainer has keys: .*max_steps"):
+        config.load(bad, [], defaults=CONFIGS / "ppo.yaml")
+    # env keys are the environment's keyword arguments: open; overrides still checked
+    ok = tmp_path / "brax.yaml"
+    ok.write_text("env:\n  name: brax/ant\n  backend: spring\n")
+    cfg = config.load(ok, ["algorithm.gamma=0.9"], defaults=CONFIGS / "sac.yaml")
+    assert cfg.env.backend == "spring" and cfg.algorithm.gamma == 0.9
+    assert cfg.trainer.max_env_steps == OmegaConf.load(CONFIGS / "sac.yaml").trainer.max_env_steps
+    with pytest.raises(ValueError, match="unknown config key 'algorithm.lrr'"):
+        config.load(ok, ["algorithm.lrr=1"], defaults=CONFIGS / "sac.yaml")
+    # the bundled alternative files are valid --config files of their recipes
+    for alt, default in (("sac_brax", "sac"), ("cem_rl_brax", "cem_rl")):
+        merged = config.load(CONFIGS / f"{alt}.yaml", [], defaults=CONFIGS / f"{default}.yaml")
+        assert merged == OmegaConf.merge(OmegaConf.load(CONFIGS / f"{default}.yaml"),
+                                         OmegaConf.load(CONFIGS / f"{alt}.yaml"))

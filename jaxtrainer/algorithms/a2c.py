@@ -41,7 +41,8 @@ class A2CConfig:
       num_envs: parallel environments.
       num_steps: rollout length per env per update (``num_envs * num_steps`` env
         steps per update).
-      total_updates: updates the learning rate anneals over (when ``anneal_lr``).
+      total_updates: updates the learning rate anneals over (when ``anneal_lr``);
+        ``None`` (default): the Trainer's budget (see :meth:`PPO.configure_budget`).
       lr: learning rate. anneal_lr: anneal it linearly to 0 over ``total_updates``.
       optimizer: ``"rmsprop"`` (decay 0.99, eps 1e-5, as A3C/SB3) or ``"adam"``.
       gamma: discount. gae_lambda: 1.0 gives ``n``-step returns.
@@ -55,7 +56,7 @@ class A2CConfig:
     env: str = "CartPole-v1"
     num_envs: int = 8
     num_steps: int = 5
-    total_updates: int = 12_500
+    total_updates: int | None = None
     lr: float = 7e-4
     anneal_lr: bool = False
     optimizer: str = "rmsprop"
@@ -77,6 +78,8 @@ class A2CConfig:
         object.__setattr__(self, "hidden_sizes", tuple(int(h) for h in self.hidden_sizes))
         for name in ("num_envs", "num_steps", "total_updates", "eval_episodes"):
             value = getattr(self, name)
+            if name == "total_updates" and value is None:
+                continue
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"A2CConfig.{name}={value!r}: expected a positive int")
         if self.optimizer not in ("rmsprop", "adam"):
@@ -142,6 +145,7 @@ class A2C(PPO):
     def hparams(self) -> dict[str, Any]:
         hp = dataclasses.asdict(self.config)
         hp["hidden_sizes"] = list(hp["hidden_sizes"])
+        hp["total_updates"] = self.total_updates
         return hp
 
     def a2c_loss(self, params: Any, batch: dict[str, jax.Array],

@@ -295,6 +295,11 @@ class PBT(Module):
         return axis_index(self.axis_name) * local + jnp.arange(local, dtype=jnp.int32)
 
     # ---- checks ----------------------------------------------------------------
+    def configure_budget(self, max_steps: int) -> None:
+        """Pass the budget on: one PBT step is one ``training_step`` of every member,
+        so each member's schedules span ``max_steps`` of its own updates."""
+        self.module.configure_budget(max_steps)
+
     def validate(self, num_devices: int) -> None:
         """Check the wrapped module and the tuned names, shape-only, before compiling.
 

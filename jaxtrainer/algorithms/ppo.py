@@ -54,8 +54,9 @@ class PPOConfig:
       num_envs: parallel environments, over all devices.
       num_steps: rollout length per env per update; one update consumes
         ``num_envs * num_steps`` env steps.
-      total_updates: the number of updates the learning rate anneals over (set it
-        to the trainer's ``max_steps``); after it the rate stays 0.
+      total_updates: the number of updates the learning rate anneals over; after
+        it the rate stays 0. ``None`` (default): the run's budget, which the
+        Trainer passes in (:meth:`PPO.configure_budget`).
       update_epochs: passes over each rollout.
       num_minibatches: minibatches per epoch; the global minibatch size
         ``num_envs * num_steps / num_minibatches`` must split over the devices.
@@ -80,7 +81,7 @@ class PPOConfig:
     env: str = "CartPole-v1"
     num_envs: int = 4
     num_steps: int = 128
-    total_updates: int = 1000
+    total_updates: int | None = None
     update_epochs: int = 4
     num_minibatches: int = 4
     lr: float = 2.5e-4
@@ -102,6 +103,8 @@ class PPOConfig:
         for name in ("num_envs", "num_steps", "total_updates", "update_epochs",
                      "num_minibatches", "eval_episodes"):
             value = getattr(self, name)
+            if name == "total_updates" and value is None:
+                continue
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive int")
         for name in ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef",
@@ -243,10 +246,9 @@ class PPO(Module):
       config: hyperparameters; :class:`PPOConfig` defaults when ``None``.
       env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``;
         a string is taken as ``config.env`` (an environment name).
-      **overrides: replace fields of ``config``, e.g. ``PPO(num_envs=8)``. Set
-        ``total_updates`` to the run's number of updates when annealing the
-        learning rate (``anneal_lr``, the default): the Trainer's budget does not
-        set it (the recipes compute it with ``config.training_steps``).
+      **overrides: replace fields of ``config``, e.g. ``PPO(num_envs=8)``.
+        With ``total_updates=None`` (default) the learning rate anneals over the
+        Trainer's budget (:meth:`configure_budget`).
     """
 
     def __init__(self, config: PPOConfig | None = None, *, env: envs.Env | None = None,
@@ -287,13 +289,36 @@ class PPO(Module):
         return {name: jnp.asarray(getattr(self.config, name), jnp.float32)
                 for name in self.TUNABLE}
 
+    _budget: int | None = None
+
+    def configure_budget(self, max_steps: int) -> None:
+        """The Trainer's budget in updates; the learning rate anneals over it
+        when ``config.total_updates`` is ``None``."""
+        self._budget = int(max_steps)
+
+    @property
+    def total_updates(self) -> int | None:
+        """Updates the learning rate anneals over: ``config.total_updates``, else
+        the budget from :meth:`configure_budget` (``None`` before ``fit``)."""
+        return self.config.total_updates if self.config.total_updates is not None else self._budget
+
     def _learning_rate(self, hyperparams: dict[str, jax.Array], update: jax.Array) -> jax.Array:
         """Learning rate of update number ``update`` (int32[], from 0): ``lr``, times
-        ``1 - update / total_updates`` (clipped at 0) when annealing."""
+        ``1 - update / total_updates`` (clipped at 0) when annealing.
+
+        Raises:
+          ValueError: annealing with ``total_updates=None`` outside a Trainer
+            (nothing has set the budget).
+        """
         lr = hyperparams["lr"]
         if not self.config.anneal_lr:
             return lr
-        frac = 1.0 - update.astype(jnp.float32) / self.config.total_updates
+        if self.total_updates is None:
+            raise ValueError(
+                f"{type(self).__name__}: anneal_lr=True with total_updates=None needs the run's "
+                "budget: train it with a Trainer (which calls configure_budget(max_steps)), "
+                "or set total_updates, or anneal_lr=False")
+        frac = 1.0 - update.astype(jnp.float32) / self.total_updates
         return lr * jnp.clip(frac, 0.0, 1.0)
 
     def _set_optimizer_hyperparams(self, opt_state: Any, hyperparams: dict[str, jax.Array],
@@ -329,6 +354,7 @@ class PPO(Module):
     def hparams(self) -> dict[str, Any]:
         hp = dataclasses.asdict(self.config)
         hp["hidden_sizes"] = list(hp["hidden_sizes"])
+        hp["total_updates"] = self.total_updates
         return hp
 
     # ---- policy helpers --------------------------------------------------

@@ -25,6 +25,11 @@ class EarlyStopping(Callback):
     at that boundary: ``on_train_end`` runs once, a :class:`ModelCheckpoint`
     with ``save_last`` saves it. The reason is in ``trainer.stop_reason``.
 
+    An ``eval/...`` monitor is checked only at evaluations, where the Trainer
+    holds the state anyway, so such an EarlyStopping lets the Trainer fuse the log
+    intervals in between into one compiled call (``needs_state`` is False); any
+    other monitor asks for the state at every log boundary.
+
     Args:
       monitor: metric name, e.g. ``"eval/episode_return"``.
       mode: ``"max"`` (higher is better) or ``"min"``; ``None`` warns and uses ``"min"``.
@@ -62,6 +67,9 @@ class EarlyStopping(Callback):
     @property
     def state_key(self) -> str:
         return f"EarlyStopping[{self.monitor}]"
+
+    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
+        return not self.monitor.startswith("eval/")
 
     def _better(self, a: float, b: float, delta: float = 0.0) -> bool:
         return a > b + delta if self.mode == "max" else a < b - delta

@@ -215,8 +215,9 @@ class ModelCheckpoint(Callback):
                 "was False at this boundary); save from a callback whose needs_state is True")
         if not trainer.state_is_valid:
             if trainer.is_global_zero:
+                last = self.last_model_path or "none was written in this run"
                 print(f"jaxtrainer: ModelCheckpoint: not saving step {step}: the state is not finite; "
-                      f"the last good checkpoint is {self.last_model_path}", flush=True)
+                      f"the last good checkpoint: {last}", flush=True)
             return None
         if self._mgr is None:
             raise RuntimeError("ModelCheckpoint.save called outside fit")

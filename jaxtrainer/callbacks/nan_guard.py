@@ -32,6 +32,13 @@ class NaNGuard(Callback):
     The check costs nothing extra for metrics (they are on the host already);
     ``check_state`` adds one reduction over the floating-point state per boundary.
 
+    Checking metrics only (``check_state=False``), the guard does not need the
+    state at log boundaries, so the Trainer may fuse log intervals into one
+    compiled call; a NaN found in a fused call's metrics marks the state invalid
+    at once (nothing saves it) and training ends when that call ends, at most
+    about ``Trainer(sync_every_n_seconds)`` later; the reason names the first bad
+    step. ``check_state=True`` asks for the state at every boundary.
+
     Args:
       monitor: metric names to check; ``None`` checks every metric.
       check_state: also check every floating-point leaf of ``trainer.state``.
@@ -48,6 +55,9 @@ class NaNGuard(Callback):
         self.check_state = check_state
         self.raise_error = raise_error
         self.reason: str | None = None
+
+    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
+        return self.check_state
 
     def _bad_metric(self, metrics: dict[str, float]) -> str | None:
         for name, value in metrics.items():

@@ -45,6 +45,13 @@ class Timer(Callback):
     with ``ckpt_path`` the time of earlier runs is restored from the checkpoint,
     so a preempted and resumed job still stops after ``duration`` in total.
 
+    While more than two host syncs' worth of time is left (twice the larger of
+    ``Trainer(sync_every_n_seconds)`` and the last measured time between host
+    syncs), the Timer does not need the state at log boundaries, so the Trainer
+    keeps fusing log intervals into one compiled call; closer to the limit it asks
+    for every boundary, so the stop still lands on the first boundary after
+    ``duration`` unless the training speed changes by more than 2x within a call.
+
     Args:
       duration: seconds (number) or ``"DD:HH:MM:SS"`` (e.g. ``"00:12:00:00"``).
 
@@ -56,6 +63,8 @@ class Timer(Callback):
         self.duration = parse_duration(duration)
         self._previous = 0.0
         self._start: float | None = None
+        self._last_sync = 0.0
+        self._sync_gap = 0.0  # seconds between the last two host syncs
 
     def time_elapsed(self) -> float:
         """Training wall time so far, seconds (earlier runs included)."""
@@ -65,10 +74,18 @@ class Timer(Callback):
     def time_remaining(self) -> float:
         return max(0.0, self.duration - self.time_elapsed())
 
+    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
+        margin = 2.0 * max(getattr(trainer, "sync_every_n_seconds", 0.0), self._sync_gap)
+        return self.time_remaining() <= margin
+
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
-        self._start = time.monotonic()
+        self._start = self._last_sync = time.monotonic()
+        self._sync_gap = 0.0
 
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        if not getattr(trainer, "more_metrics_pending", False):  # the last row of a host sync
+            now = time.monotonic()
+            self._sync_gap, self._last_sync = now - self._last_sync, now
         elapsed = self.time_elapsed()
         if elapsed >= self.duration and not trainer.should_stop:
             trainer.should_stop = True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from jaxtrainer.loggers.base import Logger
@@ -41,8 +42,12 @@ class TensorBoardLogger(Logger):
 
         self.log_dir = os.fspath(self.save_dir or os.path.join(trainer.log_dir, "tensorboard"))
         resumed = trainer.global_step > 0
+        # tensorboardX names event files by the second they were opened; a resume
+        # opened within the same second as the run it continues would truncate that
+        # run's file. A nanosecond suffix keeps the names unique and chronological.
         self.writer = SummaryWriter(self.log_dir, flush_secs=self.flush_secs,
-                                    purge_step=trainer.global_step + 1 if resumed else None)
+                                    purge_step=trainer.global_step + 1 if resumed else None,
+                                    filename_suffix=f".{time.time_ns()}")
         self._log_hparams = not resumed
 
     def log_hyperparams(self, params: dict[str, Any]) -> None:
