@@ -23,6 +23,7 @@ TRAINER_KEYS = (
     "strategy", "devices", "max_steps", "max_env_steps", "log_every_n_steps",
     "eval_every_n_steps", "seed", "default_root_dir", "jit", "enable_progress_bar",
     "enable_checkpointing", "logger", "run_ahead", "sync_every_n_seconds",
+    "compile_evaluation_ahead",
 )
 
 

@@ -195,7 +195,7 @@ class PopulationTrainer(Trainer):
       population_size: ``P``, global number of members per generation (>= 1).
       strategy, devices, callbacks, seed, default_root_dir, jit,
         enable_progress_bar, enable_checkpointing, logger, run_ahead,
-        sync_every_n_seconds: as in
+        sync_every_n_seconds, compile_evaluation_ahead: as in
         :class:`~jaxtrainer.Trainer`.
       max_generations: generations to run (the Trainer's ``max_steps``).
       log_every_n_generations: generations per log interval (callbacks get
@@ -231,6 +231,7 @@ class PopulationTrainer(Trainer):
         map_batch_size: int | None = None,
         run_ahead: bool | str = "auto",
         sync_every_n_seconds: float | None = 1.0,
+        compile_evaluation_ahead: bool = True,
     ) -> None:
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 1:
@@ -248,6 +249,7 @@ class PopulationTrainer(Trainer):
             default_root_dir=default_root_dir, jit=jit, enable_progress_bar=enable_progress_bar,
             enable_checkpointing=enable_checkpointing, logger=logger, run_ahead=run_ahead,
             sync_every_n_seconds=sync_every_n_seconds,
+            compile_evaluation_ahead=compile_evaluation_ahead,
         )
         self.population_size = population_size
         self.member_map = member_map

@@ -159,6 +159,13 @@ class Trainer:
         when log intervals are fused (see "Fused intervals"): how long metrics
         may wait on the devices before the host sees them. ``None`` or ``0``:
         one call, and one host sync, per log interval.
+      compile_evaluation_ahead: compile the evaluation program (modules with an
+        ``evaluation_step``) in a background thread at the start of ``fit``,
+        after the training program, so the first scheduled evaluation or a later
+        :meth:`evaluate` does not wait for it (PPO recipe, 2 CPU cores: about
+        2-3 s less wall time). ``False``: compile it when first needed, sparing
+        the CPU time when nothing evaluates (a background compile competes with
+        training on a small CPU machine).
 
     Raises:
       ValueError: an unknown strategy (listing the choices), a non-positive
@@ -183,6 +190,7 @@ class Trainer:
         logger: bool = True,
         run_ahead: bool | str = "auto",
         sync_every_n_seconds: float | None = 1.0,
+        compile_evaluation_ahead: bool = True,
     ) -> None:
         if run_ahead not in (True, False, "auto"):
             raise ValueError(f"run_ahead={run_ahead!r}: expected True, False or 'auto'")
@@ -205,6 +213,10 @@ class Trainer:
         self.seed = seed
         self.default_root_dir = os.fspath(default_root_dir)
         self.jit = jit
+        if not isinstance(compile_evaluation_ahead, bool):
+            raise ValueError(f"compile_evaluation_ahead={compile_evaluation_ahead!r}: expected True "
+                             "or False")
+        self.compile_evaluation_ahead = compile_evaluation_ahead
         self.strategy = resolve(strategy, devices, jit=jit)
         callbacks = list(callbacks or [])
         for cb in callbacks:
@@ -586,7 +598,7 @@ class Trainer:
         abstract, key = self._abstract_state(module), self._key_abstract()
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxtrainer-compile")
         self._compiling["train"] = pool.submit(self.strategy.compile_train, module, abstract, key)
-        if module.has_evaluation():
+        if module.has_evaluation() and self.compile_evaluation_ahead:
             def compile_eval_in_idle_time():
                 _lower_thread_priority()  # training runs meanwhile: let it have the cores
                 return self.strategy.compile_eval(module, abstract, key)

@@ -37,6 +37,7 @@ def test_ppo_anneals_over_the_trainers_budget(tmp_path):
     ppo = tiny_ppo()
     trainer = jt.Trainer(strategy="single", max_env_steps=45, log_every_n_steps=1, seed=0,
                          callbacks=[rows], enable_progress_bar=False, enable_checkpointing=False,
+                         compile_evaluation_ahead=False,
                          default_root_dir=tmp_path)
     trainer.fit(ppo)
     assert trainer.max_steps == 5 and ppo.total_updates == 5

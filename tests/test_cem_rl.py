@@ -84,7 +84,8 @@ class TrainOnly(CEMRL):
 def fit(strategy, config=TINY, **budget):
     keep = KeepStates()
     trainer = jt.Trainer(strategy=strategy, log_every_n_steps=1, callbacks=[keep], logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, **budget)
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         compile_evaluation_ahead=False, **budget)
     trainer.fit(TrainOnly(CEMRLConfig(**config)))
     return trainer, keep.states
 

@@ -19,7 +19,7 @@ from jaxtrainer.algorithms.es import (
 )
 from jaxtrainer.population import PopulationTrainer
 
-QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+QUIET = dict(compile_evaluation_ahead=False, logger=False, enable_checkpointing=False, enable_progress_bar=False)
 
 
 def evolve(module, population_size, generations, strategy="shard_map", seed=0, **kw):

@@ -68,7 +68,8 @@ def fit(module, run_dir, steps, devices=4, log=None, callbacks=()):
     trainer = jt.Trainer(strategy="pmap" if devices > 1 else "single", devices=devices,
                          max_steps=steps, log_every_n_steps=log or steps, seed=3,
                          default_root_dir=run_dir, enable_progress_bar=False, logger=False,
-                         enable_checkpointing=False, callbacks=list(callbacks))
+                         enable_checkpointing=False, callbacks=list(callbacks),
+                         compile_evaluation_ahead=False)
     trainer.fit(module)
     return trainer, jax.device_get(trainer.state)
 
@@ -220,7 +221,8 @@ def test_pbt_ppo_tunes_lr_without_recompiling(run_dir):
     compiles = CountCompiles()
     trainer = jt.Trainer(strategy="pmap", max_steps=12, log_every_n_steps=4,
                          default_root_dir=run_dir, enable_progress_bar=False,
-                         enable_checkpointing=False, callbacks=[compiles])
+                         enable_checkpointing=False, callbacks=[compiles],
+                         compile_evaluation_ahead=False)
     trainer.fit(module)
     rows = list(csv.DictReader(open(pathlib.Path(trainer.log_dir) / "metrics.csv")))
     lrs = [[float(r[f"member/{i}/lr"]) for i in range(4)] for r in rows if r.get("member/0/lr")]

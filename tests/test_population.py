@@ -12,7 +12,7 @@ from jaxtrainer.algorithms.es import FunctionES, sphere
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.strategies import ShardMapStrategy
 
-QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+QUIET = dict(compile_evaluation_ahead=False, logger=False, enable_checkpointing=False, enable_progress_bar=False)
 GENERATIONS = 6
 
 

@@ -56,16 +56,6 @@ def test_typed_keys_round_trip_with_type_and_bits(tmp_path):
                                   jax.random.uniform(t.state["key"]))
 
 
-_SAVE = """
-import jax, numpy as np, jaxtrainer as jt
-from tests import toys
-t = toys.trainer({root!r}, strategy="pmap", max_steps=5)
-t.fit(toys.Regression(per_device=False))
-assert t.num_devices == 4
-np.savez({ref!r}, **{{jax.tree_util.keystr(p): np.asarray(x) for p, x in
-                      jax.tree_util.tree_leaves_with_path(toys.leaves(t.state))}})
-"""
-
 _LOAD = """
 import jax, numpy as np, jaxtrainer as jt
 from tests import toys
@@ -91,8 +81,13 @@ print("OK", {n})
 
 
 def test_pmap_on_4_restores_on_2_and_1_in_fresh_processes(tmp_path):
+    # written here (this process has 4 devices), read in processes with 2 and 1
     root, ref = str(tmp_path / "runs"), str(tmp_path / "ref.npz")
-    toys.run_python(textwrap.dedent(_SAVE.format(root=root, ref=ref)), devices=4)
+    t = toys.trainer(root, strategy="pmap", max_steps=5)
+    t.fit(toys.Regression(per_device=False))
+    assert t.num_devices == 4
+    np.savez(ref, **{jax.tree_util.keystr(p): np.asarray(x) for p, x in
+                     jax.tree_util.tree_leaves_with_path(toys.leaves(t.state))})
     for n, strategy in ((2, "pmap"), (1, "single")):
         out = toys.run_python(textwrap.dedent(_LOAD.format(root=root, ref=ref, n=n, strategy=strategy)),
                               devices=n)

@@ -9,7 +9,7 @@ import pytest
 import jaxtrainer as jt
 from tests.toys import Regression
 
-QUIET = dict(enable_progress_bar=False, enable_checkpointing=False, logger=False, seed=5,
+QUIET = dict(compile_evaluation_ahead=False, enable_progress_bar=False, enable_checkpointing=False, logger=False, seed=5,
              run_ahead=True)  # "auto" keeps it off on CPU
 
 

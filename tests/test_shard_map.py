@@ -13,7 +13,7 @@ import jaxtrainer as jt
 from jaxtrainer import distributed as D
 from jaxtrainer.strategies import ShardMapStrategy, resolve
 
-QUIET = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False)
+QUIET = dict(compile_evaluation_ahead=False, logger=False, enable_checkpointing=False, enable_progress_bar=False)
 X = jnp.linspace(-1.0, 1.0, 24).reshape(8, 3)
 Y = X @ jnp.array([1.0, -2.0, 0.5]) + 0.3
 BOTH_AXES = ("hosts", D.AXIS_NAME)

@@ -15,7 +15,7 @@ import jaxtrainer as jt
 from jaxtrainer import distributed as jd
 from tests.modules import Draws, Regression
 
-QUIET = dict(enable_progress_bar=False, enable_checkpointing=False, logger=False)
+QUIET = dict(compile_evaluation_ahead=False, enable_progress_bar=False, enable_checkpointing=False, logger=False)
 
 
 def fit(module, run_dir, **kw):

@@ -10,7 +10,7 @@ import jaxtrainer as jt
 from jaxtrainer import metrics as metrics_lib
 from tests.modules import Draws, Regression
 
-QUIET = dict(enable_progress_bar=False, enable_checkpointing=False, logger=False)
+QUIET = dict(compile_evaluation_ahead=False, enable_progress_bar=False, enable_checkpointing=False, logger=False)
 
 
 class Recorder(jt.Callback):
@@ -206,3 +206,23 @@ class BadStep(jt.Module):
 def test_a_bad_training_step_output_names_the_problem(run_dir, mode, error, match):
     with pytest.raises(error, match=match):
         jt.Trainer(strategy="single", max_steps=2, default_root_dir=run_dir, **QUIET).fit(BadStep(mode))
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_evaluation_compiles_ahead_in_the_background_or_when_first_needed(run_dir, monkeypatch,
+                                                                           ahead):
+    import threading
+
+    compiled_in = []
+    real = jt.SingleDeviceStrategy.compile_eval
+    monkeypatch.setattr(jt.SingleDeviceStrategy, "compile_eval", lambda self, *a: compiled_in.append(
+        threading.current_thread() is threading.main_thread()) or real(self, *a))
+    trainer = jt.Trainer(strategy="single", max_steps=2, default_root_dir=run_dir,
+                         **{**QUIET, "compile_evaluation_ahead": ahead})
+    trainer.fit(Regression())
+    trainer.wait_for_compilation()
+    assert compiled_in == ([False] if ahead else [])   # background thread / not yet
+    result = trainer.evaluate(Regression())
+    assert compiled_in == ([False] if ahead else [True]) and "eval/mse" in result
+    with pytest.raises(ValueError, match="compile_evaluation_ahead='no'"):
+        jt.Trainer(max_steps=1, compile_evaluation_ahead="no")

@@ -113,8 +113,10 @@ def assert_trees_equal(a, b):
 
 
 def trainer(run_dir, **kw):
-    """A quiet Trainer for tests: no progress bar, CSV logging only unless given."""
+    """A quiet Trainer for tests: no progress bar, CSV logging only unless given,
+    the evaluation program compiled only when a test evaluates (CPU time)."""
     kw.setdefault("enable_progress_bar", False)
+    kw.setdefault("compile_evaluation_ahead", False)
     kw.setdefault("log_every_n_steps", 1)
     if "callbacks" not in kw:
         kw["callbacks"] = [jt.CSVLogger()]
