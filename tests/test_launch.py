@@ -15,6 +15,7 @@ import time
 import pytest
 
 from jaxtrainer import launch
+from tests._xla import xla_flags
 
 HARD_TIMEOUT = 120  # seconds, per launch
 
@@ -25,7 +26,7 @@ def run_launcher(tmp_path, script: str, *args: str, extra: tuple[str, ...] = (),
     path = tmp_path / "rank_script.py"
     path.write_text(script)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXTRAINER_"))}
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1"
+    env["XLA_FLAGS"] = xla_flags(1)
     cmd = [sys.executable, "-m", "jaxtrainer.cli", "launch", "--nproc-per-node", "2",
            "--timeout", "20", "--grace", "2", *extra, str(path), *args]
     if not wait:

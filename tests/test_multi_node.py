@@ -24,6 +24,7 @@ import pytest
 
 import jaxtrainer as jt
 from jaxtrainer.launch import free_port
+from tests._xla import xla_flags
 
 WORKER = str(Path(__file__).with_name("test_multi_node_worker.py"))
 HARD_TIMEOUT = 240  # seconds, per multi-process run
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.timeout(HARD_TIMEOUT + 60)
 
 def env_for(devices_per_process: int = 2, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXTRAINER_"))}
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices_per_process}"
+    env["XLA_FLAGS"] = xla_flags(devices_per_process)
     env["PYTHONPATH"] = os.pathsep.join([str(Path(WORKER).parent), env.get("PYTHONPATH", "")])
     return {**env, **extra}
 

@@ -14,6 +14,7 @@ import pytest
 import jaxtrainer as jt
 from jaxtrainer import checkpoint as ckpt
 from tests import toys
+from tests._xla import xla_flags
 
 
 class SendSignal(jt.Callback):
@@ -91,7 +92,7 @@ print("done", t.global_step, t.env_steps, flush=True)
 
 def test_external_sigterm_exits_143_and_rerun_with_last_finishes(tmp_path):
     root, out = str(tmp_path / "runs"), str(tmp_path / "final.npz")
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(1), JAX_PLATFORMS="cpu")
     cwd = os.path.dirname(os.path.dirname(__file__))
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(_CHILD.format(root=root, ckpt=None, out=out))],
                             env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

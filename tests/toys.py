@@ -14,6 +14,7 @@ import optax
 import jaxtrainer as jt
 from jaxtrainer import envs
 from jaxtrainer.distributed import fold_in_device, gradient_update
+from tests._xla import xla_flags
 
 W_TRUE = jnp.array([1.0, -2.0, 0.5])
 
@@ -126,7 +127,7 @@ def trainer(run_dir, **kw):
 def run_python(code: str, devices: int, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter with ``devices`` fake CPU devices."""
     env = dict(os.environ)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["XLA_FLAGS"] = xla_flags(devices)
     env["JAX_PLATFORMS"] = "cpu"
     env.setdefault("WANDB_MODE", "disabled")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
