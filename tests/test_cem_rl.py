@@ -99,8 +99,13 @@ def test_one_and_four_devices_agree_replicas_stay_bitwise_and_env_steps_are_exac
     (cem1, m1), (cem4, m4) = states1[0], states4[0]
     for a, b in zip(cem1, cem4, strict=True):
         np.testing.assert_array_equal(a, b)
+    # The members' returns agree to float rounding, not bit for bit: one device
+    # evaluates the 4 members batched, four devices one each, and XLA:CPU does not
+    # promise the same rounding for different batch shapes (1 ulp of fitness/mean
+    # seen with LLVM optimisation off, the tests' setting). The CEM update ranks
+    # members, so the search distribution above is still bitwise equal.
     for k in ("fitness/max", "fitness/mean", "fitness/min", "cem/std"):
-        assert m1[k] == m4[k], k
+        assert m1[k] == pytest.approx(m4[k], rel=1e-6, abs=0), k
     assert "loss/critic" not in m4                            # not learning yet: unreported
     # generations 1-2 learn; the critic, its target and optimizer, and the search
     # distribution stay bitwise equal on the 4 devices
