@@ -346,6 +346,20 @@ class Trainer:
                 "with several processes checkpoints must be on a filesystem every process sees")
         return path
 
+    def _check_env_steps(self, module: Module, path: Path) -> None:
+        """Refuse, before anything is written, a resume whose module consumes
+        another number of env steps per training step than the run it continues
+        (``env_steps`` would jump back and ``max_env_steps`` be overrun)."""
+        meta = ckpt.read_meta(path)
+        steps, env_steps = int(meta["global_step"]), int(meta["env_steps"])
+        if env_steps != steps * self.env_steps_per_step:
+            per_step = f"{env_steps // steps}" if steps else "?"
+            raise ValueError(
+                f"checkpoint {path} counted {env_steps} env steps in {steps} training steps "
+                f"({per_step} per step), but {type(module).__name__}.env_steps_per_step is "
+                f"{self.env_steps_per_step}: resume with the sizes the run started with "
+                "(e.g. num_envs, num_steps), or start a new run")
+
     def _restore(self, module: Module, path: Path) -> dict[str, Any]:
         abstract = {"module": self._abstract_state(module), "rng": self._key_abstract()}
         restored, meta = ckpt.restore(path, abstract)
@@ -425,6 +439,8 @@ class Trainer:
         module.validate(self.num_devices)
         self.env_steps_per_step = int(module.env_steps_per_step)
         resume = self._resolve(ckpt_path) if ckpt_path is not None else None
+        if resume is not None:
+            self._check_env_steps(module, resume)
         self.log_dir = os.fspath(resume.parent.parent) if resume is not None else self._new_log_dir()
         self.log_dir = broadcast_from_zero(self.log_dir)  # every process agrees on the run directory
         self.global_step, self.env_steps, self.should_stop = 0, 0, False
@@ -592,18 +608,20 @@ class Trainer:
         the GIL). The evaluation compile runs at the lowest thread priority, so it
         takes only CPU time the training loop leaves idle. Errors surface,
         unchanged, where a program is first needed."""
-        self._compiling: dict[str, Any] = {}
+        self._compiling: dict[tuple[str, int], Any] = {}
         if not self.strategy.jit:
             return
         abstract, key = self._abstract_state(module), self._key_abstract()
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxtrainer-compile")
-        self._compiling["train"] = pool.submit(self.strategy.compile_train, module, abstract, key)
+        # keyed by the module object: evaluate(other_module) must not get this one's program
+        self._compiling[("train", id(module))] = (
+            module, pool.submit(self.strategy.compile_train, module, abstract, key))
         if module.has_evaluation() and self.compile_evaluation_ahead:
             def compile_eval_in_idle_time():
                 _lower_thread_priority()  # training runs meanwhile: let it have the cores
                 return self.strategy.compile_eval(module, abstract, key)
 
-            self._compiling["eval"] = pool.submit(compile_eval_in_idle_time)
+            self._compiling[("eval", id(module))] = (module, pool.submit(compile_eval_in_idle_time))
         pool.shutdown(wait=False)
 
     def wait_for_compilation(self) -> None:
@@ -611,11 +629,16 @@ class Trainer:
         ``on_train_start``, to time the training loop without a concurrent
         evaluation compile). Compile errors are raised later, where the program
         is used."""
-        for future in list(getattr(self, "_compiling", {}).values()):
+        for _, future in list(getattr(self, "_compiling", {}).values()):
             future.exception()
 
     def _compiled(self, name: str, module: Module, key: jax.Array) -> CompiledTrain:
-        future = getattr(self, "_compiling", {}).pop(name, None)
+        pending = getattr(self, "_compiling", {})
+        owner, future = pending.get((name, id(module)), (None, None))
+        if owner is not module:
+            future = None  # another module's program, or none
+        else:
+            del pending[(name, id(module))]
         if future is not None:
             compiled = future.result()
         elif name == "train":
@@ -717,9 +740,10 @@ class Trainer:
             raise ValueError(f"{type(module).__name__} has no evaluation_step; "
                              "define it or leave eval_every_n_steps=None")
         key = jax.random.fold_in(jax.random.fold_in(self._root_key, EVAL_STREAM), self.global_step)
-        fn = self._eval_cache.get(id(module))
-        if fn is None:
-            fn = self._eval_cache[id(module)] = self._compiled("eval", module, key).program
+        owner, fn = self._eval_cache.get(id(module), (None, None))
+        if owner is not module:  # ids of collected modules are reused: compare objects
+            fn = self._compiled("eval", module, key).program
+            self._eval_cache[id(module)] = (module, fn)
         result = metrics_lib.to_host(fn(self.state, key))
         result.update(step=self.global_step, env_steps=self.env_steps)
         self.callback_metrics.update(result)

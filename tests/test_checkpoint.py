@@ -209,3 +209,17 @@ def test_resuming_with_another_config_names_the_arrays_that_differ(run_dir):
     assert "module.noise_key: only in the checkpoint (uint32[" in message
     assert sorted(os.listdir(os.path.join(t.log_dir, "checkpoints"))) == before
     assert open(os.path.join(t.log_dir, "metrics.csv")).read() == metrics_csv
+
+
+def test_resuming_with_other_env_steps_per_step_is_refused_before_writing(run_dir):
+    """Same state shapes, another batch: env_steps would jump back (and
+    max_env_steps be overrun), so the resume is an error and nothing changes."""
+    t = toys.trainer(run_dir, max_env_steps=32, callbacks=[jt.CSVLogger(), jt.ModelCheckpoint(async_save=False)])
+    t.fit(toys.Regression(batch_size=8))
+    files = {p: open(os.path.join(t.log_dir, p), "rb").read() for p in ("metrics.csv", "hparams.csv")}
+    again = toys.trainer(run_dir, max_env_steps=64, callbacks=[jt.CSVLogger(), jt.ModelCheckpoint(async_save=False)])
+    with pytest.raises(ValueError, match=r"counted 32 env steps in 4 training steps \(8 per step\), "
+                                         r"but Regression.env_steps_per_step is 4"):
+        again.fit(toys.Regression(batch_size=4), ckpt_path="last")
+    assert {p: open(os.path.join(t.log_dir, p), "rb").read() for p in files} == files
+    assert sorted(os.listdir(os.path.join(t.log_dir, "checkpoints"))) == ["4"]

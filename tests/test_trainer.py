@@ -219,10 +219,32 @@ def test_evaluation_compiles_ahead_in_the_background_or_when_first_needed(run_di
         threading.current_thread() is threading.main_thread()) or real(self, *a))
     trainer = jt.Trainer(strategy="single", max_steps=2, default_root_dir=run_dir,
                          **{**QUIET, "compile_evaluation_ahead": ahead})
-    trainer.fit(Regression())
+    module = Regression()
+    trainer.fit(module)
     trainer.wait_for_compilation()
     assert compiled_in == ([False] if ahead else [])   # background thread / not yet
-    result = trainer.evaluate(Regression())
+    result = trainer.evaluate(module)
     assert compiled_in == ([False] if ahead else [True]) and "eval/mse" in result
     with pytest.raises(ValueError, match="compile_evaluation_ahead='no'"):
         jt.Trainer(max_steps=1, compile_evaluation_ahead="no")
+
+
+def test_evaluate_runs_the_module_it_is_given(run_dir):
+    """The evaluation compiled ahead for the fitted module is not reused for
+    another module (it used to be: trainer.evaluate(other) returned the fitted
+    module's result)."""
+    class Scaled(Regression):
+        def __init__(self, factor):
+            super().__init__()
+            self.factor = factor
+
+        def evaluation_step(self, state, key):
+            return {"eval/scaled": jax.numpy.asarray(self.factor, jax.numpy.float32)}
+
+    trainer = jt.Trainer(strategy="single", max_steps=2, default_root_dir=run_dir,
+                         **{**QUIET, "compile_evaluation_ahead": True})
+    fitted = Scaled(1.0)
+    trainer.fit(fitted)
+    assert trainer.evaluate(Scaled(2.0))["eval/scaled"] == 2.0
+    assert trainer.evaluate(fitted)["eval/scaled"] == 1.0
+    assert [trainer.evaluate(Scaled(float(k)))["eval/scaled"] for k in (3, 4)] == [3.0, 4.0]
