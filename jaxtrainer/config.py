@@ -28,8 +28,10 @@ TRAINER_KEYS = (
 
 
 OPEN_SECTIONS = ("env",)
-"""Sections whose keys a ``--config`` file may add to the recipe's defaults: an
-environment's keyword arguments differ by environment (e.g. brax's ``backend``)."""
+"""Sections to which a ``--config`` file or a command-line override may add keys
+that the recipe's YAML lacks: an environment's keyword arguments differ by
+environment (e.g. brax's ``backend``); :func:`make_env` rejects the ones the
+environment does not take."""
 
 
 def _check_key(base: DictConfig, dotted: str, source: str = "") -> None:
@@ -77,7 +79,8 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
         if "=" not in item or item.startswith("="):
             raise ValueError(f"bad override {item!r}: expected key=value, e.g. trainer.seed=1")
         key = item.split("=", 1)[0].lstrip("+")
-        _check_key(base, key)
+        if key.split(".", 1)[0] not in OPEN_SECTIONS or "." not in key:
+            _check_key(base, key)
         if isinstance(OmegaConf.select(base, key), DictConfig):
             raise ValueError(f"bad override {item!r}: {key} is a section; set one of its keys, "
                              f"e.g. {key}.{next(iter(OmegaConf.select(base, key)), 'name')}=...")
@@ -106,12 +109,31 @@ def ckpt_path(cfg: DictConfig) -> str | None:
 
 
 def config_arg(argv: Sequence[str], default: str | os.PathLike) -> tuple[str | os.PathLike, list[str]]:
-    """``--config PATH`` as the first two arguments picks another YAML file;
-    returns ``(path, remaining overrides)``."""
-    argv = list(argv)
-    if argv[:1] == ["--config"] and len(argv) >= 2:
-        return argv[1], argv[2:]
-    return default, argv
+    """``--config PATH`` (or ``--config=PATH``) anywhere in ``argv`` picks another
+    YAML file; returns ``(path, the other arguments)``.
+
+    Raises:
+      ValueError: ``--config`` without a path, or given twice.
+    """
+    argv, path, rest = list(argv), None, []
+    i = 0
+    while i < len(argv):
+        item = argv[i]
+        if item == "--config" or item.startswith("--config="):
+            if path is not None:
+                raise ValueError("--config given twice")
+            if item == "--config":
+                if i + 1 >= len(argv):
+                    raise ValueError("--config needs a path: --config FILE")
+                path, i = argv[i + 1], i + 2
+                continue
+            path = item.split("=", 1)[1]
+            if not path:
+                raise ValueError("--config needs a path: --config=FILE")
+        else:
+            rest.append(item)
+        i += 1
+    return (path if path is not None else default), rest
 
 
 def section(cfg: DictConfig, name: str) -> dict[str, Any]:
@@ -145,7 +167,13 @@ def make_env(cfg: DictConfig) -> envs.Env:
     if "name" not in kwargs:
         raise ValueError("config section 'env' has no name: set env.name, e.g. "
                          "env.name=CartPole-v1 or env.name=brax/ant")
-    return envs.make(kwargs.pop("name"), **kwargs)
+    name = kwargs.pop("name")
+    try:
+        return envs.make(name, **kwargs)
+    except TypeError as e:
+        keys = ", ".join(f"env.{k}" for k in kwargs)
+        raise TypeError(f"config keys {keys}: not all are keyword arguments of the "
+                        f"environment {name!r} ({e})") from e
 
 
 def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[str, float]:

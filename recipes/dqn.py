@@ -23,7 +23,8 @@ def main(argv: list[str]) -> dict[str, float]:
     path, argv = config.config_arg(argv, CONFIG)
     cfg = config.load(path, argv, defaults=CONFIG)
     trainer = config.make_trainer(cfg)
-    module = DQN(DQNConfig(env=cfg.env.name, **config.section(cfg, "algorithm")))
+    module = DQN(DQNConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
+                 env=config.make_env(cfg))
     return config.fit_and_report(trainer, module, cfg)
 
 

@@ -44,7 +44,7 @@ def run(config_file: Path, argv: list[str]) -> dict[str, float]:
     trainer = PopulationTrainer(**kwargs)
     algo = config.section(cfg, "algorithm")
     name = algo.pop("name")
-    module = NeuroES(cfg.env.name, name, **{k: v for k, v in algo.items() if v is not None
+    module = NeuroES(config.make_env(cfg), name, **{k: v for k, v in algo.items() if v is not None
                                             or k == "fitness_shaping"})
     return config.fit_and_report(trainer, module, cfg)
 

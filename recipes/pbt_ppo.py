@@ -31,7 +31,7 @@ def main(argv: list[str]) -> dict[str, float]:
     algo = config.section(cfg, "algorithm")
     pbt = config.section(cfg, "pbt")
     # each member's learning rate anneals over the Trainer's budget (PBT.configure_budget)
-    module = PBT(PPO(PPOConfig(env=cfg.env.name, **algo)), **pbt)
+    module = PBT(PPO(PPOConfig(env=cfg.env.name, **algo), env=config.make_env(cfg)), **pbt)
     return config.fit_and_report(trainer, module, cfg)
 
 

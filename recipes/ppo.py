@@ -26,7 +26,7 @@ def main(argv: list[str]) -> dict[str, float]:
     trainer = config.make_trainer(cfg)
     algo = config.section(cfg, "algorithm")
     # total_updates unset: the learning rate anneals over the Trainer's budget
-    module = PPO(PPOConfig(env=cfg.env.name, **algo))
+    module = PPO(PPOConfig(env=cfg.env.name, **algo), env=config.make_env(cfg))
     return config.fit_and_report(trainer, module, cfg)
 
 

@@ -171,3 +171,20 @@ def test_a_config_file_is_checked_against_the_recipes_defaults(tmp_path):
         merged = config.load(CONFIGS / f"{alt}.yaml", [], defaults=CONFIGS / f"{default}.yaml")
         assert merged == OmegaConf.merge(OmegaConf.load(CONFIGS / f"{default}.yaml"),
                                          OmegaConf.load(CONFIGS / f"{alt}.yaml"))
+
+
+@pytest.mark.timeout(60)
+def test_config_flag_forms_and_env_keyword_arguments():
+    assert config.config_arg(["a=1", "--config", "f.yaml", "b=2"], "d.yaml") == ("f.yaml", ["a=1", "b=2"])
+    assert config.config_arg(["--config=f.yaml"], "d.yaml") == ("f.yaml", [])
+    assert config.config_arg(["a=1"], "d.yaml") == ("d.yaml", ["a=1"])
+    with pytest.raises(ValueError, match="--config needs a path"):
+        config.config_arg(["--config"], "d.yaml")
+    with pytest.raises(ValueError, match="--config given twice"):
+        config.config_arg(["--config", "a.yaml", "--config=b.yaml"], "d.yaml")
+    # env keys are the environment's keyword arguments: a new one may be given on the
+    # command line too, and one the environment does not take is named
+    cfg = config.load(CONFIGS / "ppo.yaml", ["env.foo=3"])
+    with pytest.raises(TypeError, match=r"config keys env.foo: not all are keyword arguments "
+                                        r"of the environment 'CartPole-v1'"):
+        config.make_env(cfg)

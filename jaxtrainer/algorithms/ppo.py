@@ -56,7 +56,9 @@ class PPOConfig:
         ``num_envs * num_steps`` env steps.
       total_updates: the number of updates the learning rate anneals over; after
         it the rate stays 0. ``None`` (default): the run's budget, which the
-        Trainer passes in (:meth:`PPO.configure_budget`).
+        Trainer passes in (:meth:`PPO.configure_budget`); resuming with a larger
+        budget then recomputes the line for the new total (the rate jumps up
+        from where the shorter run ended): set it to keep one schedule.
       update_epochs: passes over each rollout.
       num_minibatches: minibatches per epoch; the global minibatch size
         ``num_envs * num_steps / num_minibatches`` must split over the devices.
