@@ -91,6 +91,9 @@ class _Call:
 def _positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
     if value is None and allow_none:
         return None
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)) \
+            and float(value).is_integer():
+        value = int(value)  # 5e5 (YAML reads it as a float) is a whole number
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name}={value!r}: expected a positive int" + (" or None" if allow_none else ""))
     return int(value)
@@ -737,8 +740,8 @@ class Trainer:
     # -------------------------------------------------------------- evaluate
     def _evaluate(self, module: Module) -> dict[str, float]:
         if not module.has_evaluation():
-            raise ValueError(f"{type(module).__name__} has no evaluation_step; "
-                             "define it or leave eval_every_n_steps=None")
+            raise ValueError(f"{type(module).__name__} has no evaluation_step: define it to "
+                             "evaluate (Trainer.evaluate, eval_every_n_steps)")
         key = jax.random.fold_in(jax.random.fold_in(self._root_key, EVAL_STREAM), self.global_step)
         owner, fn = self._eval_cache.get(id(module), (None, None))
         if owner is not module:  # ids of collected modules are reused: compare objects

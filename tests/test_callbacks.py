@@ -302,7 +302,8 @@ def test_guards_that_need_no_state_let_intervals_fuse(run_dir, monkeypatch, caps
     t = toys.trainer(run_dir, max_steps=30, sync_every_n_seconds=60.0,
                      callbacks=[guard, es, timer, csv_logger,
                                 jt.ModelCheckpoint(save_last=True, async_save=False)])
-    t.fit(toys.Regression(nan_from_step=5))
+    with pytest.warns(UserWarning, match="never saw 'eval/loss'"):  # no evaluation ran
+        t.fit(toys.Regression(nan_from_step=5))
     assert calls == [1, 29]                       # 30 log intervals in 2 host syncs
     assert t.stop_reason == "NaNGuard: non-finite metric loss=nan at step 6"
     assert not t.state_is_valid and ckpt.find_last(run_dir) is None
@@ -335,3 +336,14 @@ def test_timer_asks_for_every_boundary_only_near_its_limit(run_dir):
                      callbacks=[jt.Timer(2.0)])
     t.fit(toys.Regression())
     assert t.stop_reason.startswith("Timer") and t.callbacks[0].time_elapsed() < 6.0
+
+
+def test_a_monitor_that_never_appears_warns_at_the_end(run_dir):
+    t = toys.trainer(run_dir, max_steps=3, callbacks=[
+        jt.EarlyStopping(monitor="los", mode="min"), jt.NaNGuard(monitor=["loss", "other"])])
+    with pytest.warns(UserWarning) as record:
+        t.fit(toys.Regression())
+    messages = [str(w.message) for w in record]
+    assert any("EarlyStopping(monitor='los') never saw 'los'" in m and "loss" in m for m in messages)
+    assert any("['other'] never appeared in the metrics" in m for m in messages)
+    assert t.global_step == 3

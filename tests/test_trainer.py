@@ -143,10 +143,16 @@ def test_masked_mean_with_no_samples_is_not_reported(run_dir):
     (dict(), r"no training budget"),
     (dict(max_steps=5, log_every_n_steps=0), r"log_every_n_steps=0"),
     (dict(max_steps=5, strategy="tpu_pod"), r"unknown strategy 'tpu_pod'; choose one of: .*pmap"),
+    (dict(max_env_steps=2.5e3 + 0.5), r"max_env_steps=2500.5: expected a positive int"),
 ])
 def test_bad_trainer_arguments_fail_at_construction(kwargs, match):
     with pytest.raises(ValueError, match=match):
         jt.Trainer(**{**QUIET, **kwargs})
+
+
+def test_whole_number_floats_are_budgets():
+    # YAML reads 5e5 as a float
+    assert jt.Trainer(max_env_steps=5e5, **QUIET).max_env_steps == 500_000
 
 
 def test_sizes_that_do_not_split_fail_before_compiling(run_dir, monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from jaxtrainer.callbacks._monitor import check_mode, is_finite
@@ -16,6 +17,9 @@ if TYPE_CHECKING:
 class EarlyStopping(Callback):
     """Set ``trainer.should_stop`` when ``monitor`` has not improved for
     ``patience`` checks, crossed a threshold, or became NaN/Inf.
+
+    A monitor that never appears in a fit's metrics warns (``UserWarning``) at the
+    end of training, listing the names there were.
 
     A check happens whenever ``monitor`` is in the metrics of a log boundary
     (``on_train_steps_end``) or of an evaluation (``on_evaluation_end``), i.e.
@@ -63,6 +67,7 @@ class EarlyStopping(Callback):
         self.best_score: float | None = None
         self.wait_count = 0
         self.stopped_step: int | None = None
+        self._seen: set[str] = set()  # metric names of this fit's checks
 
     @property
     def state_key(self) -> str:
@@ -75,6 +80,7 @@ class EarlyStopping(Callback):
         return a > b + delta if self.mode == "max" else a < b - delta
 
     def _check(self, trainer: Trainer, metrics: dict[str, float]) -> None:
+        self._seen.update(metrics)
         if self.monitor not in metrics or trainer.should_stop:
             return
         value = float(metrics[self.monitor])
@@ -96,6 +102,15 @@ class EarlyStopping(Callback):
             self.stopped_step = trainer.global_step
             trainer.should_stop = True
             trainer.stop_reason = f"EarlyStopping: {reason}"
+
+    def on_train_start(self, trainer: Trainer, module: Module) -> None:
+        self._seen: set[str] = set()
+
+    def on_train_end(self, trainer: Trainer, module: Module) -> None:
+        if self._seen and self.monitor not in self._seen:
+            warnings.warn(f"EarlyStopping(monitor={self.monitor!r}) never saw {self.monitor!r}: "
+                          f"it did not stop the run; the metrics were: {', '.join(sorted(self._seen))}",
+                          UserWarning, stacklevel=2)
 
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
         self._check(trainer, metrics)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING
 
 import jax
@@ -40,7 +41,8 @@ class NaNGuard(Callback):
     step. ``check_state=True`` asks for the state at every boundary.
 
     Args:
-      monitor: metric names to check; ``None`` checks every metric.
+      monitor: metric names to check; ``None`` checks every metric. A name that
+        never appears in a fit's metrics warns (``UserWarning``) at its end.
       check_state: also check every floating-point leaf of ``trainer.state``.
       raise_error: raise :class:`NonFiniteError` (after marking the state
         invalid) instead of stopping quietly; ``fit`` then re-raises it after
@@ -55,11 +57,23 @@ class NaNGuard(Callback):
         self.check_state = check_state
         self.raise_error = raise_error
         self.reason: str | None = None
+        self._seen: set[str] = set()  # metric names seen in this fit
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         return self.check_state
 
+    def on_train_start(self, trainer: Trainer, module: Module) -> None:
+        self._seen: set[str] = set()
+
+    def on_train_end(self, trainer: Trainer, module: Module) -> None:
+        missing = sorted(set(self.monitor or ()) - self._seen)
+        if self._seen and missing:
+            warnings.warn(f"NaNGuard(monitor={list(self.monitor)!r}): {missing} never appeared in "
+                          f"the metrics, so they were not checked; the metrics were: "
+                          f"{', '.join(sorted(self._seen))}", UserWarning, stacklevel=2)
+
     def _bad_metric(self, metrics: dict[str, float]) -> str | None:
+        self._seen.update(metrics)
         for name, value in metrics.items():
             if self.monitor is not None and name not in self.monitor:
                 continue
