@@ -78,7 +78,9 @@ def test_a_failing_callback_on_the_error_path_does_not_hide_the_error(run_dir, c
     assert "secondary" in capsys.readouterr().err
 
 
-def test_early_stopping_at_step_5_calls_on_train_end_once(run_dir):
+def test_early_stopping_at_step_4_calls_on_train_end_once(run_dir):
+    # score improves at steps 1 and 2, then not: patience=2 stops at the second
+    # check without improvement (step 4), as Lightning does
     class Metric(jt.Callback):
         def on_train_steps_end(self, trainer, module, metrics):
             metrics["score"] = {1: 1.0, 2: 2.0}.get(trainer.global_step, 2.0)
@@ -88,19 +90,21 @@ def test_early_stopping_at_step_5_calls_on_train_end_once(run_dir):
     mc = jt.ModelCheckpoint(async_save=False)
     t = toys.trainer(run_dir, max_steps=100, callbacks=[Metric(), es, rec, mc])
     t.fit(toys.Regression())
-    assert t.global_step == 5 and es.stopped_step == 5 and es.wait_count == 3
+    assert t.global_step == 4 and es.stopped_step == 4 and es.wait_count == 2
     assert [n for n, _ in rec.calls].count("on_train_end") == 1
     assert t.stop_reason.startswith("EarlyStopping: score did not improve")
-    assert ckpt.find_last(run_dir).name == "5"  # save_last
+    assert ckpt.find_last(run_dir).name == "4"  # save_last
     meta = ckpt.read_meta(ckpt.find_last(run_dir))
-    assert meta["callbacks"]["EarlyStopping[score]"]["wait_count"] == 3
+    assert meta["callbacks"]["EarlyStopping[score]"]["wait_count"] == 2
 
 
 @pytest.mark.parametrize("kw,values,stop", [
     (dict(mode="max", stopping_threshold=3.0), [1, 2, 3, 4], 3),
     (dict(mode="min", divergence_threshold=10.0), [1, 5, 11, 1], 3),
     (dict(mode="min", check_finite=True), [1, math.nan, 1, 1], 2),
-    (dict(mode="min", min_delta=0.5, patience=1), [3, 2.8, 2.6, 1], 3),
+    (dict(mode="min", min_delta=0.5, patience=1), [3, 2.8, 2.6, 1], 2),
+    (dict(mode="min", min_delta=0.5, patience=2), [3, 2.8, 2.6, 1], 3),
+    (dict(mode="min", patience=0), [3, 2, 2, 1], 3),
 ])
 def test_early_stopping_thresholds(kw, values, stop):
     es = jt.EarlyStopping(monitor="m", **kw)

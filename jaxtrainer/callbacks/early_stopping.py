@@ -37,8 +37,9 @@ class EarlyStopping(Callback):
     Args:
       monitor: metric name, e.g. ``"eval/episode_return"``.
       mode: ``"max"`` (higher is better) or ``"min"``; ``None`` warns and uses ``"min"``.
-      patience: checks without an improvement of more than ``min_delta`` before
-        stopping (``0``: stop at the first check without improvement).
+      patience: checks without an improvement of more than ``min_delta`` after
+        which training stops (as in Lightning and Keras: ``patience=3`` stops at
+        the third such check in a row; ``0`` and ``1`` at the first).
       min_delta: smallest change (in the metric's units) counted as an improvement.
       stopping_threshold: stop as soon as the metric is at least this good
         (``>=`` in max mode, ``<=`` in min mode).
@@ -95,7 +96,7 @@ class EarlyStopping(Callback):
             self.best_score, self.wait_count = value, 0
         elif not math.isnan(value):
             self.wait_count += 1
-            if self.wait_count > self.patience:
+            if self.wait_count >= self.patience:  # Lightning's and Keras's count
                 reason = (f"{self.monitor} did not improve by more than {self.min_delta:g} over "
                           f"{self.wait_count} checks (best {self.best_score:g})")
         if reason is not None:
