@@ -214,7 +214,8 @@ class ModelCheckpoint(Callback):
                 "further (the next interval was enqueued because every callback's needs_state "
                 "was False at this boundary); save from a callback whose needs_state is True")
         if not trainer.state_is_valid:
-            if trainer.is_global_zero:
+            if trainer.is_global_zero and getattr(self, "_refused_step", None) != step:
+                self._refused_step = step  # once per step (a boundary save and save_last)
                 last = self.last_model_path or "none was written in this run"
                 print(f"jaxtrainer: ModelCheckpoint: not saving step {step}: the state is not finite; "
                       f"the last good checkpoint: {last}", flush=True)
