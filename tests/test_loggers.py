@@ -181,3 +181,13 @@ def test_loggers_get_every_fused_interval_at_its_step(run_dir):
         logged[sync] = rows
     assert [s for s, _ in logged[60.0]] == list(range(2, 13, 2))
     assert logged[60.0] == logged[0]
+
+
+def test_hparams_csv_keeps_the_hyperparameters_the_run_started_with(run_dir):
+    toys.trainer(run_dir, max_steps=2, callbacks=[jt.CSVLogger()]).fit(toys.Regression(lr=0.05))
+    path = os.path.join(run_dir, "version_0", "hparams.csv")
+    first = open(path).read()
+    assert "module/lr,0.05" in first.splitlines()
+    toys.trainer(run_dir, max_steps=3, callbacks=[jt.CSVLogger()]).fit(
+        toys.Regression(lr=0.07), ckpt_path="last")
+    assert open(path).read() == first

@@ -23,6 +23,9 @@ class CSVLogger(Logger):
     always valid CSV. Resuming a run appends to the existing file after dropping
     rows logged past the checkpoint's step, so a resumed run's file equals an
     uninterrupted run's. Values are Python numbers (FIELD_REPORTS F21).
+    ``hparams.csv`` is written once per run, at the start of a fresh ``fit``; a
+    resume keeps the file the run started with (as :class:`TensorBoardLogger`
+    keeps its HParams entry).
 
     Args:
       save_dir: directory for the files; default ``trainer.log_dir``.
@@ -40,6 +43,7 @@ class CSVLogger(Logger):
         self._pending = 0
         self._written_columns: list[str] = []
         self._hold = False
+        self._resumed = False
 
     def start(self, trainer: Trainer, module: Module) -> None:
         directory = os.fspath(self.save_dir or trainer.log_dir)
@@ -53,6 +57,7 @@ class CSVLogger(Logger):
                 self._rows = [dict(r) for r in reader]
         self._written_columns = list(self._columns) if self._rows else []
         self._pending = 0
+        self._resumed = trainer.global_step > 0
         # Resuming from a checkpoint older than the last logged row (a crash or
         # preemption after it): drop the rows the resumed run will log again, so
         # the file equals an uninterrupted run's.
@@ -64,7 +69,10 @@ class CSVLogger(Logger):
 
     def log_hyperparams(self, params: dict[str, Any]) -> None:
         assert self.path is not None
-        with open(os.path.join(os.path.dirname(self.path), "hparams.csv"), "w", newline="") as f:
+        path = os.path.join(os.path.dirname(self.path), "hparams.csv")
+        if getattr(self, "_resumed", False) and os.path.exists(path):
+            return  # the run's hyperparameters are those it started with
+        with open(path, "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["name", "value"])
             for k, v in params.items():
