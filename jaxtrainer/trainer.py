@@ -611,20 +611,19 @@ class Trainer:
         the GIL). The evaluation compile runs at the lowest thread priority, so it
         takes only CPU time the training loop leaves idle. Errors surface,
         unchanged, where a program is first needed."""
-        self._compiling: dict[tuple[str, int], Any] = {}
+        self._compiling: dict[str, Any] = {}
+        self._compiling_for = module  # evaluate(other_module) must not get these programs
         if not self.strategy.jit:
             return
         abstract, key = self._abstract_state(module), self._key_abstract()
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxtrainer-compile")
-        # keyed by the module object: evaluate(other_module) must not get this one's program
-        self._compiling[("train", id(module))] = (
-            module, pool.submit(self.strategy.compile_train, module, abstract, key))
+        self._compiling["train"] = pool.submit(self.strategy.compile_train, module, abstract, key)
         if module.has_evaluation() and self.compile_evaluation_ahead:
             def compile_eval_in_idle_time():
                 _lower_thread_priority()  # training runs meanwhile: let it have the cores
                 return self.strategy.compile_eval(module, abstract, key)
 
-            self._compiling[("eval", id(module))] = (module, pool.submit(compile_eval_in_idle_time))
+            self._compiling["eval"] = pool.submit(compile_eval_in_idle_time)
         pool.shutdown(wait=False)
 
     def wait_for_compilation(self) -> None:
@@ -632,16 +631,13 @@ class Trainer:
         ``on_train_start``, to time the training loop without a concurrent
         evaluation compile). Compile errors are raised later, where the program
         is used."""
-        for _, future in list(getattr(self, "_compiling", {}).values()):
+        for future in list(getattr(self, "_compiling", {}).values()):
             future.exception()
 
     def _compiled(self, name: str, module: Module, key: jax.Array) -> CompiledTrain:
-        pending = getattr(self, "_compiling", {})
-        owner, future = pending.get((name, id(module)), (None, None))
-        if owner is not module:
-            future = None  # another module's program, or none
-        else:
-            del pending[(name, id(module))]
+        future = None
+        if getattr(self, "_compiling_for", None) is module:
+            future = self._compiling.pop(name, None)
         if future is not None:
             compiled = future.result()
         elif name == "train":

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
-import warnings
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer.callbacks._monitor import check_mode, is_finite
+from jaxtrainer.callbacks._monitor import check_mode, is_finite, warn_unseen
 from jaxtrainer.callbacks.base import Callback
 
 if TYPE_CHECKING:
@@ -108,10 +107,7 @@ class EarlyStopping(Callback):
         self._seen: set[str] = set()
 
     def on_train_end(self, trainer: Trainer, module: Module) -> None:
-        if self._seen and self.monitor not in self._seen:
-            warnings.warn(f"EarlyStopping(monitor={self.monitor!r}) never saw {self.monitor!r}: "
-                          f"it did not stop the run; the metrics were: {', '.join(sorted(self._seen))}",
-                          UserWarning, stacklevel=2)
+        warn_unseen(f"EarlyStopping(monitor={self.monitor!r})", [self.monitor], self._seen)
 
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
         self._check(trainer, metrics)

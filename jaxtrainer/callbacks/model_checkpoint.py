@@ -109,6 +109,7 @@ class ModelCheckpoint(Callback):
         self._mgr = None
         self._last_time = 0.0
         self._last_saved_step = -1
+        self._refused_step: int | None = None  # step whose non-finite state was refused
         self._metrics: dict[str, float] = {}
         self._failed = False
 
@@ -214,7 +215,7 @@ class ModelCheckpoint(Callback):
                 "further (the next interval was enqueued because every callback's needs_state "
                 "was False at this boundary); save from a callback whose needs_state is True")
         if not trainer.state_is_valid:
-            if trainer.is_global_zero and getattr(self, "_refused_step", None) != step:
+            if trainer.is_global_zero and self._refused_step != step:
                 self._refused_step = step  # once per step (a boundary save and save_last)
                 last = self.last_model_path or "none was written in this run"
                 print(f"jaxtrainer: ModelCheckpoint: not saving step {step}: the state is not finite; "

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer.callbacks._monitor import is_finite
+from jaxtrainer.callbacks._monitor import is_finite, warn_unseen
 from jaxtrainer.callbacks.base import Callback
 
 if TYPE_CHECKING:
@@ -66,11 +65,8 @@ class NaNGuard(Callback):
         self._seen: set[str] = set()
 
     def on_train_end(self, trainer: Trainer, module: Module) -> None:
-        missing = sorted(set(self.monitor or ()) - self._seen)
-        if self._seen and missing:
-            warnings.warn(f"NaNGuard(monitor={list(self.monitor)!r}): {missing} never appeared in "
-                          f"the metrics, so they were not checked; the metrics were: "
-                          f"{', '.join(sorted(self._seen))}", UserWarning, stacklevel=2)
+        if self.monitor is not None:
+            warn_unseen(f"NaNGuard(monitor={list(self.monitor)!r})", self.monitor, self._seen)
 
     def _bad_metric(self, metrics: dict[str, float]) -> str | None:
         self._seen.update(metrics)

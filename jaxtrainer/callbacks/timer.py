@@ -75,7 +75,7 @@ class Timer(Callback):
         return max(0.0, self.duration - self.time_elapsed())
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
-        margin = 2.0 * max(getattr(trainer, "sync_every_n_seconds", 0.0), self._sync_gap)
+        margin = 2.0 * max(trainer.sync_every_n_seconds, self._sync_gap)
         return self.time_remaining() <= margin
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
@@ -83,7 +83,7 @@ class Timer(Callback):
         self._sync_gap = 0.0
 
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
-        if not getattr(trainer, "more_metrics_pending", False):  # the last row of a host sync
+        if not trainer.more_metrics_pending:  # the last row of a host sync
             now = time.monotonic()
             self._sync_gap, self._last_sync = now - self._last_sync, now
         elapsed = self.time_elapsed()

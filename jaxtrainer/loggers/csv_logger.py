@@ -70,7 +70,7 @@ class CSVLogger(Logger):
     def log_hyperparams(self, params: dict[str, Any]) -> None:
         assert self.path is not None
         path = os.path.join(os.path.dirname(self.path), "hparams.csv")
-        if getattr(self, "_resumed", False) and os.path.exists(path):
+        if self._resumed and os.path.exists(path):
             return  # the run's hyperparameters are those it started with
         with open(path, "w", newline="") as f:
             writer = csv.writer(f)
