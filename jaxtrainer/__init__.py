@@ -13,7 +13,7 @@ from jaxtrainer.callbacks import (
     Timer,
 )
 from jaxtrainer.loggers import CSVLogger, TensorBoardLogger, WandbLogger
-from jaxtrainer.metrics import Mean
+from jaxtrainer.metrics import Last, Max, Mean, Min, Sum
 from jaxtrainer.module import Module, PopulationModule
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.strategies import PmapStrategy, ShardMapStrategy, SingleDeviceStrategy, Strategy
@@ -24,7 +24,10 @@ __version__ = "0.1.0"
 __all__ = [
     "CSVLogger",
     "Callback",
+    "Last",
+    "Max",
     "Mean",
+    "Min",
     "ModelCheckpoint",
     "Module",
     "PmapStrategy",
@@ -32,6 +35,7 @@ __all__ = [
     "RichProgressBar",
     "SingleDeviceStrategy",
     "Strategy",
+    "Sum",
     "TensorBoardLogger",
     "Trainer",
     "distributed",

@@ -412,6 +412,27 @@ def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str
     return decode_keys(restored, meta.get("key_impls", {})), meta
 
 
+def steps_of_other_runs(directory: str | os.PathLike, run_dir: str | os.PathLike) -> list[int]:
+    """Steps under a ``checkpoints`` directory that the run in ``run_dir`` did
+    not write (their ``meta`` names another run directory, or none), as process
+    0 sees them, on every process (a collective with several processes); ``[]``
+    when there is no such directory."""
+    directory, mine = Path(directory), os.path.realpath(run_dir)
+    steps: list[int] = []
+    if jax.process_index() == 0 and directory.is_dir():
+        for s in sorted(int(s) for s in ocp.utils.checkpoint_steps(directory)):
+            try:
+                owner = read_meta(directory / str(s)).get("run_dir")
+            except (FileNotFoundError, ValueError, OSError):
+                owner = None  # unfinished or unreadable: not provably this run's
+            if owner is None or os.path.realpath(owner) != mine:
+                steps.append(s)
+    if jax.process_count() > 1:
+        text = broadcast_from_zero(",".join(map(str, steps)))
+        steps = [int(s) for s in text.split(",") if s]
+    return steps
+
+
 def latest_step_dir(directory: str | os.PathLike) -> Path | None:
     """The newest complete step directory under a ``checkpoints`` directory."""
     directory = Path(directory)

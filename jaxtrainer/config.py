@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from jaxtrainer import envs
 from jaxtrainer.module import Module
+from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.trainer import Trainer
 
 TRAINER_KEYS = (
@@ -24,6 +25,13 @@ TRAINER_KEYS = (
     "eval_every_n_steps", "seed", "default_root_dir", "jit", "enable_progress_bar",
     "enable_checkpointing", "logger", "run_ahead", "sync_every_n_seconds",
     "compile_evaluation_ahead",
+)
+
+POPULATION_TRAINER_KEYS = (
+    "population_size", "strategy", "devices", "max_generations", "log_every_n_generations",
+    "eval_every_n_generations", "seed", "default_root_dir", "jit", "enable_progress_bar",
+    "enable_checkpointing", "logger", "member_map", "map_batch_size", "run_ahead",
+    "sync_every_n_seconds", "compile_evaluation_ahead",
 )
 
 
@@ -89,19 +97,36 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
     return cfg
 
 
-def trainer_kwargs(cfg: DictConfig) -> dict[str, Any]:
-    """The ``trainer:`` section as :class:`Trainer` keyword arguments (without ``ckpt_path``)."""
+def trainer_kwargs(cfg: DictConfig, keys: Sequence[str] = TRAINER_KEYS,
+                   accepts: str = "Trainer") -> dict[str, Any]:
+    """The ``trainer:`` section as keyword arguments of ``accepts`` (without
+    ``ckpt_path``): plain Python values, interpolations resolved (a
+    ``ListConfig`` such as ``trainer.devices=[0]`` becomes a list, a
+    ``DictConfig`` a dict), so the Trainer checks what the user wrote: an
+    on/off key that is not ``true``/``false`` (``trainer.logger=flase``) or a
+    malformed ``devices`` raises a ValueError naming it before anything runs.
+
+    Raises:
+      ValueError: keys other than ``keys`` and ``ckpt_path``.
+    """
     section = OmegaConf.to_container(cfg.trainer, resolve=True)
-    unknown = set(section) - set(TRAINER_KEYS) - {"ckpt_path"}
+    unknown = set(section) - set(keys) - {"ckpt_path"}
     if unknown:
-        raise ValueError(f"unknown trainer keys {sorted(unknown)}; Trainer accepts: "
-                         f"{', '.join(TRAINER_KEYS)}, ckpt_path")
+        raise ValueError(f"unknown trainer keys {sorted(unknown)}; {accepts} accepts: "
+                         f"{', '.join(keys)}, ckpt_path")
     return {k: v for k, v in section.items() if k != "ckpt_path"}
 
 
 def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
     """A Trainer from ``cfg.trainer`` (keyword ``overrides`` win, e.g. callbacks)."""
     return Trainer(**{**trainer_kwargs(cfg), **overrides})
+
+
+def make_population_trainer(cfg: DictConfig, **overrides: Any) -> PopulationTrainer:
+    """A :class:`~jaxtrainer.PopulationTrainer` from ``cfg.trainer`` (keyword
+    ``overrides`` win), converted and checked as in :func:`trainer_kwargs`."""
+    kwargs = trainer_kwargs(cfg, POPULATION_TRAINER_KEYS, "PopulationTrainer")
+    return PopulationTrainer(**{**kwargs, **overrides})
 
 
 def ckpt_path(cfg: DictConfig) -> str | None:

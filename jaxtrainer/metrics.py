@@ -1,28 +1,149 @@
-"""Metric values that know how many samples they average.
+"""Metric values that carry their reduction (Lightning's ``reduce_fx``).
 
-``training_step`` returns ``dict[str, scalar | Mean]``. A plain scalar counts as
-one sample. A :class:`Mean` carries a sum and a count, so an episode return
-averages completed episodes only and a rollout that completed none reports
-nothing rather than 0.0 (FIELD_REPORTS F17). Strategies sum totals and counts
-over the fused steps of a log interval and over devices, then divide on the host;
-a metric whose count is 0 is left out of the dict callbacks receive.
+``training_step`` returns ``dict[str, scalar | Mean | Sum | Max | Min | Last]``.
+A metric is reported once per log interval, reduced over the interval's steps
+and over devices (and, in :class:`~jaxtrainer.PopulationTrainer`, over the
+generations of the interval) by its own reduction:
+
+=========  ==============================  ==================================
+reduction  over the steps of an interval   over devices
+=========  ==============================  ==================================
+``Mean``   sum of totals / sum of counts   the same (samples pooled)
+``Sum``    sum                             ``psum``
+``Max``    max of maxes                    ``pmax``
+``Min``    min of mins                     ``pmin``
+``Last``   the last step's value           mean of the devices' last values
+                                           (exact when they agree, as a
+                                           replicated learning rate does)
+=========  ==============================  ==================================
+
+A plain scalar is a :class:`Mean` of one sample. ``X.of(values, mask)`` reduces
+an array with ``X``'s reduction (``Max.of(fitness)`` is the best member), only
+where ``mask`` is set. Every value counts its samples: an interval in which a
+metric had none (all masked out, e.g. the return of completed episodes when no
+episode completed) reports nothing rather than 0.0, whatever the reduction.
+A metric keeps one reduction in every step; another one is a ``TypeError`` at
+trace time naming the metric.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
+
+Axes = str | Sequence[str]
+_INF = float("inf")
+
+
+def _flat(values: Any, mask: Any) -> tuple[jax.Array, jax.Array | None]:
+    """``values`` as ``float32[n]`` and ``mask`` (broadcast to its shape) as ``bool[n]``."""
+    values = jnp.asarray(values, jnp.float32)
+    if mask is None:
+        return values.reshape(-1), None
+    return values.reshape(-1), jnp.broadcast_to(jnp.asarray(mask, bool), values.shape).reshape(-1)
+
+
+def _count(values: jax.Array, mask: jax.Array | None) -> jax.Array:
+    if mask is None:
+        return jnp.asarray(values.size, jnp.float32)
+    return jnp.sum(mask, dtype=jnp.float32)
+
+
+class Metric:
+    """Base of the metric values that carry a reduction.
+
+    Subclasses are flax struct dataclasses of two float32 arrays: the reduced
+    value (``total`` for :class:`Mean` and :class:`Sum`, ``value`` for the
+    others) and ``count``, the number of samples it reduces. A value with
+    ``count == 0`` stands for "no samples" and is never reported. Arrays may
+    carry leading axes (rows of a metrics buffer, members of a population);
+    every method works elementwise over them.
+    """
+
+    reduce_fx = ""     # "mean", "sum", "max", "min" or "last"
+    _main = "value"    # name of the field holding the reduced value
+    _identity = 0.0    # the value of "no samples"
+
+    @property
+    def reduced(self) -> jax.Array:
+        """The reduced value (``total`` or ``value``)."""
+        return getattr(self, self._main)
+
+    @classmethod
+    def empty(cls, shape: tuple[int, ...] = ()) -> Any:
+        """No samples: the identity of :meth:`merge`."""
+        return cls(jnp.full(shape, cls._identity, jnp.float32), jnp.zeros(shape, jnp.float32))
+
+    def scalar(self) -> Any:
+        """This value with float32 scalar fields.
+
+        Raises:
+          ValueError: a field holds more than one element.
+        """
+        main, count = jnp.asarray(self.reduced, jnp.float32), jnp.asarray(self.count, jnp.float32)
+        if main.size != 1 or count.size != 1:
+            raise ValueError(f"a {type(self).__name__} metric must hold scalars, got shapes "
+                             f"{main.shape} and {count.shape}: build it with "
+                             f"{type(self).__name__}.of(values)")
+        return type(self)(main.reshape(()), count.reshape(()))
+
+    def keep(self, where: jax.Array) -> Any:
+        """This value where ``where`` is set, "no samples" elsewhere."""
+        where = jnp.asarray(where, bool)
+        return type(self)(jnp.where(where, self.reduced, self._identity),
+                          jnp.where(where, self.count, 0.0))
+
+    def merge(self, later: Any) -> Any:
+        """This value followed by ``later`` (the next steps): same reduction."""
+        raise NotImplementedError
+
+    def over_devices(self, axes: Axes) -> Any:
+        """Reduced over the mesh axes ``axes`` (inside ``shard_map``)."""
+        raise NotImplementedError
+
+    def over_members(self, mask: jax.Array | None = None) -> Any:
+        """Reduced over the leading axis (e.g. the members of a population),
+        counting only the rows where ``mask`` (``bool[L]``) is set."""
+        raise NotImplementedError
+
+    @staticmethod
+    def finish(reduced: float, count: float) -> float:
+        """The reported number of a value with ``count > 0`` samples (host)."""
+        return reduced
+
+
+class _Additive(Metric):
+    _main = "total"
+
+    def merge(self, later: Any) -> Any:
+        return type(self)(self.total + later.total, self.count + later.count)
+
+    def over_devices(self, axes: Axes) -> Any:
+        return type(self)(jax.lax.psum(self.total, axes), jax.lax.psum(self.count, axes))
+
+    def over_members(self, mask: jax.Array | None = None) -> Any:
+        total, count = self.total, self.count
+        if mask is not None:
+            total, count = jnp.where(mask, total, 0.0), jnp.where(mask, count, 0.0)
+        return type(self)(jnp.sum(total, axis=0), jnp.sum(count, axis=0))
 
 
 @struct.dataclass
-class Mean:
-    """A mean still to be taken: ``total: float32[]``, ``count: float32[]``."""
+class Mean(_Additive):
+    """A mean still to be taken: ``total: float32[]``, ``count: float32[]``.
+
+    Reported as ``total / count``; pooled over steps and devices (sums of both).
+    A plain scalar metric is ``Mean(x, 1)``.
+    """
 
     total: jax.Array
     count: jax.Array
+    reduce_fx = "mean"
 
     @classmethod
     def of(cls, values: jax.Array, mask: jax.Array | None = None) -> Mean:
@@ -33,47 +154,187 @@ class Mean:
         mask = jnp.asarray(mask, jnp.float32)
         return cls(jnp.sum(values * mask), jnp.sum(mask))
 
+    @staticmethod
+    def finish(reduced: float, count: float) -> float:
+        return reduced / count
 
-def as_mean(value: Any) -> Mean:
-    """A metric value as a :class:`Mean` of float32 scalars.
+
+@struct.dataclass
+class Sum(_Additive):
+    """A sum: ``total: float32[]`` over ``count: float32[]`` samples.
+
+    Summed over the steps of an interval and over devices (``psum``), e.g. the
+    episodes a step completed (``Sum.of(done)``) reported per log interval.
+    """
+
+    total: jax.Array
+    count: jax.Array
+    reduce_fx = "sum"
+
+    @classmethod
+    def of(cls, values: jax.Array, mask: jax.Array | None = None) -> Sum:
+        """Sum of ``values`` (any shape) where ``mask`` (same shape, bool) is set."""
+        values, mask = _flat(values, mask)
+        kept = values if mask is None else jnp.where(mask, values, 0.0)
+        return cls(jnp.sum(kept), _count(values, mask))
+
+
+class _Extremum(Metric):
+    _op = staticmethod(jnp.maximum)
+    _collective = staticmethod(jax.lax.pmax)
+    _reduce = staticmethod(jnp.max)
+
+    @classmethod
+    def of(cls, values: jax.Array, mask: jax.Array | None = None) -> Any:
+        values, mask = _flat(values, mask)
+        kept = values if mask is None else jnp.where(mask, values, cls._identity)
+        return cls(cls._reduce(kept, initial=cls._identity), _count(values, mask))
+
+    def merge(self, later: Any) -> Any:
+        return type(self)(self._op(self.value, later.value), self.count + later.count)
+
+    def over_devices(self, axes: Axes) -> Any:
+        return type(self)(self._collective(self.value, axes), jax.lax.psum(self.count, axes))
+
+    def over_members(self, mask: jax.Array | None = None) -> Any:
+        has = self.count > 0 if mask is None else (self.count > 0) & mask
+        return type(self)(self._reduce(jnp.where(has, self.value, self._identity), axis=0,
+                                       initial=self._identity),
+                          jnp.sum(jnp.where(has, self.count, 0.0), axis=0))
+
+
+@struct.dataclass
+class Max(_Extremum):
+    """A maximum: ``value: float32[]`` over ``count: float32[]`` samples.
+
+    The max of maxes over the steps of an interval, ``pmax`` over devices: a
+    best-so-far fitness logged every 4 generations reports the best, not the
+    mean of 4 running bests. ``Max.of(values, mask)``: the largest of
+    ``values`` where ``mask`` is set (NaN propagates).
+    """
+
+    value: jax.Array
+    count: jax.Array
+    reduce_fx = "max"
+    _identity = -_INF
+
+
+@struct.dataclass
+class Min(_Extremum):
+    """A minimum: ``value: float32[]`` over ``count: float32[]`` samples; the
+    min of mins over steps, ``pmin`` over devices (see :class:`Max`)."""
+
+    value: jax.Array
+    count: jax.Array
+    reduce_fx = "min"
+    _identity = _INF
+    _op = staticmethod(jnp.minimum)
+    _collective = staticmethod(jax.lax.pmin)
+    _reduce = staticmethod(jnp.min)
+
+
+@struct.dataclass
+class Last(Metric):
+    """A current value: ``value: float32[]`` over ``count: float32[]`` samples.
+
+    Over the steps of an interval: the value of the last step that had one (a
+    learning rate, an exploration rate, a buffer size reported as of the
+    interval's end). Over devices: the mean of every device's last value,
+    taken only over devices that had one; when they all agree (any replicated
+    value, such as a learning rate) that is their value exactly.
+    ``Last.of(values, mask)``: the last element of ``values`` (flattened, C
+    order) where ``mask`` is set.
+    """
+
+    value: jax.Array
+    count: jax.Array
+    reduce_fx = "last"
+
+    @classmethod
+    def of(cls, values: jax.Array, mask: jax.Array | None = None) -> Last:
+        values, mask = _flat(values, mask)
+        if values.size == 0:
+            return cls(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+        if mask is None:
+            return cls(values[-1], _count(values, mask))
+        index = jnp.max(jnp.where(mask, jnp.arange(values.size), -1))
+        return cls(jnp.where(index >= 0, values[jnp.maximum(index, 0)], 0.0), _count(values, mask))
+
+    def merge(self, later: Any) -> Any:
+        return Last(jnp.where(later.count > 0, later.value, self.value), self.count + later.count)
+
+    def over_devices(self, axes: Axes) -> Any:
+        has = self.count > 0
+        hi = jax.lax.pmax(jnp.where(has, self.value, -_INF), axes)
+        lo = jax.lax.pmin(jnp.where(has, self.value, _INF), axes)
+        total = jax.lax.psum(jnp.where(has, self.value, 0.0), axes)
+        num = jax.lax.psum(has.astype(jnp.float32), axes)
+        return Last(jnp.where(hi == lo, hi, total / jnp.maximum(num, 1.0)),
+                    jax.lax.psum(self.count, axes))
+
+    def over_members(self, mask: jax.Array | None = None) -> Any:
+        has = self.count > 0 if mask is None else (self.count > 0) & mask
+        hi = jnp.max(jnp.where(has, self.value, -_INF), axis=0, initial=-_INF)
+        lo = jnp.min(jnp.where(has, self.value, _INF), axis=0, initial=_INF)
+        total = jnp.sum(jnp.where(has, self.value, 0.0), axis=0)
+        num = jnp.sum(has, axis=0, dtype=jnp.float32)
+        return Last(jnp.where(hi == lo, hi, total / jnp.maximum(num, 1.0)),
+                    jnp.sum(jnp.where(has, self.count, 0.0), axis=0))
+
+
+REDUCTIONS: dict[str, type[Metric]] = {c.reduce_fx: c for c in (Mean, Sum, Max, Min, Last)}
+"""Every reduction by its name (``"mean"``, ``"sum"``, ``"max"``, ``"min"``, ``"last"``)."""
+
+
+def reduction_of(value: Any) -> type[Metric]:
+    """The :class:`Metric` class a metric value is reduced as (a scalar: :class:`Mean`)."""
+    return type(value) if isinstance(value, Metric) else Mean
+
+
+def as_metric(value: Any) -> Metric:
+    """A metric value as a :class:`Metric` of float32 scalars (a scalar: ``Mean(x, 1)``).
 
     Raises:
-      ValueError: ``value`` is not a scalar (shape ``()`` or ``(1,)``) or Mean.
+      ValueError: ``value`` is neither a scalar (shape ``()`` or ``(1,)``) nor a
+        :class:`Metric` of scalars.
     """
-    if isinstance(value, Mean):
-        return Mean(jnp.asarray(value.total, jnp.float32), jnp.asarray(value.count, jnp.float32))
+    if isinstance(value, Metric):
+        return value.scalar()
     value = jnp.asarray(value)
     if value.size != 1:
         raise ValueError(
-            f"a metric must be a scalar or jaxtrainer.metrics.Mean, got shape {value.shape}"
+            "a metric must be a scalar or a jaxtrainer.metrics value (Mean, Sum, Max, Min, "
+            f"Last; e.g. jaxtrainer.Max.of(values) to reduce an array), got shape {value.shape}"
         )
     return Mean(value.reshape(()).astype(jnp.float32), jnp.ones((), jnp.float32))
 
 
-def add(a: Mean, b: Mean) -> Mean:
-    return Mean(a.total + b.total, a.count + b.count)
+def add(a: Metric, b: Metric) -> Metric:
+    """``a`` followed by ``b`` (both of one reduction): :meth:`Metric.merge`."""
+    return a.merge(b)
 
 
-def to_host(metrics: dict[str, Mean]) -> dict[str, float]:
+def to_host(metrics: dict[str, Metric]) -> dict[str, float]:
     """Fetch reduced metrics to the host (one transfer) as Python floats, dropping
     those with no samples."""
     fetched = jax.device_get(metrics)
     return {
-        name: float(m.total) / float(m.count)
+        name: m.finish(float(m.reduced), float(m.count))
         for name, m in fetched.items()
         if float(m.count) > 0
     }
 
 
-def rows_to_host(metrics: dict[str, Mean], num_rows: int) -> list[dict[str, float]]:
-    """Fetch per-interval metrics (``total``/``count``: ``float32[rows]``) to the
-    host in one transfer; return the first ``num_rows`` rows as dicts of Python
-    floats, each without the metrics that had no samples in that row."""
+def rows_to_host(metrics: dict[str, Metric], num_rows: int) -> list[dict[str, float]]:
+    """Fetch per-interval metrics (fields ``float32[rows]``) to the host in one
+    transfer; return the first ``num_rows`` rows as dicts of Python floats, each
+    without the metrics that had no samples in that row."""
     fetched = jax.device_get(metrics)
     out: list[dict[str, float]] = [{} for _ in range(num_rows)]
     for name, m in fetched.items():
-        totals, counts = m.total[:num_rows].tolist(), m.count[:num_rows].tolist()
-        for row, total, count in zip(out, totals, counts, strict=True):
+        values = np.asarray(m.reduced)[:num_rows].tolist()
+        counts = np.asarray(m.count)[:num_rows].tolist()
+        for row, value, count in zip(out, values, counts, strict=True):
             if count > 0:
-                row[name] = total / count
+                row[name] = m.finish(value, count)
     return out

@@ -31,17 +31,29 @@ class Module:
       logical copy whose shapes do not depend on the device count (a sharded
       scalar gains a leading axis of size ``num_devices``). A replicated leaf that
       ``training_step`` makes device-dependent (e.g. an un-averaged gradient) is an
-      error raised at trace time, naming the leaf (FIELD_REPORTS F2).
+      error raised at trace time, naming the leaf; when the difference is noise
+      that every device should draw alike (a perturbation of replicated
+      parameters), set ``step_key_per_device = False``.
+
+    How state keeps its types:
+      the state keeps the dtypes (and per-device shapes) ``init_state`` gave it.
+      A leaf that ``training_step`` returns in another width of the same kind
+      (float32 -> float64 under ``jax_enable_x64``, int32 -> int64, a
+      weak-typed Python scalar) is cast back to its ``init_state`` dtype by the
+      strategy; a change of kind (float -> int, int -> bool, ...) or of shape is
+      a ``TypeError`` at trace time naming the leaf, both dtypes and
+      ``<Module>.training_step``.
 
     Attributes:
       env_steps_per_step: environment transitions one ``training_step`` consumes
         over all devices (0 for modules that use no environment). Drives
         ``Trainer(max_env_steps=...)`` and the ``env_steps`` metric.
       step_key_per_device: ``True`` (default): ``training_step``'s key is
-        ``fold_in(step_key, device_index)``, different on every device (F1).
+        ``fold_in(step_key, device_index)``, different on every device.
         ``False``: every device gets the same ``step_key`` and the module
         derives per-device or per-member keys itself (e.g. so that results do
-        not depend on the device count, as population evaluation needs).
+        not depend on the device count, as population evaluation needs, or
+        so that noise added to replicated parameters is the same everywhere).
     """
 
     env_steps_per_step: int = 0
@@ -73,9 +85,15 @@ class Module:
     def training_step(self, state: State, key: jax.Array) -> tuple[State, Metrics]:
         """One update. ``key`` is unique to (seed, global step, device).
 
-        Returns the new state and scalar metrics (``jax.Array`` of shape ``()`` or
-        :class:`jaxtrainer.metrics.Mean`), averaged by the strategy over devices
-        and over the steps of a log interval.
+        Returns the new state (same structure, dtypes and shapes as
+        ``init_state``'s; wider dtypes of the same kind are cast back) and
+        metrics: ``jax.Array`` scalars (averaged) or values of
+        :mod:`jaxtrainer.metrics` that carry their reduction over the steps of a
+        log interval and over devices: :class:`~jaxtrainer.metrics.Mean`
+        (``Mean.of(values, mask)``), :class:`~jaxtrainer.metrics.Sum`,
+        :class:`~jaxtrainer.metrics.Max` (e.g. a best-so-far fitness),
+        :class:`~jaxtrainer.metrics.Min` and :class:`~jaxtrainer.metrics.Last`
+        (e.g. a learning rate). A metric keeps one reduction at every step.
         """
         raise NotImplementedError
 

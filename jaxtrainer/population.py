@@ -26,9 +26,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxtrainer import _args
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.distributed.population import pad_population, shmap_map, shmap_vmap
-from jaxtrainer.metrics import Mean
+from jaxtrainer.metrics import Last, Max, Mean, Metric, Min
 from jaxtrainer.module import Module, PopulationModule
 from jaxtrainer.strategies import Strategy
 from jaxtrainer.strategies.base import DevicesArg
@@ -43,11 +44,22 @@ class GenerationModule(Module):
     Built by :class:`PopulationTrainer`; callbacks receive it as ``module`` (the
     wrapped population module is :attr:`population_module`).
 
-    Logged metrics (per generation, averaged over a log interval):
-      ``fitness/mean``, ``fitness/max``, ``fitness/min``: over the ``P`` real
-      members; ``population_size``: ``P`` (padding excluded); every scalar metric
+    Logged metrics (per generation, reduced over the generations of a log
+    interval by their reductions, see :mod:`jaxtrainer.metrics`):
+      ``fitness/mean`` (mean over the ``P`` real members and the interval's
+      generations), ``fitness/max`` and ``fitness/min`` (the best and worst
+      member of the interval: :class:`~jaxtrainer.metrics.Max` /
+      :class:`~jaxtrainer.metrics.Min`); ``population_size``: ``P`` (padding
+      excluded, :class:`~jaxtrainer.metrics.Last`); every scalar metric
       ``evaluate`` returns, averaged over real members as ``member/<name>``; and
-      the scalar metrics ``tell`` returns, under their own names.
+      the scalar or :class:`~jaxtrainer.metrics.Metric` values ``tell``
+      returns, under their own names and with their own reductions (a plain
+      scalar is averaged).
+
+    The state keeps the dtypes ``init_state`` gave it: a leaf that ``ask`` or
+    ``tell`` returns in another width of the same kind (e.g. float64 under
+    ``jax_enable_x64``) is cast back, another kind or shape is a TypeError
+    naming the leaf and ``<PopulationModule>.ask/tell``.
 
     Args:
       population_module: the evolution strategy.
@@ -125,18 +137,25 @@ class GenerationModule(Module):
         f32 = fitness.astype(jnp.float32)
         metrics: dict[str, Any] = {
             "fitness/mean": jnp.mean(f32),
-            "fitness/max": jnp.max(f32),
-            "fitness/min": jnp.min(f32),
-            "population_size": jnp.asarray(size, jnp.float32),
+            "fitness/max": Max.of(f32),
+            "fitness/min": Min.of(f32),
+            "population_size": Last.of(jnp.asarray(size, jnp.float32)),
         }
         for name, value in (extras or {}).items():
             value = jnp.asarray(value)[:size]
             if value.ndim == 1:
                 metrics[f"member/{name}"] = Mean.of(value)
         for name, value in (tell_metrics or {}).items():
-            if isinstance(value, Mean) or jnp.ndim(value) == 0:
+            if isinstance(value, Metric) or jnp.ndim(value) == 0:
                 metrics[name] = value
         return state, metrics
+
+    @property
+    def step_function_name(self) -> str:
+        """How the strategy's errors name this step (e.g. a state leaf whose
+        dtype ``tell`` changed): the population module's ``ask``/``tell``."""
+        name = type(self.population_module).__name__
+        return f"{name}.ask/{name}.tell (one PopulationTrainer generation)"
 
     def has_evaluation(self) -> bool:
         return hasattr(self.population_module, "evaluation_step")
@@ -188,7 +207,8 @@ class PopulationTrainer(Trainer):
     Callbacks and loggers work as in the Trainer (``step`` = generations done),
     plus ``on_generation_end(trainer, module, metrics)``, called once per fused
     interval of ``log_every_n_generations`` generations with that interval's
-    metrics (averaged over its generations) and ``generation``; set
+    metrics (each reduced over its generations by its reduction: means
+    averaged, ``fitness/max`` the interval's best) and ``generation``; set
     ``log_every_n_generations=1`` to get every generation's metrics.
 
     Args:
@@ -199,7 +219,7 @@ class PopulationTrainer(Trainer):
         :class:`~jaxtrainer.Trainer`.
       max_generations: generations to run (the Trainer's ``max_steps``).
       log_every_n_generations: generations per log interval (callbacks get
-        metrics averaged over each interval).
+        metrics reduced over each interval, see :class:`GenerationModule`).
       eval_every_n_generations: run the population module's ``evaluation_step``
         every this many generations (``None``: only via :meth:`evaluate`).
       member_map: ``"vmap"`` or ``"map"`` (``lax.map`` over a device's members,
@@ -233,15 +253,21 @@ class PopulationTrainer(Trainer):
         sync_every_n_seconds: float | None = 1.0,
         compile_evaluation_ahead: bool = True,
     ) -> None:
+        # The Trainer checks the arguments it shares (devices, on/off switches, ...)
+        # with the same helpers; these are checked under their own names first.
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 1:
             raise ValueError(f"population_size={population_size!r}: expected an int >= 1")
         if max_generations is None:
             raise ValueError("no budget: set max_generations")
-        if member_map not in MEMBER_MAPS:
+        max_generations = _args.positive_int("max_generations", max_generations)
+        log_every_n_generations = _args.positive_int("log_every_n_generations",
+                                                     log_every_n_generations, False)
+        eval_every_n_generations = _args.positive_int("eval_every_n_generations",
+                                                      eval_every_n_generations)
+        if not isinstance(member_map, str) or member_map not in MEMBER_MAPS:
             raise ValueError(f"member_map={member_map!r}: choose one of {MEMBER_MAPS}")
-        if map_batch_size is not None and (not isinstance(map_batch_size, int) or map_batch_size < 1):
-            raise ValueError(f"map_batch_size={map_batch_size!r}: expected a positive int or None")
+        map_batch_size = _args.positive_int("map_batch_size", map_batch_size)
         super().__init__(
             strategy=strategy, devices=devices, max_steps=max_generations,
             log_every_n_steps=log_every_n_generations,

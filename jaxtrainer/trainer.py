@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
+from jaxtrainer import _args
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.callbacks.base import Callback
@@ -64,6 +66,12 @@ def _callback_order(cb: Callback) -> int:
     return int(getattr(cb, "order", 0))
 
 
+@jax.jit
+def _copy_tree(tree: Any) -> Any:
+    """Fresh device buffers holding ``tree``'s values (same shardings)."""
+    return jax.tree.map(jnp.copy, tree)
+
+
 def _lower_thread_priority() -> None:
     """Nice the calling thread (Linux: priorities are per thread) so it only uses
     CPU time the training loop leaves idle. Best effort; a no-op elsewhere."""
@@ -86,17 +94,6 @@ class _Call:
     @property
     def end(self) -> int:
         return self.start + sum(self.lengths)
-
-
-def _positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, numbers.Real) and not isinstance(value, (bool, numbers.Integral)) \
-            and float(value).is_integer():
-        value = int(value)  # 5e5 (YAML reads it as a float) is a whole number
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name}={value!r}: expected a positive int" + (" or None" if allow_none else ""))
-    return int(value)
 
 
 class Trainer:
@@ -134,7 +131,9 @@ class Trainer:
       strategy: ``"auto"`` (``"single"`` on one device, ``"pmap"`` on several),
         ``"single"``, ``"pmap"``, ``"shard_map"``, ``"multi_node"`` (where
         registered) or a :class:`~jaxtrainer.strategies.Strategy` instance.
-      devices: ``"auto"``, an int (first ``n`` devices) or a list of devices.
+      devices: ``"auto"``, an int (first ``n`` devices; also a digit string
+        such as ``"4"``), a list of device indices (``[0, 2]``: those local
+        devices, as in Lightning) or a list of ``jax.Device``.
       max_steps: training steps (global updates) to run.
       max_env_steps: alternative budget in environment transitions; the run
         stops after the last whole training step that fits
@@ -172,8 +171,16 @@ class Trainer:
 
     Raises:
       ValueError: an unknown strategy (listing the choices), a non-positive
-        budget or interval, a negative ``sync_every_n_seconds``, or no budget
-        at all; raised here, before any compile.
+        budget or interval, a negative ``sync_every_n_seconds``, no budget at
+        all, a malformed ``devices`` (a float, a mapping, an empty list, a
+        negative or repeated index; the message lists the accepted forms), or
+        an on/off argument (``jit``, ``enable_progress_bar``,
+        ``enable_checkpointing``, ``logger``, ``compile_evaluation_ahead``,
+        ``run_ahead``) that is not a bool (``run_ahead`` also takes
+        ``"auto"``): a string such as ``"flase"`` or a number such as ``100``
+        is an error, never "on". Raised here, before the strategy starts JAX or
+        anything is written; a device index beyond the devices there raises
+        when the devices are picked, before any compile.
     """
 
     def __init__(
@@ -195,9 +202,17 @@ class Trainer:
         sync_every_n_seconds: float | None = 1.0,
         compile_evaluation_ahead: bool = True,
     ) -> None:
-        if run_ahead not in (True, False, "auto"):
-            raise ValueError(f"run_ahead={run_ahead!r}: expected True, False or 'auto'")
-        self.run_ahead = run_ahead
+        # Every argument is checked here, before the strategy starts JAX (or waits for
+        # other processes): on/off switches take real bools only (a YAML/CLI typo such
+        # as logger=flase, or enable_checkpointing=100, is an error, not "on").
+        self.run_ahead = _args.flag("run_ahead", run_ahead, also=("auto",))
+        jit = _args.flag("jit", jit)
+        enable_progress_bar = _args.flag("enable_progress_bar", enable_progress_bar)
+        enable_checkpointing = _args.flag("enable_checkpointing", enable_checkpointing)
+        logger = _args.flag("logger", logger, hint="True adds a CSVLogger and a TensorBoardLogger; "
+                            "pass other loggers (e.g. jaxtrainer.loggers.WandbLogger) in callbacks")
+        self.compile_evaluation_ahead = _args.flag("compile_evaluation_ahead",
+                                                   compile_evaluation_ahead)
         if sync_every_n_seconds is not None and (
                 isinstance(sync_every_n_seconds, bool)
                 or not isinstance(sync_every_n_seconds, numbers.Real)
@@ -205,26 +220,26 @@ class Trainer:
             raise ValueError(f"sync_every_n_seconds={sync_every_n_seconds!r}: expected seconds "
                              ">= 0 or None")
         self.sync_every_n_seconds = float(sync_every_n_seconds or 0.0)
-        self.max_steps_arg = _positive_int("max_steps", max_steps)
-        self.max_env_steps = _positive_int("max_env_steps", max_env_steps)
+        self.max_steps_arg = _args.positive_int("max_steps", max_steps)
+        self.max_env_steps = _args.positive_int("max_env_steps", max_env_steps)
         if max_steps is None and max_env_steps is None:
             raise ValueError("no training budget: set max_steps or max_env_steps")
-        self.log_every_n_steps = _positive_int("log_every_n_steps", log_every_n_steps, False)
-        self.eval_every_n_steps = _positive_int("eval_every_n_steps", eval_every_n_steps)
+        self.log_every_n_steps = _args.positive_int("log_every_n_steps", log_every_n_steps, False)
+        self.eval_every_n_steps = _args.positive_int("eval_every_n_steps", eval_every_n_steps)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed={seed!r}: expected an int")
         self.seed = seed
+        if not isinstance(default_root_dir, (str, os.PathLike)):
+            raise ValueError(f"default_root_dir={default_root_dir!r}: expected a directory path "
+                             "(a str or os.PathLike)")
         self.default_root_dir = os.fspath(default_root_dir)
         self.jit = jit
-        if not isinstance(compile_evaluation_ahead, bool):
-            raise ValueError(f"compile_evaluation_ahead={compile_evaluation_ahead!r}: expected True "
-                             "or False")
-        self.compile_evaluation_ahead = compile_evaluation_ahead
-        self.strategy = resolve(strategy, devices, jit=jit)
+        devices = _args.devices(devices)  # ValueError naming the value and the accepted forms
         callbacks = list(callbacks or [])
         for cb in callbacks:
             if not isinstance(cb, Callback):
                 raise TypeError(f"callbacks must be jaxtrainer.Callback instances, got {cb!r}")
+        self.strategy = resolve(strategy, devices, jit=jit)
         if logger and not any(isinstance(c, Logger) for c in callbacks):
             callbacks += [CSVLogger(), TensorBoardLogger()]
         if enable_checkpointing and not any(isinstance(c, ModelCheckpoint) for c in callbacks):
@@ -239,7 +254,10 @@ class Trainer:
                            log_every_n_steps=log_every_n_steps, eval_every_n_steps=eval_every_n_steps,
                            seed=seed, jit=jit, sync_every_n_seconds=sync_every_n_seconds)
 
-        self.state: Any = None
+        self._state: Any = None
+        self._state_copy: Any = None  # what hooks read while the loop donates ``_state``
+        self._donating = False
+        self.ckpt_path: str | None = None
         self.global_step = 0
         self.env_steps = 0
         self.max_steps = 0
@@ -258,6 +276,35 @@ class Trainer:
         self._seconds_per_step: float | None = None
 
     # ------------------------------------------------------------------ info
+    @property
+    def state(self) -> Any:
+        """The module state: a pytree of global arrays, one logical copy.
+
+        During ``fit`` the Trainer donates the state's device buffers to the next
+        compiled call, which deletes them. So that what a callback reads stays
+        readable after training moves on (a callback may keep it, e.g. the
+        parameters at some step), reading ``trainer.state`` from a hook returns a
+        copy, made on the first read at each boundary (one device-to-device copy
+        of the whole state; nothing is copied where no hook reads it). Outside
+        ``fit`` it is the state itself. :meth:`peek_state` reads without a copy.
+        """
+        if self._donating and self._state is not None:
+            if self._state_copy is None:
+                self._state_copy = _copy_tree(self._state)
+            return self._state_copy
+        return self._state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self._state, self._state_copy = value, None
+
+    def peek_state(self) -> Any:
+        """The state without a copy, for reading values at once in a hook (a
+        learning rate, a finiteness check). During ``fit`` its buffers are
+        donated to (deleted by) the next compiled call: keep :attr:`state`
+        instead when you need the arrays after the hook returns."""
+        return self._state
+
     @property
     def is_global_zero(self) -> bool:
         return self.strategy.is_global_zero
@@ -302,9 +349,44 @@ class Trainer:
         return min(budgets)
 
     def _new_log_dir(self) -> str:
+        """Create and return ``<default_root_dir>/version_<n>`` for a new run,
+        ``n`` one past the highest taken. The directory is created exclusively,
+        so runs started at the same instant in one root (several processes, or
+        several machines on a shared filesystem) each get their own: one that
+        loses the race takes the next number."""
         root = Path(self.default_root_dir)
+        root.mkdir(parents=True, exist_ok=True)
         taken = [int(p.name[8:]) for p in root.glob("version_*") if p.name[8:].isdigit()]
-        return os.fspath(root / f"version_{max(taken, default=-1) + 1}")
+        n = max(taken, default=-1) + 1
+        while True:
+            try:
+                (root / f"version_{n}").mkdir()
+            except FileExistsError:
+                n += 1
+                continue
+            return os.fspath(root / f"version_{n}")
+
+    def _budget_spent(self, module: Module, resume: Path) -> bool:
+        """When the checkpoint ``resume`` is already at or past the budget: load
+        its state into ``trainer.state``, say why nothing will run, and return
+        True. No hook runs and no file is written or changed."""
+        step = int(ckpt.read_meta(resume)["global_step"])
+        if step < self.max_steps:
+            return False
+        self._restore(module, resume)
+        self.log_dir = os.fspath(resume.parent.parent)
+        budget = (f"max_steps={self.max_steps_arg}" if self.max_env_steps is None else
+                  f"max_env_steps={self.max_env_steps} ({self.max_steps} training steps)"
+                  if self.max_steps_arg is None else
+                  f"max_steps={self.max_steps_arg}, max_env_steps={self.max_env_steps}")
+        self.stop_reason = (f"the checkpoint is at step {step} and the budget is {self.max_steps} "
+                            f"training steps ({budget})")
+        if self.is_global_zero:
+            print(f"jaxtrainer: nothing to train: {resume} is at step {step}, and the budget of "
+                  f"{self.max_steps} training steps ({budget}) is not above it; nothing was "
+                  f"run or written. Raise the budget above {step} to continue that run.",
+                  file=sys.stderr, flush=True)
+        return True
 
     def _abstract_state(self, module: Module) -> Any:
         shapes = jax.eval_shape(lambda k: self.strategy.init_state(module, k), jax.random.key(0))
@@ -394,10 +476,11 @@ class Trainer:
             "seed": self.seed,
             "strategy": type(self.strategy).__name__,
             "num_devices": self.num_devices,
+            "run_dir": os.path.abspath(self.log_dir),  # whose checkpoint this is
             "callbacks": {cb.state_key: cb.state_dict() for cb in self.callbacks},
         }
         self._call("on_save_checkpoint", self._module, meta)
-        ckpt.save(manager, self.global_step, {"module": self.state, "rng": self._root_key}, meta,
+        ckpt.save(manager, self.global_step, {"module": self._state, "rng": self._root_key}, meta,
                   metrics=metrics)
 
     # ------------------------------------------------------------------- fit
@@ -442,14 +525,19 @@ class Trainer:
         module.validate(self.num_devices)
         self.env_steps_per_step = int(module.env_steps_per_step)
         resume = self._resolve(ckpt_path) if ckpt_path is not None else None
-        if resume is not None:
-            self._check_env_steps(module, resume)
-        self.log_dir = os.fspath(resume.parent.parent) if resume is not None else self._new_log_dir()
-        self.log_dir = broadcast_from_zero(self.log_dir)  # every process agrees on the run directory
+        self.ckpt_path = os.fspath(resume) if resume is not None else None
         self.global_step, self.env_steps, self.should_stop = 0, 0, False
         self.stop_reason, self.state_is_valid, self.received_signal = None, True, None
         self.state_ahead = self.more_metrics_pending = False
         self.callback_metrics = {}
+        if resume is not None:
+            self._check_env_steps(module, resume)
+            if self._budget_spent(module, resume):
+                return
+        if resume is not None:
+            self.log_dir = os.fspath(resume.parent.parent)
+        else:  # process 0 reserves a new run directory; every process uses it
+            self.log_dir = broadcast_from_zero(self._new_log_dir() if self.is_global_zero else "")
         if self.is_global_zero:
             print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}", flush=True)
 
@@ -464,8 +552,10 @@ class Trainer:
                 self._root_key = self.strategy.to_global(jax.random.key(self.seed))
                 self.state = self.strategy.init_state(
                     module, jax.random.fold_in(self._root_key, INIT_STREAM))
+            self._donating = True  # hooks now read copies (see ``state``)
             self._call("on_fit_start", module)
             self._train(module)
+            self._donating = False
             self._call("on_fit_end", module)
         except BaseException as exc:
             self._call_all_safely("on_exception", module, exc)
@@ -476,6 +566,7 @@ class Trainer:
                       f"or ckpt_path={exc.checkpoint!r}.", file=sys.stderr, flush=True)
             raise
         finally:
+            self._donating = False
             self._restore_signal_handlers(previous_handlers)
         self._call("teardown", module, "fit")
 
@@ -641,9 +732,9 @@ class Trainer:
         if future is not None:
             compiled = future.result()
         elif name == "train":
-            compiled = self.strategy.compile_train(module, self.state, key)
+            compiled = self.strategy.compile_train(module, self._state, key)
         else:
-            compiled = self.strategy.compile_eval(module, self.state, key)
+            compiled = self.strategy.compile_eval(module, self._state, key)
         self.compile_seconds[name] = compiled.compile_seconds
         return compiled
 
@@ -684,7 +775,7 @@ class Trainer:
         rows = compiled.max_intervals
         current = None
         if self.global_step < self.max_steps and not self.should_stop:
-            current = self._dispatch(compiled, self.state, train_key, self.global_step,
+            current = self._dispatch(compiled, self._state, train_key, self.global_step,
                                      self._plan(module, self.global_step, rows))
             self.state, self.state_ahead = current.state, False
         last_time = time.perf_counter()
@@ -723,7 +814,7 @@ class Trainer:
             plan = self._on_boundary_signal(module, plan)
             current = None
             if plan and self.global_step < self.max_steps and not self.should_stop:
-                current = self._dispatch(compiled, self.state, train_key, self.global_step, plan)
+                current = self._dispatch(compiled, self._state, train_key, self.global_step, plan)
                 self.state = current.state
         if self.should_stop and not self.stop_reason:
             self.stop_reason = "a callback set trainer.should_stop"
@@ -743,7 +834,7 @@ class Trainer:
         if owner is not module:  # ids of collected modules are reused: compare objects
             fn = self._compiled("eval", module, key).program
             self._eval_cache[id(module)] = (module, fn)
-        result = metrics_lib.to_host(fn(self.state, key))
+        result = metrics_lib.to_host(fn(self._state, key))
         result.update(step=self.global_step, env_steps=self.env_steps)
         self.callback_metrics.update(result)
         self._call("on_evaluation_end", module, result)
@@ -767,7 +858,7 @@ class Trainer:
         self._module = module
         if ckpt_path is not None:
             self._restore(module, self._resolve(ckpt_path))
-        elif self.state is None:
+        elif self._state is None:
             self._root_key = self.strategy.to_global(jax.random.key(self.seed))
             self.state = self.strategy.init_state(module, jax.random.fold_in(self._root_key, INIT_STREAM))
         return self._evaluate(module)

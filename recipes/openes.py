@@ -35,13 +35,10 @@ def run(config_file: Path, argv: list[str]) -> dict[str, float]:
     """Load ``config_file`` with ``argv`` overrides, evolve, evaluate, print the last line."""
     from jaxtrainer import config
     from jaxtrainer.algorithms.es import NeuroES
-    from jaxtrainer.population import PopulationTrainer
 
     chosen, argv = config.config_arg(argv, config_file)
     cfg = config.load(chosen, argv, defaults=config_file)
-    kwargs = config.section(cfg, "trainer")
-    kwargs.pop("ckpt_path", None)  # fit_and_report resumes from it
-    trainer = PopulationTrainer(**kwargs)
+    trainer = config.make_population_trainer(cfg)  # fit_and_report resumes from ckpt_path
     algo = config.section(cfg, "algorithm")
     name = algo.pop("name")
     module = NeuroES(config.make_env(cfg), name, **{k: v for k, v in algo.items() if v is not None

@@ -26,7 +26,7 @@ class Snapshot(jt.Callback):
     def on_train_steps_end(self, trainer, module, metrics):
         if hasattr(self, "_live"):  # did the interval that just ran donate the buffers?
             self.deleted[trainer.global_step] = all(x.is_deleted() for x in self._live)
-        self._live = jax.tree.leaves(trainer.state)
+        self._live = jax.tree.leaves(trainer.peek_state())  # not the copy hooks get from .state
         if trainer.global_step in self.steps:
             self.copies[trainer.global_step] = toys.leaves(trainer.state)
 
@@ -149,7 +149,7 @@ def test_checkpoint_at_step_n_records_metrics_of_step_n_including_eval(run_dir):
     t.fit(toys.Regression())
     for step in (2, 4, 6):
         stored = ckpt.read_meta(os.path.join(mc.dirpath, str(step)))
-        scores = stored["callbacks"]["ModelCheckpoint"]["scores"]
+        scores = stored["callbacks"][mc.state_key]["scores"]
         assert scores[str(step)] == seen[step][1]
     assert mc.best_model_score == min(v[1] for v in seen.values())
 

@@ -73,7 +73,8 @@ def test_fitness_shaping_options_change_the_update_as_evosax_defines_them():
     assert mean == pytest.approx(0.5 - (z + z) / 2, rel=1e-4)
     _, mean, metrics = one_open_es_step([3.0, 1.0], "identity", maximize=True)  # negated
     assert mean == pytest.approx(0.5 + (3.0 * z - 1.0 * z) / 2, rel=1e-6)
-    assert float(metrics["es/best_fitness"]) == pytest.approx(3.0)  # user's sign
+    assert metrics["es/best_fitness"].reduce_fx == "max"  # maximised: the interval's best
+    assert float(metrics["es/best_fitness"].value) == pytest.approx(3.0)  # user's sign
     _, mean, _ = one_open_es_step([3.0, 1.0], "identity", weight_decay=0.5)
     x = np.array([0.5 + z, 0.5 - z])
     f = np.array([3.0, 1.0]) + 0.5 * x**2

@@ -171,7 +171,7 @@ def test_ppo_reports_completed_episodes_only(fixed_ppo):
     host = to_host(m)
     assert float(m["train/episode_return"].count) == 8.0
     assert host["train/episode_return"] == 10.0 and host["train/episode_length"] == 10.0
-    assert host["lr"] == pytest.approx(2.5e-4 * (1 - 2 / 100))   # mean over updates 0..4
+    assert host["lr"] == pytest.approx(2.5e-4 * (1 - 4 / 100))   # the last update's (4)
 
 
 def test_ppo_replicas_stay_equal_over_4_devices(fixed_ppo):

@@ -65,6 +65,38 @@ def test_unaveraged_statistic_is_rejected_naming_the_leaf(run_dir):
         fit(Regression(average_stats=False), run_dir, strategy="pmap", max_steps=2)
 
 
+class RandomWalk(jt.Module):
+    """Adds noise from the step key to a replicated parameter (a random walk)."""
+
+    def __init__(self, same_key: bool = False):
+        self.step_key_per_device = not same_key
+
+    def init_state(self, key):
+        return {"w": jnp.zeros((3,))}
+
+    def training_step(self, state, key):
+        w = state["w"] + jax.random.normal(key, (3,))
+        return {"w": w}, {"norm": jnp.linalg.norm(w)}
+
+
+def test_noise_on_a_replicated_leaf_names_both_remedies(run_dir):
+    """Per-device keys make the walk differ between devices: the error names
+    pmean and step_key_per_device = False; with the latter the walk runs and
+    stays replicated (the same key, so the same noise, on every device)."""
+    with pytest.raises(ValueError) as err:
+        fit(RandomWalk(), run_dir, strategy="pmap", max_steps=2)
+    message = str(err.value)
+    assert "state leaf ['w'] is replicated" in message
+    assert "jaxtrainer.distributed.pmean" in message
+    assert "step_key_per_device = False" in message
+    trainer = fit(RandomWalk(same_key=True), run_dir, strategy="pmap", max_steps=2)
+    w = trainer.state["w"]
+    assert w.sharding.is_fully_replicated and float(jnp.linalg.norm(w)) > 0.0
+    buffers = _replica_buffers(w)
+    for b in buffers[1:]:
+        np.testing.assert_array_equal(buffers[0], b)
+
+
 def test_gradient_update_averages_rather_than_sums(run_dir):
     """With plain SGD the step size exposes a summed gradient: 4 devices must
     take exactly the single-device step."""
@@ -132,7 +164,8 @@ def test_state_layout_is_inferred_from_the_device_dependence_of_each_leaf():
 @pytest.mark.parametrize("env,expected", [
     ({"JAX_NUM_PROCESSES": "2", "JAX_COORDINATOR_ADDRESS": "127.0.0.1:1234"}, "multi_node"),
     ({"JAX_NUM_PROCESSES": "1"}, "pmap"),
-    ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "4"}, "multi_node"),
+    ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "4", "SLURM_STEP_NUM_TASKS": "4",
+      "SLURM_PROCID": "1"}, "multi_node"),  # one task of an srun step of 4
     ({"SLURM_JOB_ID": "7", "SLURM_NTASKS": "4"}, "pmap"),  # an allocation, not an srun step
     ({"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_NTASKS": "1"}, "pmap"),
     ({"OMPI_COMM_WORLD_SIZE": "2"}, "multi_node"),
@@ -141,7 +174,8 @@ def test_auto_picks_multi_node_when_a_cluster_launched_several_processes(monkeyp
     from jaxtrainer.strategies.registry import auto_name
 
     for name in ("JAX_NUM_PROCESSES", "JAX_COORDINATOR_ADDRESS", "SLURM_JOB_ID", "SLURM_STEP_ID",
-                 "SLURM_NTASKS", "SLURM_NPROCS", "OMPI_COMM_WORLD_SIZE"):
+                 "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID",
+                 "OMPI_COMM_WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)

@@ -29,7 +29,7 @@ from jaxtrainer import envs
 from jaxtrainer.algorithms.networks import ActorCritic
 from jaxtrainer.algorithms.ppo import PPO, PPOState, normalize_advantages
 from jaxtrainer.distributed import gradient_update, local_size
-from jaxtrainer.metrics import Mean
+from jaxtrainer.metrics import Last, Mean
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +95,8 @@ class A2C(PPO):
 
     Metrics of :meth:`training_step`: ``train/episode_return``,
     ``train/episode_length``, ``loss/total``, ``loss/policy``, ``loss/value``,
-    ``loss/entropy``, ``lr``. :meth:`evaluation_step`: ``eval/episode_return``,
+    ``loss/entropy``, ``lr`` (the learning rate of the log interval's last update,
+    :class:`~jaxtrainer.Last`). :meth:`evaluation_step`: ``eval/episode_return``,
     ``eval/episode_length`` of the greedy policy.
 
     Args:
@@ -182,6 +183,6 @@ class A2C(PPO):
             "train/episode_return": Mean.of(traj.info.episode_return, mask=done),
             "train/episode_length": Mean.of(traj.info.episode_length, mask=done),
             "loss/total": loss, **{f"loss/{k}": v for k, v in aux.items()},
-            "lr": self._learning_rate(hp, state.update_count),
+            "lr": Last.of(self._learning_rate(hp, state.update_count)),
         }
         return PPOState(params, opt_state, state.update_count + 1, env_state, obs, hp), metrics

@@ -85,7 +85,7 @@ from jaxtrainer.distributed import (
     local_size,
     vary_like,
 )
-from jaxtrainer.metrics import Mean
+from jaxtrainer.metrics import Last, Max, Mean, Min
 from jaxtrainer.module import Module
 
 
@@ -291,10 +291,13 @@ class CEMRL(TD3Losses, Module):
     env steps over all devices. Metrics: ``train/episode_return`` and
     ``train/episode_length`` (episodes completed in the generation's rollouts, i.e.
     the mean over members for one whole episode each), ``fitness/mean``,
-    ``fitness/max``, ``fitness/min``, ``fitness/rl_mean`` and ``fitness/es_mean``
-    (RL-improved and sampled-only members), ``cem/std`` (mean of ``sqrt(var)``),
-    ``cem/damp``, and once learning started ``loss/critic`` and ``loss/actor``
-    (the mean over the generation's updates). :meth:`evaluation_step`: the CEM
+    ``fitness/max``, ``fitness/min`` (the best and worst member of a log
+    interval: :class:`~jaxtrainer.Max` / :class:`~jaxtrainer.Min`),
+    ``fitness/rl_mean`` and ``fitness/es_mean`` (RL-improved and sampled-only
+    members), ``cem/std`` (mean of ``sqrt(var)``) and ``cem/damp`` (both as of
+    the interval's last generation, :class:`~jaxtrainer.Last`), and once
+    learning started ``loss/critic`` and ``loss/actor`` (the mean over the
+    generation's updates). :meth:`evaluation_step`: the CEM
     mean actor, greedily, on ``eval_episodes`` fresh episodes.
 
     Args:
@@ -556,9 +559,9 @@ class CEMRL(TD3Losses, Module):
                                          jnp.asarray(self.weights), cfg.damp_limit, cfg.damp_tau)
         new_state = CEMRLState(mean, var, damp, *critic, state.generation + 1, buffer)
         metrics = {**episode_metrics, **losses,
-                   "fitness/mean": jnp.mean(fitness), "fitness/max": jnp.max(fitness),
-                   "fitness/min": jnp.min(fitness),
-                   "cem/std": jnp.mean(jnp.sqrt(var)), "cem/damp": damp}
+                   "fitness/mean": jnp.mean(fitness), "fitness/max": Max.of(fitness),
+                   "fitness/min": Min.of(fitness),
+                   "cem/std": Last.of(jnp.mean(jnp.sqrt(var))), "cem/damp": Last.of(damp)}
         if 0 < num_rl < p:
             metrics["fitness/rl_mean"] = jnp.mean(fitness[:num_rl])
             metrics["fitness/es_mean"] = jnp.mean(fitness[num_rl:])

@@ -37,6 +37,7 @@ from jaxtrainer import envs
 from jaxtrainer.algorithms.offpolicy import OffPolicyModule, QNetwork, linear_schedule, soft_update
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.distributed import gradient_update
+from jaxtrainer.metrics import Last
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +148,8 @@ class DQN(OffPolicyModule):
     Metrics of :meth:`training_step`: ``train/episode_return``,
     ``train/episode_length`` (completed episodes), ``loss/td`` (mean squared TD
     error, once learning started), ``q_mean`` (mean Q of the sampled actions),
-    ``epsilon`` (this step's exploration rate).
+    ``epsilon`` (the exploration rate of the log interval's last step,
+    :class:`~jaxtrainer.Last`).
     :meth:`evaluation_step`: ``eval/episode_return``, ``eval/episode_length`` of
     the greedy policy.
 
@@ -255,5 +257,5 @@ class DQN(OffPolicyModule):
                              state.updates + learned, env_state, obs, buffer)
         q_mean = losses.pop("loss/q")
         metrics = {**self.episode_metrics(infos), **losses, "q_mean": q_mean,
-                   "epsilon": self.epsilon(before)}
+                   "epsilon": Last.of(self.epsilon(before))}
         return new_state, metrics

@@ -38,7 +38,7 @@ from flax import struct
 from jax import flatten_util
 
 from jaxtrainer.distributed import local_size
-from jaxtrainer.metrics import Mean
+from jaxtrainer.metrics import Last, Max, Mean, Min
 from jaxtrainer.module import PopulationModule
 
 FITNESS_SHAPING: dict[str, Callable[..., jax.Array]] = {
@@ -50,6 +50,13 @@ FITNESS_SHAPING: dict[str, Callable[..., jax.Array]] = {
 }
 """evosax 0.3's fitness shaping functions by name (``fitness_shaping=``).
 ``"weights"`` needs an algorithm whose params carry ``weights`` (CMA-ES family)."""
+
+BEST_METRICS = ("best_fitness", "best_fitness_in_generation")
+"""evosax metrics reported as the best over a log interval (:class:`~jaxtrainer.Max`
+when fitness is maximised, else :class:`~jaxtrainer.Min`), not as a mean."""
+
+CURRENT_METRICS = ("generation_counter", "best_solution_norm", "mean_norm")
+"""evosax metrics reported as of the interval's last generation (:class:`~jaxtrainer.Last`)."""
 
 OPTIMIZERS: dict[str, Callable[[float], optax.GradientTransformation]] = {
     "sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw,
@@ -297,7 +304,10 @@ class EvosaxES(PopulationModule):
 
     def tell(self, state: ESState, population: Any, fitness: jax.Array) -> tuple[ESState, dict[str, Any]]:
         """Update with ``fitness: float32[P]`` (the user's sign; negated when
-        ``maximize``). Metrics: evosax's scalar metrics as ``es/<name>``."""
+        ``maximize``). Metrics: evosax's scalar metrics as ``es/<name>``, in the
+        user's sign; the bests (:data:`BEST_METRICS`) reduced over a log interval
+        by the best (max when maximising, else min), the current values
+        (:data:`CURRENT_METRICS`) by the last generation's, others averaged."""
         fitness = jnp.asarray(fitness, jnp.float32)
         es_state, metrics = self.es.tell(state.tell_key, population,
                                          -fitness if self.maximize else fitness,
@@ -309,7 +319,12 @@ class EvosaxES(PopulationModule):
                 continue
             if self.maximize and "fitness" in name:
                 value = -value
-            out[f"es/{name}"] = value.astype(jnp.float32)
+            value = value.astype(jnp.float32)
+            if name in BEST_METRICS:
+                value = (Max if self.maximize else Min).of(value)
+            elif name in CURRENT_METRICS:
+                value = Last.of(value)
+            out[f"es/{name}"] = value
         return state.replace(es=es_state), out
 
     def mean(self, state: ESState) -> Any:

@@ -55,10 +55,12 @@ from jaxtrainer.distributed import (
     gather_members,
     member_scope,
     pmax,
+    pmin,
+    psum,
     vary_like,
 )
 from jaxtrainer.distributed.axis import AxisName
-from jaxtrainer.metrics import Mean
+from jaxtrainer.metrics import Last, Max, Mean, Metric
 from jaxtrainer.module import Module
 
 EXPLOITS = ("truncation", "binary_tournament")
@@ -160,28 +162,44 @@ def set_hyperparams(state: Any, hyperparams: dict[str, jax.Array]) -> Any:
     return state.replace(hyperparams=hyperparams)
 
 
-def _mean_parts(value: Any) -> tuple[jax.Array, jax.Array]:
-    """``(total, count)`` per member of a vmapped metric: ``float32[L]`` each."""
-    if isinstance(value, Mean):
-        return value.total.astype(jnp.float32), value.count.astype(jnp.float32)
+def _member_metric(value: Any) -> Metric:
+    """A vmapped metric (fields ``[L]``, one per member) as a :class:`Metric` of
+    float32 arrays; a plain scalar metric as a :class:`Mean` of one sample each."""
+    if isinstance(value, Metric):
+        return type(value)(jnp.asarray(value.reduced, jnp.float32),
+                           jnp.asarray(value.count, jnp.float32))
     value = jnp.asarray(value, jnp.float32)
-    return value, jnp.ones_like(value)
+    return Mean(value, jnp.ones_like(value))
+
+
+def _mean_parts(value: Any) -> tuple[jax.Array, jax.Array]:
+    """``(total, count)`` per member of a vmapped metric: ``float32[L]`` each, to
+    average over steps. A Mean pools its samples; any other reduction counts
+    each step's reported value as one sample (none when it had no samples)."""
+    value = _member_metric(value)
+    if isinstance(value, Mean):
+        return value.total, value.count
+    has = value.count > 0
+    return jnp.where(has, value.reduced, 0.0), has.astype(jnp.float32)
 
 
 class PBT(Module):
     """Population-based training of ``module`` (see the module docstring).
 
-    Metrics of :meth:`training_step` (per update, averaged by the Trainer over
-    a log interval):
-      * every metric of the wrapped module, averaged over the ``P`` real members
-        (a :class:`~jaxtrainer.metrics.Mean` such as ``train/episode_return``
-        pools the members' samples);
-      * ``member/<i>/<name>`` for every ``name`` in ``member_metrics`` and every
-        tuned hyperparameter, and ``member/<i>/fitness``, for ``i < P``;
-      * ``fitness/max``, ``fitness/mean``: over real members, of the current
-        fitness (this window's mean of ``fitness_metric``, else the last
-        measured one); ``pbt/exploits``: member copies made so far (after
-        this step's exploit).
+    Metrics of :meth:`training_step` (per update, reduced by the Trainer over a
+    log interval by their reductions, see :mod:`jaxtrainer.metrics`):
+      * every metric of the wrapped module over the ``P`` real members, with
+        its own reduction: a :class:`~jaxtrainer.metrics.Mean` (or plain
+        scalar) such as ``train/episode_return`` pools the members' samples,
+        ``Max``/``Min``/``Sum`` take the max/min/sum over members, ``Last``
+        (e.g. a learning rate) the mean of the members' current values;
+      * ``member/<i>/<name>`` for every ``name`` in ``member_metrics`` (its own
+        reduction) and every tuned hyperparameter (``Last``: its value after
+        the interval), and ``member/<i>/fitness`` (``Last``), for ``i < P``;
+      * ``fitness/max`` (``Max``: the best current fitness of the interval) and
+        ``fitness/mean``, over real members, of the current fitness (this
+        window's mean of ``fitness_metric``, else the last measured one);
+        ``pbt/exploits`` (``Last``): member copies made so far.
 
     :meth:`evaluation_step` evaluates every member with the wrapped module's
     ``evaluation_step`` and reports, for each of its metrics ``eval/x``:
@@ -393,7 +411,7 @@ class PBT(Module):
         ready = step % self.ready_every_n_steps == 0
         state = jax.lax.cond(ready, lambda s: self._exploit_and_explore(s, pbt_key),
                              lambda s: s, state)
-        metrics["pbt/exploits"] = state.exploits.astype(jnp.float32)
+        metrics["pbt/exploits"] = Last.of(state.exploits.astype(jnp.float32))
         return state, metrics
 
     # ---- exploit / explore ---------------------------------------------------
@@ -473,34 +491,50 @@ class PBT(Module):
         """Whether this device holds member ``member`` (static index): ``bool[]``."""
         return axis_index(self.axis_name) == member // self.local_population
 
-    def _per_member(self, prefix: str, values: dict[str, Any]) -> dict[str, Mean]:
-        """``{prefix<i>/<name>: Mean}`` for the real members; each device reports
-        the members it holds, with count 0 elsewhere (the Trainer sums devices)."""
+    def _per_member(self, prefix: str, values: dict[str, Any]) -> dict[str, Metric]:
+        """``{prefix<i>/<name>: metric}`` for the real members, each with its own
+        reduction; each device reports the members it holds, with no samples
+        elsewhere (the Trainer reduces over devices)."""
         out = {}
         for i in range(self.population_size):
-            owned = self._owned(i).astype(jnp.float32)
+            owned = self._owned(i)
             slot = i % self.local_population
             for name, value in values.items():
-                total, count = _mean_parts(value)
-                out[f"{prefix}{i}/{name}"] = Mean(owned * total[slot], owned * count[slot])
+                mine = jax.tree.map(lambda x, s=slot: x[s], _member_metric(value))
+                out[f"{prefix}{i}/{name}"] = mine.keep(owned)
         return out
 
+    def _over_members(self, value: Any, real: jax.Array) -> Metric:
+        """A vmapped metric over this device's real members, to be reduced over
+        devices by the Trainer. ``Last``: the mean over every device's real
+        members, computed here (exact when they agree) so that devices holding
+        fewer real members do not weigh more."""
+        value = _member_metric(value)
+        if not isinstance(value, Last):
+            return value.over_members(real)
+        has = (value.count > 0) & real
+        axes = self.axis_name
+        hi = pmax(jnp.max(jnp.where(has, value.value, -jnp.inf)), axes)
+        lo = pmin(jnp.min(jnp.where(has, value.value, jnp.inf)), axes)
+        total = psum(jnp.sum(jnp.where(has, value.value, 0.0)), axes)
+        num = psum(jnp.sum(has, dtype=jnp.float32), axes)
+        count = jnp.sum(jnp.where(has, value.count, 0.0))
+        return Last(jnp.where(hi == lo, hi, total / jnp.maximum(num, 1.0)), count)
+
     def _metrics(self, state: PBTState, ids: jax.Array, inner: dict[str, Any]) -> dict:
-        real = self._real(ids).astype(jnp.float32)
+        real = self._real(ids)
         metrics: dict[str, Any] = {}
         for name, value in inner.items():
-            total, count = _mean_parts(value)
-            metrics[name] = Mean(jnp.sum(total * real), jnp.sum(count * real))
+            metrics[name] = self._over_members(value, real)
         fitness = self._current_fitness(state)
-        finite = real * jnp.isfinite(fitness)
-        safe = jnp.where(finite > 0, fitness, 0.0)
-        any_finite = pmax(jnp.max(finite))
-        metrics["fitness/mean"] = Mean(jnp.sum(safe * finite), jnp.sum(finite))
-        best = pmax(jnp.max(jnp.where(finite > 0, fitness, -jnp.inf)))
-        metrics["fitness/max"] = Mean(jnp.where(any_finite > 0, best, 0.0), any_finite)
+        finite = real & jnp.isfinite(fitness)
+        safe = jnp.where(finite, fitness, 0.0)
+        metrics["fitness/mean"] = Mean.of(safe, finite)
+        metrics["fitness/max"] = Max.of(fitness, finite)
         per_member = {name: inner[name] for name in self.member_metrics}
-        per_member.update({name: get_hyperparams(state.members)[name] for name in self.spaces})
-        per_member["fitness"] = Mean(safe, jnp.isfinite(fitness).astype(jnp.float32))
+        per_member.update({name: Last(value, jnp.ones_like(value)) for name, value
+                           in get_hyperparams(state.members).items() if name in self.spaces})
+        per_member["fitness"] = Last(safe, jnp.isfinite(fitness).astype(jnp.float32))
         metrics.update(self._per_member("member/", per_member))
         return metrics
 
@@ -521,7 +555,7 @@ class PBT(Module):
             total, count = _mean_parts(value)
             metrics[name] = Mean(jnp.sum(is_best * total), jnp.sum(is_best * count))
             metrics[f"{name}_mean"] = Mean(jnp.sum(real * total), jnp.sum(real * count))
-            per = jnp.where((real > 0) & (count > 0), total / jnp.maximum(count, 1.0), -jnp.inf)
-            metrics[f"{name}_max"] = pmax(jnp.max(per))
+            per = total / jnp.maximum(count, 1.0)
+            metrics[f"{name}_max"] = Max.of(per, (real > 0) & (count > 0))
         metrics.update(self._per_member("member/", inner))
         return metrics

@@ -41,7 +41,7 @@ from flax import struct
 from jaxtrainer import envs
 from jaxtrainer.algorithms.networks import ActorCritic
 from jaxtrainer.distributed import fold_in_device, gradient_update, local_size, pmean, vary_like
-from jaxtrainer.metrics import Mean
+from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module
 
 
@@ -241,7 +241,7 @@ class PPO(Module):
     completed during the rollout), ``loss/total``, ``loss/policy``,
     ``loss/value``, ``loss/entropy``, ``loss/approx_kl`` (means over the update's
     minibatches; approx_kl is ``E[(r - 1) - log r]``), ``lr`` (the learning rate of
-    this update). :meth:`evaluation_step`: ``eval/episode_return``,
+    the log interval's last update, :class:`~jaxtrainer.Last`). :meth:`evaluation_step`: ``eval/episode_return``,
     ``eval/episode_length`` of the greedy policy.
 
     Args:
@@ -498,7 +498,7 @@ class PPO(Module):
             "train/episode_return": Mean.of(traj.info.episode_return, mask=done),
             "train/episode_length": Mean.of(traj.info.episode_length, mask=done),
             **{f"loss/{name}": jnp.mean(value) for name, value in losses.items()},
-            "lr": self._learning_rate(hp, state.update_count),
+            "lr": Last.of(self._learning_rate(hp, state.update_count)),
         }
         new_state = PPOState(params, opt_state, state.update_count + 1, env_state, obs, hp)
         return new_state, metrics

@@ -113,8 +113,12 @@ class ReplayBuffer:
 
     def add(self, state: Any, transitions: Transition) -> Any:
         """Write one transition per env: leaves ``[num_envs / num_devices, ...]``.
-        Overwrites the oldest slot of every row once the buffer is full."""
-        batch = jax.tree.map(lambda x: x[:, None], transitions)  # [envs, time=1, ...]
+        Overwrites the oldest slot of every row once the buffer is full. Leaves
+        are stored in the dtypes of :meth:`init`'s example (e.g. a float64
+        action under ``jax_enable_x64`` is stored as the example's float32)."""
+        batch = jax.tree.map(  # [envs, time=1, ...]
+            lambda x, stored: jax.lax.convert_element_type(x, stored.dtype)[:, None],
+            transitions, state.experience)
         return self._fbx().add(state, batch)
 
     def sample(self, state: Any, key: jax.Array) -> Transition:

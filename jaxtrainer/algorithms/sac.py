@@ -48,6 +48,7 @@ from jaxtrainer.algorithms.offpolicy import (
 )
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.distributed import gradient_update
+from jaxtrainer.metrics import Last
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -171,7 +172,7 @@ class SAC(OffPolicyModule):
     Metrics of :meth:`training_step`: ``train/episode_return``,
     ``train/episode_length``, and once learning started ``loss/critic`` (sum of
     both critics' mean squared errors), ``loss/actor``, ``loss/alpha``, ``alpha``
-    (temperature after the step's updates), ``entropy`` (``-E[log pi]`` on the
+    (temperature after the log interval's last step, :class:`~jaxtrainer.Last`), ``entropy`` (``-E[log pi]`` on the
     batch). :meth:`evaluation_step`: ``eval/episode_return`` and
     ``eval/episode_length`` of the deterministic policy ``scale * tanh(mean) + bias``.
 
@@ -328,5 +329,5 @@ class SAC(OffPolicyModule):
                              env_state, obs, buffer)
         entropy = losses.pop("loss/entropy")
         metrics = {**self.episode_metrics(infos), **losses, "entropy": entropy,
-                   "alpha": jnp.exp(log_alpha)}
+                   "alpha": Last.of(jnp.exp(log_alpha))}
         return new_state, metrics

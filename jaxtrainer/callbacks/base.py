@@ -17,6 +17,22 @@ On an exception (preemption included): ``on_exception(exc)`` then
 ``teardown("fit")`` on every callback, even if one of them raises; the
 original exception is then re-raised unchanged. Callbacks run on every process (so collectives inside them
 stay in step); only I/O is limited to ``trainer.is_global_zero``.
+
+Reuse: one callback object may serve several ``fit`` calls (the same object in
+two Trainers, or two fits of one Trainer). Each fresh ``fit`` is a new run:
+keep per-run state (counters, best scores, paths, open files, run ids) in
+attributes that ``setup`` resets, never only in ``__init__``; on a resume
+(``ckpt_path``), ``load_state_dict`` then restores the checkpoint's state after
+``setup``. The built-in callbacks and loggers all do so: a reused
+:class:`ModelCheckpoint` saves under the new run's directory and reports the new
+run's best and last paths, and no checkpoint directory another run wrote is
+overwritten or deleted.
+
+Donation: during ``fit`` the Trainer donates the state's device buffers to
+each next compiled call, which deletes them. ``trainer.state`` read in a hook is
+therefore a copy (made on the first read at a boundary), safe to keep after the
+hook returns; ``trainer.peek_state()`` returns the state itself without a copy,
+for values read at once.
 """
 
 from __future__ import annotations

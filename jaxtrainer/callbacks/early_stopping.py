@@ -103,6 +103,10 @@ class EarlyStopping(Callback):
             trainer.should_stop = True
             trainer.stop_reason = f"EarlyStopping: {reason}"
 
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """A new run: forget what an earlier ``fit`` left (a resume then loads the checkpoint's)."""
+        self.best_score, self.wait_count, self.stopped_step = None, 0, None
+
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._seen: set[str] = set()
 

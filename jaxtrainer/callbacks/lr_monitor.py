@@ -28,9 +28,11 @@ class LearningRateMonitor(Callback):
     callback finds every such optimizer state in ``trainer.state`` and logs its
     hyperparameters as ``lr/<name>`` (``lr/<state path>/<name>`` when the state
     holds several optimizers), the values after the interval's last update.
-    A learning rate the module computes and returns as a metric (e.g.
-    ``"lr"``) is logged by the loggers like any other metric and needs no
-    callback. Runs before the loggers (``order = -50``); fetching the values is
+    A learning rate the module computes and returns as a metric is logged by
+    the loggers like any other metric and needs no callback; return it as
+    ``jaxtrainer.Last.of(lr)`` (as PPO and A2C do) so that it, too, reports
+    the interval's last value rather than its mean. Unlike this callback,
+    such a metric reads no state, so log intervals may still fuse. Runs before the loggers (``order = -50``); fetching the values is
     one small host transfer per log boundary.
 
     Args:
@@ -46,6 +48,9 @@ class LearningRateMonitor(Callback):
         self.names = tuple(names) if names is not None else None
         self._warned = False
 
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        self._warned = False  # warn once per run
+
     def current(self, state: Any) -> dict[str, float]:
         """``{"lr/<name>": value}`` of every injected hyperparameter in ``state``."""
         found = jax.tree_util.tree_flatten_with_path(state, is_leaf=lambda x: isinstance(x, _INJECTED))[0]
@@ -60,7 +65,7 @@ class LearningRateMonitor(Callback):
         return {k: float(np.asarray(v, np.float64).reshape(())) for k, v in host.items()}
 
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
-        values = self.current(trainer.state)
+        values = self.current(trainer.peek_state())  # read at once: no copy
         if not values and not self._warned:
             self._warned = True
             warnings.warn("LearningRateMonitor: the state holds no optax.inject_hyperparams optimizer "

@@ -93,7 +93,8 @@ class ModelCheckpoint(Callback):
             warnings.warn(f"ModelCheckpoint(monitor={monitor!r}) has no mode; assuming mode='max'. "
                           "Pass mode='max' or mode='min'.", UserWarning, stacklevel=2)
             mode = "max"
-        self.dirpath = dirpath
+        self._dirpath_arg = dirpath
+        self.dirpath: str | None = None if dirpath is None else os.fspath(dirpath)
         self.every_n_steps = every_n_steps
         self.every_n_seconds = every_n_seconds
         self.monitor = monitor
@@ -115,13 +116,37 @@ class ModelCheckpoint(Callback):
 
     # ---------------------------------------------------------------------
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """Start this run's state afresh (a callback reused for another ``fit``
+        keeps nothing of the previous run; a resume then loads the checkpoint's)
+        and open the checkpoint directory.
+
+        Raises:
+          FileExistsError: ``dirpath`` already holds checkpoints of another run
+            (a fresh ``fit``, or a resume from a checkpoint in another
+            directory): they are never overwritten or deleted.
+        """
         if stage != "fit":
             return
-        self.dirpath = os.fspath(self.dirpath or os.path.join(trainer.log_dir, "checkpoints"))
+        self.dirpath = os.fspath(self._dirpath_arg or os.path.join(trainer.log_dir, "checkpoints"))
+        self.best_model_score = self.best_model_path = self.last_model_path = None
+        self._scores, self._last_saved_step, self._refused_step = {}, -1, None
+        self._metrics, self._failed = {}, False
+        self._check_not_another_runs(trainer)
         self._mgr = ckpt.manager(self.dirpath, async_save=self.async_save)
         self._last_time = time.monotonic()
-        self._metrics = {}
-        self._failed = False
+
+    def _check_not_another_runs(self, trainer: Trainer) -> None:
+        resumed_from = os.path.dirname(trainer.ckpt_path) if trainer.ckpt_path else None
+        if resumed_from is not None and os.path.realpath(resumed_from) == os.path.realpath(self.dirpath):
+            return  # the directory of the run this fit continues
+        found = ckpt.steps_of_other_runs(self.dirpath, trainer.log_dir)
+        if found:
+            steps = ", ".join(str(s) for s in found[:8]) + (", ..." if len(found) > 8 else "")
+            raise FileExistsError(
+                f"ModelCheckpoint(dirpath={self.dirpath!r}) already holds checkpoints of another "
+                f"run (steps {steps}); they are never overwritten or deleted. Pass another dirpath, "
+                "leave dirpath unset (each run then saves under its own run directory), or resume "
+                "that run with ckpt_path")
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._last_saved_step = trainer.global_step
@@ -155,7 +180,7 @@ class ModelCheckpoint(Callback):
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
         self._failed = True  # teardown then waits for process 0's writes without a collective
-        if self.save_on_exception and trainer.state is not None and self._mgr is not None:
+        if self.save_on_exception and trainer.peek_state() is not None and self._mgr is not None:
             if trainer.state_ahead:
                 # Raised while the hooks of a fused call (or a run-ahead boundary)
                 # ran: trainer.state is past global_step, so no checkpoint of
@@ -175,6 +200,14 @@ class ModelCheckpoint(Callback):
             finally:
                 self._mgr = None
 
+    @property
+    def state_key(self) -> str:
+        """Distinct for differently configured checkpoint callbacks of one Trainer
+        (each keeps its own best and last paths in the checkpoint)."""
+        return (f"ModelCheckpoint[dirpath={self._dirpath_arg!r},monitor={self.monitor!r},"
+                f"mode={self.mode!r},every_n_steps={self.every_n_steps!r},"
+                f"every_n_seconds={self.every_n_seconds!r}]")
+
     # ---------------------------------------------------------------------
     def _score(self, step: int) -> float:
         s = self._scores.get(step)
@@ -185,7 +218,11 @@ class ModelCheckpoint(Callback):
     def _prune(self, newest: int) -> None:
         if self.save_top_k == -1:
             return
+        # Every step here is this run's: ``setup`` refused a directory holding
+        # another run's. Scores of steps already gone (a resumed state was saved
+        # before that save's pruning) rank nothing; unscored steps rank last.
         steps = sorted(self._mgr.all_steps())
+        self._scores = {s: v for s, v in self._scores.items() if s in steps or s == newest}
         if self.monitor is None:
             keep = set(steps[-self.save_top_k:])
         else:

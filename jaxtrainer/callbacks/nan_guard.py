@@ -61,6 +61,10 @@ class NaNGuard(Callback):
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         return self.check_state
 
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """A new run: forget what an earlier ``fit`` left (a resume then loads the checkpoint's)."""
+        self.reason = None
+
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._seen: set[str] = set()
 
@@ -78,9 +82,10 @@ class NaNGuard(Callback):
         return None
 
     def _bad_state(self, trainer: Trainer) -> str | None:
-        if not self.check_state or trainer.state is None:
+        state = trainer.peek_state()  # read at once: no copy needed
+        if not self.check_state or state is None:
             return None
-        flat = jax.tree_util.tree_leaves_with_path(trainer.state)
+        flat = jax.tree_util.tree_leaves_with_path(state)
         floats = [(p, x) for p, x in flat if jnp.issubdtype(x.dtype, jnp.inexact)]
         if not floats:
             return None

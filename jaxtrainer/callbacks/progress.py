@@ -31,6 +31,9 @@ class RichProgressBar(Callback):
         self._task = None
         self._use_env_steps = False
 
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        self._stop()  # a bar an earlier ``fit`` left open (it raised before teardown)
+
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         if not trainer.is_global_zero:
             return

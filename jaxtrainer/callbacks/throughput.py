@@ -37,6 +37,10 @@ class ThroughputMonitor(Callback):
         self._t0 = 0.0
         self._step0 = 0
 
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """A new run: forget what an earlier ``fit`` left (a resume then loads the checkpoint's)."""
+        self.summary = {}
+
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._t0, self._step0 = time.perf_counter(), trainer.global_step
 

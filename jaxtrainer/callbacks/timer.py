@@ -78,6 +78,10 @@ class Timer(Callback):
         margin = 2.0 * max(trainer.sync_every_n_seconds, self._sync_gap)
         return self.time_remaining() <= margin
 
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """A new run: forget what an earlier ``fit`` left (a resume then loads the checkpoint's)."""
+        self._previous, self._start, self._sync_gap = 0.0, None, 0.0
+
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._start = self._last_sync = time.monotonic()
         self._sync_gap = 0.0

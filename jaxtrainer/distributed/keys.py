@@ -1,10 +1,61 @@
-"""PRNG key handling across devices (FIELD_REPORTS F1)."""
+"""Every PRNG key of a run, derived in one place.
+
+All keys descend from ``root = key(seed)`` by ``fold_in`` only, so each is a pure
+function of (seed, stream, step, device, member): a run draws the same keys
+however its steps are grouped into compiled calls, after a resume, and on any
+device count where the device index does not enter::
+
+    stream_key(root, s)        = fold_in(root, s)          s: INIT, TRAIN or EVAL
+    init key                   = stream_key(root, INIT)    same on every device
+    step_key(train, t, d)      = fold_in(fold_in(train, t), d)
+                                 (fold_in(train, t) with step_key_per_device=False)
+    eval key at step t, dev d  = fold_in(fold_in(stream_key(root, EVAL), t), d)
+    member_key(k, i)           = fold_in(k, i)             member i of a population
+    sub_key(k, j)              = fold_in(k, j)             j-th named use of one key
+
+``train = stream_key(root, TRAIN)``; ``d`` is the device's index along the data
+axes. Every device (and process) gets its own stream, and the same seed and
+device count give the same run, bit for bit.
+"""
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 
 from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, axis_index
+
+INIT_STREAM, TRAIN_STREAM, EVAL_STREAM = 0, 1, 2
+"""Streams derived from the root key: initialisation, training steps, evaluation."""
+
+
+def stream_key(root: jax.Array, stream: int) -> jax.Array:
+    """The key of one stream (:data:`INIT_STREAM`, :data:`TRAIN_STREAM` or
+    :data:`EVAL_STREAM`) of the run whose root key is ``root``."""
+    return jax.random.fold_in(root, stream)
+
+
+def sub_key(key: jax.Array, index: int | jax.Array) -> jax.Array:
+    """The ``index``-th independent use of ``key`` (e.g. 0: ask, 1: evaluate)."""
+    return jax.random.fold_in(key, index)
+
+
+def step_key(train_key: jax.Array, step: int | jax.Array, device: int | jax.Array | None) -> jax.Array:
+    """The key of training step ``step`` on device ``device`` (``None``: the
+    same key on every device, for modules with ``step_key_per_device = False``)."""
+    key = jax.random.fold_in(train_key, step)
+    return key if device is None else jax.random.fold_in(key, device)
+
+
+def member_key(key: jax.Array, member: int | jax.Array) -> jax.Array:
+    """Population member ``member``'s key: ``fold_in(key, member)``, the same
+    whichever device holds the member."""
+    return jax.random.fold_in(key, member)
+
+
+def member_keys(key: jax.Array, members: jax.Array) -> jax.Array:
+    """:func:`member_key` for each id in ``members: int32[n]`` -> ``key[n]``."""
+    return jax.vmap(lambda i: member_key(key, i))(members)
 
 
 def fold_in_device(key: jax.Array, axis_name: AxisName = AXIS_NAME) -> jax.Array:
@@ -20,4 +71,4 @@ def fold_in_device(key: jax.Array, axis_name: AxisName = AXIS_NAME) -> jax.Array
 def split_key_to_devices(key: jax.Array, num_devices: int) -> jax.Array:
     """Keys for ``num_devices`` devices: ``key[num_devices]``, row ``d`` equal to
     ``fold_in(key, d)``, i.e. what :func:`fold_in_device` gives device ``d``."""
-    return jax.vmap(lambda d: jax.random.fold_in(key, d))(jax.numpy.arange(num_devices))
+    return jax.vmap(lambda d: jax.random.fold_in(key, d))(jnp.arange(num_devices))

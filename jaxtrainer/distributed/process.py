@@ -12,9 +12,11 @@ call them under ``if process_index() == 0``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
+import threading
 import time
 from typing import Any
 
@@ -30,6 +32,129 @@ ENV_HEARTBEAT_TIMEOUT = "JAXTRAINER_HEARTBEAT_TIMEOUT"
 
 DEFAULT_INIT_TIMEOUT = 300
 DEFAULT_HEARTBEAT_TIMEOUT = 100
+
+# Every variable read to find the processes of a run, in the order error messages list them.
+LAUNCH_ENV = (ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID, ENV_INIT_TIMEOUT,
+              ENV_HEARTBEAT_TIMEOUT, "SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_STEP_ID",
+              "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID",
+              "SLURM_STEP_NODELIST", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
+
+# SLURM's step ids from here up are not job steps that srun started for the
+# user's tasks: 0xfffffffa is the interactive step that runs the shell of
+# ``salloc`` (``SLURM_STEP_ID=4294967290``), 0xfffffffb the batch script,
+# 0xfffffffc the extern step, 0xfffffffd a pending step.
+_SLURM_MAX_NORMAL_STEP_ID = 0xFFFFFFF0
+
+
+def launch_environment() -> str:
+    """The launch variables of :data:`LAUNCH_ENV` that are set, as
+    ``"NAME=value, ..."`` (for error messages), or a sentence saying none is."""
+    found = [f"{name}={os.environ[name]}" for name in LAUNCH_ENV if name in os.environ]
+    if not found:
+        return f"none of {', '.join(LAUNCH_ENV[:3])}, SLURM_* or OMPI_* is set"
+    return ", ".join(found)
+
+
+def _plain_int(name: str) -> int | None:
+    raw = os.environ.get(name, "").strip()
+    return int(raw) if raw.isdigit() else None
+
+
+def srun_tasks() -> int | None:
+    """How many tasks the ``srun`` job step this process is a task of has, or
+    ``None`` when this process is not a task of such a step. Environment only.
+
+    A task of a job step that ``srun`` started has ``SLURM_JOB_ID``, a
+    ``SLURM_PROCID`` below ``SLURM_STEP_NUM_TASKS`` (the step's tasks) and a
+    ``SLURM_STEP_ID`` of an ordinary step (below 0xfffffff0). Not such a task:
+    the shell of ``salloc`` (no step, or since Slurm 20.11 the interactive step
+    ``SLURM_STEP_ID=4294967290`` with one task), an ``sbatch`` script (the batch
+    step) and ``srun --pty bash`` (one task). ``SLURM_NTASKS`` is the
+    allocation's task count in those (``salloc -n 4``: 4), so it is not read
+    here; the job name (``interactive``, ``bash``) is not read either, since
+    ``srun`` inside an interactive allocation keeps it.
+    """
+    if "SLURM_JOB_ID" not in os.environ:
+        return None
+    step, tasks, rank = (_plain_int("SLURM_STEP_ID"), _plain_int("SLURM_STEP_NUM_TASKS"),
+                         _plain_int("SLURM_PROCID"))
+    if step is None or step >= _SLURM_MAX_NORMAL_STEP_ID or tasks is None or rank is None \
+            or not 0 <= rank < tasks:
+        return None
+    return tasks
+
+
+def _fill_from_environment(coordinator_address: str | None, num_processes: int | None,
+                           process_id: int | None, cluster_detection_method: str | None,
+                           ) -> tuple[int | None, int | None, str | None]:
+    """``(num_processes, process_id, cluster_detection_method)`` for
+    ``jax.distributed.initialize`` once the ``JAX_*`` variables were read.
+
+    - A launch described in full (address, count and id) is used as given:
+      SLURM variables of an enclosing allocation (a ``jaxtrainer launch`` in a
+      ``salloc`` shell) must not change it, e.g. JAX's SLURM detection would
+      give every rank the device of ``SLURM_LOCALID``. JAX's cluster detection
+      is then turned off when SLURM variables are set but this process is
+      not a task of an ``srun`` step.
+    - A task of an ``srun`` step counts the step's tasks
+      (``SLURM_STEP_NUM_TASKS``), not ``SLURM_NTASKS`` (which ``srun
+      --preserve-env`` leaves at the allocation's count).
+    - A SLURM allocation with ``SLURM_NTASKS > 1`` in a process that no
+      ``srun`` step started (the shell of ``salloc``, an ``sbatch`` script):
+      JAX would wait for ``SLURM_NTASKS`` processes that never start, so this
+      raises at once.
+
+    Under Open MPI (``OMPI_COMM_WORLD_SIZE`` set) or with an explicit
+    ``cluster_detection_method`` JAX's own detection decides, as before.
+
+    Raises:
+      RuntimeError: the last case; the message names the variables read.
+    """
+    if cluster_detection_method is not None or "OMPI_COMM_WORLD_SIZE" in os.environ:
+        return num_processes, process_id, cluster_detection_method  # mpirun: JAX reads it
+    tasks = srun_tasks()
+    if coordinator_address is not None and num_processes is not None and process_id is not None:
+        outside_srun = "SLURM_JOB_ID" in os.environ and tasks is None
+        return num_processes, process_id, ("deactivate" if outside_srun else None)
+    if tasks is not None:
+        if num_processes is None:
+            num_processes = tasks
+        if process_id is None:
+            process_id = _plain_int("SLURM_PROCID")
+        return num_processes, process_id, None
+    allocated = _plain_int("SLURM_NTASKS")
+    if "SLURM_JOB_ID" in os.environ and num_processes is None and allocated is not None \
+            and allocated > 1:
+        raise RuntimeError(
+            "jaxtrainer.distributed.initialize: this process was not started by srun as one of "
+            f"several tasks, but SLURM_NTASKS={allocated} would make JAX wait for "
+            f"{allocated} processes that never start. Read from the environment: "
+            f"{launch_environment()}. This looks like the shell of `salloc` (or an sbatch "
+            "script): start one process per task with `srun python SCRIPT ...` inside the "
+            "allocation, use `jaxtrainer launch --nproc-per-node N SCRIPT ...`, or use a "
+            "one-process strategy (strategy='auto', 'single' or 'pmap')")
+    return num_processes, process_id, None
+
+
+class _Watchdog:
+    """Prints ``message`` to stderr after ``seconds`` unless cancelled: JAX ends
+    the process (no Python exception) when the other processes do not join in
+    time, so this names what was read just before that happens."""
+
+    def __init__(self, seconds: float, message: str) -> None:
+        self._timer = threading.Timer(seconds, self._fire, args=(message,))
+        self._timer.daemon = True
+
+    @staticmethod
+    def _fire(message: str) -> None:
+        print(message, file=sys.stderr, flush=True)
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
 
 
 def _env_int(name: str) -> int | None:
@@ -68,7 +193,8 @@ def _wait_for_coordinator(address: str, timeout: float, process_id: int | None,
                 f"jaxtrainer.distributed.initialize: process {process_id} of {num_processes} "
                 f"could not reach the coordinator at {address} within "
                 f"initialization_timeout={timeout:g} s ({last}). Is process 0 running, and is "
-                "that address reachable from this machine?")
+                f"that address reachable from this machine? Read from the environment: "
+                f"{launch_environment()}")
         time.sleep(0.2)
 
 
@@ -86,7 +212,15 @@ def initialize(
     Arguments left ``None`` come from ``JAX_COORDINATOR_ADDRESS``,
     ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID`` (set by ``jaxtrainer launch``);
     without those JAX detects the cluster itself (SLURM, Open MPI, Kubernetes,
-    Cloud TPU). CPU collectives use gloo.
+    Cloud TPU). Under SLURM only the tasks of an ``srun`` step count as
+    processes (:func:`srun_tasks`; their number is ``SLURM_STEP_NUM_TASKS``):
+    the shell of ``salloc -n 4`` is one process, and ``initialize`` there
+    raises at once instead of waiting for 3 more. CPU collectives use gloo.
+
+    When the other processes do not join within ``initialization_timeout``,
+    JAX ends the process; just before, a message on stderr names the
+    coordinator, the timeout and the launch variables read
+    (:func:`launch_environment`), as do the errors raised here.
 
     Args:
       coordinator_address: ``"host:port"`` of process 0's coordinator service,
@@ -101,8 +235,10 @@ def initialize(
       cluster_detection_method: passed to ``jax.distributed.initialize``.
 
     Raises:
-      RuntimeError: JAX computations ran before this call, or the coordinator
-        could not be reached in time (the message names the address tried).
+      RuntimeError: JAX computations ran before this call, the coordinator
+        could not be reached in time (the message names the address tried), or
+        a SLURM allocation of several tasks without an ``srun`` step (the
+        message names the variables read).
       ValueError: malformed arguments or environment.
     """
     if jax.distributed.is_initialized():
@@ -112,6 +248,8 @@ def initialize(
         num_processes = _env_int(ENV_NUM_PROCESSES)
     if process_id is None:
         process_id = _env_int(ENV_PROCESS_ID)
+    num_processes, process_id, cluster_detection_method = _fill_from_environment(
+        coordinator_address, num_processes, process_id, cluster_detection_method)
     if num_processes is not None and num_processes < 1:
         raise ValueError(f"num_processes={num_processes}: expected >= 1")
     if process_id is not None and num_processes is not None and not 0 <= process_id < num_processes:
@@ -135,29 +273,42 @@ def initialize(
     # Must precede backend creation; only affects the CPU client.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     where = coordinator_address or "(detected from the cluster environment)"
-    if num_processes is None or num_processes > 1:
-        # JAX aborts the process without naming the address when the others do not
-        # join in time; this line names it right before that (F10).
-        who = ("this process" if process_id is None or num_processes is None
-               else f"process {process_id} of {num_processes}")
+    who = ("this process" if process_id is None or num_processes is None
+           else f"process {process_id} of {num_processes}")
+    several = num_processes is None or num_processes > 1
+    if several:
+        # JAX ends the process without naming the address when the others do not
+        # join in time; this line names it before, the watchdog's right before that.
         print(f"jaxtrainer: {who} joining coordinator {where}; "
-              f"waiting up to {init_timeout} s for every process", file=sys.stderr, flush=True)
+              f"waiting up to {init_timeout} s for every process ({launch_environment()})",
+              file=sys.stderr, flush=True)
+    warn_after = max(init_timeout - 1.0, 0.75 * init_timeout)
+    watchdog = contextlib.nullcontext() if not several else _Watchdog(
+        warn_after,
+        f"jaxtrainer.distributed.initialize: {who}: not every process has joined coordinator "
+        f"{where} after {warn_after:g} s; JAX ends this process at initialization_timeout="
+        f"{init_timeout} s if they do not. Read from "
+        f"the environment: {launch_environment()}. Check that all "
+        f"{num_processes if num_processes is not None else 'the'} processes were started (one "
+        "per task by srun, or by `jaxtrainer launch`) and that they reach that address.")
     try:
-        jax.distributed.initialize(
-            coordinator_address=coordinator_address,
-            num_processes=num_processes,
-            process_id=process_id,
-            cluster_detection_method=cluster_detection_method,
-            initialization_timeout=init_timeout,
-            heartbeat_timeout_seconds=beat_timeout,
-        )
+        with watchdog:
+            jax.distributed.initialize(
+                coordinator_address=coordinator_address,
+                num_processes=num_processes,
+                process_id=process_id,
+                cluster_detection_method=cluster_detection_method,
+                initialization_timeout=init_timeout,
+                heartbeat_timeout_seconds=beat_timeout,
+            )
     except ValueError as e:
         if coordinator_address is None:
             raise ValueError(
                 "jaxtrainer.distributed.initialize: no coordinator address and no cluster "
                 "detected. Start the run with `jaxtrainer launch --nproc-per-node N "
                 "script.py ...`, under SLURM/Open MPI, or set "
-                f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID} ({e})") from e
+                f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID} ({e}). Read from "
+                f"the environment: {launch_environment()}") from e
         raise
     except Exception as e:  # XlaRuntimeError (DEADLINE_EXCEEDED, UNAVAILABLE, ...)
         if "before any jax" in str(e).lower():
@@ -170,7 +321,8 @@ def initialize(
         raise RuntimeError(
             f"jaxtrainer.distributed.initialize: process {process_id} of {num_processes} "
             f"could not join the run at coordinator {where} within initialization_timeout={init_timeout} s: "
-            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. Read from the "
+            f"environment: {launch_environment()}") from e
 
 
 def is_distributed() -> bool:

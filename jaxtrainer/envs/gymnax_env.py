@@ -63,7 +63,7 @@ class GymnaxEnv(Env):
         if self.discrete:
             action = jnp.asarray(action, jnp.int32)
         else:
-            action = jnp.asarray(action, jnp.float32).reshape(self.action_size)
+            action = jnp.asarray(action, float).reshape(self.action_size)  # the default float: float64 under x64, as gymnax's own env state
         obs, env_state, reward, terminated, truncated, info = self.env.step(
             key, env_state, action, self.params)
         return obs, env_state, reward, terminated, truncated, info["final_observation"]

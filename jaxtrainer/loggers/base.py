@@ -90,7 +90,17 @@ class Logger(Callback):
     def finalize(self, status: str) -> None:
         """Flush and close. ``status``: ``"success"``, ``"failed"`` or ``"interrupted"``."""
 
+    def reset(self) -> None:
+        """Forget the previous run (file paths, writers, run ids). Called at the
+        start of every ``fit`` (in ``setup``) before a resume loads the
+        checkpoint's state, so a logger reused for a new run starts it fresh."""
+
     # -- hooks ---------------------------------------------------------------
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        if stage == "fit":
+            self._close("failed")  # left open by an earlier fit that never reached teardown
+            self.reset()
+
     def on_fit_start(self, trainer: Trainer, module: Module) -> None:
         if not trainer.is_global_zero:
             return

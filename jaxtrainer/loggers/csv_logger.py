@@ -45,6 +45,10 @@ class CSVLogger(Logger):
         self._hold = False
         self._resumed = False
 
+    def reset(self) -> None:
+        self.path, self._columns, self._rows, self._written_columns = None, [], [], []
+        self._pending, self._resumed = 0, False
+
     def start(self, trainer: Trainer, module: Module) -> None:
         directory = os.fspath(self.save_dir or trainer.log_dir)
         os.makedirs(directory, exist_ok=True)

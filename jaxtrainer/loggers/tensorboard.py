@@ -37,6 +37,9 @@ class TensorBoardLogger(Logger):
         self.writer = None
         self.log_dir: str | None = None
 
+    def reset(self) -> None:
+        self.writer, self.log_dir = None, None
+
     def start(self, trainer: Trainer, module: Module) -> None:
         from tensorboardX import SummaryWriter
 

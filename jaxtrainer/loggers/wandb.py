@@ -51,6 +51,9 @@ class WandbLogger(Logger):
         self.run = None
         self.run_id: str | None = None
 
+    def reset(self) -> None:
+        self.run, self.run_id = None, None  # a new run gets a new wandb run id
+
     def start(self, trainer: Trainer, module: Module) -> None:
         import wandb
 

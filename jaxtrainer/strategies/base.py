@@ -21,12 +21,13 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxtrainer import _args
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import AXIS_NAME
 from jaxtrainer.distributed.axis import to_varying, varying_axes
 from jaxtrainer.module import Module
 
-DevicesArg = int | str | Sequence[jax.Device]
+DevicesArg = int | str | Sequence[int] | Sequence[jax.Device]
 
 
 def _path_str(path) -> str:
@@ -57,18 +58,19 @@ class CompiledTrain:
     ``program(state, root_key, start_step: int32[], lengths: int32[max_intervals])
     -> (state, metrics)`` runs consecutive *log intervals* of ``lengths[j]``
     training steps each, from step ``start_step``, until the first zero length.
-    ``metrics`` maps each name to a :class:`~jaxtrainer.metrics.Mean` whose
-    ``total`` and ``count`` are ``float32[max_intervals]``: row ``j`` is interval
-    ``j``'s sum over its steps and over devices (rows past the last interval are 0).
+    ``metrics`` maps each name to a :class:`~jaxtrainer.metrics.Metric` (Mean,
+    Sum, Max, Min or Last) whose fields are ``float32[max_intervals]``: row ``j``
+    is interval ``j``'s value reduced over its steps and over devices by the
+    metric's reduction (rows past the last interval have count 0).
 
     ``fn(state, root_key, start_step, num_steps) -> (state, metrics)`` is the
-    one-interval form (scalar Means), for direct use and tests.
+    one-interval form (scalar fields), for direct use and tests.
 
     For ``evaluation`` programs ``program`` and ``fn`` are both
     ``fn(state, key) -> metrics`` and ``max_intervals`` is 1.
     """
 
-    program: Callable[..., tuple[Any, dict[str, metrics_lib.Mean]]]
+    program: Callable[..., tuple[Any, dict[str, metrics_lib.Metric]]]
     compile_seconds: float
     max_intervals: int = 1
 
@@ -93,17 +95,86 @@ def _step_output(module: Module, out: Any) -> tuple[Any, dict]:
     return out
 
 
-def _metric_means(module: Module, where: str, metrics: dict) -> dict[str, metrics_lib.Mean]:
-    """Every metric as a Mean; errors name the metric."""
+def _metric_means(module: Module, where: str, metrics: dict) -> dict[str, metrics_lib.Metric]:
+    """Every metric as a :class:`~jaxtrainer.metrics.Metric` of float32 scalars
+    (a plain scalar as a Mean); errors name the metric."""
     out = {}
     for name, value in metrics.items():
         try:
             if hasattr(value, "dtype") and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
                 raise ValueError("a PRNG key is not a metric")
-            out[name] = metrics_lib.as_mean(value)
+            out[name] = metrics_lib.as_metric(value)
         except (TypeError, ValueError) as exc:
             raise type(exc)(f"{type(module).__name__}.{where} metric {name!r}: {exc}") from None
     return out
+
+
+def _step_name(module: Module) -> str:
+    """How errors name the step function: ``<Module>.training_step``, or the
+    ``step_function_name`` of a wrapping module (PopulationTrainer's names the
+    population module's ask/tell)."""
+    return getattr(module, "step_function_name", None) or f"{type(module).__name__}.training_step"
+
+
+def _check_reductions(step: str, want: dict[str, type], got: dict[str, Any]) -> None:
+    """A TypeError when a step returns other metric names or reductions than the
+    first trace of the same step did (each metric keeps one reduction)."""
+    if set(want) != set(got):
+        raise TypeError(f"{step} returned the metrics {sorted(got)} in one trace and "
+                        f"{sorted(want)} in another; return the same names at every step "
+                        "(a metric with no samples: jaxtrainer.Mean(0.0, 0.0))")
+    for name, value in got.items():
+        kind = metrics_lib.reduction_of(value)
+        if kind is not want[name]:
+            raise TypeError(
+                f"{step} metric {name!r} changes its reduction between steps: "
+                f"{want[name].reduce_fx!r} ({want[name].__name__}) in one trace, "
+                f"{kind.reduce_fx!r} ({kind.__name__}) in another. A metric is reduced over a "
+                "log interval and over devices by one reduction; return it as the same "
+                "jaxtrainer.metrics type (Mean or a plain scalar, Sum, Max, Min, Last) at "
+                "every step")
+
+
+def _dtype_kind(dtype: Any) -> str:
+    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return f"key<{dtype}>"
+    for kind, base in (("bool", jnp.bool_), ("unsigned integer", jnp.unsignedinteger),
+                       ("signed integer", jnp.signedinteger), ("complex", jnp.complexfloating),
+                       ("floating", jnp.floating)):
+        if jnp.issubdtype(dtype, base):
+            return kind
+    return str(dtype)
+
+
+def _keep_dtypes(new: Any, old: Any, step: str) -> Any:
+    """``new`` (a step's per-device state) with every leaf of ``old``'s dtype.
+
+    A leaf of the same kind but another width (float32 -> float64 under
+    ``jax_enable_x64``, int32 -> int64, a weak-typed scalar) is cast back to
+    ``old``'s dtype; another kind (float -> int, int -> bool, ...) or shape is a
+    TypeError naming the leaf, both dtypes and ``step``.
+    """
+    def fix(path, x, ref):
+        x = jnp.asarray(x)
+        same = x.dtype == ref.dtype and x.shape == ref.shape
+        if same:
+            return x
+        was, now = f"{ref.dtype}{list(ref.shape)}", f"{x.dtype}{list(x.shape)}"
+        if x.shape != ref.shape:
+            raise TypeError(
+                f"{step} returns state leaf {_path_str(path)} as {now} but init_state made it "
+                f"{was} (per-device shapes): the state keeps the shapes and dtypes init_state "
+                "gave it; reshape it back, or make init_state create it with this shape")
+        if _dtype_kind(x.dtype) != _dtype_kind(ref.dtype):
+            raise TypeError(
+                f"{step} returns state leaf {_path_str(path)} as {x.dtype} "
+                f"({_dtype_kind(x.dtype)}) but init_state made it {ref.dtype} "
+                f"({_dtype_kind(ref.dtype)}): the state keeps the dtypes init_state gave it, and "
+                "only a change of width within one kind is cast back; cast it back with "
+                f".astype({ref.dtype}) or make init_state create it as {x.dtype}")
+        return jax.lax.convert_element_type(x, ref.dtype)
+
+    return jax.tree_util.tree_map_with_path(fix, new, old)
 
 
 class Strategy(abc.ABC):
@@ -116,14 +187,18 @@ class Strategy(abc.ABC):
 
     Args:
       devices: ``"auto"`` (every visible device the strategy uses), an int (the
-        first ``n`` devices) or a list of ``jax.Device``.
+        first ``n`` devices; a digit string such as ``"4"`` too), a list of
+        device indices into those devices (``[0, 2]``) or a list of
+        ``jax.Device``. Malformed values raise ValueError here; counts and
+        indices beyond the available devices when the devices are picked
+        (:meth:`setup`, before anything compiles).
       jit: ``False`` runs every step eagerly (op by op) for debugging.
     """
 
     name: ClassVar[str] = ""
 
     def __init__(self, devices: DevicesArg = "auto", *, jit: bool = True) -> None:
-        self._devices_arg = devices
+        self._devices_arg = _args.devices(devices)  # ValueError for a malformed value
         self.jit = jit
         self.mesh: Mesh | None = None
 
@@ -146,22 +221,10 @@ class Strategy(abc.ABC):
         return (AXIS_NAME,)
 
     def _requested(self, available: list[jax.Device]) -> list[jax.Device]:
-        arg = self._devices_arg
-        if isinstance(arg, str):
-            if arg != "auto":
-                raise ValueError(f"devices={arg!r}: expected 'auto', an int or a list of devices")
-            return list(available)
-        if isinstance(arg, int):
-            if not 1 <= arg <= len(available):
-                raise ValueError(
-                    f"devices={arg}: {len(available)} device(s) are available to "
-                    f"{type(self).__name__}; choose 1..{len(available)}"
-                )
-            return list(available[:arg])
-        devices = list(arg)
-        if not devices:
-            raise ValueError("devices=[]: expected at least one device")
-        return devices
+        """The devices the ``devices`` argument selects from ``available``:
+        all (``"auto"``), the first ``n``, those at the given indices, or the
+        given devices (each must be in ``available``)."""
+        return _args.pick_devices(self._devices_arg, list(available), type(self).__name__)
 
     def setup(self) -> None:
         """Choose devices and build the mesh. Idempotent; raises before compiling."""
@@ -290,7 +353,12 @@ class Strategy(abc.ABC):
                     f"state leaf {_path_str(path)} is replicated after init_state but "
                     f"{where} makes it differ between devices (varies over {sorted(varying)}). "
                     "Average per-device values with jaxtrainer.distributed.pmean, e.g. "
-                    "use jaxtrainer.distributed.gradient_update for gradients."
+                    "use jaxtrainer.distributed.gradient_update for gradients. If the "
+                    "difference is noise drawn from the step key that every device should "
+                    "draw alike (a perturbation or random walk of replicated parameters), set "
+                    "step_key_per_device = False on the module: training_step then gets the "
+                    "same key on every device (derive per-device keys, where wanted, with "
+                    "jaxtrainer.distributed.fold_in_device)."
                 )
             return x
 
@@ -328,9 +396,12 @@ class Strategy(abc.ABC):
                 return fn(key)
         return jax.jit(fn)(key)
 
-    def _reduce_metrics(self, acc: dict[str, metrics_lib.Mean]) -> dict[str, metrics_lib.Mean]:
+    def _reduce_metrics(self, acc: dict[str, metrics_lib.Metric]) -> dict[str, metrics_lib.Metric]:
+        """Every metric reduced over the data axes by its own reduction (Mean and
+        Sum: psum of both fields; Max/Min: pmax/pmin; Last: mean of the devices'
+        last values, exact when they agree)."""
         axes = self.data_axes
-        return jax.tree.map(lambda x: jax.lax.psum(x, axes), acc)
+        return {name: m.over_devices(axes) for name, m in acc.items()}
 
     def _to_varying(self, tree: Any) -> Any:
         return to_varying(tree, self.data_axes)
@@ -343,37 +414,49 @@ class Strategy(abc.ABC):
         lengths) are traced int32 values, so every interval length and every
         number of intervals per call share one compilation. Step ``s`` on device
         ``d`` uses the key ``fold_in(fold_in(root_key, s), d)``: distinct per
-        device (F1) and a pure function of (seed, step, device), so a run gives
+        device and a pure function of (seed, step, device), so a run gives
         the same result however its steps are grouped into calls and resumed
         runs draw the same keys (``fold_in(root_key, s)`` on every device when
-        the module sets ``step_key_per_device = False``). Metrics are summed as
-        :class:`~jaxtrainer.metrics.Mean` per interval over steps, then over
-        devices once per call, replicated, without any host transfer inside.
+        the module sets ``step_key_per_device = False``). Each metric is reduced
+        by its own reduction (:mod:`jaxtrainer.metrics`: Mean, Sum, Max, Min,
+        Last) per interval over steps, then over devices once per call,
+        replicated, without any host transfer inside; a metric whose reduction
+        differs between traces of the step is a TypeError naming it.
+
+        The state keeps the dtypes and shapes ``init_state`` gave it: a leaf
+        that ``training_step`` returns with another width of the same kind
+        (float32 -> float64 under ``jax_enable_x64``, int32 -> int64, a
+        weak-typed scalar) is cast back; another kind (float -> int, int ->
+        bool, ...) or shape is a TypeError at trace time naming the leaf, both
+        dtypes and the step function.
         """
         layout = self.state_layout(module)
         axes = self.data_axes
         rows = MAX_INTERVALS_PER_CALL
 
+        step_name = _step_name(module)
+
         def body(state, root_key, start, lengths):
             state = self._squeeze(state, layout)
 
             def one(step, carry):
-                st, acc = carry
+                old, acc = carry
                 key = jax.random.fold_in(root_key, step)
                 if module.step_key_per_device:
                     key = jax.random.fold_in(key, jax.lax.axis_index(axes))
-                st, mets = _step_output(module, module.training_step(st, key))
+                st, mets = _step_output(module, module.training_step(old, key))
                 self._check_structure(st, layout, "training_step")
-                st = self._match_layout(st, layout, "training_step")
+                st = _keep_dtypes(st, old, step_name)
+                st = self._match_layout(st, layout, step_name)
+                _check_reductions(step_name, kinds, mets)
                 mets = self._to_varying(_metric_means(module, "training_step", mets))
-                return st, jax.tree.map(jnp.add, acc, mets)
+                return st, {name: acc[name].merge(m) for name, m in mets.items()}
 
-            names = _step_output(module, jax.eval_shape(
+            probe = _step_output(module, jax.eval_shape(
                 module.training_step, state, jax.random.fold_in(root_key, start)))[1]
-            zero = self._to_varying({
-                k: metrics_lib.Mean(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
-                for k in names})
-            buffer = jax.tree.map(lambda z: jnp.zeros((rows,), z.dtype) + z, zero)
+            kinds = {name: metrics_lib.reduction_of(value) for name, value in probe.items()}
+            zero = self._to_varying({name: kind.empty() for name, kind in kinds.items()})
+            buffer = self._to_varying({name: kind.empty((rows,)) for name, kind in kinds.items()})
 
             def interval(j, carry):
                 st, buf, first = carry

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import jax
 
+from jaxtrainer import _args
 from jaxtrainer.distributed.process import initialize
 from jaxtrainer.strategies.base import DevicesArg
 from jaxtrainer.strategies.shard_map import ShardMapStrategy
@@ -58,10 +59,14 @@ class MultiNodeStrategy(ShardMapStrategy):
         axis_names: Sequence[str] | None = None,
         data_axes: Sequence[str] | None = None,
     ) -> None:
-        if not (devices == "auto" or (isinstance(devices, int) and not isinstance(devices, bool)
-                                      and devices >= 1)):
+        try:
+            parsed = _args.devices(devices)  # "4" -> 4
+        except ValueError:
+            parsed = None
+        if not (parsed == "auto" or isinstance(parsed, int)):
             raise ValueError(f"devices={devices!r}: MultiNodeStrategy takes 'auto' or a positive "
                              "int (local devices per process)")
+        devices = parsed
         initialize(
             coordinator_address, num_processes, process_id,
             initialization_timeout=initialization_timeout, heartbeat_timeout=heartbeat_timeout,

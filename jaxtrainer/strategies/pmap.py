@@ -17,8 +17,8 @@ class PmapStrategy(Strategy):
     ``jaxtrainer.distributed.pmean`` averages gradients with an all-reduce.
 
     Args:
-      devices: ``"auto"`` (all local devices), an int ``n`` (the first ``n``) or
-        a list of local devices.
+      devices: ``"auto"`` (all local devices), an int ``n`` (the first ``n``), a
+        list of local device indices (``[0, 2]``) or a list of local devices.
     """
 
     name = "pmap"

@@ -10,6 +10,8 @@ import os
 
 import jax
 
+from jaxtrainer import _args
+from jaxtrainer.distributed.process import srun_tasks
 from jaxtrainer.strategies.base import DevicesArg, Strategy
 
 _REGISTRY: dict[str, type[Strategy]] = {}
@@ -39,13 +41,18 @@ def cluster_detected() -> bool:
     """Whether this process was started as one of several by a launcher that
     ``jax.distributed.initialize`` can read, judged from the environment only
     (no JAX backend is started): ``JAX_NUM_PROCESSES > 1`` (``jaxtrainer
-    launch`` or explicit settings), a SLURM job step with ``SLURM_NTASKS > 1``
-    (``srun``: ``SLURM_JOB_ID`` and ``SLURM_STEP_ID`` set), or Open MPI with
-    ``OMPI_COMM_WORLD_SIZE > 1``."""
+    launch`` or explicit settings), one task of an ``srun`` job step of
+    several tasks (:func:`jaxtrainer.distributed.process.srun_tasks`), or Open
+    MPI with ``OMPI_COMM_WORLD_SIZE > 1``.
+
+    A SLURM allocation alone is not a launch: a shell from ``salloc -n 4``
+    (its interactive step, ``SLURM_STEP_ID=4294967290``, one task) or a batch
+    script started by ``sbatch -n 4`` is one process although ``SLURM_NTASKS``
+    is 4, so ``"auto"`` picks a one-process strategy there."""
     if _int_env("JAX_NUM_PROCESSES") > 1:
         return True
-    if "SLURM_JOB_ID" in os.environ and "SLURM_STEP_ID" in os.environ \
-            and max(_int_env("SLURM_NTASKS"), _int_env("SLURM_NPROCS")) > 1:
+    tasks = srun_tasks()
+    if tasks is not None and tasks > 1:
         return True
     return _int_env("OMPI_COMM_WORLD_SIZE") > 1
 
@@ -57,12 +64,13 @@ def auto_name(devices: DevicesArg = "auto") -> str:
     one local device and ``"pmap"`` when several are used."""
     if "multi_node" in _REGISTRY and (cluster_detected() or jax.process_count() > 1):
         return "multi_node"
+    devices = _args.devices(devices)
     if isinstance(devices, int):
         n = devices
     elif isinstance(devices, str):
         n = jax.local_device_count()
     else:
-        n = len(list(devices))
+        n = len(devices)
     return "pmap" if n > 1 else "single"
 
 
@@ -70,9 +78,11 @@ def resolve(strategy: str | Strategy, devices: DevicesArg = "auto", *, jit: bool
     """A Strategy instance from a name or an instance.
 
     Raises:
-      ValueError: unknown name (the message lists the registered ones).
+      ValueError: unknown name (the message lists the registered ones), or a
+        malformed ``devices`` (the message lists the accepted forms).
       TypeError: neither a name nor a :class:`Strategy`.
     """
+    devices = _args.devices(devices)  # a malformed value fails here, before any JAX use
     if isinstance(strategy, Strategy):
         strategy.jit = strategy.jit and jit
         return strategy

@@ -36,7 +36,8 @@ class ShardMapStrategy(Strategy):
 
     Args:
       devices: ``"auto"`` (``jax.devices()``: all devices of all processes), an
-        int ``n`` (the first ``n``) or a list of devices, in mesh order.
+        int ``n`` (the first ``n``), a list of indices into ``jax.devices()``
+        (``[0, 2]``) or a list of devices, in mesh order.
       mesh_shape: sizes of the mesh axes; one entry may be ``-1`` (inferred from
         the device count). Default: ``(num_devices,)``.
       axis_names: one name per mesh axis. Default ``(AXIS_NAME,)`` for a 1-D mesh;
@@ -87,8 +88,9 @@ class ShardMapStrategy(Strategy):
         self.mesh_shape = shape
         self.axis_names = names
         self._data_axes = tuple(a for a in names if a in data)  # mesh order
-        if isinstance(devices, int) or not isinstance(devices, str):
-            count = devices if isinstance(devices, int) else len(list(devices))
+        devices = self._devices_arg  # as checked by Strategy.__init__
+        if devices != "auto":
+            count = devices if isinstance(devices, int) else len(devices)
             self._resolve_shape(count)  # fail at construction when the count is known
 
     def _resolve_shape(self, count: int) -> tuple[int, ...]:

@@ -8,9 +8,9 @@ from jaxtrainer.strategies.base import Strategy
 
 
 class SingleDeviceStrategy(Strategy):
-    """Run on one device (``devices``: ``"auto"`` = ``jax.devices()[0]``, an
-    index-free int 1, or a one-element list). Collectives are over a 1-device
-    axis, so ``pmean`` is exact and free."""
+    """Run on one local device (``devices``: ``"auto"`` or 1 = the first local
+    device, ``[i]`` = local device ``i``, or a one-element list of devices).
+    Collectives are over a 1-device axis, so ``pmean`` is exact and free."""
 
     name = "single"
 
@@ -18,8 +18,8 @@ class SingleDeviceStrategy(Strategy):
         arg = self._devices_arg
         if isinstance(arg, int) and arg != 1:
             raise ValueError(f"devices={arg}: strategy 'single' uses exactly 1 device")
-        if not isinstance(arg, (int, str)) and len(list(arg)) != 1:
+        if isinstance(arg, list) and len(arg) != 1:
             raise ValueError(
-                f"devices={list(arg)}: strategy 'single' uses exactly 1 device, got {len(list(arg))}"
+                f"devices={arg}: strategy 'single' uses exactly 1 device, got {len(arg)}"
             )
         return self._requested(jax.local_devices())[:1]

@@ -1,0 +1,150 @@
+"""Checks of user-facing arguments, shared by Trainer, PopulationTrainer and the strategies.
+
+Arguments often arrive from a YAML file or the command line (omegaconf), where
+a typo is a string (``logger=flase``), a number stands for a switch
+(``enable_checkpointing=100``) or a list is a ``ListConfig``. Each helper here
+returns the value in its one accepted form or raises ValueError naming the
+argument, the value and what is accepted: nothing is guessed from truthiness.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+DEVICES_FORMS = ("'auto', a positive int n (the first n devices; also as a string such as '4'), "
+                 "a list of distinct device indices such as [0, 2] (also as a string such as "
+                 "'0,2'), or a list of distinct jax.Device objects")
+
+
+def positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
+    """``value`` as a positive int (``None`` passes when ``allow_none``).
+
+    A whole float such as ``5e5`` (how YAML reads it) becomes an int; bools,
+    strings and fractional numbers are rejected.
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_, numbers.Integral)) \
+            and float(value).is_integer():
+        value = int(value)  # 5e5 (YAML reads it as a float) is a whole number
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ValueError(f"{name}={value!r}: expected a positive int" + (" or None" if allow_none else ""))
+    return int(value)
+
+
+def flag(name: str, value: Any, also: tuple[str, ...] = (), hint: str = "") -> bool | str:
+    """An on/off argument: ``True`` or ``False`` (or one of the strings in ``also``).
+
+    Only real bools count (omegaconf reads ``true``/``false`` as bools): a
+    string such as ``"flase"`` or ``"wandb"``, or a number such as ``100``, is
+    an error rather than "on".
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value in also:
+        return value
+    choices = ["True", "False", *map(repr, also)]
+    raise ValueError(f"{name}={value!r}: expected {', '.join(choices[:-1])} or {choices[-1]} "
+                     "(a bool: true or false in a config file or on the command line)"
+                     + (f"; {hint}" if hint else ""))
+
+
+def _index_list(raw: Any, items: list[Any]) -> list[int]:
+    if any(isinstance(i, (bool, np.bool_)) or not isinstance(i, numbers.Integral) for i in items):
+        raise ValueError(f"devices={raw!r}: a list must hold only device indices (ints) or only "
+                         f"jax.Device objects; expected {DEVICES_FORMS}")
+    indices = [int(i) for i in items]
+    if any(i < 0 for i in indices):
+        raise ValueError(f"devices={raw!r}: device indices are >= 0; expected {DEVICES_FORMS}")
+    if len(set(indices)) != len(indices):
+        raise ValueError(f"devices={raw!r}: repeated device index; expected {DEVICES_FORMS}")
+    return indices
+
+
+def devices(value: Any) -> int | str | list:
+    """The ``devices`` argument in one of its accepted forms.
+
+    Returns ``"auto"``, a positive int (a count: the first ``n`` devices), a
+    list of distinct non-negative ints (device indices, as Lightning's
+    ``devices=[0, 2]``) or a list of distinct ``jax.Device``. Digit strings
+    become ints (``"4"`` -> 4) and comma-separated ones index lists (``"0,2"`` ->
+    ``[0, 2]``); any sequence (a tuple, omegaconf's ``ListConfig``) becomes a
+    list. Whether the indices exist is checked when the strategy picks its
+    devices (before anything compiles).
+
+    Raises:
+      ValueError: anything else (a bool, a float, a mapping such as a
+        ``DictConfig``, zero or a negative count, an empty list, a negative or
+        repeated index, a list mixing indices and devices); the message names
+        the value and the accepted forms.
+    """
+    import jax
+
+    raw = value
+    if isinstance(value, str):
+        text = value.strip()
+        if text == "auto":
+            return "auto"
+        if text.isdigit():
+            value = int(text)
+        elif "," in text and all(p.strip().isdigit() for p in text.split(",") if p.strip()) \
+                and any(p.strip() for p in text.split(",")):
+            return _index_list(raw, [int(p) for p in text.split(",") if p.strip()])
+        else:
+            raise ValueError(f"devices={raw!r}: expected {DEVICES_FORMS}")
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"devices={raw!r}: a bool is not a device count; expected {DEVICES_FORMS}")
+    if isinstance(value, numbers.Integral):
+        if value < 1:
+            raise ValueError(f"devices={raw!r}: a device count must be >= 1; expected {DEVICES_FORMS}")
+        return int(value)
+    if isinstance(value, numbers.Number):
+        raise ValueError(f"devices={raw!r}: a device count must be a whole number; "
+                         f"expected {DEVICES_FORMS}")
+    if isinstance(value, Mapping):
+        raise ValueError(f"devices={raw!r}: a mapping (e.g. an omegaconf DictConfig) selects no "
+                         f"devices; expected {DEVICES_FORMS}")
+    if isinstance(value, (bytes, bytearray)) or not isinstance(value, Sequence):
+        raise ValueError(f"devices={raw!r}: expected {DEVICES_FORMS}")
+    items = list(value)
+    if not items:
+        raise ValueError(f"devices={raw!r}: an empty list selects no device; expected {DEVICES_FORMS}")
+    if all(isinstance(d, jax.Device) for d in items):
+        if len(set(items)) != len(items):
+            raise ValueError(f"devices={raw!r}: repeated device; expected {DEVICES_FORMS}")
+        return items
+    return _index_list(raw, items)
+
+
+def pick_devices(requested: int | str | list, available: list, owner: str) -> list:
+    """The devices ``requested`` (a value returned by :func:`devices`) selects
+    from ``available``, in the order given.
+
+    Raises:
+      ValueError: a count or an index beyond ``available``, or a device not in
+        it; the message names ``owner`` (the strategy) and the choices.
+    """
+    import jax
+
+    if requested == "auto":
+        return list(available)
+    if isinstance(requested, int):
+        if requested > len(available):
+            raise ValueError(f"devices={requested}: {len(available)} device(s) are available to "
+                             f"{owner}; choose 1..{len(available)}")
+        return list(available[:requested])
+    if all(isinstance(d, jax.Device) for d in requested):
+        missing = [d for d in requested if d not in available]
+        if missing:
+            raise ValueError(f"devices={requested}: {missing} not among the {len(available)} "
+                             f"device(s) available to {owner}: {list(available)}")
+        return list(requested)
+    bad = [i for i in requested if i >= len(available)]
+    if bad:
+        raise ValueError(f"devices={requested}: no device index {bad[0]}: {len(available)} device(s) "
+                         f"are available to {owner} (indices 0..{len(available) - 1})")
+    return [available[i] for i in requested]

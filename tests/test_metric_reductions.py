@@ -1,0 +1,225 @@
+"""Metrics carry their reduction (mean, sum, max, min, last) over the steps of a log
+interval and over devices, also in fused calls and in the PopulationTrainer."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxtrainer as jt
+from jaxtrainer import distributed as jd
+from jaxtrainer import metrics as metrics_lib
+from jaxtrainer.algorithms import FunctionES, sphere
+
+QUIET = dict(enable_progress_bar=False, enable_checkpointing=False, logger=False,
+             compile_evaluation_ahead=False)
+# the toy's value at the steps of each log interval of 4: 1, 5, 2, 3 (+10 per interval)
+PATTERN = (1.0, 5.0, 2.0, 3.0)
+
+
+def pattern_value(step: jax.Array) -> jax.Array:
+    return jnp.asarray(PATTERN)[step % 4] + 10.0 * (step // 4)
+
+
+class Record(jt.Callback):
+    """Every interval's metrics; reads no state, so intervals may fuse."""
+
+    def __init__(self):
+        self.rows = []
+
+    def needs_state(self, trainer, module, step):
+        return False
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        self.rows.append(dict(metrics))
+
+
+class Pattern(jt.Module):
+    """Reports the same per-step value under every reduction.
+
+    ``per_device``: the value is ``pattern * 10 + device index`` (differs per device).
+    ``mask_from``: the masked metrics (``*_masked``) have samples only from that step.
+    """
+
+    def __init__(self, per_device: bool = False, mask_from: int = 4):
+        self.per_device = per_device
+        self.mask_from = mask_from
+
+    def init_state(self, key):
+        return {"step": jnp.zeros((), jnp.int32)}
+
+    def training_step(self, state, key):
+        step = state["step"]
+        x = pattern_value(step)
+        if self.per_device:
+            x = x * 10.0 + jd.axis_index().astype(jnp.float32)
+        on = step >= self.mask_from
+        metrics = {"mean": x, "max": jt.Max.of(x), "min": jt.Min.of(x), "last": jt.Last.of(x),
+                   "sum": jt.Sum.of(x)}
+        for cls in (jt.Mean, jt.Max, jt.Min, jt.Last, jt.Sum):
+            metrics[f"{cls.__name__.lower()}_masked"] = cls.of(x[None], on[None])
+        return {"step": step + 1}, metrics
+
+
+def fit_rows(module, run_dir, devices, monkeypatch=None, **kw):
+    record = Record()
+    calls = []
+    if monkeypatch is not None:
+        real = metrics_lib.rows_to_host
+        monkeypatch.setattr(metrics_lib, "rows_to_host",
+                            lambda m, n: calls.append(n) or real(m, n))
+    trainer = jt.Trainer(strategy="pmap" if devices > 1 else "single", devices=devices,
+                         default_root_dir=run_dir, callbacks=[record], **{**QUIET, **kw})
+    trainer.fit(module)
+    return record.rows, calls
+
+
+@pytest.mark.parametrize("devices", [1, 4])
+def test_each_reduction_over_an_interval_of_4_steps_fused_or_not(run_dir, monkeypatch, devices):
+    """Per-step values 1, 5, 2, 3 (then 11, 15, 12, 13; 21, 25, 22, 23), logged every
+    4 steps: max 5, min 1, last 3, mean 2.75, sum 11 per device (psum: x4 on 4
+    devices), in three intervals of which the last two run fused in one call."""
+    rows, calls = fit_rows(Pattern(), run_dir, devices, monkeypatch, max_steps=12,
+                           log_every_n_steps=4, sync_every_n_seconds=60.0)
+    assert calls == [1, 2]  # 3 intervals in 2 calls: the last two fused
+    assert [r["step"] for r in rows] == [4, 8, 12]
+    for k, row in enumerate(rows):
+        off = 10.0 * k
+        assert row["max"] == 5.0 + off
+        assert row["min"] == 1.0 + off
+        assert row["last"] == 3.0 + off
+        assert row["mean"] == pytest.approx(2.75 + off, rel=1e-7)
+        assert row["sum"] == (11.0 + 4 * off) * devices
+    # unfused (one call per interval): the same rows
+    unfused, calls = fit_rows(Pattern(), run_dir, devices, monkeypatch, max_steps=12,
+                              log_every_n_steps=4, sync_every_n_seconds=0)
+    assert calls == [1, 1, 1]
+    for u, r in zip(unfused, rows, strict=True):
+        for name in ("max", "min", "last", "mean", "sum", "step"):
+            assert u[name] == r[name], name
+
+
+def test_device_dependent_values_reduce_over_devices_by_their_reduction(run_dir):
+    """Value = pattern * 10 + device index on 4 devices: max pmax, min pmin, sum
+    psum, last the mean of the devices' last values, mean pooled."""
+    rows, _ = fit_rows(Pattern(per_device=True), run_dir, 4, max_steps=8, log_every_n_steps=4)
+    for k, row in enumerate(rows):
+        off = 100.0 * k
+        values = np.array([[p * 10 + off + d for d in range(4)] for p in PATTERN])  # [step, dev]
+        assert row["max"] == values.max() == 53.0 + off
+        assert row["min"] == values.min() == 10.0 + off
+        assert row["last"] == values[-1].mean() == 31.5 + off
+        assert row["sum"] == values.sum() == 464.0 + 16 * off
+        assert row["mean"] == pytest.approx(values.mean(), rel=1e-7)
+
+
+@pytest.mark.parametrize("devices", [1, 4])
+def test_an_interval_without_samples_reports_nothing_for_every_reduction(run_dir, devices):
+    rows, _ = fit_rows(Pattern(mask_from=6), run_dir, devices, max_steps=8, log_every_n_steps=4)
+    names = [f"{n}_masked" for n in ("mean", "max", "min", "last", "sum")]
+    assert not any(n in rows[0] for n in names)  # steps 0-3: all masked out
+    second = rows[1]  # samples at steps 6, 7 only: 12, 13
+    assert second["mean_masked"] == 12.5
+    assert second["max_masked"] == 13.0 and second["min_masked"] == 12.0
+    assert second["last_masked"] == 13.0
+    assert second["sum_masked"] == 25.0 * devices
+
+
+def test_of_reduces_an_array_where_the_mask_is_set():
+    x = jnp.array([[1.0, 5.0], [2.0, 3.0]])
+    mask = jnp.array([[True, False], [True, False]])
+    got = metrics_lib.to_host({
+        "max": jt.Max.of(x), "min": jt.Min.of(x), "last": jt.Last.of(x), "sum": jt.Sum.of(x),
+        "mean": jt.Mean.of(x), "max_m": jt.Max.of(x, mask), "last_m": jt.Last.of(x, mask),
+        "sum_m": jt.Sum.of(x, mask), "min_m": jt.Min.of(x, ~mask), "none": jt.Max.of(x, x > 9)})
+    assert got == {"max": 5.0, "min": 1.0, "last": 3.0, "sum": 11.0, "mean": 2.75,
+                   "max_m": 2.0, "last_m": 2.0, "sum_m": 3.0, "min_m": 3.0}
+    # NaN propagates through max (NaNGuard sees it); masked-out NaN does not
+    nan = jnp.array([1.0, jnp.nan])
+    assert np.isnan(metrics_lib.to_host({"m": jt.Max.of(nan)})["m"])
+    assert metrics_lib.to_host({"m": jt.Max.of(nan, jnp.array([True, False]))}) == {"m": 1.0}
+    assert {c.reduce_fx for c in metrics_lib.REDUCTIONS.values()} == {
+        "mean", "sum", "max", "min", "last"}
+
+
+def test_a_metric_whose_reduction_changes_between_steps_is_a_trace_time_error(run_dir):
+    class Fickle(jt.Module):
+        def __init__(self):
+            self.traces = 0
+
+        def init_state(self, key):
+            return {"x": jnp.zeros(())}
+
+        def training_step(self, state, key):
+            self.traces += 1
+            x = state["x"] + 1.0
+            best = jt.Max.of(x) if self.traces == 1 else x
+            return {"x": x}, {"best": best}
+
+    trainer = jt.Trainer(strategy="single", max_steps=2, default_root_dir=run_dir, **QUIET)
+    with pytest.raises(TypeError, match=r"Fickle.training_step metric 'best' changes its "
+                                        r"reduction between steps: 'max' \(Max\).*'mean' \(Mean\)"):
+        trainer.fit(Fickle())
+
+
+class PatternES(jt.PopulationModule):
+    """4 members; member i's fitness at generation g is pattern(g) - i, so the
+    generation's best is pattern(g); ``tell`` reports the generation's best under
+    every reduction and the running best as a Max."""
+
+    env_steps_per_generation = 0
+
+    def init_state(self, key):
+        return {"generation": jnp.zeros((), jnp.int32), "best": jnp.full((), -jnp.inf)}
+
+    def ask(self, state, key):
+        g = state["generation"]
+        return jnp.stack([jnp.full((4,), g), jnp.arange(4)], axis=1), state
+
+    def evaluate(self, member, key):
+        return pattern_value(member[0]) - member[1].astype(jnp.float32), {}
+
+    def tell(self, state, population, fitness):
+        top = jnp.max(fitness)
+        best = jnp.maximum(state["best"], top)
+        return ({"generation": state["generation"] + 1, "best": best},
+                {"gen/max": jt.Max.of(top), "gen/min": jt.Min.of(top), "gen/last": jt.Last.of(top),
+                 "gen/sum": jt.Sum.of(top), "gen/mean": top, "running_best": jt.Max.of(best)})
+
+
+@pytest.mark.parametrize("devices", [1, 4])
+def test_population_trainer_reduces_over_generations_and_devices(run_dir, devices):
+    record = Record()
+    trainer = jt.PopulationTrainer(4, strategy="pmap" if devices > 1 else "single",
+                                   devices=devices, max_generations=8, log_every_n_generations=4,
+                                   sync_every_n_seconds=60.0, default_root_dir=run_dir,
+                                   callbacks=[record], **QUIET)
+    trainer.fit(PatternES())
+    assert [r["step"] for r in record.rows] == [4, 8]
+    for k, row in enumerate(record.rows):
+        off = 10.0 * k
+        # tell runs replicated: the same value on every device (a sum counts each device)
+        assert (row["gen/max"], row["gen/min"], row["gen/last"]) == (5 + off, 1 + off, 3 + off)
+        assert row["gen/mean"] == 2.75 + off and row["gen/sum"] == (11 + 4 * off) * devices
+        assert row["running_best"] == 5.0 + off  # not the mean of the running bests (1, 5, 5, 5: 4.0)
+        # the trainer's own fitness statistics: best and worst member of the interval
+        assert row["fitness/max"] == 5.0 + off and row["fitness/min"] == 1.0 + off - 3
+        assert row["fitness/mean"] == 2.75 + off - 1.5
+        assert row["population_size"] == 4.0
+
+
+def test_es_best_fitness_is_the_running_best_at_the_interval_end(run_dir):
+    """A real ES (minimising): es/best_fitness is the best fitness seen so far, i.e.
+    the min over the intervals' fitness/min, not the mean of 4 running bests."""
+    record = Record()
+    trainer = jt.PopulationTrainer(8, strategy="pmap", devices=4, max_generations=8,
+                                   log_every_n_generations=4, default_root_dir=run_dir,
+                                   callbacks=[record], **QUIET)
+    trainer.fit(FunctionES(sphere, 3, "CMA_ES", init_mean=2.0, init_range=1.0))
+    rows = record.rows
+    assert len(rows) == 2
+    for k, row in enumerate(rows):
+        assert row["es/best_fitness"] == min(r["fitness/min"] for r in rows[:k + 1])
+        assert row["es/generation_counter"] == 4 * k + 3  # the last generation's counter

@@ -1,0 +1,107 @@
+"""Each run reserves its own directory, even when runs start at the same instant;
+a resume whose budget is already spent changes nothing and says why."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+import jaxtrainer as jt
+from tests import toys
+from tests._xla import xla_flags
+
+_RUN = textwrap.dedent("""
+    import os, sys, time
+    import jaxtrainer as jt
+    from tests import toys
+    root, ready, go = sys.argv[1:4]
+    t = toys.trainer(root, strategy="single", devices=1, max_steps=2, seed=int(sys.argv[4]),
+                     callbacks=[jt.CSVLogger()])
+    module = toys.Regression()
+    open(ready, "w").close()
+    while not os.path.exists(go):  # released together, at one instant
+        time.sleep(0.001)
+    t.fit(module)
+    print("LOG_DIR", t.log_dir)
+""")
+
+
+def test_three_processes_started_at_one_instant_get_three_run_directories(tmp_path):
+    root, go = tmp_path / "runs", tmp_path / "go"
+    env = {**os.environ, "XLA_FLAGS": xla_flags(1), "JAX_PLATFORMS": "cpu"}
+    cwd = os.path.dirname(os.path.dirname(__file__))
+    procs, ready = [], [tmp_path / f"ready{i}" for i in range(3)]
+    for i in range(3):
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", _RUN, str(root), str(ready[i]), str(go), str(i)], cwd=cwd,
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    try:
+        deadline = time.monotonic() + 120
+        while not all(r.exists() for r in ready):
+            assert time.monotonic() < deadline, "the processes did not start"
+            assert all(p.poll() is None for p in procs), [p.communicate() for p in procs]
+            time.sleep(0.01)
+        go.touch()
+        outs = [p.communicate(timeout=120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0, 0], outs
+    dirs = sorted(line.split()[1] for out, _ in outs for line in out.splitlines()
+                  if line.startswith("LOG_DIR"))
+    assert dirs == [os.fspath(root / f"version_{i}") for i in range(3)]
+    for d in dirs:  # each holds exactly one run's rows
+        with open(os.path.join(d, "metrics.csv")) as f:
+            assert [line.split(",")[0] for line in f.read().splitlines()[1:]] == ["1", "2"]
+
+
+def test_run_directories_reserved_from_many_threads_are_distinct(run_dir):
+    t = toys.trainer(run_dir, max_steps=1)
+    (run_dir / "version_3").mkdir(parents=True)  # numbering continues after the highest
+    got, barrier = [], threading.Barrier(8)
+
+    def reserve():
+        barrier.wait()
+        got.append(t._new_log_dir())
+
+    threads = [threading.Thread(target=reserve) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=30)
+    assert sorted(got, key=lambda p: int(p.rsplit("_", 1)[1])) == [
+        os.fspath(run_dir / f"version_{i}") for i in range(4, 12)]
+
+
+def _files(root):
+    out = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = (f.read(), os.stat(p).st_mtime_ns)
+    return out
+
+
+@pytest.mark.parametrize("budget", [{"max_steps": 4}, {"max_env_steps": 8 * 8}])
+def test_resume_with_the_budget_already_spent_changes_nothing_and_says_why(run_dir, capsys, budget):
+    first = toys.trainer(run_dir, max_steps=8, log_every_n_steps=2,
+                         callbacks=[jt.CSVLogger(), jt.ModelCheckpoint(every_n_steps=2,
+                                                                       async_save=False)])
+    first.fit(toys.Regression())
+    before = _files(run_dir)
+    capsys.readouterr()
+    again = toys.trainer(run_dir, log_every_n_steps=2, **budget,
+                         callbacks=[jt.CSVLogger(), jt.ModelCheckpoint(every_n_steps=2)])
+    again.fit(toys.Regression(), ckpt_path="last")
+    err = capsys.readouterr().err
+    steps = budget.get("max_steps", 8)
+    assert f"is at step 8, and the budget of {steps} training steps" in err
+    assert "nothing was run or written" in err
+    assert _files(run_dir) == before  # no file added, removed or rewritten
+    assert again.global_step == 8 and again.log_dir == first.log_dir
+    toys.assert_trees_equal(again.state, first.state)  # the checkpoint's state is loaded
