@@ -9,7 +9,8 @@ device count where the device index does not enter::
     init key                   = stream_key(root, INIT)    same on every device
     step_key(train, t, d)      = fold_in(fold_in(train, t), d)
                                  (fold_in(train, t) with step_key_per_device=False)
-    eval key at step t, dev d  = fold_in(fold_in(stream_key(root, EVAL), t), d)
+    eval key at step t, dev d  = device_key(fold_in(stream_key(root, EVAL), t), d)
+    device_key(k, d)           = fold_in(k, d)
     member_key(k, i)           = fold_in(k, i)             member i of a population
     sub_key(k, j)              = fold_in(k, j)             j-th named use of one key
 
@@ -44,7 +45,13 @@ def step_key(train_key: jax.Array, step: int | jax.Array, device: int | jax.Arra
     """The key of training step ``step`` on device ``device`` (``None``: the
     same key on every device, for modules with ``step_key_per_device = False``)."""
     key = jax.random.fold_in(train_key, step)
-    return key if device is None else jax.random.fold_in(key, device)
+    return key if device is None else device_key(key, device)
+
+
+def device_key(key: jax.Array, device: int | jax.Array) -> jax.Array:
+    """Device ``device``'s own key from a key every device holds (an evaluation
+    key, an init stream): ``fold_in(key, device)``."""
+    return jax.random.fold_in(key, device)
 
 
 def member_key(key: jax.Array, member: int | jax.Array) -> jax.Array:
@@ -65,10 +72,10 @@ def fold_in_device(key: jax.Array, axis_name: AxisName = AXIS_NAME) -> jax.Array
     result is ``fold_in(key, 0)``, so a one-device run draws what device 0 of a
     multi-device run draws. ``key``: a typed key array of any shape.
     """
-    return jax.random.fold_in(key, axis_index(axis_name))
+    return device_key(key, axis_index(axis_name))
 
 
 def split_key_to_devices(key: jax.Array, num_devices: int) -> jax.Array:
     """Keys for ``num_devices`` devices: ``key[num_devices]``, row ``d`` equal to
     ``fold_in(key, d)``, i.e. what :func:`fold_in_device` gives device ``d``."""
-    return jax.vmap(lambda d: jax.random.fold_in(key, d))(jnp.arange(num_devices))
+    return jax.vmap(lambda d: device_key(key, d))(jnp.arange(num_devices))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -25,7 +25,10 @@ from jaxtrainer import _args
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import AXIS_NAME
 from jaxtrainer.distributed.axis import to_varying, varying_axes
+from jaxtrainer.distributed.process import broadcast_from_zero
 from jaxtrainer.module import Module
+from jaxtrainer.strategies import program
+from jaxtrainer.strategies.program import EvalProgram, TrainProgram
 
 DevicesArg = int | str | Sequence[int] | Sequence[jax.Device]
 
@@ -44,137 +47,6 @@ class LeafLayout:
 
     sharded: bool
     expanded: bool = False
-
-
-# Log intervals one compiled training call can run, at most (rows of its
-# metrics buffer: 128 x 2 float32 per metric).
-MAX_INTERVALS_PER_CALL = 128
-
-
-@dataclass(frozen=True)
-class CompiledTrain:
-    """A compiled training program.
-
-    ``program(state, root_key, start_step: int32[], lengths: int32[max_intervals])
-    -> (state, metrics)`` runs consecutive *log intervals* of ``lengths[j]``
-    training steps each, from step ``start_step``, until the first zero length.
-    ``metrics`` maps each name to a :class:`~jaxtrainer.metrics.Metric` (Mean,
-    Sum, Max, Min or Last) whose fields are ``float32[max_intervals]``: row ``j``
-    is interval ``j``'s value reduced over its steps and over devices by the
-    metric's reduction (rows past the last interval have count 0).
-
-    ``fn(state, root_key, start_step, num_steps) -> (state, metrics)`` is the
-    one-interval form (scalar fields), for direct use and tests.
-
-    For ``evaluation`` programs ``program`` and ``fn`` are both
-    ``fn(state, key) -> metrics`` and ``max_intervals`` is 1.
-    """
-
-    program: Callable[..., tuple[Any, dict[str, metrics_lib.Metric]]]
-    compile_seconds: float
-    max_intervals: int = 1
-
-    def fn(self, state: Any, root_key: jax.Array, *args: Any) -> Any:
-        if len(args) != 2:  # an evaluation program: fn(state, key)
-            return self.program(state, root_key, *args)
-        start, num_steps = args
-        lengths = np.zeros(self.max_intervals, np.int32)
-        lengths[0] = int(num_steps)
-        state, metrics = self.program(state, root_key, np.int32(start), lengths)
-        return state, jax.tree.map(lambda x: x[0], metrics)
-
-
-def _step_output(module: Module, out: Any) -> tuple[Any, dict]:
-    """``training_step``'s ``(state, metrics)``, or a TypeError saying what it returned."""
-    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict)):
-        got = (f"a tuple of {len(out)}" if isinstance(out, tuple) else type(out).__name__)
-        if isinstance(out, tuple) and len(out) == 2:
-            got = f"(state, {type(out[1]).__name__})"
-        raise TypeError(f"{type(module).__name__}.training_step must return "
-                        f"(state, metrics: dict[str, scalar | jaxtrainer.metrics.Mean]), got {got}")
-    return out
-
-
-def _metric_means(module: Module, where: str, metrics: dict) -> dict[str, metrics_lib.Metric]:
-    """Every metric as a :class:`~jaxtrainer.metrics.Metric` of float32 scalars
-    (a plain scalar as a Mean); errors name the metric."""
-    out = {}
-    for name, value in metrics.items():
-        try:
-            if hasattr(value, "dtype") and jax.dtypes.issubdtype(value.dtype, jax.dtypes.prng_key):
-                raise ValueError("a PRNG key is not a metric")
-            out[name] = metrics_lib.as_metric(value)
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"{type(module).__name__}.{where} metric {name!r}: {exc}") from None
-    return out
-
-
-def _step_name(module: Module) -> str:
-    """How errors name the step function: ``<Module>.training_step``, or the
-    ``step_function_name`` of a wrapping module (PopulationTrainer's names the
-    population module's ask/tell)."""
-    return getattr(module, "step_function_name", None) or f"{type(module).__name__}.training_step"
-
-
-def _check_reductions(step: str, want: dict[str, type], got: dict[str, Any]) -> None:
-    """A TypeError when a step returns other metric names or reductions than the
-    first trace of the same step did (each metric keeps one reduction)."""
-    if set(want) != set(got):
-        raise TypeError(f"{step} returned the metrics {sorted(got)} in one trace and "
-                        f"{sorted(want)} in another; return the same names at every step "
-                        "(a metric with no samples: jaxtrainer.Mean(0.0, 0.0))")
-    for name, value in got.items():
-        kind = metrics_lib.reduction_of(value)
-        if kind is not want[name]:
-            raise TypeError(
-                f"{step} metric {name!r} changes its reduction between steps: "
-                f"{want[name].reduce_fx!r} ({want[name].__name__}) in one trace, "
-                f"{kind.reduce_fx!r} ({kind.__name__}) in another. A metric is reduced over a "
-                "log interval and over devices by one reduction; return it as the same "
-                "jaxtrainer.metrics type (Mean or a plain scalar, Sum, Max, Min, Last) at "
-                "every step")
-
-
-def _dtype_kind(dtype: Any) -> str:
-    if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-        return f"key<{dtype}>"
-    for kind, base in (("bool", jnp.bool_), ("unsigned integer", jnp.unsignedinteger),
-                       ("signed integer", jnp.signedinteger), ("complex", jnp.complexfloating),
-                       ("floating", jnp.floating)):
-        if jnp.issubdtype(dtype, base):
-            return kind
-    return str(dtype)
-
-
-def _keep_dtypes(new: Any, old: Any, step: str) -> Any:
-    """``new`` (a step's per-device state) with every leaf of ``old``'s dtype.
-
-    A leaf of the same kind but another width (float32 -> float64 under
-    ``jax_enable_x64``, int32 -> int64, a weak-typed scalar) is cast back to
-    ``old``'s dtype; another kind (float -> int, int -> bool, ...) or shape is a
-    TypeError naming the leaf, both dtypes and ``step``.
-    """
-    def fix(path, x, ref):
-        x = jnp.asarray(x)
-        same = x.dtype == ref.dtype and x.shape == ref.shape
-        if same:
-            return x
-        was, now = f"{ref.dtype}{list(ref.shape)}", f"{x.dtype}{list(x.shape)}"
-        if x.shape != ref.shape:
-            raise TypeError(
-                f"{step} returns state leaf {_path_str(path)} as {now} but init_state made it "
-                f"{was} (per-device shapes): the state keeps the shapes and dtypes init_state "
-                "gave it; reshape it back, or make init_state create it with this shape")
-        if _dtype_kind(x.dtype) != _dtype_kind(ref.dtype):
-            raise TypeError(
-                f"{step} returns state leaf {_path_str(path)} as {x.dtype} "
-                f"({_dtype_kind(x.dtype)}) but init_state made it {ref.dtype} "
-                f"({_dtype_kind(ref.dtype)}): the state keeps the dtypes init_state gave it, and "
-                "only a change of width within one kind is cast back; cast it back with "
-                f".astype({ref.dtype}) or make init_state create it as {x.dtype}")
-        return jax.lax.convert_element_type(x, ref.dtype)
-
-    return jax.tree_util.tree_map_with_path(fix, new, old)
 
 
 class Strategy(abc.ABC):
@@ -254,6 +126,24 @@ class Strategy(abc.ABC):
     @property
     def process_count(self) -> int:
         return jax.process_count()
+
+    def broadcast(self, value: Any) -> Any:
+        """Process 0's ``value`` on every process (a ``str``, a Python number or a
+        pytree of arrays of the same shapes everywhere); ``value`` itself with one
+        process. A collective: every process calls it (as Fabric's ``broadcast``)."""
+        return broadcast_from_zero(value) if self.process_count > 1 else value
+
+    def all_gather_host(self, value: np.ndarray) -> np.ndarray:
+        """Every process's ``value`` (a small host array, same shape everywhere)
+        stacked: ``[process_count, *value.shape]``. A collective; no exchange with
+        one process. Used to agree on host decisions (stop, signal, plan)."""
+        value = np.asarray(value)
+        if self.process_count <= 1:
+            return value[None]
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(value)).reshape(
+            (self.process_count, *value.shape))
 
     @property
     def is_global_zero(self) -> bool:
@@ -406,92 +296,27 @@ class Strategy(abc.ABC):
     def _to_varying(self, tree: Any) -> Any:
         return to_varying(tree, self.data_axes)
 
-    def compile_train(self, module: Module, state: Any, root_key: jax.Array) -> CompiledTrain:
-        """Compile the training program: up to ``max_intervals`` log intervals of
-        fused training steps in one call (see :class:`CompiledTrain`).
-
-        Steps run in nested ``lax.fori_loop``s whose trip counts (the interval
-        lengths) are traced int32 values, so every interval length and every
-        number of intervals per call share one compilation. Step ``s`` on device
-        ``d`` uses the key ``fold_in(fold_in(root_key, s), d)``: distinct per
-        device and a pure function of (seed, step, device), so a run gives
-        the same result however its steps are grouped into calls and resumed
-        runs draw the same keys (``fold_in(root_key, s)`` on every device when
-        the module sets ``step_key_per_device = False``). Each metric is reduced
-        by its own reduction (:mod:`jaxtrainer.metrics`: Mean, Sum, Max, Min,
-        Last) per interval over steps, then over devices once per call,
-        replicated, without any host transfer inside; a metric whose reduction
-        differs between traces of the step is a TypeError naming it.
-
-        The state keeps the dtypes and shapes ``init_state`` gave it: a leaf
-        that ``training_step`` returns with another width of the same kind
-        (float32 -> float64 under ``jax_enable_x64``, int32 -> int64, a
-        weak-typed scalar) is cast back; another kind (float -> int, int ->
-        bool, ...) or shape is a TypeError at trace time naming the leaf, both
-        dtypes and the step function.
-        """
+    def compile_train(self, module: Module, state: Any, train_key: jax.Array) -> TrainProgram:
+        """Compile the training program (:class:`~jaxtrainer.strategies.program.TrainProgram`,
+        its body :func:`~jaxtrainer.strategies.program.fused_intervals`) for
+        arrays shaped like ``state`` and ``train_key`` (arrays or
+        ``ShapeDtypeStruct``s); it donates the state."""
         layout = self.state_layout(module)
-        axes = self.data_axes
-        rows = MAX_INTERVALS_PER_CALL
-
-        step_name = _step_name(module)
-
-        def body(state, root_key, start, lengths):
-            state = self._squeeze(state, layout)
-
-            def one(step, carry):
-                old, acc = carry
-                key = jax.random.fold_in(root_key, step)
-                if module.step_key_per_device:
-                    key = jax.random.fold_in(key, jax.lax.axis_index(axes))
-                st, mets = _step_output(module, module.training_step(old, key))
-                self._check_structure(st, layout, "training_step")
-                st = _keep_dtypes(st, old, step_name)
-                st = self._match_layout(st, layout, step_name)
-                _check_reductions(step_name, kinds, mets)
-                mets = self._to_varying(_metric_means(module, "training_step", mets))
-                return st, {name: acc[name].merge(m) for name, m in mets.items()}
-
-            probe = _step_output(module, jax.eval_shape(
-                module.training_step, state, jax.random.fold_in(root_key, start)))[1]
-            kinds = {name: metrics_lib.reduction_of(value) for name, value in probe.items()}
-            zero = self._to_varying({name: kind.empty() for name, kind in kinds.items()})
-            buffer = self._to_varying({name: kind.empty((rows,)) for name, kind in kinds.items()})
-
-            def interval(j, carry):
-                st, buf, first = carry
-                last = first + lengths[j]
-                st, acc = jax.lax.fori_loop(first, last, one, (st, zero))
-                buf = jax.tree.map(lambda b, a: b.at[j].set(a), buf, acc)
-                return st, buf, last
-
-            num_intervals = jnp.sum(lengths > 0)
-            state, buffer, _ = jax.lax.fori_loop(0, num_intervals, interval, (state, buffer, start))
-            return self._expand(state, layout), self._reduce_metrics(buffer)
-
         specs = self._specs(layout)
-        fn = self._shard_map(body, (specs, P(), P(), P()), (specs, P()))
-        compiled, seconds = self._compile(fn, state, root_key, jnp.zeros((), jnp.int32),
+        fn = self._shard_map(program.fused_intervals(self, module, layout),
+                             (specs, P(), P(), P()), (specs, P()))
+        rows = program.MAX_INTERVALS_PER_CALL
+        compiled, seconds = self._compile(fn, state, train_key, jnp.zeros((), jnp.int32),
                                           jnp.zeros((rows,), jnp.int32), donate=(0,))
-        return CompiledTrain(compiled, seconds, rows)
+        return program.TrainProgram(compiled, seconds, rows)
 
-    def compile_eval(self, module: Module, state: Any, key: jax.Array) -> CompiledTrain:
-        """Compile ``fn(state, key) -> metrics`` running ``evaluation_step`` on every device."""
+    def compile_eval(self, module: Module, state: Any, key: jax.Array) -> EvalProgram:
+        """Compile the evaluation program (:class:`~jaxtrainer.strategies.program.EvalProgram`,
+        ``evaluation_step`` on every device with its own key)."""
         layout = self.state_layout(module)
-        axes = self.data_axes
-
-        def body(state, key):
-            state = self._squeeze(state, layout)
-            mets = module.evaluation_step(state, jax.random.fold_in(key, jax.lax.axis_index(axes)))
-            if not isinstance(mets, dict):
-                raise TypeError(f"{type(module).__name__}.evaluation_step must return a dict of "
-                                f"metrics, got {type(mets).__name__}")
-            mets = self._to_varying(_metric_means(module, "evaluation_step", mets))
-            return self._reduce_metrics(mets)
-
-        fn = self._shard_map(body, (self._specs(layout), P()), P())
+        fn = self._shard_map(program.evaluation(self, module, layout), (self._specs(layout), P()), P())
         compiled, seconds = self._compile(fn, state, key)
-        return CompiledTrain(compiled, seconds)
+        return program.EvalProgram(compiled, seconds)
 
     # ---- moving state ----------------------------------------------------
     def place(self, module: Module, logical_state: Any) -> Any:

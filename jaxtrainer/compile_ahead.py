@@ -1,0 +1,94 @@
+"""The compiled programs of one Trainer, compiled ahead in a background thread.
+
+At the start of ``fit`` the training program, then the evaluation program, are
+compiled from the state's shapes while the main thread builds or restores the
+state (XLA compiles release the GIL), so neither the first training call nor a
+later evaluation waits for its compile. The evaluation compile runs at the
+lowest thread priority, taking only CPU time the training loop leaves idle.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+import jax
+
+if TYPE_CHECKING:
+    from jaxtrainer.module import Module
+    from jaxtrainer.strategies import Strategy
+    from jaxtrainer.strategies.program import EvalProgram, TrainProgram
+
+
+def _lower_thread_priority() -> None:
+    """Nice the calling thread (Linux: priorities are per thread) so it only uses
+    CPU time the training loop leaves idle. Best effort; a no-op elsewhere."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except (AttributeError, OSError):
+        pass
+
+
+class Programs:
+    """A Trainer's training and evaluation programs.
+
+    Programs compiled ahead belong to the module object they were compiled for
+    (another module, even of the same class, compiles its own); evaluation
+    programs are kept per module object.
+
+    Attributes:
+      compile_seconds: ``{"train": s, "eval": s}`` compile times of the programs
+        in use (seconds).
+    """
+
+    def __init__(self, strategy: Strategy) -> None:
+        self.strategy = strategy
+        self.compile_seconds: dict[str, float] = {}
+        self._pending: dict[str, Future] = {}
+        self._pending_for: Module | None = None
+        self._evaluation: dict[int, tuple[Module, EvalProgram]] = {}
+
+    def compile_ahead(self, module: Module, abstract_state: Any, abstract_key: Any,
+                      evaluation: bool) -> None:
+        """Start compiling the training program (then, with ``evaluation``, the
+        evaluation program) for ``module`` in a background thread. Errors
+        surface, unchanged, where a program is first used."""
+        self._pending, self._pending_for = {}, module
+        if not self.strategy.jit:
+            return
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxtrainer-compile")
+        self._pending["train"] = pool.submit(self.strategy.compile_train, module, abstract_state,
+                                             abstract_key)
+        if evaluation:
+            def compile_eval_in_idle_time():
+                _lower_thread_priority()  # training runs meanwhile: let it have the cores
+                return self.strategy.compile_eval(module, abstract_state, abstract_key)
+
+            self._pending["eval"] = pool.submit(compile_eval_in_idle_time)
+        pool.shutdown(wait=False)
+
+    def wait(self) -> None:
+        """Block until the programs compiling in the background are ready."""
+        for future in list(self._pending.values()):
+            future.exception()
+
+    def _take(self, name: str, module: Module) -> Any:
+        future = self._pending.pop(name, None) if self._pending_for is module else None
+        return None if future is None else future.result()
+
+    def train(self, module: Module, state: Any, key: jax.Array) -> TrainProgram:
+        """The training program for ``module`` (compiled ahead, or now)."""
+        compiled = self._take("train", module) or self.strategy.compile_train(module, state, key)
+        self.compile_seconds["train"] = compiled.compile_seconds
+        return compiled
+
+    def evaluation(self, module: Module, state: Any, key: jax.Array) -> EvalProgram:
+        """The evaluation program for ``module``, compiled once per module object."""
+        owner, compiled = self._evaluation.get(id(module), (None, None))
+        if owner is not module:  # ids of collected modules are reused: compare objects
+            compiled = self._take("eval", module) or self.strategy.compile_eval(module, state, key)
+            self._evaluation[id(module)] = (module, compiled)
+            self.compile_seconds["eval"] = compiled.compile_seconds
+        return compiled

@@ -1,0 +1,166 @@
+"""The host loop of ``Trainer.fit``: plan -> run the program -> hooks.
+
+Each turn plans the next compiled call (:mod:`jaxtrainer.planner`), enqueues it
+(asynchronously; it donates the state), fetches its metrics in one host sync and
+runs the callbacks once per log interval, in step order. With run-ahead the next
+call is enqueued before a call's hooks, so the devices never wait for logging.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+
+from jaxtrainer import metrics as metrics_lib
+from jaxtrainer import run_checkpoint
+from jaxtrainer.distributed import keys
+from jaxtrainer.planner import stop_reason
+from jaxtrainer.signals import Preempted, signal_name
+
+if TYPE_CHECKING:
+    from jaxtrainer.module import Module
+    from jaxtrainer.strategies.program import TrainProgram
+    from jaxtrainer.trainer import Trainer
+
+
+@dataclass(frozen=True)
+class Call:
+    """One enqueued training call: ``lengths[j]`` steps per log interval from
+    step ``start``; its ``metrics`` are still being computed."""
+
+    metrics: Any
+    start: int
+    lengths: tuple[int, ...]
+
+    @property
+    def end(self) -> int:
+        return self.start + sum(self.lengths)
+
+
+class FitLoop:
+    """Runs the training steps of one ``fit`` on ``trainer`` (its counters,
+    state, callbacks and planner), from ``trainer.global_step`` to the budget or
+    a stop.
+
+    Attributes:
+      seconds_per_step: device seconds per training step of the last call
+        (``None`` before the first), which sizes the next fused call.
+    """
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self.seconds_per_step: float | None = None
+
+    def needs_state(self, module: Module, step: int) -> bool:
+        """Whether the host must hold the state of ``step`` (beyond the budget
+        and evaluations the planner knows): a stop or signal pending, or a
+        callback whose :meth:`~jaxtrainer.Callback.needs_state` is True."""
+        t = self.trainer
+        return (t.should_stop or t.received_signal is not None
+                or any(cb.needs_state(t, module, step) for cb in t.callbacks))
+
+    def plan(self, module: Module, start: int) -> list[int]:
+        t = self.trainer
+        if start >= t.max_steps or t.should_stop:
+            return []
+        return t.planner.plan(start, self.seconds_per_step, lambda s: self.needs_state(module, s))
+
+    def dispatch(self, program: TrainProgram, key: jax.Array, start: int, plan: list[int]) -> Call:
+        """Enqueue one call running ``plan`` from step ``start`` (asynchronous;
+        donates the state, and ``trainer.state`` becomes the call's result)."""
+        lengths = np.zeros(program.max_intervals, np.int32)
+        lengths[:len(plan)] = plan
+        state, metrics = program.program(self.trainer.peek_state(), key, np.int32(start), lengths)
+        self.trainer.state = state
+        return Call(metrics, start, tuple(plan))
+
+    def run_ahead_ok(self, module: Module, boundary: int) -> bool:
+        t = self.trainer
+        enabled = (t.strategy.jit and t.strategy.process_count == 1 and (
+            t.run_ahead is True or (t.run_ahead == "auto" and t.strategy.devices[0].platform != "cpu")))
+        return t.planner.can_run_ahead(boundary, enabled, lambda s: self.needs_state(module, s))
+
+    def run(self, module: Module) -> None:
+        """``on_train_start``, then plan -> run the program -> hooks until the
+        budget is spent or training stops, then ``on_train_end``."""
+        t = self.trainer
+        train_key = keys.stream_key(t._root_key, keys.TRAIN_STREAM)
+        program = t.programs.train(module, t.peek_state(), train_key)
+        t._call("on_train_start", module)
+        plan = self.plan(module, t.global_step)
+        current = self.dispatch(program, train_key, t.global_step, plan) if plan else None
+        last_time = time.perf_counter()
+        while current is not None:
+            ahead = None
+            if self.run_ahead_ok(module, current.end):
+                ahead = self.dispatch(program, train_key, current.end, self.plan(module, current.end))
+            rows = metrics_lib.rows_to_host(current.metrics, len(current.lengths))  # the host sync
+            now = time.perf_counter()
+            seconds, last_time = now - last_time, now
+            self.seconds_per_step = seconds / (current.end - current.start)
+            self.interval_hooks(module, current, rows, seconds, ahead is not None)
+            if ahead is not None:
+                current = ahead  # its end handles a signal or a stop request
+                continue
+            plan = self.at_boundary(module, self.plan(module, t.global_step))
+            current = self.dispatch(program, train_key, t.global_step, plan) if plan else None
+        t.stop_reason = stop_reason(t.global_step, t.max_steps, t.should_stop, t.stop_reason)
+        if t.should_stop and t.is_global_zero:
+            print(f"jaxtrainer: stopping at step {t.global_step}: {t.stop_reason}", flush=True)
+        t._call("on_train_end", module)
+
+    def interval_hooks(self, module: Module, call: Call, rows: list[dict[str, float]],
+                       seconds: float, ahead: bool) -> None:
+        """Counters, evaluation and ``on_train_steps_end`` for each log interval
+        of a finished call, in step order."""
+        t = self.trainer
+        steps = call.end - call.start
+        t.global_step = call.start
+        for j, (n, host) in enumerate(zip(call.lengths, rows, strict=True)):
+            t.more_metrics_pending = j < len(call.lengths) - 1
+            t.state_ahead = ahead or t.more_metrics_pending
+            t.global_step += n
+            t.env_steps = t.global_step * t.env_steps_per_step
+            host.update(step=t.global_step, env_steps=t.env_steps,
+                        steps_per_second=steps / seconds,
+                        env_steps_per_second=steps * t.env_steps_per_step / seconds)
+            t.callback_metrics.update(host)
+            if not t.state_ahead and t.planner.evaluates_at(t.global_step):
+                t._evaluate(module)
+            t._call("on_train_steps_end", module, host)
+            t.callback_metrics.update(host)  # with what callbacks added (lr, throughput)
+        t.state_ahead = t.more_metrics_pending = False
+
+    def at_boundary(self, module: Module, plan: list[int]) -> list[int]:
+        """Agree with the other processes on stopping, the signal and the next
+        plan (cut to the shortest proposed: every process runs the same program
+        and saves at the same boundary; one tiny all-gather per call, only with
+        several processes); checkpoint and raise :class:`Preempted` when a
+        signal arrived. Returns the plan to run."""
+        t = self.trainer
+        if t.strategy.process_count > 1:
+            every = t.strategy.all_gather_host(np.array(
+                [t.received_signal or 0, int(t.should_stop), len(plan)], np.int32))
+            signals = every[every[:, 0] > 0, 0]
+            if t.received_signal is None and signals.size:
+                t.received_signal = int(signals[0])
+            if every[:, 1].any() and not t.should_stop:
+                t.should_stop = True
+                t.stop_reason = t.stop_reason or "another process asked to stop"
+            plan = plan[:int(every[:, 2].min())]
+        if t.received_signal is None:
+            return [] if t.should_stop else plan
+        if t.global_step >= t.max_steps:  # the run is complete: finish normally
+            if t.is_global_zero:
+                print(f"jaxtrainer: {signal_name(t.received_signal)} arrived during the last "
+                      f"steps; the budget of {t.max_steps} steps is done, finishing normally",
+                      file=sys.stderr, flush=True)
+            return []
+        path = (run_checkpoint.save_now(t, module) if t.state_is_valid else
+                "(none written: the state is not finite; the last good checkpoint stays)")
+        raise Preempted(t.received_signal, t.global_step, path)

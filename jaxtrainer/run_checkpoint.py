@@ -1,0 +1,96 @@
+"""A Trainer's checkpoint: what a run saves and how it comes back.
+
+A checkpoint holds the module state (one logical copy), the root PRNG key, the
+counters (``global_step``, ``env_steps``), the run directory that wrote it and
+every callback's ``state_dict()``; restoring puts the state on the current
+strategy's devices, whatever strategy or device count saved it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jax
+
+from jaxtrainer import checkpoint as ckpt
+from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
+
+if TYPE_CHECKING:
+    from jaxtrainer.module import Module
+    from jaxtrainer.strategies import Strategy
+    from jaxtrainer.trainer import Trainer
+
+
+def abstract_state(strategy: Strategy, module: Module) -> Any:
+    """``module``'s state as ``ShapeDtypeStruct``s with the strategy's shardings."""
+    shapes = jax.eval_shape(lambda k: strategy.init_state(module, k), jax.random.key(0))
+    return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
+                        shapes, strategy.shardings(module))
+
+
+def abstract_key(strategy: Strategy) -> jax.ShapeDtypeStruct:
+    """The root key as a ``ShapeDtypeStruct``, replicated over the strategy's mesh."""
+    key = jax.random.key(0)
+    return jax.ShapeDtypeStruct(key.shape, key.dtype, sharding=jax.sharding.NamedSharding(
+        strategy.mesh, jax.sharding.PartitionSpec()))
+
+
+def meta(trainer: Trainer) -> dict[str, Any]:
+    """The JSON part of a checkpoint of ``trainer``'s current step."""
+    return {"global_step": trainer.global_step, "env_steps": trainer.env_steps,
+            "seed": trainer.seed, "strategy": type(trainer.strategy).__name__,
+            "num_devices": trainer.num_devices,
+            "run_dir": os.path.abspath(trainer.log_dir),  # whose checkpoint this is
+            "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks}}
+
+
+def restore(trainer: Trainer, module: Module, path: Path) -> dict[str, Any]:
+    """Load the checkpoint at ``path`` into ``trainer`` (state, root key,
+    counters, callback states); returns its metadata.
+
+    Raises:
+      FileNotFoundError: ``path`` is not a checkpoint.
+      ValueError: its arrays do not match ``module``'s state.
+    """
+    abstract = {"module": abstract_state(trainer.strategy, module),
+                "rng": abstract_key(trainer.strategy)}
+    restored, stored = ckpt.restore(path, abstract)
+    trainer.state, trainer._root_key = restored["module"], restored["rng"]
+    trainer.global_step, trainer.env_steps = int(stored["global_step"]), int(stored["env_steps"])
+    states = stored.get("callbacks", {})
+    for cb in trainer.callbacks:
+        if cb.state_key in states:
+            cb.load_state_dict(states[cb.state_key])
+    return stored
+
+
+def save_now(trainer: Trainer, module: Module) -> str:
+    """Save the current step with every ModelCheckpoint (or a plain manager
+    under ``<log_dir>/checkpoints`` when there is none), wait until the files
+    are complete, and return the newest checkpoint path (used on preemption)."""
+    savers = [cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint)]
+    path = ""
+    for cb in savers:
+        path = cb.save_now(trainer, module) or path
+    if not savers:
+        directory = os.path.join(trainer.log_dir, "checkpoints")
+        with ckpt.manager(directory, async_save=False) as mgr:
+            trainer.save_checkpoint(mgr, metrics=dict(trainer.callback_metrics))
+        path = os.path.join(directory, str(trainer.global_step))
+    return path
+
+
+def report_budget_spent(trainer: Trainer, resume: Path, step: int) -> None:
+    """Say (on process 0) why a resume from ``resume`` (at ``step``) runs nothing."""
+    budget = ", ".join(f"{k}={v}" for k, v in (("max_steps", trainer.max_steps_arg),
+                                               ("max_env_steps", trainer.max_env_steps)) if v)
+    trainer.stop_reason = (f"the checkpoint is at step {step} and the budget is "
+                           f"{trainer.max_steps} training steps")
+    if trainer.is_global_zero:
+        print(f"jaxtrainer: nothing to train: {resume} is at step {step}, and the budget of "
+              f"{trainer.max_steps} training steps ({budget}) is not above it; nothing was "
+              f"run or written. Raise the budget above {step} to continue that run.",
+              file=sys.stderr, flush=True)
