@@ -4,13 +4,13 @@ A checkpoint directory (``<log_dir>/checkpoints/<step>/``) holds two orbax items
 
 * ``state``: ``{"module": <module state>, "rng": <root key>}`` as arrays. Typed
   PRNG keys are stored as their ``uint32`` key data and rewrapped with their
-  implementation on restore (FIELD_REPORTS F14).
+  implementation on restore, so a resumed run draws the same keys.
 * ``meta``: JSON with the trainer counters, the seed, the strategy and device
   count it was written under, every callback's ``state_dict()`` and the key
   implementations.
 
 Arrays are global (one logical copy, never per-device replicas), so a
-checkpoint written under any strategy restores under any other (F12, F13);
+checkpoint written under any strategy restores under any other and on any device count;
 restoring reads arrays and JSON only and runs no code.
 
 Processes (``multi_node``): only process 0 writes checkpoint files. Saving is a
@@ -96,7 +96,8 @@ class Manager:
 
     Create it, and call :meth:`save`, :meth:`all_steps`,
     :meth:`wait_until_finished` and :meth:`close` on **every** process in the
-    same order: they are collectives with several processes (F9). Process 0
+    same order: they are collectives with several processes (a process that
+    skips one hangs the others). Process 0
     creates ``directory`` and is the only process with an orbax manager; only
     :meth:`delete` runs on process 0 alone (other processes do nothing).
     Saves are atomic: orbax writes ``<step>.orbax-checkpoint-tmp*`` and renames
@@ -157,7 +158,7 @@ class Manager:
 
         Every process gathers the sharded arrays (collective); process 0 copies
         them to host memory before this returns, so later (donating) steps
-        cannot change what is written (F15), and writes them in the background
+        cannot change what is written, and writes them in the background
         (``async_save``) or before returning. A synchronous save returns on
         every process only once process 0 has written the files. Returns orbax's
         answer on process 0 (whether a save started) and True elsewhere.
@@ -252,7 +253,7 @@ def host_copy(tree: Any, keep: bool = True) -> Any:
                 x = multihost_utils.process_allgather(x, tiled=True)
         elif isinstance(x, jax.Array) and not x.is_fully_addressable:
             x = x.addressable_data(0)  # replicated: this process holds the whole array
-        # a copy, never a view of a device buffer that a later step may donate (F15)
+        # a copy, never a view of a device buffer that a later step may donate
         return np.array(x, copy=True) if keep else None
 
     return jax.tree.map(get, tree)
@@ -272,7 +273,7 @@ def save(mgr: Manager | ocp.CheckpointManager, step: int, state: Any, meta: dict
 
     Every process must call it (see :meth:`Manager.save`): only process 0
     writes. The arrays are copied to host memory before this returns, so later
-    (donating) steps cannot change what is written (F15); with asynchronous
+    (donating) steps cannot change what is written; with asynchronous
     saving the files appear atomically when the background write finishes.
 
     ``mgr`` may also be a plain orbax ``CheckpointManager`` in a single process.

@@ -116,6 +116,72 @@ class _Ranks:
             t.join(timeout=5)
 
 
+def _coordinator(nproc_per_node: int, coordinator: str | None, nnodes: int, node_rank: int,
+                 timeout: float, grace: float) -> str:
+    """The checked coordinator address (a free loopback port when not given).
+
+    Raises:
+      ValueError: bad sizes, a malformed coordinator, ``nnodes > 1`` without a
+        coordinator, or a non-positive timeout.
+    """
+    if nproc_per_node < 1:
+        raise ValueError(f"--nproc-per-node={nproc_per_node}: expected >= 1")
+    if nnodes < 1 or not 0 <= node_rank < nnodes:
+        raise ValueError(f"--nnodes={nnodes} --node-rank={node_rank}: expected 0 <= node-rank < nnodes")
+    if timeout <= 0 or grace < 0:
+        raise ValueError(f"--timeout={timeout} --grace={grace}: expected timeout > 0, grace >= 0")
+    if coordinator is None:
+        if nnodes > 1:
+            raise ValueError("--nnodes > 1 needs --coordinator HOST:PORT (an address of machine 0 "
+                             "that every machine can reach)")
+        coordinator = f"127.0.0.1:{free_port()}"
+    host, _, port = coordinator.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--coordinator={coordinator!r}: expected HOST:PORT")
+    return coordinator
+
+
+def _start_rank(ranks: _Ranks, rank: int, local: int, env: dict[str, str], command: list[str],
+                width: int, lock: threading.Lock) -> None:
+    """Start one rank in its own process group, its output lines prefixed with
+    ``[rank K]``. ``-m jaxtrainer.launch`` starts jax.distributed, then runs the
+    script as ``__main__`` (scripts may use JAX before building a Trainer)."""
+    env = dict(env, **{ENV_LOCAL_RANK: str(local)})
+    proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    ranks.procs[rank] = proc
+    prefix = f"[rank {rank:>{width}}] ".encode()
+    for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
+        t = threading.Thread(target=_pump, args=(stream, prefix, out, lock), daemon=True)
+        t.start()
+        ranks.threads.append(t)
+
+
+def _first_failure(ranks: _Ranks, received: list[int]) -> tuple[int, int] | None:
+    """Wait while ranks run; return ``(rank, exit code)`` of the rank to blame
+    when one fails (None when all finish well or a signal arrived)."""
+    while ranks.running():
+        codes = {rank: proc.poll() for rank, proc in ranks.procs.items()}
+        failures = [(rank, code) for rank, code in codes.items() if code not in (None, 0)]
+        if failures and not received:
+            # When one rank dies the others soon fail on the lost connection, and
+            # one of them may exit before the killed rank is fully reaped. Give
+            # the ranks a moment to settle, then name a rank killed by a signal
+            # (the cause) before ranks that exited with an error.
+            settle = time.monotonic() + SETTLE_SECONDS
+            while time.monotonic() < settle and ranks.running() \
+                    and not any(code < 0 for _, code in failures):
+                time.sleep(POLL_SECONDS)
+                codes = {rank: proc.poll() for rank, proc in ranks.procs.items()}
+                failures = [(r, c) for r, c in codes.items() if c not in (None, 0)]
+            return min(failures, key=lambda rc: (rc[1] >= 0, rc[0]))
+        time.sleep(POLL_SECONDS)
+    for rank, proc in ranks.procs.items():  # a failure can hide in the last poll
+        if proc.returncode not in (None, 0):
+            return rank, proc.returncode
+    return None
+
+
 def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
            coordinator: str | None = None, nnodes: int = 1, node_rank: int = 0,
            timeout: float = 300.0, grace: float = 10.0, python: str | None = None) -> int:
@@ -131,29 +197,12 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
       ValueError: bad sizes, a malformed coordinator, ``nnodes > 1`` without a
         coordinator, or a non-positive timeout.
     """
-    args = list(args or [])
-    if nproc_per_node < 1:
-        raise ValueError(f"--nproc-per-node={nproc_per_node}: expected >= 1")
-    if nnodes < 1 or not 0 <= node_rank < nnodes:
-        raise ValueError(f"--nnodes={nnodes} --node-rank={node_rank}: expected 0 <= node-rank < nnodes")
-    if timeout <= 0 or grace < 0:
-        raise ValueError(f"--timeout={timeout} --grace={grace}: expected timeout > 0, grace >= 0")
-    if coordinator is None:
-        if nnodes > 1:
-            raise ValueError("--nnodes > 1 needs --coordinator HOST:PORT (an address of machine 0 "
-                             "that every machine can reach)")
-        coordinator = f"127.0.0.1:{free_port()}"
-    host, _, port = coordinator.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"--coordinator={coordinator!r}: expected HOST:PORT")
+    coordinator = _coordinator(nproc_per_node, coordinator, nnodes, node_rank, timeout, grace)
     world = nnodes * nproc_per_node
-    width = len(str(world - 1))
     seconds = str(max(1, int(round(timeout))))
     print(f"jaxtrainer launch: {nproc_per_node} process(es) on this machine, {world} in total; "
           f"coordinator {coordinator}", file=sys.stderr, flush=True)
-
-    ranks = _Ranks()
-    received: list[int] = []
+    ranks, received, lock = _Ranks(), [], threading.Lock()
 
     def forward(signum: int, frame) -> None:
         if received:  # a second signal: stop at once
@@ -165,53 +214,16 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
     if threading.current_thread() is threading.main_thread():
         for s in (signal.SIGINT, signal.SIGTERM):
             previous[s] = signal.signal(s, forward)
-    lock = threading.Lock()
-    failed: tuple[int, int] | None = None
+    command = [python or sys.executable, "-m", "jaxtrainer.launch", script, *(args or [])]
     try:
         for local in range(nproc_per_node):
             rank = node_rank * nproc_per_node + local
-            env = dict(os.environ,
-                       JAX_COORDINATOR_ADDRESS=coordinator,
-                       JAX_NUM_PROCESSES=str(world),
-                       JAX_PROCESS_ID=str(rank),
-                       JAXTRAINER_INIT_TIMEOUT=seconds,
-                       JAXTRAINER_HEARTBEAT_TIMEOUT=seconds,
-                       PYTHONUNBUFFERED="1",
-                       **{ENV_LOCAL_RANK: str(local), ENV_LAUNCHER_PID: str(os.getpid())})
-            # ``-m jaxtrainer.launch`` starts jax.distributed, then runs SCRIPT as __main__:
-            # scripts may use JAX (or import gymnax, which does) before building a Trainer.
-            proc = subprocess.Popen(
-                [python or sys.executable, "-m", "jaxtrainer.launch", script, *args], env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-            ranks.procs[rank] = proc
-            prefix = f"[rank {rank:>{width}}] ".encode()
-            for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
-                t = threading.Thread(target=_pump, args=(stream, prefix, out, lock), daemon=True)
-                t.start()
-                ranks.threads.append(t)
-        while ranks.running():
-            codes = {rank: proc.poll() for rank, proc in ranks.procs.items()}
-            failures = [(rank, code) for rank, code in codes.items() if code not in (None, 0)]
-            if failures and not received:
-                # When one rank dies the others soon fail on the lost connection, and
-                # one of them may exit before the killed rank is fully reaped. Give
-                # the ranks a moment to settle, then name a rank killed by a signal
-                # (the cause) before ranks that exited with an error.
-                settle = time.monotonic() + SETTLE_SECONDS
-                while time.monotonic() < settle and ranks.running() \
-                        and not any(code < 0 for _, code in failures):
-                    time.sleep(POLL_SECONDS)
-                    codes = {rank: proc.poll() for rank, proc in ranks.procs.items()}
-                    failures = [(r, c) for r, c in codes.items() if c not in (None, 0)]
-                failed = min(failures, key=lambda rc: (rc[1] >= 0, rc[0]))
-                break
-            time.sleep(POLL_SECONDS)
-        if failed is None:  # everyone finished; a failure can hide in the last poll
-            for rank, proc in ranks.procs.items():
-                if proc.returncode not in (None, 0):
-                    failed = (rank, proc.returncode)
-                    break
+            env = dict(os.environ, JAX_COORDINATOR_ADDRESS=coordinator, JAX_NUM_PROCESSES=str(world),
+                       JAX_PROCESS_ID=str(rank), JAXTRAINER_INIT_TIMEOUT=seconds,
+                       JAXTRAINER_HEARTBEAT_TIMEOUT=seconds, PYTHONUNBUFFERED="1",
+                       **{ENV_LAUNCHER_PID: str(os.getpid())})
+            _start_rank(ranks, rank, local, env, command, len(str(world - 1)), lock)
+        failed = _first_failure(ranks, received)
     finally:
         ranks.stop(grace)
         for s, old in previous.items():

@@ -75,6 +75,19 @@ class Metric:
         return getattr(self, self._main)
 
     @classmethod
+    def of(cls, values: jax.Array, mask: jax.Array | None = None) -> Any:
+        """``values`` (any shape) reduced by this class's reduction where ``mask``
+        (bool, broadcast to their shape) is set, counting those samples."""
+        values, mask = _flat(values, mask)
+        return cls(cls._reduce_flat(values, mask), _count(values, mask))
+
+    @classmethod
+    def _reduce_flat(cls, values: jax.Array, mask: jax.Array | None) -> jax.Array:
+        """The reduced value of ``float32[n]`` ``values`` where ``bool[n]`` ``mask``
+        is set (everywhere when ``None``)."""
+        raise NotImplementedError
+
+    @classmethod
     def empty(cls, shape: tuple[int, ...] = ()) -> Any:
         """No samples: the identity of :meth:`merge`."""
         return cls(jnp.full(shape, cls._identity, jnp.float32), jnp.zeros(shape, jnp.float32))
@@ -172,11 +185,8 @@ class Sum(_Additive):
     reduce_fx = "sum"
 
     @classmethod
-    def of(cls, values: jax.Array, mask: jax.Array | None = None) -> Sum:
-        """Sum of ``values`` (any shape) where ``mask`` (same shape, bool) is set."""
-        values, mask = _flat(values, mask)
-        kept = values if mask is None else jnp.where(mask, values, 0.0)
-        return cls(jnp.sum(kept), _count(values, mask))
+    def _reduce_flat(cls, values: jax.Array, mask: jax.Array | None) -> jax.Array:
+        return jnp.sum(values if mask is None else jnp.where(mask, values, 0.0))
 
 
 class _Extremum(Metric):
@@ -185,10 +195,9 @@ class _Extremum(Metric):
     _reduce = staticmethod(jnp.max)
 
     @classmethod
-    def of(cls, values: jax.Array, mask: jax.Array | None = None) -> Any:
-        values, mask = _flat(values, mask)
+    def _reduce_flat(cls, values: jax.Array, mask: jax.Array | None) -> jax.Array:
         kept = values if mask is None else jnp.where(mask, values, cls._identity)
-        return cls(cls._reduce(kept, initial=cls._identity), _count(values, mask))
+        return cls._reduce(kept, initial=cls._identity)
 
     def merge(self, later: Any) -> Any:
         return type(self)(self._op(self.value, later.value), self.count + later.count)
@@ -251,14 +260,13 @@ class Last(Metric):
     reduce_fx = "last"
 
     @classmethod
-    def of(cls, values: jax.Array, mask: jax.Array | None = None) -> Last:
-        values, mask = _flat(values, mask)
+    def _reduce_flat(cls, values: jax.Array, mask: jax.Array | None) -> jax.Array:
         if values.size == 0:
-            return cls(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
+            return jnp.zeros((), jnp.float32)
         if mask is None:
-            return cls(values[-1], _count(values, mask))
+            return values[-1]
         index = jnp.max(jnp.where(mask, jnp.arange(values.size), -1))
-        return cls(jnp.where(index >= 0, values[jnp.maximum(index, 0)], 0.0), _count(values, mask))
+        return jnp.where(index >= 0, values[jnp.maximum(index, 0)], 0.0)
 
     def merge(self, later: Any) -> Any:
         return Last(jnp.where(later.count > 0, later.value, self.value), self.count + later.count)

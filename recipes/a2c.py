@@ -12,8 +12,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jaxtrainer import config
 from jaxtrainer.algorithms.a2c import A2C, A2CConfig
+from jaxtrainer.recipes import config
 
 CONFIG = Path(__file__).parent / "configs" / "a2c.yaml"
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jaxtrainer import config
 from jaxtrainer.algorithms.cem_rl import CEMRL, CEMRLConfig
+from jaxtrainer.recipes import config
 
 CONFIG = Path(__file__).parent / "configs" / "cem_rl.yaml"
 

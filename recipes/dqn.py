@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jaxtrainer import config
 from jaxtrainer.algorithms.dqn import DQN, DQNConfig
+from jaxtrainer.recipes import config
 
 CONFIG = Path(__file__).parent / "configs" / "dqn.yaml"
 

@@ -33,8 +33,8 @@ def fast_cpu_compile() -> None:
 
 def run(config_file: Path, argv: list[str]) -> dict[str, float]:
     """Load ``config_file`` with ``argv`` overrides, evolve, evaluate, print the last line."""
-    from jaxtrainer import config
     from jaxtrainer.algorithms.es import NeuroES
+    from jaxtrainer.recipes import config
 
     chosen, argv = config.config_arg(argv, config_file)
     cfg = config.load(chosen, argv, defaults=config_file)

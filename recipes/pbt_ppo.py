@@ -18,8 +18,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jaxtrainer import config
 from jaxtrainer.algorithms import PBT, PPO, PPOConfig
+from jaxtrainer.recipes import config
 
 CONFIG = Path(__file__).parent / "configs" / "pbt_ppo.yaml"
 

@@ -11,7 +11,7 @@ from jaxtrainer import distributed as jd
 
 
 class Draws(jt.Module):
-    """Each device stores the uniform it draws from its step key (F1)."""
+    """Each device stores the uniform it draws from its own step key."""
 
     def init_state(self, key):
         # built from the per-device key, so the leaf is sharded: global shape [num_devices]
@@ -26,7 +26,7 @@ class Regression(jt.Module):
     """Linear regression on data that does not depend on the device.
 
     Every device sees the same global batch split evenly, so the loss (pmean of
-    per-device means) is the same under any strategy (F3). ``num_samples`` is a
+    per-device means) is the same under any strategy. ``num_samples`` is a
     global size; ``env_steps_per_step`` counts samples per step.
     """
 
@@ -59,7 +59,7 @@ class Regression(jt.Module):
 
         params, opt, loss, _ = jd.gradient_update(loss_fn, state["params"], state["opt"],
                                                   self.optimizer, x, y)
-        # a running input statistic; without pmean it is the F2 fault (replicas drift)
+        # a running input statistic; without pmean the replicas drift apart
         x_mean = x.mean(0)
         x_mean = jd.pmean(x_mean) if self.average_stats else x_mean
         return {"params": params, "opt": opt, "x_mean": x_mean}, {"loss": loss}

@@ -1,5 +1,6 @@
-"""Callbacks: hook order, error paths (F22), early stopping, NaN guard, timer,
-learning-rate and throughput monitors, evaluation on fresh episodes (F18)."""
+"""Callbacks: hook order, error paths (the original exception surfaces), early
+stopping, NaN guard, timer, learning-rate and throughput monitors, evaluation on
+fresh episodes."""
 
 import csv
 import math
@@ -49,7 +50,7 @@ def test_hook_order_with_eval_and_checkpoints(run_dir):
 
 
 def test_exception_at_step_3_with_unlogged_monitor_surfaces_original_error(run_dir):
-    """F22: on_exception then teardown, the original exception unchanged."""
+    """An error in training: on_exception then teardown, the original exception unchanged."""
     rec = Recorder(fail_at=3)
     mc = jt.ModelCheckpoint(monitor="eval/never_logged", mode="max", save_top_k=1,
                             save_on_exception=True, every_n_steps=1)
@@ -202,7 +203,7 @@ def test_lr_monitor_warns_without_injected_hyperparams(run_dir):
 
 
 def test_evaluation_uses_fresh_episodes_and_counts_completed_ones_only(run_dir):
-    """F18: training envs are mid-episode; evaluation episodes start fresh and
+    """Training envs are mid-episode; evaluation episodes start fresh and
     only completed ones count, and evaluating does not change training."""
     with_eval = toys.trainer(run_dir, strategy="pmap", devices=2, max_steps=4, eval_every_n_steps=2,
                              callbacks=[jt.CSVLogger()])

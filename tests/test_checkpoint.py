@@ -1,4 +1,6 @@
-"""ModelCheckpoint and checkpoint files (FIELD_REPORTS F12, F14, F15, F23)."""
+"""ModelCheckpoint and checkpoint files: one logical copy restoring on any device count,
+typed keys, saves that later donating steps cannot corrupt, and a checkpoint at step N
+that records step N's metrics, evaluation included."""
 
 import json
 import os
@@ -136,7 +138,7 @@ def test_monitor_without_mode_warns():
 
 
 def test_checkpoint_at_step_n_records_metrics_of_step_n_including_eval(run_dir):
-    """F23: eval runs before on_train_steps_end; the checkpoint sees step N's values."""
+    """Eval runs before on_train_steps_end; the checkpoint sees step N's values."""
     mc = jt.ModelCheckpoint(every_n_steps=2, monitor="eval/mse", mode="min", async_save=False)
     seen = {}
 

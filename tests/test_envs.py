@@ -1,5 +1,5 @@
 """jaxtrainer.envs: make, auto-reset, terminated vs truncated, episode statistics,
-fresh-episode evaluation (FIELD_REPORTS F17, F18, F19)."""
+fresh-episode evaluation."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_make_passes_params_to_gymnax():
     assert bool(info.truncated[-1, 0]) and not bool(info.terminated[-1, 0])
 
 
-# ---- F19: truncation is not termination ----------------------------------------
+# ---- truncation is not termination ---------------------------------------------
 def test_truncation_reports_final_obs_and_resets():
     env = fixed_env(length=10)
     info = rollout(env, num_envs=2, num_steps=12)
@@ -167,7 +167,7 @@ def test_termination_at_the_time_limit_counts_as_termination():
     assert bool(info.terminated[4, 0]) and not bool(info.truncated[4, 0])
 
 
-# ---- F17: completed episodes only ---------------------------------------------------
+# ---- completed episodes only --------------------------------------------------------
 @pytest.mark.parametrize("terminate", [False, True])
 def test_episode_statistics_count_completed_episodes_only(terminate):
     env = fixed_env(length=10, terminate=terminate)
@@ -183,7 +183,7 @@ def test_episode_statistics_count_completed_episodes_only(terminate):
     assert to_host(m) == {"return": 10.0, "length": 10.0}
 
 
-# ---- F18: evaluation on fresh episodes ----------------------------------------------
+# ---- evaluation on fresh episodes ---------------------------------------------------
 def test_evaluate_policy_counts_first_completed_episode_per_env():
     env = envs.GymnaxEnv(FixedLength(length=10, reward_is_action=True), name="A")
 

@@ -1,4 +1,4 @@
-"""Loggers: values as Python numbers (F21), hyperparameters once, files read
+"""Loggers: values as Python numbers, hyperparameters once, files read
 back with each backend's own reader, closed on every exit path."""
 
 import csv

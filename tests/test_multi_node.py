@@ -4,7 +4,9 @@
 One launch (the ``two_process_run`` fixture) trains a toy module with every
 built-in callback, resumes a one-process checkpoint, then runs a
 PopulationTrainer; the tests read what it left.
-Failure tests start their own processes. FIELD_REPORTS F9, F10, F11.
+Failure tests start their own processes. What they pin: every process runs the
+same collectives, an unreachable coordinator fails fast naming its address, and a
+slow rank 0 between collectives does not time the others out.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ def one_process_checkpoint(root: Path) -> None:
 def two_process_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("multi_node")
     one_process_checkpoint(out / "one")  # resumed by the two processes after training
-    # rank 0 sleeps 8 s between two intervals, longer than the 5 s heartbeat timeout (F11)
+    # rank 0 sleeps 8 s between two intervals, longer than the 5 s heartbeat timeout
     proc = subprocess.run(launch_cmd("all", str(out), str(STEPS), "8", str(out / "one"), timeout=5),
                           cwd=out, env=env_for(), capture_output=True, text=True,
                           timeout=HARD_TIMEOUT)
@@ -92,7 +94,7 @@ def two_process_run(tmp_path_factory):
 
 
 def test_every_process_runs_the_same_collectives_with_every_callback(two_process_run):
-    """F9: NaNGuard, EarlyStopping, LR/throughput monitors, Timer, loggers, progress bar,
+    """NaNGuard, EarlyStopping, LR/throughput monitors, Timer, loggers, progress bar,
     checkpoints every 5 steps and evaluation every 10 run on both processes without
     a deadlock, and reduce to the same global values everywhere."""
     proc, ranks, _ = two_process_run
@@ -110,7 +112,7 @@ def test_every_process_runs_the_same_collectives_with_every_callback(two_process
 
 
 def test_slow_rank_zero_between_collectives_does_not_time_out(two_process_run):
-    """F11: rank 0 alone spends 8 s (more than the 5 s heartbeat timeout) between two
+    """Rank 0 alone spends 8 s (more than the 5 s heartbeat timeout) between two
     compiled intervals; rank 1 waits in the next collective and the run completes."""
     proc, ranks, _ = two_process_run
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -313,7 +315,7 @@ def _initialize(tmp_path, **kw):
 
 
 def test_unreachable_coordinator_fails_fast_and_names_the_address(tmp_path):
-    """F10: an explicit address is used as given; a closed port fails after the
+    """An explicit address is used as given; a closed port fails after the
     configured initialization timeout (3 s, plus interpreter start-up)."""
     address = f"127.0.0.1:{free_port()}"
     proc, seconds = _initialize(tmp_path, coordinator_address=address, num_processes=2,

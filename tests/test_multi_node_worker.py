@@ -2,8 +2,8 @@
 
     jaxtrainer launch --nproc-per-node 2 tests/test_multi_node_worker.py MODE OUT [ARGS]
 
-MODE ``train``: a toy run with every built-in callback on every process (F9),
-a long rank-0-only pause between two intervals (F11), results in ``OUT``.
+MODE ``train``: a toy run with every built-in callback on every process,
+a long rank-0-only pause between two intervals, results in ``OUT``.
 MODE ``population``: PopulationTrainer fitness history to ``OUT``.
 MODE ``all``: ``train``, then resume a one-process checkpoint (the newest run
 under ``ROOT``, written by the test) in these two processes, then ``population``.
@@ -71,7 +71,7 @@ class Toy(jt.Module):
 
 
 class SlowRankZero(jt.Callback):
-    """F11: rank 0 alone does ``seconds`` of host work once, between two collectives."""
+    """Rank 0 alone does ``seconds`` of host work once, between two collectives."""
 
     def __init__(self, seconds):
         self.seconds, self.done = seconds, False

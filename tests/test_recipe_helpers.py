@@ -1,14 +1,17 @@
-"""The recipe helpers of jaxtrainer.config: section, make_env, fit_and_report."""
+"""The recipe helpers of jaxtrainer.recipes.config: section, make_env, fit_and_report,
+and the trainer keys read from the Trainer's signature."""
 
 from __future__ import annotations
 
+import inspect
 import pathlib
 
 import pytest
 from omegaconf import OmegaConf
 
 import jaxtrainer as jt
-from jaxtrainer import config, envs
+from jaxtrainer import envs
+from jaxtrainer.recipes import config
 from tests import toys
 
 CONFIGS = pathlib.Path(__file__).parents[1] / "recipes" / "configs"
@@ -124,6 +127,32 @@ def test_every_trainer_argument_is_a_key_of_each_recipe_config(name):
         wanted -= {"population_size", "member_map", "map_batch_size"}  # set under es:/algorithm:
     assert wanted - keys == set(), f"{name}.yaml lacks trainer keys {sorted(wanted - keys)}"
     assert "ckpt_path" in keys
+
+
+@pytest.mark.parametrize("cls", [jt.Trainer, jt.PopulationTrainer])
+def test_every_trainer_keyword_argument_but_callbacks_is_a_config_key(cls, monkeypatch):
+    """The trainer keys are read from the signature, so they cannot drift from it:
+    every keyword argument but ``callbacks`` reaches the trainer from ``trainer:``
+    (``ckpt_path`` is the extra key, for fit), and ``callbacks`` is refused."""
+    names = [n for n in inspect.signature(cls.__init__).parameters if n not in ("self", "callbacks")]
+    cfg = OmegaConf.create({"trainer": {**{n: f"<{n}>" for n in names}, "ckpt_path": "last"}})
+    received = {}
+    monkeypatch.setattr(config, cls.__name__, lambda **kwargs: received.update(kwargs))
+    build = config.make_trainer if cls is jt.Trainer else config.make_population_trainer
+    build(cfg)
+    assert received == {n: f"<{n}>" for n in names}
+    assert config.ckpt_path(cfg) == "last"
+    cfg.trainer.callbacks = []
+    with pytest.raises(ValueError, match=rf"unknown trainer keys \['callbacks'\]; {cls.__name__} "):
+        build(cfg)
+
+
+def test_a_new_trainer_argument_is_a_config_key_with_no_list_to_update():
+    class Wider(jt.Trainer):
+        def __init__(self, *args, new_knob: int = 1, callbacks=None, **kwargs):
+            super().__init__(*args, callbacks=callbacks, **kwargs)
+
+    assert config.accepted_keys(Wider) == ("new_knob",)
 
 
 @pytest.mark.timeout(120)

@@ -1,4 +1,5 @@
-"""Exact resume (FIELD_REPORTS F12, F13, F14, F16)."""
+"""Exact resume: save and resume equals a straight run, typed keys keep their type and
+bits, and a checkpoint restores under another strategy and device count."""
 
 import csv
 import textwrap

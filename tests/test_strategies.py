@@ -1,4 +1,4 @@
-"""Strategies: keys, replication, collectives in every mode (FIELD_REPORTS F1-F4)."""
+"""Strategies: keys, replication, collectives in every mode."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def fit(module, run_dir, **kw):
 
 
 def test_every_device_draws_its_own_stream_and_reruns_reproduce_it(run_dir):
-    """F1: 4 devices draw 4 different uniforms; the same seed draws the same 4."""
+    """4 devices draw 4 different uniforms; the same seed draws the same 4."""
     a = fit(Draws(), run_dir, strategy="pmap", max_steps=3, seed=7)
     b = fit(Draws(), run_dir, strategy="pmap", max_steps=3, seed=7)
     c = fit(Draws(), run_dir, strategy="pmap", max_steps=3, seed=8)
@@ -50,7 +50,7 @@ def _replica_buffers(x):
 
 
 def test_replicas_stay_bitwise_equal_on_four_devices(run_dir):
-    """F2: replicated parameters hold identical bits on every device after training."""
+    """Replicated parameters hold identical bits on every device after training."""
     trainer = fit(Regression(num_samples=8), run_dir, strategy="pmap", max_steps=20)
     for leaf in jax.tree.leaves(trainer.state["params"]):
         buffers = _replica_buffers(leaf)
@@ -60,7 +60,7 @@ def test_replicas_stay_bitwise_equal_on_four_devices(run_dir):
 
 
 def test_unaveraged_statistic_is_rejected_naming_the_leaf(run_dir):
-    """F2 caught at trace time: a replicated leaf that becomes device-dependent."""
+    """Replica drift caught at trace time: a replicated leaf that becomes device-dependent."""
     with pytest.raises(ValueError, match=r"\['x_mean'\].*differ between devices"):
         fit(Regression(average_stats=False), run_dir, strategy="pmap", max_steps=2)
 
@@ -108,7 +108,7 @@ def test_gradient_update_averages_rather_than_sums(run_dir):
 
 @pytest.mark.parametrize("strategy,devices", [("single", "auto"), ("pmap", 2), ("pmap", 4)])
 def test_pmean_gives_the_same_loss_under_every_strategy(run_dir, strategy, devices):
-    """F3: the same training_step with pmean runs in every mode, same loss."""
+    """The same training_step with pmean runs in every mode, same loss."""
     ref = fit(Regression(num_samples=8), run_dir, strategy="single", max_steps=10)
     other = fit(Regression(num_samples=8), run_dir, strategy=strategy, devices=devices,
                 max_steps=10)
@@ -127,7 +127,7 @@ def test_collectives_are_identity_outside_a_mapped_axis():
 
 
 def test_replication_uses_shardings_with_warnings_as_errors(run_dir):
-    """F4: no removed replication helper anywhere; a pmap run raises no warning."""
+    """No removed replication helper anywhere; a pmap run raises no warning."""
     src = pathlib.Path(inspect.getfile(jt)).parent
     for path in src.rglob("*.py"):
         text = path.read_text()

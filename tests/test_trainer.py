@@ -35,7 +35,7 @@ def test_max_env_steps_stops_after_the_last_whole_step(run_dir, strategy):
 
 
 def test_metrics_are_fetched_once_per_log_interval(run_dir, monkeypatch):
-    """F20: 100 steps with log_every_n_steps=10 fetch metrics 10 times (a callback
+    """100 steps with log_every_n_steps=10 fetch metrics 10 times (a callback
     that may read the state at every boundary: one call per interval), and no
     implicit device-to-host transfer happens anywhere else."""
     calls = []
@@ -57,7 +57,7 @@ class MetricsOnly(Recorder):
 
 
 def test_log_intervals_are_fused_when_no_callback_needs_the_state(run_dir, monkeypatch):
-    """F20 with metric-only callbacks: 100 steps with log_every_n_steps=10 fetch
+    """With metric-only callbacks: 100 steps with log_every_n_steps=10 fetch
     metrics fewer than 10 times (intervals fused into one call up to
     sync_every_n_seconds), callbacks still get every interval at its own step,
     and the run is bit for bit the one-call-per-interval run."""

@@ -22,8 +22,8 @@ import pytest
 from omegaconf import OmegaConf
 
 import jaxtrainer as jt
-from jaxtrainer import config
 from jaxtrainer.population import PopulationTrainer
+from jaxtrainer.recipes import config
 from tests.modules import Regression
 
 ROOT = pathlib.Path(__file__).parents[1]

@@ -23,14 +23,15 @@ class ModelCheckpoint(Callback):
 
     Saves happen at log-interval boundaries after every other callback's
     ``on_train_steps_end`` (``order = 100``), so a checkpoint at step N records
-    the metrics of the interval ending at N, evaluation included (F23), and the
+    the metrics of the interval ending at N, evaluation included (evaluation runs
+    before ``on_train_steps_end``), and the
     callback states after they saw them (exact resume).
 
     Saves are atomic (orbax writes to a temporary directory and renames it when
     complete; :func:`jaxtrainer.checkpoint.latest_step_dir` ignores unfinished
     ones) and, with ``async_save``, the files are written in a background thread
     after the arrays were copied off the devices, so later training steps, which
-    donate the state buffers, cannot change what is written (F15). The newest
+    donate the state buffers, cannot change what is written. The newest
     checkpoint is always kept, so ``ckpt_path="last"`` resumes from it.
 
     Processes (``multi_node``): every hook runs on every process and each save

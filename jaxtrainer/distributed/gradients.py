@@ -38,7 +38,8 @@ def gradient_update(
     device's data (with respect to :func:`local_copy` of ``params``, so the
     gradient is this device's own); gradients, loss and aux are averaged with :func:`pmean` (a no-op
     on one device), then ``optimizer`` is applied. Every device applies the same
-    averaged update, so replicated parameters stay bitwise equal (F2).
+    averaged update, so replicated parameters stay bitwise equal (no replica
+    drifts from the others).
 
     Returns:
       ``(new_params, new_opt_state, loss, aux)``, loss and aux averaged over devices.

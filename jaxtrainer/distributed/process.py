@@ -6,7 +6,7 @@ are cheap no-ops in a single process, so code written with them runs anywhere.
 
 Every helper that communicates (:func:`barrier`, :func:`broadcast_from_zero`)
 is a collective: *every* process must call it, in the same order, or all of
-them hang until the distributed runtime's timeout (FIELD_REPORTS F9). Never
+them hang until the distributed runtime's timeout. Never
 call them under ``if process_index() == 0``.
 """
 
@@ -243,6 +243,49 @@ def initialize(
     """
     if jax.distributed.is_initialized():
         return
+    coordinator_address, num_processes, process_id, cluster_detection_method = _arguments(
+        coordinator_address, num_processes, process_id, cluster_detection_method)
+    init_timeout = _positive_seconds(
+        "initialization_timeout",
+        initialization_timeout if initialization_timeout is not None else _env_int(ENV_INIT_TIMEOUT),
+        DEFAULT_INIT_TIMEOUT)
+    beat_timeout = _positive_seconds(
+        "heartbeat_timeout",
+        heartbeat_timeout if heartbeat_timeout is not None else _env_int(ENV_HEARTBEAT_TIMEOUT),
+        DEFAULT_HEARTBEAT_TIMEOUT)
+    if coordinator_address is not None and process_id not in (None, 0):
+        # JAX aborts the whole process (no exception, no address) when the coordinator
+        # cannot be reached; check it from Python first so the error names it.
+        started = time.monotonic()
+        _wait_for_coordinator(coordinator_address, init_timeout, process_id, num_processes)
+        init_timeout = max(1, int(round(init_timeout - (time.monotonic() - started))))
+    # Must precede backend creation; only affects the CPU client.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    try:
+        with _join_watchdog(coordinator_address, num_processes, process_id, init_timeout):
+            jax.distributed.initialize(
+                coordinator_address=coordinator_address,
+                num_processes=num_processes,
+                process_id=process_id,
+                cluster_detection_method=cluster_detection_method,
+                initialization_timeout=init_timeout,
+                heartbeat_timeout_seconds=beat_timeout,
+            )
+    except Exception as e:  # XlaRuntimeError (DEADLINE_EXCEEDED, UNAVAILABLE, ...), ValueError
+        error = _join_error(e, coordinator_address, num_processes, process_id, init_timeout)
+        if error is e:
+            raise
+        raise error from e
+
+
+def _arguments(coordinator_address: str | None, num_processes: int | None,
+               process_id: int | None, cluster_detection_method: str | None) -> tuple:
+    """``initialize``'s arguments, the unset ones from the environment, checked.
+
+    Raises:
+      ValueError: a process count below 1, an id outside it, or an address
+        without a port.
+    """
     coordinator_address = coordinator_address or os.environ.get(ENV_COORDINATOR) or None
     if num_processes is None:
         num_processes = _env_int(ENV_NUM_PROCESSES)
@@ -256,34 +299,24 @@ def initialize(
         raise ValueError(f"process_id={process_id}: expected 0..{num_processes - 1}")
     if coordinator_address is not None and ":" not in coordinator_address:
         raise ValueError(f"coordinator_address={coordinator_address!r}: expected 'host:port'")
-    init_timeout = _positive_seconds(
-        "initialization_timeout",
-        initialization_timeout if initialization_timeout is not None else _env_int(ENV_INIT_TIMEOUT),
-        DEFAULT_INIT_TIMEOUT)
-    beat_timeout = _positive_seconds(
-        "heartbeat_timeout",
-        heartbeat_timeout if heartbeat_timeout is not None else _env_int(ENV_HEARTBEAT_TIMEOUT),
-        DEFAULT_HEARTBEAT_TIMEOUT)
-    if coordinator_address is not None and process_id not in (None, 0):
-        # JAX aborts the whole process (no exception, no address) when the coordinator
-        # cannot be reached; check it from Python first so the error names it (F10).
-        started = time.monotonic()
-        _wait_for_coordinator(coordinator_address, init_timeout, process_id, num_processes)
-        init_timeout = max(1, int(round(init_timeout - (time.monotonic() - started))))
-    # Must precede backend creation; only affects the CPU client.
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    return coordinator_address, num_processes, process_id, cluster_detection_method
+
+
+def _join_watchdog(coordinator_address: str | None, num_processes: int | None,
+                   process_id: int | None, init_timeout: int) -> Any:
+    """With several processes: print who joins where, and a watchdog that names
+    the coordinator and the launch variables shortly before JAX ends a process
+    whose peers never joined (JAX names neither). Otherwise a no-op context."""
     where = coordinator_address or "(detected from the cluster environment)"
     who = ("this process" if process_id is None or num_processes is None
            else f"process {process_id} of {num_processes}")
-    several = num_processes is None or num_processes > 1
-    if several:
-        # JAX ends the process without naming the address when the others do not
-        # join in time; this line names it before, the watchdog's right before that.
-        print(f"jaxtrainer: {who} joining coordinator {where}; "
-              f"waiting up to {init_timeout} s for every process ({launch_environment()})",
-              file=sys.stderr, flush=True)
+    if num_processes is not None and num_processes <= 1:
+        return contextlib.nullcontext()
+    print(f"jaxtrainer: {who} joining coordinator {where}; "
+          f"waiting up to {init_timeout} s for every process ({launch_environment()})",
+          file=sys.stderr, flush=True)
     warn_after = max(init_timeout - 1.0, 0.75 * init_timeout)
-    watchdog = contextlib.nullcontext() if not several else _Watchdog(
+    return _Watchdog(
         warn_after,
         f"jaxtrainer.distributed.initialize: {who}: not every process has joined coordinator "
         f"{where} after {warn_after:g} s; JAX ends this process at initialization_timeout="
@@ -291,38 +324,34 @@ def initialize(
         f"the environment: {launch_environment()}. Check that all "
         f"{num_processes if num_processes is not None else 'the'} processes were started (one "
         "per task by srun, or by `jaxtrainer launch`) and that they reach that address.")
-    try:
-        with watchdog:
-            jax.distributed.initialize(
-                coordinator_address=coordinator_address,
-                num_processes=num_processes,
-                process_id=process_id,
-                cluster_detection_method=cluster_detection_method,
-                initialization_timeout=init_timeout,
-                heartbeat_timeout_seconds=beat_timeout,
-            )
-    except ValueError as e:
+
+
+def _join_error(e: Exception, coordinator_address: str | None, num_processes: int | None,
+                process_id: int | None, init_timeout: int) -> Exception:
+    """The error to raise when ``jax.distributed.initialize`` failed with ``e``:
+    what went wrong, the address tried and the launch variables read."""
+    if isinstance(e, ValueError):
         if coordinator_address is None:
-            raise ValueError(
+            return ValueError(
                 "jaxtrainer.distributed.initialize: no coordinator address and no cluster "
                 "detected. Start the run with `jaxtrainer launch --nproc-per-node N "
                 "script.py ...`, under SLURM/Open MPI, or set "
                 f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID} ({e}). Read from "
-                f"the environment: {launch_environment()}") from e
-        raise
-    except Exception as e:  # XlaRuntimeError (DEADLINE_EXCEEDED, UNAVAILABLE, ...)
-        if "before any jax" in str(e).lower():
-            raise RuntimeError(
-                "jaxtrainer.distributed.initialize: jax.distributed must start before any "
-                "JAX computation, but JAX was already used in this process (importing "
-                "gymnax does). Start the script "
-                "with `jaxtrainer launch`, which initialises first, or call "
-                "jaxtrainer.distributed.initialize() at the top of the script") from e
-        raise RuntimeError(
-            f"jaxtrainer.distributed.initialize: process {process_id} of {num_processes} "
-            f"could not join the run at coordinator {where} within initialization_timeout={init_timeout} s: "
-            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. Read from the "
-            f"environment: {launch_environment()}") from e
+                f"the environment: {launch_environment()}")
+        return e
+    if "before any jax" in str(e).lower():
+        return RuntimeError(
+            "jaxtrainer.distributed.initialize: jax.distributed must start before any "
+            "JAX computation, but JAX was already used in this process (importing "
+            "gymnax does). Start the script "
+            "with `jaxtrainer launch`, which initialises first, or call "
+            "jaxtrainer.distributed.initialize() at the top of the script")
+    where = coordinator_address or "(detected from the cluster environment)"
+    return RuntimeError(
+        f"jaxtrainer.distributed.initialize: process {process_id} of {num_processes} "
+        f"could not join the run at coordinator {where} within initialization_timeout={init_timeout} s: "
+        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. Read from the "
+        f"environment: {launch_environment()}")
 
 
 def is_distributed() -> bool:

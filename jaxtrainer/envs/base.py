@@ -9,7 +9,7 @@ Every Env:
   * auto-resets: the ``obs`` returned by :meth:`Env.step` after an episode ends is
     the first observation of the next episode, and the observation the ended
     episode reached is in :attr:`StepInfo.final_obs`, so value targets can
-    bootstrap on a time limit (FIELD_REPORTS F19);
+    bootstrap on a time limit (truncation is not termination);
   * keeps ``terminated`` (a terminal state: no bootstrap) apart from ``truncated``
     (a time limit: bootstrap from ``final_obs``);
   * tracks episode statistics: :attr:`StepInfo.episode_return` and
@@ -17,7 +17,7 @@ Every Env:
     including this step, so where :attr:`StepInfo.done` is set they are the
     completed episode's. Report them with
     ``Mean.of(info.episode_return, mask=info.done)``, which counts completed
-    episodes only and reports nothing when none completed (F17).
+    episodes only and reports nothing when none completed.
 
 To add an environment, subclass :class:`Env`, set the spec attributes and
 implement :meth:`Env.reset_env` and :meth:`Env.step_env` (the raw, auto-resetting

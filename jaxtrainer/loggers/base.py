@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def to_number(name: str, value: Any) -> float | int:
-    """A logged value as a Python number (FIELD_REPORTS F21).
+    """A logged value as a Python number (a logger never writes an array).
 
     Python numbers pass; numpy and JAX scalars and 1-element arrays of any
     numeric dtype (bfloat16 included) are converted.

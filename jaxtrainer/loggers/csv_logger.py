@@ -22,7 +22,7 @@ class CSVLogger(Logger):
     header (atomically, via a temporary file and ``os.replace``), so the file is
     always valid CSV. Resuming a run appends to the existing file after dropping
     rows logged past the checkpoint's step, so a resumed run's file equals an
-    uninterrupted run's. Values are Python numbers (FIELD_REPORTS F21).
+    uninterrupted run's. Values are Python numbers (never arrays).
     ``hparams.csv`` is written once per run, at the start of a fresh ``fit``; a
     resume keeps the file the run started with (as :class:`TensorBoardLogger`
     keeps its HParams entry).

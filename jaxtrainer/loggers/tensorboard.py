@@ -19,7 +19,7 @@ class TensorBoardLogger(Logger):
     fresh ``fit``, not again on resume) as a TensorBoard HParams entry and a
     markdown text table.
 
-    Every value is a Python number (FIELD_REPORTS F21). The event file is
+    Every value is a Python number (a logged value is never an array). The event file is
     flushed and closed on every exit path of ``fit`` (success, exception,
     preemption). A resumed run opens the writer with ``purge_step`` = the
     checkpoint's step, so TensorBoard hides events logged after that step by the

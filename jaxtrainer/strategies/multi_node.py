@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 
@@ -32,14 +33,17 @@ class MultiNodeStrategy(ShardMapStrategy):
       devices: ``"auto"`` (every device of every process) or an int ``n`` (the
         first ``n`` local devices of every process).
       jit: ``False`` runs eagerly for debugging.
-      coordinator_address, num_processes, process_id, initialization_timeout,
-        heartbeat_timeout, cluster_detection_method: see
-        :func:`jaxtrainer.distributed.initialize` (environment fallbacks there).
       mesh_shape, axis_names, data_axes: as :class:`ShardMapStrategy`, e.g.
         ``mesh_shape=(num_processes, -1), axis_names=("hosts", "data")``.
+      **initialize_kwargs: the keyword arguments of
+        :func:`jaxtrainer.distributed.initialize`, passed to it unchanged
+        (``coordinator_address``, ``num_processes``, ``process_id``,
+        ``initialization_timeout``, ``heartbeat_timeout``,
+        ``cluster_detection_method``; environment fallbacks there).
 
     Raises:
-      RuntimeError / ValueError: from :func:`jaxtrainer.distributed.initialize`.
+      RuntimeError / ValueError: from :func:`jaxtrainer.distributed.initialize`
+        (TypeError: a keyword argument that it does not take).
     """
 
     name = "multi_node"
@@ -49,15 +53,10 @@ class MultiNodeStrategy(ShardMapStrategy):
         devices: DevicesArg = "auto",
         *,
         jit: bool = True,
-        coordinator_address: str | None = None,
-        num_processes: int | None = None,
-        process_id: int | None = None,
-        initialization_timeout: int | float | None = None,
-        heartbeat_timeout: int | float | None = None,
-        cluster_detection_method: str | None = None,
         mesh_shape: Sequence[int] | None = None,
         axis_names: Sequence[str] | None = None,
         data_axes: Sequence[str] | None = None,
+        **initialize_kwargs: Any,
     ) -> None:
         try:
             parsed = _args.devices(devices)  # "4" -> 4
@@ -67,10 +66,7 @@ class MultiNodeStrategy(ShardMapStrategy):
             raise ValueError(f"devices={devices!r}: MultiNodeStrategy takes 'auto' or a positive "
                              "int (local devices per process)")
         devices = parsed
-        initialize(
-            coordinator_address, num_processes, process_id,
-            initialization_timeout=initialization_timeout, heartbeat_timeout=heartbeat_timeout,
-            cluster_detection_method=cluster_detection_method)
+        initialize(**initialize_kwargs)
         self._per_process = devices if isinstance(devices, int) else None
         super().__init__("auto", jit=jit, mesh_shape=mesh_shape, axis_names=axis_names,
                          data_axes=data_axes)

@@ -2,13 +2,16 @@
 
 A recipe config has a ``trainer:`` section whose keys are the
 :class:`~jaxtrainer.Trainer` arguments plus ``ckpt_path``, and sections of its
-own (``env:``, ``algorithm:``). Overrides use omegaconf's dotlist syntax::
+own (``env:``, ``algorithm:``). The accepted trainer keys are read from the
+Trainer's (or PopulationTrainer's) signature, so a new Trainer argument is a
+config key with nothing to update here. Overrides use omegaconf's dotlist syntax::
 
     python recipes/ppo.py trainer.strategy=pmap env.name=Acrobot-v1 algorithm.lr=1e-3
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -20,19 +23,21 @@ from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.trainer import Trainer
 
-TRAINER_KEYS = (
-    "strategy", "devices", "max_steps", "max_env_steps", "log_every_n_steps",
-    "eval_every_n_steps", "seed", "default_root_dir", "jit", "enable_progress_bar",
-    "enable_checkpointing", "logger", "run_ahead", "sync_every_n_seconds",
-    "compile_evaluation_ahead",
-)
+NOT_FROM_YAML = ("self", "callbacks")
+"""Trainer arguments that a YAML file cannot give: callbacks are Python objects
+(a recipe passes them as keyword overrides of :func:`make_trainer`)."""
 
-POPULATION_TRAINER_KEYS = (
-    "population_size", "strategy", "devices", "max_generations", "log_every_n_generations",
-    "eval_every_n_generations", "seed", "default_root_dir", "jit", "enable_progress_bar",
-    "enable_checkpointing", "logger", "member_map", "map_batch_size", "run_ahead",
-    "sync_every_n_seconds", "compile_evaluation_ahead",
-)
+
+def accepted_keys(cls: type) -> tuple[str, ...]:
+    """The keyword arguments of ``cls.__init__`` that a ``trainer:`` section may
+    set, in signature order: all but :data:`NOT_FROM_YAML` and ``*args``/``**kwargs``."""
+    return tuple(name for name, p in inspect.signature(cls.__init__).parameters.items()
+                 if name not in NOT_FROM_YAML
+                 and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
+
+
+TRAINER_KEYS = accepted_keys(Trainer)
+POPULATION_TRAINER_KEYS = accepted_keys(PopulationTrainer)
 
 
 OPEN_SECTIONS = ("env",)
