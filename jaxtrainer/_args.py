@@ -148,3 +148,87 @@ def pick_devices(requested: int | str | list, available: list, owner: str) -> li
         raise ValueError(f"devices={requested}: no device index {bad[0]}: {len(available)} device(s) "
                          f"are available to {owner} (indices 0..{len(available) - 1})")
     return [available[i] for i in requested]
+
+
+def non_negative_int(name: str, value: Any, allow_none: bool = False) -> int | None:
+    """``value`` as an int >= 0 (``None`` passes when ``allow_none``); a whole float
+    becomes an int and bools are rejected, as in :func:`positive_int`."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) \
+            or not float(value).is_integer() or value < 0:
+        raise ValueError(f"{name}={value!r}: expected an int >= 0"
+                         + (" or None" if allow_none else ""))
+    return int(value)
+
+
+def _interval(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
+    if high is None:
+        if low is None:
+            return "a number"
+        if low == 0 and not low_open:
+            return "a non-negative number"
+        return f"a number {'>' if low_open else '>='} {low}"
+    if low is None:
+        return f"a number {'<' if high_open else '<='} {high}"
+    return f"a number in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+
+
+def number(name: str, value: Any, low: float | None = None, high: float | None = None,
+           low_open: bool = False, high_open: bool = False, allow_none: bool = False) -> Any:
+    """``value`` unchanged when it is a real number (not a bool) within the bounds:
+    ``low``/``high`` (``None``: unbounded), excluded when ``low_open``/``high_open``;
+    ``None`` passes when ``allow_none``.
+
+    Raises:
+      ValueError: anything else, naming the value and the accepted interval
+        (``low=0`` alone reads "a non-negative number").
+    """
+    if value is None and allow_none:
+        return None
+    ok = isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if not ok:
+        raise ValueError(f"{name}={value!r}: expected {_interval(low, high, low_open, high_open)}"
+                         + (" or None" if allow_none else ""))
+    return value
+
+
+def one_of(name: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` when it is one of ``choices``; else ValueError listing them."""
+    if isinstance(value, str) and value in choices:
+        return value
+    raise ValueError(f"{name}={value!r}: choose one of {', '.join(map(repr, choices))}")
+
+
+def sizes(name: str, value: Any) -> tuple[int, ...]:
+    """Layer widths: a sequence (a list, a tuple, omegaconf's ``ListConfig``) of
+    positive ints as a tuple (whole floats become ints); may be empty."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+        raise ValueError(f"{name}={value!r}: expected a list of positive ints")
+    return tuple(positive_int(f"{name}[{i}]", v, allow_none=False) for i, v in enumerate(value))
+
+
+def check_fields(config: Any, check: Any, names: Sequence[str], **kwargs: Any) -> None:
+    """Check and normalise fields of a frozen dataclass in its ``__post_init__``.
+
+    Each field ``name`` in ``names`` becomes ``check(f"{Class}.{name}", value,
+    **kwargs)`` (one of the helpers above), so an error names the config class
+    and field, e.g. ``PPOConfig.lr='abc': expected a non-negative number``.
+    """
+    for name in names:
+        value = check(f"{type(config).__name__}.{name}", getattr(config, name), **kwargs)
+        object.__setattr__(config, name, value)
+
+
+def split_over_devices(owner: str, num_devices: int, **values: int) -> None:
+    """Raise ValueError naming the first of ``values`` (global sizes such as
+    ``num_envs=6``) that is not a multiple of ``num_devices``:
+    ``"{owner}: num_envs=6 is not divisible by the 4 devices; use a multiple of 4"``."""
+    for name, value in values.items():
+        if value % num_devices:
+            raise ValueError(f"{owner}: {name}={value} is not divisible by the {num_devices} "
+                             f"devices; use a multiple of {num_devices}")

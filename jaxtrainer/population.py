@@ -4,22 +4,25 @@ One *generation* is one Trainer step. The population module is wrapped in a
 :class:`GenerationModule` (a plain :class:`~jaxtrainer.Module`) whose
 ``training_step`` runs::
 
-    population, state = ask(state, fold_in(gen_key, 0))          # replicated
-    padded, mask     = pad_population(population, num_devices)    # P -> P_pad
-    keys[i]          = fold_in(fold_in(gen_key, 1), i)            # i < P_pad
-    fitness, extras  = shmap_vmap(evaluate)(padded, keys)         # members split over devices
-    state, metrics   = tell(state, population, fitness[:P])       # padding never reaches tell
+    population, state = ask(state, fold_in(gen_key, 0))         # replicated, P members
+    local    = layout.local(layout.pad(population))              # this device's L of P_pad
+    keys     = layout.keys(fold_in(gen_key, 1))                  # member i: fold_in(., i)
+    fitness, extras = layout.gather(vmap(evaluate)(local, keys))  # P_pad, bit for bit
+    state, metrics  = tell(state, population, layout.unpad(fitness))  # padding never reaches tell
 
-``gen_key = fold_in(fold_in(key(seed), TRAIN_STREAM), generation)`` is the same
-on every device (``step_key_per_device = False``), so member ``i``'s key depends
-only on (seed, generation, i), and fitness is gathered bit for bit
-(:func:`jaxtrainer.distributed.gather_members`): fitness arrays and the final
-state are identical on 1, 2 or 4 devices. Everything else (callbacks, loggers,
-the progress bar, checkpoints, resume, evaluation) is the Trainer's.
+with ``layout`` the population's
+:class:`~jaxtrainer.distributed.members.MemberLayout` over the strategy's data
+axes. ``gen_key = fold_in(fold_in(key(seed), TRAIN_STREAM), generation)`` is the
+same on every device (``step_key_per_device = False``), so member ``i``'s key
+depends only on (seed, generation, i), and fitness is gathered bit for bit:
+fitness arrays and the final state are identical on 1, 2 or 4 devices.
+Everything else (callbacks, loggers, the progress bar, checkpoints, resume,
+evaluation) is the Trainer's.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -28,14 +31,17 @@ import jax.numpy as jnp
 
 from jaxtrainer import _args
 from jaxtrainer.callbacks.base import Callback
-from jaxtrainer.distributed.population import pad_population, shmap_map, shmap_vmap
-from jaxtrainer.metrics import Last, Max, Mean, Metric, Min
+from jaxtrainer.distributed.members import MemberLayout
+from jaxtrainer.metrics import Last, Mean, Metric
 from jaxtrainer.module import Module, PopulationModule
 from jaxtrainer.strategies import Strategy
 from jaxtrainer.strategies.base import DevicesArg
 from jaxtrainer.trainer import Trainer
 
 MEMBER_MAPS = ("vmap", "map")
+STEP_ARGUMENTS = ("max_steps", "max_env_steps", "log_every_n_steps", "eval_every_n_steps")
+"""Trainer arguments that a PopulationTrainer takes in generations (``max_generations``,
+...) or not at all (``max_env_steps``)."""
 
 
 class GenerationModule(Module):
@@ -84,13 +90,8 @@ class GenerationModule(Module):
         self.data_axes = data_axes
         self.member_map = member_map
         self.map_batch_size = map_batch_size
-        self.num_devices = 1
+        self.layout = MemberLayout(population_size, 1, data_axes)  # set per run by validate
         self.env_steps_per_step = int(getattr(population_module, "env_steps_per_generation", 0))
-
-    @property
-    def padded_size(self) -> int:
-        """``P`` rounded up to a multiple of the device count."""
-        return -(-self.population_size // self.num_devices) * self.num_devices
 
     def validate(self, num_devices: int) -> None:
         """Check that ``ask`` returns ``population_size`` members (shape-only trace).
@@ -98,7 +99,7 @@ class GenerationModule(Module):
         Raises:
           ValueError: the population's leading axis differs from ``population_size``.
         """
-        self.num_devices = int(num_devices)
+        self.layout = MemberLayout(self.population_size, int(num_devices), self.data_axes)
         pm = self.population_module
         if hasattr(pm, "validate"):
             pm.validate(num_devices)
@@ -118,31 +119,27 @@ class GenerationModule(Module):
     def init_state(self, key: jax.Array) -> Any:
         return self.population_module.init_state(key)
 
-    def _mapper(self):
+    def _evaluate_local(self, members: Any, keys: jax.Array) -> tuple[jax.Array, Any]:
+        """``evaluate`` of this device's members: vmapped, or one ``lax.map``
+        batch of ``map_batch_size`` after another (``member_map="map"``)."""
         fn = self.population_module.evaluate
         if self.member_map == "map":
-            return shmap_map(fn, axis_names=self.data_axes, batch_size=self.map_batch_size)
-        return shmap_vmap(fn, axis_names=self.data_axes)
+            return jax.lax.map(lambda a: fn(*a), (members, keys), batch_size=self.map_batch_size)
+        return jax.vmap(fn)(members, keys)
 
     def training_step(self, state: Any, key: jax.Array) -> tuple[Any, dict[str, Any]]:
-        pm = self.population_module
-        size = self.population_size
+        pm, layout = self.population_module, self.layout
         population, state = pm.ask(state, jax.random.fold_in(key, 0))
-        padded, _ = pad_population(population, self.num_devices)
-        eval_key = jax.random.fold_in(key, 1)
-        keys = jax.vmap(lambda i: jax.random.fold_in(eval_key, i))(jnp.arange(self.padded_size))
-        fitness, extras = self._mapper()(padded, keys)
-        fitness = fitness[:size]  # static slice: padding sits at the end
+        local = layout.local(layout.pad(population))
+        evaluated = self._evaluate_local(local, layout.keys(jax.random.fold_in(key, 1)))
+        fitness, extras = layout.unpad(layout.gather(evaluated))
         state, tell_metrics = pm.tell(state, population, fitness)
-        f32 = fitness.astype(jnp.float32)
         metrics: dict[str, Any] = {
-            "fitness/mean": jnp.mean(f32),
-            "fitness/max": Max.of(f32),
-            "fitness/min": Min.of(f32),
-            "population_size": Last.of(jnp.asarray(size, jnp.float32)),
+            **layout.fitness_metrics(fitness),
+            "population_size": Last.of(jnp.asarray(layout.size, jnp.float32)),
         }
         for name, value in (extras or {}).items():
-            value = jnp.asarray(value)[:size]
+            value = jnp.asarray(value)
             if value.ndim == 1:
                 metrics[f"member/{name}"] = Mean.of(value)
         for name, value in (tell_metrics or {}).items():
@@ -200,8 +197,7 @@ class PopulationTrainer(Trainer):
     split over the strategy's data axes (vmapped on each device), fitness
     gathered bit for bit, ``tell``. A population that does not divide the device
     count is padded with copies of its last member; padded members are evaluated
-    but never reach ``tell``, the fitness statistics or any logged count
-    (FIELD_REPORTS F6). Results do not depend on the device count: same seed, same
+    but never reach ``tell``, the fitness statistics or any logged count. Results do not depend on the device count: same seed, same
     fitness arrays and final state on 1, 2 or 4 devices.
 
     Callbacks and loggers work as in the Trainer (``step`` = generations done),
@@ -216,7 +212,8 @@ class PopulationTrainer(Trainer):
       strategy, devices, callbacks, seed, default_root_dir, jit,
         enable_progress_bar, enable_checkpointing, logger, run_ahead,
         sync_every_n_seconds, compile_evaluation_ahead: as in
-        :class:`~jaxtrainer.Trainer`.
+        :class:`~jaxtrainer.Trainer`, passed on to it (every argument after
+        ``eval_every_n_generations`` by keyword).
       max_generations: generations to run (the Trainer's ``max_steps``).
       log_every_n_generations: generations per log interval (callbacks get
         metrics reduced over each interval, see :class:`GenerationModule`).
@@ -230,31 +227,15 @@ class PopulationTrainer(Trainer):
       ValueError: ``population_size < 1``, a bad budget or interval, an unknown
         strategy or ``member_map``; at construction, before compiling. ``fit``
         raises ValueError when ``ask`` returns another number of members.
+      TypeError: a Trainer argument counted in steps (``max_steps``, ...).
     """
 
-    def __init__(
-        self,
-        population_size: int,
-        strategy: str | Strategy = "auto",
-        devices: DevicesArg = "auto",
-        max_generations: int | None = None,
-        log_every_n_generations: int = 10,
-        eval_every_n_generations: int | None = None,
-        callbacks: list[Callback] | None = None,
-        seed: int = 0,
-        default_root_dir: str | os.PathLike = "runs",
-        jit: bool = True,
-        enable_progress_bar: bool = True,
-        enable_checkpointing: bool = True,
-        logger: bool = True,
-        member_map: str = "vmap",
-        map_batch_size: int | None = None,
-        run_ahead: bool | str = "auto",
-        sync_every_n_seconds: float | None = 1.0,
-        compile_evaluation_ahead: bool = True,
-    ) -> None:
-        # The Trainer checks the arguments it shares (devices, on/off switches, ...)
-        # with the same helpers; these are checked under their own names first.
+    def __init__(self, population_size: int, strategy: str | Strategy = "auto",
+                 devices: DevicesArg = "auto", max_generations: int | None = None,
+                 log_every_n_generations: int = 10, eval_every_n_generations: int | None = None,
+                 *, member_map: str = "vmap", map_batch_size: int | None = None,
+                 **trainer_args: Any) -> None:
+        # Checked here under their own names; the Trainer checks everything it is passed.
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 1:
             raise ValueError(f"population_size={population_size!r}: expected an int >= 1")
@@ -268,15 +249,13 @@ class PopulationTrainer(Trainer):
         if not isinstance(member_map, str) or member_map not in MEMBER_MAPS:
             raise ValueError(f"member_map={member_map!r}: choose one of {MEMBER_MAPS}")
         map_batch_size = _args.positive_int("map_batch_size", map_batch_size)
-        super().__init__(
-            strategy=strategy, devices=devices, max_steps=max_generations,
-            log_every_n_steps=log_every_n_generations,
-            eval_every_n_steps=eval_every_n_generations, callbacks=callbacks, seed=seed,
-            default_root_dir=default_root_dir, jit=jit, enable_progress_bar=enable_progress_bar,
-            enable_checkpointing=enable_checkpointing, logger=logger, run_ahead=run_ahead,
-            sync_every_n_seconds=sync_every_n_seconds,
-            compile_evaluation_ahead=compile_evaluation_ahead,
-        )
+        in_steps = sorted(set(trainer_args) & set(STEP_ARGUMENTS))
+        if in_steps:
+            raise TypeError(f"PopulationTrainer counts generations: got {in_steps}; use "
+                            "max_generations, log_every_n_generations, eval_every_n_generations")
+        super().__init__(strategy=strategy, devices=devices, max_steps=max_generations,
+                         log_every_n_steps=log_every_n_generations,
+                         eval_every_n_steps=eval_every_n_generations, **trainer_args)
         self.population_size = population_size
         self.member_map = member_map
         self.map_batch_size = map_batch_size
@@ -333,3 +312,19 @@ class PopulationTrainer(Trainer):
         """Run the population module's ``evaluation_step`` on the current state
         (after ``fit``), a checkpoint, or a fresh ``init_state``."""
         return super().evaluate(self.wrap(module), ckpt_path=ckpt_path)
+
+
+def _init_signature() -> inspect.Signature:
+    """``PopulationTrainer.__init__`` as ``help`` and the recipes' ``trainer:``
+    keys see it: its own arguments, then every Trainer argument it passes on
+    (``callbacks``, ``seed``, ...) as keyword-only arguments."""
+    own = [p for p in inspect.signature(PopulationTrainer.__init__).parameters.values()
+           if p.kind is not p.VAR_KEYWORD]
+    taken = {p.name for p in own} | set(STEP_ARGUMENTS)
+    passed_on = [p.replace(kind=p.KEYWORD_ONLY)
+                 for p in inspect.signature(Trainer.__init__).parameters.values()
+                 if p.name not in taken and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return inspect.Signature(own + passed_on, return_annotation=None)
+
+
+PopulationTrainer.__init__.__signature__ = _init_signature()  # type: ignore[attr-defined]

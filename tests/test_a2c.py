@@ -1,5 +1,5 @@
 """A2C: the loss by hand, one full-batch update per step, learning on a tiny
-problem, replicas on 4 devices (F2)."""
+problem, replicas that stay bitwise equal on 4 devices."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_a2c_loss_by_hand():
     obs = jax.random.normal(jax.random.key(1), (6, 4))
     batch = {"obs": obs, "action": jnp.array([0, 1, 1, 0, 1, 0]),
              "advantage": jnp.arange(6.0) - 2.0, "target": jnp.ones(6)}
-    total, aux = a2c.a2c_loss(params, batch, a2c.initial_hyperparams())
+    total, aux = a2c.loss(params, batch, a2c.initial_hyperparams())
     dist, value = a2c.network.apply(params, obs)
     logp = np.asarray(dist.log_prob(batch["action"]))
     policy = -np.mean(np.asarray(batch["advantage"]) * logp)

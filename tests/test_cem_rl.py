@@ -1,5 +1,5 @@
 """CEM-RL: the sepCEM update by hand, device-count independent member samples,
-bitwise critic replicas on 4 devices (F2), exact env-step counting, and errors
+bitwise critic replicas on 4 devices, exact env-step counting, and errors
 raised before anything compiles."""
 
 from __future__ import annotations

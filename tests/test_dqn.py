@@ -1,5 +1,5 @@
 """DQN: double-DQN targets, the epsilon schedule, target-network updates, learned
-Q-values that bootstrap on truncation (F19), replicas on 4 devices (F2)."""
+Q-values that bootstrap on truncation, replicas that stay equal on 4 devices."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PopulationTrainer: device-count independence, padding (F6), hooks, resume, errors."""
+"""PopulationTrainer: device-count independence, padding (padded members never count), hooks, resume, errors."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def noisy_sphere(x, key):
 class Recording(jt.PopulationModule):
     """Wraps a FunctionES on a noisy sphere (so member keys matter) and keeps every
     generation's fitness array in its state, to compare whole runs bit for bit.
-    ``tell`` checks at trace time that padding never reaches it (F6)."""
+    ``tell`` checks at trace time that padding never reaches it."""
 
     def __init__(self, algorithm="Open_ES", dims=5, **kw):
         self.inner = FunctionES(noisy_sphere, dims, algorithm, init_mean=1.0, std=0.5,

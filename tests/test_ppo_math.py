@@ -1,6 +1,7 @@
 """PPO's math: GAE with truncation bootstrapping, global advantage normalisation,
-distributions, and the module end to end on an env with known returns
-(FIELD_REPORTS F2, F17, F18, F19)."""
+distributions, and the module end to end on an env with known returns: replicas
+stay equal, completed episodes only, fresh-episode evaluation, bootstrapping at the
+time limit."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from test_envs import FixedLength
 from jaxtrainer import envs
 from jaxtrainer.algorithms import PPO, PPOConfig
 from jaxtrainer.algorithms.networks import Categorical, DiagGaussian
-from jaxtrainer.algorithms.ppo import compute_gae, normalize_advantages
+from jaxtrainer.algorithms.onpolicy import compute_gae, normalize_advantages
 from jaxtrainer.distributed import AXIS_NAME
 from jaxtrainer.metrics import to_host
 from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
@@ -159,7 +160,7 @@ def fixed_ppo():
 
 
 def test_ppo_reports_completed_episodes_only(fixed_ppo):
-    # F17: a 5-step rollout completes no episode; 25 steps complete 2 per env, each 10.
+    # a 5-step rollout completes no episode; 25 steps complete 2 per env, each 10.
     _, fresh, train, _ = fixed_ppo
     _, m = train(fresh(), jax.random.key(1), jnp.int32(0), jnp.int32(1))
     m = to_host(m)
@@ -175,7 +176,7 @@ def test_ppo_reports_completed_episodes_only(fixed_ppo):
 
 
 def test_ppo_replicas_stay_equal_over_4_devices(fixed_ppo):
-    # F2: after 20 updates every device holds the same parameters and optimizer state.
+    # after 20 updates every device holds the same parameters and optimizer state.
     _, fresh, train, _ = fixed_ppo
     state, m = train(fresh(), jax.random.key(1), jnp.int32(0), jnp.int32(20))
     assert int(state.update_count) == 20
@@ -189,7 +190,7 @@ def test_ppo_replicas_stay_equal_over_4_devices(fixed_ppo):
 
 
 def test_ppo_targets_bootstrap_on_truncation(fixed_ppo):
-    # F19 through the module: at the time limit the target is r + gamma V(final_obs).
+    # truncation through the module: at the time limit the target is r + gamma V(final_obs).
     ppo = fixed_ppo[0]
     params = ppo.network.init(jax.random.key(0), jnp.zeros((1,)))
     obs, env_state = ppo.env.reset_batch(jax.random.key(1), 2)
@@ -209,7 +210,7 @@ def test_ppo_targets_bootstrap_on_truncation(fixed_ppo):
 
 
 def test_ppo_evaluation_uses_fresh_episodes(fixed_ppo):
-    # F18: whatever the training state's envs are doing, evaluation runs fresh ones.
+    # whatever the training state's envs are doing, evaluation runs fresh ones.
     _, fresh, train, evaluate = fixed_ppo
     state, _ = train(fresh(), jax.random.key(1), jnp.int32(0), jnp.int32(1))  # envs mid-episode
     assert bool((state.env_state.episode_length == 5).all())

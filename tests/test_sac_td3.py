@@ -1,6 +1,6 @@
 """SAC and TD3: entropy target and temperature direction, squashed-Gaussian
-log-probabilities, target policy smoothing, delayed actor updates, replicas on 4
-devices (F2), and a brax smoke run."""
+log-probabilities, target policy smoothing, delayed actor updates, replicas that
+stay equal on 4 devices, and a brax smoke run."""
 
 from __future__ import annotations
 
@@ -97,29 +97,32 @@ def test_td3_delays_actor_and_target_updates():
     state = jax.jit(td3.init_state)(jax.random.key(0))              # one device, no mesh
     _, _, buffer, _ = jax.jit(td3.collect)(state, jax.random.key(1))
     update = jax.jit(lambda c, k: td3.update(c, k, buffer))
-    carry = (state.actor_params, state.critic_params, state.target_actor_params,
-             state.target_critic_params, state.actor_opt, state.critic_opt, state.updates)
+    carry = td3.carry_of(state)
     init = jax.tree.map(np.asarray, carry)
     carries, losses = [], []
     for n in range(3):
         carry, loss = update(carry, jax.random.key(10 + n))
         carries.append(carry)
-        losses.append(float(loss["actor_count"]))
+        losses.append(float(loss["actor"].count))
     assert losses == [0.0, 0.0, 1.0]
     for c in carries[:2]:   # critic moves, actor and targets wait
-        jax.tree.map(np.testing.assert_array_equal, c[0], init[0])
-        jax.tree.map(np.testing.assert_array_equal, c[2], init[2])
-        jax.tree.map(np.testing.assert_array_equal, c[3], init[3])
+        jax.tree.map(np.testing.assert_array_equal, c.actor_params, init.actor_params)
+        jax.tree.map(np.testing.assert_array_equal, c.target_actor_params,
+                     init.target_actor_params)
+        jax.tree.map(np.testing.assert_array_equal, c.target_critic_params,
+                     init.target_critic_params)
         assert not all(np.array_equal(a, b) for a, b in zip(
-            jax.tree.leaves(c[1]), jax.tree.leaves(init[1]), strict=True))
+            jax.tree.leaves(c.critic_params), jax.tree.leaves(init.critic_params), strict=True))
     c3 = carries[2]
     assert not all(np.array_equal(a, b) for a, b in zip(
-        jax.tree.leaves(c3[0]), jax.tree.leaves(init[0]), strict=True))
-    want_actor = soft_update(init[2], c3[0], td3.config.tau)
-    want_critic = soft_update(init[3], c3[1], td3.config.tau)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), c3[2], want_actor)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), c3[3], want_critic)
-    assert int(c3[6]) == 3
+        jax.tree.leaves(c3.actor_params), jax.tree.leaves(init.actor_params), strict=True))
+    want_actor = soft_update(init.target_actor_params, c3.actor_params, td3.config.tau)
+    want_critic = soft_update(init.target_critic_params, c3.critic_params, td3.config.tau)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6),
+                 c3.target_actor_params, want_actor)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6),
+                 c3.target_critic_params, want_critic)
+    assert int(c3.updates) == 3
 
 
 def test_td3_replicas_stay_equal_over_4_devices():

@@ -1,4 +1,5 @@
-"""ShardMapStrategy and the population sharding helpers (FIELD_REPORTS F5, F7, F8)."""
+"""ShardMapStrategy and the population sharding helpers: psum of per-device samples
+under check_vma, gradients through an axis_index branch, nested maps refused."""
 
 from __future__ import annotations
 
@@ -99,7 +100,7 @@ def test_minus_one_infers_an_axis_and_data_axes_follow_mesh_order():
     assert only.num_devices == 2
 
 
-# ------------------------------------------------------- same loss everywhere (F3)
+# --------------------------------------------------------- same loss everywhere
 def test_same_loss_and_params_as_single_and_pmap():
     runs = {
         "single": fit(Regression(), "single"),
@@ -125,9 +126,9 @@ def test_pmap_and_default_shard_map_are_bitwise_identical():
         np.testing.assert_array_equal(x, y)
 
 
-# ---------------------------------------------------------------------- F7
+# ----------------------------------- psum of per-device normals under check_vma
 class NormalFitness(jt.Module):
-    """Samples normals per device and returns a psum-reduced scalar (F7)."""
+    """Samples normals per device and returns a psum-reduced scalar."""
 
     def init_state(self, key):
         return {"total": jnp.zeros(())}
@@ -138,7 +139,7 @@ class NormalFitness(jt.Module):
         return {"total": state["total"] + total}, {"fitness": total}
 
 
-def test_f7_psum_of_normals_runs_with_check_vma_and_is_exact():
+def test_psum_of_normals_runs_with_check_vma_and_is_exact():
     trainer, seen = fit(NormalFitness(), "shard_map", steps=1, log=1, seed=3)
     root = jax.random.fold_in(jax.random.key(3), 1)  # TRAIN_STREAM
     step_key = jax.random.fold_in(root, 0)
@@ -147,7 +148,7 @@ def test_f7_psum_of_normals_runs_with_check_vma_and_is_exact():
     assert seen[0]["fitness"] == pytest.approx(expected, rel=1e-5)
     assert float(trainer.state["total"]) == pytest.approx(expected, rel=1e-5)
 
-    def raw(key):  # the report's own shape: raw shard_map, out_specs=P(), check_vma on
+    def raw(key):  # the same by hand: raw shard_map, out_specs=P(), check_vma on
         k = jax.random.fold_in(key, jax.lax.axis_index(D.AXIS_NAME))
         return jax.lax.psum(jnp.sum(jax.random.normal(k, (5,))), D.AXIS_NAME)
 
@@ -156,12 +157,12 @@ def test_f7_psum_of_normals_runs_with_check_vma_and_is_exact():
     assert float(out) == pytest.approx(expected, rel=1e-5)
 
 
-# ---------------------------------------------------------------------- F8
+# ---------------------------------------- gradient through an axis_index branch
 def branchy(x, d):
     return jnp.where(d == 0, 2.0 * x, 3.0 * x) ** 2
 
 
-def test_f8_gradient_through_axis_index_branch_matches_vmap_reference():
+def test_gradient_through_axis_index_branch_matches_vmap_reference():
     x = jnp.array(1.5)
     ref = jax.grad(lambda x: jnp.sum(jax.vmap(lambda d: branchy(x, d))(jnp.arange(2))))(x)
     assert float(ref) == pytest.approx(2 * 4 * 1.5 + 2 * 9 * 1.5)  # 39
@@ -189,8 +190,8 @@ def test_f8_gradient_through_axis_index_branch_matches_vmap_reference():
     assert float(trainer.state["x"]) == pytest.approx(1.5 - 0.39)
 
 
-# ---------------------------------------------------------------------- F5
-def test_f5_nested_map_over_another_device_set_fails_early():
+# ------------------------------------------- nested map over another device set
+def test_nested_map_over_another_device_set_fails_early():
     three = mesh(3)
 
     class Nested(jt.Module):
@@ -201,7 +202,7 @@ def test_f5_nested_map_over_another_device_set_fails_early():
             f = D.shmap_vmap(lambda v: v * 2.0, mesh=three)(jnp.arange(6.0))
             return state, {"f": jnp.sum(f)}
 
-    with pytest.raises(ValueError, match=r"inside a shard_map already mapped over axes .*F5"):
+    with pytest.raises(ValueError, match=r"inside a shard_map already mapped over axes .*not supported"):
         fit(Nested(), "shard_map", steps=1, log=1)
     # The same call outside mapped code runs on its own 3-device mesh.
     np.testing.assert_array_equal(D.shmap_vmap(lambda v: v * 2.0, mesh=three)(jnp.arange(6.0)),

@@ -135,8 +135,7 @@ import json, math, sys, time
 import jax, jax.numpy as jnp, numpy as np
 assert jax.config.jax_enable_x64
 import jaxtrainer as jt
-from jaxtrainer.algorithms import (A2C, CEMRL, DQN, PBT, PPO, SAC, TD3, A2CConfig, CEMRLConfig,
-    DQNConfig, FunctionES, NeuroES, PPOConfig, SACConfig, TD3Config, sphere)
+from tests.shipped import MODULES, POPULATION, POPULATION_SIZE
 from tests.test_state_dtypes import Widening, check_widening
 
 Q = dict(enable_progress_bar=False, enable_checkpointing=False, logger=False,
@@ -149,33 +148,10 @@ t.fit(Widening(jnp.float64, jnp.int64))
 check_widening(t, 3, weak_dtype=np.float64)
 results["Widening"] = "ok"
 
-PPO_TINY = dict(num_envs=2, num_steps=4, num_minibatches=1, update_epochs=1, hidden_sizes=(4,),
-                eval_episodes=2)
-OFF = dict(num_envs=2, buffer_size=16, batch_size=4, learning_starts=0, gradient_steps=1,
-           hidden_sizes=(4,), eval_episodes=2)
-modules = {{
-    "PPO": lambda: PPO(PPOConfig(**PPO_TINY)),
-    "A2C": lambda: A2C(A2CConfig(num_envs=2, num_steps=4, hidden_sizes=(4,), eval_episodes=2,
-                                 anneal_lr=True)),
-    "DQN": lambda: DQN(DQNConfig(**OFF)),
-    "SAC": lambda: SAC(SACConfig(**OFF)),
-    "TD3": lambda: TD3(TD3Config(**OFF)),
-    "PBT": lambda: PBT(PPO(PPOConfig(**PPO_TINY)), {{"lr": (1e-4, 1e-2)}}, population_size=2,
-                       ready_every_n_steps=1),
-    "CEMRL": lambda: CEMRL(CEMRLConfig(population_size=2, rollout_steps=4, critic_steps=2,
-                                       actor_steps=2, actor_hidden_sizes=(4,),
-                                       critic_hidden_sizes=(4,), buffer_size=16, batch_size=4,
-                                       learning_starts=0, eval_episodes=2)),
-}}
-population = {{
-    "OpenES": lambda: FunctionES(sphere, 3, "Open_ES", init_mean=1.0),
-    "CMA_ES": lambda: FunctionES(sphere, 3, "CMA_ES", init_mean=1.0),
-    "NeuroES": lambda: NeuroES("CartPole-v1", "Open_ES", hidden_sizes=(2,), eval_episodes=2),
-}}
-for name, make in {{**modules, **population}}.items():
+for name, make in {{**MODULES, **POPULATION}}.items():
     try:
-        if name in population:
-            t = jt.PopulationTrainer(4, strategy="single", max_generations=2,
+        if name in POPULATION:
+            t = jt.PopulationTrainer(POPULATION_SIZE, strategy="single", max_generations=2,
                                      log_every_n_generations=1, **Q)
         else:
             t = jt.Trainer(strategy="single", max_steps=2, log_every_n_steps=1, **Q)

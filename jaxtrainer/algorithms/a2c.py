@@ -10,9 +10,10 @@ Checked against Stable-Baselines3's ``stable_baselines3/a2c/a2c.py``
 (``DLR-RM/stable-baselines3``) and its RL-Zoo CartPole-v1 settings: ``num_steps =
 5``, RMSprop (decay 0.99, eps 1e-5) at 7e-4, ``gae_lambda = 1``, ``vf_coef =
 0.5``, ``ent_coef = 0``, gradient-norm clip 0.5, 8 envs, separate 64-64 tanh
-actor and critic. It reuses :class:`~jaxtrainer.algorithms.PPO`'s rollout, GAE
-with truncation bootstrapping (F19), evaluation and device handling; only the
-loss and the single full-batch update differ. The value loss is
+actor and critic. It shares PPO's rollout, GAE with truncation bootstrapping,
+state, schedule, evaluation and device handling
+(:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyModule`); only the loss and the
+single full-batch update differ. The value loss is
 ``0.5 * (V - R)^2`` (SB3 uses ``(V - R)^2`` with the same ``vf_coef``).
 """
 
@@ -25,11 +26,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxtrainer import envs
-from jaxtrainer.algorithms.networks import ActorCritic
-from jaxtrainer.algorithms.ppo import PPO, PPOState, normalize_advantages
-from jaxtrainer.distributed import gradient_update, local_size
-from jaxtrainer.metrics import Last, Mean
+from jaxtrainer import _args
+from jaxtrainer.algorithms.onpolicy import (
+    OnPolicyModule,
+    Rollout,
+    check_config,
+    normalize_advantages,
+)
+from jaxtrainer.distributed import gradient_update
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,7 +46,7 @@ class A2CConfig:
       num_steps: rollout length per env per update (``num_envs * num_steps`` env
         steps per update).
       total_updates: updates the learning rate anneals over (when ``anneal_lr``);
-        ``None`` (default): the Trainer's budget (see :meth:`PPO.configure_budget`).
+        ``None`` (default): the Trainer's budget (see :meth:`A2C.configure_budget`).
       lr: learning rate. anneal_lr: anneal it linearly to 0 over ``total_updates``.
       optimizer: ``"rmsprop"`` (decay 0.99, eps 1e-5, as A3C/SB3) or ``"adam"``.
       gamma: discount. gae_lambda: 1.0 gives ``n``-step returns.
@@ -70,27 +74,12 @@ class A2CConfig:
     hidden_sizes: tuple[int, ...] = (64, 64)
     eval_episodes: int = 32
 
-    # PPO's machinery reads these: one epoch of one minibatch.
-    update_epochs = 1
-    num_minibatches = 1
-
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_sizes", tuple(int(h) for h in self.hidden_sizes))
-        for name in ("num_envs", "num_steps", "total_updates", "eval_episodes"):
-            value = getattr(self, name)
-            if name == "total_updates" and value is None:
-                continue
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"A2CConfig.{name}={value!r}: expected a positive int")
-        if self.optimizer not in ("rmsprop", "adam"):
-            raise ValueError(f"A2CConfig.optimizer={self.optimizer!r}: 'rmsprop' or 'adam'")
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.num_envs * self.num_steps
+        check_config(self)
+        _args.check_fields(self, _args.one_of, ("optimizer",), choices=("rmsprop", "adam"))
 
 
-class A2C(PPO):
+class A2C(OnPolicyModule):
     """A2C on a :mod:`jaxtrainer.envs` environment, discrete or continuous actions.
 
     Metrics of :meth:`training_step`: ``train/episode_return``,
@@ -101,30 +90,14 @@ class A2C(PPO):
 
     Args:
       config: hyperparameters; :class:`A2CConfig` defaults when ``None``.
-      env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``.
+      env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``;
+        a string is taken as ``config.env``.
       **overrides: replace fields of ``config``.
     """
 
-    def __init__(self, config: A2CConfig | None = None, *, env: envs.Env | None = None,
-                 **overrides: Any) -> None:
-        config = config or A2CConfig()
-        if overrides:
-            config = dataclasses.replace(config, **overrides)
-        self.config = config
-        self.env = env if env is not None else envs.make(config.env)
-        self.env_steps_per_step = config.num_envs * config.num_steps
-        self.network = ActorCritic(
-            action_dim=self.env.num_actions if self.env.discrete else self.env.action_size,
-            discrete=self.env.discrete,
-            obs_ndim=len(self.env.observation_shape),
-            hidden_sizes=config.hidden_sizes,
-            activation=config.activation,
-        )
-        self.optimizer = optax.inject_hyperparams(self.base_optimizer)(
-            learning_rate=config.lr, max_grad_norm=config.max_grad_norm)
-
+    config_class = A2CConfig
     TUNABLE = ("lr", "ent_coef", "vf_coef", "max_grad_norm", "gamma", "gae_lambda")
-    """Hyperparameters kept in :attr:`PPOState.hyperparams` (traced, tunable by PBT)."""
+    """Hyperparameters kept in :attr:`OnPolicyState.hyperparams` (traced, tunable by PBT)."""
 
     def base_optimizer(self, learning_rate: Any, max_grad_norm: Any) -> optax.GradientTransformation:
         """Global-norm clip then RMSprop (decay 0.99, eps 1e-5; SB3's) or Adam."""
@@ -134,25 +107,27 @@ class A2C(PPO):
             opt = optax.adam(learning_rate, eps=1e-5)
         return optax.chain(optax.clip_by_global_norm(max_grad_norm), opt)
 
-    def validate(self, num_devices: int) -> None:
-        """Raises ValueError when ``num_envs`` or ``eval_episodes`` does not split
-        over ``num_devices``."""
-        for name in ("num_envs", "eval_episodes"):
-            value = getattr(self.config, name)
-            if value % num_devices:
-                raise ValueError(f"A2C: {name}={value} is not divisible by the {num_devices} "
-                                 f"devices; use a multiple of {num_devices}")
+    def step_keys(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """The update draws no randomness: the rollout gets the step's key as it is."""
+        return key, key
 
-    def hparams(self) -> dict[str, Any]:
-        hp = dataclasses.asdict(self.config)
-        hp["hidden_sizes"] = list(hp["hidden_sizes"])
-        hp["total_updates"] = self.total_updates
-        return hp
+    def advantages_and_targets(self, params: Any, traj: Rollout,
+                               hyperparams: dict[str, jax.Array] | None = None,
+                               ) -> tuple[jax.Array, jax.Array]:
+        """GAE as PPO's, ``float32[num_steps, num_envs_per_device]``; with
+        ``normalize_advantages`` the advantages are standardised over the whole
+        global batch (PPO does it per minibatch)."""
+        advantages, targets = super().advantages_and_targets(params, traj, hyperparams)
+        if self.config.normalize_advantages:
+            advantages = normalize_advantages(advantages)
+        return advantages, targets
 
-    def a2c_loss(self, params: Any, batch: dict[str, jax.Array],
-                 hp: dict[str, jax.Array]) -> tuple[jax.Array, dict]:
-        """``-mean(A log pi(a|s)) + vf_coef * 0.5 * mean((V - R)^2) - ent_coef * mean(H)``,
-        coefficients from ``hp`` (:attr:`PPOState.hyperparams`)."""
+    def loss(self, params: Any, batch: dict[str, jax.Array],
+             hp: dict[str, jax.Array]) -> tuple[jax.Array, dict]:
+        """``-mean(A log pi(a|s)) + vf_coef * 0.5 * mean((V - R)^2) - ent_coef * mean(H)``
+        on ``batch`` (leaves ``[B, ...]``), coefficients from ``hp``
+        (:attr:`OnPolicyState.hyperparams`). Returns ``(total, {"policy", "value",
+        "entropy"})``, all ``float32[]``."""
         dist, value = self.network.apply(params, batch["obs"])
         policy_loss = -jnp.mean(batch["advantage"] * dist.log_prob(batch["action"]))
         value_loss = 0.5 * jnp.mean(jnp.square(value - batch["target"]))
@@ -160,29 +135,11 @@ class A2C(PPO):
         total = policy_loss + hp["vf_coef"] * value_loss - hp["ent_coef"] * entropy
         return total, {"policy": policy_loss, "value": value_loss, "entropy": entropy}
 
-    def training_step(self, state: PPOState, key: jax.Array) -> tuple[PPOState, dict]:
-        """A ``num_steps`` rollout of every env, then one gradient step on all of it
-        (gradients averaged over devices, so it is the one-device step on the
-        global batch)."""
-        cfg = self.config
-        env_state, obs, traj = self.rollout(state.params, state.env_state, state.obs, key)
-        hp = state.hyperparams
-        advantages, targets = self.advantages_and_targets(state.params, traj, hp)
-        if cfg.normalize_advantages:
-            advantages = normalize_advantages(advantages)
-        n = cfg.num_steps * local_size(cfg.num_envs, "num_envs")
-        batch = {"obs": traj.obs, "action": traj.action,
-                 "advantage": jax.lax.stop_gradient(advantages),
-                 "target": jax.lax.stop_gradient(targets)}
-        batch = jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), batch)
-        opt_state = self._set_optimizer_hyperparams(state.opt_state, hp, state.update_count)
+    def update(self, params: Any, opt_state: Any, batch: dict[str, jax.Array],
+               hp: dict[str, jax.Array], key: jax.Array) -> tuple[Any, Any, dict[str, jax.Array]]:
+        """One gradient step on the whole rollout (gradients averaged over devices,
+        so it is the one-device step on the global batch)."""
+        del key
         params, opt_state, loss, aux = gradient_update(
-            self.a2c_loss, state.params, opt_state, self.optimizer, batch, hp)
-        done = traj.info.done
-        metrics = {
-            "train/episode_return": Mean.of(traj.info.episode_return, mask=done),
-            "train/episode_length": Mean.of(traj.info.episode_length, mask=done),
-            "loss/total": loss, **{f"loss/{k}": v for k, v in aux.items()},
-            "lr": Last.of(self._learning_rate(hp, state.update_count)),
-        }
-        return PPOState(params, opt_state, state.update_count + 1, env_state, obs, hp), metrics
+            self.loss, params, opt_state, self.optimizer, batch, hp)
+        return params, opt_state, {"total": loss, **aux}

@@ -40,8 +40,8 @@ One generation (the paper's Algorithm 1):
 
 Devices: the population is sharded for step 3 (each device rolls out ``P /
 num_devices`` consecutive members, vmapped, into its own share of the replay
-buffer), fitness is gathered bit for bit
-(:func:`~jaxtrainer.distributed.gather_members`), and steps 1, 2 and 4 run
+buffer; the population's :class:`~jaxtrainer.distributed.MemberLayout`), fitness
+is gathered bit for bit, and steps 1, 2 and 4 run
 replicated: the critic and the RL actors are trained data-parallel (each device
 samples ``batch_size / num_devices`` of every global batch from its own share,
 gradients averaged with :func:`~jaxtrainer.distributed.gradient_update`), so the
@@ -72,20 +72,15 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxtrainer import envs
-from jaxtrainer.algorithms.offpolicy import TwinCritic, soft_update
+from jaxtrainer import _args, envs
+from jaxtrainer.algorithms.networks import DeterministicActor, TwinCritic, activation
+from jaxtrainer.algorithms.offpolicy import soft_update
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
-from jaxtrainer.algorithms.td3 import DeterministicActor, TD3Losses
-from jaxtrainer.distributed import (
-    axis_index,
-    fold_in_device,
-    gather_members,
-    gradient_update,
-    local_members,
-    local_size,
-    vary_like,
-)
-from jaxtrainer.metrics import Last, Max, Mean, Min
+from jaxtrainer.algorithms.td3 import TD3Losses
+from jaxtrainer.distributed import axis_size, fold_in_device, gradient_update, vary_like
+from jaxtrainer.distributed.members import MemberLayout, rank
+from jaxtrainer.envs.evaluation import evaluation_metrics
+from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module
 
 
@@ -144,9 +139,7 @@ def sep_cem_update(mean: jax.Array, members: jax.Array, fitness: jax.Array, damp
       w_i (x_(i) - mean)^2 + eps_t`` over the ``K_e`` best members ``x_(i)``.
     """
     num_elites = weights.shape[0]
-    order = jnp.argsort(jnp.where(jnp.isnan(fitness), -jnp.inf, fitness), stable=True,
-                        descending=True)
-    elites = members[order[:num_elites]]
+    elites = members[rank(fitness)[:num_elites]]
     damp = damp_tau * damp + (1.0 - damp_tau) * damp_limit
     z = elites - mean
     new_mean = weights @ elites
@@ -221,38 +214,32 @@ class CEMRLConfig:
     eval_episodes: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("actor_hidden_sizes", "critic_hidden_sizes"):
-            object.__setattr__(self, name, tuple(int(h) for h in getattr(self, name)))
+        _args.check_fields(self, _args.sizes, ("actor_hidden_sizes", "critic_hidden_sizes"))
+        _args.check_fields(self, _args.positive_int, ("population_size", "episodes_per_member",
+                                                      "batch_size", "buffer_size",
+                                                      "eval_episodes"), allow_none=False)
         p = self.population_size
-        if not isinstance(p, int) or p < 2:
+        if p < 2:
             raise ValueError(f"CEMRL: population_size={p!r}: expected an int >= 2 "
                              "(at least one elite and one RL member)")
         if self.antithetic and p % 2:
             raise ValueError(f"CEMRL: population_size={p} is odd; antithetic sampling pairs "
                              "members (use an even size or antithetic=False)")
-        for name, low in (("num_rl_members", 0), ("num_elites", 1)):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or not low <= value <= p):
-                raise ValueError(f"CEMRL: {name}={value!r}: expected an int in [{low}, "
-                                 f"population_size={p}]")
-        for name in ("episodes_per_member", "batch_size", "buffer_size", "eval_episodes"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"CEMRL: {name}={value!r}: expected a positive int")
-        for name in ("rollout_steps", "critic_steps", "actor_steps"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 0
-                                      or (name == "rollout_steps" and value < 1)):
-                raise ValueError(f"CEMRL: {name}={value!r}: expected a non-negative int or None")
-        if not isinstance(self.learning_starts, int) or self.learning_starts < 0:
-            raise ValueError(f"CEMRL: learning_starts={self.learning_starts!r}: expected an int >= 0")
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"CEMRL: tau={self.tau}: expected 0 < tau <= 1")
-        if not 0.0 <= self.damp_tau <= 1.0:
-            raise ValueError(f"CEMRL: damp_tau={self.damp_tau}: expected 0 <= damp_tau <= 1")
-        for name in ("init_variance", "damp_init", "damp_limit"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"CEMRL: {name}={getattr(self, name)}: a variance, expected >= 0")
+        _args.check_fields(self, _args.non_negative_int, ("num_rl_members", "critic_steps",
+                                                          "actor_steps"), allow_none=True)
+        _args.check_fields(self, _args.positive_int, ("num_elites", "rollout_steps"))
+        for name in ("num_rl_members", "num_elites"):
+            if (getattr(self, name) or 0) > p:
+                raise ValueError(f"CEMRL: {name}={getattr(self, name)}: expected at most "
+                                 f"population_size={p}")
+        _args.check_fields(self, _args.non_negative_int, ("learning_starts",))
+        _args.check_fields(self, _args.number, ("tau",), low=0, high=1, low_open=True)
+        _args.check_fields(self, _args.number, ("damp_tau",), low=0, high=1)
+        _args.check_fields(self, _args.number, ("init_variance", "damp_init", "damp_limit",
+                                                "actor_lr", "critic_lr", "gamma",
+                                                "policy_noise", "noise_clip"), low=0)
+        for name in ("actor_activation", "critic_activation"):
+            activation(getattr(self, name), f"CEMRLConfig.{name}")
 
 
 @struct.dataclass
@@ -441,9 +428,7 @@ class CEMRL(TD3Losses, Module):
             sample_key, noise_key = jax.random.split(step_key)
             batch = self.buffer.sample(buffer, sample_key)
             member = self.unravel(rl_members[k // block])  # block k // block: that member
-            critic, opt, loss, _ = gradient_update(
-                self.critic_loss, critic, opt, self.critic_optimizer, member, target, batch,
-                noise_key)
+            critic, opt, loss = self.critic_update(critic, opt, member, target, batch, noise_key)
             return (critic, soft_update(target, critic, self.config.tau), opt), loss
 
         carry = (state.critic_params, state.target_critic_params, state.critic_opt)
@@ -548,19 +533,15 @@ class CEMRL(TD3Losses, Module):
                 (members[:num_rl], critic))
             members = jnp.concatenate([rl, members[num_rl:]])
 
-        local = local_members(members)
-        num_local = local.shape[0]
-        ids = axis_index() * num_local + jnp.arange(num_local)
-        keys = jax.vmap(lambda i: jax.random.fold_in(rollout_key, i))(ids)
-        local_fitness, buffer, episode_metrics = self.rollout(local, keys, state.buffer)
-        fitness = gather_members(local_fitness)
+        layout = MemberLayout(p, axis_size())  # no padding: validate requires P % devices == 0
+        local_fitness, buffer, episode_metrics = self.rollout(
+            layout.local(members), layout.keys(rollout_key), state.buffer)
+        fitness = layout.gather(local_fitness)
 
         mean, var, damp = sep_cem_update(state.mean, members, fitness, state.damp,
                                          jnp.asarray(self.weights), cfg.damp_limit, cfg.damp_tau)
         new_state = CEMRLState(mean, var, damp, *critic, state.generation + 1, buffer)
-        metrics = {**episode_metrics, **losses,
-                   "fitness/mean": jnp.mean(fitness), "fitness/max": Max.of(fitness),
-                   "fitness/min": Min.of(fitness),
+        metrics = {**episode_metrics, **losses, **layout.fitness_metrics(fitness),
                    "cem/std": Last.of(jnp.mean(jnp.sqrt(var))), "cem/damp": Last.of(damp)}
         if 0 < num_rl < p:
             metrics["fitness/rl_mean"] = jnp.mean(fitness[:num_rl])
@@ -571,10 +552,8 @@ class CEMRL(TD3Losses, Module):
         """The CEM mean actor, greedily, on ``eval_episodes`` fresh episodes (split
         over devices; completed episodes only): ``eval/episode_return``,
         ``eval/episode_length``."""
-        num = local_size(self.config.eval_episodes, "eval_episodes")
-        result = envs.evaluate_policy(self.env, lambda flat, obs, k: self.act_flat(flat, obs),
-                                      state.mean, key, num)
-        return {f"eval/{name}": value for name, value in result.items()}
+        return evaluation_metrics(self.env, lambda flat, obs, k: self.act_flat(flat, obs),
+                                  state.mean, key, self.config.eval_episodes)
 
 
 __all__ = ["CEMRL", "CEMRLConfig", "CEMRLState", "elite_weights", "sample_population",

@@ -15,11 +15,15 @@ and the CartPole defaults (buffer 10,000, batch 128, lr 2.5e-4, learning from
 
 * double-DQN target (``double=False`` gives the max-over-target-Q target of both
   references);
-* truncation is not termination (FIELD_REPORTS F19): stored transitions keep the
-  observation the time limit cut (``final_obs``) and bootstrap from it;
+* truncation is not termination: stored transitions keep the observation the
+  time limit cut (``final_obs``) and bootstrap from it;
 * device-parallel: sizes are global, each device steps and stores
   ``num_envs / num_devices`` envs and samples ``batch_size / num_devices`` of each
-  update's batch, gradients are averaged (replicas stay bitwise equal, F2).
+  update's batch, gradients are averaged (replicas stay bitwise equal).
+
+The collection, replay and learning loop are
+:class:`~jaxtrainer.algorithms.offpolicy.OffPolicyModule`'s; DQN adds the
+epsilon-greedy behaviour policy, the TD loss and the target-network update.
 """
 
 from __future__ import annotations
@@ -33,26 +37,22 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import envs
-from jaxtrainer.algorithms.offpolicy import OffPolicyModule, QNetwork, linear_schedule, soft_update
+from jaxtrainer import _args, envs
+from jaxtrainer.algorithms import offpolicy
+from jaxtrainer.algorithms.networks import QNetwork
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.distributed import gradient_update
 from jaxtrainer.metrics import Last
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig:
+class DQNConfig(offpolicy.OffPolicyConfig):
     """DQN hyperparameters. Sizes and step counts are global (over all devices).
 
     Attributes:
-      env: environment name for :func:`jaxtrainer.envs.make` (discrete actions).
-      num_envs: parallel environments.
-      train_frequency: vectorised env steps per training step; one training step
-        consumes ``num_envs * train_frequency`` env steps.
-      gradient_steps: gradient updates per training step (once learning started).
-      buffer_size: replay capacity in transitions (a multiple of ``num_envs``).
-      batch_size: transitions per gradient update.
-      learning_starts: env steps collected before the first update.
+      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size,
+        learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
+        (CleanRL's CartPole defaults here; ``env`` with discrete actions).
       lr: Adam learning rate.
       gamma: discount factor.
       tau: target-network Polyak rate; 1.0 copies the online network (hard update).
@@ -69,7 +69,6 @@ class DQNConfig:
 
     env: str = "CartPole-v1"
     num_envs: int = 16
-    train_frequency: int = 1
     gradient_steps: int = 1
     buffer_size: int = 10_000
     batch_size: int = 128
@@ -88,21 +87,37 @@ class DQNConfig:
     eval_episodes: int = 32
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "hidden_sizes", tuple(int(h) for h in self.hidden_sizes))
-        if not 0.0 < self.tau <= 1.0:
-            raise ValueError(f"DQNConfig.tau={self.tau}: expected 0 < tau <= 1")
-        if self.target_update_interval < 1:
-            raise ValueError(f"DQNConfig.target_update_interval={self.target_update_interval}: "
-                             "expected a positive number of env steps")
+        super().__post_init__()
+        _args.check_fields(self, _args.positive_int, ("target_update_interval",),
+                           allow_none=False)
+        _args.check_fields(self, _args.non_negative_int, ("epsilon_anneal_steps",))
+        _args.check_fields(self, _args.number, ("epsilon_start", "epsilon_end"), low=0, high=1)
+        _args.check_fields(self, _args.number, ("lr",), low=0)
+        _args.check_fields(self, _args.number, ("max_grad_norm",), low=0, low_open=True,
+                           allow_none=True)
+        _args.check_fields(self, _args.flag, ("double",))
 
 
 @struct.dataclass
-class DQNState:
-    """Training state.
+class DQNCarry:
+    """What DQN's gradient updates carry (a ``lax.scan`` carry; the target network
+    is read, and moved once per training step after them).
 
     Attributes:
       params, target_params: online and target Q-network parameters (replicated).
       opt_state: optax state (replicated).
+    """
+
+    params: Any
+    target_params: Any
+    opt_state: optax.OptState
+
+
+@struct.dataclass
+class DQNState(DQNCarry):
+    """Training state: the :class:`DQNCarry` fields, then
+
+    Attributes:
       step: ``int32[]`` training steps done (replicated).
       updates: ``int32[]`` gradient updates done (replicated).
       env_state: batched env state, leading axis ``[num_envs]`` (sharded).
@@ -110,9 +125,6 @@ class DQNState:
       buffer: the replay buffer (stored transitions sharded, write index replicated).
     """
 
-    params: Any
-    target_params: Any
-    opt_state: optax.OptState
     step: jax.Array
     updates: jax.Array
     env_state: envs.EnvState
@@ -131,7 +143,7 @@ def td_targets(q_next_online: jax.Array, q_next_target: jax.Array, reward: jax.A
     picker = q_next_online if double else q_next_target
     best = jnp.argmax(picker, axis=-1)
     q_next = jnp.take_along_axis(q_next_target, best[:, None], axis=-1)[:, 0]
-    return reward + gamma * (1.0 - terminated.astype(jnp.float32)) * q_next
+    return offpolicy.bootstrap(reward, terminated, gamma, q_next)
 
 
 def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: jax.Array) -> jax.Array:
@@ -142,7 +154,7 @@ def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: jax.Array) -> j
     return jnp.where(jax.random.uniform(explore_key, greedy.shape) < epsilon, random, greedy)
 
 
-class DQN(OffPolicyModule):
+class DQN(offpolicy.OffPolicyModule):
     """Double DQN on a discrete-action :mod:`jaxtrainer.envs` environment.
 
     Metrics of :meth:`training_step`: ``train/episode_return``,
@@ -163,16 +175,15 @@ class DQN(OffPolicyModule):
     """
 
     name = "DQN"
+    config_class = DQNConfig
+    discrete_actions = True
+    carry_type = DQNCarry
+    LOSSES = ("td", "q")
 
-    def __init__(self, config: DQNConfig | None = None, *, env: envs.Env | None = None,
+    def __init__(self, config: DQNConfig | None = None, *, env: envs.Env | str | None = None,
                  **overrides: Any) -> None:
-        config = config or DQNConfig()
-        if overrides:
-            config = dataclasses.replace(config, **overrides)
-        self.config = config
-        self._setup_env(env)
-        if not self.env.discrete:
-            raise ValueError(f"DQN needs discrete actions; {self.env.name} has a Box action space")
+        super().__init__(config, env=env, **overrides)
+        config = self.config
         self.network = QNetwork(self.env.num_actions, len(self.env.observation_shape),
                                 config.hidden_sizes, config.activation)
         tx = optax.adam(config.lr)
@@ -180,16 +191,11 @@ class DQN(OffPolicyModule):
             tx = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), tx)
         self.optimizer = tx
 
-    def hparams(self) -> dict[str, Any]:
-        hp = dataclasses.asdict(self.config)
-        hp["hidden_sizes"] = list(hp["hidden_sizes"])
-        return hp
-
     def epsilon(self, env_steps: jax.Array) -> jax.Array:
         """Exploration rate after ``env_steps`` global env steps, ``float32[]``."""
         cfg = self.config
-        return linear_schedule(cfg.epsilon_start, cfg.epsilon_end, cfg.epsilon_anneal_steps,
-                               env_steps)
+        return offpolicy.linear_schedule(cfg.epsilon_start, cfg.epsilon_end,
+                                         cfg.epsilon_anneal_steps, env_steps)
 
     # ---- policies -----------------------------------------------------------
     def explore(self, state: DQNState, obs: jax.Array, key: jax.Array) -> jax.Array:
@@ -228,34 +234,25 @@ class DQN(OffPolicyModule):
             self.config.double))
         return jnp.mean(jnp.square(q_taken - target)), {"q": jnp.mean(q_taken)}
 
-    def training_step(self, state: DQNState, key: jax.Array) -> tuple[DQNState, dict]:
-        """Collect ``num_envs * train_frequency`` transitions epsilon-greedily, then
-        (once ``learning_starts`` env steps are in) ``gradient_steps`` TD updates,
-        then the target update when a multiple of ``target_update_interval`` env
-        steps was crossed during this step."""
+    def update(self, carry: DQNCarry, key: jax.Array, buffer: Any) -> tuple[DQNCarry, dict]:
+        """One TD update on a batch sampled from ``buffer`` with ``key``."""
+        batch = self.buffer.sample(buffer, key)
+        params, opt_state, loss, aux = gradient_update(
+            self.loss, carry.params, carry.opt_state, self.optimizer, carry.target_params, batch)
+        return carry.replace(params=params, opt_state=opt_state), {"td": loss, "q": aux["q"]}
+
+    def after_learning(self, state: DQNState, new_state: DQNState,
+                       losses: dict) -> tuple[DQNState, dict]:
+        """The target update when a multiple of ``target_update_interval`` env steps
+        was crossed during this step; metrics ``loss/td``, ``q_mean``, ``epsilon``."""
         cfg = self.config
-        collect_key, learn_key = jax.random.split(key)
-        env_state, obs, buffer, infos = self.collect(state, collect_key)
-
-        def update(carry, k):
-            params, opt_state = carry
-            batch = self.buffer.sample(buffer, k)
-            params, opt_state, loss, aux = gradient_update(
-                self.loss, params, opt_state, self.optimizer, state.target_params, batch)
-            return (params, opt_state), {"td": loss, "q": aux["q"]}
-
-        (params, opt_state), losses = self.learn(
-            update, (state.params, state.opt_state), state.step, learn_key, ("td", "q"))
         before = self.env_steps_before(state.step)
         after = self.env_steps_before(state.step + 1)
         crossed = (after // cfg.target_update_interval) > (before // cfg.target_update_interval)
         target_params = jax.tree.map(
             lambda new, old: jnp.where(crossed, new, old),
-            soft_update(state.target_params, params, cfg.tau), state.target_params)
-        learned = self.learning(state.step).astype(jnp.int32) * cfg.gradient_steps
-        new_state = DQNState(params, target_params, opt_state, state.step + 1,
-                             state.updates + learned, env_state, obs, buffer)
+            offpolicy.soft_update(state.target_params, new_state.params, cfg.tau),
+            state.target_params)
         q_mean = losses.pop("loss/q")
-        metrics = {**self.episode_metrics(infos), **losses, "q_mean": q_mean,
-                   "epsilon": Last.of(self.epsilon(before))}
-        return new_state, metrics
+        metrics = {**losses, "q_mean": q_mean, "epsilon": Last.of(self.epsilon(before))}
+        return new_state.replace(target_params=target_params), metrics

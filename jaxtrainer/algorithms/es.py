@@ -37,6 +37,8 @@ from evosax.core import fitness_shaping as evosax_shaping
 from flax import struct
 from jax import flatten_util
 
+from jaxtrainer.algorithms.networks import MLP
+from jaxtrainer.algorithms.networks import activation as activation_fn
 from jaxtrainer.distributed import local_size
 from jaxtrainer.metrics import Last, Max, Mean, Min
 from jaxtrainer.module import PopulationModule
@@ -396,8 +398,9 @@ class FunctionES(EvosaxES):
         return {"eval/fitness": value, "eval/distance_to_origin": jnp.linalg.norm(mean)}
 
 
-class MLPPolicy(nn.Module):
-    """Deterministic MLP policy for neuroevolution.
+class MLPPolicy(MLP):
+    """Deterministic MLP policy for neuroevolution: the shared
+    :class:`~jaxtrainer.algorithms.networks.MLP` with ``out`` action units.
 
     ``__call__(obs: float32[..., obs_size]) -> float32[..., out]``: logits for
     discrete actions (act with ``argmax``), ``tanh`` outputs in ``[-1, 1]`` for
@@ -405,17 +408,10 @@ class MLPPolicy(nn.Module):
     ``hidden_sizes=()`` is a linear policy.
     """
 
-    action_dim: int
-    hidden_sizes: Sequence[int] = (16,)
-    activation: str = "tanh"
     discrete: bool = True
 
-    @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        act = {"tanh": nn.tanh, "relu": nn.relu}[self.activation]
-        for size in self.hidden_sizes:
-            x = act(nn.Dense(size)(x))
-        x = nn.Dense(self.action_dim)(x)
+        x = super().__call__(x)
         return x if self.discrete else nn.tanh(x)
 
 
@@ -432,7 +428,7 @@ class NeuroES(EvosaxES):
         (``"CartPole-v1"``) or an :class:`~jaxtrainer.envs.Env`.
       algorithm: evosax name (``"Open_ES"``, ``"CMA_ES"``, ...).
       hidden_sizes: policy hidden layers (``()``: linear policy).
-      activation: ``"tanh"`` or ``"relu"``.
+      activation: a name in :data:`jaxtrainer.algorithms.networks.ACTIVATIONS`.
       num_episodes: episodes per member per generation (k).
       eval_episodes: episodes of the mean policy in ``evaluation_step``
         (global; must divide over the devices).
@@ -465,12 +461,11 @@ class NeuroES(EvosaxES):
                              "expected >= 1")
         if init not in ("network", "zeros"):
             raise ValueError(f"init={init!r}: choose 'network' or 'zeros'")
-        if activation not in ("tanh", "relu"):
-            raise ValueError(f"activation={activation!r}: choose 'tanh' or 'relu'")
+        activation_fn(activation)  # ValueError listing the choices
         self.num_episodes, self.eval_episodes, self.init = num_episodes, eval_episodes, init
         e = self.env
-        self.policy = MLPPolicy(e.num_actions if e.discrete else e.action_size,
-                                tuple(hidden_sizes), activation, e.discrete)
+        self.policy = MLPPolicy(tuple(hidden_sizes), out=e.num_actions if e.discrete else e.action_size,
+                                activation=activation, discrete=e.discrete)
         self._obs = jnp.zeros((e.observation_size,), jnp.float32)
         template = jax.eval_shape(self.policy.init, jax.random.key(0), self._obs)
         kwargs.setdefault("maximize", True)

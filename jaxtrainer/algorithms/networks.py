@@ -1,14 +1,26 @@
-"""Actor-critic MLPs and the two action distributions PPO needs.
+"""The networks of the shipped RL algorithms, built from one :class:`MLP`.
 
-The distributions are written out (a few lines each) rather than taken from
-distrax: a categorical over logits and a diagonal Gaussian with a
-state-independent log standard deviation.
+* :data:`ACTIVATIONS` / :func:`activation`: the one activation table; an unknown
+  name is a ValueError listing the choices.
+* :func:`flatten_obs`: ``[..., *observation_shape] -> float32[..., size]``, the
+  input of every network here.
+* :class:`MLP`: dense layers with an activation after each and an optional
+  linear head; PPO's orthogonal initialisation or flax's default (CleanRL's).
+* PPO/A2C: :class:`ActorCritic` with the two action distributions written out
+  (a few lines each, rather than taken from distrax): :class:`Categorical` over
+  logits and :class:`DiagGaussian` with a state-independent log standard deviation.
+* DQN: :class:`QNetwork`. SAC: :class:`SquashedGaussianActor`. TD3 and CEM-RL:
+  :class:`DeterministicActor`. SAC, TD3 and CEM-RL: :class:`TwinCritic`.
+
+Parameter trees keep the names flax gives the submodules (``MLP_0/Dense_0``,
+``actor_body/Dense_0``, ``q1/Dense_0``, ...), so checkpoints keep their layout.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import flax.linen as nn
 import jax
@@ -16,7 +28,65 @@ import jax.numpy as jnp
 from flax import struct
 from flax.linen.initializers import constant, orthogonal
 
-_LOG_2PI = math.log(2.0 * math.pi)
+from jaxtrainer import _args
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
+    "tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
+"""Hidden-layer activations by name (the configs' ``activation`` fields)."""
+
+
+def activation(name: str, argument: str = "activation") -> Callable[[jax.Array], jax.Array]:
+    """The function :data:`ACTIVATIONS` maps ``name`` to.
+
+    Raises:
+      ValueError: an unknown name, e.g. ``activation='elu': choose one of 'tanh',
+        'relu', 'gelu', 'silu'`` (``argument`` names the setting in the message).
+    """
+    return ACTIVATIONS[_args.one_of(argument, name, tuple(ACTIVATIONS))]
+
+
+def flatten_obs(obs: jax.Array, obs_ndim: int) -> jax.Array:
+    """``obs: [..., *observation_shape]`` (``obs_ndim`` trailing axes) as
+    ``float32[..., observation_size]``."""
+    batch = obs.shape[:obs.ndim - obs_ndim]
+    return obs.reshape(batch + (-1,)).astype(jnp.float32)
+
+
+class MLP(nn.Module):
+    """``float32[..., d] -> float32[..., hidden_sizes[-1]]`` (or ``[..., out]``).
+
+    Dense layers of ``hidden_sizes`` units with ``activation`` after each, then a
+    linear head of ``out`` units when ``out > 0``.
+
+    Attributes:
+      hidden_sizes: widths of the hidden layers (may be empty).
+      out: units of the linear head; 0: none.
+      activation: a name in :data:`ACTIVATIONS`.
+      orthogonal_scale: hidden layers initialised ``orthogonal(scale)`` with zero
+        bias (PPO's and PureJaxRL's layout, scale ``sqrt(2)``); ``None``: flax's
+        default LeCun-normal kernels (CleanRL's DQN/SAC/TD3). The head always uses
+        flax's default.
+    """
+
+    hidden_sizes: Sequence[int]
+    out: int = 0
+    activation: str = "tanh"
+    orthogonal_scale: float | None = None
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = activation(self.activation)
+        dense = nn.Dense
+        if self.orthogonal_scale is not None:
+            dense = partial(nn.Dense, kernel_init=orthogonal(self.orthogonal_scale),
+                            bias_init=constant(0.0))
+        for size in self.hidden_sizes:
+            x = act(dense(size)(x))
+        if self.out:
+            x = nn.Dense(self.out)(x)
+        return x
 
 
 @struct.dataclass
@@ -62,30 +132,12 @@ class DiagGaussian:
     def log_prob(self, action: jax.Array) -> jax.Array:
         """``float32[...]``: sum over the ``d`` action dimensions."""
         z = (action - self.mean) * jnp.exp(-self.log_std)
-        return jnp.sum(-0.5 * z * z - self.log_std - 0.5 * _LOG_2PI, axis=-1)
+        return jnp.sum(-0.5 * z * z - self.log_std - 0.5 * LOG_2PI, axis=-1)
 
     def entropy(self) -> jax.Array:
         """``float32[...]``: ``sum_d (log_std + (1 + log 2 pi) / 2)``."""
-        ent = jnp.sum(self.log_std + 0.5 * (1.0 + _LOG_2PI))
+        ent = jnp.sum(self.log_std + 0.5 * (1.0 + LOG_2PI))
         return jnp.broadcast_to(ent, self.mean.shape[:-1])
-
-
-_ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
-
-
-class MLP(nn.Module):
-    """Dense layers with orthogonal(sqrt 2) init and an activation after each."""
-
-    hidden_sizes: Sequence[int]
-    activation: str = "tanh"
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        act = _ACTIVATIONS[self.activation]
-        for size in self.hidden_sizes:
-            x = act(nn.Dense(size, kernel_init=orthogonal(math.sqrt(2)),
-                             bias_init=constant(0.0))(x))
-        return x
 
 
 class ActorCritic(nn.Module):
@@ -112,26 +164,91 @@ class ActorCritic(nn.Module):
     activation: str = "tanh"
 
     def setup(self) -> None:
-        if self.activation not in _ACTIVATIONS:
-            raise ValueError(
-                f"activation={self.activation!r}: choose one of {sorted(_ACTIVATIONS)}")
-        self.actor_body = MLP(self.hidden_sizes, self.activation)
+        activation(self.activation)  # an unknown name fails here, before any layer
+        body = partial(MLP, self.hidden_sizes, activation=self.activation,
+                       orthogonal_scale=math.sqrt(2))
+        self.actor_body = body()
         self.actor_head = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01),
                                    bias_init=constant(0.0))
-        self.critic_body = MLP(self.hidden_sizes, self.activation)
+        self.critic_body = body()
         self.critic_head = nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=constant(0.0))
         if not self.discrete:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
 
-    def _flat(self, obs: jax.Array) -> jax.Array:
-        batch = obs.shape[:obs.ndim - self.obs_ndim]
-        return obs.reshape(batch + (-1,)).astype(jnp.float32)
-
     def value(self, obs: jax.Array) -> jax.Array:
-        return self.critic_head(self.critic_body(self._flat(obs)))[..., 0]
+        """The critic alone: ``float32[...]``."""
+        return self.critic_head(self.critic_body(flatten_obs(obs, self.obs_ndim)))[..., 0]
 
     def __call__(self, obs: jax.Array) -> tuple[Categorical | DiagGaussian, jax.Array]:
-        x = self._flat(obs)
+        x = flatten_obs(obs, self.obs_ndim)
         out = self.actor_head(self.actor_body(x))
         dist = Categorical(out) if self.discrete else DiagGaussian(out, self.log_std)
         return dist, self.critic_head(self.critic_body(x))[..., 0]
+
+
+class QNetwork(nn.Module):
+    """DQN's action values: ``obs[..., *observation_shape] -> float32[..., num_actions]``
+    (an :class:`MLP` with a ``num_actions`` head, flax's default init as CleanRL)."""
+
+    num_actions: int
+    obs_ndim: int = 1
+    hidden_sizes: Sequence[int] = (120, 84)
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        return MLP(self.hidden_sizes, self.num_actions, self.activation)(
+            flatten_obs(obs, self.obs_ndim))
+
+
+class TwinCritic(nn.Module):
+    """Two independent Q(s, a) MLPs (clipped double Q, Fujimoto et al. 2018,
+    arXiv:1802.09477): ``(obs[..., *obs_shape], action[..., d]) -> float32[2, ...]``."""
+
+    obs_ndim: int = 1
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        x = jnp.concatenate([flatten_obs(obs, self.obs_ndim), action.astype(jnp.float32)], -1)
+        q1 = MLP(self.hidden_sizes, 1, self.activation, name="q1")(x)[..., 0]
+        q2 = MLP(self.hidden_sizes, 1, self.activation, name="q2")(x)[..., 0]
+        return jnp.stack([q1, q2])
+
+
+class DeterministicActor(nn.Module):
+    """TD3's and CEM-RL's actor: ``obs -> tanh(MLP(obs))``, ``float32[..., action_dim]``
+    in ``[-1, 1]`` (scaled to the action box by the algorithm)."""
+
+    action_dim: int
+    obs_ndim: int = 1
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        return jnp.tanh(MLP(self.hidden_sizes, self.action_dim, self.activation)(
+            flatten_obs(obs, self.obs_ndim)))
+
+
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
+class SquashedGaussianActor(nn.Module):
+    """SAC's actor: ``obs -> (mean, log_std)``, each ``float32[..., action_dim]``;
+    ``log_std`` is squashed into ``[LOG_STD_MIN, LOG_STD_MAX]`` with a tanh
+    (SpinningUp's and CleanRL's ``sac_continuous_action.py``)."""
+
+    action_dim: int
+    obs_ndim: int = 1
+    hidden_sizes: Sequence[int] = (256, 256)
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        x = MLP(self.hidden_sizes, 0, self.activation)(flatten_obs(obs, self.obs_ndim))
+        mean = nn.Dense(self.action_dim, name="mean")(x)
+        log_std = jnp.tanh(nn.Dense(self.action_dim, name="log_std")(x))
+        log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
+        return mean, log_std

@@ -1,58 +1,117 @@
-"""What DQN, SAC and TD3 share: networks, target updates, schedules, and a base
-Module that collects transitions into a :class:`~jaxtrainer.algorithms.replay.ReplayBuffer`.
+"""What DQN, SAC and TD3 share: config checks, target updates, schedules, TD
+targets, and a base Module that collects transitions into a
+:class:`~jaxtrainer.algorithms.replay.ReplayBuffer` and learns from them.
 
-One ``training_step`` of an off-policy module:
+One ``training_step`` of an off-policy module (:meth:`OffPolicyModule.training_step`):
 
 1. steps every env ``train_frequency`` times with the exploration policy and
    writes each transition to this device's share of the replay buffer
    (``env_steps_per_step = num_envs * train_frequency``, global);
 2. once ``learning_starts`` env steps have been collected (over all devices),
-   runs ``gradient_steps`` updates, each on a fresh global batch of
-   ``batch_size`` transitions (``batch_size / num_devices`` sampled by each device
-   from its own envs' transitions) with gradients averaged over devices, so
-   replicated parameters stay bitwise equal (FIELD_REPORTS F2). Before that the
-   update is skipped (``lax.cond`` on a replicated counter) and loss metrics are
-   not reported.
+   runs ``gradient_steps`` updates (:meth:`~OffPolicyModule.update`), each on a
+   fresh global batch of ``batch_size`` transitions (``batch_size / num_devices``
+   sampled by each device from its own envs' transitions) with gradients
+   averaged over devices, so replicated parameters stay bitwise equal. Before
+   that the updates are skipped (``lax.cond`` on a replicated counter) and loss
+   metrics are not reported;
+3. :meth:`~OffPolicyModule.after_learning`: what an algorithm does once per
+   training step (DQN's target update, SAC's temperature metric).
+
+The networks are in :mod:`jaxtrainer.algorithms.networks`.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import optax
 
-from jaxtrainer import envs
+from jaxtrainer import _args, envs
+from jaxtrainer.algorithms.networks import TwinCritic, activation
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.distributed import fold_in_device, local_size, vary_like
+from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
 
-_ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
+
+@dataclasses.dataclass(frozen=True)
+class OffPolicyConfig:
+    """The fields every off-policy config starts with (defaults: CleanRL's
+    continuous-control ones, which SAC and TD3 keep). Sizes and step counts are
+    global (over all devices).
+
+    Attributes:
+      env: environment name for :func:`jaxtrainer.envs.make`.
+      num_envs: parallel environments.
+      train_frequency: vectorised env steps per training step; one training step
+        consumes ``num_envs * train_frequency`` env steps.
+      gradient_steps: updates per training step (once learning started).
+      buffer_size: replay capacity in transitions (a multiple of ``num_envs``).
+      batch_size: transitions per update.
+      learning_starts: env steps collected before the first update.
+
+    Every subclass also has ``gamma``, ``tau``, ``hidden_sizes``, ``activation``
+    and ``eval_episodes``, and checks its own fields after ``super().__post_init__()``.
+    """
+
+    env: str = "Pendulum-v1"
+    num_envs: int = 4
+    train_frequency: int = 1
+    gradient_steps: int = 4
+    buffer_size: int = 100_000
+    batch_size: int = 256
+    learning_starts: int = 5_000
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+def check_config(config: Any) -> None:
+    """The checks of the fields DQN's, SAC's and TD3's configs share (in ``__post_init__``).
+
+    Normalises ``hidden_sizes`` to a tuple of ints and whole-float sizes to ints.
+
+    Raises:
+      ValueError: a size that is not a positive int, ``learning_starts < 0``,
+        ``tau`` outside ``(0, 1]``, a negative discount or an unknown activation;
+        the message names the config class and field.
+    """
+    _args.check_fields(config, _args.sizes, ("hidden_sizes",))
+    _args.check_fields(config, _args.positive_int, ("num_envs", "train_frequency",
+                                                    "gradient_steps", "buffer_size",
+                                                    "batch_size", "eval_episodes"),
+                       allow_none=False)
+    _args.check_fields(config, _args.non_negative_int, ("learning_starts",))
+    _args.check_fields(config, _args.number, ("tau",), low=0, high=1, low_open=True)
+    _args.check_fields(config, _args.number, ("gamma",), low=0)
+    activation(config.activation, f"{type(config).__name__}.activation")
 
 
 # ---- math -----------------------------------------------------------------
 def linear_schedule(start: float, end: float, duration: float, t: jax.Array) -> jax.Array:
     """``start`` moving linearly to ``end`` over ``t in [0, duration]``, then ``end``.
 
-    ``float32[]`` for ``t`` of any numeric type; ``duration <= 0`` gives ``end``.
+    ``optax.linear_schedule`` evaluated at ``t`` (any numeric type), as
+    ``float32[]``; ``duration <= 0`` gives ``end`` (optax would hold ``start``).
     (CleanRL's ``linear_schedule`` in ``dqn_jax.py``, with ``t`` in env steps.)
     """
     if duration <= 0:
         return jnp.asarray(end, jnp.float32)
-    frac = jnp.clip(jnp.asarray(t, jnp.float32) / duration, 0.0, 1.0)
-    return jnp.asarray(start + (end - start) * frac, jnp.float32)
+    schedule = optax.linear_schedule(start, end, duration)
+    return jnp.asarray(schedule(jnp.asarray(t, jnp.float32)), jnp.float32)
 
 
 def soft_update(target: Any, online: Any, tau: float) -> Any:
-    """Polyak averaging ``target <- tau * online + (1 - tau) * target`` leaf by leaf;
-    ``tau = 1`` copies ``online`` (a hard update)."""
+    """Polyak averaging ``target <- tau * online + (1 - tau) * target`` leaf by leaf
+    (``optax.incremental_update``); ``tau = 1`` copies ``online`` (a hard update)."""
     if tau == 1.0:
         return jax.tree.map(lambda o: o, online)
-    return jax.tree.map(lambda t, o: tau * o + (1.0 - tau) * t, target, online)
+    return optax.incremental_update(online, target, tau)
 
 
 def periodic_soft_update(target: Any, online: Any, tau: float, step: jax.Array,
@@ -66,88 +125,111 @@ def periodic_soft_update(target: Any, online: Any, tau: float, step: jax.Array,
     return jax.tree.map(lambda u, t: jnp.where(do, u, t), updated, target)
 
 
-# ---- networks ---------------------------------------------------------------
-class MLP(nn.Module):
-    """Dense layers (flax's default LeCun-normal init, as CleanRL) with an
-    activation after each; then a linear head of ``out`` units when ``out > 0``.
-    Input ``float32[..., d]``."""
+def bootstrap(reward: jax.Array, terminated: jax.Array, gamma: Any,
+              next_value: jax.Array) -> jax.Array:
+    """One-step TD target ``r + gamma * (1 - terminated) * next_value``, ``float32[B]``.
 
-    hidden_sizes: Sequence[int]
-    out: int = 0
-    activation: str = "relu"
-
-    @nn.compact
-    def __call__(self, x: jax.Array) -> jax.Array:
-        act = _ACTIVATIONS[self.activation]
-        for size in self.hidden_sizes:
-            x = act(nn.Dense(size)(x))
-        if self.out:
-            x = nn.Dense(self.out)(x)
-        return x
+    ``next_value`` is the value of the observation reached before any auto-reset
+    (the stored ``next_obs``), so a time-limit truncation bootstraps from it and
+    only a terminal state does not.
+    """
+    return reward + gamma * (1.0 - terminated.astype(jnp.float32)) * next_value
 
 
-def flatten_obs(obs: jax.Array, obs_ndim: int) -> jax.Array:
-    """``[..., *observation_shape] -> float32[..., observation_size]``."""
-    batch = obs.shape[:obs.ndim - obs_ndim]
-    return obs.reshape(batch + (-1,)).astype(jnp.float32)
+def clipped_double_q_loss(critic: Any, critic_params: Any, target_critic_params: Any,
+                          batch: Transition, next_action: jax.Array, gamma: Any,
+                          next_penalty: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+    """The twin critics' loss with the clipped double-Q target (Fujimoto et al. 2018,
+    arXiv:1802.09477; SAC and TD3 as CleanRL's).
+
+    ``sum_i mean((Q_i(s, a) - y)^2)`` with the constant target
+    ``y = r + gamma (1 - terminated) (min_i Q'_i(s', a') - next_penalty)``.
+
+    Args:
+      critic: a :class:`~jaxtrainer.algorithms.networks.TwinCritic`.
+      critic_params, target_critic_params: its parameters and the target's.
+      batch: transitions, leaves ``[B, ...]``.
+      next_action: ``float32[B, action_size]``, the action taken at ``s'``.
+      gamma: discount.
+      next_penalty: ``float32[B]`` subtracted from the next value (SAC's
+        ``alpha * log pi(a'|s')``); ``None``: nothing (TD3).
+
+    Returns:
+      ``(loss: float32[], q: float32[2, B])``.
+    """
+    q_next = jnp.min(critic.apply(target_critic_params, batch.next_obs, next_action), 0)
+    if next_penalty is not None:
+        q_next = q_next - next_penalty
+    target = bootstrap(batch.reward, batch.terminated, gamma, q_next)
+    q = critic.apply(critic_params, batch.obs, batch.action)
+    loss = jnp.sum(jnp.mean(jnp.square(q - jax.lax.stop_gradient(target)[None]), axis=1))
+    return loss, q
 
 
-class QNetwork(nn.Module):
-    """Discrete action values: ``obs[..., *observation_shape] -> float32[..., num_actions]``."""
-
-    num_actions: int
-    obs_ndim: int = 1
-    hidden_sizes: Sequence[int] = (120, 84)
-    activation: str = "relu"
-
-    @nn.compact
-    def __call__(self, obs: jax.Array) -> jax.Array:
-        return MLP(self.hidden_sizes, self.num_actions, self.activation)(
-            flatten_obs(obs, self.obs_ndim))
+def action_scale_bias(env: envs.Env) -> tuple[jax.Array, jax.Array]:
+    """``(scale, bias)``, ``float32[action_size]`` each, with ``action = scale * u +
+    bias`` mapping ``u in [-1, 1]`` onto the env's box (CleanRL's ``action_scale`` /
+    ``action_bias``)."""
+    low = jnp.asarray(env.action_low, jnp.float32)
+    high = jnp.asarray(env.action_high, jnp.float32)
+    return (high - low) / 2.0, (high + low) / 2.0
 
 
-class TwinCritic(nn.Module):
-    """Two independent Q(s, a) MLPs (clipped double Q, Fujimoto et al. 2018):
-    ``(obs[..., *obs_shape], action[..., d]) -> float32[2, ...]``."""
-
-    obs_ndim: int = 1
-    hidden_sizes: Sequence[int] = (256, 256)
-    activation: str = "relu"
-
-    @nn.compact
-    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
-        x = jnp.concatenate([flatten_obs(obs, self.obs_ndim), action.astype(jnp.float32)], -1)
-        q1 = MLP(self.hidden_sizes, 1, self.activation, name="q1")(x)[..., 0]
-        q2 = MLP(self.hidden_sizes, 1, self.activation, name="q2")(x)[..., 0]
-        return jnp.stack([q1, q2])
+def _pooled(losses: Any) -> Mean:
+    """The losses of ``n`` updates (``float32[n]``, or a :class:`Mean` of ``[n]``
+    fields for a loss some updates skip) as one :class:`Mean`."""
+    if isinstance(losses, Mean):
+        return Mean(jnp.sum(losses.total), jnp.sum(losses.count))
+    return Mean(jnp.mean(losses), jnp.ones((), jnp.float32))
 
 
 # ---- the shared module ------------------------------------------------------
 class OffPolicyModule(Module):
     """Base of :class:`~jaxtrainer.algorithms.DQN`, ``SAC`` and ``TD3``.
 
-    Subclasses set ``self.config`` (with ``env``, ``num_envs``, ``train_frequency``,
-    ``gradient_steps``, ``buffer_size``, ``batch_size``, ``learning_starts``,
-    ``eval_episodes``) and call :meth:`_setup_env`; they implement
-    :meth:`explore` (the behaviour policy), :meth:`greedy_policy` and
-    :meth:`policy_params`.
+    Subclasses set :attr:`config_class` (a frozen dataclass with ``env``,
+    ``num_envs``, ``train_frequency``, ``gradient_steps``, ``buffer_size``,
+    ``batch_size``, ``learning_starts``, ``eval_episodes``, ``hidden_sizes``),
+    :attr:`discrete_actions`, :attr:`carry_type` and :attr:`LOSSES`, and implement
+    :meth:`explore` (the behaviour policy), :meth:`greedy_policy`,
+    :meth:`policy_params` and :meth:`update`.
+
+    Args:
+      config: hyperparameters; ``config_class()`` defaults when ``None``.
+      env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``;
+        a string is taken as ``config.env``.
+      **overrides: replace fields of ``config``.
+
+    Raises:
+      ValueError: the env's actions are not of the kind the algorithm needs, or
+        ``buffer_size`` is not a multiple of ``num_envs``.
     """
 
     name = "OffPolicy"
+    config_class: type = type(None)
+    discrete_actions = False
+    carry_type: type = type(None)
+    """A ``flax.struct`` dataclass of what :meth:`update` changes; its fields are
+    named as the state's (see :meth:`carry_of`)."""
+    LOSSES: tuple[str, ...] = ()
+    """The names of the losses :meth:`update` returns (reported as ``loss/<name>``)."""
 
-    def _setup_env(self, env: envs.Env | None) -> None:
-        cfg = self.config
-        for field in ("num_envs", "train_frequency", "gradient_steps", "buffer_size",
-                      "batch_size", "eval_episodes"):
-            value = getattr(cfg, field)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{self.name}: {field}={value!r}: expected a positive int")
-        if not isinstance(cfg.learning_starts, int) or cfg.learning_starts < 0:
-            raise ValueError(f"{self.name}: learning_starts={cfg.learning_starts!r}: "
-                             "expected an int >= 0")
-        self.env = env if env is not None else envs.make(cfg.env)
-        self.buffer = ReplayBuffer(cfg.buffer_size, cfg.batch_size, cfg.num_envs)
-        self.env_steps_per_step = cfg.num_envs * cfg.train_frequency
+    def __init__(self, config: Any = None, *, env: envs.Env | str | None = None,
+                 **overrides: Any) -> None:
+        config = config or self.config_class()
+        if isinstance(env, str):
+            overrides["env"], env = env, None
+        if overrides:
+            config = dataclasses.replace(config, **overrides)
+        self.config = config
+        self.env = env if env is not None else envs.make(config.env)
+        self.buffer = ReplayBuffer(config.buffer_size, config.batch_size, config.num_envs)
+        self.env_steps_per_step = config.num_envs * config.train_frequency
+        if self.discrete_actions and not self.env.discrete:
+            raise ValueError(f"{self.name} needs discrete actions; {self.env.name} has a Box "
+                             "action space")
+        if self.env.discrete and not self.discrete_actions:
+            raise ValueError(f"{self.name} needs continuous actions; {self.env.name} is discrete")
 
     def validate(self, num_devices: int) -> None:
         """Reject global sizes that do not split over ``num_devices``.
@@ -157,10 +239,12 @@ class OffPolicyModule(Module):
             multiple of ``num_devices`` (the message names the value and count).
         """
         self.buffer.validate(num_devices, self.name)
-        if self.config.eval_episodes % num_devices:
-            raise ValueError(
-                f"{self.name}: eval_episodes={self.config.eval_episodes} is not divisible by "
-                f"the {num_devices} devices; use a multiple of {num_devices}")
+        _args.split_over_devices(self.name, num_devices, eval_episodes=self.config.eval_episodes)
+
+    def hparams(self) -> dict[str, Any]:
+        hp = dataclasses.asdict(self.config)
+        hp["hidden_sizes"] = list(hp["hidden_sizes"])
+        return hp
 
     # ---- to implement -----------------------------------------------------
     def explore(self, state: Any, obs: jax.Array, key: jax.Array) -> jax.Array:
@@ -172,8 +256,25 @@ class OffPolicyModule(Module):
         raise NotImplementedError
 
     def policy_params(self, state: Any) -> Any:
-        """What :meth:`greedy_policy` takes as ``params``."""
+        """What :meth:`greedy_policy` takes as ``params``: ``state.actor_params``
+        (SAC, TD3) unless overridden."""
+        return state.actor_params
+
+    def update(self, carry: Any, key: jax.Array, buffer: Any) -> tuple[Any, dict]:
+        """One gradient update on a fresh batch sampled from ``buffer`` with ``key``.
+
+        Returns the new ``carry`` (a :attr:`carry_type`) and ``{name: loss}`` for
+        every name in :attr:`LOSSES`: a ``float32[]``, or a
+        :class:`~jaxtrainer.metrics.Mean` for a loss only some updates have
+        (count 0 in the others, e.g. TD3's delayed actor loss).
+        """
         raise NotImplementedError
+
+    def after_learning(self, state: Any, new_state: Any, losses: dict) -> tuple[Any, dict]:
+        """Once per training step after the updates: the final state and the
+        metrics besides the episode statistics. Default: ``new_state`` and the
+        ``loss/<name>`` metrics as they are."""
+        return new_state, losses
 
     # ---- shared pieces ----------------------------------------------------
     def env_steps_before(self, step: jax.Array) -> jax.Array:
@@ -184,6 +285,16 @@ class OffPolicyModule(Module):
         """``bool[]``: training step ``step`` (from 0) updates, i.e. by its end at
         least ``learning_starts`` env steps have been collected. Replicated."""
         return self.env_steps_before(step + 1) >= self.config.learning_starts
+
+    def warmup(self, state: Any, action: jax.Array, key: jax.Array) -> jax.Array:
+        """``action`` (``float32[n, action_size]``), or uniform random actions in the
+        env's box while fewer than ``learning_starts`` env steps were collected
+        (CleanRL's SAC and TD3)."""
+        low = jnp.asarray(self.env.action_low)
+        high = jnp.asarray(self.env.action_high)
+        random = jax.random.uniform(key, action.shape, jnp.float32, low, high)
+        warmup = self.env_steps_before(state.step) < self.config.learning_starts
+        return jnp.where(warmup, random, action)
 
     def init_envs(self, key: jax.Array) -> tuple[envs.EnvState, jax.Array, Any]:
         """This device's ``num_envs / num_devices`` envs reset from
@@ -197,6 +308,29 @@ class OffPolicyModule(Module):
         example = Transition(obs[0], action, jnp.zeros((), jnp.float32), obs[0],
                              jnp.zeros((), jnp.bool_))
         return env_state, obs, self.buffer.init(example, like=env_key)
+
+    def setup_actor_critic(self, actor_type: type, actor_lr: float, critic_lr: float) -> None:
+        """SAC's and TD3's networks: ``self.actor = actor_type(action_size, ...)``
+        and a :class:`~jaxtrainer.algorithms.networks.TwinCritic` ``self.critic``,
+        both with the config's ``hidden_sizes`` and ``activation``, and Adam
+        optimizers ``self.actor_optimizer`` and ``self.critic_optimizer``."""
+        cfg = self.config
+        obs_ndim = len(self.env.observation_shape)
+        self.actor = actor_type(self.env.action_size, obs_ndim, cfg.hidden_sizes, cfg.activation)
+        self.critic = TwinCritic(obs_ndim, cfg.hidden_sizes, cfg.activation)
+        self.actor_optimizer = optax.adam(actor_lr)
+        self.critic_optimizer = optax.adam(critic_lr)
+
+    def init_actor_critic(self, key: jax.Array) -> tuple[Any, Any, envs.EnvState, jax.Array,
+                                                         Any]:
+        """SAC's and TD3's ``self.actor`` and ``self.critic`` (a twin critic)
+        initialised from ``key`` (replicated), and :meth:`init_envs`:
+        ``(actor_params, critic_params, env_state, obs, buffer)``."""
+        actor_key, critic_key, env_key = jax.random.split(key, 3)
+        obs = jnp.zeros(self.env.observation_shape, self.env.observation_dtype)
+        actor_params = self.actor.init(actor_key, obs)
+        critic_params = self.critic.init(critic_key, obs, jnp.zeros((self.env.action_size,)))
+        return (actor_params, critic_params, *self.init_envs(env_key))
 
     def collect(self, state: Any, key: jax.Array) -> tuple[envs.EnvState, jax.Array, Any,
                                                            envs.StepInfo]:
@@ -219,47 +353,47 @@ class OffPolicyModule(Module):
             one_step, carry, jax.random.split(key, self.config.train_frequency))
         return env_state, obs, buffer, infos
 
-    def learn(self, update: Callable[[Any, jax.Array], tuple[Any, dict]], carry: Any,
-              step: jax.Array, key: jax.Array, loss_names: Sequence[str]) -> tuple[Any, dict]:
-        """``gradient_steps`` calls of ``update(carry, key) -> (carry, losses)`` when
-        :meth:`learning` says so, else ``carry`` unchanged. Returns the carry and
-        the losses as :class:`Mean` (count 0, i.e. unreported, when skipped)."""
-        n = self.config.gradient_steps
+    def carry_of(self, state: Any) -> Any:
+        """The :attr:`carry_type` holding the fields of ``state`` of the same names."""
+        return self.carry_type(**{field.name: getattr(state, field.name)
+                                  for field in dataclasses.fields(self.carry_type)})
 
+    def learn(self, update: Callable[[Any, jax.Array], tuple[Any, dict]], carry: Any,
+              step: jax.Array, key: jax.Array) -> tuple[Any, dict[str, Mean]]:
+        """``gradient_steps`` calls of ``update(carry, key) -> (carry, losses)`` in a
+        ``lax.scan`` when :meth:`learning` says so, else ``carry`` unchanged.
+        Returns the carry and ``{"loss/<name>": Mean}`` over the updates (count 0,
+        i.e. unreported, when skipped)."""
         def run(carry):
-            carry, losses = jax.lax.scan(update, carry, jax.random.split(key, n))
-            return carry, {k: Mean(jnp.mean(losses[k]), jnp.ones((), jnp.float32))
-                           for k in loss_names}
+            carry, losses = jax.lax.scan(update, carry,
+                                         jax.random.split(key, self.config.gradient_steps))
+            return carry, {name: _pooled(losses[name]) for name in self.LOSSES}
 
         def skip(carry):
-            zero = Mean(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
-            return carry, {k: zero for k in loss_names}
+            return carry, {name: Mean.empty() for name in self.LOSSES}
 
         carry, losses = jax.lax.cond(self.learning(step), run, skip, carry)
-        return carry, {f"loss/{k}": v for k, v in losses.items()}
+        return carry, {f"loss/{name}": value for name, value in losses.items()}
 
-    @staticmethod
-    def episode_metrics(infos: envs.StepInfo) -> dict[str, Mean]:
-        """``train/episode_return`` and ``train/episode_length`` over the episodes
-        completed in ``infos`` (FIELD_REPORTS F17)."""
-        return {"train/episode_return": Mean.of(infos.episode_return, mask=infos.done),
-                "train/episode_length": Mean.of(infos.episode_length, mask=infos.done)}
+    def training_step(self, state: Any, key: jax.Array) -> tuple[Any, dict]:
+        """Collect ``num_envs * train_frequency`` transitions, then (once
+        ``learning_starts`` env steps are in) ``gradient_steps`` updates, then
+        :meth:`after_learning`. Metrics: ``train/episode_return``,
+        ``train/episode_length`` (completed episodes) and the algorithm's."""
+        collect_key, learn_key = jax.random.split(key)
+        env_state, obs, buffer, infos = self.collect(state, collect_key)
+        carry, losses = self.learn(lambda c, k: self.update(c, k, buffer),
+                                   self.carry_of(state), state.step, learn_key)
+        learned = self.learning(state.step).astype(jnp.int32) * self.config.gradient_steps
+        new_state = state.replace(**{  # a carry field (TD3's ``updates``) wins
+            "step": state.step + 1, "updates": state.updates + learned,
+            "env_state": env_state, "obs": obs, "buffer": buffer,
+            **{field.name: getattr(carry, field.name) for field in dataclasses.fields(carry)}})
+        new_state, metrics = self.after_learning(state, new_state, losses)
+        return new_state, {**episode_metrics(infos), **metrics}
 
     def evaluation_step(self, state: Any, key: jax.Array) -> dict[str, Mean]:
-        """Greedy policy on ``eval_episodes`` fresh episodes (split over devices),
-        completed episodes only (F18): ``eval/episode_return``, ``eval/episode_length``."""
-        num = local_size(self.config.eval_episodes, "eval_episodes")
-        result = envs.evaluate_policy(self.env, self.greedy_policy(),
-                                      self.policy_params(state), key, num)
-        return {f"eval/{name}": value for name, value in result.items()}
-
-
-def action_scale_bias(env: envs.Env) -> tuple[jax.Array, jax.Array]:
-    """``(scale, bias)`` with ``action = scale * u + bias`` mapping ``u in [-1, 1]``
-    onto the env's box (CleanRL's ``action_scale`` / ``action_bias``)."""
-    low = jnp.asarray(env.action_low, jnp.float32)
-    high = jnp.asarray(env.action_high, jnp.float32)
-    return (high - low) / 2.0, (high + low) / 2.0
-
-
-LOG_2PI = math.log(2.0 * math.pi)
+        """The greedy policy on ``eval_episodes`` fresh episodes (split over devices),
+        completed episodes only: ``eval/episode_return``, ``eval/episode_length``."""
+        return evaluation_metrics(self.env, self.greedy_policy(), self.policy_params(state),
+                                  key, self.config.eval_episodes)

@@ -16,8 +16,8 @@ members' states stacked on a leading member axis, **sharded over the devices**
 (each device holds ``P_pad / num_devices`` members and trains them with
 ``vmap``). A member's state stays on its device between exploit steps; only at
 a ready step are fitness values and the member states gathered (bit for bit,
-:func:`jaxtrainer.distributed.gather_members`) so that losers on any device can
-copy winners on any other. The PopulationTrainer's ask/evaluate/tell contract
+:meth:`jaxtrainer.distributed.MemberLayout.gather`) so that losers on any device
+can copy winners on any other. The PopulationTrainer's ask/evaluate/tell contract
 would instead move every member's full training state through replicated
 ``ask``/``tell`` each generation. One ``Trainer`` step = one ``training_step`` of
 every member; ``Trainer(max_steps=N)`` trains each member for ``N`` updates.
@@ -34,8 +34,9 @@ Each member's module code is traced inside
 ``fold_in_device`` behave as on one device, so a data-parallel module trains as
 ``P`` independent single-device agents. Member ``i``'s keys depend on
 (seed, step, i) only. A population that does not divide the device count is
-padded at the end (FIELD_REPORTS F6): padding members train but are never
-ranked, never copied from or into, and never reach a metric.
+padded at the end (:class:`~jaxtrainer.distributed.MemberLayout`): padding
+members train but are never ranked, never copied from or into, and never reach
+a metric.
 """
 
 from __future__ import annotations
@@ -48,18 +49,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxtrainer.checkpoint import decode_keys, encode_keys
-from jaxtrainer.distributed import (
-    AXIS_NAME,
-    axis_index,
-    gather_members,
-    member_scope,
-    pmax,
-    pmin,
-    psum,
-    vary_like,
-)
+from jaxtrainer.distributed import AXIS_NAME, member_scope, pmax, pmin, psum, vary_like
 from jaxtrainer.distributed.axis import AxisName
+from jaxtrainer.distributed.members import MemberLayout
 from jaxtrainer.metrics import Last, Max, Mean, Metric
 from jaxtrainer.module import Module
 
@@ -140,13 +132,6 @@ class PBTState:
     exploits: jax.Array
 
 
-def _gather_tree(tree: Any, axis_name: AxisName) -> Any:
-    """:func:`gather_members` that also moves typed PRNG keys (as key data, encoded
-    and rewrapped as checkpoints do: :func:`jaxtrainer.checkpoint.encode_keys`)."""
-    data, impls = encode_keys(tree)
-    return decode_keys(gather_members(data, axis_name), impls)
-
-
 def get_hyperparams(state: Any) -> Any:
     """``state.hyperparams`` (a dataclass state) or ``state["hyperparams"]`` (a dict
     state); ``None`` when there is neither."""
@@ -196,9 +181,10 @@ class PBT(Module):
       * ``member/<i>/<name>`` for every ``name`` in ``member_metrics`` (its own
         reduction) and every tuned hyperparameter (``Last``: its value after
         the interval), and ``member/<i>/fitness`` (``Last``), for ``i < P``;
-      * ``fitness/max`` (``Max``: the best current fitness of the interval) and
-        ``fitness/mean``, over real members, of the current fitness (this
-        window's mean of ``fitness_metric``, else the last measured one);
+      * ``fitness/max`` (``Max``: the best current fitness of the interval),
+        ``fitness/min`` (``Min``: the worst) and ``fitness/mean``, over real
+        members with a finite current fitness (this window's mean of
+        ``fitness_metric``, else the last measured one);
         ``pbt/exploits`` (``Last``): member copies made so far.
 
     :meth:`evaluation_step` evaluates every member with the wrapped module's
@@ -293,24 +279,8 @@ class PBT(Module):
         self.fitness_metric = fitness_metric
         self.member_metrics = tuple(member_metrics)
         self.axis_name = axis_name
-        self.num_devices = 1
+        self.layout = MemberLayout(population_size, 1, axis_name)  # set per run by validate
         self.env_steps_per_step = population_size * int(module.env_steps_per_step)
-
-    # ---- sizes ---------------------------------------------------------------
-    @property
-    def padded_size(self) -> int:
-        """``P`` rounded up to a multiple of the device count."""
-        return -(-self.population_size // self.num_devices) * self.num_devices
-
-    @property
-    def local_population(self) -> int:
-        """Members per device."""
-        return self.padded_size // self.num_devices
-
-    def _member_ids(self) -> jax.Array:
-        """Global indices of this device's members: ``int32[L]`` (varying)."""
-        local = self.local_population
-        return axis_index(self.axis_name) * local + jnp.arange(local, dtype=jnp.int32)
 
     # ---- checks ----------------------------------------------------------------
     def configure_budget(self, max_steps: int) -> None:
@@ -324,7 +294,7 @@ class PBT(Module):
         Raises:
           ValueError: see the class docstring.
         """
-        self.num_devices = int(num_devices)
+        self.layout = MemberLayout(self.population_size, int(num_devices), self.axis_name)
         self.module.validate(1)
         key = jax.random.key(0)
         state = jax.eval_shape(self.module.init_state, key)
@@ -365,9 +335,9 @@ class PBT(Module):
     def init_state(self, key: jax.Array) -> PBTState:
         """Member ``i``: ``module.init_state(fold_in(fold_in(key, 0), i))`` with each
         tuned hyperparameter drawn from its prior with ``fold_in(fold_in(key, 1), i)``."""
-        ids = self._member_ids()
-        init_keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(key, 0), i))(ids)
-        hp_keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.fold_in(key, 1), i))(ids)
+        ids = self.layout.ids()
+        init_keys = self.layout.keys(jax.random.fold_in(key, 0), ids)
+        hp_keys = self.layout.keys(jax.random.fold_in(key, 1), ids)
         with member_scope(self.axis_name):
             # One member after another (lax.map, once per run): a vmapped init
             # batches the QR factorisations of orthogonal initialisers, and
@@ -380,7 +350,7 @@ class PBT(Module):
                 hp_keys).astype(hp[name].dtype)
         members = set_hyperparams(members, hp)
         members = vary_like(members, ids)  # every member leaf is sharded, even constants
-        local = self.local_population
+        local = self.layout.local_count
         per_member = vary_like((jnp.full((local,), -jnp.inf, jnp.float32),
                                 jnp.zeros((local,), jnp.float32),
                                 jnp.zeros((local,), jnp.float32)), ids)
@@ -392,15 +362,12 @@ class PBT(Module):
         count = state.window_count
         return jnp.where(count > 0, state.window_total / jnp.maximum(count, 1.0), state.fitness)
 
-    def _real(self, ids: jax.Array) -> jax.Array:
-        return ids < self.population_size
-
     def training_step(self, state: PBTState, key: jax.Array) -> tuple[PBTState, dict]:
         """One update of every member (vmapped over this device's members), then,
         every ``ready_every_n_steps`` updates, exploit and explore."""
-        ids = self._member_ids()
+        ids = self.layout.ids()
         train_key, pbt_key = jax.random.fold_in(key, 0), jax.random.fold_in(key, 1)
-        keys = jax.vmap(lambda i: jax.random.fold_in(train_key, i))(ids)
+        keys = self.layout.keys(train_key, ids)
         with member_scope(self.axis_name):
             members, inner = jax.vmap(self.module.training_step)(state.members, keys)
         total, count = _mean_parts(inner[self.fitness_metric])
@@ -427,11 +394,11 @@ class PBT(Module):
           (a copy of) member ``source[i]``; ``copied[i]`` when ``source[i] != i``.
         """
         size = self.population_size
-        fitness = jnp.where(jnp.isnan(fitness), -jnp.inf, fitness)
+        fitness = jnp.where(jnp.isnan(fitness), -jnp.inf, fitness)  # NaN loses every tournament
         own = jnp.arange(size, dtype=jnp.int32)
         if self.exploit == "truncation":
             cut = max(1, int(self.truncation_fraction * size))
-            order = jnp.argsort(fitness, stable=True)
+            order = self.layout.rank(fitness, worst_first=True)
             losers, winners = order[:cut], order[size - cut:]
             picks = winners[jax.random.randint(key, (cut,), 0, cut)]
             source = own.at[losers].set(picks.astype(jnp.int32))
@@ -461,23 +428,24 @@ class PBT(Module):
         return out
 
     def _exploit_and_explore(self, state: PBTState, key: jax.Array) -> PBTState:
-        size, padded = self.population_size, self.padded_size
-        ids = self._member_ids()
-        fitness = _gather_tree(self._current_fitness(state), self.axis_name)  # [P_pad]
-        source, copied = self.select(fitness[:size], jax.random.fold_in(key, 0))
+        layout = self.layout
+        size, padded = layout.size, layout.padded_size
+        ids = layout.ids()
+        fitness = layout.gather(self._current_fitness(state))  # [P_pad]
+        source, copied = self.select(layout.unpad(fitness), jax.random.fold_in(key, 0))
+        # padding members continue as themselves
         source = jnp.concatenate([source, jnp.arange(size, padded, dtype=jnp.int32)])
         copied = jnp.concatenate([copied, jnp.zeros((padded - size,), bool)])
-        everyone = _gather_tree(state.members, self.axis_name)  # [P_pad, ...] on every device
+        everyone = layout.gather(state.members)  # [P_pad, ...] on every device
         src = source[ids]
         mine = copied[ids]
         members = jax.tree.map(
             lambda all_, local: jnp.where(mine.reshape((-1,) + (1,) * (local.ndim - 1)),
                                           jnp.take(all_, src, axis=0), local),
             everyone, state.members)
-        explore_key = jax.random.fold_in(key, 1)
         current = get_hyperparams(members)
-        explored = jax.vmap(lambda hp, i: self.explore_hyperparams(
-            hp, jax.random.fold_in(explore_key, i)))(current, ids)
+        explored = jax.vmap(self.explore_hyperparams)(
+            current, layout.keys(jax.random.fold_in(key, 1), ids))
         hp = {name: jnp.where(mine, explored[name], value) for name, value in current.items()}
         members = set_hyperparams(members, hp)
         zeros = jnp.zeros_like(state.window_total)
@@ -487,18 +455,13 @@ class PBT(Module):
             exploits=state.exploits + jnp.sum(copied).astype(jnp.int32))
 
     # ---- metrics ---------------------------------------------------------------
-    def _owned(self, member: int) -> jax.Array:
-        """Whether this device holds member ``member`` (static index): ``bool[]``."""
-        return axis_index(self.axis_name) == member // self.local_population
-
     def _per_member(self, prefix: str, values: dict[str, Any]) -> dict[str, Metric]:
         """``{prefix<i>/<name>: metric}`` for the real members, each with its own
         reduction; each device reports the members it holds, with no samples
         elsewhere (the Trainer reduces over devices)."""
         out = {}
         for i in range(self.population_size):
-            owned = self._owned(i)
-            slot = i % self.local_population
+            owned, slot = self.layout.holds(i), self.layout.slot(i)
             for name, value in values.items():
                 mine = jax.tree.map(lambda x, s=slot: x[s], _member_metric(value))
                 out[f"{prefix}{i}/{name}"] = mine.keep(owned)
@@ -522,15 +485,13 @@ class PBT(Module):
         return Last(jnp.where(hi == lo, hi, total / jnp.maximum(num, 1.0)), count)
 
     def _metrics(self, state: PBTState, ids: jax.Array, inner: dict[str, Any]) -> dict:
-        real = self._real(ids)
+        real = self.layout.mask(ids)
         metrics: dict[str, Any] = {}
         for name, value in inner.items():
             metrics[name] = self._over_members(value, real)
         fitness = self._current_fitness(state)
-        finite = real & jnp.isfinite(fitness)
-        safe = jnp.where(finite, fitness, 0.0)
-        metrics["fitness/mean"] = Mean.of(safe, finite)
-        metrics["fitness/max"] = Max.of(fitness, finite)
+        metrics.update(self.layout.fitness_metrics(fitness, jnp.isfinite(fitness)))
+        safe = jnp.where(jnp.isfinite(fitness), fitness, 0.0)
         per_member = {name: inner[name] for name in self.member_metrics}
         per_member.update({name: Last(value, jnp.ones_like(value)) for name, value
                            in get_hyperparams(state.members).items() if name in self.spaces})
@@ -542,13 +503,12 @@ class PBT(Module):
     def evaluation_step(self, state: PBTState, key: jax.Array) -> dict[str, Mean]:
         """Every member's ``module.evaluation_step`` (member ``i`` with
         ``fold_in(key, i)``); metrics as in the class docstring."""
-        ids = self._member_ids()
-        keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(ids)
+        layout = self.layout
+        ids = layout.ids()
         with member_scope(self.axis_name):
-            inner = jax.vmap(self.module.evaluation_step)(state.members, keys)
-        fitness = _gather_tree(self._current_fitness(state), self.axis_name)[:self.population_size]
-        best = jnp.argmax(jnp.where(jnp.isnan(fitness), -jnp.inf, fitness))
-        real = self._real(ids).astype(jnp.float32)
+            inner = jax.vmap(self.module.evaluation_step)(state.members, layout.keys(key, ids))
+        best = layout.rank(layout.gather(self._current_fitness(state)))[0]
+        real = layout.mask(ids).astype(jnp.float32)
         is_best = (ids == best).astype(jnp.float32)
         metrics: dict[str, Any] = {}
         for name, value in inner.items():

@@ -27,6 +27,7 @@ import flashbax
 import jax
 from flax import struct
 
+from jaxtrainer import _args
 from jaxtrainer.distributed import local_size, vary_like
 
 
@@ -84,11 +85,8 @@ class ReplayBuffer:
     def validate(self, num_devices: int, owner: str = "ReplayBuffer") -> None:
         """Raise ValueError naming the size when ``num_envs`` or ``batch_size``
         does not split over ``num_devices``."""
-        for name, value in (("num_envs", self.num_envs), ("batch_size", self.batch_size)):
-            if value % num_devices:
-                raise ValueError(
-                    f"{owner}: {name}={value} is not divisible by the {num_devices} devices; "
-                    f"use a multiple of {num_devices}")
+        _args.split_over_devices(owner, num_devices, num_envs=self.num_envs,
+                                 batch_size=self.batch_size)
 
     def _fbx(self) -> Any:
         """flashbax's buffer for this device's share (sizes resolved at trace time)."""

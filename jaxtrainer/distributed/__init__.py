@@ -22,15 +22,14 @@ from jaxtrainer.distributed.axis import (
 )
 from jaxtrainer.distributed.gradients import gradient_update, local_copy
 from jaxtrainer.distributed.keys import fold_in_device, split_key_to_devices
-from jaxtrainer.distributed.population import (
+from jaxtrainer.distributed.members import (
+    MemberLayout,
     gather_members,
     local_members,
     pad_population,
     population_size,
-    shmap_map,
-    shmap_vmap,
-    tree_device_put,
 )
+from jaxtrainer.distributed.population import shmap_map, shmap_vmap, tree_device_put
 from jaxtrainer.distributed.process import (
     barrier,
     broadcast_from_zero,
@@ -43,6 +42,7 @@ from jaxtrainer.distributed.process import (
 
 __all__ = [
     "AXIS_NAME",
+    "MemberLayout",
     "axis_index",
     "axis_size",
     "barrier",

@@ -4,17 +4,20 @@ Every strategy runs ``Module.training_step`` under ``jax.shard_map`` with the
 data-parallel mesh axis named :data:`AXIS_NAME`. The helpers here reduce over that
 axis when it is bound and are the identity when it is not (plain ``jax.jit`` or
 eager code), so one ``training_step`` runs unchanged on one device, many devices
-and many processes (FIELD_REPORTS F3).
+and many processes: code written for several devices must not fail, or
+silently skip its reduction, when it runs on one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import jax
+import numpy as np
 
 AXIS_NAME = "devices"
 """Name of the data-parallel mesh axis every strategy binds."""
@@ -22,7 +25,8 @@ AXIS_NAME = "devices"
 AxisName = str | Sequence[str]
 
 
-def _names(axis_name: AxisName) -> tuple[str, ...]:
+def axis_tuple(axis_name: AxisName) -> tuple[str, ...]:
+    """``axis_name`` (one mesh axis name or several) as a tuple of names."""
     return (axis_name,) if isinstance(axis_name, str) else tuple(axis_name)
 
 
@@ -51,7 +55,7 @@ def member_scope(axis_name: AxisName = AXIS_NAME) -> Iterator[None]:
     Used around tracing only; nested scopes accumulate. Not thread-shared: each
     thread that traces enters the scope itself.
     """
-    token = _HIDDEN.set(_HIDDEN.get() | frozenset(_names(axis_name)))
+    token = _HIDDEN.set(_HIDDEN.get() | frozenset(axis_tuple(axis_name)))
     try:
         yield
     finally:
@@ -61,7 +65,7 @@ def member_scope(axis_name: AxisName = AXIS_NAME) -> Iterator[None]:
 def _trace_axes(axis_name: AxisName) -> tuple[str, ...]:
     """The subset of ``axis_name`` bound in the current trace, hidden or not."""
     bound = []
-    for name in _names(axis_name):
+    for name in axis_tuple(axis_name):
         try:
             jax.lax.axis_size(name)
         except NameError:
@@ -183,3 +187,101 @@ def local_size(global_size: int, what: str = "size", num_devices: int | None = N
             f"use a positive multiple of {n}"
         )
     return global_size // n
+
+
+# ---- third-party code under check_vma -------------------------------------------
+def _retype_unvarying(tree: Any) -> Any:
+    """Inside a ``check_vma=False`` region: give every leaf the device-independent
+    type that each value computed there has (a region keeps its inputs' varying
+    types otherwise, and ``lax.cond``/``scan`` would compare the two). Reshapes
+    that XLA removes; no data moves."""
+    return jax.tree.map(
+        lambda x: jax.lax.squeeze(jax.lax.expand_dims(x, (0,)), (0,)), tree)
+
+
+def _run_unchecked(fn: Callable[..., Any], axes: tuple[str, ...], args: tuple) -> Any:
+    """``fn(*args)`` traced with the varying check off; the outputs typed as
+    varying along ``axes``."""
+    manual = frozenset(jax.sharding.get_abstract_mesh().manual_axes)
+    out = jax.shard_map(lambda *a: fn(*_retype_unvarying(a)),
+                        in_specs=jax.sharding.PartitionSpec(),
+                        out_specs=jax.sharding.PartitionSpec(),
+                        axis_names=manual, check_vma=False)(*args)
+    return _cast_varying(out, axes)
+
+
+def _differentiable(leaf: Any) -> bool:
+    return jax.numpy.issubdtype(jax.typeof(leaf).dtype, jax.numpy.inexact)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def _unchecked_call(fn: Callable[..., Any], axes: tuple[str, ...], *args: Any) -> Any:
+    return _run_unchecked(fn, axes, args)
+
+
+def _unchecked_fwd(fn, axes, *args):
+    return _run_unchecked(fn, axes, args), args
+
+
+def _unchecked_bwd(fn, axes, args, cts):
+    # The backward pass is a vjp of fn (recomputing its forward pass), run in
+    # an unchecked region as well; only inexact leaves have cotangents.
+    leaves, tree = jax.tree.flatten(args)
+    diff = [_differentiable(x) for x in leaves]
+    ct_leaves, ct_tree = jax.tree.flatten(cts)
+    ct_diff = [_differentiable(c) for c in ct_leaves]
+
+    def pull(leaves, diff_cts):
+        def f(diff_leaves):
+            it = iter(diff_leaves)
+            full = [next(it) if d else x for x, d in zip(leaves, diff, strict=True)]
+            return fn(*jax.tree.unflatten(tree, full))
+
+        out, vjp = jax.vjp(f, [x for x, d in zip(leaves, diff, strict=True) if d])
+        it = iter(diff_cts)
+        full_cts = [next(it) if d else np.zeros(jax.typeof(o).shape, jax.dtypes.float0)
+                    for o, d in zip(jax.tree.leaves(out), ct_diff, strict=True)]
+        return vjp(jax.tree.unflatten(ct_tree, full_cts))[0]
+
+    diff_cts = [c for c, d in zip(ct_leaves, ct_diff, strict=True) if d]
+    grads = iter(_run_unchecked(pull, axes, (leaves, diff_cts)))
+    return tuple(jax.tree.unflatten(tree, [next(grads) if d else None for d in diff]))
+
+
+_unchecked_call.defvjp(_unchecked_fwd, _unchecked_bwd)
+
+
+def without_vma_check(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn``, traced with ``shard_map``'s varying-manual-axes check relaxed where
+    the check rejects it.
+
+    For code written without ``check_vma`` in mind (simulators such as brax):
+    under ``check_vma=True`` a value built inside it from constants is typed
+    device-independent while one computed from per-device inputs is typed
+    per-device, and a ``lax.cond`` whose branches return one of each, or a
+    ``lax.scan``/``while_loop`` carry that starts as the one and comes back as
+    the other, is a ``TypeError`` that no cast of ``fn``'s inputs can prevent.
+
+    ``fn`` is first traced as is, so code that passes the check keeps exactly
+    its types (and every transformation). Where that raises a ``TypeError`` or
+    ``ValueError`` and an input varies, ``fn`` is traced again in a nested
+    ``jax.shard_map(check_vma=False)`` over the axes already manual (no data
+    moves, nothing is resharded; the abandoned trace is dead code that lowering
+    drops), and its outputs are typed per-device along every axis any input
+    varies over (the sound type: they may depend on any input). An error that is
+    not about the check recurs there and propagates. Reverse-mode
+    differentiation goes through that path (its backward pass recomputes ``fn``
+    unchecked; only inexact inputs get cotangents); forward-mode does not.
+    """
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except (TypeError, ValueError):
+            axes = tuple(sorted(tree_varying_axes(args)))
+            if not axes:
+                raise
+            return _unchecked_call(fn, axes, *_cast_varying(args, axes))
+
+    return wrapped

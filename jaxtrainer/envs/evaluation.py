@@ -1,4 +1,4 @@
-"""Policy evaluation on fresh episodes (FIELD_REPORTS F18)."""
+"""Policy evaluation on fresh episodes, never the training envs' episodes in progress."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer.distributed import vary_like
-from jaxtrainer.envs.base import Env
+from jaxtrainer.distributed import local_size, vary_like
+from jaxtrainer.envs.base import Env, StepInfo
 from jaxtrainer.metrics import Mean
 
 PolicyFn = Callable[[Any, Any, jax.Array], jax.Array]
@@ -71,3 +71,29 @@ def evaluate_policy(
         "episode_return": Mean.of(returns, mask=finished),
         "episode_length": Mean.of(lengths, mask=finished),
     }
+
+
+def evaluation_metrics(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array,
+                    eval_episodes: int) -> dict[str, Mean]:
+    """The ``evaluation_step`` metrics of every shipped RL module.
+
+    :func:`evaluate_policy` on ``eval_episodes`` fresh episodes over all devices
+    (``eval_episodes / num_devices`` on each; :func:`~jaxtrainer.distributed.local_size`
+    raises a ValueError naming both numbers when they do not divide), each run
+    up to the env's time limit, completed episodes only.
+
+    Returns:
+      ``{"eval/episode_return": Mean, "eval/episode_length": Mean}``.
+    """
+    num = local_size(eval_episodes, "eval_episodes")
+    result = evaluate_policy(env, policy_fn, params, key, num)
+    return {f"eval/{name}": value for name, value in result.items()}
+
+
+def episode_metrics(info: StepInfo, prefix: str = "train") -> dict[str, Mean]:
+    """``{prefix}/episode_return`` and ``{prefix}/episode_length``: the means over
+    the episodes that ``info`` (a :class:`~jaxtrainer.envs.StepInfo` with any
+    leading axes, e.g. ``[num_steps, num_envs]``) completed; an interval where
+    none completed reports nothing rather than 0."""
+    return {f"{prefix}/episode_return": Mean.of(info.episode_return, mask=info.done),
+            f"{prefix}/episode_length": Mean.of(info.episode_length, mask=info.done)}

@@ -1,0 +1,400 @@
+"""What PPO and A2C share: the rollout, GAE, the state, the learning-rate
+schedule, evaluation and device handling.
+
+An on-policy update (:meth:`OnPolicyModule.training_step`), as in PureJaxRL's
+``purejaxrl/ppo.py`` (``luchris429/purejaxrl``):
+
+1. a ``num_steps`` rollout of this device's ``num_envs / num_devices`` envs in one
+   ``lax.scan``, actions sampled from the current policy (:meth:`~OnPolicyModule.rollout`);
+2. generalized advantage estimates and value targets in a reverse ``lax.scan``
+   (:func:`compute_gae`; Schulman et al. 2016, arXiv:1506.02438). Truncation is
+   not termination: a transition cut by the time limit bootstraps from
+   ``V(final_obs)``, the value of the observation the episode reached;
+3. the algorithm's :meth:`~OnPolicyModule.update` on the flattened rollout:
+   PPO's epochs of clipped-surrogate minibatch steps, A2C's one full-batch step.
+   Gradients are averaged over devices
+   (:func:`~jaxtrainer.distributed.gradient_update`), so an update is the
+   one-device update on the same global batch and replicas stay bitwise equal.
+
+Sizes are global (over all devices). Hyperparameters that population-based
+training may change live in the state as traced values (``hyperparams``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from jaxtrainer import _args, envs
+from jaxtrainer.algorithms.networks import ActorCritic, activation
+from jaxtrainer.distributed import fold_in_device, local_size, pmean, vary_like
+from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
+from jaxtrainer.metrics import Last, Mean
+from jaxtrainer.module import Module
+
+
+def check_config(config: Any) -> None:
+    """The checks of the fields PPO's and A2C's configs share (in ``__post_init__``).
+
+    Normalises ``hidden_sizes`` to a tuple of ints and whole-float sizes to ints.
+
+    Raises:
+      ValueError: a size that is not a positive int, a negative coefficient, an
+        on/off field that is not a bool, an unknown activation; the message names
+        the config class and field (e.g. ``PPOConfig.lr='abc': expected a
+        non-negative number``).
+    """
+    _args.check_fields(config, _args.sizes, ("hidden_sizes",))
+    _args.check_fields(config, _args.positive_int, ("num_envs", "num_steps", "eval_episodes"),
+                       allow_none=False)
+    _args.check_fields(config, _args.positive_int, ("total_updates",))
+    _args.check_fields(config, _args.number, ("lr", "gamma", "gae_lambda", "ent_coef",
+                                              "vf_coef", "max_grad_norm"), low=0)
+    _args.check_fields(config, _args.flag, ("anneal_lr", "normalize_advantages"))
+    activation(config.activation, f"{type(config).__name__}.activation")
+
+
+@struct.dataclass
+class OnPolicyState:
+    """Training state. Replicated leaves are identical on every device; sharded
+    ones hold this device's envs (global leading axis ``num_envs``).
+
+    Attributes:
+      params: actor-critic parameters (replicated).
+      opt_state: optax state (replicated).
+      update_count: ``int32[]`` updates done so far (replicated).
+      env_state: batched :class:`jaxtrainer.envs.EnvState`, leading axis
+        ``[num_envs]`` (sharded).
+      obs: ``[num_envs, *observation_shape]`` current observations (sharded).
+      hyperparams: ``{name: float32[]}`` the tunable hyperparameters this state
+        trains with (replicated), initialised from the config and read by
+        ``training_step`` as traced values, so population-based training
+        (:class:`~jaxtrainer.algorithms.PBT`) can change them without
+        recompiling. ``lr`` is the base learning rate (annealed per update when
+        ``anneal_lr``); the names are the module's ``TUNABLE``.
+    """
+
+    params: Any
+    opt_state: optax.OptState
+    update_count: jax.Array
+    env_state: envs.EnvState
+    obs: jax.Array
+    hyperparams: dict[str, jax.Array]
+
+
+@struct.dataclass
+class Rollout:
+    """One rollout, every leaf ``[num_steps, num_envs_per_device, ...]``.
+
+    ``obs``: observations acted on; ``action``: sampled (unclipped) actions;
+    ``log_prob``, ``value``: ``float32``, under the rollout's parameters;
+    ``info``: the env's :class:`jaxtrainer.envs.StepInfo`.
+    """
+
+    obs: jax.Array
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    info: envs.StepInfo
+
+
+def compute_gae(
+    rewards: jax.Array,
+    values: jax.Array,
+    next_values: jax.Array,
+    terminated: jax.Array,
+    done: jax.Array,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[jax.Array, jax.Array]:
+    """Generalized advantage estimates and value targets (arXiv:1506.02438, eq. 16).
+
+    All inputs are ``[T, ...]`` with time first::
+
+        delta_t = r_t + gamma * (1 - terminated_t) * next_value_t - value_t
+        A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},   A_T = 0
+
+    ``next_value_t`` is the value of the observation step ``t`` reached, before
+    any auto-reset, i.e. ``V(final_obs_t)``: the next step's value inside an
+    episode, the bootstrap value on truncation (terminated=False, done=True) and
+    ignored on termination. The bootstrap of the rollout's last step is thus
+    ``next_value_{T-1}``.
+
+    Args:
+      rewards, values, next_values: ``float32[T, ...]``.
+      terminated: ``bool[T, ...]``, a terminal state was reached (no bootstrap).
+      done: ``bool[T, ...]``, the episode ended (terminated or truncated): the
+        advantage recursion stops.
+      gamma: discount. gae_lambda: GAE's lambda.
+
+    Returns:
+      ``(advantages, targets)``, both ``float32[T, ...]``; ``targets = advantages + values``.
+    """
+    not_terminated = 1.0 - terminated.astype(jnp.float32)
+    not_done = 1.0 - done.astype(jnp.float32)
+    deltas = rewards + gamma * next_values * not_terminated - values
+
+    def backward(gae, step):
+        delta, cont = step
+        gae = delta + gamma * gae_lambda * cont * gae
+        return gae, gae
+
+    _, advantages = jax.lax.scan(backward, jnp.zeros_like(deltas[0]), (deltas, not_done),
+                                 reverse=True, unroll=16)
+    return advantages, advantages + values
+
+
+def normalize_advantages(advantages: jax.Array, eps: float = 1e-8) -> jax.Array:
+    """``(A - mean) / (std + eps)`` with the mean and (population) standard deviation
+    of the GLOBAL minibatch: every device's share has the same size, so the global
+    moments are the :func:`~jaxtrainer.distributed.pmean` of the per-device ones.
+    ``advantages``: ``float32[...]``, this device's share."""
+    mean = pmean(jnp.mean(advantages))
+    var = pmean(jnp.mean(jnp.square(advantages - mean)))
+    return (advantages - mean) / (jnp.sqrt(var) + eps)
+
+
+class OnPolicyModule(Module):
+    """Base of :class:`~jaxtrainer.algorithms.PPO` and :class:`~jaxtrainer.algorithms.A2C`.
+
+    Subclasses set :attr:`config_class` (a frozen dataclass with ``env``,
+    ``num_envs``, ``num_steps``, ``total_updates``, ``lr``, ``anneal_lr``,
+    ``max_grad_norm``, ``activation``, ``hidden_sizes``, ``eval_episodes`` and the
+    :attr:`TUNABLE` names) and :attr:`TUNABLE`, and implement
+    :meth:`base_optimizer` and :meth:`update`. Actor and critic are separate
+    :class:`~jaxtrainer.algorithms.networks.ActorCritic` MLPs; the policy is
+    categorical (discrete actions) or a diagonal Gaussian (continuous; sampled
+    actions are clipped to the env's bounds only when passed to the env, the
+    unclipped action is what the log-probabilities refer to).
+
+    Args:
+      config: hyperparameters; ``config_class()`` defaults when ``None``.
+      env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``;
+        a string is taken as ``config.env`` (an environment name).
+      **overrides: replace fields of ``config``, e.g. ``PPO(num_envs=8)``.
+    """
+
+    config_class: type = type(None)
+    TUNABLE: tuple[str, ...] = ()
+    """Hyperparameters kept in :attr:`OnPolicyState.hyperparams` (traced, tunable by PBT)."""
+
+    def __init__(self, config: Any = None, *, env: envs.Env | str | None = None,
+                 **overrides: Any) -> None:
+        config = config or self.config_class()
+        if isinstance(env, str):  # PPO(env="CartPole-v1"): a name, as in the config's env
+            overrides["env"], env = env, None
+        if overrides:
+            config = dataclasses.replace(config, **overrides)
+        self.config = config
+        self.env = env if env is not None else envs.make(config.env)
+        self.env_steps_per_step = config.num_envs * config.num_steps
+        self.network = ActorCritic(
+            action_dim=self.env.num_actions if self.env.discrete else self.env.action_size,
+            discrete=self.env.discrete,
+            obs_ndim=len(self.env.observation_shape),
+            hidden_sizes=config.hidden_sizes,
+            activation=config.activation,
+        )
+        # learning_rate and max_grad_norm live in the optimizer state as traced
+        # values (optax.inject_hyperparams), set from ``state.hyperparams`` before
+        # every update.
+        self.optimizer = optax.inject_hyperparams(self.base_optimizer)(
+            learning_rate=config.lr, max_grad_norm=config.max_grad_norm)
+
+    # ---- to implement -----------------------------------------------------
+    def base_optimizer(self, learning_rate: Any, max_grad_norm: Any) -> optax.GradientTransformation:
+        """The optimizer (for ``optax.inject_hyperparams``)."""
+        raise NotImplementedError
+
+    def update(self, params: Any, opt_state: Any, batch: dict[str, jax.Array],
+               hp: dict[str, jax.Array], key: jax.Array) -> tuple[Any, Any, dict[str, jax.Array]]:
+        """Gradient steps on this device's share of the rollout.
+
+        Args:
+          params, opt_state: before the update (replicated).
+          batch: ``obs``, ``action``, ``log_prob``, ``value``, ``advantage`` and
+            ``target``, each ``[num_steps * num_envs_per_device, ...]``.
+          hp: :attr:`OnPolicyState.hyperparams`.
+          key: the update's key from :meth:`step_keys`.
+
+        Returns:
+          ``(params, opt_state, losses)``; every loss array is averaged into a
+          ``loss/<name>`` metric.
+        """
+        raise NotImplementedError
+
+    # ---- configuration ---------------------------------------------------
+    def initial_hyperparams(self) -> dict[str, jax.Array]:
+        """``{name: float32[]}`` for every name in :attr:`TUNABLE`, from the config."""
+        return {name: jnp.asarray(getattr(self.config, name), jnp.float32)
+                for name in self.TUNABLE}
+
+    _budget: int | None = None
+
+    def configure_budget(self, max_steps: int) -> None:
+        """The Trainer's budget in updates; the learning rate anneals over it
+        when ``config.total_updates`` is ``None``."""
+        self._budget = int(max_steps)
+
+    @property
+    def total_updates(self) -> int | None:
+        """Updates the learning rate anneals over: ``config.total_updates``, else
+        the budget from :meth:`configure_budget` (``None`` before ``fit``)."""
+        return self.config.total_updates if self.config.total_updates is not None else self._budget
+
+    def _learning_rate(self, hyperparams: dict[str, jax.Array], update: jax.Array) -> jax.Array:
+        """Learning rate of update number ``update`` (int32[], from 0): ``lr``, or
+        with ``anneal_lr`` ``optax.linear_schedule`` from ``lr`` to 0 over
+        ``total_updates`` (0 after it), i.e. ``lr * (1 - update / total_updates)``.
+
+        Raises:
+          ValueError: annealing with ``total_updates=None`` outside a Trainer
+            (nothing has set the budget).
+        """
+        lr = hyperparams["lr"]
+        if not self.config.anneal_lr:
+            return lr
+        if self.total_updates is None:
+            raise ValueError(
+                f"{type(self).__name__}: anneal_lr=True with total_updates=None needs the run's "
+                "budget: train it with a Trainer (which calls configure_budget(max_steps)), "
+                "or set total_updates, or anneal_lr=False")
+        schedule = optax.linear_schedule(lr, 0.0, self.total_updates)
+        return schedule(update.astype(jnp.float32))
+
+    def _set_optimizer_hyperparams(self, opt_state: Any, hyperparams: dict[str, jax.Array],
+                                   update: jax.Array) -> Any:
+        """``opt_state`` with this update's learning rate and gradient-norm clip."""
+        inner = {**opt_state.hyperparams,
+                 "learning_rate": self._learning_rate(hyperparams, update),
+                 "max_grad_norm": hyperparams["max_grad_norm"]}
+        return opt_state._replace(hyperparams=inner)
+
+    def validate(self, num_devices: int) -> None:
+        """Reject global sizes that do not split over ``num_devices``, before compiling.
+
+        Raises:
+          ValueError: ``num_envs`` or ``eval_episodes`` is not a multiple of
+            ``num_devices`` (the message names the value and count).
+        """
+        _args.split_over_devices(type(self).__name__, num_devices, num_envs=self.config.num_envs,
+                                 eval_episodes=self.config.eval_episodes)
+
+    def hparams(self) -> dict[str, Any]:
+        hp = dataclasses.asdict(self.config)
+        hp["hidden_sizes"] = list(hp["hidden_sizes"])
+        hp["total_updates"] = self.total_updates
+        return hp
+
+    # ---- policy helpers --------------------------------------------------
+    def _env_action(self, action: jax.Array) -> jax.Array:
+        """Continuous actions clipped to the env's bounds; discrete ones as they are."""
+        if self.env.discrete:
+            return action
+        return jnp.clip(action, self.env.action_low, self.env.action_high)
+
+    def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+        """``policy(params, obs[n, ...], key) -> actions[n, ...]``: argmax or the mean
+        action (clipped), for :func:`jaxtrainer.envs.evaluate_policy`."""
+        def policy(params, obs, key):
+            del key
+            dist, _ = self.network.apply(params, obs)
+            return self._env_action(dist.mode())
+        return policy
+
+    # ---- Module ------------------------------------------------------------
+    def init_state(self, key: jax.Array) -> OnPolicyState:
+        """Parameters from ``key`` (replicated); this device's
+        ``num_envs / num_devices`` envs reset from ``fold_in_device(key)`` (sharded)."""
+        params_key, env_key = jax.random.split(key)
+        dummy = jnp.zeros(self.env.observation_shape, self.env.observation_dtype)
+        params = self.network.init(params_key, dummy)
+        num_envs = local_size(self.config.num_envs, "num_envs")
+        env_key = fold_in_device(env_key)
+        obs, env_state = self.env.reset_batch(env_key, num_envs)
+        # Leaves such as step counters do not depend on the key: make every env
+        # leaf per-device so the strategy shards it.
+        obs, env_state = vary_like((obs, env_state), env_key)
+        return OnPolicyState(params, self.optimizer.init(params), jnp.zeros((), jnp.int32),
+                             env_state, obs, self.initial_hyperparams())
+
+    def rollout(self, params: Any, env_state: envs.EnvState, obs: jax.Array,
+                key: jax.Array) -> tuple[envs.EnvState, jax.Array, Rollout]:
+        """``num_steps`` steps of this device's envs in one ``lax.scan``, actions
+        sampled from the policy with ``params``. Returns the env state and
+        observations after the rollout and the :class:`Rollout` (``[num_steps, n]``)."""
+        def one_step(carry, step_key):
+            env_state, obs = carry
+            act_key, env_key = jax.random.split(step_key)
+            dist, value = self.network.apply(params, obs)
+            action = dist.sample(act_key)
+            log_prob = dist.log_prob(action)
+            next_obs, env_state, info = self.env.step_batch(
+                env_key, env_state, self._env_action(action))
+            carry = vary_like((env_state, next_obs), key)
+            return carry, Rollout(obs, action, log_prob, value, info)
+
+        (env_state, obs), traj = jax.lax.scan(
+            one_step, (env_state, obs), jax.random.split(key, self.config.num_steps))
+        return env_state, obs, traj
+
+    def advantages_and_targets(self, params: Any, traj: Rollout,
+                               hyperparams: dict[str, jax.Array] | None = None,
+                               ) -> tuple[jax.Array, jax.Array]:
+        """GAE advantages and value targets, ``float32[num_steps, num_envs_per_device]``.
+
+        The next-state value of every step is ``V(final_obs)``: inside an episode
+        the value of the next observation, on truncation the bootstrap value of
+        the observation the time limit cut, ignored on termination. One batched
+        critic pass over the rollout.
+        """
+        hp = self.initial_hyperparams() if hyperparams is None else hyperparams
+        next_values = self.network.apply(params, traj.info.final_obs, method=ActorCritic.value)
+        return compute_gae(traj.info.reward, traj.value, next_values, traj.info.terminated,
+                           traj.info.done, hp["gamma"], hp["gae_lambda"])
+
+    def step_keys(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(rollout_key, update_key)`` from a training step's key."""
+        rollout_key, update_key = jax.random.split(key)
+        return rollout_key, update_key
+
+    def training_step(self, state: OnPolicyState,
+                      key: jax.Array) -> tuple[OnPolicyState, dict]:
+        """One update: a ``num_steps`` rollout of every env, GAE, then :meth:`update`
+        on the rollout flattened to ``[num_steps * num_envs_per_device, ...]``.
+
+        Metrics: ``train/episode_return``, ``train/episode_length`` (episodes
+        completed during the rollout), ``loss/<name>`` (means of :meth:`update`'s
+        losses) and ``lr`` (this update's learning rate, :class:`~jaxtrainer.Last`).
+        """
+        rollout_key, update_key = self.step_keys(key)
+        env_state, obs, traj = self.rollout(state.params, state.env_state, state.obs,
+                                            rollout_key)
+        hp = state.hyperparams
+        advantages, targets = self.advantages_and_targets(state.params, traj, hp)
+        batch = {"obs": traj.obs, "action": traj.action, "log_prob": traj.log_prob,
+                 "value": traj.value, "advantage": advantages, "target": targets}
+        size = self.config.num_steps * local_size(self.config.num_envs, "num_envs")
+        batch = jax.tree.map(lambda x: x.reshape((size,) + x.shape[2:]), batch)
+        opt_state = self._set_optimizer_hyperparams(state.opt_state, hp, state.update_count)
+        params, opt_state, losses = self.update(state.params, opt_state, batch, hp, update_key)
+        metrics = {
+            **episode_metrics(traj.info),
+            **{f"loss/{name}": jnp.mean(value) for name, value in losses.items()},
+            "lr": Last.of(self._learning_rate(hp, state.update_count)),
+        }
+        new_state = OnPolicyState(params, opt_state, state.update_count + 1, env_state, obs, hp)
+        return new_state, metrics
+
+    def evaluation_step(self, state: OnPolicyState, key: jax.Array) -> dict[str, Mean]:
+        """The greedy policy on ``eval_episodes`` fresh episodes (split over devices),
+        each run up to the env's time limit, completed episodes only:
+        ``eval/episode_return``, ``eval/episode_length``."""
+        return evaluation_metrics(self.env, self.greedy_policy(), state.params, key,
+                                  self.config.eval_episodes)

@@ -1,0 +1,79 @@
+"""The contract every shipped module keeps (evosax-style: one test over all of
+them, tiny configs from ``tests/shipped.py``), on 1 device ("single") and on 4
+("pmap"):
+
+* ``init_state`` and one training step (one generation) run;
+* every metric reaches callbacks as a Python float (``step``/``env_steps`` as ints);
+* resume is exact: 2 steps straight equal 1 step + checkpoint + resume + 1 step,
+  state bit for bit and the logged metrics of step 2.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+
+import jaxtrainer as jt
+from tests import shipped, toys
+
+COUNTERS = ("step", "env_steps")
+RATES = ("steps_per_second", "env_steps_per_second")  # wall-clock: differ between runs
+
+
+class Rows(jt.Callback):
+    """Every log interval's metrics, as the callbacks receive them."""
+
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        self.rows.append(dict(metrics))
+
+
+def trainer(root, name: str, strategy: str, callbacks: list) -> jt.Trainer:
+    """A quiet 2-step (2-generation) run: metrics every step, no loggers, and
+    checkpoints only where ``callbacks`` hold a ModelCheckpoint."""
+    save = any(isinstance(c, jt.ModelCheckpoint) for c in callbacks)
+    kw = dict(strategy=strategy, devices=1 if strategy == "single" else 4,
+              default_root_dir=root, callbacks=callbacks, logger=False,
+              enable_checkpointing=save, enable_progress_bar=False,
+              compile_evaluation_ahead=False)
+    if name in shipped.POPULATION:
+        return jt.PopulationTrainer(shipped.POPULATION_SIZE, max_generations=2,
+                                    log_every_n_generations=1, **kw)
+    return jt.Trainer(max_steps=2, log_every_n_steps=1, **kw)
+
+
+def check_metrics(name: str, row: dict) -> None:
+    assert len(row) > len(COUNTERS) + len(RATES), (name, row)
+    for key, value in row.items():
+        kind = int if key in COUNTERS else float
+        assert type(value) is kind, f"{name}: metric {key}={value!r} is a {type(value).__name__}"
+        assert math.isfinite(value), f"{name}: metric {key}={value!r}"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("strategy", ["single", "pmap"])
+@pytest.mark.parametrize("name", [*shipped.MODULES, *shipped.POPULATION])
+def test_module_contract(tmp_path, name, strategy):
+    make = {**shipped.MODULES, **shipped.POPULATION}[name]
+    rows = Rows()
+    straight = trainer(tmp_path, name, strategy, [
+        rows, jt.ModelCheckpoint(every_n_steps=1, save_last=False, async_save=False)])
+    straight.fit(make())
+    assert [r["step"] for r in rows.rows] == [1, 2]
+    for row in rows.rows:
+        check_metrics(name, row)
+    want = toys.leaves(straight.state)
+
+    again = Rows()
+    resumed = trainer(tmp_path, name, strategy, [again])
+    resumed.fit(make(), ckpt_path=os.path.join(straight.log_dir, "checkpoints", "1"))
+    assert resumed.global_step == 2 and resumed.env_steps == straight.env_steps
+    toys.assert_trees_equal(resumed.state, want)
+    assert [r["step"] for r in again.rows] == [2]
+    drop = set(RATES)
+    assert ({k: v for k, v in again.rows[0].items() if k not in drop}
+            == {k: v for k, v in rows.rows[1].items() if k not in drop})
