@@ -60,9 +60,9 @@ def test_make_env_builds_the_gymnax_env_of_the_config():
 def test_make_env_passes_the_other_env_keys_to_envs_make(monkeypatch):
     seen = []
     monkeypatch.setattr(envs, "make", lambda name, **kw: seen.append((name, kw)) or "env")
-    cfg = config.load(CONFIGS / "sac_brax.yaml", ["env.episode_length=7"])
+    cfg = config.load(CONFIGS / "sac_brax.yaml", ["env.episode_length=7", "env.backend=spring"])
     assert config.make_env(cfg) == "env"
-    assert seen == [("brax/ant", {"episode_length": 7, "backend": "positional"})]
+    assert seen == [("brax/ant", {"episode_length": 7, "backend": "spring"})]
 
 
 @pytest.mark.timeout(20)

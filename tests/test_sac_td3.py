@@ -149,9 +149,7 @@ def test_continuous_modules_reject_discrete_envs():
 def test_sac_runs_a_few_updates_on_a_brax_env():
     from jaxtrainer import envs
 
-    # brax's default "generalized" pipeline fails under shard_map(check_vma=True) (a
-    # jaxopt loop inside returns differently typed cond branches); "positional" works.
-    env = envs.make("brax/inverted_pendulum", episode_length=10, backend="positional")
+    env = envs.make("brax/inverted_pendulum", episode_length=10)  # the default pipeline
     sac = SAC(SACConfig(env="brax/inverted_pendulum", **TINY), env=env)
     state, m = run_steps(sac, SingleDeviceStrategy(), 12)
     m = to_host(m)

@@ -19,6 +19,7 @@ from jaxtrainer.distributed.axis import (
     tree_varying_axes,
     vary_like,
     varying_axes,
+    without_vma_check,
 )
 from jaxtrainer.distributed.gradients import gradient_update, local_copy
 from jaxtrainer.distributed.keys import fold_in_device, split_key_to_devices
@@ -74,4 +75,5 @@ __all__ = [
     "tree_varying_axes",
     "vary_like",
     "varying_axes",
+    "without_vma_check",
 ]

@@ -35,6 +35,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxtrainer.distributed.axis import without_vma_check
+
 Observation = Any
 Action = jax.Array
 
@@ -143,7 +145,7 @@ class Env(abc.ABC):
 
     def reset(self, key: jax.Array) -> tuple[Observation, EnvState]:
         """A fresh episode: ``(obs, state)``; ``obs`` has shape :attr:`observation_shape`."""
-        obs, env_state = self.reset_env(key)
+        obs, env_state = without_vma_check(self.reset_env)(key)
         return obs, EnvState(env_state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
 
     def step(
@@ -157,8 +159,8 @@ class Env(abc.ABC):
           action: ``int32[]`` for discrete envs, ``float32[action_size]`` otherwise
             (not clipped here: clip to ``action_low/high`` before stepping).
         """
-        obs, env_state, reward, terminated, truncated, final_obs = self.step_env(
-            key, state.env_state, action)
+        obs, env_state, reward, terminated, truncated, final_obs = without_vma_check(
+            self.step_env)(key, state.env_state, action)
         reward = jnp.asarray(reward, jnp.float32).reshape(())
         terminated = jnp.asarray(terminated, jnp.bool_).reshape(())
         truncated = jnp.logical_and(jnp.asarray(truncated, jnp.bool_).reshape(()),

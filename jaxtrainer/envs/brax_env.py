@@ -38,6 +38,41 @@ def _raw_key(key: jax.Array) -> jax.Array:
     return key
 
 
+def _process_local_system(env: Any) -> None:
+    """Put the arrays of ``env.sys`` that another process holds on this process.
+
+    ``mujoco.mjx.put_model`` (which brax's ``mjcf.load`` calls) puts the model's
+    arrays on ``jax.devices()[0]``, a device of process 0: in a multi-process run
+    every other process would close over arrays it cannot address. Those leaves
+    are the model as loaded (brax's later edits make new, local arrays), so they
+    are made again from ``sys.mj_model`` on this process's first device.
+    """
+    sys = getattr(env, "sys", None)
+    if sys is None or jax.process_count() == 1:
+        return
+
+    def remote(x):
+        return isinstance(x, jax.Array) and not x.is_fully_addressable
+
+    if not any(remote(x) for x in jax.tree.leaves(sys)):
+        return
+    from mujoco import mjx
+
+    fresh = mjx.put_model(sys.mj_model, device=jax.local_devices()[0])
+    local = {jax.tree_util.keystr(p): x for p, x in jax.tree_util.tree_leaves_with_path(fresh)}
+
+    def place(path, x):
+        if not remote(x):
+            return x
+        key = jax.tree_util.keystr(path)
+        if key not in local:
+            raise RuntimeError(f"brax System leaf sys{key} lies on a device of another "
+                               "process and is not part of the mjx model to rebuild it from")
+        return local[key]
+
+    env.sys = jax.tree_util.tree_map_with_path(place, sys)
+
+
 class BraxEnv(Env):
     """A brax environment behind the :class:`~jaxtrainer.envs.Env` interface.
 
@@ -56,6 +91,7 @@ class BraxEnv(Env):
     def __init__(self, env: Any, episode_length: int = 1000, name: str = "brax") -> None:
         if episode_length < 1:
             raise ValueError(f"episode_length={episode_length}: expected a positive int")
+        _process_local_system(env)
         self.env = env
         self.name = name
         obs = jax.eval_shape(lambda k: env.reset(_raw_key(k)).obs, jax.random.key(0))
