@@ -27,16 +27,6 @@ class Seeded(jt.Module):
         return {"w": w}, {"val": w.sum()}
 
 
-def _files(root):
-    """Every file under ``root``: relative path -> (bytes, mtime_ns)."""
-    out = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, root)] = (f.read(), os.stat(p).st_mtime_ns)
-    return out
-
 
 def _rows(path):
     with open(path) as f:
@@ -56,7 +46,7 @@ def test_reused_checkpoint_and_csv_logger_write_only_into_the_second_run(run_dir
     first = toys.trainer(run_dir, max_steps=4, seed=0, callbacks=[mc, logger])
     first.fit(Seeded())
     w1 = np.asarray(first.state["w"])
-    run1_files = _files(run_dir / "version_0")
+    run1_files = toys.files_snapshot(run_dir / "version_0")
     assert mc.last_model_path == os.path.join(first.log_dir, "checkpoints", "4")
 
     second = toys.trainer(run_dir, max_steps=4, seed=1, callbacks=[mc, logger])
@@ -76,7 +66,7 @@ def test_reused_checkpoint_and_csv_logger_write_only_into_the_second_run(run_dir
     np.testing.assert_array_equal(_restore_w(run_dir / "version_1/checkpoints/4"), w2)
 
     # run 1's files are untouched (bytes and modification times) and still restore run 1
-    assert _files(run_dir / "version_0") == run1_files
+    assert toys.files_snapshot(run_dir / "version_0") == run1_files
     np.testing.assert_array_equal(_restore_w(run_dir / "version_0/checkpoints/4"), w1)
     assert [s for s, _ in _rows(run_dir / "version_0" / "metrics.csv")] == [1, 2, 3, 4]
     assert [s for s, _ in _rows(run_dir / "version_1" / "metrics.csv")] == [1, 2, 3, 4]
@@ -102,12 +92,12 @@ def test_a_fresh_run_never_writes_into_another_runs_checkpoint_directory(run_dir
     shared = tmp_path / "ckpts"
     toys.trainer(run_dir, max_steps=2, callbacks=[
         jt.ModelCheckpoint(dirpath=shared, async_save=False)]).fit(Seeded())
-    before = _files(shared)
+    before = toys.files_snapshot(shared)
     later = toys.trainer(run_dir, max_steps=2, seed=1, callbacks=[
         jt.ModelCheckpoint(dirpath=shared, save_top_k=1, async_save=False)])
     with pytest.raises(FileExistsError, match=r"already holds checkpoints of another run \(steps 2\)"):
         later.fit(Seeded())
-    assert _files(shared) == before
+    assert toys.files_snapshot(shared) == before
 
 
 def _stateful_callbacks():

@@ -77,15 +77,6 @@ def test_run_directories_reserved_from_many_threads_are_distinct(run_dir):
         os.fspath(run_dir / f"version_{i}") for i in range(4, 12)]
 
 
-def _files(root):
-    out = {}
-    for d, _, names in os.walk(root):
-        for n in names:
-            p = os.path.join(d, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, root)] = (f.read(), os.stat(p).st_mtime_ns)
-    return out
-
 
 @pytest.mark.parametrize("budget", [{"max_steps": 4}, {"max_env_steps": 8 * 8}])
 def test_resume_with_the_budget_already_spent_changes_nothing_and_says_why(run_dir, capsys, budget):
@@ -93,7 +84,7 @@ def test_resume_with_the_budget_already_spent_changes_nothing_and_says_why(run_d
                          callbacks=[jt.CSVLogger(), jt.ModelCheckpoint(every_n_steps=2,
                                                                        async_save=False)])
     first.fit(toys.Regression())
-    before = _files(run_dir)
+    before = toys.files_snapshot(run_dir)
     capsys.readouterr()
     again = toys.trainer(run_dir, log_every_n_steps=2, **budget,
                          callbacks=[jt.CSVLogger(), jt.ModelCheckpoint(every_n_steps=2)])
@@ -102,6 +93,6 @@ def test_resume_with_the_budget_already_spent_changes_nothing_and_says_why(run_d
     steps = budget.get("max_steps", 8)
     assert f"is at step 8, and the budget of {steps} training steps" in err
     assert "nothing was run or written" in err
-    assert _files(run_dir) == before  # no file added, removed or rewritten
+    assert toys.files_snapshot(run_dir) == before  # no file added, removed or rewritten
     assert again.global_step == 8 and again.log_dir == first.log_dir
     toys.assert_trees_equal(again.state, first.state)  # the checkpoint's state is loaded

@@ -113,6 +113,18 @@ def assert_trees_equal(a, b):
         np.testing.assert_array_equal(x, y)
 
 
+def files_snapshot(root):
+    """Every file under ``root``: relative path -> (bytes, mtime_ns), to assert
+    that nothing was added, removed or rewritten."""
+    out = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, root)] = (f.read(), os.stat(p).st_mtime_ns)
+    return out
+
+
 def trainer(run_dir, **kw):
     """A quiet Trainer for tests: no progress bar, CSV logging only unless given,
     the evaluation program compiled only when a test evaluates (CPU time)."""
