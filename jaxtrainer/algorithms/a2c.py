@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxtrainer import _args
+from jaxtrainer.algorithms.normalization import RunningStatistics
 from jaxtrainer.algorithms.onpolicy import (
     OnPolicyModule,
     Rollout,
@@ -53,6 +54,11 @@ class A2CConfig:
       ent_coef, vf_coef: entropy bonus and value-loss coefficients.
       max_grad_norm: global gradient-norm clip.
       normalize_advantages: standardise advantages over the global batch.
+      normalize_observations: normalise observations with running statistics of
+        every observation seen (:mod:`jaxtrainer.algorithms.normalization`), kept
+        in the state (``obs_stats``) and updated once per update before it.
+      reward_scaling: rewards are multiplied by it for learning (GAE) only;
+        logged episode returns are unscaled.
       activation, hidden_sizes: the actor's and critic's MLPs.
       eval_episodes: fresh greedy episodes per evaluation.
     """
@@ -70,6 +76,8 @@ class A2CConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     normalize_advantages: bool = False
+    normalize_observations: bool = False
+    reward_scaling: float = 1.0
     activation: str = "tanh"
     hidden_sizes: tuple[int, ...] = (64, 64)
     eval_episodes: int = 32
@@ -113,11 +121,13 @@ class A2C(OnPolicyModule):
 
     def advantages_and_targets(self, params: Any, traj: Rollout,
                                hyperparams: dict[str, jax.Array] | None = None,
+                               obs_stats: RunningStatistics | None = None,
                                ) -> tuple[jax.Array, jax.Array]:
         """GAE as PPO's, ``float32[num_steps, num_envs_per_device]``; with
         ``normalize_advantages`` the advantages are standardised over the whole
         global batch (PPO does it per minibatch)."""
-        advantages, targets = super().advantages_and_targets(params, traj, hyperparams)
+        advantages, targets = super().advantages_and_targets(params, traj, hyperparams,
+                                                             obs_stats)
         if self.config.normalize_advantages:
             advantages = normalize_advantages(advantages)
         return advantages, targets

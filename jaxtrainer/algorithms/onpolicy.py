@@ -32,6 +32,7 @@ import optax
 from flax import struct
 
 from jaxtrainer import _args, envs
+from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.networks import ActorCritic, activation
 from jaxtrainer.distributed import fold_in_device, local_size, pmean, vary_like
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
@@ -56,7 +57,9 @@ def check_config(config: Any) -> None:
     _args.check_fields(config, _args.positive_int, ("total_updates",))
     _args.check_fields(config, _args.number, ("lr", "gamma", "gae_lambda", "ent_coef",
                                               "vf_coef", "max_grad_norm"), low=0)
-    _args.check_fields(config, _args.flag, ("anneal_lr", "normalize_advantages"))
+    _args.check_fields(config, _args.flag, ("anneal_lr", "normalize_advantages",
+                                            "normalize_observations"))
+    _args.check_fields(config, _args.number, ("reward_scaling",), low=0)
     activation(config.activation, f"{type(config).__name__}.activation")
 
 
@@ -78,6 +81,9 @@ class OnPolicyState:
         (:class:`~jaxtrainer.algorithms.PBT`) can change them without
         recompiling. ``lr`` is the base learning rate (annealed per update when
         ``anneal_lr``); the names are the module's ``TUNABLE``.
+      obs_stats: :class:`~jaxtrainer.algorithms.normalization.RunningStatistics`
+        of every observation the rollouts saw (replicated) with
+        ``normalize_observations``; ``None`` (no leaves) without.
     """
 
     params: Any
@@ -86,13 +92,14 @@ class OnPolicyState:
     env_state: envs.EnvState
     obs: jax.Array
     hyperparams: dict[str, jax.Array]
+    obs_stats: normalization.RunningStatistics | None = None
 
 
 @struct.dataclass
 class Rollout:
     """One rollout, every leaf ``[num_steps, num_envs_per_device, ...]``.
 
-    ``obs``: observations acted on; ``action``: sampled (unclipped) actions;
+    ``obs``: observations acted on (raw, before any normalisation); ``action``: sampled (unclipped) actions;
     ``log_prob``, ``value``: ``float32``, under the rollout's parameters;
     ``info``: the env's :class:`jaxtrainer.envs.StepInfo`.
     """
@@ -299,14 +306,31 @@ class OnPolicyModule(Module):
             return action
         return jnp.clip(action, self.env.action_low, self.env.action_high)
 
+    def _normalize_obs(self, obs_stats: normalization.RunningStatistics | None,
+                       obs: jax.Array) -> jax.Array:
+        """``obs`` normalised with ``obs_stats``; unchanged when ``None``."""
+        return obs if obs_stats is None else normalization.normalize(obs_stats, obs)
+
     def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
         """``policy(params, obs[n, ...], key) -> actions[n, ...]``: argmax or the mean
-        action (clipped), for :func:`jaxtrainer.envs.evaluate_policy`."""
+        action (clipped), for :func:`jaxtrainer.envs.evaluate_policy`. ``params`` is
+        :meth:`policy_params`: with ``normalize_observations`` the pair
+        ``(params, obs_stats)``, and raw observations are normalised first."""
         def policy(params, obs, key):
             del key
+            if self.config.normalize_observations:
+                params, obs_stats = params
+                obs = self._normalize_obs(obs_stats, obs)
             dist, _ = self.network.apply(params, obs)
             return self._env_action(dist.mode())
         return policy
+
+    def policy_params(self, state: OnPolicyState) -> Any:
+        """What :meth:`greedy_policy` takes: ``state.params``, or with
+        ``normalize_observations`` ``(state.params, state.obs_stats)``."""
+        if self.config.normalize_observations:
+            return state.params, state.obs_stats
+        return state.params
 
     # ---- Module ------------------------------------------------------------
     def init_state(self, key: jax.Array) -> OnPolicyState:
@@ -321,18 +345,22 @@ class OnPolicyModule(Module):
         # Leaves such as step counters do not depend on the key: make every env
         # leaf per-device so the strategy shards it.
         obs, env_state = vary_like((obs, env_state), env_key)
+        obs_stats = (normalization.init(self.env.observation_shape)
+                     if self.config.normalize_observations else None)
         return OnPolicyState(params, self.optimizer.init(params), jnp.zeros((), jnp.int32),
-                             env_state, obs, self.initial_hyperparams())
+                             env_state, obs, self.initial_hyperparams(), obs_stats)
 
     def rollout(self, params: Any, env_state: envs.EnvState, obs: jax.Array,
-                key: jax.Array) -> tuple[envs.EnvState, jax.Array, Rollout]:
+                key: jax.Array, obs_stats: normalization.RunningStatistics | None = None,
+                ) -> tuple[envs.EnvState, jax.Array, Rollout]:
         """``num_steps`` steps of this device's envs in one ``lax.scan``, actions
-        sampled from the policy with ``params``. Returns the env state and
-        observations after the rollout and the :class:`Rollout` (``[num_steps, n]``)."""
+        sampled from the policy with ``params`` on observations normalised with
+        ``obs_stats`` (when given). Returns the env state and (raw) observations
+        after the rollout and the :class:`Rollout` (``[num_steps, n]``)."""
         def one_step(carry, step_key):
             env_state, obs = carry
             act_key, env_key = jax.random.split(step_key)
-            dist, value = self.network.apply(params, obs)
+            dist, value = self.network.apply(params, self._normalize_obs(obs_stats, obs))
             action = dist.sample(act_key)
             log_prob = dist.log_prob(action)
             next_obs, env_state, info = self.env.step_batch(
@@ -346,17 +374,25 @@ class OnPolicyModule(Module):
 
     def advantages_and_targets(self, params: Any, traj: Rollout,
                                hyperparams: dict[str, jax.Array] | None = None,
+                               obs_stats: normalization.RunningStatistics | None = None,
                                ) -> tuple[jax.Array, jax.Array]:
         """GAE advantages and value targets, ``float32[num_steps, num_envs_per_device]``.
 
         The next-state value of every step is ``V(final_obs)``: inside an episode
         the value of the next observation, on truncation the bootstrap value of
         the observation the time limit cut, ignored on termination. One batched
-        critic pass over the rollout.
+        critic pass over the rollout, on ``final_obs`` normalised with ``obs_stats``
+        (the rollout's statistics, as its values). Rewards are multiplied by
+        ``config.reward_scaling`` here, for learning only.
         """
         hp = self.initial_hyperparams() if hyperparams is None else hyperparams
-        next_values = self.network.apply(params, traj.info.final_obs, method=ActorCritic.value)
-        return compute_gae(traj.info.reward, traj.value, next_values, traj.info.terminated,
+        next_values = self.network.apply(params, self._normalize_obs(obs_stats,
+                                                                     traj.info.final_obs),
+                                         method=ActorCritic.value)
+        rewards = traj.info.reward
+        if self.config.reward_scaling != 1.0:
+            rewards = rewards * jnp.asarray(self.config.reward_scaling, rewards.dtype)
+        return compute_gae(rewards, traj.value, next_values, traj.info.terminated,
                            traj.info.done, hp["gamma"], hp["gae_lambda"])
 
     def step_keys(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -372,14 +408,24 @@ class OnPolicyModule(Module):
         Metrics: ``train/episode_return``, ``train/episode_length`` (episodes
         completed during the rollout), ``loss/<name>`` (means of :meth:`update`'s
         losses) and ``lr`` (this update's learning rate, :class:`~jaxtrainer.Last`).
+
+        With ``normalize_observations`` (as Brax's PPO): the rollout and GAE use
+        the statistics before this step; then the rollout's observations (all
+        devices') are merged into them, and :meth:`update` sees observations
+        normalised with the merged statistics, which the new state keeps.
         """
         rollout_key, update_key = self.step_keys(key)
         env_state, obs, traj = self.rollout(state.params, state.env_state, state.obs,
-                                            rollout_key)
+                                            rollout_key, state.obs_stats)
         hp = state.hyperparams
-        advantages, targets = self.advantages_and_targets(state.params, traj, hp)
-        batch = {"obs": traj.obs, "action": traj.action, "log_prob": traj.log_prob,
-                 "value": traj.value, "advantage": advantages, "target": targets}
+        advantages, targets = self.advantages_and_targets(state.params, traj, hp,
+                                                          state.obs_stats)
+        obs_stats = state.obs_stats
+        if obs_stats is not None:
+            obs_stats = normalization.update(obs_stats, traj.obs)
+        batch = {"obs": self._normalize_obs(obs_stats, traj.obs), "action": traj.action,
+                 "log_prob": traj.log_prob, "value": traj.value, "advantage": advantages,
+                 "target": targets}
         size = self.config.num_steps * local_size(self.config.num_envs, "num_envs")
         batch = jax.tree.map(lambda x: x.reshape((size,) + x.shape[2:]), batch)
         opt_state = self._set_optimizer_hyperparams(state.opt_state, hp, state.update_count)
@@ -389,12 +435,13 @@ class OnPolicyModule(Module):
             **{f"loss/{name}": jnp.mean(value) for name, value in losses.items()},
             "lr": Last.of(self._learning_rate(hp, state.update_count)),
         }
-        new_state = OnPolicyState(params, opt_state, state.update_count + 1, env_state, obs, hp)
+        new_state = OnPolicyState(params, opt_state, state.update_count + 1, env_state, obs, hp,
+                                  obs_stats)
         return new_state, metrics
 
     def evaluation_step(self, state: OnPolicyState, key: jax.Array) -> dict[str, Mean]:
         """The greedy policy on ``eval_episodes`` fresh episodes (split over devices),
         each run up to the env's time limit, completed episodes only:
         ``eval/episode_return``, ``eval/episode_length``."""
-        return evaluation_metrics(self.env, self.greedy_policy(), state.params, key,
-                                  self.config.eval_episodes)
+        return evaluation_metrics(self.env, self.greedy_policy(), self.policy_params(state),
+                                  key, self.config.eval_episodes)

@@ -80,6 +80,11 @@ class PPOConfig:
         ``False`` uses ``0.5 * (V - R)^2``.
       normalize_advantages: standardise advantages per minibatch (global mean and
         standard deviation over all devices' minibatch shares).
+      normalize_observations: normalise observations with running statistics of
+        every observation seen (:mod:`jaxtrainer.algorithms.normalization`), kept
+        in the state (``obs_stats``) and updated once per update before it.
+      reward_scaling: rewards are multiplied by it for learning (GAE) only;
+        logged episode returns are unscaled.
       activation: hidden activation of both MLPs.
       hidden_sizes: hidden layer widths of the actor and of the critic.
       eval_episodes: fresh episodes per :meth:`PPO.evaluation_step`, global.
@@ -101,6 +106,8 @@ class PPOConfig:
     max_grad_norm: float = 0.5
     clip_value_loss: bool = True
     normalize_advantages: bool = True
+    normalize_observations: bool = False
+    reward_scaling: float = 1.0
     activation: str = "tanh"
     hidden_sizes: tuple[int, ...] = (64, 64)
     eval_episodes: int = 32

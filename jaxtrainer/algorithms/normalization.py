@@ -1,0 +1,105 @@
+"""Running observation statistics, merged over devices, for observation normalisation.
+
+The statistics are a count, a mean and the summed squared deviations ``m2`` of
+every observation seen so far. Each :func:`update` computes the moments of a new
+batch over ALL devices (counts and sums reduced with
+:func:`jaxtrainer.distributed.psum`, the batch mean first and then the squared
+deviations from it: two passes, no ``E[x^2] - E[x]^2`` cancellation) and merges
+them into the running ones with the pairwise update of Chan, Golub & LeVeque,
+"Updating Formulae and a Pairwise Algorithm for Computing Sample Variances"
+(Stanford CS report STAN-CS-79-773, 1979)::
+
+    n     = n_a + n_b
+    delta = mean_b - mean_a
+    mean  = mean_a + delta * n_b / n
+    m2    = m2_a + m2_b + delta^2 * n_a * n_b / n
+
+Every input of the merge is the result of a collective, so every device computes
+bitwise-equal statistics, and the result depends on the device count only through
+float rounding of the sums. The reference implementation this follows (in idea,
+not code) is Brax's ``brax/training/acme/running_statistics.py``
+(``google/brax``), itself from Acme; unlike it, the state keeps ``m2`` and derives
+the variance, and the batch moments are reduced over devices before the merge.
+All arithmetic is ``float32``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxtrainer.distributed import AXIS_NAME, psum, vary_like
+from jaxtrainer.distributed.axis import AxisName
+
+
+@struct.dataclass
+class RunningStatistics:
+    """Statistics of every observation seen so far.
+
+    Attributes:
+      count: ``float32[]`` observations seen (over all devices).
+      mean: ``float32[*shape]`` their mean.
+      m2: ``float32[*shape]`` their summed squared deviations from ``mean``.
+    """
+
+    count: jax.Array
+    mean: jax.Array
+    m2: jax.Array
+
+    @property
+    def var(self) -> jax.Array:
+        """``float32[*shape]`` population variance ``m2 / count``; 1 before any data
+        (so an empty normaliser is the identity up to clipping)."""
+        return jnp.where(self.count > 0, self.m2 / jnp.maximum(self.count, 1.0), 1.0)
+
+
+def init(shape: Sequence[int]) -> RunningStatistics:
+    """Empty statistics for observations of ``shape``: count 0, mean 0, ``m2`` 0."""
+    shape = tuple(shape)
+    return RunningStatistics(jnp.zeros((), jnp.float32), jnp.zeros(shape, jnp.float32),
+                             jnp.zeros(shape, jnp.float32))
+
+
+def update(stats: RunningStatistics, batch: jax.Array,
+           axis_name: AxisName = AXIS_NAME) -> RunningStatistics:
+    """``stats`` with ``batch`` merged in.
+
+    Args:
+      stats: the running statistics (replicated).
+      batch: ``[..., *shape]`` this device's observations; every leading axis
+        beyond ``stats.mean``'s shape is a batch axis.
+      axis_name: the devices to reduce the batch's moments over (unbound axes
+        are ignored, so on one device this is the plain update).
+
+    Returns:
+      The merged statistics, equal on every device of ``axis_name``.
+    """
+    x = jnp.asarray(batch, jnp.float32)
+    batch_axes = tuple(range(x.ndim - stats.mean.ndim))
+    if x.shape[len(batch_axes):] != stats.mean.shape:
+        raise ValueError(f"RunningStatistics.update: batch shape {x.shape} does not end "
+                         f"with the statistics' shape {stats.mean.shape}")
+    local_count = 1
+    for axis in batch_axes:
+        local_count *= x.shape[axis]
+    # typed per-device like the batch, so psum sums the counts (never scales an
+    # invariant value by the device count)
+    count_b = psum(vary_like(jnp.asarray(local_count, jnp.float32), x), axis_name)
+    mean_b = psum(jnp.sum(x, axis=batch_axes), axis_name) / count_b
+    m2_b = psum(jnp.sum(jnp.square(x - mean_b), axis=batch_axes), axis_name)
+    count = stats.count + count_b
+    delta = mean_b - stats.mean
+    mean = stats.mean + delta * (count_b / count)
+    m2 = stats.m2 + m2_b + jnp.square(delta) * (stats.count * count_b / count)
+    return RunningStatistics(count, mean, m2)
+
+
+def normalize(stats: RunningStatistics, obs: jax.Array, clip: float | None = 10.0,
+              eps: float = 1e-8) -> jax.Array:
+    """``clip((obs - mean) / sqrt(var + eps), -clip, clip)`` in ``float32``;
+    ``clip=None`` does not clip. ``obs``: ``[..., *shape]``."""
+    out = (jnp.asarray(obs, jnp.float32) - stats.mean) / jnp.sqrt(stats.var + eps)
+    return out if clip is None else jnp.clip(out, -clip, clip)
