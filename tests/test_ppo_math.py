@@ -70,6 +70,42 @@ def test_gae_matches_reference_with_truncated_and_terminated_steps():
         rewards[5, 1] + GAMMA * next_values[5, 1] - values[5, 1] + GAMMA * LAM * last, rel=1e-5)
 
 
+def test_gae_per_unroll_equals_gae_of_each_segment():
+    """With unroll_length=U the rollout is T/U independent unrolls, each ending in
+    a bootstrap from next_value (Brax's PPO): equal to GAE run on every segment."""
+    rng = np.random.default_rng(1)
+    T, n, U = 12, 3, 4
+    rewards, values, next_values = (rng.normal(size=(T, n)).astype(np.float32) for _ in range(3))
+    terminated = np.zeros((T, n), bool)
+    truncated = np.zeros((T, n), bool)
+    terminated[5, 0] = truncated[2, 1] = True
+    done = terminated | truncated
+    adv, _ = compute_gae(*map(jnp.asarray, (rewards, values, next_values, terminated, done)),
+                         GAMMA, LAM, unroll_length=U)
+    want = np.concatenate([
+        gae_reference(rewards[s:s + U], values[s:s + U], next_values[s:s + U],
+                      terminated[s:s + U], truncated[s:s + U]) for s in range(0, T, U)])
+    np.testing.assert_allclose(adv, want, rtol=1e-5, atol=1e-5)
+    # The last step of a segment bootstraps: its advantage is its own delta.
+    assert adv[3, 2] == pytest.approx(rewards[3, 2] + GAMMA * next_values[3, 2] - values[3, 2])
+    whole, _ = compute_gae(*map(jnp.asarray, (rewards, values, next_values, terminated, done)),
+                           GAMMA, LAM)
+    assert not np.allclose(whole, adv)
+    with pytest.raises(ValueError, match="num_steps=10 is not a multiple of unroll_length=4"):
+        PPOConfig(num_steps=10, num_minibatches=1, unroll_length=4)
+
+
+def test_separate_critic_widths():
+    ppo = PPO(PPOConfig(env="Pendulum-v1", num_envs=2, num_steps=4, num_minibatches=1,
+                        hidden_sizes=(8, 8, 8), critic_hidden_sizes=[16], eval_episodes=2,
+                        total_updates=1))
+    params = ppo.network.init(jax.random.key(0), jnp.zeros((1, 3)))["params"]
+    assert [v["kernel"].shape for v in params["actor_body"].values()] == [(3, 8), (8, 8), (8, 8)]
+    assert [v["kernel"].shape for v in params["critic_body"].values()] == [(3, 16)]
+    with pytest.raises(ValueError, match="critic_hidden_sizes"):
+        PPOConfig(critic_hidden_sizes=[0])
+
+
 def test_gae_truncation_differs_from_termination():
     ones = jnp.ones((1, 1))
     no = jnp.zeros((1, 1), bool)

@@ -60,6 +60,10 @@ class A2CConfig:
       reward_scaling: rewards are multiplied by it for learning (GAE) only;
         logged episode returns are unscaled.
       activation, hidden_sizes: the actor's and critic's MLPs.
+      critic_hidden_sizes: the critic's hidden widths when they differ from
+        ``hidden_sizes`` (``None``: the same).
+      unroll_length: GAE over segments of this many steps (as PPO's); ``None``:
+        over the whole rollout.
       eval_episodes: fresh greedy episodes per evaluation.
     """
 
@@ -67,6 +71,7 @@ class A2CConfig:
     num_envs: int = 8
     num_steps: int = 5
     total_updates: int | None = None
+    unroll_length: int | None = None
     lr: float = 7e-4
     anneal_lr: bool = False
     optimizer: str = "rmsprop"
@@ -80,6 +85,7 @@ class A2CConfig:
     reward_scaling: float = 1.0
     activation: str = "tanh"
     hidden_sizes: tuple[int, ...] = (64, 64)
+    critic_hidden_sizes: tuple[int, ...] | None = None
     eval_episodes: int = 32
 
     def __post_init__(self) -> None:

@@ -153,7 +153,11 @@ class ActorCritic(nn.Module):
       action_dim: number of discrete actions, or of continuous action dimensions.
       discrete: categorical (True) or diagonal Gaussian (False) policy.
       obs_ndim: number of trailing observation axes to flatten.
-      hidden_sizes: widths of the hidden layers of each tower.
+      hidden_sizes: widths of the actor's hidden layers (and the critic's when
+        ``critic_hidden_sizes`` is ``None``).
+      critic_hidden_sizes: widths of the critic's hidden layers; ``None``: as
+        the actor's. (Brax's PPO networks, e.g., use a ``(32,) * 4`` policy and a
+        ``(256,) * 5`` value MLP: ``brax/training/agents/ppo/networks.py``.)
       activation: ``"tanh"``, ``"relu"``, ``"gelu"`` or ``"silu"``.
     """
 
@@ -162,15 +166,17 @@ class ActorCritic(nn.Module):
     obs_ndim: int = 1
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
+    critic_hidden_sizes: Sequence[int] | None = None
 
     def setup(self) -> None:
         activation(self.activation)  # an unknown name fails here, before any layer
-        body = partial(MLP, self.hidden_sizes, activation=self.activation,
-                       orthogonal_scale=math.sqrt(2))
-        self.actor_body = body()
+        body = partial(MLP, activation=self.activation, orthogonal_scale=math.sqrt(2))
+        self.actor_body = body(self.hidden_sizes)
         self.actor_head = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01),
                                    bias_init=constant(0.0))
-        self.critic_body = body()
+        critic_sizes = (self.hidden_sizes if self.critic_hidden_sizes is None
+                        else self.critic_hidden_sizes)
+        self.critic_body = body(critic_sizes)
         self.critic_head = nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=constant(0.0))
         if not self.discrete:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))

@@ -54,7 +54,13 @@ def check_config(config: Any) -> None:
     _args.check_fields(config, _args.sizes, ("hidden_sizes",))
     _args.check_fields(config, _args.positive_int, ("num_envs", "num_steps", "eval_episodes"),
                        allow_none=False)
-    _args.check_fields(config, _args.positive_int, ("total_updates",))
+    _args.check_fields(config, _args.positive_int, ("total_updates", "unroll_length"))
+    if config.unroll_length is not None and config.num_steps % config.unroll_length:
+        raise ValueError(
+            f"{type(config).__name__}: num_steps={config.num_steps} is not a multiple of "
+            f"unroll_length={config.unroll_length}")
+    if config.critic_hidden_sizes is not None:
+        _args.check_fields(config, _args.sizes, ("critic_hidden_sizes",))
     _args.check_fields(config, _args.number, ("lr", "gamma", "gae_lambda", "ent_coef",
                                               "vf_coef", "max_grad_norm"), low=0)
     _args.check_fields(config, _args.flag, ("anneal_lr", "normalize_advantages",
@@ -119,6 +125,7 @@ def compute_gae(
     done: jax.Array,
     gamma: float,
     gae_lambda: float,
+    unroll_length: int | None = None,
 ) -> tuple[jax.Array, jax.Array]:
     """Generalized advantage estimates and value targets (arXiv:1506.02438, eq. 16).
 
@@ -139,12 +146,21 @@ def compute_gae(
       done: ``bool[T, ...]``, the episode ended (terminated or truncated): the
         advantage recursion stops.
       gamma: discount. gae_lambda: GAE's lambda.
+      unroll_length: cut the recursion after every ``unroll_length`` steps, so
+        each segment's last step bootstraps from ``next_value`` alone: GAE per
+        unroll, as Brax's PPO computes it on its ``unroll_length`` trajectories
+        (``brax/training/agents/ppo/losses.py``, ``compute_gae``). ``None``: one
+        recursion over all ``T`` steps.
 
     Returns:
       ``(advantages, targets)``, both ``float32[T, ...]``; ``targets = advantages + values``.
     """
     not_terminated = 1.0 - terminated.astype(jnp.float32)
     not_done = 1.0 - done.astype(jnp.float32)
+    if unroll_length is not None:
+        segment_end = (jnp.arange(not_done.shape[0]) + 1) % unroll_length == 0
+        not_done = not_done * (1.0 - segment_end.astype(jnp.float32)).reshape(
+            (-1,) + (1,) * (not_done.ndim - 1))
     deltas = rewards + gamma * next_values * not_terminated - values
 
     def backward(gae, step):
@@ -206,6 +222,7 @@ class OnPolicyModule(Module):
             discrete=self.env.discrete,
             obs_ndim=len(self.env.observation_shape),
             hidden_sizes=config.hidden_sizes,
+            critic_hidden_sizes=config.critic_hidden_sizes,
             activation=config.activation,
         )
         # learning_rate and max_grad_norm live in the optimizer state as traced
@@ -393,7 +410,8 @@ class OnPolicyModule(Module):
         if self.config.reward_scaling != 1.0:
             rewards = rewards * jnp.asarray(self.config.reward_scaling, rewards.dtype)
         return compute_gae(rewards, traj.value, next_values, traj.info.terminated,
-                           traj.info.done, hp["gamma"], hp["gae_lambda"])
+                           traj.info.done, hp["gamma"], hp["gae_lambda"],
+                           self.config.unroll_length)
 
     def step_keys(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``(rollout_key, update_key)`` from a training step's key."""

@@ -64,6 +64,11 @@ class PPOConfig:
         Trainer passes in (:meth:`PPO.configure_budget`); resuming with a larger
         budget then recomputes the line for the new total (the rate jumps up
         from where the shorter run ended): set it to keep one schedule.
+      unroll_length: GAE runs over segments of this many steps, each bootstrapped
+        from the value where it ends, as Brax's PPO computes it per unroll; the
+        rollout of ``num_steps`` is then Brax's ``num_steps / unroll_length``
+        consecutive unrolls. ``None`` (default): over the whole rollout
+        (PureJaxRL's). ``num_steps`` must be a multiple of it.
       update_epochs: passes over each rollout.
       num_minibatches: minibatches per epoch; the global minibatch size
         ``num_envs * num_steps / num_minibatches`` must split over the devices.
@@ -74,7 +79,8 @@ class PPOConfig:
       clip_eps: PPO ratio clip (and value clip) epsilon.
       ent_coef: entropy bonus coefficient.
       vf_coef: value loss coefficient.
-      max_grad_norm: global gradient-norm clip.
+      max_grad_norm: global gradient-norm clip; ``float('inf')`` (YAML ``.inf``): none,
+        as Brax's PPO by default.
       clip_value_loss: PureJaxRL's clipped value loss
         ``0.5 * max((V - R)^2, (V_old + clip(V - V_old, +-clip_eps) - R)^2)``;
         ``False`` uses ``0.5 * (V - R)^2``.
@@ -86,7 +92,9 @@ class PPOConfig:
       reward_scaling: rewards are multiplied by it for learning (GAE) only;
         logged episode returns are unscaled.
       activation: hidden activation of both MLPs.
-      hidden_sizes: hidden layer widths of the actor and of the critic.
+      hidden_sizes: hidden layer widths of the actor (and of the critic when
+        ``critic_hidden_sizes`` is ``None``).
+      critic_hidden_sizes: hidden layer widths of the critic; ``None``: as the actor's.
       eval_episodes: fresh episodes per :meth:`PPO.evaluation_step`, global.
     """
 
@@ -94,6 +102,7 @@ class PPOConfig:
     num_envs: int = 4
     num_steps: int = 128
     total_updates: int | None = None
+    unroll_length: int | None = None
     update_epochs: int = 4
     num_minibatches: int = 4
     lr: float = 2.5e-4
@@ -110,6 +119,7 @@ class PPOConfig:
     reward_scaling: float = 1.0
     activation: str = "tanh"
     hidden_sizes: tuple[int, ...] = (64, 64)
+    critic_hidden_sizes: tuple[int, ...] | None = None
     eval_episodes: int = 32
 
     def __post_init__(self) -> None:
