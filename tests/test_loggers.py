@@ -191,3 +191,24 @@ def test_hparams_csv_keeps_the_hyperparameters_the_run_started_with(run_dir):
     toys.trainer(run_dir, max_steps=3, callbacks=[jt.CSVLogger()]).fit(
         toys.Regression(lr=0.07), ckpt_path="last")
     assert open(path).read() == first
+
+
+class UnclippedRegression(toys.Regression):
+    def hparams(self):
+        return {"max_grad_norm": float("inf"), "lr": 3e-4}
+
+
+def test_tensorboard_takes_a_non_finite_hyperparameter_without_a_warning(run_dir, caplog):
+    """``max_grad_norm=inf`` (no clipping) is a legitimate hyperparameter: it is
+    written, as text, with no "NaN or Inf found" warning from tensorboardX."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    tb = jt.TensorBoardLogger()
+    t = toys.trainer(run_dir, max_steps=2, log_every_n_steps=2, callbacks=[tb])
+    with caplog.at_level("WARNING"):
+        t.fit(UnclippedRegression())
+    assert not [r for r in caplog.records if "Inf" in r.getMessage()]
+    acc = event_accumulator.EventAccumulator(tb.log_dir, size_guidance={"tensors": 0})
+    acc.Reload()
+    texts = [e.tensor_proto.string_val[0].decode() for e in acc.Tensors("hparams/text_summary")]
+    assert len(texts) == 1 and "max_grad_norm | inf |" in texts[0], texts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -60,7 +61,12 @@ class TensorBoardLogger(Logger):
 
         text = "\n".join(f"| {k} | {v} |" for k, v in params.items())
         self.writer.add_text("hparams", "| name | value |\n|---|---|\n" + text, 0)
-        for summary in hparams(params, {}):  # the HParams plugin's experiment + session start
+        # The HParams plugin's experiment + session start; a non-finite number
+        # (e.g. max_grad_norm=inf: no clipping) goes in as text, which the plugin
+        # shows as written, instead of a warning about a non-finite tensor.
+        params = {k: str(v) if isinstance(v, float) and not math.isfinite(v) else v
+                  for k, v in params.items()}
+        for summary in hparams(params, {}):
             self.writer.file_writer.add_summary(summary)
         self.writer.flush()
 
