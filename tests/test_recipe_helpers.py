@@ -113,13 +113,17 @@ def test_fit_and_report_without_an_episode_return_names_the_metrics(run_dir, cap
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("name", sorted(p.stem for p in CONFIGS.glob("*.yaml")))
 def test_every_trainer_argument_is_a_key_of_each_recipe_config(name):
-    """Issue 2: every Trainer argument can be set as ``trainer.<name>`` on the
-    command line of every recipe (plus ``ckpt_path``, the argument of fit)."""
+    """Every Trainer argument can be set as ``trainer.<name>`` on the command line
+    of every recipe (plus ``ckpt_path``, the argument of fit). A file that is not
+    a recipe's own (``ppo_brax.yaml``) is a ``--config`` file: it is checked
+    merged over the YAML of the recipe its name starts with, as the recipe loads it."""
     import inspect
 
     from jaxtrainer.population import PopulationTrainer
 
-    cfg = config.load(CONFIGS / f"{name}.yaml")
+    recipes = sorted((p.stem for p in CONFIGS.parent.glob("*.py")), key=len, reverse=True)
+    recipe = next(r for r in recipes if name == r or name.startswith(r + "_"))
+    cfg = config.load(CONFIGS / f"{name}.yaml", defaults=CONFIGS / f"{recipe}.yaml")
     keys = set(cfg.trainer)
     cls = PopulationTrainer if "max_generations" in keys else jt.Trainer
     wanted = set(inspect.signature(cls.__init__).parameters) - {"self", "callbacks"}
