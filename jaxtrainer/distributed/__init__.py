@@ -2,10 +2,23 @@
 
 All of them are no-ops (or return trivial values) outside a mapped axis, so a
 module written with them runs under every strategy.
+
+Code written against ``evorl.distributed`` runs with its import changed to this
+package: :data:`PMAP_AXIS_NAME`, :func:`get_global_ranks` and
+:func:`is_dist_initialized` are EvoRL's names for :data:`AXIS_NAME`,
+:func:`global_ranks` and :func:`is_distributed`; :func:`shmap_vmap`,
+:func:`shmap_map`, :func:`tree_device_put`, :func:`split_key_to_devices` and
+:func:`pmean`/:func:`psum`/:func:`pmax`/:func:`pmin` also take the arguments
+EvoRL's versions take. EvoRL's gradient helpers :func:`loss_and_pgrad`,
+:func:`agent_gradient_update` and :func:`gradient_update` in EvoRL's form
+``(loss_fn, optimizer, pmap_axis_name, has_aux=False)`` give the single-device
+gradient under every strategy (they differentiate with respect to
+:func:`local_copy` of the params, see :mod:`jaxtrainer.distributed.gradients`).
 """
 
 from jaxtrainer.distributed.axis import (
     AXIS_NAME,
+    PMAP_AXIS_NAME,
     axis_index,
     axis_size,
     bound_axes,
@@ -21,7 +34,12 @@ from jaxtrainer.distributed.axis import (
     varying_axes,
     without_vma_check,
 )
-from jaxtrainer.distributed.gradients import gradient_update, local_copy
+from jaxtrainer.distributed.gradients import (
+    agent_gradient_update,
+    gradient_update,
+    local_copy,
+    loss_and_pgrad,
+)
 from jaxtrainer.distributed.keys import fold_in_device, split_key_to_devices
 from jaxtrainer.distributed.members import (
     MemberLayout,
@@ -34,8 +52,10 @@ from jaxtrainer.distributed.population import shmap_map, shmap_vmap, tree_device
 from jaxtrainer.distributed.process import (
     barrier,
     broadcast_from_zero,
+    get_global_ranks,
     global_ranks,
     initialize,
+    is_dist_initialized,
     is_distributed,
     process_count,
     process_index,
@@ -44,6 +64,8 @@ from jaxtrainer.distributed.process import (
 __all__ = [
     "AXIS_NAME",
     "MemberLayout",
+    "PMAP_AXIS_NAME",
+    "agent_gradient_update",
     "axis_index",
     "axis_size",
     "barrier",
@@ -51,13 +73,16 @@ __all__ = [
     "broadcast_from_zero",
     "fold_in_device",
     "gather_members",
+    "get_global_ranks",
     "global_ranks",
     "gradient_update",
     "initialize",
+    "is_dist_initialized",
     "is_distributed",
     "local_copy",
     "local_members",
     "local_size",
+    "loss_and_pgrad",
     "member_scope",
     "pad_population",
     "pmax",

@@ -22,6 +22,12 @@ import numpy as np
 AXIS_NAME = "devices"
 """Name of the data-parallel mesh axis every strategy binds."""
 
+PMAP_AXIS_NAME = AXIS_NAME
+"""EvoRL's name for :data:`AXIS_NAME` (``evorl.distributed.PMAP_AXIS_NAME``): the
+axis that ``pmean(grads, axis_name=PMAP_AXIS_NAME)`` averages over. Its value is
+this package's axis name ``"devices"``, not EvoRL's string, so EvoRL code that
+names the axis through this constant reduces over the axis every strategy binds."""
+
 AxisName = str | Sequence[str]
 
 
@@ -138,31 +144,53 @@ def axis_index(axis_name: AxisName = AXIS_NAME) -> jax.Array:
     return jax.lax.axis_index(names if len(names) > 1 else names[0])
 
 
-def _reduce(op, tree: Any, axis_name: AxisName) -> Any:
-    names = bound_axes(axis_name)
+def _reduce(op, tree: Any, axis_name: AxisName | None, what: str) -> Any:
+    if axis_name is None:
+        return tree
+    try:
+        names = axis_tuple(axis_name)
+    except TypeError:  # not iterable
+        names = (axis_name,)
+    if not all(isinstance(a, str) for a in names):
+        raise ValueError(f"{what}: axis_name={axis_name!r}: expected a mesh axis name, a "
+                         "sequence of names, or None (no reduction)")
+    names = bound_axes(names)
     if not names:
         return tree
     return op(tree, names if len(names) > 1 else names[0])
 
 
-def pmean(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
-    """Mean of every leaf over the devices of ``axis_name``; identity when unbound."""
-    return _reduce(jax.lax.pmean, tree, axis_name)
+def pmean(tree: Any, axis_name: AxisName | None = AXIS_NAME) -> Any:
+    """Mean of every leaf over the devices of ``axis_name``; identity when unbound.
+
+    ``tree``: any pytree of arrays (EvoRL's ``x``); shapes and dtypes are kept.
+    ``axis_name``: a mesh axis name or names; ``None`` returns ``tree``
+    unchanged, as ``evorl.distributed.pmean(x, axis_name=None)`` does (EvoRL
+    passes its workflow's axis name, ``None`` on one device). The same holds
+    for :func:`psum`, :func:`pmax` and :func:`pmin`.
+
+    Raises:
+      ValueError: ``axis_name`` is not a name, a sequence of names or ``None``.
+    """
+    return _reduce(jax.lax.pmean, tree, axis_name, "pmean")
 
 
-def psum(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
-    """Sum of every leaf over the devices of ``axis_name``; identity when unbound."""
-    return _reduce(jax.lax.psum, tree, axis_name)
+def psum(tree: Any, axis_name: AxisName | None = AXIS_NAME) -> Any:
+    """Sum of every leaf over the devices of ``axis_name``; identity when unbound
+    or when ``axis_name`` is ``None`` (arguments as :func:`pmean`)."""
+    return _reduce(jax.lax.psum, tree, axis_name, "psum")
 
 
-def pmax(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
-    """Element-wise maximum over the devices of ``axis_name``; identity when unbound."""
-    return _reduce(jax.lax.pmax, tree, axis_name)
+def pmax(tree: Any, axis_name: AxisName | None = AXIS_NAME) -> Any:
+    """Element-wise maximum over the devices of ``axis_name``; identity when
+    unbound or when ``axis_name`` is ``None`` (arguments as :func:`pmean`)."""
+    return _reduce(jax.lax.pmax, tree, axis_name, "pmax")
 
 
-def pmin(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
-    """Element-wise minimum over the devices of ``axis_name``; identity when unbound."""
-    return _reduce(jax.lax.pmin, tree, axis_name)
+def pmin(tree: Any, axis_name: AxisName | None = AXIS_NAME) -> Any:
+    """Element-wise minimum over the devices of ``axis_name``; identity when
+    unbound or when ``axis_name`` is ``None`` (arguments as :func:`pmean`)."""
+    return _reduce(jax.lax.pmin, tree, axis_name, "pmin")
 
 
 def local_size(global_size: int, what: str = "size", num_devices: int | None = None) -> int:
