@@ -1,0 +1,148 @@
+"""Our PPO against Brax's own trainer (``brax.training.agents.ppo.train``).
+
+Both train on the same brax environment (brax's default pipeline) with the same
+sizes and the same number of updates, in one process, alternating (ours, Brax,
+Brax, ours, ...), each timed after compilation:
+
+* ours: ``Trainer(strategy="single")`` with ``recipes/configs/ppo_brax.yaml``
+  (Brax's published ant settings) at the chosen size, timed from
+  ``on_train_start`` (programs compiled) to ``on_train_end`` (last state ready);
+  loggers, checkpoints and the progress bar off, as Brax's trainer has none;
+* Brax: its ``training/sps`` over every training epoch but the first (which
+  compiles), evaluations excluded, as Brax reports it.
+
+Same sizes means: ``num_envs``, Brax's ``batch_size * num_minibatches /
+num_envs`` unrolls of ``unroll_length`` steps per update (our ``num_steps``, GAE
+per unroll), ``num_minibatches``, 4 epochs, policy 4 x 32 and value 5 x 256
+swish MLPs, observation normalisation and reward scaling on. The policies
+differ (ours a Gaussian with a state-independent log-std, Brax's a tanh-squashed
+Gaussian), so the returns are printed for reference, not compared.
+
+    python benchmarks/brax_ppo.py --size small   # CPU: inverted_pendulum, 64 envs (minutes)
+    python benchmarks/brax_ppo.py --size full    # GPU: ant, 4096 envs, Brax's settings, 5e6 env steps
+
+Prints env steps/s of each run, the medians, both final returns, and last a line
+``ratio=<ours/brax>``: the median over back-to-back pairs of our env steps/s
+over Brax's.
+
+Brax 0.14's trainer calls ``jax.device_put_replicated``, which JAX 0.10 removed;
+this script supplies an equivalent (a copy per device, laid out as
+``jax.pmap`` lays out its outputs) before calling it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from _timing import LoopClock, use_compilation_cache
+
+import jaxtrainer as jt
+from jaxtrainer.algorithms import PPO, PPOConfig
+from jaxtrainer.recipes import config
+
+ROOT = Path(__file__).resolve().parents[1] / "recipes" / "configs"
+
+SIZES = {
+    # env, num_envs, batch_size (Brax: unrolls per minibatch), num_minibatches,
+    # updates per Brax epoch, Brax epochs timed (one more compiles), eval envs
+    "small": dict(env="inverted_pendulum", num_envs=64, batch_size=64, num_minibatches=4,
+                  updates_per_epoch=10, epochs=4, eval_envs=16),
+    "full": dict(env="ant", num_envs=4096, batch_size=2048, num_minibatches=32,
+                 updates_per_epoch=4, epochs=4, eval_envs=128),
+}
+UNROLL, EPOCHS_PER_UPDATE = 5, 4
+
+
+def _device_put_replicated(tree, devices):
+    """A copy of every leaf per device, laid out as ``jax.pmap``'s outputs."""
+    stacked = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(devices),) + jnp.shape(x)), tree)
+    return jax.pmap(lambda x: x, devices=devices)(stacked)
+
+
+def steps_per_update(size: dict) -> int:
+    return size["batch_size"] * size["num_minibatches"] * UNROLL
+
+
+def run_ours(size: dict, updates: int, seed: int) -> tuple[float, float]:
+    """(env steps/s after compilation, final evaluation return)."""
+    num_steps = steps_per_update(size) // size["num_envs"]
+    cfg = config.load(ROOT / "ppo_brax.yaml", [
+        f"env.name=brax/{size['env']}", f"algorithm.num_envs={size['num_envs']}",
+        f"algorithm.num_steps={num_steps}", f"algorithm.num_minibatches={size['num_minibatches']}",
+        f"algorithm.eval_episodes={size['eval_envs']}"], defaults=ROOT / "ppo.yaml")
+    module = PPO(PPOConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
+                 env=config.make_env(cfg))
+    clock = LoopClock()
+    trainer = jt.Trainer(strategy="single", max_steps=updates, seed=seed, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         log_every_n_steps=updates, callbacks=[clock],
+                         default_root_dir="/tmp/jaxtrainer-bench-brax-ppo")
+    trainer.fit(module)
+    result = trainer.evaluate(module)
+    return updates * module.env_steps_per_step / clock.seconds, result["eval/episode_return"]
+
+
+def run_brax(size: dict, seed: int) -> tuple[float, float]:
+    """(env steps/s of Brax's training epochs after the first, final evaluation return)."""
+    from brax import envs
+    from brax.training.agents.ppo import train as brax_ppo
+
+    if not hasattr(jax, "device_put_replicated"):
+        jax.device_put_replicated = _device_put_replicated
+    progress: list[dict] = []
+    num_evals = size["epochs"] + 2  # an initial evaluation, then one after each epoch
+    brax_ppo.train(
+        envs.get_environment(size["env"]),
+        num_timesteps=(num_evals - 1) * size["updates_per_epoch"] * steps_per_update(size),
+        num_evals=num_evals, num_envs=size["num_envs"], batch_size=size["batch_size"],
+        num_minibatches=size["num_minibatches"], unroll_length=UNROLL,
+        num_updates_per_batch=EPOCHS_PER_UPDATE, episode_length=1000, discounting=0.97,
+        learning_rate=3e-4, entropy_cost=1e-2, reward_scaling=10, normalize_observations=True,
+        num_eval_envs=size["eval_envs"], seed=seed,
+        progress_fn=lambda step, metrics: progress.append(dict(metrics)))
+    timed = [m for m in progress if "training/sps" in m][1:]  # the first epoch compiles
+    seconds = sum(size["updates_per_epoch"] * steps_per_update(size) / m["training/sps"]
+                  for m in timed)
+    sps = len(timed) * size["updates_per_epoch"] * steps_per_update(size) / seconds
+    return sps, float(progress[-1]["eval/episode_reward"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=sorted(SIZES), default="small")
+    parser.add_argument("--repeats", type=int, default=3, help="pairs of runs (alternating)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    size = SIZES[args.size]
+    updates = (size["epochs"] + 1) * size["updates_per_epoch"]
+    use_compilation_cache()
+    print(f"{args.size}: brax/{size['env']} on {jax.devices()[0].device_kind} "
+          f"({jax.device_count()} device(s)), {size['num_envs']} envs, "
+          f"{steps_per_update(size):,} env steps per update, {updates} updates per run")
+    ours, brax, returns = [], [], {"ours": math.nan, "brax": math.nan}
+    for r in range(args.repeats):
+        order = ("ours", "brax") if r % 2 == 0 else ("brax", "ours")
+        for name in order:
+            start = time.perf_counter()
+            sps, ret = (run_ours(size, updates, args.seed) if name == "ours"
+                        else run_brax(size, args.seed))
+            (ours if name == "ours" else brax).append(sps)
+            returns[name] = ret
+            print(f"  run {r} {name:4s}: {sps:10,.0f} env steps/s  return {ret:9.2f}  "
+                  f"({time.perf_counter() - start:.0f} s with compile and evaluation)", flush=True)
+    pairs = [a / b for a, b in zip(ours, brax, strict=True)]
+    print(f"median env steps/s: ours {statistics.median(ours):,.0f}, "
+          f"brax {statistics.median(brax):,.0f}; final return ours {returns['ours']:.2f}, "
+          f"brax {returns['brax']:.2f}; pair ratios {np.round(pairs, 3).tolist()}")
+    print(f"ratio={statistics.median(pairs):.3f}")
+
+
+if __name__ == "__main__":
+    main()
