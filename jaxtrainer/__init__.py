@@ -15,6 +15,7 @@ from jaxtrainer.callbacks import (
 from jaxtrainer.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from jaxtrainer.metrics import Last, Max, Mean, Min, Sum
 from jaxtrainer.module import Module, PopulationModule
+from jaxtrainer.policy import Policy, load_policy
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.strategies import PmapStrategy, ShardMapStrategy, SingleDeviceStrategy, Strategy
 from jaxtrainer.trainer import Preempted, Trainer
@@ -52,4 +53,6 @@ __all__ = [
     "checkpoint",
     "PopulationTrainer",
     "ShardMapStrategy",
+    "Policy",
+    "load_policy",
 ]

@@ -1,11 +1,21 @@
 """``jaxtrainer plot``: learning curves from runs' ``metrics.csv``.
 
+    jaxtrainer plot runs/ppo -o curves.png                   # every run under a root
     jaxtrainer plot runs/ppo/version_0 runs/ppo/version_1 -o curves.png
     jaxtrainer plot runs/ppo/version_* -o loss.png --metric train/loss --x step
 
-Each run is one line of ``RUN_DIR/metrics.csv`` values; with several runs the
+Each argument is a run directory (one holding ``metrics.csv``) or, as
+``tensorboard --logdir`` takes, a root: every directory below it holding a
+``metrics.csv`` is a run (``version_<n>`` in number order). Each run is one
+line, labelled with its path relative to the root; with several runs the
 figure shows their mean and a band from the minimum to the maximum (the spread
 over runs), after interpolating every run onto the x values of the shortest.
+
+A single run of a sweep (:class:`~jaxtrainer.algorithms.Sweep`, a run directory
+holding ``sweep_members.csv``) is drawn by :func:`plot_sweep`: one line per
+configuration, the interquartile mean over its seeds' ``member/<i>/<metric>``
+with a 95% stratified-bootstrap confidence band, labelled by its
+hyperparameters.
 """
 
 from __future__ import annotations
@@ -14,7 +24,9 @@ import argparse
 import csv
 import math
 import os
+import re
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -48,20 +60,155 @@ def read_curve(run_dir: str | os.PathLike, metric: str, x: str = "env_steps") ->
     return xs, np.array([points[v] for v in xs], dtype=np.float64)
 
 
-def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_return",
-              x: str = "env_steps", title: str | None = None) -> dict[str, np.ndarray]:
-    """Write a PNG of ``metric`` against ``x``: every run thin, the mean over
-    runs thick with a min-max band. Returns ``{"x", "mean", "low", "high"}``.
+SKIPPED_DIRS = ("checkpoints", "tensorboard", "wandb")
+"""Directories of a run that hold no runs: not searched under a root."""
+
+
+def _natural(name: str) -> list[Any]:
+    """Sort key putting ``version_2`` before ``version_10``."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def find_runs(paths: list[str]) -> list[tuple[str, str]]:
+    """``(run_dir, label)`` for every run that ``paths`` name: a path holding
+    ``metrics.csv`` is one run (labelled by its name, or its last two path parts
+    where names repeat); any other directory is a root, searched below for
+    directories holding ``metrics.csv`` (not inside a run's ``checkpoints``,
+    ``tensorboard`` or ``wandb``), each labelled by its path relative to the
+    root (prefixed by the root's name when several paths are given), in
+    natural order (``version_2`` before ``version_10``).
 
     Raises:
-      ValueError: no run has a value of ``metric``.
+      FileNotFoundError: a path that does not exist, or a root with no
+        ``metrics.csv`` below it.
+    """
+    found: list[tuple[str, str, bool]] = []  # run dir, relative label (or ""), under a root
+    for path in paths:
+        if os.path.exists(os.path.join(path, "metrics.csv")):
+            found.append((path, "", False))
+            continue
+        if not os.path.isdir(path):
+            raise FileNotFoundError(f"{path}: no such run directory or root")
+        runs = []
+        for directory, subdirs, files in os.walk(path):
+            subdirs[:] = sorted((d for d in subdirs if d not in SKIPPED_DIRS), key=_natural)
+            if "metrics.csv" in files:
+                runs.append(directory)
+                subdirs[:] = []  # a run holds no runs
+        if not runs:
+            raise FileNotFoundError(f"{path}: no metrics.csv in it or below it (is it a run "
+                                    "directory or a root of runs?)")
+        prefix = os.path.basename(os.path.normpath(path)) if len(paths) > 1 else ""
+        found += [(r, os.path.join(prefix, os.path.relpath(r, path)) if prefix
+                   else os.path.relpath(r, path), True) for r in runs]
+    names = {d: os.path.basename(os.path.normpath(d)) for d, _, under in found if not under}
+    repeated = len(set(names.values())) < len(names)
+    labels = []
+    for d, label, under in found:
+        if not under:  # version_0 of several roots: add the parent
+            label = os.path.join(*os.path.normpath(d).split(os.sep)[-2:]) if repeated else names[d]
+        labels.append((d, label))
+    return labels
+
+
+SWEEP_BAND_REPS = 1000
+"""Bootstrap resamples of a sweep plot's confidence band (at every x value at once)."""
+
+
+def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
+               x: str = "env_steps", title: str | None = None,
+               reps: int = SWEEP_BAND_REPS) -> dict[str, Any]:
+    """Write a PNG of one sweep run: per configuration (``sweep_members.csv``),
+    the interquartile mean over its seeds of ``member/<i>/<metric>`` against
+    ``x`` with a 95% stratified-bootstrap confidence band (rliable's
+    ``get_interval_estimates``, percentile method; the IQM at each x value is
+    ``scipy.stats.trim_mean(values, 0.25)``, rliable's ``aggregate_iqm``),
+    labelled ``name=value ... (n seeds)``. ``x="env_steps"`` is drawn per member
+    (the run's ``env_steps`` over its member count).
+
+    Returns:
+      ``{"x": float64[T], "configs": labels, "iqm", "mean", "low", "high":
+      float64[K, T]}`` for the ``K`` configurations on the x values of the
+      shortest member curve, and ``"runs"``: the labels.
+
+    Raises:
+      FileNotFoundError: ``run_dir`` holds no ``sweep_members.csv`` or ``metrics.csv``.
+      ValueError: no member logged ``member/<i>/<metric>``.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from scipy.stats import trim_mean
 
-    curves = [(d, *read_curve(d, metric, x)) for d in run_dirs]
+    from jaxtrainer.sweep_summary import interval_estimates, read_members
+
+    members = read_members(run_dir)
+    if members is None:
+        raise FileNotFoundError(f"{run_dir}: no sweep_members.csv (is it a sweep run?)")
+    names = [k for k in members[0] if k not in ("member", "config", "seed")]
+    curves: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for m in members:
+        try:
+            xs, vs = read_curve(run_dir, f"member/{m['member']}/{metric}", x)
+        except KeyError:
+            continue
+        if len(xs):
+            curves.setdefault(m["config"], []).append((xs / len(members) if x == "env_steps" else xs, vs))
+    if not curves:
+        raise ValueError(f"no member of the sweep in {run_dir} logged member/<i>/{metric}")
+    end = min(c[0][-1] for group in curves.values() for c in group)
+    grid = np.unique(np.concatenate([c[0][c[0] <= end] for g in curves.values() for c in g]))
+    labels, rows = [], {"iqm": [], "mean": [], "low": [], "high": []}
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    for config in sorted(curves):
+        ys = np.stack([np.interp(grid, xs, vs) for xs, vs in curves[config]])  # [seeds, T]
+        _, band = interval_estimates(ys[:, None, :], lambda s: trim_mean(
+            s.reshape(-1, s.shape[-1]), 0.25, axis=0), reps=reps)
+        iqm = trim_mean(ys, 0.25, axis=0)
+        first = next(m for m in members if m["config"] == config)
+        label = " ".join(f"{n}={first[n]:g}" for n in names) or metric
+        labels.append(f"{label} ({len(ys)} seeds)")
+        line, = ax.plot(grid, iqm, lw=2, label=labels[-1])
+        ax.fill_between(grid, band[0], band[1], color=line.get_color(), alpha=0.25)
+        for key, value in zip(rows, (iqm, ys.mean(0), band[0], band[1]), strict=True):
+            rows[key].append(value)
+    ax.set_xlabel("env steps per member" if x == "env_steps" else x)
+    ax.set_ylabel(f"{metric} (IQM over seeds, 95% CI)")
+    ax.set_title(title or f"{metric}: sweep of {len(members)} members")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    fig.savefig(output, format="png")
+    plt.close(fig)
+    return {"x": grid, "configs": labels, "runs": labels,
+            **{k: np.stack(v) for k, v in rows.items()}}
+
+
+def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_return",
+              x: str = "env_steps", title: str | None = None) -> dict[str, Any]:
+    """Write a PNG of ``metric`` against ``x``: every run thin (labelled as
+    :func:`find_runs` names it), the mean over runs thick with a min-max band.
+    ``run_dirs`` are run directories or roots of runs (see :func:`find_runs`).
+
+    Returns:
+      ``{"x", "mean", "low", "high"}``: float64 arrays on the x values of the
+      shortest run, and ``"runs"``: the labels of the runs drawn (runs that
+      never logged ``metric`` are left out).
+
+    Raises:
+      FileNotFoundError: a path is neither a run nor a root of runs.
+      ValueError: no run has a value of ``metric``.
+    """
+    if len(run_dirs) == 1 and os.path.exists(os.path.join(run_dirs[0], "sweep_members.csv")):
+        return plot_sweep(run_dirs[0], output, metric, x, title)  # one line per configuration
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = [(label, *read_curve(d, metric, x)) for d, label in find_runs(list(run_dirs))]
     curves = [c for c in curves if len(c[1])]
     if not curves:
         raise ValueError(f"no run in {run_dirs} logged {metric!r}")
@@ -71,10 +218,7 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
     mean, low, high = ys.mean(0), ys.min(0), ys.max(0)
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    names = [os.path.basename(os.path.normpath(d)) for d, _, _ in curves]
-    if len(set(names)) < len(names):  # version_0 of several roots: add the parent
-        names = [os.path.join(*os.path.normpath(d).split(os.sep)[-2:]) for d, _, _ in curves]
-    for (_, xs, vs), name in zip(curves, names, strict=True):
+    for name, xs, vs in curves:
         ax.plot(xs, vs, lw=0.8, alpha=0.6, label=name)
     ax.plot(grid, mean, lw=2.2, color="black", label=f"mean of {len(curves)} run(s)")
     if len(curves) > 1:
@@ -88,13 +232,14 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     fig.savefig(output, format="png")
     plt.close(fig)
-    return {"x": grid, "mean": mean, "low": low, "high": high}
+    return {"x": grid, "mean": mean, "low": low, "high": high, "runs": [c[0] for c in curves]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="jaxtrainer plot",
                                      description="Learning curves (mean and spread over runs) from metrics.csv.")
-    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (version_N)")
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                        help="run directories (version_N) or roots: every run below a root")
     parser.add_argument("-o", "--output", default="curves.png", help="PNG file to write")
     parser.add_argument("--metric", default="train/episode_return", help="column to plot")
     parser.add_argument("--x", default="env_steps", help="x-axis column (env_steps or step)")
@@ -105,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, KeyError, ValueError) as e:
         print(f"jaxtrainer plot: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    print(f"wrote {args.output}: {args.metric} over {len(args.run_dirs)} run(s), "
+    if "configs" in out:  # a sweep: one line per configuration
+        print(f"wrote {args.output}: {args.metric}, IQM over seeds with 95% CIs, of "
+              f"{len(out['configs'])} configuration(s) ({', '.join(out['configs'])})")
+        return 0
+    print(f"wrote {args.output}: {args.metric} over {len(out['runs'])} run(s) "
+          f"({', '.join(out['runs'])}), "
           f"final mean {out['mean'][-1]:.4g} at {args.x}={out['x'][-1]:.0f}")
     return 0

@@ -61,28 +61,90 @@ def budget_in_steps(max_steps: int | None, max_env_steps: int | None, env_steps_
     return min(budgets)
 
 
-def resolve_checkpoint(ckpt_path: str | os.PathLike, root: str | os.PathLike,
-                       strategy: Strategy) -> Path:
-    """``ckpt_path`` (``"last"``, a run's ``checkpoints`` directory or a step
-    directory) as a step directory, the same on every process.
+CHECKPOINT_NAMES = ("last", "best")
+"""``ckpt_path`` values that name a checkpoint of the newest run rather than a path."""
 
-    Process 0 resolves it and every process uses that path, which must be
-    visible on each of them (a shared filesystem); one tiny exchange when there
-    are several processes.
+
+def best_checkpoint(path: str | os.PathLike) -> Path:
+    """The best checkpoint recorded in the checkpoint at ``path`` (a step
+    directory): the ``best_model_path`` its :class:`~jaxtrainer.ModelCheckpoint`
+    kept by its ``monitor`` (the metric and ``mode`` it was built with) when
+    that checkpoint was written. A relative recorded path is looked up beside
+    ``path`` first (the same ``checkpoints`` directory, wherever the run
+    directory is now), then from the current directory.
+
+    Raises:
+      ValueError: no best is recorded (the ModelCheckpoint had no ``monitor``,
+        or the metric was never logged), or several ModelCheckpoints recorded
+        different ones (the message lists them).
+      FileNotFoundError: the recorded best checkpoint is gone (deleted or moved).
+    """
+    path = Path(path)
+    states = ckpt.read_meta(path).get("callbacks", {})
+    recorded = {key: st["best_model_path"] for key, st in states.items()
+                if isinstance(st, dict) and st.get("best_model_path")}
+    if not recorded:
+        raise ValueError(
+            f"ckpt_path='best': the checkpoint {path} records no best checkpoint: its "
+            "ModelCheckpoint had no monitor (or the monitored metric was never logged). Rank "
+            "checkpoints with ModelCheckpoint(monitor='eval/episode_return', mode='max'), or "
+            "pass ckpt_path='last' or a checkpoint path")
+    if len(set(recorded.values())) > 1:
+        listed = "; ".join(f"{k}: {v}" for k, v in recorded.items())
+        raise ValueError(f"ckpt_path='best': several ModelCheckpoints recorded a best checkpoint "
+                         f"in {path} ({listed}); pass the one you want as ckpt_path")
+    best = Path(next(iter(recorded.values())))
+    candidates = [best] if best.is_absolute() else [path.parent / best.name, best]
+    if not best.is_absolute() and best.parent.name != path.parent.name:
+        candidates.reverse()  # recorded in another directory than ``path``'s
+    for candidate in candidates:
+        if (candidate / ckpt.META).exists():
+            return candidate
+    raise FileNotFoundError(f"ckpt_path='best': the best checkpoint {best} recorded in {path} "
+                            "no longer exists (deleted or moved)")
+
+
+def _resolve_here(ckpt_path: str | os.PathLike, root: str | os.PathLike) -> Path:
+    name = os.fspath(ckpt_path)
+    if name not in CHECKPOINT_NAMES:
+        return ckpt.resolve(ckpt_path, root)
+    newest = ckpt.find_last(root) or ckpt.latest_step_dir(Path(root) / "checkpoints")
+    if newest is None:
+        where = os.path.abspath(root)
+        raise FileNotFoundError(f"ckpt_path={name!r}: no checkpoint under {where}/version_*/checkpoints "
+                                f"(nor {where}/checkpoints)")
+    return newest if name == "last" else best_checkpoint(newest)
+
+
+def resolve_checkpoint(ckpt_path: str | os.PathLike, root: str | os.PathLike,
+                       strategy: Strategy | None = None) -> Path:
+    """``ckpt_path`` as a step directory, the same on every process.
+
+    ``ckpt_path`` is ``"last"`` (the newest checkpoint of the newest run under
+    ``root``), ``"best"`` (that checkpoint's recorded best, see
+    :func:`best_checkpoint`), a run's ``checkpoints`` directory, a run
+    directory or a step directory. ``root`` is a ``default_root_dir`` (runs in
+    ``version_<n>``) or, for ``"last"``/``"best"``, also one run directory.
+
+    With ``strategy`` and several processes, process 0 resolves it and every
+    process uses that path, which must be visible on each of them (a shared
+    filesystem); one tiny exchange. ``strategy=None``: this process alone.
 
     Raises:
       FileNotFoundError: on every process, when process 0 finds no checkpoint
         or some process cannot see the one it found.
+      ValueError: ``"best"`` where no best checkpoint was recorded.
     """
-    if strategy.process_count <= 1:
-        return ckpt.resolve(ckpt_path, root)
+    if strategy is None or strategy.process_count <= 1:
+        return _resolve_here(ckpt_path, root)
     try:
-        found, error = os.fspath(ckpt.resolve(ckpt_path, root)), ""
-    except FileNotFoundError as e:
-        found, error = "", str(e)
+        found, error = os.fspath(_resolve_here(ckpt_path, root)), ""
+    except (FileNotFoundError, ValueError) as e:
+        found, error = "", f"{type(e).__name__}:{e}"
     found = strategy.broadcast(found)
     if not found:
-        raise FileNotFoundError(strategy.broadcast(error) + " (on process 0)")
+        kind, _, message = strategy.broadcast(error).partition(":")
+        raise (ValueError if kind == "ValueError" else FileNotFoundError)(message + " (on process 0)")
     path = Path(found)
     seen = strategy.all_gather_host(np.int32((path / ckpt.META).is_dir())).reshape(-1)
     if not seen.all():

@@ -47,17 +47,27 @@ def _copy_tree(tree: Any) -> Any:
     return jax.tree.map(jnp.copy, tree)
 
 
+DEFAULT_LOGGERS: tuple[type[Logger], ...] = (CSVLogger, TensorBoardLogger)
+"""The loggers ``logger=True`` adds, each unless one of its class is in ``callbacks``."""
+
+
 def _with_defaults(callbacks: list[Callback] | None, logger: bool, checkpointing: bool,
                    progress_bar: bool) -> list[Callback]:
-    """``callbacks`` plus the default loggers, checkpoint and progress bar where
-    none of that kind was given, sorted by :attr:`Callback.order` (stable):
-    guards (-100) first, ModelCheckpoint (100) last."""
+    """``callbacks`` plus the defaults where none of that kind was given, sorted
+    by :attr:`Callback.order` (stable): guards (-100) first, ModelCheckpoint
+    (100) last.
+
+    With ``logger``, each of :data:`DEFAULT_LOGGERS` is added unless a logger of
+    its class is given: another logger (e.g. a ``WandbLogger``) is added beside
+    them, so ``metrics.csv`` (what ``jaxtrainer plot`` reads) stays unless
+    ``logger=False``."""
     callbacks = list(callbacks or [])
     for cb in callbacks:
         if not isinstance(cb, Callback):
             raise TypeError(f"callbacks must be jaxtrainer.Callback instances, got {cb!r}")
-    if logger and not any(isinstance(c, Logger) for c in callbacks):
-        callbacks += [CSVLogger(), TensorBoardLogger()]
+    if logger:
+        callbacks += [cls() for cls in DEFAULT_LOGGERS
+                      if not any(isinstance(c, cls) for c in callbacks)]
     if checkpointing and not any(isinstance(c, ModelCheckpoint) for c in callbacks):
         callbacks.append(ModelCheckpoint())
     if progress_bar and not any(isinstance(c, RichProgressBar) for c in callbacks):
@@ -88,7 +98,8 @@ class Trainer:
       max_steps: training steps (global updates) to run.
       max_env_steps: budget in environment transitions: the whole training steps
         that fit (``max_env_steps // module.env_steps_per_step``), the same under
-        any device count. With both set, the smaller budget wins.
+        any device count. With both set, the smaller budget wins. With neither,
+        the Trainer can :meth:`evaluate` but :meth:`fit` raises ValueError.
       log_every_n_steps: training steps per log interval.
       eval_every_n_steps: run ``evaluation_step`` every this many training steps
         (``None``: only through :meth:`evaluate`).
@@ -99,8 +110,10 @@ class Trainer:
       enable_progress_bar: add a :class:`RichProgressBar` if none is given.
       enable_checkpointing: add a :class:`ModelCheckpoint` (save at the end) if
         none is given.
-      logger: ``True`` adds a :class:`CSVLogger` and a :class:`TensorBoardLogger`
-        when no logger is given; ``False`` adds none.
+      logger: ``True`` adds a :class:`CSVLogger` and a :class:`TensorBoardLogger`,
+        each unless a logger of its class is in ``callbacks``; other loggers
+        (e.g. a ``WandbLogger``) are added beside them, so ``metrics.csv``
+        stays. ``False`` adds neither (only the loggers in ``callbacks`` log).
       run_ahead: enqueue the next call before a boundary's hooks when nothing
         needs the state there. ``"auto"``: on GPU/TPU; off on CPU, where an
         execution queued behind a running one was measured to slow the run (PPO,
@@ -113,10 +126,17 @@ class Trainer:
         ``False`` compiles it when first needed (no CPU spent when nothing
         evaluates).
 
+    Attributes:
+      resume_hint: how the preemption message tells the user to resume:
+        ``None`` names the Python call (``fit(..., ckpt_path='last')``); a
+        string replaces it, formatted with ``{checkpoint}`` (the checkpoint
+        written) and ``{default_root_dir}`` (the recipes set it to the
+        command-line form, ``trainer.ckpt_path=last``).
+
     Raises:
       ValueError: before the strategy starts JAX or anything is written: an
         unknown strategy (listing the choices), a non-positive budget or
-        interval, a negative ``sync_every_n_seconds``, no budget, a malformed
+        interval, a negative ``sync_every_n_seconds``, a malformed
         ``devices`` (the message lists the accepted forms), or an on/off argument
         that is not a bool (``"flase"`` or ``100`` is an error, never "on";
         ``run_ahead`` also takes ``"auto"``). A device index beyond the devices
@@ -154,8 +174,6 @@ class Trainer:
         self.sync_every_n_seconds = float(sync_every_n_seconds or 0.0)
         self.max_steps_arg = _args.positive_int("max_steps", max_steps)
         self.max_env_steps = _args.positive_int("max_env_steps", max_env_steps)
-        if max_steps is None and max_env_steps is None:
-            raise ValueError("no training budget: set max_steps or max_env_steps")
         self.log_every_n_steps = _args.positive_int("log_every_n_steps", log_every_n_steps, False)
         self.eval_every_n_steps = _args.positive_int("eval_every_n_steps", eval_every_n_steps)
         if isinstance(seed, bool) or not isinstance(seed, int):
@@ -185,6 +203,7 @@ class Trainer:
         self._module: Module | None = None
         self._root_key: jax.Array | None = None
         self.ckpt_path: str | None = None
+        self.resume_hint: str | None = None
         self.log_dir = ""
         self.global_step = self.env_steps = self.max_steps = self.env_steps_per_step = 0
         self.should_stop, self.stop_reason = False, None
@@ -259,14 +278,24 @@ class Trainer:
                       f"error:\n{traceback.format_exc()}", file=sys.stderr)
 
     # ---------------------------------------------------------------- state
+    @property
+    def has_budget(self) -> bool:
+        """Whether ``max_steps`` or ``max_env_steps`` is set (``fit`` needs one)."""
+        return self.max_steps_arg is not None or self.max_env_steps is not None
+
     def _prepare(self, module: Module) -> None:
-        """Devices, budget and the module's checks, before anything compiles."""
+        """Devices, budget and the module's checks, before anything compiles.
+        Without a budget (an evaluation-only Trainer) ``max_steps`` is 0 and
+        ``configure_budget`` is not called."""
         self._module = module
         self.strategy.setup()
         self.env_steps_per_step = int(module.env_steps_per_step)
-        self.max_steps = runs.budget_in_steps(self.max_steps_arg, self.max_env_steps,
-                                              self.env_steps_per_step, type(module).__name__)
-        module.configure_budget(self.max_steps)
+        if self.has_budget:
+            self.max_steps = runs.budget_in_steps(self.max_steps_arg, self.max_env_steps,
+                                                  self.env_steps_per_step, type(module).__name__)
+            module.configure_budget(self.max_steps)
+        else:
+            self.max_steps = 0
         module.validate(self.num_devices)
         self.planner = IntervalPlanner(
             self.max_steps, self.log_every_n_steps, self.eval_every_n_steps,
@@ -302,9 +331,12 @@ class Trainer:
         Args:
           module: the algorithm.
           ckpt_path: ``None`` (a new run in a new ``version_<n>``), ``"last"``
-            (newest checkpoint under ``default_root_dir``) or a checkpoint path;
-            resuming continues the run exactly and appends to its logs. A
-            checkpoint already at or past the budget runs and writes nothing.
+            (newest checkpoint under ``default_root_dir``), ``"best"`` (the
+            best checkpoint by its :class:`ModelCheckpoint`'s ``monitor`` of the
+            newest run there, see :func:`jaxtrainer.runs.resolve_checkpoint`) or
+            a checkpoint path; resuming continues the run exactly and appends to
+            its logs (the resume is printed: checkpoint and step). A checkpoint
+            already at or past the budget runs and writes nothing.
 
         Preemption: a SIGTERM or SIGINT (main thread only) saves a checkpoint at
         the next step boundary with every :class:`ModelCheckpoint` (or into
@@ -316,14 +348,21 @@ class Trainer:
         checkpoints, and every process waits for the checkpoint files.
 
         Raises:
-          ValueError: sizes that do not split over the devices, or a bad budget,
-            before anything compiles. Exceptions from the module or callbacks
-            are re-raised unchanged after ``on_exception`` and ``teardown``.
+          ValueError: no budget (neither ``max_steps`` nor ``max_env_steps``),
+            sizes that do not split over the devices, a bad budget, or
+            ``ckpt_path="best"`` where no best checkpoint was recorded; before
+            anything compiles or is written. Exceptions from the module or
+            callbacks are re-raised unchanged after ``on_exception`` and
+            ``teardown``.
           Preempted: after SIGTERM/SIGINT, once the checkpoint is written.
           FileNotFoundError: ``ckpt_path`` names no checkpoint.
         """
         if not isinstance(module, Module):
             raise TypeError(f"fit expects a jaxtrainer.Module, got {type(module).__name__}")
+        if not self.has_budget:
+            raise ValueError(f"{type(self).__name__}.fit needs a training budget: this trainer was "
+                             "built with max_steps=None and max_env_steps=None; set max_steps or "
+                             "max_env_steps (a trainer without one can only evaluate)")
         self._prepare(module)
         resume = runs.resolve_checkpoint(ckpt_path, self.default_root_dir, self.strategy) \
             if ckpt_path is not None else None
@@ -342,6 +381,9 @@ class Trainer:
                 runs.new_run_dir(self.default_root_dir) if self.is_global_zero else "")
         if self.is_global_zero:
             print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}", flush=True)
+            if resume is not None:
+                print(f"jaxtrainer: resuming from checkpoint {resume} at step {step} "
+                      f"({step * self.env_steps_per_step} env steps) of {self.max_steps}", flush=True)
         with SignalHandlers(self._on_signal, lambda: self.received_signal, self.is_global_zero):
             self._run(module, resume)
         self._call("teardown", module, "fit")
@@ -374,9 +416,15 @@ class Trainer:
             self._call_all_safely("teardown", module, "fit")
             if isinstance(exc, Preempted) and self.is_global_zero:
                 print(f"jaxtrainer: {exc}. Loggers are closed. Resume with "
-                      f"fit(..., ckpt_path='last') (default_root_dir={self.default_root_dir!r}) "
-                      f"or ckpt_path={exc.checkpoint!r}.", file=sys.stderr, flush=True)
+                      f"{self._resume_hint(exc.checkpoint)}.", file=sys.stderr, flush=True)
             raise
+
+    def _resume_hint(self, checkpoint: str) -> str:
+        """How to resume, in the form the user launched with (see ``resume_hint``)."""
+        if self.resume_hint is None:
+            return (f"fit(..., ckpt_path='last') (default_root_dir={self.default_root_dir!r}) "
+                    f"or ckpt_path={checkpoint!r}")
+        return self.resume_hint.format(checkpoint=checkpoint, default_root_dir=self.default_root_dir)
 
     # -------------------------------------------------------------- evaluate
     def _evaluate(self, module: Module) -> dict[str, float]:
@@ -395,12 +443,17 @@ class Trainer:
         """Run ``module.evaluation_step`` once on the current state (after
         ``fit``), the checkpoint at ``ckpt_path``, or a fresh ``init_state``.
 
+        Needs no budget: ``Trainer().evaluate(module, ckpt_path=...)`` evaluates
+        a saved run. ``ckpt_path`` takes what :meth:`fit` takes (``"last"``,
+        ``"best"``, a run's ``checkpoints`` directory or a step directory).
+
         Returns metrics as Python floats (e.g. ``eval/episode_return``). With
         several processes, call it on every process (``ckpt_path`` is resolved
         on process 0 and read by every process).
 
         Raises:
           FileNotFoundError: ``ckpt_path`` names no checkpoint.
+          ValueError: ``ckpt_path="best"`` where no best checkpoint was recorded.
         """
         self._prepare(module)
         if ckpt_path is not None:

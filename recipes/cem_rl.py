@@ -15,8 +15,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jaxtrainer.algorithms.cem_rl import CEMRL, CEMRLConfig
-from jaxtrainer.recipes import config
+from jaxtrainer.recipes import config, modules
 
 CONFIG = Path(__file__).parent / "configs" / "cem_rl.yaml"
 
@@ -25,11 +24,9 @@ def main(argv: list[str]) -> dict[str, float]:
     path, argv = config.config_arg(argv, CONFIG)
     cfg = config.load(path, argv, defaults=CONFIG)
     trainer = config.make_trainer(cfg)
-    env = config.make_env(cfg)
-    algo = config.section(cfg, "algorithm")
-    module = CEMRL(CEMRLConfig(env=cfg.env.name, **algo), env=env)
+    module = modules.build_module("cem_rl", cfg)
     return config.fit_and_report(trainer, module, cfg)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    config.cli(main, sys.argv[1:])  # a bad config: one line and exit status 2

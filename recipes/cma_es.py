@@ -19,9 +19,11 @@ from openes import fast_cpu_compile, run  # noqa: E402
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    return run(Path(__file__).parent / "configs" / "cma_es.yaml", argv)
+    return run(Path(__file__).parent / "configs" / "cma_es.yaml", argv, recipe="cma_es")
 
 
 if __name__ == "__main__":
     fast_cpu_compile()
-    main(sys.argv[1:])
+    from jaxtrainer.recipes import config  # after the XLA flags are set
+
+    config.cli(main, sys.argv[1:])  # a bad config: one line and exit status 2

@@ -13,8 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jaxtrainer.algorithms.dqn import DQN, DQNConfig
-from jaxtrainer.recipes import config
+from jaxtrainer.recipes import config, modules
 
 CONFIG = Path(__file__).parent / "configs" / "dqn.yaml"
 
@@ -23,10 +22,9 @@ def main(argv: list[str]) -> dict[str, float]:
     path, argv = config.config_arg(argv, CONFIG)
     cfg = config.load(path, argv, defaults=CONFIG)
     trainer = config.make_trainer(cfg)
-    module = DQN(DQNConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
-                 env=config.make_env(cfg))
+    module = modules.build_module("dqn", cfg)
     return config.fit_and_report(trainer, module, cfg)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    config.cli(main, sys.argv[1:])  # a bad config: one line and exit status 2

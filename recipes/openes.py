@@ -31,25 +31,24 @@ def fast_cpu_compile() -> None:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0".strip()
 
 
-def run(config_file: Path, argv: list[str]) -> dict[str, float]:
-    """Load ``config_file`` with ``argv`` overrides, evolve, evaluate, print the last line."""
-    from jaxtrainer.algorithms.es import NeuroES
-    from jaxtrainer.recipes import config
+def run(config_file: Path, argv: list[str], recipe: str = "openes") -> dict[str, float]:
+    """Load ``config_file`` with ``argv`` overrides, evolve, evaluate, print the last
+    line; ``recipe`` names the module to build (``openes`` or ``cma_es``)."""
+    from jaxtrainer.recipes import config, modules
 
     chosen, argv = config.config_arg(argv, config_file)
     cfg = config.load(chosen, argv, defaults=config_file)
     trainer = config.make_population_trainer(cfg)  # fit_and_report resumes from ckpt_path
-    algo = config.section(cfg, "algorithm")
-    name = algo.pop("name")
-    module = NeuroES(config.make_env(cfg), name, **{k: v for k, v in algo.items() if v is not None
-                                            or k == "fitness_shaping"})
+    module = modules.build_module(recipe, cfg)
     return config.fit_and_report(trainer, module, cfg)
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    return run(Path(__file__).parent / "configs" / "openes.yaml", argv)
+    return run(Path(__file__).parent / "configs" / "openes.yaml", argv, recipe="openes")
 
 
 if __name__ == "__main__":
     fast_cpu_compile()
-    main(sys.argv[1:])
+    from jaxtrainer.recipes import config  # after the XLA flags are set
+
+    config.cli(main, sys.argv[1:])  # a bad config: one line and exit status 2

@@ -18,8 +18,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jaxtrainer.algorithms import PBT, PPO, PPOConfig
-from jaxtrainer.recipes import config
+from jaxtrainer.recipes import config, modules
 
 CONFIG = Path(__file__).parent / "configs" / "pbt_ppo.yaml"
 
@@ -28,12 +27,9 @@ def main(argv: list[str]) -> dict[str, float]:
     path, argv = config.config_arg(argv, CONFIG)
     cfg = config.load(path, argv, defaults=CONFIG)
     trainer = config.make_trainer(cfg)
-    algo = config.section(cfg, "algorithm")
-    pbt = config.section(cfg, "pbt")
-    # each member's learning rate anneals over the Trainer's budget (PBT.configure_budget)
-    module = PBT(PPO(PPOConfig(env=cfg.env.name, **algo), env=config.make_env(cfg)), **pbt)
+    module = modules.build_module("pbt_ppo", cfg)
     return config.fit_and_report(trainer, module, cfg)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    config.cli(main, sys.argv[1:])  # a bad config: one line and exit status 2

@@ -14,8 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jaxtrainer.algorithms import PPO, PPOConfig
-from jaxtrainer.recipes import config
+from jaxtrainer.recipes import config, modules
 
 CONFIG = Path(__file__).parent / "configs" / "ppo.yaml"
 
@@ -24,11 +23,9 @@ def main(argv: list[str]) -> dict[str, float]:
     path, argv = config.config_arg(argv, CONFIG)
     cfg = config.load(path, argv, defaults=CONFIG)
     trainer = config.make_trainer(cfg)
-    algo = config.section(cfg, "algorithm")
-    # total_updates unset: the learning rate anneals over the Trainer's budget
-    module = PPO(PPOConfig(env=cfg.env.name, **algo), env=config.make_env(cfg))
+    module = modules.build_module("ppo", cfg)
     return config.fit_and_report(trainer, module, cfg)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    config.cli(main, sys.argv[1:])  # a bad config: one line and exit status 2

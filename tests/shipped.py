@@ -20,6 +20,8 @@ POPULATION_SIZE = 4
 PPO_TINY = dict(num_envs=4, num_steps=4, num_minibatches=1, update_epochs=1, hidden_sizes=(4,),
                 eval_episodes=4)
 A2C_TINY = dict(num_envs=4, num_steps=4, hidden_sizes=(4,), eval_episodes=4, anneal_lr=True)
+IMPALA_TINY = dict(num_envs=4, num_steps=4, policy_lag=1, update_epochs=2, num_minibatches=1,
+                   hidden_sizes=(4,), eval_episodes=4)
 OFF_TINY = dict(num_envs=4, buffer_size=16, batch_size=4, learning_starts=0, gradient_steps=1,
                 hidden_sizes=(4,), eval_episodes=4)
 CEMRL_TINY = dict(population_size=4, rollout_steps=4, critic_steps=2, actor_steps=2,
@@ -37,6 +39,11 @@ def _a2c() -> Any:
     return A2C(A2CConfig(**A2C_TINY))
 
 
+def _impala() -> Any:
+    from jaxtrainer.algorithms import IMPALA, IMPALAConfig
+    return IMPALA(IMPALAConfig(**IMPALA_TINY))
+
+
 def _dqn() -> Any:
     from jaxtrainer.algorithms import DQN, DQNConfig
     return DQN(DQNConfig(**OFF_TINY))
@@ -50,6 +57,11 @@ def _sac() -> Any:
 def _td3() -> Any:
     from jaxtrainer.algorithms import TD3, TD3Config
     return TD3(TD3Config(**OFF_TINY))
+
+
+def _ddpg() -> Any:
+    from jaxtrainer.algorithms import DDPG, DDPGConfig
+    return DDPG(DDPGConfig(**OFF_TINY))
 
 
 def _pbt() -> Any:
@@ -75,8 +87,8 @@ def _neuro_es() -> Any:
 
 
 MODULES: dict[str, Callable[[], Any]] = {
-    "PPO": _ppo, "A2C": _a2c, "DQN": _dqn, "SAC": _sac, "TD3": _td3, "PBT": _pbt,
-    "CEMRL": _cemrl}
+    "PPO": _ppo, "A2C": _a2c, "IMPALA": _impala, "DQN": _dqn, "SAC": _sac, "TD3": _td3,
+    "DDPG": _ddpg, "PBT": _pbt, "CEMRL": _cemrl}
 """``jt.Module`` s, for a ``Trainer``: name -> factory."""
 
 POPULATION: dict[str, Callable[[], Any]] = {

@@ -212,3 +212,46 @@ def test_tensorboard_takes_a_non_finite_hyperparameter_without_a_warning(run_dir
     acc.Reload()
     texts = [e.tensor_proto.string_val[0].decode() for e in acc.Tensors("hparams/text_summary")]
     assert len(texts) == 1 and "max_grad_norm | inf |" in texts[0], texts
+
+
+def test_wandb_follows_wandbs_own_mode(run_dir, monkeypatch):
+    """mode=None goes to wandb.init as None: wandb picks (WANDB_MODE, its
+    settings, online when logged in); jaxtrainer never forces offline."""
+    import wandb
+
+    seen = []
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+
+    def fake_init(**kwargs):
+        seen.append(kwargs)
+        return None
+
+    monkeypatch.setattr(wandb, "init", fake_init)
+    toys.trainer(run_dir, max_steps=2, callbacks=[jt.WandbLogger()]).fit(toys.Regression())
+    toys.trainer(run_dir, max_steps=2, callbacks=[jt.WandbLogger(mode="offline")]).fit(toys.Regression())
+    assert [k["mode"] for k in seen] == [None, "offline"]
+    assert "id" not in seen[0] and "resume" not in seen[0]  # a fresh run: wandb makes a new id
+
+
+def test_wandb_resume_continues_the_run_id_and_a_fresh_run_gets_a_new_one(run_dir, tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_dir"))
+
+    def fit(max_steps, wl, **kw):
+        t = toys.trainer(run_dir, max_steps=max_steps, callbacks=[jt.CSVLogger(), wl,
+                                                                 jt.ModelCheckpoint(async_save=False)])
+        t.fit(toys.Regression(), **kw)
+        return t
+
+    first = jt.WandbLogger(project="tests")
+    t = fit(2, first)
+    resumed = jt.WandbLogger(project="tests")
+    fit(4, resumed, ckpt_path="last")
+    assert first.run_id and resumed.run_id == first.run_id
+    runs_dirs = glob.glob(os.path.join(t.log_dir, "wandb", "offline-run-*"))
+    assert len(runs_dirs) == 2 and all(d.endswith("-" + first.run_id) for d in runs_dirs)
+    fit(2, first)  # the same logger object, a fresh run (version_1)
+    assert first.run_id != resumed.run_id
+    # the runs live in their run directories, nothing in WANDB_DIR
+    assert not (tmp_path / "wandb_dir").exists() or not os.listdir(tmp_path / "wandb_dir")

@@ -46,3 +46,30 @@ def test_cli_plot_writes_png_from_two_trainer_runs(tmp_path, capsys):
     assert "no column 'nope'" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["plot"])
+
+
+def test_cli_plot_a_root_draws_every_run_under_it(tmp_path, capsys):
+    """As ``tensorboard --logdir``: a root holds runs at any depth; each is one
+    line labelled by its path relative to the root (version_10 after version_2)."""
+    root = tmp_path / "runs"
+    for seed in (0, 1):  # two tiny real runs: runs/ppo/version_0, version_1
+        toys.trainer(root / "ppo", max_steps=8, seed=seed).fit(toys.EnvCounter())
+    _fake_run(str(root / "ppo" / "version_10"), [1, 2, 3])
+    _fake_run(str(root / "sac" / "version_2"), [4, 5, 6])
+    _fake_run(str(root / "ppo" / "version_0" / "checkpoints" / "x"), [9, 9, 9])  # not a run
+    out = str(tmp_path / "x.png")
+    assert cli.main(["plot", str(root / "ppo"), "-o", out]) == 0
+    assert os.path.getsize(out) > 1000
+    said = capsys.readouterr().out
+    assert "over 3 run(s) (version_0, version_1, version_10)" in said
+    drawn = plot.plot_runs([str(root)], out)
+    assert drawn["runs"] == ["ppo/version_0", "ppo/version_1", "ppo/version_10", "sac/version_2"]
+    # a run directory and a root together; roots are prefixed by their name
+    both = plot.find_runs([str(root / "sac" / "version_2"), str(root / "ppo")])
+    assert [label for _, label in both] == ["version_2", "ppo/version_0", "ppo/version_1",
+                                            "ppo/version_10"]
+    assert cli.main(["plot", str(tmp_path / "empty_nowhere"), "-o", out]) == 2
+    assert "no such run directory or root" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["plot", str(tmp_path / "empty"), "-o", out]) == 2
+    assert "no metrics.csv in it or below it" in capsys.readouterr().err

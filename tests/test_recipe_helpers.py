@@ -141,7 +141,12 @@ def test_every_trainer_keyword_argument_but_callbacks_is_a_config_key(cls, monke
     names = [n for n in inspect.signature(cls.__init__).parameters if n not in ("self", "callbacks")]
     cfg = OmegaConf.create({"trainer": {**{n: f"<{n}>" for n in names}, "ckpt_path": "last"}})
     received = {}
-    monkeypatch.setattr(config, cls.__name__, lambda **kwargs: received.update(kwargs))
+
+    class Recorder:
+        def __init__(self, **kwargs):
+            received.update(kwargs)
+
+    monkeypatch.setattr(config, cls.__name__, Recorder)
     build = config.make_trainer if cls is jt.Trainer else config.make_population_trainer
     build(cfg)
     assert received == {n: f"<{n}>" for n in names}

@@ -168,4 +168,6 @@ def test_recipe_tiny_run_on_4_devices(name, run_dir, capsys):
                               "algorithm.hidden_sizes=[16]", "algorithm.eval_episodes=4")
     assert int(rows[-1]["env_steps"]) == 400                 # 100 steps x 4 env steps
     assert -2000.0 < result["eval/episode_return"] <= 0.0  # Pendulum returns are negative
-    assert rows[-1]["loss/critic"] and rows[-1]["loss/actor"]
+    trained = [r for r in rows if r["loss/critic"]]    # the final evaluation has its own row
+    assert trained[-1]["step"] == rows[-1]["step"] and trained[-1]["loss/actor"]
+    assert rows[-1]["eval/episode_return"]

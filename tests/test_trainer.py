@@ -140,7 +140,6 @@ def test_masked_mean_with_no_samples_is_not_reported(run_dir):
 @pytest.mark.parametrize("kwargs,match", [
     (dict(max_steps=0), r"max_steps=0: expected a positive int"),
     (dict(max_steps=-3), r"max_steps=-3"),
-    (dict(), r"no training budget"),
     (dict(max_steps=5, log_every_n_steps=0), r"log_every_n_steps=0"),
     (dict(max_steps=5, strategy="tpu_pod"), r"unknown strategy 'tpu_pod'; choose one of: .*pmap"),
     (dict(max_env_steps=2.5e3 + 0.5), r"max_env_steps=2500.5: expected a positive int"),

@@ -133,6 +133,8 @@ def trainer(run_dir, **kw):
     kw.setdefault("log_every_n_steps", 1)
     if "callbacks" not in kw:
         kw["callbacks"] = [jt.CSVLogger()]
+    if "logger" not in kw and any(isinstance(c, jt.loggers.Logger) for c in kw["callbacks"]):
+        kw["logger"] = False  # only the loggers given (the Trainer would add the missing defaults)
     return jt.Trainer(default_root_dir=run_dir, **kw)
 
 

@@ -2,6 +2,7 @@
 
 from jaxtrainer.algorithms.a2c import A2C, A2CConfig
 from jaxtrainer.algorithms.cem_rl import CEMRL, CEMRLConfig, CEMRLState
+from jaxtrainer.algorithms.ddpg import DDPG, DDPGConfig
 from jaxtrainer.algorithms.dqn import DQN, DQNConfig, DQNState
 from jaxtrainer.algorithms.es import (
     FITNESS_SHAPING,
@@ -14,10 +15,12 @@ from jaxtrainer.algorithms.es import (
     resolve_algorithm,
     sphere,
 )
+from jaxtrainer.algorithms.impala import IMPALA, IMPALAConfig, IMPALAState
 from jaxtrainer.algorithms.pbt import PBT, Hyperparam, PBTState
 from jaxtrainer.algorithms.ppo import PPO, PPOConfig, PPOState
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.sac import SAC, SACConfig, SACState
+from jaxtrainer.algorithms.sweep import Sweep, SweepState
 from jaxtrainer.algorithms.td3 import TD3, TD3Config, TD3State
 
 __all__ = [
@@ -26,13 +29,20 @@ __all__ = [
     "CEMRL",
     "CEMRLConfig",
     "CEMRLState",
+    "DDPG",
+    "DDPGConfig",
     "DQN",
     "DQNConfig",
     "DQNState",
+    "IMPALA",
+    "IMPALAConfig",
+    "IMPALAState",
     "ReplayBuffer",
     "SAC",
     "SACConfig",
     "SACState",
+    "Sweep",
+    "SweepState",
     "TD3",
     "TD3Config",
     "TD3State",

@@ -57,12 +57,24 @@ rollout_steps``), and critic/actor step counts are fixed numbers per generation
 (the reference uses the previous generation's env-step count, which is the
 default here); learning starts at the first generation that begins with
 ``learning_starts`` env steps in the buffer. Time-limit truncation bootstraps.
+
+Optional, off by default (not in the reference): observation normalisation and
+reward scaling as SAC's and TD3's (``normalize_observations``,
+``reward_scaling``; :mod:`~jaxtrainer.algorithms.offpolicy`). The running
+statistics are replicated state: the critic and RL-actor steps of step 2
+normalise sampled (raw) transitions with them and scale the rewards in the
+critic's target; every member of step 3 acts on observations normalised with
+the same statistics (fixed over the generation, so the members' fitnesses are
+comparable), and afterwards the generation's observations, every device's, are
+merged into them, as Brax's ES trainer does after its population's rollouts
+(``brax/training/agents/es/train.py``). Fitness and the logged returns are raw.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -73,8 +85,15 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxtrainer import _args, envs
+from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.networks import DeterministicActor, TwinCritic, activation
-from jaxtrainer.algorithms.offpolicy import soft_update
+from jaxtrainer.algorithms.offpolicy import (
+    check_normalization,
+    learning_batch,
+    normalize_obs,
+    normalizing_policy,
+    soft_update,
+)
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.td3 import TD3Losses
 from jaxtrainer.distributed import axis_size, fold_in_device, gradient_update, vary_like
@@ -183,6 +202,11 @@ class CEMRLConfig:
       critic_hidden_sizes, critic_activation: each of the twin critics (reference:
         400-300 leaky ReLU; ``relu`` here).
       eval_episodes: fresh greedy episodes of the mean actor per evaluation.
+      normalize_observations: every actor (sampled, improved, evaluated) and the
+        critic see observations normalised with running statistics of every
+        observation the rollouts collected (see the module docstring).
+      reward_scaling: rewards are multiplied by it in the critic's targets only;
+        fitness and logged returns stay raw. A number >= 0.
     """
 
     env: str = "Pendulum-v1"
@@ -212,6 +236,8 @@ class CEMRLConfig:
     critic_hidden_sizes: tuple[int, ...] = (400, 300)
     critic_activation: str = "relu"
     eval_episodes: int = 16
+    normalize_observations: bool = False
+    reward_scaling: float = 1.0
 
     def __post_init__(self) -> None:
         _args.check_fields(self, _args.sizes, ("actor_hidden_sizes", "critic_hidden_sizes"))
@@ -240,6 +266,7 @@ class CEMRLConfig:
                                                 "policy_noise", "noise_clip"), low=0)
         for name in ("actor_activation", "critic_activation"):
             activation(getattr(self, name), f"CEMRLConfig.{name}")
+        check_normalization(self)
 
 
 @struct.dataclass
@@ -254,8 +281,12 @@ class CEMRLState:
       critic_params, target_critic_params: the shared twin critic and its target.
       critic_opt: the critic's Adam state.
       generation: ``int32[]``, generations done.
-      buffer: the replay buffer (transitions sharded: each device stores its own
-        members' rollouts; see :class:`~jaxtrainer.algorithms.replay.ReplayBuffer`).
+      buffer: the replay buffer of raw transitions (sharded: each device stores
+        its own members' rollouts; see
+        :class:`~jaxtrainer.algorithms.replay.ReplayBuffer`).
+      obs_stats: :class:`~jaxtrainer.algorithms.normalization.RunningStatistics`
+        of every observation the rollouts collected, with
+        ``normalize_observations``; ``None`` (no leaves) without.
 
     There are no env states: every generation starts fresh episodes (step 3).
     """
@@ -268,6 +299,7 @@ class CEMRLState:
     critic_opt: optax.OptState
     generation: jax.Array
     buffer: Any
+    obs_stats: normalization.RunningStatistics | None = None
 
 
 class CEMRL(TD3Losses, Module):
@@ -285,7 +317,8 @@ class CEMRL(TD3Losses, Module):
     the interval's last generation, :class:`~jaxtrainer.Last`), and once
     learning started ``loss/critic`` and ``loss/actor`` (the mean over the
     generation's updates). :meth:`evaluation_step`: the CEM
-    mean actor, greedily, on ``eval_episodes`` fresh episodes.
+    mean actor, greedily, on ``eval_episodes`` fresh episodes
+    (:meth:`greedy_policy` with :meth:`policy_params`).
 
     Args:
       config: hyperparameters; :class:`CEMRLConfig` defaults when ``None``.
@@ -376,6 +409,32 @@ class CEMRL(TD3Losses, Module):
         """The deterministic action of the actor with flat parameters ``flat``."""
         return self.act(self.unravel(flat), obs)
 
+    def learning_batch(self, batch: Transition,
+                       obs_stats: normalization.RunningStatistics | None) -> Transition:
+        """A sampled raw batch as step 2 learns from it
+        (:func:`~jaxtrainer.algorithms.offpolicy.learning_batch`: observations
+        normalised with ``obs_stats``, rewards times ``reward_scaling``)."""
+        return learning_batch(batch, obs_stats, self.config.reward_scaling)
+
+    def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+        """``policy(params, obs[n, ...], key) -> float32[n, action_size]``, the
+        deterministic actor on raw observations, for
+        :func:`jaxtrainer.envs.evaluate_policy`; ``params`` is
+        :meth:`policy_params` (with ``normalize_observations`` the observations
+        are normalised first: :func:`~jaxtrainer.algorithms.offpolicy.normalizing_policy`)."""
+        def policy(flat, obs, key):
+            del key
+            return self.act_flat(flat, obs)
+        return normalizing_policy(policy, self.config.normalize_observations)
+
+    def policy_params(self, state: CEMRLState) -> Any:
+        """What :meth:`greedy_policy` takes: the CEM mean ``state.mean``
+        (``float32[D]``), or with ``normalize_observations`` the pair
+        ``(state.mean, state.obs_stats)``."""
+        if self.config.normalize_observations:
+            return state.mean, state.obs_stats
+        return state.mean
+
     # ---- Module -------------------------------------------------------------
     def init_state(self, key: jax.Array) -> CEMRLState:
         """``mu_0``: a fresh actor's parameters (reference ``mu_init``), ``var_0 =
@@ -394,7 +453,9 @@ class CEMRL(TD3Losses, Module):
             damp=jnp.asarray(cfg.damp_init, jnp.float32), critic_params=critic_params,
             target_critic_params=jax.tree.map(jnp.copy, critic_params),
             critic_opt=self.critic_optimizer.init(critic_params),
-            generation=jnp.zeros((), jnp.int32), buffer=buffer)
+            generation=jnp.zeros((), jnp.int32), buffer=buffer,
+            obs_stats=(normalization.init(self.env.observation_shape)
+                       if cfg.normalize_observations else None))
 
     def learning(self, generation: jax.Array) -> jax.Array:
         """``bool[]``: generation ``generation`` (from 0) trains the critic and the RL
@@ -409,7 +470,8 @@ class CEMRL(TD3Losses, Module):
 
         Args:
           rl_members: ``float32[R, D]``, the sampled RL actors (replicated).
-          state: for the critic, its target, optimizer and the buffer.
+          state: for the critic, its target, optimizer, the buffer and the
+            observation statistics every sampled batch is normalised with.
           key: this device's key (batches are sampled from this device's share).
 
         Returns:
@@ -426,7 +488,7 @@ class CEMRL(TD3Losses, Module):
             critic, target, opt = carry
             k, step_key = xs
             sample_key, noise_key = jax.random.split(step_key)
-            batch = self.buffer.sample(buffer, sample_key)
+            batch = self.learning_batch(self.buffer.sample(buffer, sample_key), state.obs_stats)
             member = self.unravel(rl_members[k // block])  # block k // block: that member
             critic, opt, loss = self.critic_update(critic, opt, member, target, batch, noise_key)
             return (critic, soft_update(target, critic, self.config.tau), opt), loss
@@ -446,7 +508,7 @@ class CEMRL(TD3Losses, Module):
             members, opt = carry
             batches = jax.tree.map(  # one draw of R batches: [R, batch / num_devices, ...]
                 lambda x: x.reshape((num_rl, -1) + x.shape[1:]),
-                self.actor_buffer.sample(buffer, step_key))
+                self.learning_batch(self.actor_buffer.sample(buffer, step_key), state.obs_stats))
             members, opt, loss, _ = gradient_update(actors_loss, members, opt,
                                                     self.actor_optimizer, batches)
             return (members, opt), loss / num_rl
@@ -458,20 +520,27 @@ class CEMRL(TD3Losses, Module):
                   "actor": jnp.mean(actor_losses) if self.actor_steps else jnp.zeros(())}
         return improved, carry, losses
 
-    def rollout(self, members: jax.Array, keys: jax.Array,
-                buffer: Any) -> tuple[jax.Array, Any, dict[str, Mean]]:
+    def rollout(self, members: jax.Array, keys: jax.Array, buffer: Any,
+                obs_stats: normalization.RunningStatistics | None = None,
+                ) -> tuple[jax.Array, Any, normalization.RunningStatistics | None,
+                           dict[str, Mean]]:
         """Step 3 for this device's members: ``episodes_per_member`` fresh envs per
-        member, ``rollout_steps`` steps each, every transition added to ``buffer``.
+        member, ``rollout_steps`` steps each, every (raw) transition added to
+        ``buffer``.
 
         Args:
           members: ``float32[L, D]``, this device's actors.
           keys: ``key[L]``, member ``i``'s key (resets and env noise).
           buffer: this device's buffer share (``L * episodes_per_member`` rows,
             member-major).
+          obs_stats: observation statistics (replicated) the actors' inputs are
+            normalised with during the whole rollout; ``None``: raw inputs.
 
         Returns:
-          ``(fitness float32[L], buffer, episode metrics)``; fitness is the mean over
-          the member's envs of the first episode's return.
+          ``(fitness float32[L], buffer, obs_stats, episode metrics)``; fitness is
+          the mean over the member's envs of the first episode's (raw) return;
+          ``obs_stats`` with every observation acted on merged in, over all
+          devices (``None`` when given ``None``).
         """
         num_local, num_ep = members.shape[0], self.config.episodes_per_member
         reset_keys, run_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
@@ -483,7 +552,7 @@ class CEMRL(TD3Losses, Module):
 
         def one_step(carry, step_keys):
             obs, env_state, buffer, finished, first_return = carry
-            action = jax.vmap(self.act)(params, obs)
+            action = jax.vmap(self.act)(params, normalize_obs(obs_stats, obs))
             next_obs, env_state, info = jax.vmap(self.env.step_batch)(step_keys, env_state,
                                                                       action)
             buffer = self.buffer.add(buffer, Transition(
@@ -493,22 +562,25 @@ class CEMRL(TD3Losses, Module):
             first_return = jnp.where(first_end, info.episode_return, first_return)
             finished = jnp.logical_or(finished, info.done)
             carry = vary_like((next_obs, env_state, finished, first_return), keys)
+            seen = () if obs_stats is None else obs
             return (carry[0], carry[1], buffer, carry[2], carry[3]), (
-                info.episode_return, info.episode_length, info.done)
+                info.episode_return, info.episode_length, info.done, seen)
 
         finished = jnp.zeros((num_local, num_ep), jnp.bool_)
         first_return = jnp.zeros((num_local, num_ep), jnp.float32)
         obs, env_state, finished, first_return = vary_like(
             (obs, env_state, finished, first_return), keys)
         step_keys = jax.vmap(lambda k: jax.random.split(k, self.rollout_steps))(run_keys)
-        (_, env_state, buffer, finished, first_return), (ret, length, done) = jax.lax.scan(
+        (_, env_state, buffer, finished, first_return), (ret, length, done, seen) = jax.lax.scan(
             one_step, (obs, env_state, buffer, finished, first_return),
             jnp.moveaxis(step_keys, 1, 0))
+        if obs_stats is not None:  # seen: [rollout_steps, L, episodes_per_member, *shape]
+            obs_stats = normalization.update(obs_stats, seen)
         # an episode the rollout cut short counts with its partial return
         episode = jnp.where(finished, first_return, env_state.episode_return)
         metrics = {"train/episode_return": Mean.of(ret, mask=done),
                    "train/episode_length": Mean.of(length, mask=done)}
-        return jnp.mean(episode, axis=1), buffer, metrics
+        return jnp.mean(episode, axis=1), buffer, obs_stats, metrics
 
     def training_step(self, state: CEMRLState, key: jax.Array) -> tuple[CEMRLState, dict]:
         """One generation: sample, improve the RL members, roll out, CEM update.
@@ -534,13 +606,13 @@ class CEMRL(TD3Losses, Module):
             members = jnp.concatenate([rl, members[num_rl:]])
 
         layout = MemberLayout(p, axis_size())  # no padding: validate requires P % devices == 0
-        local_fitness, buffer, episode_metrics = self.rollout(
-            layout.local(members), layout.keys(rollout_key), state.buffer)
+        local_fitness, buffer, obs_stats, episode_metrics = self.rollout(
+            layout.local(members), layout.keys(rollout_key), state.buffer, state.obs_stats)
         fitness = layout.gather(local_fitness)
 
         mean, var, damp = sep_cem_update(state.mean, members, fitness, state.damp,
                                          jnp.asarray(self.weights), cfg.damp_limit, cfg.damp_tau)
-        new_state = CEMRLState(mean, var, damp, *critic, state.generation + 1, buffer)
+        new_state = CEMRLState(mean, var, damp, *critic, state.generation + 1, buffer, obs_stats)
         metrics = {**episode_metrics, **losses, **layout.fitness_metrics(fitness),
                    "cem/std": Last.of(jnp.mean(jnp.sqrt(var))), "cem/damp": Last.of(damp)}
         if 0 < num_rl < p:
@@ -549,11 +621,12 @@ class CEMRL(TD3Losses, Module):
         return new_state, metrics
 
     def evaluation_step(self, state: CEMRLState, key: jax.Array) -> dict[str, Mean]:
-        """The CEM mean actor, greedily, on ``eval_episodes`` fresh episodes (split
+        """The CEM mean actor, greedily (on normalised observations with
+        ``normalize_observations``), on ``eval_episodes`` fresh episodes (split
         over devices; completed episodes only): ``eval/episode_return``,
         ``eval/episode_length``."""
-        return evaluation_metrics(self.env, lambda flat, obs, k: self.act_flat(flat, obs),
-                                  state.mean, key, self.config.eval_episodes)
+        return evaluation_metrics(self.env, self.greedy_policy(), self.policy_params(state),
+                                  key, self.config.eval_episodes)
 
 
 __all__ = ["CEMRL", "CEMRLConfig", "CEMRLState", "elite_weights", "sample_population",

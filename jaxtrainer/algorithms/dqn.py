@@ -50,8 +50,7 @@ class DQNConfig(offpolicy.OffPolicyConfig):
     """DQN hyperparameters. Sizes and step counts are global (over all devices).
 
     Attributes:
-      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size,
-        learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
+      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
         (CleanRL's CartPole defaults here; ``env`` with discrete actions).
       lr: Adam learning rate.
       gamma: discount factor.

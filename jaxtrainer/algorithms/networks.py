@@ -9,8 +9,9 @@
 * PPO/A2C: :class:`ActorCritic` with the two action distributions written out
   (a few lines each, rather than taken from distrax): :class:`Categorical` over
   logits and :class:`DiagGaussian` with a state-independent log standard deviation.
-* DQN: :class:`QNetwork`. SAC: :class:`SquashedGaussianActor`. TD3 and CEM-RL:
-  :class:`DeterministicActor`. SAC, TD3 and CEM-RL: :class:`TwinCritic`.
+* DQN: :class:`QNetwork`. SAC: :class:`SquashedGaussianActor`. TD3, DDPG and
+  CEM-RL: :class:`DeterministicActor`. SAC, TD3 and CEM-RL: :class:`TwinCritic`
+  (DDPG: its one-critic form).
 
 Parameter trees keep the names flax gives the submodules (``MLP_0/Dense_0``,
 ``actor_body/Dense_0``, ``q1/Dense_0``, ...), so checkpoints keep their layout.
@@ -209,18 +210,25 @@ class QNetwork(nn.Module):
 
 class TwinCritic(nn.Module):
     """Two independent Q(s, a) MLPs (clipped double Q, Fujimoto et al. 2018,
-    arXiv:1802.09477): ``(obs[..., *obs_shape], action[..., d]) -> float32[2, ...]``."""
+    arXiv:1802.09477): ``(obs[..., *obs_shape], action[..., d]) -> float32[2, ...]``.
+
+    ``num_critics=1`` keeps only the first (DDPG's single critic, Lillicrap et al.
+    2016, arXiv:1509.02971): parameters ``q1`` alone, output ``float32[1, ...]``,
+    so the losses written for the stacked axis serve both.
+    """
 
     obs_ndim: int = 1
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
+    num_critics: int = 2
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        if self.num_critics not in (1, 2):
+            raise ValueError(f"TwinCritic.num_critics={self.num_critics!r}: expected 1 or 2")
         x = jnp.concatenate([flatten_obs(obs, self.obs_ndim), action.astype(jnp.float32)], -1)
-        q1 = MLP(self.hidden_sizes, 1, self.activation, name="q1")(x)[..., 0]
-        q2 = MLP(self.hidden_sizes, 1, self.activation, name="q2")(x)[..., 0]
-        return jnp.stack([q1, q2])
+        return jnp.stack([MLP(self.hidden_sizes, 1, self.activation, name=f"q{i + 1}")(x)[..., 0]
+                          for i in range(self.num_critics)])
 
 
 class DeterministicActor(nn.Module):

@@ -17,6 +17,18 @@ One ``training_step`` of an off-policy module (:meth:`OffPolicyModule.training_s
 3. :meth:`~OffPolicyModule.after_learning`: what an algorithm does once per
    training step (DQN's target update, SAC's temperature metric).
 
+Observation normalisation and reward scaling (SAC and TD3, configs derived from
+:class:`ActorCriticConfig`), as Brax's SAC (``brax/training/agents/sac/train.py``
+and ``losses.py``, ``google/brax``): the replay buffer stores raw observations
+and rewards. Each env step acts on observations normalised with the running
+statistics (:mod:`~jaxtrainer.algorithms.normalization`) as they were before
+it, then merges that step's observations (all devices') into them; the updates
+normalise every sampled batch's ``obs`` and ``next_obs`` with the statistics
+after collection (:func:`learning_batch`) and multiply its rewards by
+``reward_scaling``, for learning only: the logged episode returns stay raw.
+The statistics are replicated state (checkpointed), and evaluation and
+:meth:`~OffPolicyModule.policy_params` use them.
+
 The networks are in :mod:`jaxtrainer.algorithms.networks`.
 """
 
@@ -31,6 +43,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxtrainer import _args, envs
+from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.networks import TwinCritic, activation
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.distributed import fold_in_device, local_size, vary_like
@@ -92,6 +105,41 @@ def check_config(config: Any) -> None:
     activation(config.activation, f"{type(config).__name__}.activation")
 
 
+def check_normalization(config: Any) -> None:
+    """The checks of ``normalize_observations`` and ``reward_scaling`` (in
+    ``__post_init__`` of :class:`ActorCriticConfig` and of CEM-RL's config).
+
+    Raises:
+      ValueError: ``normalize_observations`` is not a bool, or ``reward_scaling``
+        is not a number >= 0; the message names the config class and field
+        (e.g. ``SACConfig.reward_scaling=-1: expected a non-negative number``).
+    """
+    _args.check_fields(config, _args.flag, ("normalize_observations",))
+    _args.check_fields(config, _args.number, ("reward_scaling",), low=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCriticConfig(OffPolicyConfig):
+    """:class:`OffPolicyConfig` with the fields SAC and TD3 add for observation
+    normalisation and reward scaling (the defaults change nothing).
+
+    Attributes:
+      normalize_observations: act and learn on observations normalised with
+        running statistics of every observation collected (Brax's SAC option of
+        the same name; see the module docstring). The replay buffer keeps raw
+        observations; the statistics are in the state.
+      reward_scaling: rewards are multiplied by it in the critics' targets only
+        (Brax's SAC ``reward_scaling``); logged returns stay raw. A number >= 0.
+    """
+
+    normalize_observations: bool = False
+    reward_scaling: float = 1.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_normalization(self)
+
+
 # ---- math -----------------------------------------------------------------
 def linear_schedule(start: float, end: float, duration: float, t: jax.Array) -> jax.Array:
     """``start`` moving linearly to ``end`` over ``t in [0, duration]``, then ``end``.
@@ -143,10 +191,13 @@ def clipped_double_q_loss(critic: Any, critic_params: Any, target_critic_params:
     arXiv:1802.09477; SAC and TD3 as CleanRL's).
 
     ``sum_i mean((Q_i(s, a) - y)^2)`` with the constant target
-    ``y = r + gamma (1 - terminated) (min_i Q'_i(s', a') - next_penalty)``.
+    ``y = r + gamma (1 - terminated) (min_i Q'_i(s', a') - next_penalty)``. With a
+    single critic (``num_critics=1``) this is DDPG's loss ``mean((Q(s, a) - y)^2)``,
+    ``y = r + gamma (1 - terminated) Q'(s', a')`` (Lillicrap et al. 2016,
+    arXiv:1509.02971).
 
     Args:
-      critic: a :class:`~jaxtrainer.algorithms.networks.TwinCritic`.
+      critic: a :class:`~jaxtrainer.algorithms.networks.TwinCritic` (of 1 or 2 critics).
       critic_params, target_critic_params: its parameters and the target's.
       batch: transitions, leaves ``[B, ...]``.
       next_action: ``float32[B, action_size]``, the action taken at ``s'``.
@@ -155,7 +206,7 @@ def clipped_double_q_loss(critic: Any, critic_params: Any, target_critic_params:
         ``alpha * log pi(a'|s')``); ``None``: nothing (TD3).
 
     Returns:
-      ``(loss: float32[], q: float32[2, B])``.
+      ``(loss: float32[], q: float32[num_critics, B])``.
     """
     q_next = jnp.min(critic.apply(target_critic_params, batch.next_obs, next_action), 0)
     if next_penalty is not None:
@@ -164,6 +215,47 @@ def clipped_double_q_loss(critic: Any, critic_params: Any, target_critic_params:
     q = critic.apply(critic_params, batch.obs, batch.action)
     loss = jnp.sum(jnp.mean(jnp.square(q - jax.lax.stop_gradient(target)[None]), axis=1))
     return loss, q
+
+
+def normalize_obs(obs_stats: normalization.RunningStatistics | None,
+                  obs: jax.Array) -> jax.Array:
+    """``obs`` (``[..., *observation_shape]``) normalised with ``obs_stats``
+    (:func:`~jaxtrainer.algorithms.normalization.normalize`, ``float32``);
+    unchanged when ``None``."""
+    return obs if obs_stats is None else normalization.normalize(obs_stats, obs)
+
+
+def normalizing_policy(policy: Callable[[Any, jax.Array, jax.Array], jax.Array],
+                       normalize: bool) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+    """``policy(params, obs, key)``, which acts on normalised observations, as a
+    policy of raw ones: with ``normalize`` its ``params`` are the pair
+    ``(params, obs_stats)`` and ``obs`` is normalised with ``obs_stats`` first
+    (how an exported policy carries its normaliser, as Brax's ``(normalizer_params,
+    policy_params)``); else ``policy`` itself."""
+    if not normalize:
+        return policy
+
+    def normalized(params, obs, key):
+        params, obs_stats = params
+        return policy(params, normalization.normalize(obs_stats, obs), key)
+    return normalized
+
+
+def learning_batch(batch: Transition, obs_stats: normalization.RunningStatistics | None,
+                   reward_scaling: float = 1.0) -> Transition:
+    """What the updates learn from: sampled raw transitions with ``obs`` and
+    ``next_obs`` normalised by :func:`~jaxtrainer.algorithms.normalization.normalize`
+    with ``obs_stats`` (``float32``, same shapes; skipped when ``None``) and
+    ``reward`` (``float32[B]``) multiplied by ``reward_scaling`` (skipped when 1,
+    so the batch is then returned as it is). As Brax's SAC, which normalises at
+    learning time and scales rewards in the critic target only."""
+    if obs_stats is not None:
+        batch = batch.replace(obs=normalize_obs(obs_stats, batch.obs),
+                              next_obs=normalize_obs(obs_stats, batch.next_obs))
+    if reward_scaling != 1.0:
+        batch = batch.replace(reward=batch.reward * jnp.asarray(reward_scaling,
+                                                                batch.reward.dtype))
+    return batch
 
 
 def action_scale_bias(env: envs.Env) -> tuple[jax.Array, jax.Array]:
@@ -185,7 +277,7 @@ def _pooled(losses: Any) -> Mean:
 
 # ---- the shared module ------------------------------------------------------
 class OffPolicyModule(Module):
-    """Base of :class:`~jaxtrainer.algorithms.DQN`, ``SAC`` and ``TD3``.
+    """Base of :class:`~jaxtrainer.algorithms.DQN`, ``SAC`` and ``TD3`` (and ``DDPG``, a ``TD3``).
 
     Subclasses set :attr:`config_class` (a frozen dataclass with ``env``,
     ``num_envs``, ``train_frequency``, ``gradient_steps``, ``buffer_size``,
@@ -193,6 +285,13 @@ class OffPolicyModule(Module):
     :attr:`discrete_actions`, :attr:`carry_type` and :attr:`LOSSES`, and implement
     :meth:`explore` (the behaviour policy), :meth:`greedy_policy`,
     :meth:`policy_params` and :meth:`update`.
+
+    A config with ``normalize_observations`` and ``reward_scaling`` (an
+    :class:`ActorCriticConfig`) turns on observation normalisation and reward
+    scaling (see the module docstring); the state then needs an ``obs_stats``
+    field (:meth:`init_obs_stats`), :meth:`update` takes the statistics as a
+    fourth argument and samples with :meth:`sample_batch`, and
+    :meth:`greedy_policy` wraps its policy in :meth:`normalizing`.
 
     Args:
       config: hyperparameters; ``config_class()`` defaults when ``None``.
@@ -248,20 +347,31 @@ class OffPolicyModule(Module):
 
     # ---- to implement -----------------------------------------------------
     def explore(self, state: Any, obs: jax.Array, key: jax.Array) -> jax.Array:
-        """Behaviour actions for this device's envs, within the env's bounds."""
+        """Behaviour actions for this device's envs, within the env's bounds.
+        ``obs``: ``[num_envs_per_device, *observation_shape]``, normalised with
+        ``state.obs_stats`` when :attr:`normalize_observations`."""
         raise NotImplementedError
 
     def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
-        """``policy(params, obs[n, ...], key) -> actions[n, ...]`` for evaluation."""
+        """``policy(params, obs[n, ...], key) -> actions[n, ...]`` for evaluation,
+        on raw observations; ``params`` is :meth:`policy_params`."""
         raise NotImplementedError
 
     def policy_params(self, state: Any) -> Any:
         """What :meth:`greedy_policy` takes as ``params``: ``state.actor_params``
-        (SAC, TD3) unless overridden."""
+        (SAC, TD3) unless overridden; with :attr:`normalize_observations` the pair
+        ``(state.actor_params, state.obs_stats)``, so an exported policy
+        normalises raw observations as training did."""
+        if self.normalize_observations:
+            return state.actor_params, state.obs_stats
         return state.actor_params
 
-    def update(self, carry: Any, key: jax.Array, buffer: Any) -> tuple[Any, dict]:
-        """One gradient update on a fresh batch sampled from ``buffer`` with ``key``.
+    def update(self, carry: Any, key: jax.Array, buffer: Any,
+               obs_stats: normalization.RunningStatistics | None = None) -> tuple[Any, dict]:
+        """One gradient update on a fresh batch sampled from ``buffer`` with ``key``
+        (:meth:`sample_batch`, normalised with ``obs_stats``; the statistics are
+        passed only when the state has them, so an algorithm without the
+        option may take three arguments).
 
         Returns the new ``carry`` (a :attr:`carry_type`) and ``{name: loss}`` for
         every name in :attr:`LOSSES`: a ``float32[]``, or a
@@ -275,6 +385,39 @@ class OffPolicyModule(Module):
         metrics besides the episode statistics. Default: ``new_state`` and the
         ``loss/<name>`` metrics as they are."""
         return new_state, losses
+
+    # ---- observation normalisation and reward scaling ------------------------
+    @property
+    def normalize_observations(self) -> bool:
+        """The config's ``normalize_observations`` (``False`` for a config without it)."""
+        return bool(getattr(self.config, "normalize_observations", False))
+
+    @property
+    def reward_scaling(self) -> float:
+        """The config's ``reward_scaling`` (1 for a config without it)."""
+        return getattr(self.config, "reward_scaling", 1.0)
+
+    def init_obs_stats(self) -> normalization.RunningStatistics | None:
+        """Empty statistics of the env's observations (replicated) with
+        :attr:`normalize_observations`, else ``None`` (no state leaves)."""
+        if not self.normalize_observations:
+            return None
+        return normalization.init(self.env.observation_shape)
+
+    def sample_batch(self, buffer: Any, key: jax.Array,
+                     obs_stats: normalization.RunningStatistics | None = None) -> Transition:
+        """``batch_size / num_devices`` transitions sampled from this device's share
+        of ``buffer`` with ``key``, as the updates learn from them
+        (:func:`learning_batch`: observations normalised with ``obs_stats``,
+        rewards times ``reward_scaling``)."""
+        return learning_batch(self.buffer.sample(buffer, key), obs_stats, self.reward_scaling)
+
+    def normalizing(self, policy: Callable[[Any, jax.Array, jax.Array], jax.Array],
+                    ) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+        """``policy(params, obs, key)`` acting on normalised observations as a
+        policy of raw ones that takes :meth:`policy_params`
+        (:func:`normalizing_policy` with :attr:`normalize_observations`)."""
+        return normalizing_policy(policy, self.normalize_observations)
 
     # ---- shared pieces ----------------------------------------------------
     def env_steps_before(self, step: jax.Array) -> jax.Array:
@@ -309,21 +452,23 @@ class OffPolicyModule(Module):
                              jnp.zeros((), jnp.bool_))
         return env_state, obs, self.buffer.init(example, like=env_key)
 
-    def setup_actor_critic(self, actor_type: type, actor_lr: float, critic_lr: float) -> None:
-        """SAC's and TD3's networks: ``self.actor = actor_type(action_size, ...)``
-        and a :class:`~jaxtrainer.algorithms.networks.TwinCritic` ``self.critic``,
-        both with the config's ``hidden_sizes`` and ``activation``, and Adam
-        optimizers ``self.actor_optimizer`` and ``self.critic_optimizer``."""
+    def setup_actor_critic(self, actor_type: type, actor_lr: float, critic_lr: float,
+                           num_critics: int = 2) -> None:
+        """SAC's, TD3's and DDPG's networks: ``self.actor = actor_type(action_size,
+        ...)`` and a :class:`~jaxtrainer.algorithms.networks.TwinCritic`
+        ``self.critic`` of ``num_critics`` Q networks (2; DDPG's 1), both with
+        the config's ``hidden_sizes`` and ``activation``, and Adam optimizers
+        ``self.actor_optimizer`` and ``self.critic_optimizer``."""
         cfg = self.config
         obs_ndim = len(self.env.observation_shape)
         self.actor = actor_type(self.env.action_size, obs_ndim, cfg.hidden_sizes, cfg.activation)
-        self.critic = TwinCritic(obs_ndim, cfg.hidden_sizes, cfg.activation)
+        self.critic = TwinCritic(obs_ndim, cfg.hidden_sizes, cfg.activation, num_critics)
         self.actor_optimizer = optax.adam(actor_lr)
         self.critic_optimizer = optax.adam(critic_lr)
 
     def init_actor_critic(self, key: jax.Array) -> tuple[Any, Any, envs.EnvState, jax.Array,
                                                          Any]:
-        """SAC's and TD3's ``self.actor`` and ``self.critic`` (a twin critic)
+        """SAC's, TD3's and DDPG's ``self.actor`` and ``self.critic``
         initialised from ``key`` (replicated), and :meth:`init_envs`:
         ``(actor_params, critic_params, env_state, obs, buffer)``."""
         actor_key, critic_key, env_key = jax.random.split(key, 3)
@@ -332,25 +477,39 @@ class OffPolicyModule(Module):
         critic_params = self.critic.init(critic_key, obs, jnp.zeros((self.env.action_size,)))
         return (actor_params, critic_params, *self.init_envs(env_key))
 
-    def collect(self, state: Any, key: jax.Array) -> tuple[envs.EnvState, jax.Array, Any,
-                                                           envs.StepInfo]:
+    def get_experience(self, state: Any, key: jax.Array) -> tuple[
+            envs.EnvState, jax.Array, Any, normalization.RunningStatistics | None,
+            envs.StepInfo]:
         """``train_frequency`` steps of this device's envs with :meth:`explore`,
-        each step's transitions added to the buffer. Returns the new env state,
-        observations, buffer and the stacked :class:`~jaxtrainer.envs.StepInfo`
+        each step's (raw) transitions added to the buffer. With observation
+        statistics (``state.obs_stats``, else ``None``), each step acts on
+        observations normalised with the statistics before it and then merges
+        its observations, every device's, into them (as Brax's SAC
+        ``get_experience``). Returns the new env state, observations, buffer,
+        statistics and the stacked :class:`~jaxtrainer.envs.StepInfo`
         (``[train_frequency, num_envs_per_device]``)."""
         def one_step(carry, step_key):
-            env_state, obs, buffer = carry
+            env_state, obs, buffer, obs_stats = carry
             act_key, env_key = jax.random.split(step_key)
-            action = self.explore(state, obs, act_key)
+            action = self.explore(state, normalize_obs(obs_stats, obs), act_key)
             next_obs, env_state, info = self.env.step_batch(env_key, env_state, action)
             buffer = self.buffer.add(buffer, Transition(
                 obs, action, info.reward, info.final_obs, info.terminated))
+            if obs_stats is not None:
+                obs_stats = normalization.update(obs_stats, obs)
             env_state, next_obs = vary_like((env_state, next_obs), key)
-            return (env_state, next_obs, buffer), info
+            return (env_state, next_obs, buffer, obs_stats), info
 
-        carry = (state.env_state, state.obs, state.buffer)
-        (env_state, obs, buffer), infos = jax.lax.scan(
+        carry = (state.env_state, state.obs, state.buffer, getattr(state, "obs_stats", None))
+        (env_state, obs, buffer, obs_stats), infos = jax.lax.scan(
             one_step, carry, jax.random.split(key, self.config.train_frequency))
+        return env_state, obs, buffer, obs_stats, infos
+
+    def collect(self, state: Any, key: jax.Array) -> tuple[envs.EnvState, jax.Array, Any,
+                                                           envs.StepInfo]:
+        """:meth:`get_experience` without the statistics: the new env state,
+        observations, buffer and the stacked :class:`~jaxtrainer.envs.StepInfo`."""
+        env_state, obs, buffer, _, infos = self.get_experience(state, key)
         return env_state, obs, buffer, infos
 
     def carry_of(self, state: Any) -> Any:
@@ -379,15 +538,23 @@ class OffPolicyModule(Module):
         """Collect ``num_envs * train_frequency`` transitions, then (once
         ``learning_starts`` env steps are in) ``gradient_steps`` updates, then
         :meth:`after_learning`. Metrics: ``train/episode_return``,
-        ``train/episode_length`` (completed episodes) and the algorithm's."""
+        ``train/episode_length`` (completed episodes, raw rewards) and the
+        algorithm's. With observation statistics, the updates normalise with
+        the statistics after this step's collection, which the new state keeps."""
         collect_key, learn_key = jax.random.split(key)
-        env_state, obs, buffer, infos = self.collect(state, collect_key)
-        carry, losses = self.learn(lambda c, k: self.update(c, k, buffer),
-                                   self.carry_of(state), state.step, learn_key)
+        env_state, obs, buffer, obs_stats, infos = self.get_experience(state, collect_key)
+        if obs_stats is None:
+            def update(c, k):
+                return self.update(c, k, buffer)
+        else:
+            def update(c, k):
+                return self.update(c, k, buffer, obs_stats)
+        carry, losses = self.learn(update, self.carry_of(state), state.step, learn_key)
         learned = self.learning(state.step).astype(jnp.int32) * self.config.gradient_steps
+        stats = {} if obs_stats is None else {"obs_stats": obs_stats}
         new_state = state.replace(**{  # a carry field (TD3's ``updates``) wins
             "step": state.step + 1, "updates": state.updates + learned,
-            "env_state": env_state, "obs": obs, "buffer": buffer,
+            "env_state": env_state, "obs": obs, "buffer": buffer, **stats,
             **{field.name: getattr(carry, field.name) for field in dataclasses.fields(carry)}})
         new_state, metrics = self.after_learning(state, new_state, losses)
         return new_state, {**episode_metrics(infos), **metrics}

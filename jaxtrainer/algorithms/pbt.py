@@ -11,7 +11,11 @@ truncation selection and Ray Tune's ``PopulationBasedTraining``
 perturbation factors ``(0.8, 1.2)``, ``resample_probability = 0.25``.
 
 How it runs (a *population mode of the Trainer*, not the PopulationTrainer):
-:class:`PBT` is an ordinary :class:`~jaxtrainer.Module` whose state holds all
+:class:`PBT` is the member core that it shares with
+:class:`~jaxtrainer.algorithms.Sweep`
+(:class:`~jaxtrainer.algorithms.population_core.MemberPopulation`: stacking,
+padding, vmapped steps, member metrics) plus fitness and exploit/explore. It is
+an ordinary :class:`~jaxtrainer.Module` whose state holds all
 members' states stacked on a leading member axis, **sharded over the devices**
 (each device holds ``P_pad / num_devices`` members and trains them with
 ``vmap``). A member's state stays on its device between exploit steps; only at
@@ -49,11 +53,19 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxtrainer.distributed import AXIS_NAME, member_scope, pmax, pmin, psum, vary_like
+from jaxtrainer.algorithms.population_core import (
+    MemberPopulation,
+    get_hyperparams,
+    mean_parts,
+    set_hyperparams,
+)
+from jaxtrainer.distributed import AXIS_NAME, vary_like
 from jaxtrainer.distributed.axis import AxisName
-from jaxtrainer.distributed.members import MemberLayout
-from jaxtrainer.metrics import Last, Max, Mean, Metric
+from jaxtrainer.metrics import Last, Max, Mean
 from jaxtrainer.module import Module
+
+__all__ = ["EXPLOITS", "EXPLORES", "PBT", "Hyperparam", "PBTState", "get_hyperparams",
+           "set_hyperparams"]
 
 EXPLOITS = ("truncation", "binary_tournament")
 EXPLORES = ("perturb", "resample")
@@ -132,43 +144,7 @@ class PBTState:
     exploits: jax.Array
 
 
-def get_hyperparams(state: Any) -> Any:
-    """``state.hyperparams`` (a dataclass state) or ``state["hyperparams"]`` (a dict
-    state); ``None`` when there is neither."""
-    if isinstance(state, Mapping):
-        return state.get("hyperparams")
-    return getattr(state, "hyperparams", None)
-
-
-def set_hyperparams(state: Any, hyperparams: dict[str, jax.Array]) -> Any:
-    """``state`` with its hyperparameters replaced (dict or ``.replace`` dataclass)."""
-    if isinstance(state, Mapping):
-        return {**state, "hyperparams": hyperparams}
-    return state.replace(hyperparams=hyperparams)
-
-
-def _member_metric(value: Any) -> Metric:
-    """A vmapped metric (fields ``[L]``, one per member) as a :class:`Metric` of
-    float32 arrays; a plain scalar metric as a :class:`Mean` of one sample each."""
-    if isinstance(value, Metric):
-        return type(value)(jnp.asarray(value.reduced, jnp.float32),
-                           jnp.asarray(value.count, jnp.float32))
-    value = jnp.asarray(value, jnp.float32)
-    return Mean(value, jnp.ones_like(value))
-
-
-def _mean_parts(value: Any) -> tuple[jax.Array, jax.Array]:
-    """``(total, count)`` per member of a vmapped metric: ``float32[L]`` each, to
-    average over steps. A Mean pools its samples; any other reduction counts
-    each step's reported value as one sample (none when it had no samples)."""
-    value = _member_metric(value)
-    if isinstance(value, Mean):
-        return value.total, value.count
-    has = value.count > 0
-    return jnp.where(has, value.reduced, 0.0), has.astype(jnp.float32)
-
-
-class PBT(Module):
+class PBT(MemberPopulation):
     """Population-based training of ``module`` (see the module docstring).
 
     Metrics of :meth:`training_step` (per update, reduced by the Trainer over a
@@ -224,8 +200,6 @@ class PBT(Module):
         the ones it has), or the wrapped module's own size checks.
     """
 
-    step_key_per_device = False
-
     def __init__(
         self,
         module: Module,
@@ -267,9 +241,8 @@ class PBT(Module):
         if not hyperparams:
             raise ValueError("PBT: hyperparams is empty: name at least one hyperparameter "
                              "to tune, e.g. {'lr': (1e-4, 1e-2)}")
-        self.module = module
+        super().__init__(module, population_size, axis_name, name="PBT")
         self.spaces = {str(name): Hyperparam.of(space) for name, space in hyperparams.items()}
-        self.population_size = population_size
         self.ready_every_n_steps = ready_every_n_steps
         self.exploit = exploit
         self.explore = explore
@@ -278,42 +251,16 @@ class PBT(Module):
         self.resample_probability = float(resample_probability)
         self.fitness_metric = fitness_metric
         self.member_metrics = tuple(member_metrics)
-        self.axis_name = axis_name
-        self.layout = MemberLayout(population_size, 1, axis_name)  # set per run by validate
-        self.env_steps_per_step = population_size * int(module.env_steps_per_step)
 
     # ---- checks ----------------------------------------------------------------
-    def configure_budget(self, max_steps: int) -> None:
-        """Pass the budget on: one PBT step is one ``training_step`` of every member,
-        so each member's schedules span ``max_steps`` of its own updates."""
-        self.module.configure_budget(max_steps)
-
     def validate(self, num_devices: int) -> None:
         """Check the wrapped module and the tuned names, shape-only, before compiling.
 
         Raises:
           ValueError: see the class docstring.
         """
-        self.layout = MemberLayout(self.population_size, int(num_devices), self.axis_name)
-        self.module.validate(1)
-        key = jax.random.key(0)
-        state = jax.eval_shape(self.module.init_state, key)
-        available = get_hyperparams(state)
-        if not isinstance(available, Mapping):
-            raise ValueError(
-                f"PBT: {type(self.module).__name__}'s state has no `hyperparams` dict, so "
-                "nothing can be tuned without recompiling; keep tunable values in "
-                "state.hyperparams and read them in training_step")
-        unknown = sorted(set(self.spaces) - set(available))
-        if unknown:
-            raise ValueError(f"PBT: hyperparams {unknown} are not in "
-                             f"{type(self.module).__name__}'s state.hyperparams; choose from "
-                             f"{sorted(available)}")
-        metrics = jax.eval_shape(self.module.training_step, state, key)[1]
-        for name in (self.fitness_metric, *self.member_metrics):
-            if name not in metrics:
-                raise ValueError(f"PBT: metric {name!r} is not a training metric of "
-                                 f"{type(self.module).__name__}; choose from {sorted(metrics)}")
+        self.validate_members(num_devices, self.spaces,
+                              (self.fitness_metric, *self.member_metrics))
 
     def hparams(self) -> dict[str, Any]:
         return {
@@ -338,18 +285,9 @@ class PBT(Module):
         ids = self.layout.ids()
         init_keys = self.layout.keys(jax.random.fold_in(key, 0), ids)
         hp_keys = self.layout.keys(jax.random.fold_in(key, 1), ids)
-        with member_scope(self.axis_name):
-            # One member after another (lax.map, once per run): a vmapped init
-            # batches the QR factorisations of orthogonal initialisers, and
-            # XLA:CPU's batched LAPACK kernels wait on the intra-op thread pool
-            # that the other (fake) devices' kernels hold: a deadlock.
-            members = jax.lax.map(self.module.init_state, init_keys)
-        hp = dict(get_hyperparams(members))
-        for j, (name, space) in enumerate(self.spaces.items()):
-            hp[name] = jax.vmap(lambda k, j=j, s=space: s.sample(jax.random.fold_in(k, j)))(
-                hp_keys).astype(hp[name].dtype)
-        members = set_hyperparams(members, hp)
-        members = vary_like(members, ids)  # every member leaf is sharded, even constants
+        draws = {name: jax.vmap(lambda k, j=j, s=space: s.sample(jax.random.fold_in(k, j)))(hp_keys)
+                 for j, (name, space) in enumerate(self.spaces.items())}
+        members = self.init_members(init_keys, ids, draws)  # every leaf sharded, even constants
         local = self.layout.local_count
         per_member = vary_like((jnp.full((local,), -jnp.inf, jnp.float32),
                                 jnp.zeros((local,), jnp.float32),
@@ -368,9 +306,8 @@ class PBT(Module):
         ids = self.layout.ids()
         train_key, pbt_key = jax.random.fold_in(key, 0), jax.random.fold_in(key, 1)
         keys = self.layout.keys(train_key, ids)
-        with member_scope(self.axis_name):
-            members, inner = jax.vmap(self.module.training_step)(state.members, keys)
-        total, count = _mean_parts(inner[self.fitness_metric])
+        members, inner = self.train_members(state.members, keys)
+        total, count = mean_parts(inner[self.fitness_metric])
         step = state.step + 1
         state = state.replace(members=members, window_total=state.window_total + total,
                               window_count=state.window_count + count, step=step)
@@ -455,40 +392,11 @@ class PBT(Module):
             exploits=state.exploits + jnp.sum(copied).astype(jnp.int32))
 
     # ---- metrics ---------------------------------------------------------------
-    def _per_member(self, prefix: str, values: dict[str, Any]) -> dict[str, Metric]:
-        """``{prefix<i>/<name>: metric}`` for the real members, each with its own
-        reduction; each device reports the members it holds, with no samples
-        elsewhere (the Trainer reduces over devices)."""
-        out = {}
-        for i in range(self.population_size):
-            owned, slot = self.layout.holds(i), self.layout.slot(i)
-            for name, value in values.items():
-                mine = jax.tree.map(lambda x, s=slot: x[s], _member_metric(value))
-                out[f"{prefix}{i}/{name}"] = mine.keep(owned)
-        return out
-
-    def _over_members(self, value: Any, real: jax.Array) -> Metric:
-        """A vmapped metric over this device's real members, to be reduced over
-        devices by the Trainer. ``Last``: the mean over every device's real
-        members, computed here (exact when they agree) so that devices holding
-        fewer real members do not weigh more."""
-        value = _member_metric(value)
-        if not isinstance(value, Last):
-            return value.over_members(real)
-        has = (value.count > 0) & real
-        axes = self.axis_name
-        hi = pmax(jnp.max(jnp.where(has, value.value, -jnp.inf)), axes)
-        lo = pmin(jnp.min(jnp.where(has, value.value, jnp.inf)), axes)
-        total = psum(jnp.sum(jnp.where(has, value.value, 0.0)), axes)
-        num = psum(jnp.sum(has, dtype=jnp.float32), axes)
-        count = jnp.sum(jnp.where(has, value.count, 0.0))
-        return Last(jnp.where(hi == lo, hi, total / jnp.maximum(num, 1.0)), count)
-
     def _metrics(self, state: PBTState, ids: jax.Array, inner: dict[str, Any]) -> dict:
         real = self.layout.mask(ids)
         metrics: dict[str, Any] = {}
         for name, value in inner.items():
-            metrics[name] = self._over_members(value, real)
+            metrics[name] = self.over_members(value, real)
         fitness = self._current_fitness(state)
         metrics.update(self.layout.fitness_metrics(fitness, jnp.isfinite(fitness)))
         safe = jnp.where(jnp.isfinite(fitness), fitness, 0.0)
@@ -496,7 +404,7 @@ class PBT(Module):
         per_member.update({name: Last(value, jnp.ones_like(value)) for name, value
                            in get_hyperparams(state.members).items() if name in self.spaces})
         per_member["fitness"] = Last(safe, jnp.isfinite(fitness).astype(jnp.float32))
-        metrics.update(self._per_member("member/", per_member))
+        metrics.update(self.per_member("member/", per_member))
         return metrics
 
     # ---- evaluation ------------------------------------------------------------
@@ -505,17 +413,16 @@ class PBT(Module):
         ``fold_in(key, i)``); metrics as in the class docstring."""
         layout = self.layout
         ids = layout.ids()
-        with member_scope(self.axis_name):
-            inner = jax.vmap(self.module.evaluation_step)(state.members, layout.keys(key, ids))
+        inner = self.evaluate_members(state.members, layout.keys(key, ids))
         best = layout.rank(layout.gather(self._current_fitness(state)))[0]
         real = layout.mask(ids).astype(jnp.float32)
         is_best = (ids == best).astype(jnp.float32)
         metrics: dict[str, Any] = {}
         for name, value in inner.items():
-            total, count = _mean_parts(value)
+            total, count = mean_parts(value)
             metrics[name] = Mean(jnp.sum(is_best * total), jnp.sum(is_best * count))
             metrics[f"{name}_mean"] = Mean(jnp.sum(real * total), jnp.sum(real * count))
             per = total / jnp.maximum(count, 1.0)
             metrics[f"{name}_max"] = Max.of(per, (real > 0) & (count > 0))
-        metrics.update(self._per_member("member/", inner))
+        metrics.update(self.per_member("member/", inner))
         return metrics

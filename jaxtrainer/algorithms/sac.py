@@ -23,6 +23,10 @@ random actions before ``learning_starts``. Differences, on purpose:
 * device-parallel, as every module here: global sizes, per-device envs and
   buffer share, device-averaged gradients (replicas stay bitwise equal).
 
+Optional, off by default: observation normalisation and reward scaling as in
+Brax's SAC (``normalize_observations``, ``reward_scaling``; see
+:mod:`~jaxtrainer.algorithms.offpolicy`).
+
 The collection, replay and learning loop are
 :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyModule`'s.
 """
@@ -39,7 +43,7 @@ import optax
 from flax import struct
 
 from jaxtrainer import _args, envs
-from jaxtrainer.algorithms import offpolicy
+from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms.networks import LOG_2PI, SquashedGaussianActor
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.distributed import gradient_update
@@ -63,14 +67,15 @@ def squashed_sample(mean: jax.Array, log_std: jax.Array, key: jax.Array, scale: 
 
 
 @dataclasses.dataclass(frozen=True)
-class SACConfig(offpolicy.OffPolicyConfig):
+class SACConfig(offpolicy.ActorCriticConfig):
     """SAC hyperparameters. Sizes and step counts are global (over all devices).
 
     Attributes:
-      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size,
-        learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
+      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
         (``env`` with continuous actions; an update is a critic, an actor and a
         temperature step; uniform random actions before ``learning_starts``).
+      normalize_observations, reward_scaling: as in
+        :class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig` (off: ``False``, 1).
       policy_lr: Adam learning rate of the actor.
       q_lr: Adam learning rate of the critics and of the temperature.
       gamma: discount factor.
@@ -128,8 +133,12 @@ class SACState(SACCarry):
 
     Attributes:
       step: ``int32[]`` training steps done. updates: ``int32[]`` updates done.
-      env_state, obs: this device's envs (sharded). buffer: replay buffer (stored
-        transitions sharded, write index replicated).
+      env_state, obs: this device's envs (sharded; ``obs`` raw). buffer: replay
+        buffer of raw transitions (stored transitions sharded, write index
+        replicated).
+      obs_stats: :class:`~jaxtrainer.algorithms.normalization.RunningStatistics`
+        of every observation collected (replicated) with
+        ``normalize_observations``; ``None`` (no leaves) without.
     """
 
     step: jax.Array
@@ -137,6 +146,7 @@ class SACState(SACCarry):
     env_state: envs.EnvState
     obs: jax.Array
     buffer: Any
+    obs_stats: normalization.RunningStatistics | None = None
 
 
 class SAC(offpolicy.OffPolicyModule):
@@ -147,7 +157,8 @@ class SAC(offpolicy.OffPolicyModule):
     both critics' mean squared errors), ``loss/actor``, ``loss/alpha``, ``alpha``
     (temperature after the log interval's last step, :class:`~jaxtrainer.Last`), ``entropy`` (``-E[log pi]`` on the
     batch). :meth:`evaluation_step`: ``eval/episode_return`` and
-    ``eval/episode_length`` of the deterministic policy ``scale * tanh(mean) + bias``.
+    ``eval/episode_length`` of the deterministic policy ``scale * tanh(mean) + bias``
+    (on normalised observations with ``normalize_observations``).
 
     Args:
       config: hyperparameters; :class:`SACConfig` defaults when ``None``.
@@ -194,13 +205,17 @@ class SAC(offpolicy.OffPolicyModule):
         return self.warmup(state, action, random_key)
 
     def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+        """``policy(params, obs[n, ...], key) -> float32[n, action_size]``, the
+        deterministic ``scale * tanh(mean) + bias`` on raw observations;
+        ``params`` is :meth:`policy_params` (``(actor_params, obs_stats)`` with
+        ``normalize_observations``)."""
         scale, bias = offpolicy.action_scale_bias(self.env)
 
         def policy(params, obs, key):
             del key
             mean, _ = self.actor.apply(params, obs)
             return scale * jnp.tanh(mean) + bias
-        return policy
+        return self.normalizing(policy)
 
     # ---- Module -------------------------------------------------------------
     def init_state(self, key: jax.Array) -> SACState:
@@ -213,7 +228,7 @@ class SAC(offpolicy.OffPolicyModule):
                         log_alpha, self.actor_optimizer.init(actor_params),
                         self.critic_optimizer.init(critic_params),
                         self.alpha_optimizer.init(log_alpha), zero, zero, env_state, env_obs,
-                        buffer)
+                        buffer, self.init_obs_stats())
 
     def critic_loss(self, critic_params: Any, target_critic_params: Any, actor_params: Any,
                     alpha: jax.Array, batch: Transition, key: jax.Array) -> tuple[jax.Array, dict]:
@@ -239,10 +254,13 @@ class SAC(offpolicy.OffPolicyModule):
         loss = -jnp.exp(log_alpha) * (jax.lax.stop_gradient(mean_log_prob) + self.target_entropy)
         return loss, {}
 
-    def update(self, carry: SACCarry, key: jax.Array, buffer: Any) -> tuple[SACCarry, dict]:
-        """One SAC update on a fresh batch: critics, actor, temperature, target critics."""
+    def update(self, carry: SACCarry, key: jax.Array, buffer: Any,
+               obs_stats: normalization.RunningStatistics | None = None,
+               ) -> tuple[SACCarry, dict]:
+        """One SAC update on a fresh batch (observations normalised with
+        ``obs_stats``, rewards scaled): critics, actor, temperature, target critics."""
         sample_key, critic_key, actor_key = jax.random.split(key, 3)
-        batch = self.buffer.sample(buffer, sample_key)
+        batch = self.sample_batch(buffer, sample_key, obs_stats)
         alpha = jnp.exp(carry.log_alpha)
         critic_params, critic_opt, critic_loss, _ = gradient_update(
             self.critic_loss, carry.critic_params, carry.critic_opt, self.critic_optimizer,

@@ -16,9 +16,15 @@ uses 25,000 for MuJoCo budgets of 1e6); truncation bootstraps (it is not
 termination); global sizes split over devices with device-averaged gradients
 (replicas stay bitwise equal).
 
+Each of TD3's three additions to DDPG has a switch (``twin_critics``,
+``policy_noise``, ``policy_delay``); :class:`~jaxtrainer.algorithms.ddpg.DDPG`
+is this class with all three off (one critic, no smoothing, no delay).
+
 The collection, replay and learning loop are
-:class:`~jaxtrainer.algorithms.offpolicy.OffPolicyModule`'s, as for SAC and DQN;
-:class:`TD3Losses` is what CEM-RL reuses.
+:class:`~jaxtrainer.algorithms.offpolicy.OffPolicyModule`'s, as for SAC and DQN,
+with the same optional observation normalisation and reward scaling as SAC
+(``normalize_observations``, ``reward_scaling``, after Brax's SAC);
+:class:`TD3Losses` is what CEM-RL reuses (on batches already normalised).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import optax
 from flax import struct
 
 from jaxtrainer import _args, envs
-from jaxtrainer.algorithms import offpolicy
+from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms.networks import DeterministicActor
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.distributed import gradient_update
@@ -59,10 +65,14 @@ class TD3Losses:
     def target_action(self, target_actor_params: Any, next_obs: jax.Array,
                       key: jax.Array) -> jax.Array:
         """Target policy smoothing: ``clip(pi'(s') + clip(eps, +-noise_clip * scale),
-        low, high)`` with ``eps ~ N(0, policy_noise * scale)``."""
+        low, high)`` with ``eps ~ N(0, policy_noise * scale)``; ``policy_noise = 0``
+        (DDPG): the target actor's action ``pi'(s')`` itself (``key`` unused).
+        ``next_obs: [B, *observation_shape]`` -> ``float32[B, action_size]``."""
         cfg = self.config
         scale, _ = offpolicy.action_scale_bias(self.env)
         action = self.act(target_actor_params, next_obs)
+        if cfg.policy_noise == 0:
+            return action
         noise = jnp.clip(jax.random.normal(key, action.shape) * cfg.policy_noise,
                          -cfg.noise_clip, cfg.noise_clip) * scale
         return jnp.clip(action + noise, jnp.asarray(self.env.action_low),
@@ -72,7 +82,8 @@ class TD3Losses:
                     target_critic_params: Any, batch: Transition,
                     key: jax.Array) -> tuple[jax.Array, dict]:
         """``sum_i mean((Q_i(s, a) - y)^2)``, ``y = r + gamma (1 - terminated)
-        min_i Q'_i(s', a'_smoothed)``."""
+        min_i Q'_i(s', a'_smoothed)`` over the critics (one for DDPG:
+        ``mean((Q(s, a) - y)^2)``, ``y = r + gamma (1 - terminated) Q'(s', pi'(s'))``)."""
         next_action = self.target_action(target_actor_params, batch.next_obs, key)
         loss, _ = offpolicy.clipped_double_q_loss(
             self.critic, critic_params, target_critic_params, batch, next_action,
@@ -91,26 +102,30 @@ class TD3Losses:
 
     def actor_loss(self, actor_params: Any, critic_params: Any,
                    batch: Transition) -> tuple[jax.Array, dict]:
-        """``-mean Q_1(s, pi(s))``."""
+        """``-mean Q_1(s, pi(s))`` (the first critic's)."""
         q = self.critic.apply(critic_params, batch.obs, self.act(actor_params, batch.obs))
         return -jnp.mean(q[0]), {}
 
 
 @dataclasses.dataclass(frozen=True)
-class TD3Config(offpolicy.OffPolicyConfig):
+class TD3Config(offpolicy.ActorCriticConfig):
     """TD3 hyperparameters. Sizes and step counts are global (over all devices).
 
     Attributes:
-      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size,
-        learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
+      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
         (``env`` with continuous actions; an update is a critic step, with the
         delayed actor step; uniform random actions before ``learning_starts``).
+      normalize_observations, reward_scaling: as in
+        :class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig` (off: ``False``, 1).
       lr: Adam learning rate of the actor and the critics.
       gamma: discount factor.
       tau: Polyak rate of the target actor and critics.
+      twin_critics: two critics and the clipped double-Q target (``min`` of the
+        two target critics); ``False``: one critic and the plain target, as DDPG.
       policy_delay: critic updates per actor (and target) update.
       exploration_noise: std of the behaviour noise, in units of the action scale.
-      policy_noise: std of the target smoothing noise, in units of the action scale.
+      policy_noise: std of the target smoothing noise, in units of the action scale
+        (0: no smoothing, the target actor's action as it is).
       noise_clip: the smoothing noise is clipped to ``+-noise_clip`` (same units).
       hidden_sizes, activation: the networks' hidden layers.
       eval_episodes: fresh deterministic episodes per evaluation.
@@ -119,6 +134,7 @@ class TD3Config(offpolicy.OffPolicyConfig):
     lr: float = 3e-4
     gamma: float = 0.99
     tau: float = 0.005
+    twin_critics: bool = True
     policy_delay: int = 2
     exploration_noise: float = 0.1
     policy_noise: float = 0.2
@@ -129,6 +145,7 @@ class TD3Config(offpolicy.OffPolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        _args.check_fields(self, _args.flag, ("twin_critics",))
         _args.check_fields(self, _args.positive_int, ("policy_delay",), allow_none=False)
         _args.check_fields(self, _args.number, ("lr", "exploration_noise", "policy_noise",
                                                 "noise_clip"), low=0)
@@ -159,12 +176,15 @@ class TD3Carry:
 class TD3State(TD3Carry):
     """Training state: the :class:`TD3Carry` fields, then ``step`` (``int32[]``
     training steps done), this device's envs ``env_state``, ``obs`` (sharded) and
-    the replay ``buffer``, as :class:`~jaxtrainer.algorithms.sac.SACState`."""
+    the replay ``buffer``, and ``obs_stats`` (the observation statistics with
+    ``normalize_observations``, else ``None``), as
+    :class:`~jaxtrainer.algorithms.sac.SACState`."""
 
     step: jax.Array
     env_state: envs.EnvState
     obs: jax.Array
     buffer: Any
+    obs_stats: normalization.RunningStatistics | None = None
 
 
 class TD3(TD3Losses, offpolicy.OffPolicyModule):
@@ -173,7 +193,8 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
     Metrics of :meth:`training_step`: ``train/episode_return``,
     ``train/episode_length``, and once learning started ``loss/critic`` and
     ``loss/actor`` (the latter over the step's delayed actor updates only).
-    :meth:`evaluation_step`: the deterministic actor on fresh episodes.
+    :meth:`evaluation_step`: the deterministic actor on fresh episodes (on
+    normalised observations with ``normalize_observations``).
 
     Args:
       config: hyperparameters; :class:`TD3Config` defaults when ``None``.
@@ -189,7 +210,8 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
     def __init__(self, config: TD3Config | None = None, *, env: envs.Env | str | None = None,
                  **overrides: Any) -> None:
         super().__init__(config, env=env, **overrides)
-        self.setup_actor_critic(DeterministicActor, self.config.lr, self.config.lr)
+        self.setup_actor_critic(DeterministicActor, self.config.lr, self.config.lr,
+                                num_critics=2 if self.config.twin_critics else 1)
 
     # ---- policies -----------------------------------------------------------
     def explore(self, state: TD3State, obs: jax.Array, key: jax.Array) -> jax.Array:
@@ -204,10 +226,14 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
         return self.warmup(state, action, random_key)
 
     def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+        """``policy(params, obs[n, ...], key) -> float32[n, action_size]``, the
+        deterministic actor on raw observations; ``params`` is
+        :meth:`policy_params` (``(actor_params, obs_stats)`` with
+        ``normalize_observations``)."""
         def policy(params, obs, key):
             del key
             return self.act(params, obs)
-        return policy
+        return self.normalizing(policy)
 
     # ---- Module -------------------------------------------------------------
     def init_state(self, key: jax.Array) -> TD3State:
@@ -221,15 +247,18 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
             target_critic_params=jax.tree.map(jnp.copy, critic_params),
             actor_opt=self.actor_optimizer.init(actor_params),
             critic_opt=self.critic_optimizer.init(critic_params), updates=zero, step=zero,
-            env_state=env_state, obs=env_obs, buffer=buffer)
+            env_state=env_state, obs=env_obs, buffer=buffer, obs_stats=self.init_obs_stats())
 
-    def update(self, carry: TD3Carry, key: jax.Array, buffer: Any) -> tuple[TD3Carry, dict]:
-        """One critic update; every ``policy_delay``-th also updates the actor and
-        moves both target networks (counted by ``carry.updates``, replicated).
-        The actor loss is a :class:`~jaxtrainer.metrics.Mean` of count 0 on the
-        other updates."""
+    def update(self, carry: TD3Carry, key: jax.Array, buffer: Any,
+               obs_stats: normalization.RunningStatistics | None = None,
+               ) -> tuple[TD3Carry, dict]:
+        """One critic update on a fresh batch (observations normalised with
+        ``obs_stats``, rewards scaled); every ``policy_delay``-th also updates the
+        actor and moves both target networks (counted by ``carry.updates``,
+        replicated). The actor loss is a :class:`~jaxtrainer.metrics.Mean` of
+        count 0 on the other updates."""
         sample_key, noise_key = jax.random.split(key)
-        batch = self.buffer.sample(buffer, sample_key)
+        batch = self.sample_batch(buffer, sample_key, obs_stats)
         critic_params, critic_opt, critic_loss = self.critic_update(
             carry.critic_params, carry.critic_opt, carry.target_actor_params,
             carry.target_critic_params, batch, noise_key)

@@ -66,7 +66,9 @@ class ModelCheckpoint(Callback):
       async_save: write in a background thread (arrays are copied first).
 
     Attributes:
-      best_model_path, best_model_score: the best checkpoint by ``monitor``.
+      best_model_path, best_model_score: the best checkpoint by ``monitor``
+        (stored in every checkpoint's metadata: ``ckpt_path="best"`` in
+        ``fit``/``evaluate`` and the recipes finds it there).
       last_model_path: the newest checkpoint written.
 
     Raises:

@@ -1,7 +1,8 @@
-"""RichProgressBar: a terminal progress bar drawn with rich."""
+"""RichProgressBar: a terminal progress bar drawn with rich, plain lines elsewhere."""
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -12,9 +13,27 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
+def _duration(seconds: float) -> str:
+    """``H:MM:SS`` (as rich's time columns)."""
+    seconds = max(int(round(seconds)), 0)
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
 class RichProgressBar(Callback):
-    """Show global steps (or env steps when the module has them), training
-    steps per second, the latest ``train/episode_return`` and the ETA.
+    """Show training progress: global steps (or env steps when the module has
+    them) against the budget, updates per second (training steps) and env steps
+    per second of the latest log interval, the latest ``metric``, elapsed time
+    and the ETA.
+
+    Where stdout is a terminal (or Jupyter) it is a rich live bar. Elsewhere
+    (stdout piped to a file: SLURM, ``nohup``, CI) it prints plain lines
+    instead, never cut to the terminal width: one at the first log boundary,
+    then one per ``plain_every_n_seconds`` and one at the end, such as::
+
+        jaxtrainer: step 40/100 (40%) | env steps 20,480/51,200 | 612.3 updates/s | 313,498 env steps/s | elapsed 0:00:07 | ETA 0:00:10 | episode_return=182.4
+
+    Elapsed time counts from ``on_train_start`` (compilation excluded); the
+    ETA is the steps left at the mean speed since then.
 
     Only the global-zero process draws. Updated once per log interval, so it
     adds no host synchronisation of its own.
@@ -22,20 +41,56 @@ class RichProgressBar(Callback):
     Args:
       metric: the metric shown beside the bar.
       refresh_per_second: redraws per second of the rich live display.
+      plain: ``None`` picks by stdout (rich's terminal detection, which also
+        honours ``FORCE_COLOR`` and ``TTY_COMPATIBLE``); ``True`` always prints
+        plain lines, ``False`` always draws the bar.
+      plain_every_n_seconds: seconds between plain lines (at log boundaries;
+        ``0``: one per log interval).
+
+    Raises:
+      ValueError: a negative ``plain_every_n_seconds`` or a ``plain`` that is
+        not ``None`` or a bool.
     """
 
-    def __init__(self, metric: str = "train/episode_return", refresh_per_second: float = 4) -> None:
+    def __init__(self, metric: str = "train/episode_return", refresh_per_second: float = 4,
+                 plain: bool | None = None, plain_every_n_seconds: float = 30.0) -> None:
+        if plain is not None and not isinstance(plain, bool):
+            raise ValueError(f"plain={plain!r}: expected None (by stdout), True or False")
+        if isinstance(plain_every_n_seconds, bool) or not isinstance(plain_every_n_seconds, (int, float)) \
+                or not plain_every_n_seconds >= 0:
+            raise ValueError(f"plain_every_n_seconds={plain_every_n_seconds!r}: expected seconds >= 0")
         self.metric = metric
         self.refresh_per_second = refresh_per_second
+        self.plain = plain
+        self.plain_every_n_seconds = float(plain_every_n_seconds)
         self._progress = None
         self._task = None
         self._use_env_steps = False
+        self._plain_on = False
+        self._last_line: str | None = None
+        self._printed_step = -1
+        self._latest: float | None = None
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         self._stop()  # a bar an earlier ``fit`` left open (it raised before teardown)
 
+    def _is_plain(self) -> bool:
+        if self.plain is not None:
+            return self.plain
+        from rich.console import Console
+
+        console = Console(file=sys.stdout)
+        return not (console.is_terminal or console.is_jupyter)
+
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         if not trainer.is_global_zero:
+            return
+        self._use_env_steps = trainer.env_steps_per_step > 0
+        self._t0 = self._last_print = time.perf_counter()
+        self._step0 = trainer.global_step
+        self._plain_on, self._last_line, self._printed_step = self._is_plain(), None, -1
+        self._latest = None
+        if self._plain_on:
             return
         from rich.progress import (
             BarColumn,
@@ -46,7 +101,6 @@ class RichProgressBar(Callback):
             TimeRemainingColumn,
         )
 
-        self._use_env_steps = trainer.env_steps_per_step > 0
         unit = "env steps" if self._use_env_steps else "steps"
         total = trainer.max_steps * (trainer.env_steps_per_step if self._use_env_steps else 1)
         done = trainer.env_steps if self._use_env_steps else trainer.global_step
@@ -57,27 +111,75 @@ class RichProgressBar(Callback):
             refresh_per_second=self.refresh_per_second, transient=False)
         self._progress.start()
         self._task = self._progress.add_task("train", total=total, completed=done, rate="", value="")
-        self._t0 = time.perf_counter()
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         return False  # metrics only: the next interval may run meanwhile
 
+    def _rate(self, metrics: dict[str, float]) -> str:
+        ups = metrics.get("steps_per_second")
+        if ups is None:
+            return ""
+        rate = f"{ups:,.1f} updates/s"
+        if self._use_env_steps and metrics.get("env_steps_per_second") is not None:
+            rate += f" | {metrics['env_steps_per_second']:,.0f} env steps/s"
+        return rate
+
+    def _value(self, metrics: dict[str, float]) -> str:
+        """The latest value of ``metric`` (an interval without one, e.g. no
+        episode ended in it, keeps the previous value)."""
+        value = metrics.get(self.metric)
+        if value is not None:
+            self._latest = value
+        return f"{self.metric.rsplit('/', 1)[-1]}={self._latest:.1f}" if self._latest is not None else ""
+
+    def plain_line(self, trainer: Trainer, metrics: dict[str, float]) -> str:
+        """The plain progress line for ``trainer``'s current step and the
+        interval's ``metrics`` (what non-terminal output prints)."""
+        step, total = trainer.global_step, trainer.max_steps
+        parts = [f"step {step:,}/{total:,} ({100 * step / max(total, 1):.0f}%)"]
+        if self._use_env_steps:
+            parts.append(f"env steps {trainer.env_steps:,}/{total * trainer.env_steps_per_step:,}")
+        rate = self._rate(metrics)
+        if rate:
+            parts.append(rate)
+        elapsed = time.perf_counter() - self._t0
+        done = step - self._step0
+        parts.append(f"elapsed {_duration(elapsed)}")
+        if done > 0:
+            parts.append(f"ETA {_duration(elapsed / done * (total - step))}")
+        value = self._value(metrics)
+        if value:
+            parts.append(value)
+        return "jaxtrainer: " + " | ".join(parts)
+
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        if self._plain_on:
+            self._last_line = self.plain_line(trainer, metrics)
+            now = time.perf_counter()
+            if self._printed_step < 0 or now - self._last_print >= self.plain_every_n_seconds:
+                self._print_plain(trainer)
+                self._last_print = now
+            return
         if self._progress is None:
             return
-        sps = metrics.get("steps_per_second")
-        rate = f"{sps:,.1f} steps/s" if sps is not None else ""
-        value = metrics.get(self.metric)
-        shown = f"{self.metric.rsplit('/', 1)[-1]}={value:.1f}" if value is not None else ""
         done = trainer.env_steps if self._use_env_steps else trainer.global_step
-        self._progress.update(self._task, completed=done, rate=rate, value=shown)
+        self._progress.update(self._task, completed=done, rate=self._rate(metrics),
+                              value=self._value(metrics))
+
+    def _print_plain(self, trainer: Trainer) -> None:
+        if self._last_line is not None and self._printed_step != trainer.global_step:
+            print(self._last_line, flush=True)
+            self._printed_step = trainer.global_step
 
     def _stop(self) -> None:
+        self._plain_on, self._last_line = False, None
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
 
     def on_train_end(self, trainer: Trainer, module: Module) -> None:
+        if self._plain_on:
+            self._print_plain(trainer)  # the last interval's line, unless just printed
         self._stop()
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:

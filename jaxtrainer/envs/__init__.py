@@ -1,4 +1,4 @@
-"""One functional interface over gymnax and brax environments.
+"""One functional interface over gymnax, brax and MuJoCo Playground environments.
 
 >>> env = jaxtrainer.envs.make("CartPole-v1")
 >>> obs, state = env.reset_batch(key, 8)               # obs: float32[8, 4]
@@ -13,6 +13,7 @@ from jaxtrainer.envs.base import Env, EnvState, StepInfo
 from jaxtrainer.envs.brax_env import BraxEnv
 from jaxtrainer.envs.evaluation import evaluate_policy
 from jaxtrainer.envs.gymnax_env import GymnaxEnv
+from jaxtrainer.envs.playground_env import PlaygroundEnv
 from jaxtrainer.envs.registry import available, make
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "Env",
     "EnvState",
     "GymnaxEnv",
+    "PlaygroundEnv",
     "StepInfo",
     "available",
     "evaluate_policy",

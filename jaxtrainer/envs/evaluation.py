@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -15,36 +15,38 @@ from jaxtrainer.metrics import Mean
 PolicyFn = Callable[[Any, Any, jax.Array], jax.Array]
 
 
-def evaluate_policy(
+class Episodes(NamedTuple):
+    """The first episode of each of ``n`` environments (:func:`run_episodes`).
+
+    Attributes:
+      returns: ``float32[n]`` undiscounted return (0 where not finished).
+      lengths: ``int32[n]`` steps (0 where not finished).
+      finished: ``bool[n]`` the episode ended within the steps run.
+    """
+
+    returns: jax.Array
+    lengths: jax.Array
+    finished: jax.Array
+
+
+def run_episodes(
     env: Env,
     policy_fn: PolicyFn,
     params: Any,
     key: jax.Array,
     num_episodes: int,
     max_steps: int | None = None,
-) -> dict[str, Mean]:
-    """Run ``num_episodes`` fresh episodes and average the completed ones.
+) -> Episodes:
+    """The per-episode results that :func:`evaluate_policy` averages.
 
     Each of ``num_episodes`` environments starts a new episode from its own reset
     (never a training env's state) and runs for ``max_steps`` steps in one
-    ``lax.scan``; only its FIRST episode counts, and only if it ended within
-    ``max_steps``. Counting one episode per env keeps short episodes from being
-    over-represented. Jittable; runs per device inside ``evaluation_step``.
+    ``lax.scan``; only its FIRST episode is recorded. Jittable.
 
-    Args:
-      env: the environment.
-      policy_fn: ``policy_fn(params, obs, key) -> actions`` for a batch:
-        ``obs[num_episodes, *observation_shape]`` to actions
-        ``[num_episodes, *action_shape]`` (already within the action bounds).
-      params: passed to ``policy_fn``.
-      key: typed PRNG key.
-      num_episodes: number of environments, i.e. episodes at most. Static.
-      max_steps: steps to run; ``env.max_episode_steps`` by default (every episode
-        then ends by termination or truncation). Static.
+    Args: as :func:`evaluate_policy`.
 
     Returns:
-      ``{"episode_return": Mean, "episode_length": Mean}`` over completed episodes
-      (count 0, i.e. not logged, when none completed).
+      :class:`Episodes` with arrays of shape ``[num_episodes]``.
     """
     max_steps = env.max_episode_steps if max_steps is None else int(max_steps)
     reset_key, run_key = jax.random.split(key)
@@ -67,9 +69,45 @@ def evaluate_policy(
     carry = vary_like((obs, state, finished, returns, lengths), key, params)
     (_, _, finished, returns, lengths), _ = jax.lax.scan(
         one_step, carry, jax.random.split(run_key, max_steps))
+    return Episodes(returns, lengths, finished)
+
+
+def evaluate_policy(
+    env: Env,
+    policy_fn: PolicyFn,
+    params: Any,
+    key: jax.Array,
+    num_episodes: int,
+    max_steps: int | None = None,
+) -> dict[str, Mean]:
+    """Run ``num_episodes`` fresh episodes and average the completed ones.
+
+    Each of ``num_episodes`` environments starts a new episode from its own reset
+    (never a training env's state) and runs for ``max_steps`` steps in one
+    ``lax.scan``; only its FIRST episode counts, and only if it ended within
+    ``max_steps``. Counting one episode per env keeps short episodes from being
+    over-represented. Jittable; runs per device inside ``evaluation_step``.
+    The per-episode values are :func:`run_episodes`'.
+
+    Args:
+      env: the environment.
+      policy_fn: ``policy_fn(params, obs, key) -> actions`` for a batch:
+        ``obs[num_episodes, *observation_shape]`` to actions
+        ``[num_episodes, *action_shape]`` (already within the action bounds).
+      params: passed to ``policy_fn``.
+      key: typed PRNG key.
+      num_episodes: number of environments, i.e. episodes at most. Static.
+      max_steps: steps to run; ``env.max_episode_steps`` by default (every episode
+        then ends by termination or truncation). Static.
+
+    Returns:
+      ``{"episode_return": Mean, "episode_length": Mean}`` over completed episodes
+      (count 0, i.e. not logged, when none completed).
+    """
+    episodes = run_episodes(env, policy_fn, params, key, num_episodes, max_steps)
     return {
-        "episode_return": Mean.of(returns, mask=finished),
-        "episode_length": Mean.of(lengths, mask=finished),
+        "episode_return": Mean.of(episodes.returns, mask=episodes.finished),
+        "episode_length": Mean.of(episodes.lengths, mask=episodes.finished),
     }
 
 

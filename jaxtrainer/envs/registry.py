@@ -9,14 +9,19 @@ import gymnax
 from jaxtrainer.envs.base import Env
 from jaxtrainer.envs.brax_env import BRAX_ENV_NAMES, BraxEnv
 from jaxtrainer.envs.gymnax_env import GymnaxEnv
+from jaxtrainer.envs.playground_env import PLAYGROUND_ENV_NAMES, PLAYGROUND_PREFIX
 
 BRAX_PREFIX = "brax/"
 
 
 def available() -> list[str]:
-    """Every name :func:`make` accepts: gymnax's ``registered_envs`` and
-    ``brax/<name>`` for brax's environments."""
-    return list(gymnax.registered_envs) + [BRAX_PREFIX + n for n in BRAX_ENV_NAMES]
+    """Every name :func:`make` accepts: gymnax's ``registered_envs``,
+    ``brax/<name>`` for brax's environments and ``playground/<name>`` for MuJoCo
+    Playground 0.2.0's (listed without importing brax or Playground; the
+    ``playground/`` ones need the ``playground`` extra, and its locomotion and
+    manipulation ones the MuJoCo Menagerie assets on disk)."""
+    return (list(gymnax.registered_envs) + [BRAX_PREFIX + n for n in BRAX_ENV_NAMES]
+            + [PLAYGROUND_PREFIX + n for n in PLAYGROUND_ENV_NAMES])
 
 
 def _unknown(name: str) -> ValueError:
@@ -27,19 +32,40 @@ def make(name: str, **kwargs: Any) -> Env:
     """Build an environment by name.
 
     Args:
-      name: a gymnax id (``"CartPole-v1"``, ``"Breakout-MinAtar"``, ...) or
-        ``"brax/<env>"`` (``"brax/ant"``); see :func:`available`.
+      name: a gymnax id (``"CartPole-v1"``, ``"Breakout-MinAtar"``, ...),
+        ``"brax/<env>"`` (``"brax/ant"``) or ``"playground/<env>"`` (a MuJoCo
+        Playground registry name: ``"playground/CartpoleBalance"``); see
+        :func:`available`.
       **kwargs: for gymnax, ``params=`` (an ``EnvParams`` replacing the defaults)
         and the env constructor's keyword arguments; for brax,
         ``episode_length=`` (default 1000) and the env constructor's keyword
-        arguments (``backend=``, ...).
+        arguments (``backend=``, ...); for MuJoCo Playground,
+        ``episode_length=`` (time limit in control steps; default: the env
+        config's, 1000 for the DeepMind Control Suite envs: reaching it is
+        ``truncated``, the env's own ``done`` is ``terminated``),
+        ``action_repeat=`` (default: the env config's, 1 for the suite),
+        ``config_overrides=`` (a dict of env config entries, flat dotted keys
+        or nested, as Playground's ``registry.load`` takes them; ``impl``
+        defaults to ``"jax"``, MJX's pure-JAX implementation, unless given:
+        ``{"impl": "warp"}`` for MuJoCo Warp on a CUDA GPU) and
+        ``observation_key=`` (the entry of a dict observation, default
+        ``"state"``); see :func:`jaxtrainer.envs.playground_env.make_playground`.
 
     Returns:
       An :class:`Env` with auto-reset, terminated/truncated kept apart and
-      episode statistics.
+      episode statistics. brax and Playground envs: observations
+      ``float32[obs_dim]``, actions ``float32[action_size]`` in ``[-1, 1]``.
 
     Raises:
-      ValueError: ``name`` is unknown; the message lists the available names.
+      ValueError: ``name`` is unknown (the message lists the available names);
+        a bad Playground keyword argument (the message names it), checked
+        before anything is loaded or compiled.
+      ImportError: a ``playground/`` name without MuJoCo Playground installed
+        (``pip install "jaxtrainer[playground]"``).
+      FileNotFoundError: a Playground locomotion or manipulation env whose
+        robot assets (MuJoCo Menagerie, which Playground clones from GitHub at
+        run time) are not on disk; raised before any download is attempted,
+        the message says how to get them.
     """
     if name.startswith(BRAX_PREFIX):
         brax_name = name[len(BRAX_PREFIX):]
@@ -51,6 +77,13 @@ def make(name: str, **kwargs: Any) -> Env:
         except KeyError:
             raise _unknown(name) from None
         return BraxEnv(env, episode_length=episode_length, name=name)
+    if name.startswith(PLAYGROUND_PREFIX):
+        from jaxtrainer.envs import playground_env  # imports Playground (slow) when called
+
+        playground_name = name[len(PLAYGROUND_PREFIX):]
+        if playground_name not in playground_env.registered_names():
+            raise _unknown(name)
+        return playground_env.make_playground(playground_name, **kwargs)
     if name not in gymnax.registered_envs:
         raise _unknown(name)
     params = kwargs.pop("params", None)

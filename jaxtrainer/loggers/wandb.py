@@ -17,11 +17,16 @@ class WandbLogger(Logger):
 
     Metrics go to ``run.log(values, step=global_step)`` (x axis: global training
     steps; ``env_steps`` is logged too), hyperparameters once to ``run.config``.
-    The mode comes from ``mode`` or the ``WANDB_MODE`` environment variable:
-    ``"offline"`` writes ``<save_dir>/wandb/offline-run-*`` without any network
-    (upload later with ``wandb sync``), ``"disabled"`` makes every call a no-op.
-    A resumed ``fit`` reuses the run id stored in the checkpoint
-    (``resume="allow"``), so one wandb run spans preemptions.
+    The mode is wandb's own choice unless ``mode`` is given: the
+    ``WANDB_MODE`` environment variable, else the ``wandb online``/``wandb
+    offline`` setting, else online (which needs ``wandb login`` or
+    ``WANDB_API_KEY``). ``"offline"`` writes ``<save_dir>/wandb/offline-run-*``
+    without any network (upload later with ``wandb sync``), ``"disabled"``
+    makes every call a no-op.
+
+    A ``fit`` resumed with ``ckpt_path`` continues the wandb run whose id the
+    checkpoint stored (``resume="allow"``), so one wandb run spans preemptions;
+    a fresh ``fit`` (also with a reused logger) starts a new run with a new id.
     The run is finished (``exit_code`` 0 on success, 1 on failure or
     preemption) on every exit path of ``fit``.
 
@@ -29,8 +34,8 @@ class WandbLogger(Logger):
       project: wandb project name.
       name: run name; default the run directory name (``version_N``).
       save_dir: parent of the ``wandb`` directory; default ``trainer.log_dir``.
-      mode: ``"online"``, ``"offline"`` or ``"disabled"``; default ``WANDB_MODE``
-        or ``"offline"`` when that is unset (never needs a network by default).
+      mode: ``"online"``, ``"offline"`` or ``"disabled"``; ``None`` (default):
+        wandb's own default, as above.
       **init_kwargs: passed to ``wandb.init`` (``entity``, ``tags``, ``group``...).
 
     Raises:
@@ -59,10 +64,12 @@ class WandbLogger(Logger):
 
         directory = os.fspath(self.save_dir or trainer.log_dir)
         os.makedirs(directory, exist_ok=True)
-        mode = self.mode or os.environ.get("WANDB_MODE") or "offline"
+        # WANDB_MODE read at each start (wandb itself reads it once per process), else
+        # None: wandb's own choice (its ``wandb offline`` setting, else online)
+        mode = self.mode or os.environ.get("WANDB_MODE") or None
         kwargs = dict(project=self.project, name=self.name or os.path.basename(trainer.log_dir),
                       dir=directory, mode=mode, reinit="finish_previous", **self.init_kwargs)
-        if self.run_id is not None:
+        if self.run_id is not None:  # restored from the checkpoint this fit resumes
             kwargs.update(id=self.run_id, resume="allow")
         self.run = wandb.init(**kwargs)
         self.run_id = getattr(self.run, "id", None) or self.run_id

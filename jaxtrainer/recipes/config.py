@@ -7,13 +7,28 @@ Trainer's (or PopulationTrainer's) signature, so a new Trainer argument is a
 config key with nothing to update here. Overrides use omegaconf's dotlist syntax::
 
     python recipes/ppo.py trainer.strategy=pmap env.name=Acrobot-v1 algorithm.lr=1e-3
+
+The ``logger:`` and ``callbacks:`` sections choose the loggers and callbacks
+(:mod:`jaxtrainer.recipes.components`; their keys are read from the classes'
+signatures too)::
+
+    python recipes/ppo.py callbacks.checkpoint.every_n_steps=100 logger.wandb.mode=offline
+
+Every recipe takes ``--help`` (every key with its value and a one-line doc,
+:mod:`jaxtrainer.recipes.usage`), ``--print-config`` and ``--config FILE``
+(:func:`config_arg`); run through :func:`cli`, a bad config prints one line and
+exits with status 2. A run a recipe starts holds ``config.yaml``, the resolved
+config plus ``recipe: <name>`` (:class:`~jaxtrainer.recipes.command.RunRecord`),
+which is also a valid ``--config`` file of that recipe.
 """
 
 from __future__ import annotations
 
 import inspect
 import os
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -21,6 +36,9 @@ from omegaconf import DictConfig, OmegaConf
 from jaxtrainer import envs
 from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
+from jaxtrainer.recipes import command, components, sweep
+from jaxtrainer.recipes.command import CONFIG_FILE, RunRecord, cli, recipe_of  # noqa: F401 (re-exported)
+from jaxtrainer.recipes.components import did_you_mean
 from jaxtrainer.trainer import Trainer
 
 NOT_FROM_YAML = ("self", "callbacks")
@@ -48,13 +66,20 @@ environment does not take."""
 
 
 def _check_key(base: DictConfig, dotted: str, source: str = "") -> None:
+    """Raise ValueError unless ``dotted`` is a key of ``base`` (or of a
+    ``logger:``/``callbacks:`` entry's class); the message lists the keys where
+    the path ends and the closest known key."""
+    if dotted.split(".", 1)[0] in components.SECTIONS:
+        return components.check_key(dotted, source)
     node: Any = base
     walked: list[str] = []
     for part in dotted.split("."):
         if not isinstance(node, DictConfig) or part not in node:
             where = ".".join(walked) or "<top level>"
             choices = ", ".join(sorted(str(k) for k in node)) if isinstance(node, DictConfig) else "none"
-            raise ValueError(f"{source}unknown config key {dotted!r}: {where} has keys: {choices}")
+            known = _leaf_keys(base) + [str(k) for k in base] + components.known_keys()
+            raise ValueError(f"{source}unknown config key {dotted!r}: {where} has keys: {choices}"
+                             + did_you_mean(dotted, known))
         node = node[part]
         walked.append(part)
 
@@ -74,32 +99,70 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
     With ``defaults`` (the recipe's own YAML file) and a different ``path`` (a
     ``--config`` file), ``path`` is merged over ``defaults``: it need only hold
     what differs, and each of its keys must exist in ``defaults`` (except under
-    the sections in :data:`OPEN_SECTIONS`).
+    the sections in :data:`OPEN_SECTIONS`). The keys of the ``logger:`` and
+    ``callbacks:`` sections are checked against their classes' signatures
+    (:mod:`jaxtrainer.recipes.components`) instead, in every file and override;
+    ``<entry>=true`` over an entry the file gives as a mapping keeps the mapping.
+
+    A top-level ``recipe:`` key (as in a run's ``config.yaml``) is taken out of
+    the config; :func:`recipe_of` returns it (or the stem of ``defaults``, else
+    of ``path``: ``ppo`` for ``recipes/configs/ppo.yaml``).
 
     Raises:
       ValueError: an override that is not ``key=value``, or a key (in an
         override or in the ``--config`` file) that is not in the defaults (the
-        message names the file and lists the keys that exist there).
+        message names the file, lists the keys that exist there and the closest
+        one), a ``logger:``/``callbacks:`` entry that is not true, false, null
+        or a mapping of its class's keys, or a ``recipe:`` other than the
+        recipe of ``defaults``.
     """
     base = OmegaConf.load(path)
+    recipe = Path(defaults if defaults is not None else path).stem
+    named = base.pop("recipe", None) if isinstance(base, DictConfig) else None
+    if named is not None and defaults is not None and str(named) != recipe:
+        raise ValueError(f"{os.fspath(path)} is a config of the {named!r} recipe (recipe: {named}), "
+                         f"not of {recipe!r}: run recipes/{named}.py --config {os.fspath(path)}")
+    recipe = str(named) if named is not None else recipe
     if defaults is not None and os.path.realpath(defaults) != os.path.realpath(path):
-        schema = OmegaConf.load(defaults)
+        schema = sweep.with_section(OmegaConf.load(defaults), recipe)
         for dotted in _leaf_keys(base):
-            if dotted.split(".", 1)[0] not in OPEN_SECTIONS:
+            if dotted.split(".", 1)[0] not in OPEN_SECTIONS and not sweep.is_open_key(dotted):
                 _check_key(schema, dotted, source=f"{os.fspath(path)}: ")
         base = OmegaConf.merge(schema, base)
+    base = sweep.with_section(base, recipe)  # sweep.seeds, sweep.hyperparams.<name>
     for item in overrides:
         if "=" not in item or item.startswith("="):
             raise ValueError(f"bad override {item!r}: expected key=value, e.g. trainer.seed=1")
         key = item.split("=", 1)[0].lstrip("+")
-        if key.split(".", 1)[0] not in OPEN_SECTIONS or "." not in key:
+        if (key.split(".", 1)[0] not in OPEN_SECTIONS or "." not in key) \
+                and not sweep.is_open_key(key):
             _check_key(base, key)
+        if key.split(".", 1)[0] in components.SECTIONS and "." in key:
+            continue  # an entry (true, false, null or keys) or one of its keys
         if isinstance(OmegaConf.select(base, key), DictConfig):
             raise ValueError(f"bad override {item!r}: {key} is a section; set one of its keys, "
                              f"e.g. {key}.{next(iter(OmegaConf.select(base, key)), 'name')}=...")
-    cfg = OmegaConf.merge(base, OmegaConf.from_dotlist(list(overrides)))
+    cfg = OmegaConf.merge(base, OmegaConf.from_dotlist(_keep_entry_mappings(base, overrides)))
+    components.check_entries(cfg)
     OmegaConf.set_struct(cfg, True)
+    command.remember(cfg, recipe)
     return cfg
+
+
+def _keep_entry_mappings(base: DictConfig, overrides: Sequence[str]) -> list[str]:
+    """``overrides`` without those setting a ``logger:``/``callbacks:`` entry
+    that ``base`` gives as a mapping to ``true`` (it is on already, with its keys)."""
+    kept = []
+    for item in overrides:
+        key = item.split("=", 1)[0].lstrip("+")
+        parts = key.split(".")
+        if len(parts) == 2 and parts[0] in components.SECTIONS \
+                and isinstance(base.get(parts[0]), DictConfig) \
+                and isinstance(base[parts[0]].get(parts[1]), DictConfig) \
+                and OmegaConf.from_dotlist([item]).get(parts[0], {}).get(parts[1]) is True:
+            continue
+        kept.append(item)
+    return kept
 
 
 def trainer_kwargs(cfg: DictConfig, keys: Sequence[str] = TRAINER_KEYS,
@@ -117,21 +180,41 @@ def trainer_kwargs(cfg: DictConfig, keys: Sequence[str] = TRAINER_KEYS,
     section = OmegaConf.to_container(cfg.trainer, resolve=True)
     unknown = set(section) - set(keys) - {"ckpt_path"}
     if unknown:
+        first = sorted(unknown)[0]
         raise ValueError(f"unknown trainer keys {sorted(unknown)}; {accepts} accepts: "
-                         f"{', '.join(keys)}, ckpt_path")
+                         f"{', '.join(keys)}, ckpt_path" + did_you_mean(first, [*keys, "ckpt_path"]))
     return {k: v for k, v in section.items() if k != "ckpt_path"}
 
 
+RESUME_HINT = ("the same command plus trainer.ckpt_path=last "
+               "(or trainer.ckpt_path={checkpoint})")
+"""The preemption message's resume advice for a recipe user (see ``Trainer.resume_hint``)."""
+
+
 def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
-    """A Trainer from ``cfg.trainer`` (keyword ``overrides`` win, e.g. callbacks)."""
-    return Trainer(**{**trainer_kwargs(cfg), **overrides})
+    """A Trainer from ``cfg.trainer`` (keyword ``overrides`` win), with the
+    loggers and callbacks of the ``logger:`` and ``callbacks:`` sections
+    (:func:`jaxtrainer.recipes.components.trainer_arguments`; ``callbacks`` in
+    ``overrides`` are added to them), whose preemption message names the
+    command-line form (:data:`RESUME_HINT`).
+
+    Raises:
+      ValueError: a bad trainer key or value, or a logger or callback entry its
+        class rejects (naming the entry), before anything runs.
+    """
+    trainer = Trainer(**components.trainer_arguments(cfg, {**trainer_kwargs(cfg), **overrides}))
+    trainer.resume_hint = RESUME_HINT
+    return trainer
 
 
 def make_population_trainer(cfg: DictConfig, **overrides: Any) -> PopulationTrainer:
     """A :class:`~jaxtrainer.PopulationTrainer` from ``cfg.trainer`` (keyword
-    ``overrides`` win), converted and checked as in :func:`trainer_kwargs`."""
+    ``overrides`` win), converted and checked as in :func:`trainer_kwargs`, with
+    the loggers and callbacks of the config as in :func:`make_trainer`."""
     kwargs = trainer_kwargs(cfg, POPULATION_TRAINER_KEYS, "PopulationTrainer")
-    return PopulationTrainer(**{**kwargs, **overrides})
+    trainer = PopulationTrainer(**components.trainer_arguments(cfg, {**kwargs, **overrides}))
+    trainer.resume_hint = RESUME_HINT
+    return trainer
 
 
 def ckpt_path(cfg: DictConfig) -> str | None:
@@ -142,10 +225,45 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike) -> tuple[str | o
     """``--config PATH`` (or ``--config=PATH``) anywhere in ``argv`` picks another
     YAML file; returns ``(path, the other arguments)``.
 
+    ``-h``/``--help`` prints every key of the config with its value and a
+    one-line doc (:func:`jaxtrainer.recipes.usage.help_text`; the classes that
+    document the recipe's own sections are looked up among the names of the
+    calling function and its module, then in :mod:`jaxtrainer.algorithms`);
+    ``--print-config`` prints the resolved config (after ``--config`` and the
+    overrides) as YAML with ``recipe: <name>`` first (what the run's
+    ``config.yaml`` will hold). Both exit with status 0.
+
     Raises:
-      ValueError: ``--config`` without a path, or given twice.
+      ValueError: ``--config`` without a path, or given twice; with ``--help``
+        or ``--print-config``, what :func:`load` raises.
+      SystemExit: after ``--help`` or ``--print-config`` (status 0).
     """
-    argv, path, rest = list(argv), None, []
+    argv = list(argv)
+    wants = [a for a in argv if a in ("-h", "--help", "--print-config")]
+    path, rest = _split_config(argv, default)
+    rest = [a for a in rest if a not in wants]
+    if wants:
+        from jaxtrainer.recipes import usage
+
+        cfg = load(path, rest, defaults=default)
+        if any(a in ("-h", "--help") for a in wants):
+            caller = sys._getframe(1)
+            main = sys.modules.get("__main__")
+            about = main.__doc__ if Path(getattr(main, "__file__", "") or "").stem == \
+                recipe_of(cfg) else caller.f_globals.get("__doc__")
+            sources = [default] + ([path] if os.path.realpath(path) != os.path.realpath(default) else [])
+            print(usage.help_text(cfg, sys.argv[0] if main is not None else "recipe", sources,
+                                  usage.candidate_classes([caller.f_locals, caller.f_globals]),
+                                  about), end="")
+        else:
+            print(usage.config_text(cfg, recipe_of(cfg)), end="")
+        sys.stdout.flush()
+        raise SystemExit(0)
+    return path, rest
+
+
+def _split_config(argv: list[str], default: str | os.PathLike) -> tuple[str | os.PathLike, list[str]]:
+    path, rest = None, []
     i = 0
     while i < len(argv):
         item = argv[i]
@@ -190,7 +308,7 @@ def make_env(cfg: DictConfig) -> envs.Env:
 
     Raises:
       ValueError: no ``env:`` section, no ``env.name``, or an unknown name (the
-        message lists the available names).
+        message names the closest one and lists the available names).
       TypeError: a key that the environment's constructor does not take.
     """
     kwargs = section(cfg, "env")
@@ -198,6 +316,11 @@ def make_env(cfg: DictConfig) -> envs.Env:
         raise ValueError("config section 'env' has no name: set env.name, e.g. "
                          "env.name=CartPole-v1 or env.name=brax/ant")
     name = kwargs.pop("name")
+    available = envs.available()
+    if name not in available:
+        hint = did_you_mean(str(name), available)
+        raise ValueError(f"unknown environment env.name={name!r}{hint or ';'} available: "
+                         f"{', '.join(available)}")
     try:
         return envs.make(name, **kwargs)
     except TypeError as e:
@@ -212,9 +335,16 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
     ``eval/episode_return=<value with 2 decimals> run_dir=<trainer.log_dir>``.
 
     ``trainer`` is a :class:`Trainer` or a :class:`~jaxtrainer.PopulationTrainer`.
+    During ``fit`` a :class:`~jaxtrainer.recipes.command.RunRecord` writes
+    ``<run_dir>/config.yaml`` (:data:`CONFIG_FILE`: ``cfg`` resolved, plus
+    ``recipe:``; a resume keeps the run's) and runs the evaluation at the last
+    step while the loggers are open, so ``metrics.csv`` and TensorBoard hold it
+    at that step. A resume whose checkpoint already spent the budget evaluates
+    after ``fit`` (nothing is logged then).
 
     Returns:
-      The evaluation metrics, ``trainer.evaluate(module)`` (Python floats).
+      The evaluation metrics, equal to ``trainer.evaluate(module)`` after
+      ``fit`` (Python floats, with ``step`` and ``env_steps``).
 
     Raises:
       KeyError: the evaluation has no ``eval/episode_return`` (raised after
@@ -222,8 +352,15 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
       FileNotFoundError: ``trainer.ckpt_path`` names no checkpoint (from
         :meth:`Trainer.fit`, as do the module's size checks' ``ValueError``).
     """
-    trainer.fit(module, ckpt_path=ckpt_path(cfg))
-    result = trainer.evaluate(module)
+    sweep.before_fit(trainer, module, recipe_of(cfg))  # a Sweep: budget per member, summary
+    record = RunRecord(cfg, recipe_of(cfg))
+    trainer.callbacks.insert(sum(getattr(cb, "order", 0) <= record.order for cb in trainer.callbacks),
+                             record)
+    try:
+        trainer.fit(module, ckpt_path=ckpt_path(cfg))
+    finally:
+        trainer.callbacks.remove(record)
+    result = record.evaluated_at(trainer.global_step) or trainer.evaluate(module)
     if "eval/episode_return" not in result:
         raise KeyError(f"the evaluation of {type(module).__name__} has no eval/episode_return; "
                        f"its metrics: {', '.join(sorted(result))}")

@@ -1,0 +1,267 @@
+"""``jaxtrainer eval``: evaluate a saved run's checkpoint on fresh episodes, and watch it.
+
+::
+
+    jaxtrainer eval runs/ppo/version_0 --episodes 16
+    jaxtrainer eval runs/ppo/version_0 --ckpt best --seed 3 --strategy pmap
+    jaxtrainer eval runs/ppo/version_0/checkpoints/976 --video cartpole.gif
+    jaxtrainer eval runs/ppo_brax/version_0 --video ant.html
+
+The module is rebuilt from the run's ``config.yaml`` (written by the recipes)
+and the checkpoint restored on the chosen strategy. The episodes are those of
+``trainer.evaluate``: the module's own evaluation policy (greedy), keys
+``fold_in(fold_in(fold_in(root, EVAL), step), device)`` with ``root`` the run's
+root key (``--seed S``: ``key(S)``, as a run with ``seed=S`` draws them), so
+the mean return printed is the one ``Trainer.evaluate`` returns for that
+checkpoint with ``eval_episodes = --episodes``, on the same strategy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxtrainer.distributed import local_size, member_scope, psum
+from jaxtrainer.envs.evaluation import run_episodes
+from jaxtrainer.metrics import Max, Mean, Min, Sum
+from jaxtrainer.module import Module
+from jaxtrainer.trainer import Trainer
+
+STATISTICS = ("episode_return", "episode_length")
+
+VIDEO_KEY = 0x766964
+"""Folded into ``key(seed)`` for the ``--video`` episodes (fresh episodes of
+their own, not the evaluated ones)."""
+
+
+def _summaries(name: str, values: jax.Array, mask: jax.Array, mean: Mean) -> dict[str, Any]:
+    """``eval/<name>`` (``mean``) and its ``_var``, ``_min`` and ``_max`` over
+    the episodes of ``mask`` on every device (``values``: this device's)."""
+    total, count = psum(mean.total), psum(mean.count)
+    centre = total / jnp.maximum(count, 1.0)
+    return {f"eval/{name}": mean,
+            f"eval/{name}_var": Mean.of((values.astype(jnp.float32) - centre) ** 2, mask),
+            f"eval/{name}_min": Min.of(values, mask),
+            f"eval/{name}_max": Max.of(values, mask)}
+
+
+class EpisodeStatistics(Module):
+    """The module a Trainer runs, whose evaluation also reports the spread of
+    the episodes: the same episodes as ``module.evaluation_step`` (the same
+    policy, params, key and count, through
+    :func:`jaxtrainer.envs.evaluation.run_episodes`), so ``eval/episode_return``
+    equals the module's own evaluation.
+
+    Metrics: for ``x`` in ``episode_return``, ``episode_length``: ``eval/x``
+    (mean over completed episodes), ``eval/x_var`` (population variance about
+    that mean), ``eval/x_min``, ``eval/x_max``; ``eval/episodes`` (completed
+    episodes, :class:`~jaxtrainer.metrics.Sum`). For
+    :class:`~jaxtrainer.algorithms.PBT`: those of the member with the best
+    current fitness, as ``PBT.evaluation_step`` chooses it.
+
+    Everything else (state, training, checks) is the wrapped module's.
+    """
+
+    def __init__(self, module: Module) -> None:
+        from jaxtrainer.policy import policy_spec
+
+        self.module = module
+        self.spec = policy_spec(module)  # TypeError now for a module without a policy
+        self.env_steps_per_step = module.env_steps_per_step
+        self.step_key_per_device = module.step_key_per_device
+
+    def configure_budget(self, max_steps: int) -> None:
+        self.module.configure_budget(max_steps)
+
+    def validate(self, num_devices: int) -> None:
+        self.module.validate(num_devices)
+
+    def init_state(self, key: jax.Array) -> Any:
+        return self.module.init_state(key)
+
+    def training_step(self, state: Any, key: jax.Array) -> tuple[Any, dict]:
+        return self.module.training_step(state, key)
+
+    def hparams(self) -> dict[str, Any]:
+        return self.module.hparams()
+
+    def _episodes(self, params: Any, key: jax.Array):
+        spec = self.spec
+        return run_episodes(spec.env, spec.greedy, params,
+                            key, local_size(spec.eval_episodes, "eval_episodes"))
+
+    def evaluation_step(self, state: Any, key: jax.Array) -> dict[str, Any]:
+        from jaxtrainer.algorithms.pbt import PBT
+        from jaxtrainer.population import GenerationModule
+
+        module = self.module
+        while isinstance(module, GenerationModule):
+            module = module.population_module
+        if isinstance(module, PBT):
+            return self._best_member(module, state, key)
+        ep = self._episodes(self.spec.params(state), key)
+        metrics = {"eval/episodes": Sum.of(ep.finished.astype(jnp.float32))}
+        for name, values in zip(STATISTICS, (ep.returns, ep.lengths), strict=True):
+            metrics.update(_summaries(name, values, ep.finished, Mean.of(values, mask=ep.finished)))
+        return metrics
+
+    def _best_member(self, pbt: Any, state: Any, key: jax.Array) -> dict[str, Any]:
+        """As ``PBT.evaluation_step``: every member on its own key, reported for
+        the member of the best current fitness (a mask here)."""
+        layout = pbt.layout
+        ids = layout.ids()
+
+        def member(member_state, member_key):
+            ep = self._episodes(self.spec.params(member_state), member_key)
+            means = [Mean.of(v, mask=ep.finished) for v in (ep.returns, ep.lengths)]
+            return ep, means
+
+        with member_scope(pbt.axis_name):
+            ep, means = jax.vmap(member)(state.members, layout.keys(key, ids))
+        best = layout.rank(layout.gather(pbt._current_fitness(state)))[0]
+        is_best = (ids == best).astype(jnp.float32)
+        mask = ep.finished & (ids == best)[:, None]
+        metrics = {"eval/episodes": Sum.of(mask.astype(jnp.float32))}
+        for name, values, m in zip(STATISTICS, (ep.returns, ep.lengths), means, strict=True):
+            centre = m.total / jnp.maximum(m.count, 1.0)  # each member's own mean
+            deviation = jnp.sum(jnp.where(ep.finished, (values - centre[:, None]) ** 2, 0.0), -1)
+            metrics.update({
+                f"eval/{name}": Mean(jnp.sum(is_best * m.total), jnp.sum(is_best * m.count)),
+                f"eval/{name}_var": Mean(jnp.sum(is_best * deviation), jnp.sum(is_best * m.count)),
+                f"eval/{name}_min": Min.of(values, mask),
+                f"eval/{name}_max": Max.of(values, mask)})
+        return metrics
+
+
+def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
+                 episodes: int | None = None, seed: int | None = None,
+                 strategy: Any = "single", devices: Any = "auto",
+                 video: str | os.PathLike | None = None, video_episodes: int = 1) -> dict[str, Any]:
+    """Evaluate a saved run's checkpoint (what ``jaxtrainer eval`` prints).
+
+    Args:
+      path: a run directory, its ``checkpoints`` directory or a step directory.
+      ckpt: ``None``/``"last"`` (newest), ``"best"`` or a step number.
+      episodes: evaluation episodes (the config's ``algorithm.eval_episodes``
+        by default); must divide by the device count.
+      seed: ``None``: the run's root key; else ``key(seed)``.
+      strategy, devices: as the Trainer's.
+      video: write ``video_episodes`` fresh episodes there (``.gif``/``.mp4``
+        for gymnax, ``.html`` for brax).
+
+    Returns:
+      ``{"checkpoint", "step", "env_steps", "seed", "episodes", "completed",
+      "metrics", "video_frames"}``; ``metrics`` is ``trainer.evaluate``'s dict
+      of :class:`EpisodeStatistics` with ``eval/<x>_std`` (the square root of
+      ``_var``, ``float``) added.
+
+    Raises:
+      ValueError: a bad argument (naming it), before anything compiles.
+      FileNotFoundError: no checkpoint or no ``config.yaml`` there.
+    """
+    from jaxtrainer import render, saved_run
+    from jaxtrainer.policy import params_of
+
+    if episodes is not None and (isinstance(episodes, bool) or not isinstance(episodes, int)
+                                 or episodes < 1):
+        raise ValueError(f"--episodes {episodes!r}: expected a positive int")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValueError(f"--seed {seed!r}: expected an int")
+    if isinstance(video_episodes, bool) or not isinstance(video_episodes, int) or video_episodes < 1:
+        raise ValueError(f"--video-episodes {video_episodes!r}: expected a positive int")
+    overrides = None if episodes is None else {"algorithm.eval_episodes": episodes}
+    trainer, module, _, cfg, step_dir = saved_run.prepare(
+        path, ckpt, overrides=overrides, strategy=strategy, devices=devices)
+    stats = EpisodeStatistics(module)
+    if video is not None:
+        render.check_video_path(stats.spec.env.name, video)
+    meta = saved_run.load_into(trainer, stats, step_dir)
+    if seed is not None:
+        trainer._root_key = trainer.strategy.to_global(jax.random.key(seed))
+    # Trainer's own evaluate: a PopulationTrainer's would wrap the (already wrapped) module
+    metrics = Trainer.evaluate(trainer, stats)
+    for name in STATISTICS:
+        if f"eval/{name}_var" in metrics:
+            metrics[f"eval/{name}_std"] = math.sqrt(max(metrics[f"eval/{name}_var"], 0.0))
+    used_seed = int(meta.get("seed", 0)) if seed is None else seed
+    frames = None
+    if video is not None:
+        spec, params = params_of(module, trainer.state)
+        params = jax.device_put(jax.device_get(params))
+        key = jax.random.fold_in(jax.random.key(used_seed), VIDEO_KEY)
+        frames = render.write_video(spec.env, spec.greedy, params, key, video, video_episodes)
+    return {"checkpoint": os.fspath(step_dir), "step": trainer.global_step,
+            "env_steps": trainer.env_steps, "seed": used_seed,
+            "episodes": stats.spec.eval_episodes,
+            "completed": int(round(metrics.get("eval/episodes", 0.0))),
+            "metrics": metrics, "video_frames": frames}
+
+
+def format_result(result: dict[str, Any]) -> list[str]:
+    """The lines ``jaxtrainer eval`` prints for an :func:`evaluate_run` result."""
+    m = result["metrics"]
+    lines = [f"checkpoint {result['checkpoint']} (step {result['step']}, "
+             f"env steps {result['env_steps']}); seed {result['seed']}",
+             f"episodes: {result['completed']} completed of {result['episodes']}"]
+    for name in STATISTICS:
+        if f"eval/{name}" in m:
+            lines.append(f"{name}: mean={m[f'eval/{name}']:.4f} std={m[f'eval/{name}_std']:.4f} "
+                         f"min={m[f'eval/{name}_min']:g} max={m[f'eval/{name}_max']:g}")
+        else:
+            lines.append(f"{name}: no episode completed within the time limit")
+    return lines
+
+
+USAGE_EPILOG = """\
+The module is rebuilt from RUN_DIR/config.yaml (written by the recipes). The episodes
+and the mean return are those of Trainer.evaluate on that checkpoint (eval_episodes =
+--episodes, the run's seed unless --seed). --video renders --video-episodes other fresh
+episodes: gymnax (CartPole-v1, Acrobot-v1, ...) as .gif (or .mp4 with ffmpeg), brax/<env>
+as .html (brax's viewer)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="jaxtrainer eval", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Evaluate a saved run's checkpoint on fresh episodes: mean, std, min and "
+                    "max of the episode return and length.", epilog=USAGE_EPILOG)
+    parser.add_argument("path", metavar="RUN_DIR|CHECKPOINT_DIR",
+                        help="a run directory (runs/ppo/version_0), its checkpoints directory "
+                             "or a step directory (.../checkpoints/976)")
+    parser.add_argument("--episodes", type=int, default=None, metavar="N",
+                        help="episodes to run (default: the config's algorithm.eval_episodes)")
+    parser.add_argument("--seed", type=int, default=None, metavar="S",
+                        help="evaluation keys of a run with this seed (default: the run's)")
+    parser.add_argument("--strategy", default="single",
+                        help="single (default), pmap, shard_map or auto")
+    parser.add_argument("--devices", default="auto",
+                        help="as Trainer(devices=...): auto, a count, or indices e.g. 0,1")
+    parser.add_argument("--ckpt", default=None, metavar="best|last|STEP",
+                        help="which checkpoint of a run directory (default: the newest; best: by "
+                             "the metric its ModelCheckpoint monitored)")
+    parser.add_argument("--video", default=None, metavar="FILE",
+                        help="also render episodes: .gif/.mp4 (gymnax) or .html (brax)")
+    parser.add_argument("--video-episodes", type=int, default=1, metavar="K",
+                        help="episodes in the video (default 1)")
+    args = parser.parse_args(argv)
+    devices: Any = args.devices
+    if isinstance(devices, str) and "," in devices:
+        devices = [int(d) for d in devices.split(",") if d.strip().isdigit()]
+    try:
+        result = evaluate_run(args.path, ckpt=args.ckpt, episodes=args.episodes, seed=args.seed,
+                              strategy=args.strategy, devices=devices, video=args.video,
+                              video_episodes=args.video_episodes)
+    except (FileNotFoundError, ValueError, TypeError) as e:
+        print(f"jaxtrainer eval: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    for line in format_result(result):
+        print(line)
+    if result["video_frames"] is not None:
+        print(f"wrote {args.video} ({result['video_frames']} frames)")
+    return 0

@@ -1,0 +1,175 @@
+"""A recipe as a command: one-line config errors, the run's ``config.yaml`` and
+its final evaluation in the logs.
+
+* :func:`cli` runs a recipe's ``main(argv)``: a bad config (an error raised
+  before training starts) prints one line and exits with status 2, as
+  argparse does; an error once training has started keeps its traceback.
+* :class:`RunRecord` (added by :func:`jaxtrainer.recipes.config.fit_and_report`)
+  writes ``<run_dir>/config.yaml`` when the run starts and evaluates once at the
+  last step inside ``fit``, so the loggers (``metrics.csv``, TensorBoard, wandb)
+  and the final checkpoint hold the evaluation the recipe prints.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from jaxtrainer.callbacks.base import Callback
+
+if TYPE_CHECKING:
+    from jaxtrainer.module import Module
+    from jaxtrainer.trainer import Trainer
+
+CONFIG_FILE = "config.yaml"
+"""The file in a run directory holding the resolved config of the recipe that
+started the run, plus the top-level key ``recipe`` (the recipe's name, the stem
+of its script: ``ppo`` for ``recipes/ppo.py``)."""
+
+CONFIG_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError, TypeError, FileNotFoundError, OmegaConfBaseException, yaml.YAMLError)
+"""Errors :func:`cli` reports as one line when raised before training starts
+(a bad key, value, environment name, config file or ``ckpt_path``)."""
+
+TRACEBACK_VARIABLE = "JAXTRAINER_TRACEBACK"
+"""Set it to ``1`` to get the traceback of a config error instead of one line."""
+
+
+class _Command:
+    """What :func:`cli` tracks for the error report: has a ``fit`` started."""
+
+    training_started = False
+
+
+_RECIPES: list[tuple[DictConfig, str]] = []  # the configs :func:`remember` saw, newest last
+_KEPT = 32
+
+
+def remember(cfg: DictConfig, recipe: str) -> None:
+    """Record that ``cfg`` (the object) is the config of recipe ``recipe``."""
+    _RECIPES[:] = [(c, r) for c, r in _RECIPES if c is not cfg][-(_KEPT - 1):] + [(cfg, recipe)]
+
+
+def recipe_of(cfg: DictConfig) -> str | None:
+    """The recipe name :func:`jaxtrainer.recipes.config.load` recorded for
+    ``cfg`` (the same object), or ``None``."""
+    return next((r for c, r in reversed(_RECIPES) if c is cfg), None)
+
+
+def one_line(error: BaseException) -> str:
+    """``error``'s message on one line (whitespace runs collapsed)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
+        prog: str | None = None) -> None:
+    """Run ``main(argv)`` (default ``sys.argv[1:]``) as a command.
+
+    An error of :data:`CONFIG_ERRORS` raised before training starts (before the
+    first ``fit`` reaches its ``setup`` hooks: while loading the config,
+    building the environment, module or Trainer, checking sizes against the
+    devices or resolving ``trainer.ckpt_path``) prints
+    ``<prog>: error: <message>`` on stderr and exits with status 2. Any other
+    error, and every error once training has started, propagates with its
+    traceback; so do all of them when the environment variable
+    :data:`TRACEBACK_VARIABLE` is ``1``.
+
+    Raises:
+      SystemExit: status 2 for a config error (``--help`` and
+        ``--print-config`` exit with 0 from ``main``).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    prog = prog or sys.argv[0]
+    _Command.training_started = False
+    try:
+        main(argv)
+    except CONFIG_ERRORS as e:
+        if _Command.training_started or os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
+            raise
+        print(f"{prog}: error: {one_line(e)}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+
+
+def write_config(path: str | os.PathLike, cfg: DictConfig, recipe: str | None) -> None:
+    """Write ``cfg`` resolved, with ``recipe: <recipe>`` first when given, to
+    ``path`` (atomically: a temporary file then ``os.replace``)."""
+    body = OmegaConf.to_container(cfg, resolve=True)
+    data = OmegaConf.create({"recipe": recipe, **body} if recipe else body)
+    tmp = f"{os.fspath(path)}.tmp"
+    OmegaConf.save(data, tmp)
+    os.replace(tmp, path)
+
+
+class RunRecord(Callback):
+    """What a recipe keeps of a run: its config and its final evaluation.
+
+    * ``setup``: writes ``<log_dir>/config.yaml`` (:data:`CONFIG_FILE`) on the
+      global-zero process. A resumed run (``ckpt_path``) keeps the file the run
+      started with, as ``hparams.csv`` is kept (written only when missing).
+    * At the boundary where the budget is spent (``on_train_steps_end``), or
+      at ``on_train_end`` when a callback stopped training earlier: runs
+      ``trainer.evaluate`` once on the final state, unless an evaluation already
+      ran at that step (``eval_every_n_steps`` dividing it), before
+      :class:`~jaxtrainer.callbacks.ModelCheckpoint` saves (``order = 90``). The
+      loggers are still open then: the evaluation is a row at the last step of
+      ``metrics.csv`` (and of TensorBoard, wandb), and the checkpoint saved at
+      that step holds it in its metrics (for ``monitor``). The key of an
+      evaluation depends on (seed, step) only, so it equals
+      ``trainer.evaluate`` after ``fit``.
+
+    Args:
+      cfg: the recipe's resolved config.
+      recipe: the recipe's name, written as ``recipe:`` (``None``: no such key).
+
+    Attributes:
+      result: the metrics of the last evaluation of this ``fit`` (Python
+        floats, with ``step`` and ``env_steps``), or ``None``.
+    """
+
+    order = 90
+
+    def __init__(self, cfg: DictConfig, recipe: str | None) -> None:
+        self.cfg = cfg
+        self.recipe = recipe
+        self.result: dict[str, float] | None = None
+
+    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
+        return False
+
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        if stage != "fit":
+            return
+        _Command.training_started = True
+        self.result = None
+        if not trainer.is_global_zero:
+            return
+        path = Path(trainer.log_dir) / CONFIG_FILE
+        if trainer.ckpt_path is not None and path.exists():
+            return  # a resume: the run's config is the one it started with
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_config(path, self.cfg, self.recipe)
+
+    def on_evaluation_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        self.result = dict(metrics)
+
+    def _evaluate_once(self, trainer: Trainer, module: Module) -> None:
+        if module.has_evaluation() and self.evaluated_at(trainer.global_step) is None:
+            trainer.evaluate(module)  # on_evaluation_end (ours and the loggers') records it
+
+    def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        if trainer.global_step >= trainer.max_steps and not trainer.state_ahead:
+            self._evaluate_once(trainer, module)
+
+    def on_train_end(self, trainer: Trainer, module: Module) -> None:
+        self._evaluate_once(trainer, module)
+
+    def evaluated_at(self, step: int) -> dict[str, float] | None:
+        """:attr:`result` if it is the evaluation of ``step``, else ``None``."""
+        return self.result if self.result is not None and self.result.get("step") == step else None

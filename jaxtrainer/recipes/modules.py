@@ -1,0 +1,158 @@
+"""The module each recipe trains, built from its config in one place.
+
+Every script in ``recipes/`` builds its module with :func:`build_module`, and
+``jaxtrainer eval`` / :func:`jaxtrainer.load_policy` rebuild it the same way
+from a run's saved ``config.yaml`` (the resolved config plus a top-level
+``recipe: <script stem>`` key), so a saved run restores into exactly the module
+that wrote it.
+
+>>> cfg = config.load("recipes/configs/ppo.yaml")
+>>> module = build_module("ppo", cfg)          # PPO(PPOConfig(env=..., **algorithm), env=...)
+
+Recipes whose module is a :class:`~jaxtrainer.PopulationModule`
+(:data:`POPULATION_RECIPES`) train with a
+:class:`~jaxtrainer.PopulationTrainer`; the others with a
+:class:`~jaxtrainer.Trainer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from omegaconf import DictConfig
+
+from jaxtrainer.module import Module, PopulationModule
+from jaxtrainer.recipes import config, sweep
+
+
+def _ppo(cfg: DictConfig) -> Module:
+    from jaxtrainer.algorithms import PPO, PPOConfig
+
+    # total_updates unset: the learning rate anneals over the Trainer's budget
+    return PPO(PPOConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
+               env=config.make_env(cfg))
+
+
+def _a2c(cfg: DictConfig) -> Module:
+    from jaxtrainer.algorithms.a2c import A2C, A2CConfig
+
+    # total_updates unset: the learning rate anneals over the Trainer's budget
+    return A2C(A2CConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
+               env=config.make_env(cfg))
+
+
+def _impala(cfg: DictConfig) -> Module:
+    from jaxtrainer.algorithms.impala import IMPALA, IMPALAConfig
+
+    # total_updates unset: the learning rate anneals over the Trainer's budget
+    return IMPALA(IMPALAConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
+                  env=config.make_env(cfg))
+
+
+def _dqn(cfg: DictConfig) -> Module:
+    from jaxtrainer.algorithms.dqn import DQN, DQNConfig
+
+    return DQN(DQNConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
+               env=config.make_env(cfg))
+
+
+def _sac(cfg: DictConfig) -> Module:
+    from jaxtrainer.algorithms.sac import SAC, SACConfig
+
+    env = config.make_env(cfg)
+    return SAC(SACConfig(env=cfg.env.name, **config.section(cfg, "algorithm")), env=env)
+
+
+def _td3(cfg: DictConfig) -> Module:
+    from jaxtrainer.algorithms.td3 import TD3, TD3Config
+
+    env = config.make_env(cfg)
+    return TD3(TD3Config(env=cfg.env.name, **config.section(cfg, "algorithm")), env=env)
+
+
+def _ddpg(cfg: DictConfig) -> Module:
+    from jaxtrainer.algorithms.ddpg import DDPG, DDPGConfig
+
+    env = config.make_env(cfg)
+    return DDPG(DDPGConfig(env=cfg.env.name, **config.section(cfg, "algorithm")), env=env)
+
+
+def _cem_rl(cfg: DictConfig) -> Module:
+    from jaxtrainer.algorithms.cem_rl import CEMRL, CEMRLConfig
+
+    env = config.make_env(cfg)
+    return CEMRL(CEMRLConfig(env=cfg.env.name, **config.section(cfg, "algorithm")), env=env)
+
+
+def _neuro_es(cfg: DictConfig) -> PopulationModule:
+    from jaxtrainer.algorithms.es import NeuroES
+
+    algo = config.section(cfg, "algorithm")
+    name = algo.pop("name")
+    # null means "evosax's default" except for fitness_shaping, where None is a choice
+    return NeuroES(config.make_env(cfg), name,
+                   **{k: v for k, v in algo.items() if v is not None or k == "fitness_shaping"})
+
+
+def _pbt_ppo(cfg: DictConfig) -> Module:
+    from jaxtrainer.algorithms import PBT, PPO, PPOConfig
+
+    algo = config.section(cfg, "algorithm")
+    # each member's learning rate anneals over the Trainer's budget (PBT.configure_budget)
+    return PBT(PPO(PPOConfig(env=cfg.env.name, **algo), env=config.make_env(cfg)),
+               **config.section(cfg, "pbt"))
+
+
+BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
+    "ppo": _ppo,
+    "a2c": _a2c,
+    "impala": _impala,
+    "dqn": _dqn,
+    "sac": _sac,
+    "td3": _td3,
+    "ddpg": _ddpg,
+    "cem_rl": _cem_rl,
+    "openes": _neuro_es,
+    "cma_es": _neuro_es,
+    "pbt_ppo": _pbt_ppo,
+}
+"""``recipe name -> builder(cfg)``; the name is the script's stem (``recipes/<name>.py``)."""
+
+POPULATION_RECIPES = frozenset({"openes", "cma_es"})
+"""Recipes whose module is a :class:`~jaxtrainer.PopulationModule`, trained by a
+:class:`~jaxtrainer.PopulationTrainer` (``trainer:`` keys in generations)."""
+
+
+def check_recipe(recipe: str) -> str:
+    """``recipe`` if it names a recipe of :data:`BUILDERS`.
+
+    Raises:
+      ValueError: an unknown name (the message lists the known ones).
+    """
+    if not isinstance(recipe, str) or recipe not in BUILDERS:
+        raise ValueError(f"unknown recipe {recipe!r}: expected one of "
+                         f"{', '.join(sorted(BUILDERS))} (the stem of a script in recipes/)")
+    return recipe
+
+
+def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
+    """The module that ``recipes/<recipe>.py`` trains, from its config ``cfg``
+    (a :func:`jaxtrainer.recipes.config.load` result, or a run's saved
+    ``config.yaml``): built from the ``env:`` and ``algorithm:`` sections (and
+    ``pbt:`` for ``pbt_ppo``). Sections the recipe does not use (``trainer:``,
+    ``recipe``, loggers, callbacks) are ignored. A ``sweep:`` section asking
+    for seeds or a grid wraps the module in a
+    :class:`~jaxtrainer.algorithms.Sweep` (:func:`jaxtrainer.recipes.sweep.wrap`).
+
+    Returns:
+      A :class:`~jaxtrainer.Module`, or for :data:`POPULATION_RECIPES` a
+      :class:`~jaxtrainer.PopulationModule` (:class:`~jaxtrainer.algorithms.es.NeuroES`).
+
+    Raises:
+      ValueError: an unknown ``recipe`` (listing the known ones), or what the
+        module's config rejects (a bad value, an unknown environment).
+      TypeError: an ``algorithm:`` or ``env:`` key the module or environment
+        does not take.
+    """
+    return sweep.wrap(recipe, cfg, BUILDERS[check_recipe(recipe)](cfg))

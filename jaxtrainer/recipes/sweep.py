@@ -1,0 +1,131 @@
+"""The ``sweep:`` section of the recipes: many seeds and a hyperparameter grid in
+one process and one compiled program (:class:`~jaxtrainer.algorithms.Sweep`).
+
+Every recipe of :data:`SWEEP_RECIPES` takes it, with nothing in its script or
+YAML file (:func:`with_section` adds the section when the config is loaded)::
+
+    python recipes/ppo.py sweep.seeds=16                          # seeds 0..15
+    python recipes/ppo.py sweep.seeds=4 sweep.hyperparams.lr=[1e-3,3e-3] \\
+        sweep.hyperparams.ent_coef=[0.0,0.01]                     # 4 configs x 4 seeds
+
+* ``sweep.seeds``: ``S`` seeds ``trainer.seed .. trainer.seed + S - 1``
+  (``null``: no sweep unless ``sweep.hyperparams`` is set, then one seed);
+* ``sweep.hyperparams.<name>=[v1,v2,...]``: values of ``algorithm.<name>``, one
+  of the module's traced hyperparameters (PPO's and A2C's ``TUNABLE``);
+  several names make a grid (the Cartesian product, the last name varying
+  fastest). Members are configuration-major, seed-minor;
+* ``sweep.vectorize``: ``true`` batches each device's members with ``vmap``
+  (fast; a member reproduces its single run to float rounding), ``false`` runs
+  them one after another (bit for bit the single run on XLA:CPU).
+
+The budget keys keep their meaning per member: ``trainer.max_env_steps`` (and
+``trainer.max_steps``) are what each member trains for, so a sweep member
+trains exactly as the single run ``python recipes/<name>.py trainer.seed=<s>
+algorithm.<name>=<v> trainer.devices=1``, which reproduces it
+(:mod:`jaxtrainer.algorithms.sweep`). The run also holds ``sweep_members.csv``
+and ``sweep_summary.csv`` (:class:`~jaxtrainer.sweep_summary.SweepSummary`);
+the summary table is printed before the recipe's last line, whose
+``eval/episode_return`` is then the mean over the members.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+SECTION = "sweep"
+SWEEP_RECIPES = frozenset({"ppo", "a2c"})
+"""Recipes whose module is a single-agent :class:`~jaxtrainer.Module` with traced
+hyperparameters (``state.hyperparams``), so their runs can be swept."""
+
+DEFAULTS: dict[str, Any] = {"seeds": None, "hyperparams": {}, "vectorize": True}
+"""The section :func:`with_section` adds: no sweep."""
+
+
+def with_section(cfg: Any, recipe: str | None) -> Any:
+    """``cfg`` with a ``sweep:`` section (:data:`DEFAULTS`) when ``recipe`` is in
+    :data:`SWEEP_RECIPES` and ``cfg`` (a mapping config) has none."""
+    if recipe not in SWEEP_RECIPES or not isinstance(cfg, DictConfig) or SECTION in cfg:
+        return cfg
+    return OmegaConf.merge(cfg, {SECTION: DEFAULTS})
+
+
+def is_open_key(dotted: str) -> bool:
+    """Whether ``dotted`` names a grid entry, ``sweep.hyperparams.<name>``: keys the
+    recipe's YAML does not list (any traced hyperparameter may be swept)."""
+    parts = dotted.split(".")
+    return len(parts) == 3 and parts[0] == SECTION and parts[1] == "hyperparams" and bool(parts[2])
+
+
+def active(cfg: DictConfig) -> bool:
+    """Whether ``cfg`` asks for a sweep (``sweep.seeds`` or ``sweep.hyperparams`` set)."""
+    node = cfg.get(SECTION) if isinstance(cfg, DictConfig) else None
+    return isinstance(node, DictConfig) and (node.get("seeds") is not None
+                                             or bool(node.get("hyperparams")))
+
+
+def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
+    """``module``, or the :class:`~jaxtrainer.algorithms.Sweep` of it that
+    ``cfg``'s ``sweep:`` section asks for (seeds from ``trainer.seed`` on).
+
+    Raises:
+      ValueError: a sweep asked of a recipe outside :data:`SWEEP_RECIPES`,
+        ``sweep.seeds`` that is not an int >= 1, a ``sweep.hyperparams`` entry
+        that is not a list or names no ``algorithm:`` key (the message lists
+        them), or what :class:`~jaxtrainer.algorithms.Sweep` rejects.
+    """
+    if not active(cfg):
+        return module
+    if recipe not in SWEEP_RECIPES:
+        raise ValueError(f"the {recipe!r} recipe cannot sweep (sweep.seeds, sweep.hyperparams): "
+                         f"recipes that can: {', '.join(sorted(SWEEP_RECIPES))}")
+    from jaxtrainer.algorithms.sweep import Sweep
+
+    node = cfg[SECTION]
+    seeds = node.get("seeds")
+    seeds = 1 if seeds is None else seeds
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"sweep.seeds={seeds!r}: expected a number of seeds >= 1, e.g. "
+                         "sweep.seeds=16")
+    grid = {}
+    algorithm = cfg.get("algorithm") or {}
+    for name, values in (node.get("hyperparams") or {}).items():
+        if not isinstance(values, ListConfig):
+            raise ValueError(f"sweep.hyperparams.{name}={values!r}: expected a list of values, "
+                             f"e.g. sweep.hyperparams.{name}=[1e-3,3e-3]")
+        if name not in algorithm:
+            raise ValueError(f"sweep.hyperparams.{name}: {name!r} is not a key of the algorithm "
+                             f"section; its keys: {', '.join(str(k) for k in algorithm)}")
+        grid[str(name)] = list(OmegaConf.to_container(values, resolve=True))
+    first = int(cfg.trainer.get("seed", 0) or 0)
+    return Sweep(module, seeds=list(range(first, first + seeds)), hyperparams=grid,
+                 vectorize=node.get("vectorize", True))
+
+
+def before_fit(trainer: Any, module: Any, recipe: str | None) -> None:
+    """Prepare ``trainer`` for a sweep ``module`` (nothing for any other module):
+    ``trainer.max_env_steps``, a budget per member in a recipe, becomes the
+    sweep's total (times the member count: the Trainer counts every member's
+    environment steps), a :class:`~jaxtrainer.sweep_summary.SweepSummary` is
+    added unless one is there, and one line says how many members train and how
+    to rerun one of them alone."""
+    from jaxtrainer.algorithms.sweep import Sweep
+    from jaxtrainer.sweep_summary import SweepSummary
+
+    if not isinstance(module, Sweep):
+        return
+    if trainer.max_env_steps is not None:
+        trainer.max_env_steps = int(trainer.max_env_steps) * module.population_size
+    if not any(isinstance(cb, SweepSummary) for cb in trainer.callbacks):
+        summary = SweepSummary()
+        at = sum(getattr(cb, "order", 0) <= summary.order for cb in trainer.callbacks)
+        trainer.callbacks.insert(at, summary)
+    if trainer.is_global_zero:
+        last = module.member(module.population_size - 1)
+        again = " ".join([f"trainer.seed={last['seed']}",
+                          *(f"algorithm.{n}={last[n]!r}" for n in module.hyperparam_names)])
+        print(f"jaxtrainer: sweep of {module.population_size} members ({len(module.configs)} "
+              f"configuration(s) x {len(module.seeds)} seeds {module.seeds[0]}.."
+              f"{module.seeds[-1]}) in one program; member i alone, e.g. the last: "
+              f"python recipes/{recipe or '<recipe>'}.py {again} trainer.devices=1", flush=True)

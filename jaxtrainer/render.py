@@ -1,0 +1,184 @@
+"""Watching a policy: episodes rendered headless on CPU by each simulator's own viewer.
+
+* gymnax classic-control and the other environments gymnax's visualiser draws
+  (``CartPole-v1``, ``Acrobot-v1``, ``Pendulum-v1``, ``MountainCar-v0``,
+  ``MountainCarContinuous-v0``, ``Catch-bsuite``, the MinAtar games, ...):
+  ``gymnax.visualize.Visualizer`` (matplotlib; classic control draws each frame
+  with Gymnasium's ``rgb_array`` renderer, which needs ``pygame``) writes a
+  ``.gif`` (Pillow) or, where ffmpeg is installed, an ``.mp4``.
+* brax (``brax/<env>``): ``brax.io.html.render`` writes an ``.html`` viewer
+  holding the system and the trajectory as JSON (three.js in the browser; no
+  OpenGL context needed here).
+
+MuJoCo Playground renders through MuJoCo's OpenGL renderer, which needs an
+OpenGL context: not supported here.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxtrainer.envs.base import Env
+
+GYMNAX_VISUALIZED = (
+    "Acrobot-v1", "CartPole-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0",
+    "Catch-bsuite", "Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar",
+    "Seaquest-MinAtar", "SpaceInvaders-MinAtar", "Pong-misc", "PointRobot-misc",
+    "MetaMaze-misc", "FourRooms-misc",
+)
+"""Environments ``gymnax.visualize.Visualizer`` (gymnax 1.0) draws."""
+
+FORMATS = {"gymnax": (".gif", ".mp4"), "brax": (".html",)}
+"""Video formats by simulator."""
+
+
+def simulator(env_name: str) -> str:
+    """``"brax"``, ``"playground"`` or ``"gymnax"`` from an environment name."""
+    if env_name.startswith("brax/"):
+        return "brax"
+    if env_name.startswith("playground/"):
+        return "playground"
+    return "gymnax"
+
+
+def _supported() -> str:
+    return ("supported: gymnax environments its visualiser draws (e.g. CartPole-v1) as .gif "
+            "(or .mp4 with ffmpeg installed), brax/<env> as .html")
+
+
+def check_video_path(env_name: str, path: str | os.PathLike) -> None:
+    """Check that ``path``'s format can show ``env_name`` here, before anything runs.
+
+    Raises:
+      ValueError: a format the simulator's viewer does not write, ``.mp4``
+        without ffmpeg, an environment without a headless viewer (naming the
+        supported formats), or gymnax's classic control without ``pygame``.
+    """
+    kind, suffix = simulator(env_name), Path(path).suffix.lower()
+    if kind == "playground":
+        raise ValueError(f"--video: {env_name}: MuJoCo Playground renders with MuJoCo's OpenGL "
+                         f"renderer, which needs an OpenGL context; {_supported()}")
+    if suffix not in FORMATS[kind]:
+        raise ValueError(f"--video {os.fspath(path)!r}: {env_name} is written as "
+                         f"{' or '.join(FORMATS[kind])}, not {suffix or 'a file without suffix'!r}; "
+                         + _supported())
+    if kind == "gymnax":
+        if env_name not in GYMNAX_VISUALIZED:
+            raise ValueError(f"--video: gymnax's visualiser does not draw {env_name}; it draws "
+                             f"{', '.join(GYMNAX_VISUALIZED)}")
+        if suffix == ".mp4":
+            from matplotlib import animation
+
+            if not animation.writers.is_available("ffmpeg"):
+                raise ValueError(f"--video {os.fspath(path)!r}: writing .mp4 needs ffmpeg on "
+                                 "PATH (matplotlib's FFMpegWriter); write a .gif instead")
+        if env_name in GYMNAX_VISUALIZED[:5] and importlib.util.find_spec("pygame") is None:
+            raise ValueError(f"--video: drawing {env_name} needs pygame (Gymnasium's "
+                             "classic-control renderer): pip install pygame")
+
+
+def record(env: Env, policy_fn: Any, params: Any, key: jax.Array, num_episodes: int) -> list[Any]:
+    """``num_episodes`` fresh episodes of ``policy_fn`` (batched, as
+    :func:`jaxtrainer.envs.evaluate_policy` takes it), each run until it ends
+    (at most ``env.max_episode_steps``).
+
+    Returns:
+      One ``(states, returns)`` pair per episode: ``states`` the
+      :class:`~jaxtrainer.envs.EnvState` before each step (a pytree whose leaves
+      have a leading ``[length]`` axis, on the host), ``returns``
+      ``float32[length]`` the return after each step.
+    """
+    steps = env.max_episode_steps
+
+    @jax.jit
+    def run(params, key):
+        reset_key, run_key = jax.random.split(key)
+        obs, state = env.reset_batch(reset_key, num_episodes)
+
+        def one_step(carry, step_key):
+            obs, state = carry
+            act_key, env_key = jax.random.split(step_key)
+            next_obs, next_state, info = env.step_batch(env_key, state, policy_fn(params, obs,
+                                                                                 act_key))
+            return (next_obs, next_state), (state, info.episode_return, info.done)
+
+        _, trajectory = jax.lax.scan(one_step, (obs, state), jax.random.split(run_key, steps))
+        return trajectory
+
+    states, returns, done = jax.device_get(run(params, key))
+    episodes = []
+    for k in range(num_episodes):
+        ended = np.flatnonzero(done[:, k])
+        length = int(ended[0]) + 1 if ended.size else steps
+        episodes.append((jax.tree.map(lambda x, k=k, n=length: x[:n, k], states),
+                         np.asarray(returns[:length, k], np.float32)))
+    return episodes
+
+
+def _frames(tree: Any, length: int) -> list[Any]:
+    return [jax.tree.map(lambda x, t=t: x[t], tree) for t in range(length)]
+
+
+def write_gymnax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
+    """Animate ``episodes`` (from :func:`record`) of a gymnax env with
+    ``gymnax.visualize.Visualizer`` into ``path`` (``.gif`` or ``.mp4``);
+    returns the number of frames (one per step)."""
+    # Gymnasium's classic-control renderer starts pygame: headless, silent, no banner
+    for name, value in (("SDL_VIDEODRIVER", "dummy"), ("SDL_AUDIODRIVER", "dummy"),
+                        ("PYGAME_HIDE_SUPPORT_PROMPT", "1")):
+        os.environ.setdefault(name, value)
+    from gymnax.visualize import Visualizer
+
+    states, returns = [], []
+    for episode_states, episode_returns in episodes:
+        states += _frames(episode_states.env_state, len(episode_returns))
+        returns += [float(r) for r in episode_returns]
+    Visualizer(env.env, env.params, states, returns).animate(os.fspath(path))
+    return len(states)
+
+
+def write_brax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
+    """Write ``episodes`` (from :func:`record`) of a brax env as brax's HTML
+    viewer (``brax.io.html.render``: the system and every step's pipeline
+    state as JSON); returns the number of frames."""
+    from brax.io import html
+
+    from jaxtrainer.envs.brax_env import _unpack
+
+    states = []
+    for episode_states, episode_returns in episodes:
+        pipeline = _unpack(episode_states.env_state.state).pipeline_state
+        states += _frames(jax.tree.map(jnp.asarray, pipeline), len(episode_returns))
+    Path(path).write_text(html.render(env.env.sys, states))
+    return len(states)
+
+
+def write_video(env: Env, policy_fn: Any, params: Any, key: jax.Array,
+                path: str | os.PathLike, num_episodes: int = 1) -> int:
+    """Render ``num_episodes`` fresh episodes of a policy into ``path`` with
+    the simulator's own viewer (see the module docstring); returns the number
+    of frames written.
+
+    Args:
+      env: a gymnax or brax :class:`~jaxtrainer.envs.Env`.
+      policy_fn: ``policy(params, obs[n, ...], key) -> actions[n, ...]``.
+      params: its parameters.
+      key: typed PRNG key of the episodes.
+      path: ``.gif``/``.mp4`` (gymnax) or ``.html`` (brax).
+      num_episodes: episodes, one after the other.
+
+    Raises:
+      ValueError: as :func:`check_video_path`.
+    """
+    check_video_path(env.name, path)
+    episodes = record(env, policy_fn, params, key, num_episodes)
+    if simulator(env.name) == "brax":
+        return write_brax(env, episodes, path)
+    return write_gymnax(env, episodes, path)

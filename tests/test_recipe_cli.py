@@ -1,0 +1,289 @@
+"""The recipes as commands: loggers and callbacks from the config, ``--help`` and
+``--print-config``, one-line config errors (exit status 2), the run's
+``config.yaml`` and the final evaluation in the run's logs (issue 16)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import inspect
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+import jaxtrainer as jt
+from jaxtrainer.checkpoint import read_meta
+from jaxtrainer.recipes import components, config
+from tests import toys
+from tests._xla import xla_flags
+
+ROOT = pathlib.Path(__file__).parents[1]
+CONFIGS = ROOT / "recipes" / "configs"
+TINY_PPO = ["trainer.max_env_steps=null", "algorithm.num_envs=2", "algorithm.num_steps=8",
+            "algorithm.num_minibatches=2", "algorithm.update_epochs=1", "algorithm.hidden_sizes=[8]",
+            "algorithm.eval_episodes=2", "trainer.enable_progress_bar=false"]
+
+
+def run_recipe(name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``python recipes/<name>.py ARGS`` on one CPU device, wandb without a network."""
+    env = dict(os.environ, XLA_FLAGS=xla_flags(1), JAX_PLATFORMS="cpu", WANDB_SILENT="true")
+    return subprocess.run([sys.executable, f"recipes/{name}.py", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def recipe(name: str):
+    spec = importlib.util.spec_from_file_location(f"{name}_recipe", ROOT / "recipes" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def leaf_keys(node, prefix=""):
+    if isinstance(node, dict) and node:
+        return [k for key, v in node.items() for k in leaf_keys(v, f"{prefix}{key}.")]
+    return [prefix[:-1]]
+
+
+@pytest.mark.timeout(150)
+def test_ppo_command_line_checkpoints_wandb_config_and_final_evaluation(tmp_path):
+    """Must-show 1 at a tiny budget: periodic checkpoints at steps 2, 4, 6, an
+    offline wandb run, the resolved config in the run directory, and the final
+    evaluation at the last step of metrics.csv, TensorBoard and the last checkpoint."""
+    from tensorboard.backend.event_processing import event_accumulator
+
+    overrides = [*TINY_PPO, "trainer.max_steps=6", "trainer.log_every_n_steps=1",
+                 f"trainer.default_root_dir={tmp_path}", "callbacks.checkpoint.every_n_steps=2",
+                 "callbacks.checkpoint.monitor=eval/episode_return", "callbacks.checkpoint.mode=max",
+                 "logger.wandb.mode=offline", "logger.wandb.tags=[cli,test]"]
+    out = run_recipe("ppo", *overrides)
+    assert out.returncode == 0, out.stderr
+    run = tmp_path / "version_0"
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("eval/episode_return=") and last.endswith(f"run_dir={run}")
+    printed = float(last.split()[0].split("=")[1])
+    assert 8.0 <= printed <= 500.0  # CartPole returns
+
+    assert sorted(int(p.name) for p in (run / "checkpoints").iterdir()) == [2, 4, 6]
+    offline = list((run / "wandb").glob("offline-run-*"))
+    assert len(offline) == 1 and list(offline[0].glob("run-*.wandb"))
+
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    expected = OmegaConf.to_container(config.load(CONFIGS / "ppo.yaml", overrides), resolve=True)
+    assert saved == {"recipe": "ppo", **expected}
+    assert saved["logger"]["wandb"] == {"mode": "offline", "tags": ["cli", "test"]}
+
+    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    assert rows[-1]["step"] == "6" and rows[-1]["env_steps"] == "96"   # 6 x 2 envs x 8 steps
+    assert round(float(rows[-1]["eval/episode_return"]), 2) == printed
+    assert rows[-1]["loss/total"] == "" and rows[-2]["step"] == "6" and rows[-2]["loss/total"]
+    assert all(r["eval/episode_return"] == "" for r in rows[:-1])  # evaluated once, at the end
+
+    acc = event_accumulator.EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [(e.step, round(e.value, 2)) for e in acc.Scalars("eval/episode_return")] == [(6, printed)]
+    # the checkpoint at the last step is saved after the evaluation: ranked by it
+    (state,) = [v for k, v in read_meta(run / "checkpoints" / "6")["callbacks"].items()
+                if k.startswith("ModelCheckpoint")]
+    assert state["scores"]["2"] is state["scores"]["4"] is None
+    assert round(state["scores"]["6"], 2) == printed
+    assert state["best_model_path"] == str(run / "checkpoints" / "6")
+
+
+@pytest.mark.timeout(60)
+def test_help_lists_every_key_with_its_doc_and_a_typo_is_one_line_with_exit_2(tmp_path):
+    helped = subprocess.Popen([sys.executable, "recipes/ppo.py", "--help"], cwd=ROOT,
+                              env=dict(os.environ, JAX_PLATFORMS="cpu"), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    typo = run_recipe("ppo", f"trainer.default_root_dir={tmp_path}",
+                      "callbacks.checkpoint.every_n_step=100")
+    stdout, stderr = helped.communicate(timeout=60)
+    assert helped.returncode == 0, stderr
+    for key in leaf_keys(OmegaConf.to_container(OmegaConf.load(CONFIGS / "ppo.yaml"))):
+        assert f"  {key}=" in stdout, key
+    lines = stdout.splitlines()
+
+    def doc(key):
+        return next(line for line in lines if line.startswith(f"  {key}=")).split(None, 1)[1]
+
+    # docs from the classes: Trainer's Args, PPOConfig's Attributes, the callbacks' Args
+    assert doc("trainer.max_steps") == "training steps (global updates) to run."
+    assert doc("algorithm.gae_lambda") == "GAE's lambda."
+    assert doc("callbacks.checkpoint.save_last").startswith("save when training ends")
+    # every keyword argument of every logger and callback is listed, with its default
+    for section, registry in components.SECTIONS.items():
+        for name, cls in registry.items():
+            for arg in config.accepted_keys(cls):
+                assert f"  {section}.{name}.{arg}=" in stdout, (section, name, arg)
+    assert "  callbacks.timer.duration=???" in stdout            # required: no default
+    assert "logger.wandb.<key>=" in stdout and "tags" in doc("logger.wandb.<key>")
+
+    assert typo.returncode == 2, typo.stderr
+    error = typo.stderr.strip().splitlines()
+    assert len(error) == 1 and "Traceback" not in typo.stderr, typo.stderr
+    assert error[0].startswith("recipes/ppo.py: error: unknown config key "
+                               "'callbacks.checkpoint.every_n_step'")
+    assert error[0].endswith("did you mean 'every_n_steps'?")
+    assert not tmp_path.joinpath("version_0").exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("override,message", [
+    ("trainer.max_stepz=5", "unknown config key 'trainer.max_stepz': trainer has keys: "),
+    ("trainr.seed=1", "did you mean 'trainer.seed'?"),
+    ("env.name=CartPol-v1", "unknown environment env.name='CartPol-v1'; did you mean "
+                            "'CartPole-v1'? available: "),
+    ("algorithm.lr=abc", "PPOConfig.lr='abc': expected a non-negative number"),
+    ("trainer.logger=flase", "logger='flase': expected True or False"),
+    ("logger.wandb=maybe", "logger.wandb='maybe': expected true (a WandbLogger with its defaults), "
+                         "false or null (none), or its keys"),
+    ("logger.wandb.projct=x", "WandbLogger) has keys: project, name, save_dir, mode (and "
+                              "wandb.init's); did you mean 'project'?"),
+    ("callbacks.timer=true", "callbacks.timer (Timer) needs callbacks.timer.duration"),
+    ("callbacks.checkpoint.every_n_steps=0",
+     "callbacks.checkpoint: every_n_steps=0: expected a positive int or None"),
+    ("callbacks.nan_guard.raise_eror=true", "did you mean 'raise_error'?"),
+    ("trainer.ckpt_path=last", "no checkpoint"),
+])
+def test_a_bad_config_is_one_line_on_stderr_and_exit_status_2(run_dir, capsys, override, message):
+    with pytest.raises(SystemExit) as exit_:
+        config.cli(recipe("ppo").main, [f"trainer.default_root_dir={run_dir}", *TINY_PPO,
+                                        "trainer.strategy=single", "trainer.max_steps=2",
+                                        override], prog="ppo.py")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ppo.py: error: ") and message in err, err
+    assert not (run_dir / "version_0").exists()
+
+
+@pytest.mark.timeout(60)
+def test_errors_once_training_started_keep_their_traceback(run_dir, capsys):
+    class Boom(toys.EnvCounter):
+        def init_state(self, key):
+            raise ValueError("boom in init_state")
+
+    def main(argv):
+        cfg = config.load(CONFIGS / "ppo.yaml", [f"trainer.default_root_dir={run_dir}",
+                                                 "trainer.max_steps=2", *argv])
+        return config.fit_and_report(config.make_trainer(cfg), Boom(), cfg)
+
+    with pytest.raises(ValueError, match="boom in init_state"):   # started: not one line
+        config.cli(main, ["trainer.enable_progress_bar=false"])
+    assert (run_dir / "version_0" / "config.yaml").exists()
+
+    def uneven(argv):  # sizes checked against the devices in fit, before training starts
+        cfg = config.load(CONFIGS / "ppo.yaml", argv)
+        return config.fit_and_report(config.make_trainer(cfg), toys.Regression(batch_size=6), cfg)
+
+    with pytest.raises(SystemExit) as exit_:
+        config.cli(uneven, [f"trainer.default_root_dir={run_dir / 'b'}", "trainer.strategy=pmap",
+                            "trainer.max_steps=2"], prog="x")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == "x: error: batch_size=6 does not split over 4 devices\n"
+    assert not (run_dir / "b").exists()
+
+
+def tiny(run_dir, *overrides):
+    return config.load(CONFIGS / "ppo.yaml", [
+        f"trainer.default_root_dir={run_dir}", "trainer.strategy=single",
+        "trainer.max_env_steps=null", "trainer.log_every_n_steps=1",
+        "trainer.enable_progress_bar=false", *overrides])
+
+
+@pytest.mark.timeout(60)
+def test_config_yaml_is_kept_on_resume_and_each_fit_logs_its_final_evaluation(run_dir, capsys):
+    cfg = tiny(run_dir, "trainer.max_steps=2")
+    first = config.fit_and_report(config.make_trainer(cfg), toys.EnvCounter(), cfg)
+    run = run_dir / "version_0"
+    written = (run / "config.yaml").read_text()
+    assert yaml.safe_load(written) == {"recipe": "ppo",
+                                       **OmegaConf.to_container(cfg, resolve=True)}
+    cfg2 = tiny(run_dir, "trainer.max_steps=4", "trainer.ckpt_path=last", "algorithm.lr=0.5")
+    second = config.fit_and_report(config.make_trainer(cfg2), toys.EnvCounter(), cfg2)
+    assert (run / "config.yaml").read_text() == written   # the run's original config
+    assert not (run_dir / "version_1").exists()
+    # FixedLengthEnv: every evaluation episode returns 10; one evaluation row per fit end
+    assert (first["step"], first["eval/episode_return"]) == (2, 10.0)
+    assert (second["step"], second["eval/episode_return"]) == (4, 10.0)
+    rows = list(csv.DictReader(open(run / "metrics.csv")))
+    assert [(r["step"], r["eval/episode_return"]) for r in rows if r["eval/episode_return"]] \
+        == [("2", "10.0"), ("4", "10.0")]
+    # eval_every_n_steps dividing the last step: that evaluation is the final one (not twice)
+    cfg3 = tiny(run_dir / "c", "trainer.max_steps=2", "trainer.eval_every_n_steps=1")
+    config.fit_and_report(config.make_trainer(cfg3), toys.EnvCounter(), cfg3)
+    rows = list(csv.DictReader(open(run_dir / "c" / "version_0" / "metrics.csv")))
+    assert [r["step"] for r in rows if r["eval/episode_return"]] == ["1", "2"]
+
+
+@pytest.mark.timeout(30)
+def test_print_config_is_the_resolved_yaml_and_a_valid_config_file(tmp_path, capsys):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("algorithm:\n  lr: 0.125\ncallbacks:\n  nan_guard: true\n")
+    with pytest.raises(SystemExit) as exit_:
+        config.config_arg(["--print-config", "--config", str(mine), "trainer.seed=3",
+                           "logger.wandb.project=me"], CONFIGS / "ppo.yaml")
+    assert exit_.value.code == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["recipe"] == "ppo" and printed["trainer"]["seed"] == 3
+    assert printed["algorithm"]["lr"] == 0.125 and printed["callbacks"]["nan_guard"] is True
+    assert printed["logger"]["wandb"] == {"project": "me"}
+    # the printed file (as a run's config.yaml) is a --config file of its recipe, not another's
+    again = tmp_path / "config.yaml"
+    again.write_text(yaml.safe_dump(printed))
+    cfg = config.load(again, [], defaults=CONFIGS / "ppo.yaml")
+    assert OmegaConf.to_container(cfg) == {k: v for k, v in printed.items() if k != "recipe"}
+    assert config.recipe_of(cfg) == "ppo"
+    with pytest.raises(ValueError, match=r"config of the 'ppo' recipe .* run recipes/ppo.py"):
+        config.load(again, [], defaults=CONFIGS / "a2c.yaml")
+
+
+@pytest.mark.timeout(30)
+def test_loggers_and_callbacks_built_from_config_and_switches(run_dir):
+    def kinds(*overrides):
+        t = config.make_trainer(tiny(run_dir, "trainer.max_steps=1", *overrides))
+        return {type(c).__name__: c for c in t.callbacks}
+
+    default = kinds()   # as before: CSV + TensorBoard, a checkpoint (now also every 10 min)
+    assert {"CSVLogger", "TensorBoardLogger", "ModelCheckpoint"} <= set(default)
+    assert default["ModelCheckpoint"].every_n_seconds == 600 and "WandbLogger" not in default
+    assert not {"CSVLogger", "TensorBoardLogger"} & set(kinds("trainer.logger=false",
+                                                              "logger.wandb=true"))
+    assert "ModelCheckpoint" not in kinds("callbacks.checkpoint=false")
+    assert "ModelCheckpoint" not in kinds("trainer.enable_checkpointing=false")
+    only_csv = kinds("logger.tensorboard=false")
+    assert "CSVLogger" in only_csv and "TensorBoardLogger" not in only_csv
+    # true over a mapping keeps its keys; guards and timers from keys
+    assert kinds("callbacks.checkpoint=true")["ModelCheckpoint"].every_n_seconds == 600
+    built = kinds("callbacks.early_stopping.monitor=eval/episode_return",
+                  "callbacks.early_stopping.mode=max", "callbacks.nan_guard=true",
+                  "callbacks.timer.duration=00:00:01:00", "logger.wandb.group=g")
+    assert (built["EarlyStopping"].monitor, built["EarlyStopping"].mode) == ("eval/episode_return",
+                                                                            "max")
+    assert built["Timer"].duration == 60.0 and "NaNGuard" in built
+    assert built["WandbLogger"].init_kwargs == {"group": "g"}
+
+
+def test_callback_keys_are_read_from_the_signatures(run_dir, monkeypatch):
+    """No list of argument names to keep in step: a new argument of a callback
+    is a config key at once, and a key that is not one is refused."""
+    class Wider(jt.callbacks.Timer):
+        def __init__(self, duration: float | str = 1.0, *, grace: int = 0) -> None:
+            super().__init__(duration)
+            self.grace = grace
+
+    monkeypatch.setitem(components.CALLBACKS, "timer", Wider)
+    assert components.entry_keys(Wider) == ("duration", "grace")
+    t = config.make_trainer(tiny(run_dir, "trainer.max_steps=1", "callbacks.timer.grace=3"))
+    assert [c.grace for c in t.callbacks if isinstance(c, Wider)] == [3]
+    for cls in [*components.LOGGERS.values(), *components.CALLBACKS.values()]:
+        params = inspect.signature(cls.__init__).parameters.values()
+        assert components.own_keys(cls) == tuple(
+            p.name for p in params if p.name != "self" and p.kind not in (p.VAR_KEYWORD,
+                                                                          p.VAR_POSITIONAL))
+    with pytest.raises(ValueError, match=r"'callbacks.checkpoint.every': .*ModelCheckpoint\) has "
+                                         r"keys: dirpath, every_n_steps"):
+        tiny(run_dir, "callbacks.checkpoint.every=1")
