@@ -160,8 +160,9 @@ class Sweep(MemberPopulation):
         state has a ``hyperparams: dict[str, float32[]]`` field (or dict key)
         that ``training_step`` reads (PPO's and A2C's ``TUNABLE``). Its sizes
         are per member (each member is one single-device agent).
-      seeds: ``S`` seeds ``0..S-1`` (an int >= 1), or a list of distinct int
-        seeds. Member keys derive from these, not from the Trainer's seed.
+      seeds: a count ``S >= 1`` of seeds (``0..S-1``; a recipe's ``sweep.seeds``
+        counts from ``trainer.seed``) or a list of distinct int seeds. Member
+        keys derive from these, not from the Trainer's seed.
       hyperparams: ``{name: [values]}``, the grid; names from the state's
         ``hyperparams``. ``None`` or ``{}``: seeds only.
       member_metrics: training metrics of the wrapped module also logged per
