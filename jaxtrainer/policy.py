@@ -83,13 +83,13 @@ def policy_spec(module: Any) -> PolicySpec:
       TypeError: ``module`` exposes no policy (naming its class).
     """
     from jaxtrainer.algorithms.onpolicy import OnPolicyModule
-    from jaxtrainer.algorithms.pbt import PBT
+    from jaxtrainer.algorithms.population_core import MemberPopulation
     from jaxtrainer.algorithms.sac import SAC
     from jaxtrainer.population import GenerationModule
 
     if isinstance(module, GenerationModule):
         return policy_spec(module.population_module)
-    if isinstance(module, PBT):
+    if isinstance(module, MemberPopulation):  # PBT, Sweep: the member module's policy
         return policy_spec(module.module)
     if hasattr(module, "greedy_policy") and hasattr(module, "policy_params"):
         sample = (_onpolicy_sample(module) if isinstance(module, OnPolicyModule)
@@ -112,21 +112,33 @@ def best_member(module: Any, state: Any) -> int:
     return int(module.layout.rank(jnp.asarray(module._current_fitness(small)))[0])
 
 
-def params_of(module: Any, state: Any) -> tuple[PolicySpec, Any]:
+def params_of(module: Any, state: Any, member: int | None = None) -> tuple[PolicySpec, Any]:
     """``(policy_spec(module), the policy params of state)``, host side.
 
-    For :class:`~jaxtrainer.algorithms.PBT` the params are those of
-    :func:`best_member`'s state.
+    For a population of members (:class:`~jaxtrainer.algorithms.PBT`,
+    :class:`~jaxtrainer.algorithms.Sweep`) the params are those of member
+    ``member``; by default PBT's :func:`best_member` and a sweep's member 0.
+
+    Raises:
+      ValueError: ``member`` outside ``[0, population_size)`` or given for a
+        module without members.
     """
     from jaxtrainer.algorithms.pbt import PBT
+    from jaxtrainer.algorithms.population_core import MemberPopulation
     from jaxtrainer.population import GenerationModule
 
     spec = policy_spec(module)
     while isinstance(module, GenerationModule):
         module = module.population_module
-    if isinstance(module, PBT):
-        best = best_member(module, state)
-        state = jax.tree.map(lambda x: x[best], state.members)
+    if isinstance(module, MemberPopulation):
+        size = module.population_size
+        if member is None:
+            member = best_member(module, state) if isinstance(module, PBT) else 0
+        if not 0 <= member < size:
+            raise ValueError(f"member={member!r}: expected an index in [0, {size})")
+        state = jax.tree.map(lambda x: x[member], state.members)
+    elif member is not None:
+        raise ValueError(f"member={member!r}: {type(module).__name__} has no members")
     return spec, spec.params(state)
 
 
@@ -200,7 +212,7 @@ class Policy:
 
 
 def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
-                module: Any = None) -> Policy:
+                module: Any = None, member: int | None = None) -> Policy:
     """Load a trained policy from a run directory or a checkpoint directory.
 
     The module is rebuilt from the run's ``config.yaml`` (written by the
@@ -217,6 +229,9 @@ def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
       module: the module to restore into, for runs without ``config.yaml``
         (started from Python): built as for training (a
         :class:`~jaxtrainer.PopulationModule` with its population size).
+      member: for PBT and sweep runs, the member whose policy to load (a
+        sweep's member ``i`` is configuration ``i // seeds``, seed
+        ``i % seeds``); default PBT's best member, a sweep's member 0.
 
     Returns:
       A :class:`Policy`: ``act(obs, key=None) -> action``, jitted; see its
@@ -232,6 +247,6 @@ def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
 
     restored = saved_run.restore(path, ckpt, module=module, strategy="single", devices=1)
     trainer = restored.trainer
-    spec, params = params_of(restored.module, trainer.state)
+    spec, params = params_of(restored.module, trainer.state, member)
     params = jax.device_put(jax.device_get(params))  # on the default device, no sharding ties
     return Policy(spec, params, restored.checkpoint, trainer.global_step, trainer.env_steps)

@@ -285,3 +285,23 @@ def test_bad_recipe_sweeps_are_clear_errors(overrides, match):
 def test_recipes_without_sweeps_reject_the_section():
     with pytest.raises(ValueError, match=r"unknown config key 'sweep.seeds'"):
         load("sweep.seeds=2", recipe="dqn")
+
+
+def test_a_members_policy_params_are_that_members(runs):
+    """``load_policy(..., member=i)`` picks member ``i``'s params (and its
+    normaliser-free PPO policy): those of the single run it reproduces."""
+    from jaxtrainer.policy import params_of
+
+    sweep, trainer = runs["map1"]
+    spec, params = params_of(sweep, trainer.state, member=8)   # lr=3e-3, seed 3
+    want = member_params(runs["map1"], 8)
+    for got, ref in zip(jax.tree.leaves(params), jax.tree.leaves(want), strict=True):
+        np.testing.assert_array_equal(np.asarray(got), ref)
+    _, first = params_of(sweep, trainer.state)                  # default: member 0
+    for got, ref in zip(jax.tree.leaves(first), jax.tree.leaves(member_params(runs["map1"], 0)),
+                        strict=True):
+        np.testing.assert_array_equal(np.asarray(got), ref)
+    with pytest.raises(ValueError, match=r"member=10: expected an index in \[0, 10\)"):
+        params_of(sweep, trainer.state, member=10)
+    with pytest.raises(ValueError, match="PPO has no members"):
+        params_of(runs["single"][0], runs["single"][1].state, member=0)
