@@ -220,6 +220,10 @@ def test_on_policy_continuous_actions_have_rho_one_and_stay_finite():
 
 
 def test_impala_rejects_bad_values_before_compiling():
+    with pytest.raises(ValueError, match=r"vtrace: expected arrays of one shape \[T, \.\.\.\], "
+                                         r"got values\[4, 2\], next_values\[4, 2\], rewards\[4\]"):
+        vtrace(jnp.zeros((4, 2)), jnp.zeros((4, 2)), jnp.zeros(4), jnp.zeros((4, 2)),
+               jnp.zeros((4, 2), bool), jnp.zeros((4, 2), bool), 0.99)
     with pytest.raises(ValueError, match=r"num_envs=6 is not divisible by num_minibatches=4"):
         IMPALAConfig(num_envs=6, num_minibatches=4)
     with pytest.raises(ValueError, match=r"IMPALAConfig.policy_lag=-1: expected an int >= 0"):
