@@ -25,14 +25,15 @@ Prints env steps/s of each run, the medians, both final returns, and last a line
 ``ratio=<ours/brax>``: the median over back-to-back pairs of our env steps/s
 over Brax's.
 
-Brax 0.14's trainer calls ``jax.device_put_replicated``, which JAX 0.10 removed;
-this script supplies an equivalent (a copy per device, laid out as
+Brax 0.14's trainer calls a replication function JAX 0.10 no longer has;
+for the duration of that call only, this script supplies an equivalent (a copy per device, laid out as
 ``jax.pmap`` lays out its outputs) before calling it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import statistics
 import time
@@ -60,10 +61,25 @@ SIZES = {
 UNROLL, EPOCHS_PER_UPDATE = 5, 4
 
 
-def _device_put_replicated(tree, devices):
-    """A copy of every leaf per device, laid out as ``jax.pmap``'s outputs."""
-    stacked = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(devices),) + jnp.shape(x)), tree)
-    return jax.pmap(lambda x: x, devices=devices)(stacked)
+@contextlib.contextmanager
+def _brax_replication_shim():
+    """For the duration of Brax's trainer only: the replication call it makes,
+    which JAX 0.10 no longer has (a copy of every leaf per device, laid out as
+    ``jax.pmap`` lays out its outputs). Restored on exit; our side never uses it."""
+    name = "device_put_replicated"
+    if hasattr(jax, name):
+        yield
+        return
+
+    def replicate(tree, devices):
+        stacked = jax.tree.map(lambda x: jnp.broadcast_to(x, (len(devices),) + jnp.shape(x)), tree)
+        return jax.pmap(lambda x: x, devices=devices)(stacked)
+
+    setattr(jax, name, replicate)
+    try:
+        yield
+    finally:
+        delattr(jax, name)
 
 
 def steps_per_update(size: dict) -> int:
@@ -94,19 +110,18 @@ def run_brax(size: dict, seed: int) -> tuple[float, float]:
     from brax import envs
     from brax.training.agents.ppo import train as brax_ppo
 
-    if not hasattr(jax, "device_put_replicated"):
-        jax.device_put_replicated = _device_put_replicated
     progress: list[dict] = []
     num_evals = size["epochs"] + 2  # an initial evaluation, then one after each epoch
-    brax_ppo.train(
-        envs.get_environment(size["env"]),
-        num_timesteps=(num_evals - 1) * size["updates_per_epoch"] * steps_per_update(size),
-        num_evals=num_evals, num_envs=size["num_envs"], batch_size=size["batch_size"],
-        num_minibatches=size["num_minibatches"], unroll_length=UNROLL,
-        num_updates_per_batch=EPOCHS_PER_UPDATE, episode_length=1000, discounting=0.97,
-        learning_rate=3e-4, entropy_cost=1e-2, reward_scaling=10, normalize_observations=True,
-        num_eval_envs=size["eval_envs"], seed=seed,
-        progress_fn=lambda step, metrics: progress.append(dict(metrics)))
+    with _brax_replication_shim():
+        brax_ppo.train(
+            envs.get_environment(size["env"]),
+            num_timesteps=(num_evals - 1) * size["updates_per_epoch"] * steps_per_update(size),
+            num_evals=num_evals, num_envs=size["num_envs"], batch_size=size["batch_size"],
+            num_minibatches=size["num_minibatches"], unroll_length=UNROLL,
+            num_updates_per_batch=EPOCHS_PER_UPDATE, episode_length=1000, discounting=0.97,
+            learning_rate=3e-4, entropy_cost=1e-2, reward_scaling=10, normalize_observations=True,
+            num_eval_envs=size["eval_envs"], seed=seed,
+            progress_fn=lambda step, metrics: progress.append(dict(metrics)))
     timed = [m for m in progress if "training/sps" in m][1:]  # the first epoch compiles
     seconds = sum(size["updates_per_epoch"] * steps_per_update(size) / m["training/sps"]
                   for m in timed)

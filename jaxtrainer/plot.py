@@ -115,6 +115,18 @@ SWEEP_BAND_REPS = 1000
 """Bootstrap resamples of a sweep plot's confidence band (at every x value at once)."""
 
 
+def _save(fig: Any, ax: Any, output: str) -> None:
+    """Grid, legend and layout, then the PNG at ``output`` (its folder made)."""
+    import matplotlib.pyplot as plt
+
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    fig.savefig(output, format="png")
+    plt.close(fig)
+
+
 def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
                x: str = "env_steps", title: str | None = None,
                reps: int = SWEEP_BAND_REPS) -> dict[str, Any]:
@@ -176,12 +188,7 @@ def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
     ax.set_xlabel("env steps per member" if x == "env_steps" else x)
     ax.set_ylabel(f"{metric} (IQM over seeds, 95% CI)")
     ax.set_title(title or f"{metric}: sweep of {len(members)} members")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    fig.savefig(output, format="png")
-    plt.close(fig)
+    _save(fig, ax, output)
     return {"x": grid, "configs": labels, "runs": labels,
             **{k: np.stack(v) for k, v in rows.items()}}
 
@@ -226,12 +233,7 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
     ax.set_xlabel(x)
     ax.set_ylabel(metric)
     ax.set_title(title or metric)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    fig.savefig(output, format="png")
-    plt.close(fig)
+    _save(fig, ax, output)
     return {"x": grid, "mean": mean, "low": low, "high": high, "runs": [c[0] for c in curves]}
 
 

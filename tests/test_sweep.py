@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import math
-import threading
 from pathlib import Path
 
 import jax
@@ -33,6 +32,7 @@ from jaxtrainer.plot import plot_runs
 from jaxtrainer.recipes import config
 from jaxtrainer.recipes import sweep as recipe_sweep
 from jaxtrainer.recipes.modules import build_module
+from tests.test_pbt import CountCompiles
 
 RECIPES = Path(__file__).parents[1] / "recipes"
 STEPS = 3
@@ -42,25 +42,6 @@ LRS = [1e-3, 3e-3]
 def tiny(**kw) -> PPO:
     return PPO(num_envs=2, num_steps=8, update_epochs=1, num_minibatches=1, eval_episodes=2,
                hidden_sizes=(8,), **kw)
-
-
-class CountCompiles(jt.Callback):
-    """Backend compiles of the main thread while training runs."""
-
-    def __init__(self):
-        self.events, self.counting = [], False
-        jax.monitoring.register_event_duration_secs_listener(self.listen)
-
-    def listen(self, event, seconds, **kwargs):
-        if self.counting and event == "/jax/core/compile/backend_compile_duration" \
-                and threading.current_thread() is threading.main_thread():
-            self.events.append(event)
-
-    def on_train_start(self, trainer, module):
-        self.counting = True
-
-    def on_train_end(self, trainer, module):
-        self.counting = False
 
 
 def fit(module, root, devices=1, seed=0, callbacks=()):
