@@ -27,6 +27,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from jaxtrainer import compilation_cache
 from jaxtrainer.distributed import local_size, member_scope, psum
 from jaxtrainer.envs.evaluation import run_episodes
 from jaxtrainer.metrics import Max, Mean, Min, Sum
@@ -254,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(devices, str) and "," in devices:
         devices = [int(d) for d in devices.split(",") if d.strip().isdigit()]
     try:
+        compilation_cache.enable()  # as the recipes: a second evaluation skips the compile
         result = evaluate_run(args.path, ckpt=args.ckpt, episodes=args.episodes, seed=args.seed,
                               strategy=args.strategy, devices=devices, video=args.video,
                               video_episodes=args.video_episodes)

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 from jaxtrainer import _args, run_checkpoint, runs
 from jaxtrainer import checkpoint as ckpt
+from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
@@ -125,6 +126,14 @@ class Trainer:
         at the start of ``fit`` (PPO recipe, 2 CPU cores: 2-3 s less wall time);
         ``False`` compiles it when first needed (no CPU spent when nothing
         evaluates).
+      compilation_cache: JAX's persistent compilation cache, so a second run of
+        the same programs (another seed or learning rate) loads them from disk
+        instead of compiling: ``True`` in ``~/.cache/jaxtrainer/jax`` (or
+        ``JAX_COMPILATION_CACHE_DIR``), a directory, or ``None``/``False``
+        (default: off, the recipes turn it on). The environment variable
+        ``JAXTRAINER_COMPILATION_CACHE`` overrides it (``0`` off, ``1`` on, or a
+        directory). Process-wide: it stays on for later compiles
+        (:mod:`jaxtrainer.compilation_cache`).
 
     Attributes:
       resume_hint: how the preemption message tells the user to resume:
@@ -161,6 +170,7 @@ class Trainer:
         run_ahead: bool | str = "auto",
         sync_every_n_seconds: float | None = 1.0,
         compile_evaluation_ahead: bool = True,
+        compilation_cache: bool | str | os.PathLike | None = None,
     ) -> None:
         self.run_ahead = _args.flag("run_ahead", run_ahead, also=("auto",))
         self.jit = _args.flag("jit", jit)
@@ -191,6 +201,7 @@ class Trainer:
             _args.flag("enable_checkpointing", enable_checkpointing),
             _args.flag("enable_progress_bar", enable_progress_bar))
         self.strategy = resolve(strategy, devices, jit=self.jit)
+        self.compilation_cache_dir = compilation_cache_lib.enable(compilation_cache)
         self.config = dict(strategy=strategy if isinstance(strategy, str) else type(strategy).__name__,
                            devices=str(devices), max_steps=max_steps, max_env_steps=max_env_steps,
                            log_every_n_steps=log_every_n_steps, eval_every_n_steps=eval_every_n_steps,

@@ -19,7 +19,11 @@ assert jax.device_count() == 4, "tests expect 4 fake CPU devices"
 # other budgets: budgets are traced, so the program is identical). A throwaway
 # persistent compilation cache for this test process keeps the suite inside
 # its time budget on 2 cores; subprocess tests compile for themselves.
-jax.config.update("jax_compilation_cache_dir", tempfile.mkdtemp(prefix="jaxtrainer-tests-cache-"))
+# Recipes run in subprocesses share it (they turn the cache on, and the
+# environment variable points them here instead of the user's ~/.cache).
+_CACHE = tempfile.mkdtemp(prefix="jaxtrainer-tests-cache-")
+os.environ["JAXTRAINER_COMPILATION_CACHE"] = _CACHE
+jax.config.update("jax_compilation_cache_dir", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 

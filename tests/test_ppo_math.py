@@ -5,6 +5,7 @@ time limit."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -243,6 +244,41 @@ def test_ppo_targets_bootstrap_on_truncation(fixed_ppo):
     v_final = ppo.network.apply(params, traj.info.final_obs[9], method=type(ppo.network).value)
     np.testing.assert_allclose(targets[9], 1.0 + ppo.config.gamma * v_final, rtol=1e-5)
     assert not np.allclose(targets[9], 1.0)
+
+
+def test_terminal_only_bootstrapping_is_purejaxrl_gae(fixed_ppo):
+    # bootstrap_truncation=False: every episode end is terminal, the next value is
+    # the next step's V(obs), the rollout's last step bootstraps from V(last_obs):
+    # PureJaxRL's recursion, written out here with numpy.
+    ppo = PPO(dataclasses.replace(fixed_ppo[0].config, bootstrap_truncation=False),
+              env=fixed_ppo[0].env)
+    params = ppo.network.init(jax.random.key(0), jnp.zeros((1,)))
+    obs, env_state = ppo.env.reset_batch(jax.random.key(1), 2)
+    rollout = jax.jit(ppo.rollout)
+    state, last_obs2, first = rollout(params, env_state, obs, jax.random.key(3))
+    assert not np.asarray(first.info.done).any()
+    steps = []  # env steps 5..14: the time limit (10 steps) ends step index 4
+    for i in range(2):
+        state, last_obs2, t = rollout(params, state, last_obs2, jax.random.key(4 + i))
+        steps.append(t)
+    traj = jax.tree.map(lambda *x: jnp.concatenate(x), *steps)
+    done = np.asarray(traj.info.done, np.float32)
+    assert done[4].all() and done.sum() == 2  # step 10 of each episode, truncated
+    values = np.asarray(traj.value)
+    last_value = np.asarray(ppo.network.apply(params, last_obs2, method=type(ppo.network).value))
+    rewards = np.asarray(traj.info.reward)
+    gamma, lam = ppo.config.gamma, ppo.config.gae_lambda
+    want, gae, next_value = np.zeros_like(values), np.zeros_like(last_value), last_value
+    for t in reversed(range(len(values))):
+        delta = rewards[t] + gamma * next_value * (1 - done[t]) - values[t]
+        gae = delta + gamma * lam * (1 - done[t]) * gae
+        want[t], next_value = gae, values[t]
+    adv, targets = ppo.advantages_and_targets(params, traj, last_obs=last_obs2)
+    np.testing.assert_allclose(adv, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(targets, want + values, rtol=1e-5, atol=1e-6)
+    assert np.allclose(targets[4], 1.0)  # the truncated step: no bootstrap
+    with pytest.raises(ValueError, match="needs last_obs"):
+        ppo.advantages_and_targets(params, traj)
 
 
 def test_ppo_evaluation_uses_fresh_episodes(fixed_ppo):

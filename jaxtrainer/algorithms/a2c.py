@@ -53,6 +53,12 @@ class A2CConfig:
       gamma: discount. gae_lambda: 1.0 gives ``n``-step returns.
       ent_coef, vf_coef: entropy bonus and value-loss coefficients.
       max_grad_norm: global gradient-norm clip.
+      bootstrap_truncation: a transition cut by the time limit bootstraps from
+        ``V(final_obs)`` (one extra critic pass over the rollout's final
+        observations per update). ``False``: PureJaxRL's terminal-only
+        bootstrapping, every episode end (time limit included) is terminal and
+        only the observations after the rollout are valued; faster, biased on
+        time-limited tasks.
       normalize_advantages: standardise advantages over the global batch.
       normalize_observations: normalise observations with running statistics of
         every observation seen (:mod:`jaxtrainer.algorithms.normalization`), kept
@@ -80,6 +86,7 @@ class A2CConfig:
     ent_coef: float = 0.0
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
+    bootstrap_truncation: bool = True
     normalize_advantages: bool = False
     normalize_observations: bool = False
     reward_scaling: float = 1.0
@@ -128,12 +135,13 @@ class A2C(OnPolicyModule):
     def advantages_and_targets(self, params: Any, traj: Rollout,
                                hyperparams: dict[str, jax.Array] | None = None,
                                obs_stats: RunningStatistics | None = None,
+                               last_obs: jax.Array | None = None,
                                ) -> tuple[jax.Array, jax.Array]:
         """GAE as PPO's, ``float32[num_steps, num_envs_per_device]``; with
         ``normalize_advantages`` the advantages are standardised over the whole
         global batch (PPO does it per minibatch)."""
         advantages, targets = super().advantages_and_targets(params, traj, hyperparams,
-                                                             obs_stats)
+                                                             obs_stats, last_obs)
         if self.config.normalize_advantages:
             advantages = normalize_advantages(advantages)
         return advantages, targets

@@ -147,8 +147,8 @@ class ActorCritic(nn.Module):
     ``__call__(obs) -> (dist, value)`` where ``obs`` has shape
     ``[..., *observation_shape]`` (flattened to ``[..., observation_size]`` and cast
     to float32), ``dist`` is a :class:`Categorical` or :class:`DiagGaussian` with
-    batch shape ``[...]`` and ``value: float32[...]``. :meth:`value` runs the
-    critic only.
+    batch shape ``[...]`` and ``value: float32[...]``. :meth:`policy` runs the
+    actor only, :meth:`value` the critic only.
 
     Attributes:
       action_dim: number of discrete actions, or of continuous action dimensions.
@@ -186,11 +186,13 @@ class ActorCritic(nn.Module):
         """The critic alone: ``float32[...]``."""
         return self.critic_head(self.critic_body(flatten_obs(obs, self.obs_ndim)))[..., 0]
 
+    def policy(self, obs: jax.Array) -> Categorical | DiagGaussian:
+        """The actor alone: the action distribution, batch shape ``[...]``."""
+        out = self.actor_head(self.actor_body(flatten_obs(obs, self.obs_ndim)))
+        return Categorical(out) if self.discrete else DiagGaussian(out, self.log_std)
+
     def __call__(self, obs: jax.Array) -> tuple[Categorical | DiagGaussian, jax.Array]:
-        x = flatten_obs(obs, self.obs_ndim)
-        out = self.actor_head(self.actor_body(x))
-        dist = Categorical(out) if self.discrete else DiagGaussian(out, self.log_std)
-        return dist, self.critic_head(self.critic_body(x))[..., 0]
+        return self.policy(obs), self.value(obs)
 
 
 class QNetwork(nn.Module):

@@ -64,7 +64,7 @@ def check_config(config: Any) -> None:
     _args.check_fields(config, _args.number, ("lr", "gamma", "gae_lambda", "ent_coef",
                                               "vf_coef", "max_grad_norm"), low=0)
     _args.check_fields(config, _args.flag, ("anneal_lr", "normalize_advantages",
-                                            "normalize_observations"))
+                                            "normalize_observations", "bootstrap_truncation"))
     _args.check_fields(config, _args.number, ("reward_scaling",), low=0)
     activation(config.activation, f"{type(config).__name__}.activation")
 
@@ -373,43 +373,76 @@ class OnPolicyModule(Module):
         """``num_steps`` steps of this device's envs in one ``lax.scan``, actions
         sampled from the policy with ``params`` on observations normalised with
         ``obs_stats`` (when given). Returns the env state and (raw) observations
-        after the rollout and the :class:`Rollout` (``[num_steps, n]``)."""
-        def one_step(carry, step_key):
+        after the rollout and the :class:`Rollout` (``[num_steps, n]``).
+
+        Only the actor runs inside the loop; the critic values every observation
+        of the rollout in one batched pass after it (the values do not steer the
+        rollout), which on small env batches saves most of a step's critic cost."""
+        num_envs = obs.shape[0]
+
+        def one_step(carry, step_keys):
             env_state, obs = carry
-            act_key, env_key = jax.random.split(step_key)
-            dist, value = self.network.apply(params, self._normalize_obs(obs_stats, obs))
+            act_key, env_keys = step_keys
+            dist = self.network.apply(params, self._normalize_obs(obs_stats, obs),
+                                      method=ActorCritic.policy)
             action = dist.sample(act_key)
             log_prob = dist.log_prob(action)
-            next_obs, env_state, info = self.env.step_batch(
-                env_key, env_state, self._env_action(action))
+            next_obs, env_state, info = jax.vmap(self.env.step)(
+                env_keys, env_state, self._env_action(action))
             carry = vary_like((env_state, next_obs), key)
-            return carry, Rollout(obs, action, log_prob, value, info)
+            return carry, (obs, action, log_prob, info)
 
-        (env_state, obs), traj = jax.lax.scan(
-            one_step, (env_state, obs), jax.random.split(key, self.config.num_steps))
-        return env_state, obs, traj
+        # every step's keys drawn before the loop, in batched calls: the same keys
+        # as splitting inside it (step key -> (action key, env key -> one per env))
+        pairs = jax.vmap(jax.random.split)(jax.random.split(key, self.config.num_steps))
+        keys = (pairs[:, 0], jax.vmap(lambda k: jax.random.split(k, num_envs))(pairs[:, 1]))
+        (env_state, obs), (traj_obs, action, log_prob, info) = jax.lax.scan(
+            one_step, (env_state, obs), keys)
+        value = self.network.apply(params, self._normalize_obs(obs_stats, traj_obs),
+                                   method=ActorCritic.value)
+        return env_state, obs, Rollout(traj_obs, action, log_prob, value, info)
 
     def advantages_and_targets(self, params: Any, traj: Rollout,
                                hyperparams: dict[str, jax.Array] | None = None,
                                obs_stats: normalization.RunningStatistics | None = None,
+                               last_obs: jax.Array | None = None,
                                ) -> tuple[jax.Array, jax.Array]:
         """GAE advantages and value targets, ``float32[num_steps, num_envs_per_device]``.
 
-        The next-state value of every step is ``V(final_obs)``: inside an episode
-        the value of the next observation, on truncation the bootstrap value of
-        the observation the time limit cut, ignored on termination. One batched
-        critic pass over the rollout, on ``final_obs`` normalised with ``obs_stats``
-        (the rollout's statistics, as its values). Rewards are multiplied by
+        With ``config.bootstrap_truncation`` (default) the next-state value of
+        every step is ``V(final_obs)``: inside an episode the value of the next
+        observation, on truncation the bootstrap value of the observation the
+        time limit cut, ignored on termination; one batched critic pass over the
+        rollout's ``final_obs``. Without it (PureJaxRL's terminal-only
+        bootstrapping) every episode end is treated as terminal and the next
+        value is the next step's ``traj.value``, the last step's ``V(last_obs)``
+        (``last_obs``: ``[num_envs_per_device, ...]``, the observations after the
+        rollout, required then): one critic pass over ``last_obs`` only.
+        Observations are normalised with ``obs_stats`` (the rollout's
+        statistics, as its values). Rewards are multiplied by
         ``config.reward_scaling`` here, for learning only.
+
+        Raises:
+          ValueError: ``bootstrap_truncation=False`` without ``last_obs``.
         """
         hp = self.initial_hyperparams() if hyperparams is None else hyperparams
-        next_values = self.network.apply(params, self._normalize_obs(obs_stats,
-                                                                     traj.info.final_obs),
-                                         method=ActorCritic.value)
+        if self.config.bootstrap_truncation:
+            next_values = self.network.apply(
+                params, self._normalize_obs(obs_stats, traj.info.final_obs),
+                method=ActorCritic.value)
+            terminated = traj.info.terminated
+        else:
+            if last_obs is None:
+                raise ValueError(f"{type(self).__name__}.advantages_and_targets: "
+                                 "bootstrap_truncation=False needs last_obs")
+            last_value = self.network.apply(params, self._normalize_obs(obs_stats, last_obs),
+                                            method=ActorCritic.value)
+            next_values = jnp.concatenate([traj.value[1:], last_value[None]])
+            terminated = traj.info.done
         rewards = traj.info.reward
         if self.config.reward_scaling != 1.0:
             rewards = rewards * jnp.asarray(self.config.reward_scaling, rewards.dtype)
-        return compute_gae(rewards, traj.value, next_values, traj.info.terminated,
+        return compute_gae(rewards, traj.value, next_values, terminated,
                            traj.info.done, hp["gamma"], hp["gae_lambda"],
                            self.config.unroll_length)
 
@@ -437,7 +470,7 @@ class OnPolicyModule(Module):
                                             rollout_key, state.obs_stats)
         hp = state.hyperparams
         advantages, targets = self.advantages_and_targets(state.params, traj, hp,
-                                                          state.obs_stats)
+                                                          state.obs_stats, obs)
         obs_stats = state.obs_stats
         if obs_stats is not None:
             obs_stats = normalization.update(obs_stats, traj.obs)

@@ -84,6 +84,12 @@ class PPOConfig:
       clip_value_loss: PureJaxRL's clipped value loss
         ``0.5 * max((V - R)^2, (V_old + clip(V - V_old, +-clip_eps) - R)^2)``;
         ``False`` uses ``0.5 * (V - R)^2``.
+      bootstrap_truncation: a transition cut by the time limit bootstraps from
+        ``V(final_obs)`` (one extra critic pass over the rollout's final
+        observations per update). ``False``: PureJaxRL's terminal-only
+        bootstrapping, every episode end (time limit included) is terminal and
+        only the observations after the rollout are valued; faster, biased on
+        time-limited tasks.
       normalize_advantages: standardise advantages per minibatch (global mean and
         standard deviation over all devices' minibatch shares).
       normalize_observations: normalise observations with running statistics of
@@ -114,6 +120,7 @@ class PPOConfig:
     vf_coef: float = 0.5
     max_grad_norm: float = 0.5
     clip_value_loss: bool = True
+    bootstrap_truncation: bool = True
     normalize_advantages: bool = True
     normalize_observations: bool = False
     reward_scaling: float = 1.0

@@ -191,6 +191,14 @@ RESUME_HINT = ("the same command plus trainer.ckpt_path=last "
 """The preemption message's resume advice for a recipe user (see ``Trainer.resume_hint``)."""
 
 
+RECIPE_DEFAULTS = {"compilation_cache": True}
+"""Trainer arguments whose recipe default differs from the library's: the
+recipes keep compiled programs in JAX's persistent compilation cache
+(:mod:`jaxtrainer.compilation_cache`), so a rerun with another seed or
+learning rate starts in seconds; ``trainer.compilation_cache=false`` or
+``JAXTRAINER_COMPILATION_CACHE=0`` turns it off."""
+
+
 def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
     """A Trainer from ``cfg.trainer`` (keyword ``overrides`` win), with the
     loggers and callbacks of the ``logger:`` and ``callbacks:`` sections
@@ -202,7 +210,8 @@ def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
       ValueError: a bad trainer key or value, or a logger or callback entry its
         class rejects (naming the entry), before anything runs.
     """
-    trainer = Trainer(**components.trainer_arguments(cfg, {**trainer_kwargs(cfg), **overrides}))
+    kwargs = {**RECIPE_DEFAULTS, **trainer_kwargs(cfg)}
+    trainer = Trainer(**components.trainer_arguments(cfg, {**kwargs, **overrides}))
     trainer.resume_hint = RESUME_HINT
     return trainer
 
@@ -211,7 +220,7 @@ def make_population_trainer(cfg: DictConfig, **overrides: Any) -> PopulationTrai
     """A :class:`~jaxtrainer.PopulationTrainer` from ``cfg.trainer`` (keyword
     ``overrides`` win), converted and checked as in :func:`trainer_kwargs`, with
     the loggers and callbacks of the config as in :func:`make_trainer`."""
-    kwargs = trainer_kwargs(cfg, POPULATION_TRAINER_KEYS, "PopulationTrainer")
+    kwargs = {**RECIPE_DEFAULTS, **trainer_kwargs(cfg, POPULATION_TRAINER_KEYS, "PopulationTrainer")}
     trainer = PopulationTrainer(**components.trainer_arguments(cfg, {**kwargs, **overrides}))
     trainer.resume_hint = RESUME_HINT
     return trainer

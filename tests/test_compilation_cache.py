@@ -1,0 +1,96 @@
+"""The persistent compilation cache: where it goes, how it is switched, and a
+second process that loads the programs the first one compiled."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import pytest
+
+import jaxtrainer as jt
+from jaxtrainer import compilation_cache
+from jaxtrainer.recipes import config
+
+RECIPES = Path(__file__).parent.parent / "recipes"
+
+
+def test_setting_and_environment_variable(monkeypatch, tmp_path):
+    monkeypatch.delenv(compilation_cache.ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compilation_cache.resolve(None) is None
+    assert compilation_cache.resolve(False) is None
+    assert compilation_cache.resolve(tmp_path / "c") == tmp_path / "c"
+    assert compilation_cache.resolve("~/c") == Path.home() / "c"
+    # True: the directory JAX is already configured with (the suite's), else ours
+    assert compilation_cache.resolve(True) == Path(jax.config.jax_compilation_cache_dir)
+    assert compilation_cache.default_dir() == tmp_path / "xdg" / "jaxtrainer" / "jax"
+    # the environment variable wins over the setting
+    for off in ("0", "off", "False"):
+        monkeypatch.setenv(compilation_cache.ENV_VAR, off)
+        assert compilation_cache.resolve(True) is None
+    monkeypatch.setenv(compilation_cache.ENV_VAR, str(tmp_path / "env"))
+    assert compilation_cache.resolve(None) == tmp_path / "env"
+    monkeypatch.delenv(compilation_cache.ENV_VAR)
+    with pytest.raises(ValueError, match=r"compilation_cache=3: expected True, False, None or a "
+                                         "directory path"):
+        compilation_cache.resolve(3)
+
+
+def test_bad_setting_fails_before_anything_is_written(tmp_path):
+    with pytest.raises(ValueError, match="compilation_cache=3"):
+        jt.Trainer(max_steps=1, default_root_dir=tmp_path / "runs", compilation_cache=3)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_recipes_turn_it_on_and_config_turns_it_off(monkeypatch):
+    cfg = config.load(RECIPES / "configs" / "ppo.yaml", ["trainer.logger=false"])
+    assert cfg.trainer.compilation_cache is True
+    # the suite points the environment variable at its own throwaway directory
+    assert config.make_trainer(cfg).compilation_cache_dir == Path(
+        os.environ[compilation_cache.ENV_VAR])
+    monkeypatch.delenv(compilation_cache.ENV_VAR)
+    # on: the directory JAX is configured with (here the suite's, else ~/.cache/jaxtrainer/jax)
+    assert config.make_trainer(cfg).compilation_cache_dir == Path(
+        jax.config.jax_compilation_cache_dir)
+    cfg = config.load(RECIPES / "configs" / "ppo.yaml", ["trainer.compilation_cache=false"])
+    assert config.make_trainer(cfg).compilation_cache_dir is None
+
+
+SCRIPT = textwrap.dedent("""
+    import sys
+    import jaxtrainer as jt
+    from jaxtrainer.algorithms import PPO
+    trainer = jt.Trainer(strategy="single", max_steps=4, log_every_n_steps=2,
+                         default_root_dir=sys.argv[1],
+                         enable_progress_bar=False, enable_checkpointing=False, logger=False,
+                         compilation_cache=sys.argv[2])
+    trainer.fit(PPO(num_envs=2, num_steps=8, update_epochs=1, num_minibatches=1,
+                    hidden_sizes=(8,), eval_episodes=2))
+    print("RESULT", trainer.evaluate(PPO(num_envs=2, num_steps=8, update_epochs=1,
+          num_minibatches=1, hidden_sizes=(8,), eval_episodes=2))["eval/episode_return"])
+""")
+
+
+@pytest.mark.timeout(240)
+def test_second_process_loads_the_compiled_programs(tmp_path):
+    cache = tmp_path / "cache"
+    env = {**os.environ, "JAX_LOG_COMPILES": "1"}
+    env.pop(compilation_cache.ENV_VAR)
+    runs = []
+    for i in range(2):
+        out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / f"runs{i}"), str(cache)],
+                             env=env, capture_output=True, text=True, timeout=200)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs.append(out)
+    first, second = (r.stderr for r in runs)
+    assert "Persistent compilation cache hit" not in first
+    hits = second.count("Persistent compilation cache hit")
+    assert hits >= 3, second[-3000:]  # init, training and evaluation programs at least
+    assert any(cache.iterdir())
+    results = [r.stdout.split("RESULT")[-1].strip() for r in runs]
+    assert results[0] == results[1]  # the same numbers from the cached programs
