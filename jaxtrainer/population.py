@@ -209,8 +209,7 @@ class PopulationTrainer(Trainer):
 
     Args:
       population_size: ``P``, global number of members per generation (>= 1).
-      strategy, devices, callbacks, seed, default_root_dir, jit, enable_progress_bar, enable_checkpointing, logger, run_ahead, sync_every_n_seconds, compile_evaluation_ahead,
-        compilation_cache: as in
+      strategy, devices, callbacks, seed, default_root_dir, jit, enable_progress_bar, enable_checkpointing, logger, run_ahead, sync_every_n_seconds, compile_evaluation_ahead, compilation_cache: as in
         :class:`~jaxtrainer.Trainer`, passed on to it (every argument after
         ``eval_every_n_generations`` by keyword).
       max_generations: generations to run (the Trainer's ``max_steps``).

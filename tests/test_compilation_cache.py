@@ -64,33 +64,32 @@ def test_recipes_turn_it_on_and_config_turns_it_off(monkeypatch):
 SCRIPT = textwrap.dedent("""
     import sys
     import jaxtrainer as jt
-    from jaxtrainer.algorithms import PPO
+    from tests.toys import Regression
     trainer = jt.Trainer(strategy="single", max_steps=4, log_every_n_steps=2,
-                         default_root_dir=sys.argv[1],
-                         enable_progress_bar=False, enable_checkpointing=False, logger=False,
-                         compilation_cache=sys.argv[2])
-    trainer.fit(PPO(num_envs=2, num_steps=8, update_epochs=1, num_minibatches=1,
-                    hidden_sizes=(8,), eval_episodes=2))
-    print("RESULT", trainer.evaluate(PPO(num_envs=2, num_steps=8, update_epochs=1,
-          num_minibatches=1, hidden_sizes=(8,), eval_episodes=2))["eval/episode_return"])
+                         default_root_dir=sys.argv[1], enable_progress_bar=False,
+                         enable_checkpointing=False, logger=False, compilation_cache=sys.argv[2])
+    trainer.fit(Regression())
+    print("RESULT", trainer.evaluate(Regression()))
 """)
 
 
 @pytest.mark.timeout(240)
 def test_second_process_loads_the_compiled_programs(tmp_path):
     cache = tmp_path / "cache"
-    env = {**os.environ, "JAX_LOG_COMPILES": "1"}
+    env = {**os.environ, "JAX_LOG_COMPILES": "1",
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # the toy compiles in no time
     env.pop(compilation_cache.ENV_VAR)
     runs = []
     for i in range(2):
         out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / f"runs{i}"), str(cache)],
-                             env=env, capture_output=True, text=True, timeout=200)
+                             env=env, capture_output=True, text=True, timeout=200,
+                             cwd=Path(__file__).parent.parent)
         assert out.returncode == 0, out.stderr[-3000:]
         runs.append(out)
     first, second = (r.stderr for r in runs)
     assert "Persistent compilation cache hit" not in first
     hits = second.count("Persistent compilation cache hit")
-    assert hits >= 3, second[-3000:]  # init, training and evaluation programs at least
+    assert hits >= 3, second[-3000:]  # the init, training and evaluation programs at least
     assert any(cache.iterdir())
     results = [r.stdout.split("RESULT")[-1].strip() for r in runs]
     assert results[0] == results[1]  # the same numbers from the cached programs
