@@ -5,8 +5,9 @@ devices; ``test_state_dtypes``: every one under ``jax_enable_x64``).
 
 Sizes divide 1, 2 and 4 devices. Off-policy modules learn from the first step
 (``learning_starts=0``); CEM-RL learns from its second generation (the first has
-an empty buffer). Imports are deferred to the factories so that a subprocess can
-set ``JAX_ENABLE_X64`` before jax is imported.
+an empty buffer), ERL from its first (after that generation's rollouts). Imports
+are deferred to the factories so that a subprocess can set ``JAX_ENABLE_X64``
+before jax is imported.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ OFF_TINY = dict(num_envs=4, buffer_size=16, batch_size=4, learning_starts=0, gra
 CEMRL_TINY = dict(population_size=4, rollout_steps=4, critic_steps=2, actor_steps=2,
                   actor_hidden_sizes=(4,), critic_hidden_sizes=(4,), buffer_size=16,
                   batch_size=4, learning_starts=0, eval_episodes=4)
+ERL_TINY = dict(population_size=4, rl_episodes=4, rollout_steps=4, critic_steps=2,
+                hidden_sizes=(4,), buffer_size=16, batch_size=4, learning_starts=0,
+                eval_episodes=4)
 
 
 def _ppo() -> Any:
@@ -74,6 +78,11 @@ def _cemrl() -> Any:
     return CEMRL(CEMRLConfig(**CEMRL_TINY))
 
 
+def _erl() -> Any:
+    from jaxtrainer.algorithms import ERL, ERLConfig
+    return ERL(ERLConfig(**ERL_TINY))
+
+
 def _function_es(algorithm: str) -> Callable[[], Any]:
     def make() -> Any:
         from jaxtrainer.algorithms import FunctionES, sphere
@@ -88,7 +97,7 @@ def _neuro_es() -> Any:
 
 MODULES: dict[str, Callable[[], Any]] = {
     "PPO": _ppo, "A2C": _a2c, "IMPALA": _impala, "DQN": _dqn, "SAC": _sac, "TD3": _td3,
-    "DDPG": _ddpg, "PBT": _pbt, "CEMRL": _cemrl}
+    "DDPG": _ddpg, "PBT": _pbt, "CEMRL": _cemrl, "ERL": _erl}
 """``jt.Module`` s, for a ``Trainer``: name -> factory."""
 
 POPULATION: dict[str, Callable[[], Any]] = {

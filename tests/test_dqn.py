@@ -203,3 +203,31 @@ def test_dqn_recipe_tiny_run_on_4_devices(run_dir, capsys):
     assert 8.0 <= result["eval/episode_return"] <= 500.0
     trained = [r for r in rows if r.get("loss/td")]    # the final evaluation has its own row
     assert trained[-1]["step"] == rows[-1]["step"] and rows[-1]["eval/episode_return"]
+
+
+def test_dqn_hyperparameters_are_read_from_the_state_without_recompiling():
+    """``lr``, ``gamma``, ``tau`` and the epsilon rates are traced values in
+    ``state.hyperparams`` (PBT changes them): other numbers there give another
+    step from the same compiled program, and the optimizer follows ``lr``."""
+    dqn = DQN(DQNConfig(num_envs=2, buffer_size=32, batch_size=8, learning_starts=0,
+                        hidden_sizes=(8,), target_update_interval=2))
+    init = jax.jit(dqn.init_state)(jax.random.key(0))
+    assert set(init.hyperparams) == {"lr", "gamma", "tau", "epsilon_start", "epsilon_end"}
+    step = jax.jit(dqn.training_step)
+
+    def run(state):
+        for i in range(2):
+            state, metrics = step(state, jax.random.key(i))
+        return state, metrics
+
+    base, base_metrics = run(init)
+    programs = step._cache_size()
+    hp = {**init.hyperparams, "lr": jnp.float32(1e-2), "epsilon_start": jnp.float32(0.0),
+          "epsilon_end": jnp.float32(0.0)}
+    changed, metrics = run(init.replace(hyperparams=hp))
+    assert step._cache_size() == programs
+    assert float(to_host(metrics)["epsilon"]) == 0.0 < float(to_host(base_metrics)["epsilon"])
+    assert float(changed.opt_state.hyperparams["learning_rate"]) == np.float32(1e-2)
+    for a, b in ((base.params, changed.params), (base.buffer, changed.buffer)):
+        assert any(not np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a),
+                                                             jax.tree.leaves(b), strict=True))

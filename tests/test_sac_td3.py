@@ -4,11 +4,13 @@ stay equal on 4 devices, and a brax smoke run."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from jaxtrainer.algorithms.offpolicy import soft_update
@@ -171,3 +173,124 @@ def test_recipe_tiny_run_on_4_devices(name, run_dir, capsys):
     trained = [r for r in rows if r["loss/critic"]]    # the final evaluation has its own row
     assert trained[-1]["step"] == rows[-1]["step"] and trained[-1]["loss/actor"]
     assert rows[-1]["eval/episode_return"]
+
+
+def test_td3_reads_its_noise_scales_from_the_state():
+    """The behaviour noise and the target smoothing noise are traced values in
+    ``state.hyperparams`` (PBT changes them): one compiled function, three
+    settings."""
+    td3 = TD3(TD3Config(**TINY))
+    state = jax.jit(td3.init_state)(jax.random.key(0)).replace(step=jnp.int32(1))
+    obs, key = jnp.zeros((4, 3)), jax.random.key(1)
+
+    @jax.jit
+    def noise(hp):
+        s = state.replace(hyperparams={**state.hyperparams, **hp})
+        behaviour = td3.explore(s, obs, key) - td3.act(s.actor_params, obs)
+        smoothed = (td3.target_action(s.target_actor_params, obs, key, s.hyperparams)
+                    - td3.act(s.target_actor_params, obs))
+        return jnp.max(jnp.abs(behaviour)), jnp.max(jnp.abs(smoothed))
+
+    def scales(exploration, smoothing):
+        out = noise({"exploration_noise": jnp.float32(exploration),
+                     "policy_noise": jnp.float32(smoothing)})
+        return tuple(float(x) for x in out)
+
+    assert scales(0.0, 0.0) == (0.0, 0.0)
+    assert scales(0.3, 0.0)[0] > 0.0 and scales(0.3, 0.0)[1] == 0.0
+    assert scales(0.0, 0.3)[1] > 0.0 and scales(0.0, 0.3)[0] == 0.0
+    assert noise._cache_size() == 1
+
+
+# ---- traced hyperparameters (population-based training) ----------------------
+_STEPS: dict = {}
+
+
+def _jit_steps(module, n, state):
+    """``n`` training steps (keys 0..n-1) from ``state``, one jitted
+    ``training_step`` per module (kept across tests)."""
+    if id(module) not in _STEPS:
+        _STEPS[id(module)] = (module, jax.jit(module.training_step))
+    step = _STEPS[id(module)][1]
+    for i in range(n):
+        state, _ = step(state, jax.random.key(i))
+    return state, step
+
+
+SAC_TINY = SAC(SACConfig(**{**TINY, "num_envs": 2, "gradient_steps": 2}))
+
+
+@functools.cache
+def sac_init():
+    return jax.jit(SAC_TINY.init_state)(jax.random.key(0))
+
+
+def _named_leaves(tree):
+    def host(x):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x = jax.random.key_data(x)
+        return np.asarray(x)
+    return {jax.tree_util.keystr(p): host(x) for p, x in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+class ConstantSAC(SAC):
+    """The program SAC compiled before its hyperparameters moved into the state:
+    plain ``optax.adam`` optimizers and every hyperparameter a Python constant
+    (the updates see the config's numbers, not ``carry.hyperparams``)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.actor_optimizer = optax.adam(config.policy_lr)
+        self.critic_optimizer = optax.adam(config.q_lr)
+        self.alpha_optimizer = optax.adam(config.q_lr)
+
+    def apply_hyperparams(self, carry):
+        return carry
+
+    def update(self, carry, key, buffer, obs_stats=None):
+        constants = carry.replace(hyperparams=self.hyperparam_defaults())
+        new, losses = super().update(constants, key, buffer, obs_stats)
+        return new.replace(hyperparams=carry.hyperparams), losses
+
+
+def test_sac_with_config_hyperparams_is_the_constant_program_bit_for_bit():
+    """5 steps (10 updates) of the default SAC: traced hyperparameters equal to
+    the config's give exactly the numbers of the constant program (XLA:CPU fuses
+    multiply-adds differently around a traced tau: soft_update keeps the
+    constant program's rounding)."""
+    traced, _ = _jit_steps(SAC_TINY, 5, sac_init())
+    # the constant program's initial state: the same, with plain Adam states
+    init = sac_init().replace(**{opt: getattr(sac_init(), opt).inner_state
+                                 for opt in ("actor_opt", "critic_opt", "alpha_opt")})
+    constant, _ = _jit_steps(ConstantSAC(SAC_TINY.config), 5, init)
+    got, want = _named_leaves(traced), _named_leaves(constant)
+    for opt in ("actor_opt", "critic_opt", "alpha_opt"):  # inject_hyperparams wraps the Adam state
+        inner = _named_leaves(getattr(traced, opt).inner_state)
+        assert inner.keys() == _named_leaves(getattr(constant, opt)).keys()
+        for name, value in _named_leaves(getattr(constant, opt)).items():
+            np.testing.assert_array_equal(inner[name], value, err_msg=f"{opt}{name}")
+    compared = [k for k in want if not k.startswith((".actor_opt", ".critic_opt", ".alpha_opt"))]
+    assert len(compared) > 30 and int(traced.updates) == 10
+    for name in compared:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_sac_hyperparameters_are_read_from_the_state_without_recompiling():
+    """SAC's learning rates, gamma and tau are traced values in
+    ``state.hyperparams`` (PBT changes them): other numbers there give other
+    critics from the program already compiled, and the optimizers follow."""
+    module, init = SAC_TINY, sac_init()
+    assert set(init.hyperparams) == set(module.TUNABLE)
+    base, step = _jit_steps(module, 2, init)
+    programs = step._cache_size()  # (an env state leaf is weakly typed at reset only)
+    hp = {**init.hyperparams, "q_lr": jnp.float32(1e-2), "gamma": jnp.float32(0.5),
+          "tau": jnp.float32(0.5)}
+    changed, _ = _jit_steps(module, 2, init.replace(hyperparams=hp))
+    assert step._cache_size() == programs
+    for field in ("critic_params", "target_critic_params"):
+        a, b = jax.tree.leaves(getattr(base, field)), jax.tree.leaves(getattr(changed, field))
+        assert any(not np.array_equal(x, y) for x, y in zip(a, b, strict=True)), field
+    for field, name in module.LEARNING_RATES:
+        assert float(getattr(changed, field).hyperparams["learning_rate"]) == float(hp[name])
+    assert {k: float(v) for k, v in changed.hyperparams.items()} == \
+        {k: float(v) for k, v in hp.items()}

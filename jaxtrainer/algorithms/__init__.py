@@ -4,6 +4,7 @@ from jaxtrainer.algorithms.a2c import A2C, A2CConfig
 from jaxtrainer.algorithms.cem_rl import CEMRL, CEMRLConfig, CEMRLState
 from jaxtrainer.algorithms.ddpg import DDPG, DDPGConfig
 from jaxtrainer.algorithms.dqn import DQN, DQNConfig, DQNState
+from jaxtrainer.algorithms.erl import ERL, ERLConfig, ERLState
 from jaxtrainer.algorithms.es import (
     FITNESS_SHAPING,
     ESState,
@@ -34,6 +35,9 @@ __all__ = [
     "DQN",
     "DQNConfig",
     "DQNState",
+    "ERL",
+    "ERLConfig",
+    "ERLState",
     "IMPALA",
     "IMPALAConfig",
     "IMPALAState",

@@ -86,17 +86,17 @@ from jax.flatten_util import ravel_pytree
 
 from jaxtrainer import _args, envs
 from jaxtrainer.algorithms import normalization
+from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.networks import DeterministicActor, TwinCritic, activation
 from jaxtrainer.algorithms.offpolicy import (
     check_normalization,
     learning_batch,
-    normalize_obs,
     normalizing_policy,
     soft_update,
 )
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.td3 import TD3Losses
-from jaxtrainer.distributed import axis_size, fold_in_device, gradient_update, vary_like
+from jaxtrainer.distributed import axis_size, fold_in_device, gradient_update
 from jaxtrainer.distributed.members import MemberLayout, rank
 from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
@@ -526,7 +526,7 @@ class CEMRL(TD3Losses, Module):
                            dict[str, Mean]]:
         """Step 3 for this device's members: ``episodes_per_member`` fresh envs per
         member, ``rollout_steps`` steps each, every (raw) transition added to
-        ``buffer``.
+        ``buffer`` (:func:`~jaxtrainer.algorithms.member_rollout.rollout_members`).
 
         Args:
           members: ``float32[L, D]``, this device's actors.
@@ -542,45 +542,9 @@ class CEMRL(TD3Losses, Module):
           ``obs_stats`` with every observation acted on merged in, over all
           devices (``None`` when given ``None``).
         """
-        num_local, num_ep = members.shape[0], self.config.episodes_per_member
-        reset_keys, run_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)
-        obs, env_state = jax.vmap(lambda k: self.env.reset_batch(k, num_ep))(reset_keys)
-        params = jax.vmap(self.unravel)(members)
-
-        def rows(x):
-            return x.reshape((num_local * num_ep,) + x.shape[2:])
-
-        def one_step(carry, step_keys):
-            obs, env_state, buffer, finished, first_return = carry
-            action = jax.vmap(self.act)(params, normalize_obs(obs_stats, obs))
-            next_obs, env_state, info = jax.vmap(self.env.step_batch)(step_keys, env_state,
-                                                                      action)
-            buffer = self.buffer.add(buffer, Transition(
-                rows(obs), rows(action), rows(info.reward), jax.tree.map(rows, info.final_obs),
-                rows(info.terminated)))
-            first_end = jnp.logical_and(info.done, jnp.logical_not(finished))
-            first_return = jnp.where(first_end, info.episode_return, first_return)
-            finished = jnp.logical_or(finished, info.done)
-            carry = vary_like((next_obs, env_state, finished, first_return), keys)
-            seen = () if obs_stats is None else obs
-            return (carry[0], carry[1], buffer, carry[2], carry[3]), (
-                info.episode_return, info.episode_length, info.done, seen)
-
-        finished = jnp.zeros((num_local, num_ep), jnp.bool_)
-        first_return = jnp.zeros((num_local, num_ep), jnp.float32)
-        obs, env_state, finished, first_return = vary_like(
-            (obs, env_state, finished, first_return), keys)
-        step_keys = jax.vmap(lambda k: jax.random.split(k, self.rollout_steps))(run_keys)
-        (_, env_state, buffer, finished, first_return), (ret, length, done, seen) = jax.lax.scan(
-            one_step, (obs, env_state, buffer, finished, first_return),
-            jnp.moveaxis(step_keys, 1, 0))
-        if obs_stats is not None:  # seen: [rollout_steps, L, episodes_per_member, *shape]
-            obs_stats = normalization.update(obs_stats, seen)
-        # an episode the rollout cut short counts with its partial return
-        episode = jnp.where(finished, first_return, env_state.episode_return)
-        metrics = {"train/episode_return": Mean.of(ret, mask=done),
-                   "train/episode_length": Mean.of(length, mask=done)}
-        return jnp.mean(episode, axis=1), buffer, obs_stats, metrics
+        return rollout_members(self.env, self.act, jax.vmap(self.unravel)(members), keys,
+                               self.buffer, buffer, self.config.episodes_per_member,
+                               self.rollout_steps, obs_stats)
 
     def training_step(self, state: CEMRLState, key: jax.Array) -> tuple[CEMRLState, dict]:
         """One generation: sample, improve the RL members, roll out, CEM update.

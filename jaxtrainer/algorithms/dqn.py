@@ -104,12 +104,15 @@ class DQNCarry:
 
     Attributes:
       params, target_params: online and target Q-network parameters (replicated).
-      opt_state: optax state (replicated).
+      opt_state: optax state (replicated; :func:`~jaxtrainer.algorithms.offpolicy.adam`).
+      hyperparams: ``{name: float32[]}`` for every name in :attr:`DQN.TUNABLE`
+        (replicated; read, never changed, by the updates).
     """
 
     params: Any
     target_params: Any
     opt_state: optax.OptState
+    hyperparams: dict[str, jax.Array]
 
 
 @struct.dataclass
@@ -132,7 +135,7 @@ class DQNState(DQNCarry):
 
 
 def td_targets(q_next_online: jax.Array, q_next_target: jax.Array, reward: jax.Array,
-               terminated: jax.Array, gamma: float, double: bool = True) -> jax.Array:
+               terminated: jax.Array, gamma: Any, double: bool = True) -> jax.Array:
     """One-step TD targets ``float32[B]``.
 
     ``r + gamma * (1 - terminated) * Q_target(s', a*)`` with
@@ -164,6 +167,10 @@ class DQN(offpolicy.OffPolicyModule):
     :meth:`evaluation_step`: ``eval/episode_return``, ``eval/episode_length`` of
     the greedy policy.
 
+    Traced hyperparameters (``state.hyperparams``, :attr:`TUNABLE`): ``lr``,
+    ``gamma``, ``tau``, ``epsilon_start`` and ``epsilon_end``. The step counts
+    (``target_update_interval``, ``epsilon_anneal_steps``) stay in the config.
+
     Args:
       config: hyperparameters; :class:`DQNConfig` defaults when ``None``.
       env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``.
@@ -178,6 +185,8 @@ class DQN(offpolicy.OffPolicyModule):
     discrete_actions = True
     carry_type = DQNCarry
     LOSSES = ("td", "q")
+    TUNABLE = ("lr", "gamma", "tau", "epsilon_start", "epsilon_end")
+    LEARNING_RATES = (("opt_state", "lr"),)
 
     def __init__(self, config: DQNConfig | None = None, *, env: envs.Env | str | None = None,
                  **overrides: Any) -> None:
@@ -185,21 +194,23 @@ class DQN(offpolicy.OffPolicyModule):
         config = self.config
         self.network = QNetwork(self.env.num_actions, len(self.env.observation_shape),
                                 config.hidden_sizes, config.activation)
-        tx = optax.adam(config.lr)
-        if config.max_grad_norm is not None:
-            tx = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), tx)
-        self.optimizer = tx
+        self.optimizer = offpolicy.adam(config.lr, config.max_grad_norm)
 
-    def epsilon(self, env_steps: jax.Array) -> jax.Array:
-        """Exploration rate after ``env_steps`` global env steps, ``float32[]``."""
+    def epsilon(self, env_steps: jax.Array,
+                hyperparams: dict[str, jax.Array] | None = None) -> jax.Array:
+        """Exploration rate after ``env_steps`` global env steps, ``float32[]``:
+        ``epsilon_start`` to ``epsilon_end`` linearly over ``epsilon_anneal_steps``,
+        the two rates from ``hyperparams`` (the config's when ``None``)."""
         cfg = self.config
-        return offpolicy.linear_schedule(cfg.epsilon_start, cfg.epsilon_end,
+        return offpolicy.linear_schedule(offpolicy.hyperparam(cfg, hyperparams, "epsilon_start"),
+                                         offpolicy.hyperparam(cfg, hyperparams, "epsilon_end"),
                                          cfg.epsilon_anneal_steps, env_steps)
 
     # ---- policies -----------------------------------------------------------
     def explore(self, state: DQNState, obs: jax.Array, key: jax.Array) -> jax.Array:
         q = self.network.apply(state.params, obs)
-        return epsilon_greedy(key, q, self.epsilon(self.env_steps_before(state.step)))
+        return epsilon_greedy(key, q, self.epsilon(self.env_steps_before(state.step),
+                                                   state.hyperparams))
 
     def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
         def policy(params, obs, key):
@@ -218,26 +229,31 @@ class DQN(offpolicy.OffPolicyModule):
                                                          self.env.observation_dtype))
         env_state, obs, buffer = self.init_envs(env_key)
         zero = jnp.zeros((), jnp.int32)
-        return DQNState(params, jax.tree.map(jnp.copy, params), self.optimizer.init(params),
-                        zero, zero, env_state, obs, buffer)
+        return DQNState(params=params, target_params=jax.tree.map(jnp.copy, params),
+                        opt_state=self.optimizer.init(params),
+                        hyperparams=self.initial_hyperparams(), step=zero, updates=zero,
+                        env_state=env_state, obs=obs, buffer=buffer)
 
-    def loss(self, params: Any, target_params: Any, batch: Transition) -> tuple[jax.Array, dict]:
-        """Mean squared TD error on ``batch`` (leaves ``[B, ...]``) and the mean Q."""
+    def loss(self, params: Any, target_params: Any, batch: Transition,
+             hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:
+        """Mean squared TD error on ``batch`` (leaves ``[B, ...]``) and the mean Q;
+        ``gamma`` from ``hyperparams`` (the config's when ``None``)."""
         q = self.network.apply(params, batch.obs)
         q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
         q_next_target = self.network.apply(target_params, batch.next_obs)
         q_next_online = (self.network.apply(params, batch.next_obs) if self.config.double
                          else q_next_target)
         target = jax.lax.stop_gradient(td_targets(
-            q_next_online, q_next_target, batch.reward, batch.terminated, self.config.gamma,
-            self.config.double))
+            q_next_online, q_next_target, batch.reward, batch.terminated,
+            offpolicy.hyperparam(self.config, hyperparams, "gamma"), self.config.double))
         return jnp.mean(jnp.square(q_taken - target)), {"q": jnp.mean(q_taken)}
 
     def update(self, carry: DQNCarry, key: jax.Array, buffer: Any) -> tuple[DQNCarry, dict]:
         """One TD update on a batch sampled from ``buffer`` with ``key``."""
         batch = self.buffer.sample(buffer, key)
         params, opt_state, loss, aux = gradient_update(
-            self.loss, carry.params, carry.opt_state, self.optimizer, carry.target_params, batch)
+            self.loss, carry.params, carry.opt_state, self.optimizer, carry.target_params, batch,
+            carry.hyperparams)
         return carry.replace(params=params, opt_state=opt_state), {"td": loss, "q": aux["q"]}
 
     def after_learning(self, state: DQNState, new_state: DQNState,
@@ -248,10 +264,11 @@ class DQN(offpolicy.OffPolicyModule):
         before = self.env_steps_before(state.step)
         after = self.env_steps_before(state.step + 1)
         crossed = (after // cfg.target_update_interval) > (before // cfg.target_update_interval)
+        hp = state.hyperparams
         target_params = jax.tree.map(
             lambda new, old: jnp.where(crossed, new, old),
-            offpolicy.soft_update(state.target_params, new_state.params, cfg.tau),
+            offpolicy.soft_update(state.target_params, new_state.params, hp["tau"]),
             state.target_params)
         q_mean = losses.pop("loss/q")
-        metrics = {**losses, "q_mean": q_mean, "epsilon": Last.of(self.epsilon(before))}
+        metrics = {**losses, "q_mean": q_mean, "epsilon": Last.of(self.epsilon(before, hp))}
         return new_state.replace(target_params=target_params), metrics

@@ -39,6 +39,7 @@ from jax import flatten_util
 
 from jaxtrainer.algorithms.networks import MLP
 from jaxtrainer.algorithms.networks import activation as activation_fn
+from jaxtrainer.algorithms.population_core import set_learning_rate
 from jaxtrainer.distributed import local_size
 from jaxtrainer.metrics import Last, Max, Mean, Min
 from jaxtrainer.module import PopulationModule
@@ -63,6 +64,27 @@ CURRENT_METRICS = ("generation_counter", "best_solution_norm", "mean_norm")
 OPTIMIZERS: dict[str, Callable[[float], optax.GradientTransformation]] = {
     "sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw,
 }
+
+SCHEDULED_STD = frozenset({
+    "ARS", "ASEBO", "ESMC", "GuidedES", "HillClimbing", "iAMaLGaM_Full",
+    "iAMaLGaM_Univariate", "NoiseReuseES", "Open_ES", "PersistentES", "SimpleGA",
+    "SimulatedAnnealing",
+})
+"""evosax 0.3 algorithms whose search std is ``state.std``, set to
+``std_schedule(generation)`` by every ``tell`` (their ``_init``/``_tell`` in
+``evosax/algorithms``) and not adapted otherwise: for these a constant ``std=``
+is a traced hyperparameter (``ESState.hyperparams["std"]``)."""
+
+
+def injected_optimizer(name: str, learning_rate: float) -> optax.GradientTransformation:
+    """``OPTIMIZERS[name](learning_rate)`` built by ``optax.inject_hyperparams``
+    with the learning rate alone injected (a number in the optimizer state, the
+    optimizer's other numbers constants): the same updates, bit for bit."""
+    make = OPTIMIZERS[name]
+
+    def build(learning_rate):
+        return make(learning_rate)
+    return optax.inject_hyperparams(build)(learning_rate=learning_rate)
 
 
 def resolve_algorithm(name: str) -> str:
@@ -110,11 +132,19 @@ class ESState:
         recombination weights), carried in the state rather than baked into the
         compiled program as constants, so that the program (and its rounding) does
         not depend on how XLA folds them.
+      hyperparams: ``{name: float32[]}``, the values :class:`EvosaxES` was given
+        that every generation reads from here (traced, so population-based
+        training, :class:`~jaxtrainer.algorithms.PBT`, changes them without
+        recompiling): ``learning_rate`` (the optimizer's step size, when
+        ``learning_rate=`` names an optimizer) and ``std`` (the search standard
+        deviation, when ``std=`` is given to an algorithm of
+        :data:`SCHEDULED_STD`); ``None`` (no leaves) when there is neither.
     """
 
     es: Any
     tell_key: jax.Array
     params: Any = None
+    hyperparams: dict[str, jax.Array] | None = None
 
 
 class EvosaxES(PopulationModule):
@@ -142,11 +172,15 @@ class EvosaxES(PopulationModule):
       weight_decay: L2 penalty added to the (minimised) fitness before shaping
         (evosax ``add_weight_decay``); 0 disables.
       learning_rate: for algorithms with an ``optimizer`` (OpenAI-ES, SNES, PGPE,
-        ...): the optimizer's step size.
+        ...): the optimizer's step size; with a named ``optimizer`` it is a
+        traced hyperparameter (``ESState.hyperparams["learning_rate"]``, set in
+        the optimizer state through ``optax.inject_hyperparams``).
       optimizer: ``"adam"`` (default), ``"sgd"``, ``"adamw"`` or an optax
         transformation (then ``learning_rate`` is ignored).
       std: initial / constant search standard deviation: evosax's
-        ``std_schedule`` (a constant) or its params' ``std_init``.
+        ``std_schedule`` (a constant, then a traced hyperparameter
+        ``ESState.hyperparams["std"]`` for the algorithms of
+        :data:`SCHEDULED_STD`) or its params' ``std_init``.
       algorithm_kwargs: more keyword arguments for the evosax constructor.
       es_params: fields of the algorithm's ``default_params`` to replace.
       population_size: build the evosax algorithm now (otherwise the trainer's).
@@ -188,6 +222,7 @@ class EvosaxES(PopulationModule):
         self.weight_decay = float(weight_decay)
         accepted = set(inspect.signature(self.cls.__init__).parameters)
         kwargs = dict(algorithm_kwargs or {})
+        self._tunable: dict[str, float] = {}  # ESState.hyperparams' names and initial values
         unknown = set(kwargs) - accepted
         if unknown:
             raise ValueError(f"{self.algorithm} does not take {sorted(unknown)}; its "
@@ -199,12 +234,15 @@ class EvosaxES(PopulationModule):
                 if optimizer not in OPTIMIZERS:
                     raise ValueError(f"optimizer={optimizer!r}: choose one of {sorted(OPTIMIZERS)} "
                                      "or pass an optax transformation")
-                optimizer = OPTIMIZERS[optimizer](learning_rate)
+                optimizer = injected_optimizer(optimizer, float(learning_rate))
+                self._tunable["learning_rate"] = float(learning_rate)
             kwargs["optimizer"] = optimizer
         self._std_param = None
         if std is not None:
             if "std_schedule" in accepted:
                 kwargs["std_schedule"] = optax.constant_schedule(float(std))
+                if self.algorithm in SCHEDULED_STD:
+                    self._tunable["std"] = float(std)
             else:
                 self._std_param = float(std)  # checked against params in configure_population
         self.kwargs = kwargs
@@ -296,10 +334,30 @@ class EvosaxES(PopulationModule):
             population = jax.vmap(unravel)(flat + std * noise)
             fitness = jnp.full((self.population_size,), jnp.inf, jnp.float32)
             state = self.es.init(es_key, population, fitness, self.params)
-        return ESState(state, tell_key, self.params)
+        hyperparams = {name: jnp.asarray(value, jnp.float32)
+                       for name, value in self._tunable.items()} or None
+        return ESState(state, tell_key, self.params, hyperparams)
+
+    def with_hyperparams(self, state: ESState) -> ESState:
+        """``state`` with its evosax state set from ``state.hyperparams``: the
+        search std (``es.std``) and the optimizer's learning rate (``es.opt_state``,
+        an ``optax.inject_hyperparams`` state). Called by :meth:`ask` and
+        :meth:`tell`, so every generation reads the traced values."""
+        hp = state.hyperparams
+        if not hp:
+            return state
+        es = state.es
+        if "std" in hp:
+            es = es.replace(std=hp["std"])
+        if "learning_rate" in hp:  # broadcast: some algorithms vmap their optimizer
+            current = es.opt_state.hyperparams["learning_rate"]
+            lr = jnp.broadcast_to(hp["learning_rate"], jnp.shape(current)).astype(current.dtype)
+            es = es.replace(opt_state=set_learning_rate(es.opt_state, lr))
+        return state.replace(es=es)
 
     def ask(self, state: ESState, key: jax.Array) -> tuple[Any, ESState]:
         """Sample ``P`` members: leaves ``[P, *solution_leaf_shape]``."""
+        state = self.with_hyperparams(state)
         ask_key, tell_key = jax.random.split(key)
         population, es_state = self.es.ask(ask_key, state.es, state.params)
         return population, state.replace(es=es_state, tell_key=tell_key)
@@ -311,6 +369,7 @@ class EvosaxES(PopulationModule):
         by the best (max when maximising, else min), the current values
         (:data:`CURRENT_METRICS`) by the last generation's, others averaged."""
         fitness = jnp.asarray(fitness, jnp.float32)
+        state = self.with_hyperparams(state)
         es_state, metrics = self.es.tell(state.tell_key, population,
                                          -fitness if self.maximize else fitness,
                                          state.es, state.params)
@@ -327,7 +386,7 @@ class EvosaxES(PopulationModule):
             elif name in CURRENT_METRICS:
                 value = Last.of(value)
             out[f"es/{name}"] = value
-        return state.replace(es=es_state), out
+        return self.with_hyperparams(state.replace(es=es_state)), out
 
     def mean(self, state: ESState) -> Any:
         """The current solution: the search distribution's mean (distribution-based

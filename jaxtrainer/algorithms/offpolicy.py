@@ -35,7 +35,7 @@ The networks are in :mod:`jaxtrainer.algorithms.networks`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -45,6 +45,7 @@ import optax
 from jaxtrainer import _args, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.networks import TwinCritic, activation
+from jaxtrainer.algorithms.population_core import set_learning_rate
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.distributed import fold_in_device, local_size, vary_like
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
@@ -154,12 +155,44 @@ def linear_schedule(start: float, end: float, duration: float, t: jax.Array) -> 
     return jnp.asarray(schedule(jnp.asarray(t, jnp.float32)), jnp.float32)
 
 
-def soft_update(target: Any, online: Any, tau: float) -> Any:
+def soft_update(target: Any, online: Any, tau: Any) -> Any:
     """Polyak averaging ``target <- tau * online + (1 - tau) * target`` leaf by leaf
-    (``optax.incremental_update``); ``tau = 1`` copies ``online`` (a hard update)."""
-    if tau == 1.0:
-        return jax.tree.map(lambda o: o, online)
-    return optax.incremental_update(online, target, tau)
+    (``optax.incremental_update``); ``tau = 1`` copies ``online`` (a hard update).
+
+    ``tau``: a Python number, or a traced ``float32[]`` (a tunable hyperparameter
+    in ``state.hyperparams``), with which ``tau == 1`` still copies ``online``
+    exactly (``lax.cond``) and another value gives what the same constant gives,
+    bit for bit on XLA:CPU. (A ``jnp.where`` fused with the average would change
+    which of its two products XLA:CPU contracts into a fused multiply-add, hence
+    the ``cond``.)"""
+    if isinstance(tau, (int, float)):
+        if tau == 1.0:
+            return jax.tree.map(lambda o: o, online)
+        return optax.incremental_update(online, target, tau)
+    tau = jnp.asarray(tau)
+    return jax.lax.cond(tau == 1.0, lambda: jax.tree.map(lambda o: o, online),
+                        lambda: optax.incremental_update(online, target, tau))
+
+
+def hyperparam(config: Any, hyperparams: Mapping[str, jax.Array] | None, name: str) -> Any:
+    """``hyperparams[name]`` (a traced ``float32[]`` from ``state.hyperparams``), or
+    ``config.<name>`` when ``hyperparams`` is ``None`` (callers that keep their
+    hyperparameters as constants, e.g. CEM-RL's use of the TD3 losses)."""
+    return getattr(config, name) if hyperparams is None else hyperparams[name]
+
+
+def adam(learning_rate: float, max_grad_norm: float | None = None) -> optax.GradientTransformation:
+    """``optax.adam(learning_rate)``, after ``optax.clip_by_global_norm(max_grad_norm)``
+    when given, built by ``optax.inject_hyperparams`` so that the learning rate
+    is a number in the optimizer state
+    (:func:`~jaxtrainer.algorithms.population_core.set_learning_rate`), not a constant
+    of the compiled program. Same updates as the plain optimizer, bit for bit."""
+    def make(learning_rate):
+        tx = optax.adam(learning_rate)
+        if max_grad_norm is None:
+            return tx
+        return optax.chain(optax.clip_by_global_norm(max_grad_norm), tx)
+    return optax.inject_hyperparams(make)(learning_rate=learning_rate)
 
 
 def periodic_soft_update(target: Any, online: Any, tau: float, step: jax.Array,
@@ -267,6 +300,17 @@ def action_scale_bias(env: envs.Env) -> tuple[jax.Array, jax.Array]:
     return (high - low) / 2.0, (high + low) / 2.0
 
 
+def gaussian_exploration(env: envs.Env, action: jax.Array, std: Any,
+                         key: jax.Array) -> jax.Array:
+    """``clip(action + eps, low, high)`` with ``eps ~ N(0, std * scale)``: TD3's
+    behaviour noise (CleanRL's ``td3_continuous_action_jax.py``), ``std`` in units
+    of the action scale (:func:`action_scale_bias`). ``action: float32[..., action_size]``
+    -> the same shape; ``std``: a number or a ``float32[]``."""
+    scale, _ = action_scale_bias(env)
+    noise = jax.random.normal(key, action.shape) * std * scale
+    return jnp.clip(action + noise, jnp.asarray(env.action_low), jnp.asarray(env.action_high))
+
+
 def _pooled(losses: Any) -> Mean:
     """The losses of ``n`` updates (``float32[n]``, or a :class:`Mean` of ``[n]``
     fields for a loss some updates skip) as one :class:`Mean`."""
@@ -293,6 +337,15 @@ class OffPolicyModule(Module):
     fourth argument and samples with :meth:`sample_batch`, and
     :meth:`greedy_policy` wraps its policy in :meth:`normalizing`.
 
+    Traced hyperparameters (as PPO's): the state and the :attr:`carry_type` have
+    a ``hyperparams`` field, ``{name: float32[]}`` for every name in
+    :attr:`TUNABLE`, initialised by :meth:`initial_hyperparams` and read by the
+    updates and the behaviour policy, so that population-based training
+    (:class:`~jaxtrainer.algorithms.PBT`) changes them without recompiling.
+    Learning rates reach the optimizers through ``optax.inject_hyperparams``
+    (:func:`adam`, :attr:`LEARNING_RATES`). With the config's values the
+    updates are those of constants, bit for bit.
+
     Args:
       config: hyperparameters; ``config_class()`` defaults when ``None``.
       env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``;
@@ -312,6 +365,16 @@ class OffPolicyModule(Module):
     named as the state's (see :meth:`carry_of`)."""
     LOSSES: tuple[str, ...] = ()
     """The names of the losses :meth:`update` returns (reported as ``loss/<name>``)."""
+    TUNABLE: tuple[str, ...] = ()
+    """Hyperparameters kept in ``state.hyperparams`` (``float32[]`` each, traced:
+    :class:`~jaxtrainer.algorithms.PBT` changes them without recompiling); each
+    starts from the config field of its name (:meth:`initial_hyperparams`)."""
+    TUNABLE_FALLBACK: tuple[tuple[str, str], ...] = ()
+    """``(name, field)`` pairs: ``name`` starts from the config's ``field`` when the
+    config's own ``name`` is ``None`` (e.g. SAC's ``alpha_lr`` from ``q_lr``)."""
+    LEARNING_RATES: tuple[tuple[str, str], ...] = ()
+    """``(carry field, name)`` pairs: the :func:`adam` state in the carry field
+    takes its learning rate from ``hyperparams[name]`` (:meth:`apply_hyperparams`)."""
 
     def __init__(self, config: Any = None, *, env: envs.Env | str | None = None,
                  **overrides: Any) -> None:
@@ -344,6 +407,32 @@ class OffPolicyModule(Module):
         hp = dataclasses.asdict(self.config)
         hp["hidden_sizes"] = list(hp["hidden_sizes"])
         return hp
+
+    # ---- traced hyperparameters -------------------------------------------
+    def hyperparam_defaults(self) -> dict[str, float]:
+        """``{name: float}`` for every name in :attr:`TUNABLE`: the config's field
+        of that name, or (when it is ``None``) the field :attr:`TUNABLE_FALLBACK`
+        names."""
+        fallback = dict(self.TUNABLE_FALLBACK)
+        values = {}
+        for name in self.TUNABLE:
+            value = getattr(self.config, name)
+            values[name] = float(getattr(self.config, fallback[name]) if value is None else value)
+        return values
+
+    def initial_hyperparams(self) -> dict[str, jax.Array]:
+        """:meth:`hyperparam_defaults` as ``{name: float32[]}``: the state's
+        ``hyperparams`` at ``init_state``."""
+        return {name: jnp.asarray(value, jnp.float32)
+                for name, value in self.hyperparam_defaults().items()}
+
+    def apply_hyperparams(self, carry: Any) -> Any:
+        """``carry`` with each optimizer state of :attr:`LEARNING_RATES` set to the
+        learning rate in ``carry.hyperparams`` (once per training step, before the
+        updates), so that the optimizers follow ``state.hyperparams``."""
+        return carry.replace(**{
+            field: set_learning_rate(getattr(carry, field), carry.hyperparams[name])
+            for field, name in self.LEARNING_RATES})
 
     # ---- to implement -----------------------------------------------------
     def explore(self, state: Any, obs: jax.Array, key: jax.Array) -> jax.Array:
@@ -458,13 +547,15 @@ class OffPolicyModule(Module):
         ...)`` and a :class:`~jaxtrainer.algorithms.networks.TwinCritic`
         ``self.critic`` of ``num_critics`` Q networks (2; DDPG's 1), both with
         the config's ``hidden_sizes`` and ``activation``, and Adam optimizers
-        ``self.actor_optimizer`` and ``self.critic_optimizer``."""
+        ``self.actor_optimizer`` and ``self.critic_optimizer`` (:func:`adam`:
+        the learning rates given are their initial values; the states then take
+        them from ``state.hyperparams``, see :attr:`LEARNING_RATES`)."""
         cfg = self.config
         obs_ndim = len(self.env.observation_shape)
         self.actor = actor_type(self.env.action_size, obs_ndim, cfg.hidden_sizes, cfg.activation)
         self.critic = TwinCritic(obs_ndim, cfg.hidden_sizes, cfg.activation, num_critics)
-        self.actor_optimizer = optax.adam(actor_lr)
-        self.critic_optimizer = optax.adam(critic_lr)
+        self.actor_optimizer = adam(actor_lr)
+        self.critic_optimizer = adam(critic_lr)
 
     def init_actor_critic(self, key: jax.Array) -> tuple[Any, Any, envs.EnvState, jax.Array,
                                                          Any]:
@@ -526,10 +617,12 @@ class OffPolicyModule(Module):
         def run(carry):
             carry, losses = jax.lax.scan(update, carry,
                                          jax.random.split(key, self.config.gradient_steps))
-            return carry, {name: _pooled(losses[name]) for name in self.LOSSES}
+            # the metrics vary over devices as the carry does (a PBT member's does)
+            return carry, vary_like({name: _pooled(losses[name]) for name in self.LOSSES},
+                                    carry)
 
         def skip(carry):
-            return carry, {name: Mean.empty() for name in self.LOSSES}
+            return carry, vary_like({name: Mean.empty() for name in self.LOSSES}, carry)
 
         carry, losses = jax.lax.cond(self.learning(step), run, skip, carry)
         return carry, {f"loss/{name}": value for name, value in losses.items()}
@@ -549,7 +642,8 @@ class OffPolicyModule(Module):
         else:
             def update(c, k):
                 return self.update(c, k, buffer, obs_stats)
-        carry, losses = self.learn(update, self.carry_of(state), state.step, learn_key)
+        carry = self.apply_hyperparams(self.carry_of(state))
+        carry, losses = self.learn(update, carry, state.step, learn_key)
         learned = self.learning(state.step).astype(jnp.int32) * self.config.gradient_steps
         stats = {} if obs_stats is None else {"obs_stats": obs_stats}
         new_state = state.replace(**{  # a carry field (TD3's ``updates``) wins

@@ -28,9 +28,14 @@ every member; ``Trainer(max_steps=N)`` trains each member for ``N`` updates.
 
 Hyperparameters are traced values, never constants: a module is PBT-ready when
 its state has a ``hyperparams: dict[str, float32[]]`` field that its
-``training_step`` reads (:class:`~jaxtrainer.algorithms.PPO` and
-:class:`~jaxtrainer.algorithms.A2C` keep ``lr`` there and set it in the optimizer
-state through ``optax.inject_hyperparams``), so exploit and explore change
+``training_step`` reads (the ``TUNABLE`` names of
+:class:`~jaxtrainer.algorithms.PPO`, :class:`~jaxtrainer.algorithms.A2C`,
+:class:`~jaxtrainer.algorithms.SAC`, :class:`~jaxtrainer.algorithms.TD3`,
+:class:`~jaxtrainer.algorithms.DDPG` and :class:`~jaxtrainer.algorithms.DQN`,
+learning rates set in the optimizer state through ``optax.inject_hyperparams``;
+an evolution strategy's ``learning_rate`` and ``std``,
+:class:`~jaxtrainer.algorithms.es.ESState`, with the ES wrapped as a module by
+:class:`~jaxtrainer.population.GenerationModule`), so exploit and explore change
 numbers in the state and nothing recompiles.
 
 Each member's module code is traced inside
@@ -191,6 +196,13 @@ class PBT(MemberPopulation):
         is better), averaged over the updates since the last ready step.
       member_metrics: wrapped-module metrics also logged per member.
       axis_name: the mesh axis (or axes) the members are sharded over.
+      vectorize: ``True``: ``vmap`` each device's members (fast); ``False``:
+        ``lax.map`` them, one member's program after another
+        (:class:`~jaxtrainer.algorithms.population_core.MemberPopulation`).
+        Members whose step cannot be batched inside ``shard_map`` need
+        ``False``: an evosax ES (:class:`~jaxtrainer.population.GenerationModule`)
+        whose fitness shaping ranks with ``jax.scipy.stats.rankdata`` (OpenAI-ES's
+        centered ranks), whose ``lax.cond`` JAX 0.10 cannot batch there.
 
     Raises:
       ValueError: at construction, a bad population size, interval, fraction,
@@ -214,6 +226,7 @@ class PBT(MemberPopulation):
         fitness_metric: str = "train/episode_return",
         member_metrics: Sequence[str] = ("train/episode_return",),
         axis_name: AxisName = AXIS_NAME,
+        vectorize: bool = True,
     ) -> None:
         if not isinstance(module, Module):
             raise TypeError(f"PBT wraps a jaxtrainer.Module, got {type(module).__name__}")
@@ -241,7 +254,7 @@ class PBT(MemberPopulation):
         if not hyperparams:
             raise ValueError("PBT: hyperparams is empty: name at least one hyperparameter "
                              "to tune, e.g. {'lr': (1e-4, 1e-2)}")
-        super().__init__(module, population_size, axis_name, name="PBT")
+        super().__init__(module, population_size, axis_name, name="PBT", vectorize=vectorize)
         self.spaces = {str(name): Hyperparam.of(space) for name, space in hyperparams.items()}
         self.ready_every_n_steps = ready_every_n_steps
         self.exploit = exploit
@@ -272,6 +285,7 @@ class PBT(MemberPopulation):
                 "perturb_factors": list(self.perturb_factors),
                 "resample_probability": self.resample_probability,
                 "fitness_metric": self.fitness_metric,
+                "vectorize": self.vectorize,
                 "hyperparams": {n: dataclasses.asdict(s) for n, s in self.spaces.items()},
             },
             "module": type(self.module).__name__,

@@ -33,7 +33,8 @@ per-seed keys. Each subclass chooses its members' keys.
 
 Traced hyperparameters: a module is *population-ready* when its state has a
 ``hyperparams: dict[str, float32[]]`` field (or, for a dict state, key) that its
-``training_step`` reads (PPO's and A2C's ``TUNABLE``), so members differ in
+``training_step`` reads (the ``TUNABLE`` of PPO, A2C, SAC, TD3, DQN; an ES's
+``ESState.hyperparams``), so members differ in
 numbers held in the state and one program trains them all.
 """
 
@@ -58,6 +59,7 @@ __all__ = [
     "mean_parts",
     "member_metric",
     "set_hyperparams",
+    "set_learning_rate",
 ]
 
 
@@ -74,6 +76,14 @@ def set_hyperparams(state: Any, hyperparams: dict[str, jax.Array]) -> Any:
     if isinstance(state, Mapping):
         return {**state, "hyperparams": hyperparams}
     return state.replace(hyperparams=hyperparams)
+
+
+def set_learning_rate(opt_state: Any, learning_rate: jax.Array) -> Any:
+    """An ``optax.inject_hyperparams`` state (``InjectHyperparamsState``) with its
+    ``learning_rate`` replaced by ``learning_rate`` (``float32[]``): how a traced
+    learning rate in ``state.hyperparams`` reaches an optimizer."""
+    return opt_state._replace(hyperparams={**opt_state.hyperparams,
+                                           "learning_rate": learning_rate})
 
 
 def member_metric(value: Any) -> Metric:

@@ -77,7 +77,9 @@ class SACConfig(offpolicy.ActorCriticConfig):
       normalize_observations, reward_scaling: as in
         :class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig` (off: ``False``, 1).
       policy_lr: Adam learning rate of the actor.
-      q_lr: Adam learning rate of the critics and of the temperature.
+      q_lr: Adam learning rate of the critics (and of the temperature unless
+        ``alpha_lr`` is set).
+      alpha_lr: Adam learning rate of the temperature; ``None``: ``q_lr`` (CleanRL's).
       gamma: discount factor.
       tau: Polyak rate of the target critics (updated after every update).
       init_alpha: initial temperature.
@@ -91,6 +93,7 @@ class SACConfig(offpolicy.ActorCriticConfig):
 
     policy_lr: float = 3e-4
     q_lr: float = 1e-3
+    alpha_lr: float | None = None
     gamma: float = 0.99
     tau: float = 0.005
     init_alpha: float = 1.0
@@ -103,6 +106,7 @@ class SACConfig(offpolicy.ActorCriticConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _args.check_fields(self, _args.number, ("policy_lr", "q_lr"), low=0)
+        _args.check_fields(self, _args.number, ("alpha_lr",), low=0, allow_none=True)
         _args.check_fields(self, _args.number, ("init_alpha",), low=0, low_open=True)
         _args.check_fields(self, _args.number, ("target_entropy",), allow_none=True)
         _args.check_fields(self, _args.flag, ("autotune",))
@@ -115,7 +119,10 @@ class SACCarry:
     Attributes:
       actor_params, critic_params, target_critic_params: network parameters.
       log_alpha: ``float32[]`` log temperature.
-      actor_opt, critic_opt, alpha_opt: optax states.
+      actor_opt, critic_opt, alpha_opt: optax states
+        (:func:`~jaxtrainer.algorithms.offpolicy.adam`).
+      hyperparams: ``{name: float32[]}`` for every name in :attr:`SAC.TUNABLE`
+        (read, never changed, by the updates).
     """
 
     actor_params: Any
@@ -125,6 +132,7 @@ class SACCarry:
     actor_opt: optax.OptState
     critic_opt: optax.OptState
     alpha_opt: optax.OptState
+    hyperparams: dict[str, jax.Array]
 
 
 @struct.dataclass
@@ -160,6 +168,10 @@ class SAC(offpolicy.OffPolicyModule):
     ``eval/episode_length`` of the deterministic policy ``scale * tanh(mean) + bias``
     (on normalised observations with ``normalize_observations``).
 
+    Traced hyperparameters (``state.hyperparams``, :attr:`TUNABLE`): ``policy_lr``,
+    ``q_lr``, ``alpha_lr``, ``gamma``, ``tau``, and with ``autotune=False`` the
+    fixed temperature ``init_alpha``.
+
     Args:
       config: hyperparameters; :class:`SACConfig` defaults when ``None``.
       env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``.
@@ -173,12 +185,19 @@ class SAC(offpolicy.OffPolicyModule):
     config_class = SACConfig
     carry_type = SACCarry
     LOSSES = ("critic", "actor", "alpha", "entropy")
+    TUNABLE = ("policy_lr", "q_lr", "alpha_lr", "gamma", "tau")
+    TUNABLE_FALLBACK = (("alpha_lr", "q_lr"),)
+    LEARNING_RATES = (("actor_opt", "policy_lr"), ("critic_opt", "q_lr"),
+                      ("alpha_opt", "alpha_lr"))
 
     def __init__(self, config: SACConfig | None = None, *, env: envs.Env | str | None = None,
                  **overrides: Any) -> None:
         super().__init__(config, env=env, **overrides)
-        self.setup_actor_critic(SquashedGaussianActor, self.config.policy_lr, self.config.q_lr)
-        self.alpha_optimizer = optax.adam(self.config.q_lr)
+        if not self.config.autotune:  # the fixed temperature is a number in the state too
+            self.TUNABLE = (*SAC.TUNABLE, "init_alpha")
+        hp = self.hyperparam_defaults()
+        self.setup_actor_critic(SquashedGaussianActor, hp["policy_lr"], hp["q_lr"])
+        self.alpha_optimizer = offpolicy.adam(hp["alpha_lr"])
 
     @property
     def target_entropy(self) -> float:
@@ -224,21 +243,25 @@ class SAC(offpolicy.OffPolicyModule):
         actor_params, critic_params, env_state, env_obs, buffer = self.init_actor_critic(key)
         log_alpha = jnp.log(jnp.asarray(self.config.init_alpha, jnp.float32))
         zero = jnp.zeros((), jnp.int32)
-        return SACState(actor_params, critic_params, jax.tree.map(jnp.copy, critic_params),
-                        log_alpha, self.actor_optimizer.init(actor_params),
-                        self.critic_optimizer.init(critic_params),
-                        self.alpha_optimizer.init(log_alpha), zero, zero, env_state, env_obs,
-                        buffer, self.init_obs_stats())
+        return SACState(
+            actor_params=actor_params, critic_params=critic_params,
+            target_critic_params=jax.tree.map(jnp.copy, critic_params), log_alpha=log_alpha,
+            actor_opt=self.actor_optimizer.init(actor_params),
+            critic_opt=self.critic_optimizer.init(critic_params),
+            alpha_opt=self.alpha_optimizer.init(log_alpha),
+            hyperparams=self.initial_hyperparams(), step=zero, updates=zero,
+            env_state=env_state, obs=env_obs, buffer=buffer, obs_stats=self.init_obs_stats())
 
     def critic_loss(self, critic_params: Any, target_critic_params: Any, actor_params: Any,
-                    alpha: jax.Array, batch: Transition, key: jax.Array) -> tuple[jax.Array, dict]:
+                    alpha: jax.Array, batch: Transition, key: jax.Array,
+                    hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:
         """``sum_i mean((Q_i(s, a) - y)^2)`` with the soft clipped double-Q target
         ``y = r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s'))``,
-        ``a' ~ pi(.|s')``."""
+        ``a' ~ pi(.|s')``; ``gamma`` from ``hyperparams`` (the config's when ``None``)."""
         next_action, next_log_prob = self.sample_action(actor_params, batch.next_obs, key)
         loss, q = offpolicy.clipped_double_q_loss(
             self.critic, critic_params, target_critic_params, batch, next_action,
-            self.config.gamma, alpha * next_log_prob)
+            offpolicy.hyperparam(self.config, hyperparams, "gamma"), alpha * next_log_prob)
         return loss, {"q": jnp.mean(q)}
 
     def actor_loss(self, actor_params: Any, critic_params: Any, alpha: jax.Array,
@@ -258,25 +281,29 @@ class SAC(offpolicy.OffPolicyModule):
                obs_stats: normalization.RunningStatistics | None = None,
                ) -> tuple[SACCarry, dict]:
         """One SAC update on a fresh batch (observations normalised with
-        ``obs_stats``, rewards scaled): critics, actor, temperature, target critics."""
+        ``obs_stats``, rewards scaled): critics, actor, temperature, target critics,
+        with ``gamma``, ``tau`` (and the fixed temperature ``init_alpha`` without
+        ``autotune``) from ``carry.hyperparams``."""
+        hp = carry.hyperparams
         sample_key, critic_key, actor_key = jax.random.split(key, 3)
         batch = self.sample_batch(buffer, sample_key, obs_stats)
-        alpha = jnp.exp(carry.log_alpha)
+        log_alpha = carry.log_alpha if self.config.autotune else jnp.log(hp["init_alpha"])
+        alpha = jnp.exp(log_alpha)
         critic_params, critic_opt, critic_loss, _ = gradient_update(
             self.critic_loss, carry.critic_params, carry.critic_opt, self.critic_optimizer,
-            carry.target_critic_params, carry.actor_params, alpha, batch, critic_key)
+            carry.target_critic_params, carry.actor_params, alpha, batch, critic_key, hp)
         actor_params, actor_opt, actor_loss, aux = gradient_update(
             self.actor_loss, carry.actor_params, carry.actor_opt, self.actor_optimizer,
             critic_params, alpha, batch, actor_key)
-        log_alpha, alpha_opt = carry.log_alpha, carry.alpha_opt
+        alpha_opt = carry.alpha_opt
         alpha_loss = jnp.zeros((), jnp.float32)
         if self.config.autotune:
             log_alpha, alpha_opt, alpha_loss, _ = gradient_update(
                 self.alpha_loss, log_alpha, alpha_opt, self.alpha_optimizer, aux["log_prob"])
         target_params = offpolicy.soft_update(carry.target_critic_params, critic_params,
-                                              self.config.tau)
+                                              hp["tau"])
         carry = SACCarry(actor_params, critic_params, target_params, log_alpha, actor_opt,
-                         critic_opt, alpha_opt)
+                         critic_opt, alpha_opt, hp)
         return carry, {"critic": critic_loss, "actor": actor_loss, "alpha": alpha_loss,
                        "entropy": -aux["log_prob"]}
 

@@ -42,7 +42,7 @@ from jaxtrainer import _args, envs
 from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms.networks import DeterministicActor
 from jaxtrainer.algorithms.replay import Transition
-from jaxtrainer.distributed import gradient_update
+from jaxtrainer.distributed import gradient_update, vary_like
 from jaxtrainer.metrics import Mean
 
 
@@ -54,7 +54,9 @@ class TD3Losses:
     ``self.actor`` (a :class:`~jaxtrainer.algorithms.networks.DeterministicActor`),
     ``self.critic`` (a :class:`~jaxtrainer.algorithms.networks.TwinCritic`),
     ``self.critic_optimizer`` and ``self.config`` with ``gamma``, ``policy_noise``
-    and ``noise_clip``.
+    and ``noise_clip``. ``gamma`` and ``policy_noise`` come from the
+    ``hyperparams`` argument when given (TD3's traced ``state.hyperparams``),
+    else from the config (CEM-RL).
     """
 
     def act(self, actor_params: Any, obs: jax.Array) -> jax.Array:
@@ -63,41 +65,45 @@ class TD3Losses:
         return scale * self.actor.apply(actor_params, obs) + bias
 
     def target_action(self, target_actor_params: Any, next_obs: jax.Array,
-                      key: jax.Array) -> jax.Array:
+                      key: jax.Array, hyperparams: dict[str, jax.Array] | None = None,
+                      ) -> jax.Array:
         """Target policy smoothing: ``clip(pi'(s') + clip(eps, +-noise_clip * scale),
         low, high)`` with ``eps ~ N(0, policy_noise * scale)``; ``policy_noise = 0``
-        (DDPG): the target actor's action ``pi'(s')`` itself (``key`` unused).
-        ``next_obs: [B, *observation_shape]`` -> ``float32[B, action_size]``."""
+        in the config (DDPG): the target actor's action ``pi'(s')`` itself (``key``
+        unused). ``next_obs: [B, *observation_shape]`` -> ``float32[B, action_size]``."""
         cfg = self.config
         scale, _ = offpolicy.action_scale_bias(self.env)
         action = self.act(target_actor_params, next_obs)
         if cfg.policy_noise == 0:
             return action
-        noise = jnp.clip(jax.random.normal(key, action.shape) * cfg.policy_noise,
+        std = offpolicy.hyperparam(cfg, hyperparams, "policy_noise")
+        noise = jnp.clip(jax.random.normal(key, action.shape) * std,
                          -cfg.noise_clip, cfg.noise_clip) * scale
         return jnp.clip(action + noise, jnp.asarray(self.env.action_low),
                         jnp.asarray(self.env.action_high))
 
     def critic_loss(self, critic_params: Any, target_actor_params: Any,
-                    target_critic_params: Any, batch: Transition,
-                    key: jax.Array) -> tuple[jax.Array, dict]:
+                    target_critic_params: Any, batch: Transition, key: jax.Array,
+                    hyperparams: dict[str, jax.Array] | None = None,
+                    ) -> tuple[jax.Array, dict]:
         """``sum_i mean((Q_i(s, a) - y)^2)``, ``y = r + gamma (1 - terminated)
         min_i Q'_i(s', a'_smoothed)`` over the critics (one for DDPG:
         ``mean((Q(s, a) - y)^2)``, ``y = r + gamma (1 - terminated) Q'(s', pi'(s'))``)."""
-        next_action = self.target_action(target_actor_params, batch.next_obs, key)
+        next_action = self.target_action(target_actor_params, batch.next_obs, key, hyperparams)
         loss, _ = offpolicy.clipped_double_q_loss(
             self.critic, critic_params, target_critic_params, batch, next_action,
-            self.config.gamma)
+            offpolicy.hyperparam(self.config, hyperparams, "gamma"))
         return loss, {}
 
     def critic_update(self, critic_params: Any, critic_opt: optax.OptState,
                       target_actor_params: Any, target_critic_params: Any, batch: Transition,
-                      key: jax.Array) -> tuple[Any, optax.OptState, jax.Array]:
+                      key: jax.Array, hyperparams: dict[str, jax.Array] | None = None,
+                      ) -> tuple[Any, optax.OptState, jax.Array]:
         """One gradient step of :meth:`critic_loss` (averaged over devices):
         ``(critic_params, critic_opt, loss: float32[])``."""
         critic_params, critic_opt, loss, _ = gradient_update(
             self.critic_loss, critic_params, critic_opt, self.critic_optimizer,
-            target_actor_params, target_critic_params, batch, key)
+            target_actor_params, target_critic_params, batch, key, hyperparams)
         return critic_params, critic_opt, loss
 
     def actor_loss(self, actor_params: Any, critic_params: Any,
@@ -118,6 +124,8 @@ class TD3Config(offpolicy.ActorCriticConfig):
       normalize_observations, reward_scaling: as in
         :class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig` (off: ``False``, 1).
       lr: Adam learning rate of the actor and the critics.
+      actor_lr, critic_lr: the actor's / the critics' own learning rate;
+        ``None``: ``lr``.
       gamma: discount factor.
       tau: Polyak rate of the target actor and critics.
       twin_critics: two critics and the clipped double-Q target (``min`` of the
@@ -132,6 +140,8 @@ class TD3Config(offpolicy.ActorCriticConfig):
     """
 
     lr: float = 3e-4
+    actor_lr: float | None = None
+    critic_lr: float | None = None
     gamma: float = 0.99
     tau: float = 0.005
     twin_critics: bool = True
@@ -149,6 +159,8 @@ class TD3Config(offpolicy.ActorCriticConfig):
         _args.check_fields(self, _args.positive_int, ("policy_delay",), allow_none=False)
         _args.check_fields(self, _args.number, ("lr", "exploration_noise", "policy_noise",
                                                 "noise_clip"), low=0)
+        _args.check_fields(self, _args.number, ("actor_lr", "critic_lr"), low=0,
+                           allow_none=True)
 
 
 @struct.dataclass
@@ -158,9 +170,11 @@ class TD3Carry:
     Attributes:
       actor_params, critic_params, target_actor_params, target_critic_params:
         network parameters.
-      actor_opt, critic_opt: optax states.
+      actor_opt, critic_opt: optax states (:func:`~jaxtrainer.algorithms.offpolicy.adam`).
       updates: ``int32[]`` critic updates done, which schedules the delayed actor
         and target updates.
+      hyperparams: ``{name: float32[]}`` for every name in :attr:`TD3.TUNABLE`
+        (read, never changed, by the updates).
     """
 
     actor_params: Any
@@ -170,6 +184,7 @@ class TD3Carry:
     actor_opt: optax.OptState
     critic_opt: optax.OptState
     updates: jax.Array
+    hyperparams: dict[str, jax.Array]
 
 
 @struct.dataclass
@@ -196,6 +211,11 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
     :meth:`evaluation_step`: the deterministic actor on fresh episodes (on
     normalised observations with ``normalize_observations``).
 
+    Traced hyperparameters (``state.hyperparams``, :attr:`TUNABLE`): ``actor_lr``,
+    ``critic_lr`` (both ``lr`` unless set), ``gamma``, ``tau``,
+    ``exploration_noise``, and ``policy_noise`` when the config smooths the
+    target (``policy_noise > 0``; not DDPG's).
+
     Args:
       config: hyperparameters; :class:`TD3Config` defaults when ``None``.
       env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``.
@@ -206,11 +226,17 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
     config_class = TD3Config
     carry_type = TD3Carry
     LOSSES = ("critic", "actor")
+    TUNABLE = ("actor_lr", "critic_lr", "gamma", "tau", "exploration_noise", "policy_noise")
+    TUNABLE_FALLBACK = (("actor_lr", "lr"), ("critic_lr", "lr"))
+    LEARNING_RATES = (("actor_opt", "actor_lr"), ("critic_opt", "critic_lr"))
 
     def __init__(self, config: TD3Config | None = None, *, env: envs.Env | str | None = None,
                  **overrides: Any) -> None:
         super().__init__(config, env=env, **overrides)
-        self.setup_actor_critic(DeterministicActor, self.config.lr, self.config.lr,
+        if self.config.policy_noise == 0:  # no target smoothing: nothing to tune there
+            self.TUNABLE = tuple(n for n in TD3.TUNABLE if n != "policy_noise")
+        hp = self.hyperparam_defaults()
+        self.setup_actor_critic(DeterministicActor, hp["actor_lr"], hp["critic_lr"],
                                 num_critics=2 if self.config.twin_critics else 1)
 
     # ---- policies -----------------------------------------------------------
@@ -218,11 +244,9 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
         """Uniform random actions before ``learning_starts`` env steps, then the
         actor's action plus ``N(0, exploration_noise * scale)``, clipped to the box."""
         noise_key, random_key = jax.random.split(key)
-        scale, _ = offpolicy.action_scale_bias(self.env)
-        action = self.act(state.actor_params, obs)
-        noise = jax.random.normal(noise_key, action.shape) * self.config.exploration_noise * scale
-        action = jnp.clip(action + noise, jnp.asarray(self.env.action_low),
-                          jnp.asarray(self.env.action_high))
+        action = offpolicy.gaussian_exploration(self.env, self.act(state.actor_params, obs),
+                                                state.hyperparams["exploration_noise"],
+                                                noise_key)
         return self.warmup(state, action, random_key)
 
     def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
@@ -246,7 +270,8 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
             target_actor_params=jax.tree.map(jnp.copy, actor_params),
             target_critic_params=jax.tree.map(jnp.copy, critic_params),
             actor_opt=self.actor_optimizer.init(actor_params),
-            critic_opt=self.critic_optimizer.init(critic_params), updates=zero, step=zero,
+            critic_opt=self.critic_optimizer.init(critic_params), updates=zero,
+            hyperparams=self.initial_hyperparams(), step=zero,
             env_state=env_state, obs=env_obs, buffer=buffer, obs_stats=self.init_obs_stats())
 
     def update(self, carry: TD3Carry, key: jax.Array, buffer: Any,
@@ -256,12 +281,13 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
         ``obs_stats``, rewards scaled); every ``policy_delay``-th also updates the
         actor and moves both target networks (counted by ``carry.updates``,
         replicated). The actor loss is a :class:`~jaxtrainer.metrics.Mean` of
-        count 0 on the other updates."""
+        count 0 on the other updates. ``gamma``, ``tau`` and ``policy_noise``
+        from ``carry.hyperparams``."""
         sample_key, noise_key = jax.random.split(key)
         batch = self.sample_batch(buffer, sample_key, obs_stats)
         critic_params, critic_opt, critic_loss = self.critic_update(
             carry.critic_params, carry.critic_opt, carry.target_actor_params,
-            carry.target_critic_params, batch, noise_key)
+            carry.target_critic_params, batch, noise_key, carry.hyperparams)
         carry = carry.replace(critic_params=critic_params, critic_opt=critic_opt,
                               updates=carry.updates + 1)
 
@@ -271,13 +297,14 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
                 carry.critic_params, batch)
             targets = offpolicy.soft_update(
                 (carry.target_actor_params, carry.target_critic_params),
-                (actor_params, carry.critic_params), self.config.tau)
+                (actor_params, carry.critic_params), carry.hyperparams["tau"])
             carry = carry.replace(actor_params=actor_params, actor_opt=actor_opt,
                                   target_actor_params=targets[0], target_critic_params=targets[1])
-            return carry, Mean(loss, jnp.ones((), jnp.float32))
+            # the loss varies over devices as the carry does (a PBT member's does)
+            return carry, vary_like(Mean(loss, jnp.ones((), jnp.float32)), carry)
 
         def wait(carry):
-            return carry, Mean.empty()
+            return carry, vary_like(Mean.empty(), carry)
 
         carry, actor_loss = jax.lax.cond(carry.updates % self.config.policy_delay == 0,
                                          delayed, wait, carry)

@@ -85,6 +85,13 @@ def _cem_rl(cfg: DictConfig) -> Module:
     return CEMRL(CEMRLConfig(env=cfg.env.name, **config.section(cfg, "algorithm")), env=env)
 
 
+def _erl(cfg: DictConfig) -> Module:
+    from jaxtrainer.algorithms.erl import ERL, ERLConfig
+
+    env = config.make_env(cfg)
+    return ERL(ERLConfig(env=cfg.env.name, **config.section(cfg, "algorithm")), env=env)
+
+
 def _neuro_es(cfg: DictConfig) -> PopulationModule:
     from jaxtrainer.algorithms.es import NeuroES
 
@@ -95,13 +102,31 @@ def _neuro_es(cfg: DictConfig) -> PopulationModule:
                    **{k: v for k, v in algo.items() if v is not None or k == "fitness_shaping"})
 
 
-def _pbt_ppo(cfg: DictConfig) -> Module:
-    from jaxtrainer.algorithms import PBT, PPO, PPOConfig
+def _pbt(cfg: DictConfig, member: Module) -> Module:
+    """PBT (the ``pbt:`` section) of ``member``, the module one member trains
+    (built from ``env:`` and ``algorithm:`` as the recipe without PBT builds it)."""
+    from jaxtrainer.algorithms import PBT
 
-    algo = config.section(cfg, "algorithm")
+    return PBT(member, **config.section(cfg, "pbt"))
+
+
+def _pbt_ppo(cfg: DictConfig) -> Module:
     # each member's learning rate anneals over the Trainer's budget (PBT.configure_budget)
-    return PBT(PPO(PPOConfig(env=cfg.env.name, **algo), env=config.make_env(cfg)),
-               **config.section(cfg, "pbt"))
+    return _pbt(cfg, _ppo(cfg))
+
+
+def _pbt_sac(cfg: DictConfig) -> Module:
+    return _pbt(cfg, _sac(cfg))
+
+
+def _pbt_openes(cfg: DictConfig) -> Module:
+    from jaxtrainer.distributed import AXIS_NAME
+    from jaxtrainer.population import GenerationModule
+
+    # a member is an ES run (algorithm.population_size solutions a generation);
+    # one PBT step is one generation of every member
+    es = _neuro_es(cfg)
+    return _pbt(cfg, GenerationModule(es, es.population_size, (AXIS_NAME,)))
 
 
 BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
@@ -113,9 +138,12 @@ BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
     "td3": _td3,
     "ddpg": _ddpg,
     "cem_rl": _cem_rl,
+    "erl": _erl,
     "openes": _neuro_es,
     "cma_es": _neuro_es,
     "pbt_ppo": _pbt_ppo,
+    "pbt_sac": _pbt_sac,
+    "pbt_openes": _pbt_openes,
 }
 """``recipe name -> builder(cfg)``; the name is the script's stem (``recipes/<name>.py``)."""
 
@@ -140,7 +168,7 @@ def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
     """The module that ``recipes/<recipe>.py`` trains, from its config ``cfg``
     (a :func:`jaxtrainer.recipes.config.load` result, or a run's saved
     ``config.yaml``): built from the ``env:`` and ``algorithm:`` sections (and
-    ``pbt:`` for ``pbt_ppo``). Sections the recipe does not use (``trainer:``,
+    ``pbt:`` for the ``pbt_*`` recipes). Sections the recipe does not use (``trainer:``,
     ``recipe``, loggers, callbacks) are ignored. A ``sweep:`` section asking
     for seeds or a grid wraps the module in a
     :class:`~jaxtrainer.algorithms.Sweep` (:func:`jaxtrainer.recipes.sweep.wrap`).
