@@ -21,6 +21,7 @@ from jaxtrainer.algorithms.cem_rl import (
 )
 from jaxtrainer.algorithms.replay import ReplayBuffer
 from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
+from tests import toys
 
 TINY = dict(population_size=4, rollout_steps=20, critic_steps=4, actor_steps=2,
             actor_hidden_sizes=(8,), critic_hidden_sizes=(8,), buffer_size=400, batch_size=8,
@@ -125,12 +126,7 @@ def test_one_and_four_devices_agree_replicas_stay_bitwise_and_env_steps_are_exac
 
 
 def test_bad_sizes_are_errors_before_compiling(monkeypatch):
-    def no_compile(*args, **kwargs):
-        raise AssertionError("compiled before validating")
-
-    monkeypatch.setattr(PmapStrategy, "compile_train", no_compile)
-    trainer = jt.Trainer(strategy=PmapStrategy(devices=4), max_steps=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False)
+    trainer = toys.no_compile_trainer(monkeypatch)
     with pytest.raises(ValueError, match=r"population_size=6 is not divisible by the 4 devices"):
         trainer.fit(CEMRL(CEMRLConfig(**{**TINY, "population_size": 6, "critic_steps": 6,
                                             "buffer_size": 600})))

@@ -14,6 +14,7 @@ from jaxtrainer.algorithms.erl import ERL, ERLConfig
 from jaxtrainer.algorithms.genetic import crossover, ga_step, inject, mutate
 from jaxtrainer.algorithms.replay import ReplayBuffer
 from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
+from tests import toys
 
 # 4 members + 2 copies of the RL actor, 20 steps each: 120 env steps a generation;
 # learning starts with generation 1 (240 env steps in the buffer). The learner is the
@@ -185,12 +186,7 @@ def test_bad_configs_are_errors_naming_the_field_before_compiling(monkeypatch):
     with pytest.raises(ValueError, match="continuous actions"):
         ERL(ERLConfig(**{**TINY, "env": "CartPole-v1"}))
 
-    def no_compile(*args, **kwargs):
-        raise AssertionError("compiled before validating")
-
-    monkeypatch.setattr(PmapStrategy, "compile_train", no_compile)
-    trainer = jt.Trainer(strategy=PmapStrategy(devices=4), max_steps=1, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False)
+    trainer = toys.no_compile_trainer(monkeypatch)
     with pytest.raises(ValueError, match=r"population_size=6 is not divisible by the 4 devices"):
         trainer.fit(ERL(ERLConfig(**{**TINY, "population_size": 6})))
     with pytest.raises(ValueError, match=r"rl_episodes=2 plays 2 copies .* not divisible by the 4"):

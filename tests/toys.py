@@ -138,6 +138,19 @@ def trainer(run_dir, **kw):
     return jt.Trainer(default_root_dir=run_dir, **kw)
 
 
+def no_compile_trainer(monkeypatch, devices: int = 4) -> jt.Trainer:
+    """A quiet pmap Trainer on ``devices`` devices whose training program must not
+    compile: a test of errors raised before compiling fails if it does."""
+    from jaxtrainer.strategies import PmapStrategy
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("compiled before validating")
+
+    monkeypatch.setattr(PmapStrategy, "compile_train", no_compile)
+    return jt.Trainer(strategy=PmapStrategy(devices=devices), max_steps=1, logger=False,
+                      enable_checkpointing=False, enable_progress_bar=False)
+
+
 def run_python(code: str, devices: int, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter with ``devices`` fake CPU devices."""
     env = dict(os.environ)
