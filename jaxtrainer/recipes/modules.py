@@ -17,6 +17,7 @@ Recipes whose module is a :class:`~jaxtrainer.PopulationModule`
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -26,70 +27,22 @@ from jaxtrainer.module import Module, PopulationModule
 from jaxtrainer.recipes import config, sweep
 
 
-def _ppo(cfg: DictConfig) -> Module:
-    from jaxtrainer.algorithms import PPO, PPOConfig
-
-    # total_updates unset: the learning rate anneals over the Trainer's budget
-    return PPO(PPOConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
-               env=config.make_env(cfg))
-
-
-def _a2c(cfg: DictConfig) -> Module:
-    from jaxtrainer.algorithms.a2c import A2C, A2CConfig
-
-    # total_updates unset: the learning rate anneals over the Trainer's budget
-    return A2C(A2CConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
-               env=config.make_env(cfg))
+def _from_algorithm(module: str, cls: str) -> Callable[[DictConfig], Module]:
+    """The builder of ``jaxtrainer.algorithms.<module>.<cls>``:
+    ``cls(<cls>Config(env=cfg.env.name, **cfg.algorithm), env=make_env(cfg))``.
+    ``total_updates`` is left unset where the config has it, so a learning rate
+    anneals over the Trainer's budget."""
+    def build(cfg: DictConfig) -> Module:
+        algorithms = importlib.import_module(f"jaxtrainer.algorithms.{module}")
+        config_class = getattr(algorithms, f"{cls}Config")
+        return getattr(algorithms, cls)(
+            config_class(env=cfg.env.name, **config.section(cfg, "algorithm")),
+            env=config.make_env(cfg))
+    return build
 
 
-def _impala(cfg: DictConfig) -> Module:
-    from jaxtrainer.algorithms.impala import IMPALA, IMPALAConfig
-
-    # total_updates unset: the learning rate anneals over the Trainer's budget
-    return IMPALA(IMPALAConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
-                  env=config.make_env(cfg))
-
-
-def _dqn(cfg: DictConfig) -> Module:
-    from jaxtrainer.algorithms.dqn import DQN, DQNConfig
-
-    return DQN(DQNConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
-               env=config.make_env(cfg))
-
-
-def _sac(cfg: DictConfig) -> Module:
-    from jaxtrainer.algorithms.sac import SAC, SACConfig
-
-    env = config.make_env(cfg)
-    return SAC(SACConfig(env=cfg.env.name, **config.section(cfg, "algorithm")), env=env)
-
-
-def _td3(cfg: DictConfig) -> Module:
-    from jaxtrainer.algorithms.td3 import TD3, TD3Config
-
-    env = config.make_env(cfg)
-    return TD3(TD3Config(env=cfg.env.name, **config.section(cfg, "algorithm")), env=env)
-
-
-def _ddpg(cfg: DictConfig) -> Module:
-    from jaxtrainer.algorithms.ddpg import DDPG, DDPGConfig
-
-    env = config.make_env(cfg)
-    return DDPG(DDPGConfig(env=cfg.env.name, **config.section(cfg, "algorithm")), env=env)
-
-
-def _cem_rl(cfg: DictConfig) -> Module:
-    from jaxtrainer.algorithms.cem_rl import CEMRL, CEMRLConfig
-
-    env = config.make_env(cfg)
-    return CEMRL(CEMRLConfig(env=cfg.env.name, **config.section(cfg, "algorithm")), env=env)
-
-
-def _erl(cfg: DictConfig) -> Module:
-    from jaxtrainer.algorithms.erl import ERL, ERLConfig
-
-    env = config.make_env(cfg)
-    return ERL(ERLConfig(env=cfg.env.name, **config.section(cfg, "algorithm")), env=env)
+_ppo = _from_algorithm("ppo", "PPO")
+_sac = _from_algorithm("sac", "SAC")
 
 
 def _neuro_es(cfg: DictConfig) -> PopulationModule:
@@ -131,14 +84,14 @@ def _pbt_openes(cfg: DictConfig) -> Module:
 
 BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
     "ppo": _ppo,
-    "a2c": _a2c,
-    "impala": _impala,
-    "dqn": _dqn,
+    "a2c": _from_algorithm("a2c", "A2C"),
+    "impala": _from_algorithm("impala", "IMPALA"),
+    "dqn": _from_algorithm("dqn", "DQN"),
     "sac": _sac,
-    "td3": _td3,
-    "ddpg": _ddpg,
-    "cem_rl": _cem_rl,
-    "erl": _erl,
+    "td3": _from_algorithm("td3", "TD3"),
+    "ddpg": _from_algorithm("ddpg", "DDPG"),
+    "cem_rl": _from_algorithm("cem_rl", "CEMRL"),
+    "erl": _from_algorithm("erl", "ERL"),
     "openes": _neuro_es,
     "cma_es": _neuro_es,
     "pbt_ppo": _pbt_ppo,
