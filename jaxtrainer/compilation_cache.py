@@ -41,26 +41,45 @@ def default_dir() -> Path:
     return Path(root) / "jaxtrainer" / "jax"
 
 
+def _as_setting(value: object, where: str) -> bool | str | os.PathLike | None:
+    """``value`` as ``None``/``True``/``False`` or a directory: ``0``/``1`` and the
+    words of :data:`_OFF`/:data:`_ON` are switches, a directory is a path with a
+    separator or ``~`` in it (or an ``os.PathLike``), so a misspelt switch (``flase``) is an error, not a
+    directory of that name."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _OFF | _ON | {"auto", "none", "null"}:
+        word = value.strip().lower()
+        return None if word in ("none", "null") else word in _ON | {"auto"}
+    if isinstance(value, os.PathLike) or (
+            isinstance(value, str) and (os.sep in value or value.startswith("~"))):
+        return value
+    raise ValueError(f"{where}: expected true/false (or 1/0, on/off), null, or a directory "
+                     "path containing a '/' (e.g. ./jax-cache or ~/.cache/jax)")
+
+
 def resolve(setting: bool | str | os.PathLike | None) -> Path | None:
     """The cache directory ``setting`` asks for, after :data:`ENV_VAR`; ``None`` = off.
 
-    ``setting``: ``None``/``False`` off, ``True`` (or ``"auto"``) the directory
-    JAX is already configured with (``JAX_COMPILATION_CACHE_DIR``) or
-    :func:`default_dir`, a path that directory.
+    ``setting``: ``None``/``False`` (or ``0``, ``"off"``) off; ``True`` (or ``1``,
+    ``"on"``, ``"auto"``) the directory JAX is already configured with
+    (``JAX_COMPILATION_CACHE_DIR``) or :func:`default_dir`; a path with a ``/``
+    or a leading ``~``: that directory. :data:`ENV_VAR` takes the same values.
 
     Raises:
-      ValueError: ``setting`` is none of these (e.g. ``3``).
+      ValueError: ``setting`` (or :data:`ENV_VAR`) is none of these (e.g. ``3``,
+        or ``flase``: a word without a ``/`` is a misspelt switch, not a
+        directory).
     """
-    if not (setting is None or isinstance(setting, bool)
-            or (isinstance(setting, (str, os.PathLike)) and os.fspath(setting))):
-        raise ValueError(f"compilation_cache={setting!r}: expected True, False, None or a "
-                         "directory path")
+    setting = _as_setting(setting, f"compilation_cache={setting!r}")
     env = os.environ.get(ENV_VAR, "").strip()
     if env:
-        setting = (False if env.lower() in _OFF else True if env.lower() in _ON else env)
+        setting = _as_setting(env, f"{ENV_VAR}={env!r}")
     if setting is None or setting is False:
         return None
-    if setting is True or setting == "auto":
+    if setting is True:
         configured = jax.config.jax_compilation_cache_dir
         return Path(configured) if configured else default_dir()
     return Path(os.path.expanduser(os.fspath(setting)))

@@ -391,7 +391,9 @@ class Trainer:
             self.log_dir = self.strategy.broadcast(
                 runs.new_run_dir(self.default_root_dir) if self.is_global_zero else "")
         if self.is_global_zero:
-            print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}", flush=True)
+            cache = f"; compilation cache {self.compilation_cache_dir}" if self.compilation_cache_dir else ""
+            print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}{cache}",
+                  flush=True)
             if resume is not None:
                 print(f"jaxtrainer: resuming from checkpoint {resume} at step {step} "
                       f"({step * self.env_steps_per_step} env steps) of {self.max_steps}", flush=True)

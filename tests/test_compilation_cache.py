@@ -36,9 +36,13 @@ def test_setting_and_environment_variable(monkeypatch, tmp_path):
     monkeypatch.setenv(compilation_cache.ENV_VAR, str(tmp_path / "env"))
     assert compilation_cache.resolve(None) == tmp_path / "env"
     monkeypatch.delenv(compilation_cache.ENV_VAR)
-    with pytest.raises(ValueError, match=r"compilation_cache=3: expected True, False, None or a "
-                                         "directory path"):
-        compilation_cache.resolve(3)
+    for bad in (3, "flase", "cache"):  # a word without "/" is a misspelt switch, not a directory
+        with pytest.raises(ValueError, match=rf"compilation_cache={bad!r}: expected true/false"):
+            compilation_cache.resolve(bad)
+    assert compilation_cache.resolve(0) is None and compilation_cache.resolve("off") is None
+    monkeypatch.setenv(compilation_cache.ENV_VAR, "flase")
+    with pytest.raises(ValueError, match="JAXTRAINER_COMPILATION_CACHE='flase'"):
+        compilation_cache.resolve(True)
 
 
 def test_bad_setting_fails_before_anything_is_written(tmp_path):
