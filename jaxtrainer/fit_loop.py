@@ -99,7 +99,8 @@ class FitLoop:
             ahead = None
             if self.run_ahead_ok(module, current.end):
                 ahead = self.dispatch(program, train_key, current.end, self.plan(module, current.end))
-            rows = metrics_lib.rows_to_host(current.metrics, len(current.lengths))  # the host sync
+            rows = metrics_lib.rows_to_host(current.metrics, len(current.lengths),  # host sync
+                                            program.metrics)
             now = time.perf_counter()
             seconds, last_time = now - last_time, now
             self.seconds_per_step = seconds / (current.end - current.start)

@@ -28,7 +28,7 @@ trace time naming the metric.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -333,11 +333,17 @@ def to_host(metrics: dict[str, Metric]) -> dict[str, float]:
     }
 
 
-def rows_to_host(metrics: dict[str, Metric], num_rows: int) -> list[dict[str, float]]:
+def rows_to_host(metrics: Any, num_rows: int,
+                 unpack: Callable[[Any], dict[str, Metric]] | None = None,
+                 ) -> list[dict[str, float]]:
     """Fetch per-interval metrics (fields ``float32[rows]``) to the host in one
     transfer; return the first ``num_rows`` rows as dicts of Python floats, each
-    without the metrics that had no samples in that row."""
+    without the metrics that had no samples in that row. ``unpack`` (e.g.
+    :meth:`~jaxtrainer.strategies.program.TrainProgram.metrics`) maps what
+    was fetched to ``{name: Metric}`` first."""
     fetched = jax.device_get(metrics)
+    if unpack is not None:
+        fetched = unpack(fetched)
     out: list[dict[str, float]] = [{} for _ in range(num_rows)]
     for name, m in fetched.items():
         values = np.asarray(m.reduced)[:num_rows].tolist()

@@ -300,7 +300,7 @@ def test_guards_that_need_no_state_let_intervals_fuse(run_dir, monkeypatch, caps
 
     calls = []
     real = metrics_lib.rows_to_host
-    monkeypatch.setattr(metrics_lib, "rows_to_host", lambda m, n: calls.append(n) or real(m, n))
+    monkeypatch.setattr(metrics_lib, "rows_to_host", lambda m, n, *a: calls.append(n) or real(m, n, *a))
     guard, timer = jt.NaNGuard(), jt.Timer(3600)
     es = jt.EarlyStopping(monitor="eval/loss", mode="min")
     csv_logger = jt.CSVLogger()

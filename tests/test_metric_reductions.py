@@ -69,7 +69,7 @@ def fit_rows(module, run_dir, devices, monkeypatch=None, **kw):
     if monkeypatch is not None:
         real = metrics_lib.rows_to_host
         monkeypatch.setattr(metrics_lib, "rows_to_host",
-                            lambda m, n: calls.append(n) or real(m, n))
+                            lambda m, n, *a: calls.append(n) or real(m, n, *a))
     trainer = jt.Trainer(strategy="pmap" if devices > 1 else "single", devices=devices,
                          default_root_dir=run_dir, callbacks=[record], **{**QUIET, **kw})
     trainer.fit(module)
@@ -144,24 +144,38 @@ def test_of_reduces_an_array_where_the_mask_is_set():
         "mean", "sum", "max", "min", "last"}
 
 
-def test_a_metric_whose_reduction_changes_between_steps_is_a_trace_time_error(run_dir):
+def test_the_training_step_is_traced_once_per_program(run_dir):
+    """The program's shape probe and its loop share one trace of the step, so a
+    step cannot return one reduction to the probe and another to the loop."""
     class Fickle(jt.Module):
         def __init__(self):
             self.traces = 0
 
         def init_state(self, key):
-            return {"x": jnp.zeros(())}
+            return {"x": jnp.zeros(()), "weak": 0.0, "n": 0}
 
         def training_step(self, state, key):
             self.traces += 1
             x = state["x"] + 1.0
             best = jt.Max.of(x) if self.traces == 1 else x
-            return {"x": x}, {"best": best}
+            return {"x": x, "weak": state["weak"] + 1, "n": state["n"] + 1}, {"best": best}
 
-    trainer = jt.Trainer(strategy="single", max_steps=2, default_root_dir=run_dir, **QUIET)
+    trainer = jt.Trainer(strategy="single", max_steps=3, log_every_n_steps=1,
+                         default_root_dir=run_dir, **QUIET)
+    module = Fickle()
+    trainer.fit(module)
+    assert module.traces == 1
+    assert trainer.callback_metrics["best"] == 3.0  # reduced as the one trace's Max
+
+
+def test_a_metric_whose_reduction_changes_between_traces_is_an_error():
+    from jaxtrainer.strategies.program import check_reductions
+
     with pytest.raises(TypeError, match=r"Fickle.training_step metric 'best' changes its "
                                         r"reduction between steps: 'max' \(Max\).*'mean' \(Mean\)"):
-        trainer.fit(Fickle())
+        check_reductions("Fickle.training_step", {"best": jt.Max}, {"best": jnp.ones(())})
+    with pytest.raises(TypeError, match=r"returned the metrics \['a'\] in one trace and \['best'\]"):
+        check_reductions("Fickle.training_step", {"best": jt.Max}, {"a": jnp.ones(())})
 
 
 class PatternES(jt.PopulationModule):

@@ -40,7 +40,7 @@ def test_metrics_are_fetched_once_per_log_interval(run_dir, monkeypatch):
     implicit device-to-host transfer happens anywhere else."""
     calls = []
     real = metrics_lib.rows_to_host
-    monkeypatch.setattr(metrics_lib, "rows_to_host", lambda m, n: calls.append(n) or real(m, n))
+    monkeypatch.setattr(metrics_lib, "rows_to_host", lambda m, n, *a: calls.append(n) or real(m, n, *a))
     rec = Recorder()
     trainer = jt.Trainer(strategy="pmap", max_steps=100, log_every_n_steps=10,
                          default_root_dir=run_dir, callbacks=[rec], **QUIET)
@@ -63,7 +63,7 @@ def test_log_intervals_are_fused_when_no_callback_needs_the_state(run_dir, monke
     and the run is bit for bit the one-call-per-interval run."""
     calls = []
     real = metrics_lib.rows_to_host
-    monkeypatch.setattr(metrics_lib, "rows_to_host", lambda m, n: calls.append(n) or real(m, n))
+    monkeypatch.setattr(metrics_lib, "rows_to_host", lambda m, n, *a: calls.append(n) or real(m, n, *a))
     runs = {}
     for sync in (0, 60.0):
         calls.clear()

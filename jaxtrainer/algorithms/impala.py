@@ -51,6 +51,7 @@ from jaxtrainer.algorithms.onpolicy import (
     OnPolicyState,
     normalize_advantages,
 )
+from jaxtrainer.algorithms.permutation import permutation
 from jaxtrainer.distributed import gradient_update
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last
@@ -358,7 +359,7 @@ class IMPALA(OnPolicyModule):
             if cfg.num_minibatches == 1:  # no shuffle needed: one minibatch of every env
                 return jax.lax.scan(minibatch_step, carry,
                                     jax.tree.map(lambda x: x[None], batch))
-            perm = jax.random.permutation(epoch_key, envs_here)
+            perm = permutation(epoch_key, envs_here)
             shuffled = jax.tree.map(
                 lambda x: jnp.moveaxis(jnp.take(x, perm, axis=1).reshape(
                     (x.shape[0], cfg.num_minibatches, -1) + x.shape[2:]), 1, 0), batch)

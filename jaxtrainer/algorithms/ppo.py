@@ -44,6 +44,7 @@ from jaxtrainer.algorithms.onpolicy import (
     check_config,
     normalize_advantages,
 )
+from jaxtrainer.algorithms.permutation import permutation
 from jaxtrainer.distributed import gradient_update
 
 PPOState = OnPolicyState
@@ -251,7 +252,7 @@ class PPO(OnPolicyModule):
             return (params, opt_state), {"total": loss, **aux}
 
         def epoch(carry, epoch_key):
-            perm = jax.random.permutation(epoch_key, size)
+            perm = permutation(epoch_key, size)
             shuffled = jax.tree.map(
                 lambda x: jnp.take(x, perm, axis=0).reshape(
                     (cfg.num_minibatches, -1) + x.shape[1:]), batch)

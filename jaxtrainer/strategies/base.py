@@ -303,12 +303,15 @@ class Strategy(abc.ABC):
         ``ShapeDtypeStruct``s); it donates the state."""
         layout = self.state_layout(module)
         specs = self._specs(layout)
-        fn = self._shard_map(program.fused_intervals(self, module, layout),
-                             (specs, P(), P(), P()), (specs, P()))
+        body, found = program.fused_intervals(self, module, layout)
+        fn = self._shard_map(body, (specs, P(), P(), P()), (specs, P()))
         rows = program.MAX_INTERVALS_PER_CALL
         compiled, seconds = self._compile(fn, state, train_key, jnp.zeros((), jnp.int32),
                                           jnp.zeros((rows,), jnp.int32), donate=(0,))
-        return program.TrainProgram(compiled, seconds, rows)
+        if not found:  # eagerly run (jit off): the first call traces the body
+            jax.eval_shape(fn, state, train_key, jnp.zeros((), jnp.int32),
+                           jnp.zeros((rows,), jnp.int32))
+        return program.TrainProgram(compiled, seconds, rows, found["groups"], found["names"])
 
     def compile_eval(self, module: Module, state: Any, key: jax.Array) -> EvalProgram:
         """Compile the evaluation program (:class:`~jaxtrainer.strategies.program.EvalProgram`,

@@ -10,7 +10,7 @@ keys, the checks on what a step returns, and the metric reductions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -33,25 +33,34 @@ class TrainProgram:
     """A compiled training program.
 
     ``program(state, train_key, start_step: int32[], lengths: int32[max_intervals])
-    -> (state, metrics)`` runs consecutive *log intervals* of ``lengths[j]``
+    -> (state, packed)`` runs consecutive *log intervals* of ``lengths[j]``
     training steps each, from step ``start_step``, until the first zero length,
-    and donates ``state``. ``metrics`` maps each name to a
-    :class:`~jaxtrainer.metrics.Metric` (Mean, Sum, Max, Min or Last) whose
-    fields are ``float32[max_intervals]``: row ``j`` is interval ``j``'s value
-    reduced over its steps and over devices (rows past the last have count 0).
+    and donates ``state``. ``packed`` holds the metrics as one
+    :class:`~jaxtrainer.metrics.Metric` per reduction (:func:`pack`), fields
+    ``float32[max_intervals, n]``; :meth:`metrics` names them: each name maps to
+    a Metric (Mean, Sum, Max, Min or Last) whose fields are
+    ``float32[max_intervals]``, row ``j`` interval ``j``'s value reduced over its
+    steps and over devices (rows past the last have count 0).
     """
 
     program: Callable[..., tuple[Any, dict[str, metrics_lib.Metric]]]
     compile_seconds: float
     max_intervals: int = MAX_INTERVALS_PER_CALL
+    metric_groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    metric_names: tuple[str, ...] = ()
+
+    def metrics(self, packed: dict[str, metrics_lib.Metric]) -> dict[str, metrics_lib.Metric]:
+        """``{name: Metric}`` from a call's ``packed`` metrics, in the order
+        ``training_step`` returned them (host arrays when ``packed`` is on the host)."""
+        return unpack(self.metric_groups, packed, self.metric_names)
 
     def fn(self, state: Any, train_key: jax.Array, start: int, num_steps: int) -> Any:
         """One interval of ``num_steps`` steps from ``start``: ``(state, metrics)``
         with scalar metric fields (for direct use and tests)."""
         lengths = np.zeros(self.max_intervals, np.int32)
         lengths[0] = int(num_steps)
-        state, metrics = self.program(state, train_key, np.int32(start), lengths)
-        return state, jax.tree.map(lambda x: x[0], metrics)
+        state, packed = self.program(state, train_key, np.int32(start), lengths)
+        return state, jax.tree.map(lambda x: x[0], self.metrics(packed))
 
 
 @dataclass(frozen=True)
@@ -162,13 +171,48 @@ def keep_dtypes(new: Any, old: Any, step: str) -> Any:
     return jax.tree_util.tree_map_with_path(fix, new, old)
 
 
-def fused_intervals(strategy: Strategy, module: Module, layout: Any) -> Callable:
-    """The training program's per-device body: ``body(state, train_key, start,
-    lengths) -> (state, metrics)``, traced inside ``shard_map``.
+def group_by_reduction(kinds: dict[str, type]) -> dict[str, tuple[str, ...]]:
+    """Metric names grouped by reduction: ``{reduction class name: names}``, in
+    the order the names first appear."""
+    groups: dict[str, list[str]] = {}
+    for metric, kind in kinds.items():
+        groups.setdefault(kind.__name__, []).append(metric)
+    return {g: tuple(names) for g, names in groups.items()}
 
-    Log interval ``j`` runs ``lengths[j]`` training steps in a ``lax.fori_loop``
-    whose trip count is traced, inside a loop over the intervals, so every
-    interval length and number of intervals per call share one compilation.
+
+def pack(groups: dict[str, tuple[str, ...]],
+         metrics: dict[str, metrics_lib.Metric]) -> dict[str, metrics_lib.Metric]:
+    """One :class:`~jaxtrainer.metrics.Metric` per reduction whose fields stack
+    its metrics' scalar fields (``float32[len(names)]``): a loop then carries
+    two arrays per reduction, not two per metric, and every reduction is
+    element-wise, so the packed values merge and reduce over devices as one."""
+    return {g: jax.tree.map(lambda *fields: jnp.stack(fields, axis=-1),
+                            *(metrics[n] for n in names))
+            for g, names in groups.items()}
+
+
+def unpack(groups: dict[str, tuple[str, ...]], packed: dict[str, metrics_lib.Metric],
+           order: Any) -> dict[str, metrics_lib.Metric]:
+    """The inverse of :func:`pack`: ``{name: Metric}`` in the order of the names
+    in ``order``, fields indexed on the last axis."""
+    where = {n: (g, i) for g, names in groups.items() for i, n in enumerate(names)}
+    return {n: jax.tree.map(lambda x, i=where[n][1]: x[..., i], packed[where[n][0]])
+            for n in order}
+
+
+def fused_intervals(strategy: Strategy, module: Module,
+                    layout: Any) -> tuple[Callable, dict[str, Any]]:
+    """The training program's per-device body and what its trace found:
+    ``(body, found)``. ``body(state, train_key, start, lengths) -> (state,
+    packed)`` is traced inside ``shard_map``; tracing it fills ``found`` with
+    ``groups`` (:func:`group_by_reduction` of the step's metrics) and ``names``
+    (their order), which :class:`TrainProgram` needs to name ``packed``.
+
+    One ``lax.fori_loop`` with a traced trip count runs the call's steps, so
+    every interval length and number of intervals per call share one
+    compilation; the metrics of the interval in progress accumulate in the
+    loop and are written to its row after every step. ``training_step`` is
+    traced once (one ``jax.jit`` of it serves the shape probe and the loop).
     Step ``s`` on device ``d`` uses :func:`jaxtrainer.distributed.keys.step_key`
     ``(train_key, s, d)`` (``d`` left out when ``module.step_key_per_device`` is
     False). Each step's state is checked against the layout and keeps its
@@ -176,38 +220,51 @@ def fused_intervals(strategy: Strategy, module: Module, layout: Any) -> Callable
     own reduction over the interval's steps, then over devices once per call.
     """
     name, axes = step_name(module), strategy.data_axes
+    found: dict[str, Any] = {}
+
+    # One jit of the step: the probe below traces it, and the loop's call with
+    # the same argument types reuses that trace (the step is traced once).
+    training_step = jax.jit(module.training_step)
+
+    def step_key(train_key, step):
+        device = jax.lax.axis_index(axes) if module.step_key_per_device else None
+        return keys.step_key(train_key, step, device)
 
     def body(state, train_key, start, lengths):
         state = strategy._squeeze(state, layout)
         probe = step_output(module, jax.eval_shape(
-            module.training_step, state, keys.step_key(train_key, start, None)))[1]
+            training_step, state, step_key(train_key, start)))[1]
         kinds = {k: metrics_lib.reduction_of(v) for k, v in probe.items()}
-        zero = strategy._to_varying({k: kind.empty() for k, kind in kinds.items()})
+        groups = group_by_reduction(kinds)
+        found.update(groups=groups, names=tuple(kinds))
+        zero = strategy._to_varying({g: kinds[names[0]].empty((len(names),))
+                                     for g, names in groups.items()})
         rows = lengths.shape[0]
-        buffer = strategy._to_varying({k: kind.empty((rows,)) for k, kind in kinds.items()})
+        buffer = strategy._to_varying({g: kinds[names[0]].empty((rows, len(names)))
+                                       for g, names in groups.items()})
+
+        # interval j ends before step ends[j]; one loop over the call's steps
+        # (not a loop per interval inside a loop over intervals) compiles faster
+        ends = start + jnp.cumsum(lengths)
 
         def one_step(step, carry):
-            old, acc = carry
-            device = jax.lax.axis_index(axes) if module.step_key_per_device else None
-            new, mets = step_output(module, module.training_step(old, keys.step_key(
-                train_key, step, device)))
+            old, acc, buf, j = carry
+            new, mets = step_output(module, training_step(old, step_key(train_key, step)))
             strategy._check_structure(new, layout, "training_step")
             new = strategy._match_layout(keep_dtypes(new, old, name), layout, name)
             check_reductions(name, kinds, mets)
-            mets = strategy._to_varying(as_metrics(module, "training_step", mets))
-            return new, {k: acc[k].merge(m) for k, m in mets.items()}
+            mets = strategy._to_varying(pack(groups, as_metrics(module, "training_step", mets)))
+            acc = {g: acc[g].merge(m) for g, m in mets.items()}
+            buf = jax.tree.map(lambda b, a: jax.lax.dynamic_update_index_in_dim(b, a, j, 0), buf, acc)
+            done = step + 1 == ends[j]
+            acc = jax.tree.map(lambda a, z: jnp.where(done, z, a), acc, zero)
+            return new, acc, buf, j + done.astype(j.dtype)
 
-        def one_interval(j, carry):
-            st, buf, first = carry
-            last = first + lengths[j]
-            st, acc = jax.lax.fori_loop(first, last, one_step, (st, zero))
-            return st, jax.tree.map(lambda b, a: b.at[j].set(a), buf, acc), last
-
-        num_intervals = jnp.sum(lengths > 0)
-        state, buffer, _ = jax.lax.fori_loop(0, num_intervals, one_interval, (state, buffer, start))
+        state, _, buffer, _ = jax.lax.fori_loop(
+            start, ends[-1], one_step, (state, zero, buffer, jnp.zeros((), jnp.int32)))
         return strategy._expand(state, layout), strategy._reduce_metrics(buffer)
 
-    return body
+    return body, found
 
 
 def evaluation(strategy: Strategy, module: Module, layout: Any) -> Callable:

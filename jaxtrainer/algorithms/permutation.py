@@ -1,0 +1,78 @@
+"""``jax.random.permutation(key, n)``, bit for bit, without a sort that carries a payload.
+
+``jax.random.permutation`` draws 32-bit random keys and sorts ``arange(n)`` by
+them (``lax.sort_key_val``: a stable sort of two operands; Rivest's shuffle by
+sorting, with fresh keys for each of ``ceil(3 log n / log(2^32 - 1))`` rounds). XLA's
+CPU backend runs a sort of two operands through a generic comparator called
+for every comparison: for PPO's 512-sample CartPole minibatch shuffle that sort
+is about six times slower than sorting one ``uint32`` array (measured 200 us
+against 35 us on 2 CPU cores, random bits included), and four of them per PPO
+update took about a tenth of the update.
+
+:func:`permutation` computes the same stable argsort of the same keys with two
+sorts of one ``uint32`` array each, the element's index packed in the low bits
+(a least-significant-digit-first pair of passes): the result equals
+``jax.random.permutation(key, n)`` exactly for every ``n <= 2**16``; larger
+``n`` get ``jax.random.permutation`` itself.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+MAX_SIZE = 2 ** 16
+"""Largest ``n`` the packed sorts serve: both passes pack ``ceil(log2 n)`` index
+bits beside key bits in 32 bits (``2 * 16 <= 32``)."""
+
+
+def _rounds(n: int) -> int:
+    """Sorting rounds of ``jax.random.permutation`` for ``n`` elements (its
+    static rule: ``ceil(3 * log(n) / log(2**32 - 1))``)."""
+    return int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
+
+
+def stable_argsort_u32(keys: jax.Array) -> jax.Array:
+    """Indices that sort ``keys`` (``uint32[n]``, ``2 <= n <= 2**16``) ascending,
+    ties in index order: ``lax.sort_key_val(keys, arange(n))[1]`` as ``int32[n]``.
+
+    Pass one sorts ``(low b bits of the key, index)`` packed in one ``uint32``
+    (``b = ceil(log2 n)``); pass two sorts ``(high 32 - b bits, position after
+    pass one)``, so elements end ordered by ``(high, low, index)``: the key, then
+    the index.
+    """
+    n = keys.shape[0]
+    b = max(1, math.ceil(math.log2(n)))
+    mask = jnp.uint32((1 << b) - 1)
+    index = jnp.arange(n, dtype=jnp.uint32)
+    first = jnp.sort(((keys & mask) << b) | index)
+    order = (first & mask).astype(jnp.int32)
+    second = jnp.sort(((keys[order] >> b) << b) | index)
+    return order[(second & mask).astype(jnp.int32)]
+
+
+def permutation(key: jax.Array, n: int) -> jax.Array:
+    """A uniformly random permutation of ``arange(n)``: ``int32[n]``, equal to
+    ``jax.random.permutation(key, n)`` (same keys, same result), computed with
+    single-operand sorts (see the module docstring); ``jax.random.permutation``
+    itself for ``n < 2`` or ``n > MAX_SIZE``.
+
+    The same computation runs on every backend (a GPU sorts one ``uint32`` array
+    as fast as a key-value pair), so a program gives the same shuffle wherever it
+    is compiled.
+
+    Args:
+      key: a PRNG key (typed or raw, as ``jax.random.permutation`` takes).
+      n: a Python int, the number of elements.
+    """
+    n = int(n)
+    if n < 2 or n > MAX_SIZE:
+        return jax.random.permutation(key, n)
+    x = jnp.arange(n)
+    for _ in range(_rounds(n)):
+        key, subkey = jax.random.split(key)
+        x = x[stable_argsort_u32(jax.random.bits(subkey, (n,), jnp.uint32))]
+    return x

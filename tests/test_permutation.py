@@ -1,0 +1,50 @@
+"""The minibatch shuffle's permutation equals jax.random.permutation bit for bit."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from jaxtrainer.algorithms.permutation import MAX_SIZE, permutation, stable_argsort_u32
+
+
+# 1625 is the last size jax.random.permutation shuffles in one sorting round, 1626 the
+# first of two; 2 and 2**16 are the ends of the packed-sort path, beyond it jax's own
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 128, 512, 1000, 1625, 1626, 4096, MAX_SIZE,
+                               MAX_SIZE + 1])
+def test_equals_jax_random_permutation(n):
+    fast = jax.jit(permutation, static_argnums=1)
+    for seed in range(3):
+        key = jax.random.key(1000 * n + seed)
+        got, want = fast(key, n), jax.random.permutation(key, n)
+        assert got.dtype == want.dtype and got.shape == (n,)
+        np.testing.assert_array_equal(got, want)
+    raw = jax.random.PRNGKey(n)  # raw uint32 keys as well
+    np.testing.assert_array_equal(fast(raw, n), jax.random.permutation(raw, n))
+
+
+def test_stable_argsort_breaks_ties_by_index():
+    keys = jnp.array([5, 3, 5, 0, 3, 0xFFFFFFFF, 0, 5], jnp.uint32)
+    np.testing.assert_array_equal(stable_argsort_u32(keys), np.argsort(np.asarray(keys),
+                                                                       kind="stable"))
+    rng = np.random.default_rng(0)
+    many = rng.integers(0, 50, size=3000).astype(np.uint32)  # ties everywhere
+    np.testing.assert_array_equal(stable_argsort_u32(jnp.asarray(many)),
+                                  np.argsort(many, kind="stable"))
+
+
+def test_per_device_keys_inside_shard_map():
+    """Each device shuffles with its own key under check_vma, as PPO's epochs do."""
+    n = jax.device_count()
+    mesh = jax.make_mesh((n,), ("d",), axis_types=(jax.sharding.AxisType.Explicit,))
+
+    def body(key):
+        key = jax.random.fold_in(key, jax.lax.axis_index("d"))
+        return permutation(key, 512)[None]
+
+    fn = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P(), out_specs=P("d"), check_vma=True))
+    key = jax.random.key(3)
+    got = np.asarray(fn(key))
+    for d in range(n):
+        np.testing.assert_array_equal(got[d], jax.random.permutation(jax.random.fold_in(key, d), 512))
