@@ -21,13 +21,15 @@ minibatches (PureJaxRL's CartPole settings):
    alternating, medians; and the seconds before the first step (init and
    training programs: the Trainer compiles them concurrently, the hand-written
    loop one after the other).
-4. **second process**: ``python recipes/ppo.py`` twice with an empty persistent
-   compilation cache: wall seconds of the cold and the warm run and their returns.
+4. **second process**: ``python recipes/ppo.py`` on an empty persistent
+   compilation cache, then ``--warm-runs`` more times: wall seconds of the cold
+   and every warm run, their returns, and the warm runs' median.
 
 Runs alternate (A B, B A, ...) and ratios compare medians and back-to-back pairs;
 after (3), a throwaway persistent compilation cache spares the repeats' compiles.
 
-    python benchmarks/ppo_overhead.py [--updates 300] [--repeats 11] [--only reference,overhead,compile,process]
+    python benchmarks/ppo_overhead.py [--updates 300] [--repeats 11] [--compile-repeats 5]
+        [--warm-runs 3] [--only reference,overhead,compile,process]
 """
 
 from __future__ import annotations
@@ -215,20 +217,25 @@ def first_step_seconds(module: PPO, strategy: str, n: int) -> float:
     return clock.at - start
 
 
-def second_process() -> None:
-    """``python recipes/ppo.py`` cold, then warm, on a fresh cache directory."""
-    print("\n4. second process: python recipes/ppo.py twice, empty compilation cache first")
+def second_process(warm_runs: int) -> None:
+    """``python recipes/ppo.py`` cold, then ``warm_runs`` times warm, on a fresh
+    cache directory."""
+    print(f"\n4. second process: python recipes/ppo.py on an empty compilation cache, then "
+          f"{warm_runs} more times")
     recipe = Path(__file__).parent.parent / "recipes" / "ppo.py"
+    warm = []
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "JAXTRAINER_COMPILATION_CACHE": os.path.join(tmp, "cache")}
         env.pop("XLA_FLAGS", None)  # the recipe's own device setup
-        for run in ("cold", "warm"):
+        for run in ["cold"] + [f"warm {i + 1}" for i in range(warm_runs)]:
             start = time.perf_counter()
             out = subprocess.run([sys.executable, str(recipe), f"trainer.default_root_dir={tmp}",
                                   "trainer.enable_progress_bar=false"], env=env,
                                  capture_output=True, text=True, check=True)
             seconds = time.perf_counter() - start
-            print(f"{run:<6}{seconds:>8.1f} s   {out.stdout.strip().splitlines()[-1]}", flush=True)
+            warm += [seconds] if run != "cold" else []
+            print(f"{run:<8}{seconds:>8.1f} s   {out.stdout.strip().splitlines()[-1]}", flush=True)
+    print(f"warm median {statistics.median(warm):.1f} s")
 
 
 def main(argv: list[str]) -> None:
@@ -237,7 +244,10 @@ def main(argv: list[str]) -> None:
                         help="PPO updates per run of the overhead and compile measurements")
     parser.add_argument("--repeats", type=int, default=11,
                         help="runs per variant, interleaved; medians are reported")
-    parser.add_argument("--compile-repeats", type=int, default=3)
+    parser.add_argument("--compile-repeats", type=int, default=5,
+                        help="fresh compiles per side for the compile seconds (medians)")
+    parser.add_argument("--warm-runs", type=int, default=3,
+                        help="warm runs of the recipe after the cold one (second process)")
     parser.add_argument("--only", default="reference,overhead,compile,process",
                         help="comma-separated measurements to run")
     args = parser.parse_args(argv)
@@ -245,7 +255,7 @@ def main(argv: list[str]) -> None:
     print(f"jax {jax.__version__}, {jax.device_count()} {jax.devices()[0].platform} devices, "
           f"{os.cpu_count()} CPUs")
     if "process" in only:
-        second_process()
+        second_process(args.warm_runs)
     if "compile" in only:
         compile_seconds(args.updates, args.compile_repeats)
     use_compilation_cache()

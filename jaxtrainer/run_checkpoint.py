@@ -24,11 +24,10 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
-def abstract_state(strategy: Strategy, module: Module) -> Any:
-    """``module``'s state as ``ShapeDtypeStruct``s with the strategy's shardings."""
-    shapes = jax.eval_shape(lambda k: strategy.init_state(module, k), jax.random.key(0))
-    return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
-                        shapes, strategy.shardings(module))
+def abstract_state(strategy: Strategy, module: Module, keep: bool = False) -> Any:
+    """``module``'s state as ``ShapeDtypeStruct``s with the strategy's shardings
+    (``keep``: see :meth:`~jaxtrainer.strategies.Strategy.abstract_state`)."""
+    return strategy.abstract_state(module, keep)
 
 
 def abstract_key(strategy: Strategy) -> jax.ShapeDtypeStruct:

@@ -411,7 +411,7 @@ class Trainer:
         try:
             self._call("setup", module, "fit")
             self.programs.compile_ahead(
-                module, run_checkpoint.abstract_state(self.strategy, module),
+                module, run_checkpoint.abstract_state(self.strategy, module, keep=resume is None),
                 run_checkpoint.abstract_key(self.strategy),
                 module.has_evaluation() and self.compile_evaluation_ahead)
             if resume is not None:

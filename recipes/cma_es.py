@@ -26,4 +26,4 @@ if __name__ == "__main__":
     fast_cpu_compile()
     from jaxtrainer.recipes import config  # after the XLA flags are set
 
-    config.cli(main, sys.argv[1:])  # a bad config: one line and exit status 2
+    config.cli(main, sys.argv[1:], exit_when_done=True)  # a bad config: one line, status 2

@@ -34,4 +34,4 @@ def main(argv: list[str]) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    config.cli(main, sys.argv[1:])  # a bad config: one line and exit status 2
+    config.cli(main, sys.argv[1:], exit_when_done=True)  # a bad config: one line, status 2

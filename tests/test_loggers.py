@@ -5,6 +5,7 @@ import csv
 import glob
 import json
 import os
+import re
 import struct
 
 import jax.numpy as jnp
@@ -250,7 +251,11 @@ def test_wandb_resume_continues_the_run_id_and_a_fresh_run_gets_a_new_one(run_di
     fit(4, resumed, ckpt_path="last")
     assert first.run_id and resumed.run_id == first.run_id
     runs_dirs = glob.glob(os.path.join(t.log_dir, "wandb", "offline-run-*"))
-    assert len(runs_dirs) == 2 and all(d.endswith("-" + first.run_id) for d in runs_dirs)
+    # offline-run-<time>-<id>, and wandb adds -1 when the resumed run starts within the
+    # first one's second (both are the same run: same id)
+    assert len(runs_dirs) == 2 and all(
+        re.fullmatch(rf"offline-run-\d{{8}}_\d{{6}}-{first.run_id}(-\d+)?", os.path.basename(d))
+        for d in runs_dirs), runs_dirs
     fit(2, first)  # the same logger object, a fresh run (version_1)
     assert first.run_id != resumed.run_id
     # the runs live in their run directories, nothing in WANDB_DIR

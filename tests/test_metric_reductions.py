@@ -237,3 +237,26 @@ def test_es_best_fitness_is_the_running_best_at_the_interval_end(run_dir):
     for k, row in enumerate(rows):
         assert row["es/best_fitness"] == min(r["fitness/min"] for r in rows[:k + 1])
         assert row["es/generation_counter"] == 4 * k + 3  # the last generation's counter
+
+
+def test_a_call_stops_at_the_first_zero_interval_length():
+    """``lengths`` [2, 0, 3, 1]: two steps, one row; what follows the zero is not run."""
+    from jaxtrainer.strategies import resolve
+
+    class Steps(jt.Module):
+        def init_state(self, key):
+            return {"n": jnp.zeros((), jnp.int32)}
+
+        def training_step(self, state, key):
+            n = state["n"] + 1
+            return {"n": n}, {"n": jt.Sum.of(n.astype(jnp.float32))}
+
+    strategy, module, key = resolve("single", 1), Steps(), jax.random.key(0)
+    state = strategy.init_state(module, key)
+    program = strategy.compile_train(module, state, key)
+    lengths = np.zeros(program.max_intervals, np.int32)
+    lengths[:4] = [2, 0, 3, 1]
+    state, packed = program.program(state, key, np.int32(0), lengths)
+    assert int(state["n"]) == 2
+    rows = metrics_lib.rows_to_host(packed, 4, program.metrics)
+    assert rows[0] == {"n": 3.0} and rows[1:] == [{}, {}, {}]

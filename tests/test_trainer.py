@@ -199,7 +199,8 @@ class BadStep(jt.Module):
 
     def training_step(self, state, key):
         return {"state": state, "list": (state, [1.0]), "vec": (state, {"vec": state["x"]}),
-                "key": (state, {"k": key})}[self.mode]
+                "key": (state, {"k": key}), "str": (state, {"name": "run-1"}),
+                "object": object()}[self.mode]
 
 
 @pytest.mark.parametrize("mode,error,match", [
@@ -207,6 +208,9 @@ class BadStep(jt.Module):
     ("list", TypeError, r"got \(state, list\)"),
     ("vec", ValueError, r"metric 'vec': a metric must be a scalar.*shape \(3,\)"),
     ("key", ValueError, r"metric 'k': a PRNG key is not a metric"),
+    # not JAX types: the step is traced under jit, whose own output check must not come first
+    ("str", TypeError, r"BadStep.training_step metric 'name'"),
+    ("object", TypeError, r"BadStep.training_step must return \(state, metrics.*got object"),
 ])
 def test_a_bad_training_step_output_names_the_problem(run_dir, mode, error, match):
     with pytest.raises(error, match=match):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import flashbax
 import jax
 from flax import struct
 
@@ -90,6 +89,8 @@ class ReplayBuffer:
 
     def _fbx(self) -> Any:
         """flashbax's buffer for this device's share (sizes resolved at trace time)."""
+        import flashbax  # here, not at module level: on-policy runs never pay its import
+
         return flashbax.make_trajectory_buffer(
             add_batch_size=local_size(self.num_envs, "num_envs"),
             sample_batch_size=local_size(self.batch_size, "batch_size"),

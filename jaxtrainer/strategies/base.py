@@ -73,6 +73,7 @@ class Strategy(abc.ABC):
         self._devices_arg = _args.devices(devices)  # ValueError for a malformed value
         self.jit = jit
         self.mesh: Mesh | None = None
+        self._traced_init: tuple[Module, Any] | None = None  # see abstract_state
 
     # ---- devices and mesh ------------------------------------------------
     @abc.abstractmethod
@@ -272,19 +273,39 @@ class Strategy(abc.ABC):
                             is_leaf=lambda x: isinstance(x, P))
 
     # ---- programs --------------------------------------------------------
-    def init_state(self, module: Module, key: jax.Array) -> Any:
-        """The global initial state on this strategy's mesh. ``key``: typed key."""
+    def _init_program(self, module: Module) -> Any:
+        """``jax.jit`` of the init program of ``module`` (traced at its first use)."""
         layout = self.state_layout(module)
 
         def body(k):
             state = module.init_state(k)
             return self._expand(self._match_layout(state, layout, "init_state"), layout)
 
-        fn = self._shard_map(body, P(), self._specs(layout))
+        return jax.jit(self._shard_map(body, P(), self._specs(layout)))
+
+    def init_state(self, module: Module, key: jax.Array) -> Any:
+        """The global initial state on this strategy's mesh. ``key``: typed key.
+
+        Right after ``abstract_state(module, keep=True)`` it runs the program that
+        call traced (in one process, one trace of ``init_state`` for both)."""
+        kept, self._traced_init = self._traced_init, None
+        fn = kept[1] if kept is not None and kept[0] is module else self._init_program(module)
         if not self.jit:
             with jax.disable_jit():
                 return fn(key)
-        return jax.jit(fn)(key)
+        return fn(key)
+
+    def abstract_state(self, module: Module, keep: bool = False) -> Any:
+        """The global state :meth:`init_state` makes, as ``jax.ShapeDtypeStruct``
+        leaves with this strategy's shardings. Nothing runs. ``keep``: keep the
+        traced program for the next :meth:`init_state` of ``module``, which
+        uses it once (a fresh ``fit`` calls the two in this order; another
+        ``abstract_state`` call replaces or drops it)."""
+        fn = self._init_program(module)
+        shapes = fn.eval_shape(jax.random.key(0))
+        self._traced_init = (module, fn) if keep else None
+        return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
+                            shapes, self.shardings(module))
 
     def _reduce_metrics(self, acc: dict[str, metrics_lib.Metric]) -> dict[str, metrics_lib.Metric]:
         """Every metric reduced over the data axes by its own reduction (Mean and

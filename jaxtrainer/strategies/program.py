@@ -172,11 +172,11 @@ def keep_dtypes(new: Any, old: Any, step: str) -> Any:
 
 
 def group_by_reduction(kinds: dict[str, type]) -> dict[str, tuple[str, ...]]:
-    """Metric names grouped by reduction: ``{reduction class name: names}``, in
-    the order the names first appear."""
+    """Metric names grouped by reduction: ``{reduction class's qualified name:
+    names}``, in the order the names first appear."""
     groups: dict[str, list[str]] = {}
     for metric, kind in kinds.items():
-        groups.setdefault(kind.__name__, []).append(metric)
+        groups.setdefault(f"{kind.__module__}.{kind.__qualname__}", []).append(metric)
     return {g: tuple(names) for g, names in groups.items()}
 
 
@@ -222,9 +222,15 @@ def fused_intervals(strategy: Strategy, module: Module,
     name, axes = step_name(module), strategy.data_axes
     found: dict[str, Any] = {}
 
+    def checked_step(state, key):
+        # what the step returns is checked (and its metrics made Metrics) inside
+        # the trace, so a bad return value gets this module's message, not jit's
+        new, mets = step_output(module, module.training_step(state, key))
+        return new, as_metrics(module, "training_step", mets)
+
     # One jit of the step: the probe below traces it, and the loop's call with
     # the same argument types reuses that trace (the step is traced once).
-    training_step = jax.jit(module.training_step)
+    training_step = jax.jit(checked_step)
 
     def step_key(train_key, step):
         device = jax.lax.axis_index(axes) if module.step_key_per_device else None
@@ -232,8 +238,7 @@ def fused_intervals(strategy: Strategy, module: Module,
 
     def body(state, train_key, start, lengths):
         state = strategy._squeeze(state, layout)
-        probe = step_output(module, jax.eval_shape(
-            training_step, state, step_key(train_key, start)))[1]
+        probe = jax.eval_shape(training_step, state, step_key(train_key, start))[1]
         kinds = {k: metrics_lib.reduction_of(v) for k, v in probe.items()}
         groups = group_by_reduction(kinds)
         found.update(groups=groups, names=tuple(kinds))
@@ -244,16 +249,18 @@ def fused_intervals(strategy: Strategy, module: Module,
                                        for g, names in groups.items()})
 
         # interval j ends before step ends[j]; one loop over the call's steps
-        # (not a loop per interval inside a loop over intervals) compiles faster
+        # (not a loop per interval inside a loop over intervals) compiles faster.
+        # Lengths after the first zero count as zero.
+        lengths = lengths * jnp.cumprod(lengths > 0).astype(lengths.dtype)
         ends = start + jnp.cumsum(lengths)
 
         def one_step(step, carry):
             old, acc, buf, j = carry
-            new, mets = step_output(module, training_step(old, step_key(train_key, step)))
+            new, mets = training_step(old, step_key(train_key, step))
             strategy._check_structure(new, layout, "training_step")
             new = strategy._match_layout(keep_dtypes(new, old, name), layout, name)
             check_reductions(name, kinds, mets)
-            mets = strategy._to_varying(pack(groups, as_metrics(module, "training_step", mets)))
+            mets = strategy._to_varying(pack(groups, mets))
             acc = {g: acc[g].merge(m) for g, m in mets.items()}
             buf = jax.tree.map(lambda b, a: jax.lax.dynamic_update_index_in_dim(b, a, j, 0), buf, acc)
             done = step + 1 == ends[j]

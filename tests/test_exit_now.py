@@ -1,0 +1,43 @@
+"""Recipe scripts end without the interpreter's teardown, but as a normal exit
+otherwise: atexit handlers run, buffered output is flushed, threads are waited for."""
+
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from jaxtrainer.recipes.command import exit_now
+
+
+def test_atexit_handlers_run_and_output_is_flushed(tmp_path):
+    marker = tmp_path / "atexit.txt"
+    script = textwrap.dedent(f"""
+        import atexit, sys
+        from jaxtrainer.recipes.command import exit_now
+        atexit.register(lambda: open({str(marker)!r}, "w").write("ran"))
+        sys.stdout.write("no newline, still buffered")
+        sys.stderr.write("and stderr")
+        exit_now(3)
+        print("never reached")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 3
+    assert out.stdout == "no newline, still buffered"
+    assert out.stderr == "and stderr"
+    assert marker.read_text() == "ran"
+
+
+def test_a_running_thread_gets_a_normal_exit():
+    release = threading.Event()
+    worker = threading.Thread(target=release.wait, daemon=False)
+    worker.start()
+    try:
+        with pytest.raises(SystemExit) as exc:
+            exit_now(4)  # would end this process if it did not see the thread
+        assert exc.value.code == 4
+    finally:
+        release.set()
+        worker.join()
