@@ -22,8 +22,8 @@ an array with ``X``'s reduction (``Max.of(fitness)`` is the best member), only
 where ``mask`` is set. Every value counts its samples: an interval in which a
 metric had none (all masked out, e.g. the return of completed episodes when no
 episode completed) reports nothing rather than 0.0, whatever the reduction.
-A metric keeps one reduction in every step; another one is a ``TypeError`` at
-trace time naming the metric.
+A metric keeps one reduction in every step: the training program traces
+``training_step`` once, and every step runs that trace.
 """
 
 from __future__ import annotations

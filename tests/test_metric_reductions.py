@@ -168,16 +168,6 @@ def test_the_training_step_is_traced_once_per_program(run_dir):
     assert trainer.callback_metrics["best"] == 3.0  # reduced as the one trace's Max
 
 
-def test_a_metric_whose_reduction_changes_between_traces_is_an_error():
-    from jaxtrainer.strategies.program import check_reductions
-
-    with pytest.raises(TypeError, match=r"Fickle.training_step metric 'best' changes its "
-                                        r"reduction between steps: 'max' \(Max\).*'mean' \(Mean\)"):
-        check_reductions("Fickle.training_step", {"best": jt.Max}, {"best": jnp.ones(())})
-    with pytest.raises(TypeError, match=r"returned the metrics \['a'\] in one trace and \['best'\]"):
-        check_reductions("Fickle.training_step", {"best": jt.Max}, {"a": jnp.ones(())})
-
-
 class PatternES(jt.PopulationModule):
     """4 members; member i's fitness at generation g is pattern(g) - i, so the
     generation's best is pattern(g); ``tell`` reports the generation's best under

@@ -111,25 +111,6 @@ def as_metrics(module: Module, where: str, metrics: dict) -> dict[str, metrics_l
     return out
 
 
-def check_reductions(step: str, want: dict[str, type], got: dict[str, Any]) -> None:
-    """A TypeError when a step returns other metric names or reductions than the
-    first trace of the same step did (each metric keeps one reduction)."""
-    if set(want) != set(got):
-        raise TypeError(f"{step} returned the metrics {sorted(got)} in one trace and "
-                        f"{sorted(want)} in another; return the same names at every step "
-                        "(a metric with no samples: jaxtrainer.Mean(0.0, 0.0))")
-    for name, value in got.items():
-        kind = metrics_lib.reduction_of(value)
-        if kind is not want[name]:
-            raise TypeError(
-                f"{step} metric {name!r} changes its reduction between steps: "
-                f"{want[name].reduce_fx!r} ({want[name].__name__}) in one trace, "
-                f"{kind.reduce_fx!r} ({kind.__name__}) in another. A metric is reduced over a "
-                "log interval and over devices by one reduction; return it as the same "
-                "jaxtrainer.metrics type (Mean or a plain scalar, Sum, Max, Min, Last) at "
-                "every step")
-
-
 def _dtype_kind(dtype: Any) -> str:
     if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
         return f"key<{dtype}>"
@@ -259,7 +240,6 @@ def fused_intervals(strategy: Strategy, module: Module,
             new, mets = training_step(old, step_key(train_key, step))
             strategy._check_structure(new, layout, "training_step")
             new = strategy._match_layout(keep_dtypes(new, old, name), layout, name)
-            check_reductions(name, kinds, mets)
             mets = strategy._to_varying(pack(groups, mets))
             acc = {g: acc[g].merge(m) for g, m in mets.items()}
             buf = jax.tree.map(lambda b, a: jax.lax.dynamic_update_index_in_dim(b, a, j, 0), buf, acc)
