@@ -1,10 +1,14 @@
 """The compiled programs of one Trainer, compiled ahead in a background thread.
 
-At the start of ``fit`` the training program, then the evaluation program, are
-compiled from the state's shapes while the main thread builds or restores the
-state (XLA compiles release the GIL), so neither the first training call nor a
-later evaluation waits for its compile. The evaluation compile runs at the
-lowest thread priority, taking only CPU time the training loop leaves idle.
+At the start of ``fit`` the training program is compiled from the state's
+shapes while the main thread builds or restores the state (XLA compiles release
+the GIL), so the first training call does not wait for the state, nor the state
+for the compile. The evaluation program is compiled once the first training call
+is enqueued (:meth:`Programs.training_dispatched`): tracing and lowering hold
+the GIL, so compiled any earlier it would delay the start of training; from then
+the main thread waits for the device with the GIL released. It runs at the lowest
+thread priority, taking only CPU time the training loop leaves idle, and a later
+evaluation does not wait for its compile.
 """
 
 from __future__ import annotations
@@ -49,28 +53,50 @@ class Programs:
         self._pending: dict[str, Future] = {}
         self._pending_for: Module | None = None
         self._evaluation: dict[int, tuple[Module, EvalProgram]] = {}
+        self._dispatched, self._cancelled = threading.Event(), threading.Event()
 
     def compile_ahead(self, module: Module, abstract_state: Any, abstract_key: Any,
                       evaluation: bool) -> None:
         """Start compiling the training program (then, with ``evaluation``, the
         evaluation program) for ``module`` in a background thread. Errors
         surface, unchanged, where a program is first used."""
+        self.cancel()  # an evaluation compile of an earlier fit still waiting is not needed
         self._pending, self._pending_for = {}, module
+        self._dispatched, self._cancelled = threading.Event(), threading.Event()
         if not self.strategy.jit:
             return
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxtrainer-compile")
         self._pending["train"] = pool.submit(self.strategy.compile_train, module, abstract_state,
                                              abstract_key)
         if evaluation:
+            dispatched, cancelled = self._dispatched, self._cancelled
+
             def compile_eval_in_idle_time():
+                dispatched.wait()  # the GIL is the main thread's until training is enqueued
+                if cancelled.is_set():
+                    return None
                 _lower_thread_priority()  # training runs meanwhile: let it have the cores
                 return self.strategy.compile_eval(module, abstract_state, abstract_key)
 
             self._pending["eval"] = pool.submit(compile_eval_in_idle_time)
         pool.shutdown(wait=False)
 
+    def training_dispatched(self) -> None:
+        """The first training call is enqueued: start compiling the evaluation
+        program (also started by :meth:`wait` and by the first evaluation)."""
+        self._dispatched.set()
+
+    def cancel(self) -> None:
+        """Drop an evaluation compile still waiting for the first training call
+        (``fit`` raised before it), so no thread is left waiting; one already
+        running finishes, unused."""
+        self._cancelled.set()
+        self._dispatched.set()
+        self._pending.pop("eval", None)
+
     def wait(self) -> None:
         """Block until the programs compiling in the background are ready."""
+        self._dispatched.set()
         for future in list(self._pending.values()):
             future.exception()
 
@@ -88,6 +114,7 @@ class Programs:
         """The evaluation program for ``module``, compiled once per module object."""
         owner, compiled = self._evaluation.get(id(module), (None, None))
         if owner is not module:  # ids of collected modules are reused: compare objects
+            self._dispatched.set()  # an evaluation before any training call: compile it now
             compiled = self._take("eval", module) or self.strategy.compile_eval(module, state, key)
             self._evaluation[id(module)] = (module, compiled)
             self.compile_seconds["eval"] = compiled.compile_seconds

@@ -94,6 +94,7 @@ class FitLoop:
         t._call("on_train_start", module)
         plan = self.plan(module, t.global_step)
         current = self.dispatch(program, train_key, t.global_step, plan) if plan else None
+        t.programs.training_dispatched()
         last_time = time.perf_counter()
         while current is not None:
             ahead = None

@@ -425,6 +425,7 @@ class Trainer:
             self._call("on_fit_end", module)
         except BaseException as exc:
             self._donating = False
+            self.programs.cancel()  # an evaluation compile waiting for training
             self._call_all_safely("on_exception", module, exc)
             self._call_all_safely("teardown", module, "fit")
             if isinstance(exc, Preempted) and self.is_global_zero:

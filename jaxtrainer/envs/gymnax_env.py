@@ -7,9 +7,17 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from gymnax.environments import spaces
 
+from jaxtrainer.deferred_import import deferred_imports
 from jaxtrainer.envs.base import Action, Env, Observation
+
+GYMNAX_PLOTTING = ("matplotlib", "matplotlib.pyplot", "matplotlib.colors", "seaborn")
+"""Modules gymnax's environment package imports at module level for ``render``
+only; imported on first use instead (see :mod:`jaxtrainer.deferred_import`)."""
+
+with deferred_imports(*GYMNAX_PLOTTING):
+    import gymnax  # noqa: F401  (the registry imports gymnax from here, deferred the same way)
+    from gymnax.environments import spaces
 
 
 class GymnaxEnv(Env):

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnax
-
 from jaxtrainer.envs.base import Env
 from jaxtrainer.envs.brax_env import BRAX_ENV_NAMES, BraxEnv
-from jaxtrainer.envs.gymnax_env import GymnaxEnv
+from jaxtrainer.envs.gymnax_env import GymnaxEnv, gymnax
 from jaxtrainer.envs.playground_env import PLAYGROUND_ENV_NAMES, PLAYGROUND_PREFIX
 
 BRAX_PREFIX = "brax/"

@@ -1,0 +1,69 @@
+"""Names of :mod:`jaxtrainer.algorithms`, each imported from its submodule on first use."""
+
+from .a2c import A2C, A2CConfig
+from .cem_rl import CEMRL, CEMRLConfig, CEMRLState
+from .ddpg import DDPG, DDPGConfig
+from .dqn import DQN, DQNConfig, DQNState
+from .erl import ERL, ERLConfig, ERLState
+from .es import (
+    FITNESS_SHAPING,
+    ESState,
+    EvosaxES,
+    FunctionES,
+    MLPPolicy,
+    NeuroES,
+    rastrigin,
+    resolve_algorithm,
+    sphere,
+)
+from .impala import IMPALA, IMPALAConfig, IMPALAState
+from .pbt import PBT, Hyperparam, PBTState
+from .ppo import PPO, PPOConfig, PPOState
+from .replay import ReplayBuffer, Transition
+from .sac import SAC, SACConfig, SACState
+from .sweep import Sweep, SweepState
+from .td3 import TD3, TD3Config, TD3State
+
+__all__ = [
+    "A2C",
+    "A2CConfig",
+    "CEMRL",
+    "CEMRLConfig",
+    "CEMRLState",
+    "DDPG",
+    "DDPGConfig",
+    "DQN",
+    "DQNConfig",
+    "DQNState",
+    "ERL",
+    "ERLConfig",
+    "ERLState",
+    "IMPALA",
+    "IMPALAConfig",
+    "IMPALAState",
+    "ReplayBuffer",
+    "SAC",
+    "SACConfig",
+    "SACState",
+    "Sweep",
+    "SweepState",
+    "TD3",
+    "TD3Config",
+    "TD3State",
+    "Transition",
+    "FITNESS_SHAPING",
+    "ESState",
+    "EvosaxES",
+    "FunctionES",
+    "MLPPolicy",
+    "NeuroES",
+    "PBT",
+    "PBTState",
+    "Hyperparam",
+    "PPO",
+    "PPOConfig",
+    "PPOState",
+    "rastrigin",
+    "resolve_algorithm",
+    "sphere",
+]
