@@ -260,3 +260,37 @@ def test_wandb_resume_continues_the_run_id_and_a_fresh_run_gets_a_new_one(run_di
     assert first.run_id != resumed.run_id
     # the runs live in their run directories, nothing in WANDB_DIR
     assert not (tmp_path / "wandb_dir").exists() or not os.listdir(tmp_path / "wandb_dir")
+
+
+def test_tensorboard_writes_on_its_own_thread_and_raises_a_write_error_at_the_end(run_dir,
+                                                                                 monkeypatch):
+    import threading
+
+    from jaxtrainer.loggers.tensorboard import TensorBoardLogger
+
+    threads, write = [], TensorBoardLogger._write_scalars
+
+    def recorded(self, values, step):
+        threads.append(threading.current_thread().name)
+        write(self, values, step)
+
+    monkeypatch.setattr(TensorBoardLogger, "_write_scalars", recorded)
+    tb = jt.TensorBoardLogger()
+    toys.trainer(run_dir, max_steps=4, log_every_n_steps=2, callbacks=[tb]).fit(toys.Regression())
+    assert threads == ["jaxtrainer-tensorboard_0"] * 2 and tb.writer is None
+    assert [n for n in threading.enumerate() if n.name.startswith("jaxtrainer-tensorboard")] == []
+
+    def full_disk(self, values, step):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(TensorBoardLogger, "_write_scalars", full_disk)
+    tb, csv_logger = jt.TensorBoardLogger(), jt.CSVLogger()
+    t = toys.trainer(run_dir, max_steps=4, log_every_n_steps=2, callbacks=[tb, csv_logger])
+    with pytest.raises(OSError, match="No space left on device"):
+        t.fit(toys.Regression())
+    assert tb.writer is None  # closed all the same
+    # the failed write of step 2 is raised by the next log call (step 4, before the CSV
+    # logger's turn) when the thread has met it by then, else when the run ends; the CSV
+    # file is complete up to there and closed all the same
+    with open(os.path.join(t.log_dir, "metrics.csv")) as f:
+        assert [int(r["step"]) for r in csv.DictReader(f)] in ([2], [2, 4])

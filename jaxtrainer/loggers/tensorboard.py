@@ -116,10 +116,12 @@ class TensorBoardLogger(Logger):
         if failed:
             raise failed[0].exception()
 
-    def _submit(self, fn: Callable[..., None], *args: Any) -> None:
+    def _submit(self, fn: Callable[..., None], *args: Any, start: bool = False) -> None:
+        """Run ``fn(*args)`` on the writer thread, after what was submitted
+        before; queued until the thread exists, which ``start`` creates."""
         if self._thread is None:
             self._queued.append((fn, args))
-            if fn is self._write_scalars:  # the first metrics: start writing
+            if start:
                 self._thread = ThreadPoolExecutor(1, thread_name_prefix="jaxtrainer-tensorboard")
                 queued, self._queued = self._queued, []
                 self._writes += [self._thread.submit(f, *a) for f, a in queued]
@@ -133,7 +135,8 @@ class TensorBoardLogger(Logger):
 
     def log_metrics(self, metrics: dict[str, float | int], step: int) -> None:
         if metrics:
-            self._submit(self._write_scalars, [(k, float(v)) for k, v in metrics.items()], step)
+            self._submit(self._write_scalars, [(k, float(v)) for k, v in metrics.items()], step,
+                         start=True)  # the first metrics start the writer thread
 
     def finalize(self, status: str) -> None:
         thread, queued = self._thread, self._queued
