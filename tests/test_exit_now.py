@@ -41,3 +41,30 @@ def test_a_running_thread_gets_a_normal_exit():
     finally:
         release.set()
         worker.join()
+
+
+@pytest.mark.timeout(120)
+def test_the_recipe_command_freezes_what_exists_before_main_and_in_process_calls_do_not():
+    script = textwrap.dedent("""
+        import gc
+        from jaxtrainer.recipes.command import cli
+        before = gc.get_freeze_count()
+        seen = []
+        def main(argv):
+            seen.append(gc.get_freeze_count())
+            junk = [[]]
+            junk[0].append(junk)  # a cycle made during main stays collectable
+            del junk
+            seen.append(gc.collect() > 0)
+            print(*seen[-2:])
+        print(before)
+        cli(main, [])  # in-process: nothing frozen
+        cli(main, [], exit_when_done=True)  # prints a freeze count, then ends the process
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    before, in_process, command = out.stdout.splitlines()
+    assert before == "0" and in_process == "0 True"
+    frozen, collected = command.split()
+    assert int(frozen) > 1000 and collected == "True"

@@ -15,6 +15,7 @@ its final evaluation in the logs.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import sys
 import threading
@@ -117,7 +118,12 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
 
     ``exit_when_done``: when ``main`` returns, end the process at once with
     status 0 (:func:`exit_now`); the recipe scripts' ``__main__`` sets it.
-    In-process callers (tests, notebooks) leave it ``False``.
+    In-process callers (tests, notebooks) leave it ``False``. It also moves
+    every object alive before ``main`` (the imported modules' functions,
+    classes and tables) out of the garbage collector's reach
+    (``gc.freeze``): they live until the process ends anyway, and the
+    collections that tracing triggers no longer walk them (about 0.5-1 s of a
+    warm recipe run on 2 CPU cores).
 
     Raises:
       SystemExit: status 2 for a config error (``--help`` and
@@ -126,6 +132,8 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = prog or sys.argv[0]
     _Command.training_started = False
+    if exit_when_done:
+        gc.freeze()  # the process ends with main: what exists now is never garbage to collect
     try:
         main(argv)
     except CONFIG_ERRORS as e:
