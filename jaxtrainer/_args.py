@@ -9,8 +9,9 @@ argument, the value and what is accepted: nothing is guessed from truthiness.
 
 from __future__ import annotations
 
+import difflib
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,13 @@ import numpy as np
 DEVICES_FORMS = ("'auto', a positive int n (the first n devices; also as a string such as '4'), "
                  "a list of distinct device indices such as [0, 2] (also as a string such as "
                  "'0,2'), or a list of distinct jax.Device objects")
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of ``choices`` to ``word``
+    (:func:`difflib.get_close_matches`), or ``""`` when none is close."""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:

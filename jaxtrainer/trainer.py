@@ -123,7 +123,8 @@ class Trainer:
         intervals: how long metrics may wait on the devices. ``None`` or ``0``:
         one call, and one host sync, per log interval.
       compile_evaluation_ahead: compile the evaluation program in the background
-        at the start of ``fit`` (PPO recipe, 2 CPU cores: 2-3 s less wall time);
+        while the first training call runs (PPO recipe, 2 CPU cores: 2-3 s less
+        wall time when it compiles, about 0.4 s from the compilation cache);
         ``False`` compiles it when first needed (no CPU spent when nothing
         evaluates).
       compilation_cache: JAX's persistent compilation cache, so a second run of

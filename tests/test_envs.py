@@ -95,6 +95,9 @@ def test_make_unknown_name_lists_gymnax_and_brax_names():
     with pytest.raises(ValueError, match="brax/inverted_pendulum"):
         envs.make("brax/no_such_env")
     assert "brax/ant" in envs.available() and "Breakout-MinAtar" in envs.available()
+    with pytest.raises(ValueError, match=r"^unknown environment 'CartPole-v2'; did you mean "
+                                         r"'CartPole-v1'\? available: CartPole-v1, "):
+        envs.make("CartPole-v2")
 
 
 def test_make_gymnax_does_not_import_brax():

@@ -148,8 +148,11 @@ def test_auto_uses_every_local_device():
 
 
 def test_unknown_strategy_lists_the_choices():
-    with pytest.raises(ValueError, match=r"unknown strategy 'ddp'.*pmap.*single"):
+    with pytest.raises(ValueError, match=r"unknown strategy 'ddp'; choose one of: .*pmap.*single"):
         jt.Trainer(strategy="ddp", max_steps=1)
+    with pytest.raises(ValueError, match=r"unknown strategy 'pmapp'; did you mean 'pmap'\? "
+                                         r"choose one of: multi_node, pmap, shard_map, single, auto$"):
+        jt.Trainer(strategy="pmapp", max_steps=1)
 
 
 def test_state_layout_is_inferred_from_the_device_dependence_of_each_leaf():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jaxtrainer import _args
 from jaxtrainer.envs.base import Env
 from jaxtrainer.envs.brax_env import BRAX_ENV_NAMES, BraxEnv
 from jaxtrainer.envs.gymnax_env import GymnaxEnv, gymnax
@@ -23,7 +24,9 @@ def available() -> list[str]:
 
 
 def _unknown(name: str) -> ValueError:
-    return ValueError(f"unknown environment {name!r}; available: {', '.join(available())}")
+    names = available()
+    return ValueError(f"unknown environment {name!r}{_args.did_you_mean(name, names) or ';'} "
+                      f"available: {', '.join(names)}")
 
 
 def make(name: str, **kwargs: Any) -> Env:

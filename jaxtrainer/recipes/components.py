@@ -20,14 +20,14 @@ Two Trainer arguments of the ``trainer:`` section stay the master switches:
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from jaxtrainer._args import did_you_mean
 from jaxtrainer.callbacks import (
     Callback,
     EarlyStopping,
@@ -54,13 +54,6 @@ SECTIONS: dict[str, dict[str, type[Callback]]] = {"logger": LOGGERS, "callbacks"
 PASSED_ON: dict[type, str] = {WandbLogger: "wandb:init"}
 """Classes whose ``**kwargs`` go to another function (``module:function``): the
 entry also accepts that function's keyword arguments."""
-
-
-def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` for the closest of ``choices`` to ``word``
-    (:func:`difflib.get_close_matches`), or ``""`` when none is close."""
-    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def passed_on_keys(cls: type) -> tuple[str, ...]:

@@ -34,11 +34,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from jaxtrainer import envs
+from jaxtrainer._args import did_you_mean
 from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.recipes import command, components, sweep
 from jaxtrainer.recipes.command import CONFIG_FILE, RunRecord, cli, recipe_of  # noqa: F401 (re-exported)
-from jaxtrainer.recipes.components import did_you_mean
 from jaxtrainer.trainer import Trainer
 
 NOT_FROM_YAML = ("self", "callbacks")

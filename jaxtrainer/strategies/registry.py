@@ -93,6 +93,6 @@ def resolve(strategy: str | Strategy, devices: DevicesArg = "auto", *, jit: bool
     name = auto_name(devices) if strategy == "auto" else strategy
     if name not in _REGISTRY:
         raise ValueError(
-            f"unknown strategy {strategy!r}; choose one of: {', '.join(available())}"
-        )
+            f"unknown strategy {strategy!r}{_args.did_you_mean(strategy, available()) or ';'} "
+            f"choose one of: {', '.join(available())}")
     return _REGISTRY[name](devices, jit=jit)
