@@ -23,9 +23,13 @@ DEVICES_FORMS = ("'auto', a positive int n (the first n devices; also as a strin
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest of ``choices`` to ``word``
-    (:func:`difflib.get_close_matches`), or ``""`` when none is close."""
-    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    ignoring case (:func:`difflib.get_close_matches`: ``PMAP`` finds ``pmap``),
+    or ``""`` when none is close."""
+    by_lower: dict[str, str] = {}
+    for choice in map(str, choices):
+        by_lower.setdefault(choice.lower(), choice)
+    close = difflib.get_close_matches(str(word).lower(), list(by_lower), n=1)
+    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
 
 
 def positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:

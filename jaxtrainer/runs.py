@@ -65,6 +65,11 @@ CHECKPOINT_NAMES = ("last", "best")
 """``ckpt_path`` values that name a checkpoint of the newest run rather than a path."""
 
 
+class NoBestCheckpoint(ValueError):
+    """A checkpoint records no best checkpoint (its ModelCheckpoint had no
+    ``monitor``, or the monitored metric was never logged)."""
+
+
 def best_checkpoint(path: str | os.PathLike) -> Path:
     """The best checkpoint recorded in the checkpoint at ``path`` (a step
     directory): the ``best_model_path`` its :class:`~jaxtrainer.ModelCheckpoint`
@@ -84,7 +89,7 @@ def best_checkpoint(path: str | os.PathLike) -> Path:
     recorded = {key: st["best_model_path"] for key, st in states.items()
                 if isinstance(st, dict) and st.get("best_model_path")}
     if not recorded:
-        raise ValueError(
+        raise NoBestCheckpoint(
             f"ckpt_path='best': the checkpoint {path} records no best checkpoint: its "
             "ModelCheckpoint had no monitor (or the monitored metric was never logged). Rank "
             "checkpoints with ModelCheckpoint(monitor='eval/episode_return', mode='max'), or "

@@ -90,12 +90,12 @@ def best_checkpoint(checkpoints_dir: str | os.PathLike) -> BestCheckpoint:
     newest = directory / str(steps[-1])
     try:
         path = runs.best_checkpoint(newest)
-    except ValueError as e:
+    except runs.NoBestCheckpoint:
         raise ValueError(
             f"no best checkpoint recorded under {directory}: 'best' is ranked by a "
             "ModelCheckpoint with monitor= and mode= (e.g. monitor='eval/episode_return', "
             "mode='max', with eval_every_n_steps so that the metric is logged); pass 'last' "
-            f"or a step ({', '.join(map(str, steps))}). {e}") from None
+            f"or a step ({', '.join(map(str, steps))})") from None
     for key, state in (ckpt.read_meta(newest).get("callbacks") or {}).items():
         if isinstance(state, dict) and state.get("best_model_path"):
             score = state.get("best_model_score")

@@ -172,8 +172,9 @@ def test_ckpt_selects_best_last_or_a_step(ppo_run):
 def test_best_without_a_monitored_checkpoint_says_how_to_get_one(tmp_path):
     run = init_only_run(tmp_path, "ppo", config.load(RECIPES / "configs" / "ppo.yaml", PPO_SIZES))
     with pytest.raises(ValueError, match=r"no best checkpoint recorded .*ModelCheckpoint with "
-                                         r"monitor= and mode="):
+                                         r"monitor= and mode=") as err:
         saved_run.select_checkpoint(run, "best")
+    assert "ckpt_path='best'" not in str(err.value)  # said once, not with the Trainer's wording too
 
 
 def test_video_gif_of_cartpole_has_changing_frames(ppo_run, tmp_path, capsys):

@@ -153,6 +153,8 @@ def test_unknown_strategy_lists_the_choices():
     with pytest.raises(ValueError, match=r"unknown strategy 'pmapp'; did you mean 'pmap'\? "
                                          r"choose one of: multi_node, pmap, shard_map, single, auto$"):
         jt.Trainer(strategy="pmapp", max_steps=1)
+    with pytest.raises(ValueError, match=r"unknown strategy 'PMAP'; did you mean 'pmap'\? "):
+        jt.Trainer(strategy="PMAP", max_steps=1)  # suggestions ignore case
 
 
 def test_state_layout_is_inferred_from_the_device_dependence_of_each_leaf():
