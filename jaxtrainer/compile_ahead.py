@@ -9,6 +9,10 @@ the GIL, so compiled any earlier it would delay the start of training; from then
 the main thread waits for the device with the GIL released. It runs at the lowest
 thread priority, taking only CPU time the training loop leaves idle, and a later
 evaluation does not wait for its compile.
+
+A ``fit`` that raises before its first training call drops the evaluation
+compile; a training compile already running finishes in the background (XLA
+compiles cannot be interrupted), so the interpreter's exit waits for it.
 """
 
 from __future__ import annotations
