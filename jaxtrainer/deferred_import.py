@@ -58,7 +58,7 @@ def _real(name: str) -> types.ModuleType:
 
 def _spec(name: str, specs: dict[str, importlib.machinery.ModuleSpec]):
     """``name``'s spec, found without importing it or its parent package."""
-    parent, _, child = name.rpartition(".")
+    parent = name.rpartition(".")[0]
     if not parent:
         return importlib.util.find_spec(name)
     outer = specs.get(parent)

@@ -24,12 +24,6 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
-def abstract_state(strategy: Strategy, module: Module, keep: bool = False) -> Any:
-    """``module``'s state as ``ShapeDtypeStruct``s with the strategy's shardings
-    (``keep``: see :meth:`~jaxtrainer.strategies.Strategy.abstract_state`)."""
-    return strategy.abstract_state(module, keep)
-
-
 def abstract_key(strategy: Strategy) -> jax.ShapeDtypeStruct:
     """The root key as a ``ShapeDtypeStruct``, replicated over the strategy's mesh."""
     key = jax.random.key(0)
@@ -46,15 +40,20 @@ def meta(trainer: Trainer) -> dict[str, Any]:
             "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks}}
 
 
-def restore(trainer: Trainer, module: Module, path: Path) -> dict[str, Any]:
+def restore(trainer: Trainer, module: Module, path: Path,
+            abstract_state: Any = None) -> dict[str, Any]:
     """Load the checkpoint at ``path`` into ``trainer`` (state, root key,
-    counters, callback states); returns its metadata.
+    counters, callback states); returns its metadata. ``abstract_state``:
+    ``trainer.strategy.abstract_state(module)`` when the caller has it already
+    (traced here otherwise).
 
     Raises:
       FileNotFoundError: ``path`` is not a checkpoint.
       ValueError: its arrays do not match ``module``'s state.
     """
-    abstract = {"module": abstract_state(trainer.strategy, module),
+    if abstract_state is None:
+        abstract_state = trainer.strategy.abstract_state(module)
+    abstract = {"module": abstract_state,
                 "rng": abstract_key(trainer.strategy)}
     restored, stored = ckpt.restore(path, abstract)
     trainer.state, trainer._root_key = restored["module"], restored["rng"]

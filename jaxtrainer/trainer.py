@@ -317,8 +317,8 @@ class Trainer:
         self._root_key = self.strategy.to_global(jax.random.key(self.seed))
         self.state = self.strategy.init_state(module, keys.stream_key(self._root_key, keys.INIT_STREAM))
 
-    def _restore(self, module: Module, path: Path) -> dict[str, Any]:
-        return run_checkpoint.restore(self, module, path)
+    def _restore(self, module: Module, path: Path, abstract_state: Any = None) -> dict[str, Any]:
+        return run_checkpoint.restore(self, module, path, abstract_state)
 
     def save_checkpoint(self, manager: Any, metrics: dict[str, float] | None = None) -> None:
         """Write the current state, counters, root key and callback states with
@@ -411,12 +411,12 @@ class Trainer:
         the exception is re-raised unchanged."""
         try:
             self._call("setup", module, "fit")
-            self.programs.compile_ahead(
-                module, run_checkpoint.abstract_state(self.strategy, module, keep=resume is None),
-                run_checkpoint.abstract_key(self.strategy),
-                module.has_evaluation() and self.compile_evaluation_ahead)
+            # one trace of init_state for the shapes, the programs and the restore (or init)
+            abstract = self.strategy.abstract_state(module, keep=resume is None)
+            self.programs.compile_ahead(module, abstract, run_checkpoint.abstract_key(self.strategy),
+                                        module.has_evaluation() and self.compile_evaluation_ahead)
             if resume is not None:
-                self._call("on_load_checkpoint", module, self._restore(module, resume))
+                self._call("on_load_checkpoint", module, self._restore(module, resume, abstract))
             else:
                 self._init_state(module)
             self._donating = True  # hooks now read copies (see ``state``)

@@ -110,3 +110,27 @@ def test_single_device_checkpoint_resumes_under_pmap_on_4_and_continues_equal(tm
     cont = toys.trainer(tmp_path / "a", strategy="pmap", devices=4, max_steps=5)
     cont.fit(m, ckpt_path="last")
     assert cont.global_step == 5 and np.isfinite(toys.leaves(cont.state)["params"]["w"]).all()
+
+
+class CountedInit(toys.Regression):
+    """Counts its ``init_state`` traces (Python calls)."""
+
+    def __init__(self):
+        super().__init__(per_device=False)
+        self.init_calls = 0
+
+    def init_state(self, key):
+        self.init_calls += 1
+        return super().init_state(key)
+
+
+def test_a_fresh_fit_and_a_resume_trace_init_state_as_often(tmp_path):
+    """Twice each: the layout probe and the init program, whose trace gives the
+    shapes for the compiles and then initialises (fresh) or restores (resume)."""
+    fresh = CountedInit()
+    toys.trainer(tmp_path, strategy="single", max_steps=2).fit(fresh)
+    resumed = CountedInit()
+    t = toys.trainer(tmp_path, strategy="single", max_steps=4)
+    t.fit(resumed, ckpt_path="last")
+    assert t.global_step == 4 and t.ckpt_path is not None
+    assert (fresh.init_calls, resumed.init_calls) == (2, 2)
