@@ -7,6 +7,7 @@ import json
 import os
 import re
 import struct
+import time
 
 import jax.numpy as jnp
 import numpy as np
@@ -262,35 +263,49 @@ def test_wandb_resume_continues_the_run_id_and_a_fresh_run_gets_a_new_one(run_di
     assert not (tmp_path / "wandb_dir").exists() or not os.listdir(tmp_path / "wandb_dir")
 
 
-def test_tensorboard_writes_on_its_own_thread_and_raises_a_write_error_at_the_end(run_dir,
+def test_tensorboard_opens_on_a_thread_writes_in_the_loop_and_raises_a_write_error(run_dir,
                                                                                  monkeypatch):
     import threading
 
     from jaxtrainer.loggers.tensorboard import TensorBoardLogger
 
-    threads, write = [], TensorBoardLogger._write_scalars
+    threads, opened_on, write, open_writer = [], [], TensorBoardLogger._write_scalars, \
+        TensorBoardLogger._open
 
     def recorded(self, values, step):
         threads.append(threading.current_thread().name)
         write(self, values, step)
 
+    def slow_open(self):
+        opened_on.append(threading.current_thread().name)
+        time.sleep(0.3)  # still opening when the next rows are logged: they wait in the queue
+        open_writer(self)
+
     monkeypatch.setattr(TensorBoardLogger, "_write_scalars", recorded)
+    monkeypatch.setattr(TensorBoardLogger, "_open", slow_open)
     tb = jt.TensorBoardLogger()
-    toys.trainer(run_dir, max_steps=4, log_every_n_steps=2, callbacks=[tb]).fit(toys.Regression())
-    assert threads == ["jaxtrainer-tensorboard_0"] * 2 and tb.writer is None
+    toys.trainer(run_dir, max_steps=6, log_every_n_steps=2, callbacks=[tb]).fit(toys.Regression())
+    assert opened_on == ["jaxtrainer-tensorboard-open_0"]
+    assert threads == ["MainThread"] * 3 and tb.writer is None
     assert [n for n in threading.enumerate() if n.name.startswith("jaxtrainer-tensorboard")] == []
+    from tensorboard.backend.event_processing import event_accumulator
+
+    acc = event_accumulator.EventAccumulator(tb.log_dir, size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [e.step for e in acc.Scalars("loss")] == [2, 4, 6]  # the queued rows too, in order
 
     def full_disk(self, values, step):
         raise OSError(28, "No space left on device")
 
+    monkeypatch.setattr(TensorBoardLogger, "_open", open_writer)
     monkeypatch.setattr(TensorBoardLogger, "_write_scalars", full_disk)
     tb, csv_logger = jt.TensorBoardLogger(), jt.CSVLogger()
     t = toys.trainer(run_dir, max_steps=4, log_every_n_steps=2, callbacks=[tb, csv_logger])
     with pytest.raises(OSError, match="No space left on device"):
         t.fit(toys.Regression())
     assert tb.writer is None  # closed all the same
-    # the failed write of step 2 is raised by the next log call (step 4, before the CSV
-    # logger's turn) when the thread has met it by then, else when the run ends; the CSV
+    # the failed write of step 2 is raised by the log call that writes it: at step 2
+    # when the writer was open by then, else at step 4 or when the run ends; the CSV
     # file is complete up to there and closed all the same
     with open(os.path.join(t.log_dir, "metrics.csv")) as f:
-        assert [int(r["step"]) for r in csv.DictReader(f)] in ([2], [2, 4])
+        assert [int(r["step"]) for r in csv.DictReader(f)] in ([], [2], [2, 4])

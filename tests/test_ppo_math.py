@@ -162,6 +162,35 @@ def test_diag_gaussian_log_prob_and_entropy():
     assert dist.entropy().shape == (1,)
 
 
+def test_samples_from_noise_drawn_ahead_are_the_same_bits():
+    keys = jax.random.split(jax.random.key(3), 6)
+    cat = Categorical(jnp.array([[0.2, -1.0, 0.7], [1.5, 0.0, -0.3]]))
+    gauss = DiagGaussian(jnp.array([[0.5, -1.0], [0.0, 2.0]]), jnp.array([0.3, -0.7]))
+    for k in keys:
+        np.testing.assert_array_equal(cat.sample(k), jax.random.categorical(k, cat.logits))
+        np.testing.assert_array_equal(
+            gauss.sample(k), gauss.mean + jnp.exp(gauss.log_std) * jax.random.normal(k, (2, 2)))
+    # the noise of many steps drawn in one batched call from a distribution's shape
+    # only (what the rollout does before its loop) gives each step's own sample
+    for dist in (cat, gauss):
+        noise = jax.vmap(jax.eval_shape(lambda d=dist: d).noise)(keys)
+        assert noise.shape == (6,) + jax.tree.leaves(dist)[0].shape
+        for k, n in zip(keys, noise, strict=True):
+            np.testing.assert_array_equal(dist.sample_with(n), dist.sample(k))
+
+
+def test_rollout_actions_are_the_policy_samples_of_each_step_key():
+    module = PPO(PPOConfig(env="CartPole-v1", num_envs=2, num_steps=6))
+    state = module.init_state(jax.random.key(0))
+    key = jax.random.key(5)
+    _, _, traj = jax.jit(module.rollout)(state.params, state.env_state, state.obs, key)
+    act_keys = jax.vmap(jax.random.split)(jax.random.split(key, 6))[:, 0]
+    for t in range(6):  # each step's action is sampled with that step's action key
+        dist, _ = module.network.apply(state.params, traj.obs[t])
+        np.testing.assert_array_equal(traj.action[t], dist.sample(act_keys[t]))
+        np.testing.assert_allclose(traj.log_prob[t], dist.log_prob(traj.action[t]), rtol=1e-6)
+
+
 def test_validate_names_the_value_and_device_count():
     ppo = PPO(PPOConfig(num_envs=6, num_steps=8, num_minibatches=2))
     with pytest.raises(ValueError, match=r"num_envs=6.*4 devices"):

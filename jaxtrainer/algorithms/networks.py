@@ -96,9 +96,20 @@ class Categorical:
 
     logits: jax.Array
 
+    def noise(self, key: jax.Array) -> jax.Array:
+        """The Gumbel noise ``float32[..., num_actions]`` a sample draws from ``key``
+        (only the shape and dtype of ``logits`` are read, so a
+        ``jax.eval_shape`` of the distribution draws it too)."""
+        return jax.random.gumbel(key, self.logits.shape, self.logits.dtype)
+
+    def sample_with(self, noise: jax.Array) -> jax.Array:
+        """``int32[...]``: the Gumbel-max sample for :meth:`noise`'s draw,
+        ``argmax(noise + logits)``, as ``jax.random.categorical`` computes it."""
+        return jnp.argmax(noise + self.logits, axis=-1).astype(jnp.int32)
+
     def sample(self, key: jax.Array) -> jax.Array:
-        """``int32[...]``."""
-        return jax.random.categorical(key, self.logits).astype(jnp.int32)
+        """``int32[...]``; the same bits as ``jax.random.categorical(key, logits)``."""
+        return self.sample_with(self.noise(key))
 
     def mode(self) -> jax.Array:
         """Greedy action, ``int32[...]``."""
@@ -122,10 +133,19 @@ class DiagGaussian:
     mean: jax.Array
     log_std: jax.Array
 
-    def sample(self, key: jax.Array) -> jax.Array:
-        """``float32[..., d]`` (unbounded: clip for the environment, not here)."""
-        noise = jax.random.normal(key, self.mean.shape, self.mean.dtype)
+    def noise(self, key: jax.Array) -> jax.Array:
+        """The standard normal noise ``float32[..., d]`` a sample draws from ``key``
+        (only the shape and dtype of ``mean`` are read)."""
+        return jax.random.normal(key, self.mean.shape, self.mean.dtype)
+
+    def sample_with(self, noise: jax.Array) -> jax.Array:
+        """``float32[..., d]``: ``mean + exp(log_std) * noise`` (unbounded: clip for
+        the environment, not here)."""
         return self.mean + jnp.exp(self.log_std) * noise
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        """``float32[..., d]``, :meth:`sample_with` of :meth:`noise`."""
+        return self.sample_with(self.noise(key))
 
     def mode(self) -> jax.Array:
         return self.mean

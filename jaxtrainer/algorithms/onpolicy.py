@@ -377,27 +377,35 @@ class OnPolicyModule(Module):
 
         Only the actor runs inside the loop; the critic values every observation
         of the rollout in one batched pass after it (the values do not steer the
-        rollout), which on small env batches saves most of a step's critic cost."""
+        rollout), which on small env batches saves most of a step's critic cost.
+        The actions' noise of every step (:meth:`Categorical.noise
+        <jaxtrainer.algorithms.networks.Categorical.noise>`) is drawn before the
+        loop in one batched call, the same bits as drawing inside it: on CPU
+        every draw inside a loop body is a small loop of its own (XLA's CPU
+        lowering of the threefry hash is a 5-round ``while``)."""
         num_envs = obs.shape[0]
 
-        def one_step(carry, step_keys):
-            env_state, obs = carry
-            act_key, env_keys = step_keys
-            dist = self.network.apply(params, self._normalize_obs(obs_stats, obs),
+        def policy(obs):
+            return self.network.apply(params, self._normalize_obs(obs_stats, obs),
                                       method=ActorCritic.policy)
-            action = dist.sample(act_key)
+
+        def one_step(carry, step_draws):
+            env_state, obs = carry
+            noise, env_keys = step_draws
+            dist = policy(obs)
+            action = dist.sample_with(noise)
             log_prob = dist.log_prob(action)
             next_obs, env_state, info = jax.vmap(self.env.step)(
                 env_keys, env_state, self._env_action(action))
             carry = vary_like((env_state, next_obs), key)
             return carry, (obs, action, log_prob, info)
 
-        # every step's keys drawn before the loop, in batched calls: the same keys
-        # as splitting inside it (step key -> (action key, env key -> one per env))
+        # a step's key -> (action key, env key -> one per env), as drawing inside the loop
         pairs = jax.vmap(jax.random.split)(jax.random.split(key, self.config.num_steps))
-        keys = (pairs[:, 0], jax.vmap(lambda k: jax.random.split(k, num_envs))(pairs[:, 1]))
+        noise = jax.vmap(jax.eval_shape(policy, obs).noise)(pairs[:, 0])
+        env_keys = jax.vmap(lambda k: jax.random.split(k, num_envs))(pairs[:, 1])
         (env_state, obs), (traj_obs, action, log_prob, info) = jax.lax.scan(
-            one_step, (env_state, obs), keys)
+            one_step, (env_state, obs), (noise, env_keys))
         value = self.network.apply(params, self._normalize_obs(obs_stats, traj_obs),
                                    method=ActorCritic.value)
         return env_state, obs, Rollout(traj_obs, action, log_prob, value, info)
