@@ -28,7 +28,7 @@ minibatches (PureJaxRL's CartPole settings):
 Runs alternate (A B, B A, ...) and ratios compare medians and back-to-back pairs;
 after (3), a throwaway persistent compilation cache spares the repeats' compiles.
 
-    python benchmarks/ppo_overhead.py [--updates 300] [--repeats 11] [--compile-repeats 5]
+    python benchmarks/ppo_overhead.py [--updates 300] [--repeats 11] [--compile-repeats 7]
         [--warm-runs 3] [--only reference,overhead,compile,process]
 """
 
@@ -244,7 +244,7 @@ def main(argv: list[str]) -> None:
                         help="PPO updates per run of the overhead and compile measurements")
     parser.add_argument("--repeats", type=int, default=11,
                         help="runs per variant, interleaved; medians are reported")
-    parser.add_argument("--compile-repeats", type=int, default=5,
+    parser.add_argument("--compile-repeats", type=int, default=7,
                         help="fresh compiles per side for the compile seconds (medians)")
     parser.add_argument("--warm-runs", type=int, default=3,
                         help="warm runs of the recipe after the cold one (second process)")
