@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import difflib
 import numbers
+import os
+import pathlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -46,6 +48,26 @@ def positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
         raise ValueError(f"{name}={value!r}: expected a positive int" + (" or None" if allow_none else ""))
     return int(value)
+
+
+def directory(name: str, value: Any) -> str:
+    """``value`` as a directory path (``os.fspath``) that exists as a directory or
+    can be created: checked before anything is written, so a path that is (or
+    runs through) an existing file fails here, not as an ``OSError`` mid-run.
+
+    Raises:
+      ValueError: not a ``str`` / ``os.PathLike``, or the path or one of its
+        parents is an existing file (the message names both).
+    """
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"{name}={value!r}: expected a directory path (a str or os.PathLike)")
+    path = os.fspath(value)
+    for p in [path, *map(str, pathlib.Path(path).parents)]:
+        if os.path.exists(p) and not os.path.isdir(p):
+            where = "is" if p == path else f"is under {p!r}, which is"
+            raise ValueError(f"{name}={path!r}: {where} an existing file; expected a directory "
+                             "(existing or to be created)")
+    return path
 
 
 def flag(name: str, value: Any, also: tuple[str, ...] = (), hint: str = "") -> bool | str:

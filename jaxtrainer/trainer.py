@@ -190,10 +190,7 @@ class Trainer:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed={seed!r}: expected an int")
         self.seed = seed
-        if not isinstance(default_root_dir, (str, os.PathLike)):
-            raise ValueError(f"default_root_dir={default_root_dir!r}: expected a directory path "
-                             "(a str or os.PathLike)")
-        self.default_root_dir = os.fspath(default_root_dir)
+        self.default_root_dir = _args.directory("default_root_dir", default_root_dir)
         devices = _args.devices(devices)  # ValueError naming the value and the accepted forms
         self.callbacks = _with_defaults(
             callbacks, _args.flag("logger", logger, hint="True adds a CSVLogger and a "

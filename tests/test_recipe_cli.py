@@ -161,6 +161,28 @@ def test_a_bad_config_is_one_line_on_stderr_and_exit_status_2(run_dir, capsys, o
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("key", ["trainer.default_root_dir", "logger.tensorboard.save_dir",
+                                 "logger.csv.save_dir"])
+def test_a_path_that_is_an_existing_file_is_one_line_before_any_run_directory(run_dir, capsys,
+                                                                              key):
+    run_dir.mkdir(parents=True, exist_ok=True)
+    afile = run_dir / "afile.txt"
+    afile.write_text("keep me")
+    bad = str(afile / "sub") if key.startswith("logger.csv") else str(afile)
+    root = [] if key == "trainer.default_root_dir" else [f"trainer.default_root_dir={run_dir}"]
+    with pytest.raises(SystemExit) as exit_:
+        config.cli(recipe("ppo").main, [*root, *TINY_PPO, "trainer.strategy=single",
+                                        "trainer.max_steps=2", f"{key}={bad}"], prog="ppo.py")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    where = "is an existing file" if bad == str(afile) else f"is under {str(afile)!r}, which is"
+    assert err.count("\n") == 1 and err.startswith("ppo.py: error: ") and repr(bad) in err, err
+    assert where in err and "expected a directory" in err, err
+    assert sorted(p.name for p in run_dir.iterdir()) == ["afile.txt"]  # no run directory
+    assert afile.read_text() == "keep me"
+
+
+@pytest.mark.timeout(60)
 def test_errors_once_training_started_keep_their_traceback(run_dir, capsys):
     class Boom(toys.EnvCounter):
         def init_state(self, key):
