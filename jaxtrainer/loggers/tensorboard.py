@@ -62,10 +62,11 @@ class TensorBoardLogger(Logger):
         self._writer_args: dict[str, Any] = {}
         self._queued: list[tuple[Callable[..., None], tuple]] = []
         self._opening: Future | None = None
+        self._opener: ThreadPoolExecutor | None = None
 
     def reset(self) -> None:
         self.writer, self.log_dir = None, None
-        self._queued, self._opening = [], None
+        self._queued, self._opening, self._opener = [], None, None
 
     def start(self, trainer: Trainer, module: Module) -> None:
         self.log_dir = os.fspath(self.save_dir or os.path.join(trainer.log_dir, "tensorboard"))
@@ -78,7 +79,7 @@ class TensorBoardLogger(Logger):
                                  purge_step=trainer.global_step + 1 if resumed else None,
                                  filename_suffix=f".{time.time_ns()}")
         self._log_hparams = not resumed
-        self._queued, self._opening = [], None
+        self._queued, self._opening, self._opener = [], None, None
 
     # -- writing -------------------------------------------------------------
     def _open(self) -> None:
@@ -122,9 +123,9 @@ class TensorBoardLogger(Logger):
         starts opening the writer on a background thread."""
         self._queued.append((fn, args))
         if self._opening is None and start:
-            opener = ThreadPoolExecutor(1, thread_name_prefix="jaxtrainer-tensorboard-open")
-            self._opening = opener.submit(self._open)
-            opener.shutdown(wait=False)  # its thread ends after the open
+            self._opener = ThreadPoolExecutor(1, thread_name_prefix="jaxtrainer-tensorboard-open")
+            self._opening = self._opener.submit(self._open)
+            self._opener.shutdown(wait=False)  # its thread ends after the open
         if self._opening is not None and self._opening.done():
             self._write_queued()
 
@@ -152,5 +153,7 @@ class TensorBoardLogger(Logger):
         try:
             self._write_queued()
         finally:
-            self._queued, self._opening = [], None
+            if self._opener is not None:  # its thread has ended when fit returns
+                self._opener.shutdown(wait=True)
+            self._queued, self._opening, self._opener = [], None, None
             self._close_writer()
