@@ -342,15 +342,14 @@ def test_pmean_of_gradients_under_pmap_gives_bitwise_replicas_and_the_single_dev
         np.testing.assert_array_equal(np.asarray(four.state["agent"].target_scale), 1.0)
 
 
-def test_gradient_of_replicated_params_is_already_summed_over_devices(run_dir):
-    """The trap the helpers avoid: a hand-written ``pmean(jax.grad(loss)(params))``
-    without ``local_copy`` takes 4 single-device steps' worth of SGD. The
-    gradient arrives summed over the 4 devices and ``pmean`` of a value that is
-    the same on every device leaves it unchanged."""
+def test_hand_written_pmean_of_gradients_is_the_average_over_devices(run_dir):
+    """``pmean(jax.grad(loss)(params))`` written by hand, without ``local_copy``,
+    takes the single-device step on 4 devices, as under ``jax.pmap``: each
+    device's gradient is its own and ``pmean`` averages them."""
     one = fit(EvoRLGradientStep("local_copy"), run_dir, "single", 1)
     four = fit(EvoRLGradientStep("raw"), run_dir, "pmap", 1)
     np.testing.assert_allclose(np.asarray(four.state["params"]["w"]),
-                               4.0 * np.asarray(one.state["params"]["w"]), rtol=1e-5)
+                               np.asarray(one.state["params"]["w"]), rtol=1e-5)
 
 
 def data_parallel(fn, *args):

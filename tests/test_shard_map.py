@@ -177,17 +177,30 @@ def test_gradient_through_axis_index_branch_matches_vmap_reference():
                                 check_vma=True))(x)
     assert float(got) == pytest.approx(float(ref))
 
+    # Module code has jax.pmap's semantics: each device differentiates its own
+    # term, and a collective of the per-device gradients gives the whole one.
     class Branch(jt.Module):
         def init_state(self, key):
             return {"x": jnp.array(1.5)}
 
         def training_step(self, state, key):
-            g = jax.grad(lambda x: D.psum(branchy(x, D.axis_index())))(state["x"])
+            g = D.psum(jax.grad(lambda x: branchy(x, D.axis_index()))(state["x"]))
             return {"x": state["x"] - 0.01 * g}, {"grad": g}
 
     trainer, seen = fit(Branch(), ShardMapStrategy(devices=2), steps=1, log=1)
     assert seen[0]["grad"] == pytest.approx(39.0)
     assert float(trainer.state["x"]) == pytest.approx(1.5 - 0.39)
+
+    # Differentiating through the psum instead gives each device a different
+    # gradient (as under jax.pmap): never silently, the replicated leaf is refused.
+    class ThroughPsum(Branch):
+        def training_step(self, state, key):
+            g = jax.grad(lambda x: D.psum(branchy(x, D.axis_index())))(state["x"])
+            return {"x": state["x"] - 0.01 * g}, {"grad": g}
+
+    with pytest.raises(ValueError, match=r"state leaf \['x'\] is replicated .* makes it "
+                                         r"differ between devices"):
+        fit(ThroughPsum(), ShardMapStrategy(devices=2), steps=1, log=1)
 
 
 # ------------------------------------------- nested map over another device set

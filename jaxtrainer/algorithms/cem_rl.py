@@ -447,7 +447,7 @@ class CEMRL(TD3Losses, Module):
         action = jnp.zeros(self.env.action_shape, jnp.float32)
         example = Transition(obs, action, jnp.zeros((), jnp.float32), obs,
                              jnp.zeros((), jnp.bool_))
-        buffer = self.buffer.init(example, like=fold_in_device(key))
+        buffer = self.buffer.init(example)
         return CEMRLState(
             mean=mean, var=jnp.full_like(mean, cfg.init_variance),
             damp=jnp.asarray(cfg.damp_init, jnp.float32), critic_params=critic_params,

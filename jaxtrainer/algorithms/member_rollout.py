@@ -26,7 +26,6 @@ from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.offpolicy import gaussian_exploration, normalize_obs
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
-from jaxtrainer.distributed import vary_like
 from jaxtrainer.metrics import Mean
 
 
@@ -84,15 +83,12 @@ def rollout_members(env: envs.Env, act: Callable[[Any, jax.Array], jax.Array], p
         first_end = jnp.logical_and(info.done, jnp.logical_not(finished))
         first_return = jnp.where(first_end, info.episode_return, first_return)
         finished = jnp.logical_or(finished, info.done)
-        carry = vary_like((next_obs, env_state, finished, first_return), keys)
         seen = () if obs_stats is None else obs
-        return (carry[0], carry[1], buffer, carry[2], carry[3]), (
+        return (next_obs, env_state, buffer, finished, first_return), (
             info.episode_return, info.episode_length, info.done, seen)
 
     finished = jnp.zeros((num_local, num_ep), jnp.bool_)
     first_return = jnp.zeros((num_local, num_ep), jnp.float32)
-    obs, env_state, finished, first_return = vary_like(
-        (obs, env_state, finished, first_return), keys)
     step_keys = jax.vmap(lambda k: jax.random.split(k, rollout_steps))(run_keys)
     (_, env_state, buffer, finished, first_return), (ret, length, done, seen) = jax.lax.scan(
         one_step, (obs, env_state, buffer, finished, first_return),

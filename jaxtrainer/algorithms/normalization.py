@@ -31,7 +31,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxtrainer.distributed import AXIS_NAME, psum, vary_like
+from jaxtrainer.distributed import AXIS_NAME, psum
 from jaxtrainer.distributed.axis import AxisName
 
 
@@ -85,9 +85,7 @@ def update(stats: RunningStatistics, batch: jax.Array,
     local_count = 1
     for axis in batch_axes:
         local_count *= x.shape[axis]
-    # typed per-device like the batch, so psum sums the counts (never scales an
-    # invariant value by the device count)
-    count_b = psum(vary_like(jnp.asarray(local_count, jnp.float32), x), axis_name)
+    count_b = psum(jnp.asarray(local_count, jnp.float32), axis_name)
     mean_b = psum(jnp.sum(x, axis=batch_axes), axis_name) / count_b
     m2_b = psum(jnp.sum(jnp.square(x - mean_b), axis=batch_axes), axis_name)
     count = stats.count + count_b

@@ -47,7 +47,7 @@ from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.networks import TwinCritic, activation
 from jaxtrainer.algorithms.population_core import set_learning_rate
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
-from jaxtrainer.distributed import fold_in_device, local_size, vary_like
+from jaxtrainer.distributed import fold_in_device, local_size
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
@@ -534,12 +534,11 @@ class OffPolicyModule(Module):
         env_key = fold_in_device(key)
         obs, env_state = self.env.reset_batch(env_key, local_size(self.config.num_envs,
                                                                   "num_envs"))
-        obs, env_state = vary_like((obs, env_state), env_key)
         action = jnp.zeros(self.env.action_shape,
                            jnp.int32 if self.env.discrete else jnp.float32)
         example = Transition(obs[0], action, jnp.zeros((), jnp.float32), obs[0],
                              jnp.zeros((), jnp.bool_))
-        return env_state, obs, self.buffer.init(example, like=env_key)
+        return env_state, obs, self.buffer.init(example)
 
     def setup_actor_critic(self, actor_type: type, actor_lr: float, critic_lr: float,
                            num_critics: int = 2) -> None:
@@ -588,7 +587,6 @@ class OffPolicyModule(Module):
                 obs, action, info.reward, info.final_obs, info.terminated))
             if obs_stats is not None:
                 obs_stats = normalization.update(obs_stats, obs)
-            env_state, next_obs = vary_like((env_state, next_obs), key)
             return (env_state, next_obs, buffer, obs_stats), info
 
         carry = (state.env_state, state.obs, state.buffer, getattr(state, "obs_stats", None))
@@ -617,12 +615,10 @@ class OffPolicyModule(Module):
         def run(carry):
             carry, losses = jax.lax.scan(update, carry,
                                          jax.random.split(key, self.config.gradient_steps))
-            # the metrics vary over devices as the carry does (a PBT member's does)
-            return carry, vary_like({name: _pooled(losses[name]) for name in self.LOSSES},
-                                    carry)
+            return carry, {name: _pooled(losses[name]) for name in self.LOSSES}
 
         def skip(carry):
-            return carry, vary_like({name: Mean.empty() for name in self.LOSSES}, carry)
+            return carry, {name: Mean.empty() for name in self.LOSSES}
 
         carry, losses = jax.lax.cond(self.learning(step), run, skip, carry)
         return carry, {f"loss/{name}": value for name, value in losses.items()}

@@ -34,7 +34,7 @@ from flax import struct
 from jaxtrainer import _args, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.networks import ActorCritic, activation
-from jaxtrainer.distributed import fold_in_device, local_size, pmean, vary_like
+from jaxtrainer.distributed import fold_in_device, local_size, pmean
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module
@@ -366,9 +366,6 @@ class OnPolicyModule(Module):
         num_envs = local_size(self.config.num_envs, "num_envs")
         env_key = fold_in_device(env_key)
         obs, env_state = self.env.reset_batch(env_key, num_envs)
-        # Leaves such as step counters do not depend on the key: make every env
-        # leaf per-device so the strategy shards it.
-        obs, env_state = vary_like((obs, env_state), env_key)
         obs_stats = (normalization.init(self.env.observation_shape)
                      if self.config.normalize_observations else None)
         return OnPolicyState(params, self.optimizer.init(params), jnp.zeros((), jnp.int32),
@@ -404,8 +401,7 @@ class OnPolicyModule(Module):
             log_prob = dist.log_prob(action)
             next_obs, env_state, info = jax.vmap(self.env.step)(
                 env_keys, env_state, self._env_action(action))
-            carry = vary_like((env_state, next_obs), key)
-            return carry, (obs, action, log_prob, info)
+            return (env_state, next_obs), (obs, action, log_prob, info)
 
         # a step's key -> (action key, env key -> one per env), as drawing inside the loop
         pairs = jax.vmap(jax.random.split)(jax.random.split(key, self.config.num_steps))

@@ -64,7 +64,7 @@ from jaxtrainer.algorithms.population_core import (
     mean_parts,
     set_hyperparams,
 )
-from jaxtrainer.distributed import AXIS_NAME, vary_like
+from jaxtrainer.distributed import AXIS_NAME, per_device
 from jaxtrainer.distributed.axis import AxisName
 from jaxtrainer.metrics import Last, Max, Mean
 from jaxtrainer.module import Module
@@ -303,9 +303,9 @@ class PBT(MemberPopulation):
                  for j, (name, space) in enumerate(self.spaces.items())}
         members = self.init_members(init_keys, ids, draws)  # every leaf sharded, even constants
         local = self.layout.local_count
-        per_member = vary_like((jnp.full((local,), -jnp.inf, jnp.float32),
-                                jnp.zeros((local,), jnp.float32),
-                                jnp.zeros((local,), jnp.float32)), ids)
+        per_member = per_device((jnp.full((local,), -jnp.inf, jnp.float32),
+                                 jnp.zeros((local,), jnp.float32),
+                                 jnp.zeros((local,), jnp.float32)))
         return PBTState(members, *per_member, ids, jnp.zeros((), jnp.int32),
                         jnp.zeros((), jnp.int32))
 

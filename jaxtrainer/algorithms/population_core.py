@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrainer import _args
-from jaxtrainer.distributed import AXIS_NAME, member_scope, pmax, pmin, psum, vary_like
+from jaxtrainer.distributed import AXIS_NAME, member_scope, per_device, pmax, pmin, psum
 from jaxtrainer.distributed.axis import AxisName
 from jaxtrainer.distributed.members import MemberLayout
 from jaxtrainer.metrics import Last, Mean, Metric
@@ -212,7 +212,7 @@ class MemberPopulation(Module):
             for name, value in hyperparams.items():
                 hp[name] = jnp.asarray(value).astype(hp[name].dtype)
             members = set_hyperparams(members, hp)
-        return vary_like(members, ids)
+        return per_device(members)
 
     def _each_member(self, fn: Any, members: Any, keys: jax.Array) -> Any:
         """``fn(member, key)`` for each of this device's members: ``vmap`` or,

@@ -27,7 +27,7 @@ import jax
 from flax import struct
 
 from jaxtrainer import _args
-from jaxtrainer.distributed import local_size, vary_like
+from jaxtrainer.distributed import local_size, per_device
 
 
 @struct.dataclass
@@ -55,7 +55,7 @@ class ReplayBuffer:
 
     Use inside ``Module.init_state`` / ``training_step``::
 
-        state = buffer.init(example_transition, like=env_key)   # per device
+        state = buffer.init(example_transition)   # per device
         state = buffer.add(state, transitions)   # leaves [num_envs / num_devices, ...]
         batch = buffer.sample(state, key)         # leaves [batch_size / num_devices, ...]
 
@@ -102,12 +102,16 @@ class ReplayBuffer:
 
     def init(self, example: Transition, like: Any = None) -> Any:
         """An empty buffer for transitions shaped like ``example`` (one transition,
-        no batch axis). ``like``: a per-device value (e.g. the key the envs were
-        reset from); the stored experience is cast to vary like it, so the
-        strategy shards it over devices. The write index stays replicated."""
+        no batch axis). The stored experience, ``[num_envs / num_devices, slots,
+        ...]``, is sized by the device count, so a strategy lays it out per
+        device; the write index stays replicated.
+
+        ``like``: only for one's own ``jax.shard_map(check_vma=True)`` code: given
+        a per-device value, the experience is typed per-device
+        (:func:`~jaxtrainer.distributed.per_device`), as the check wants."""
         state = self._fbx().init(example)
         if like is not None:
-            state = state.replace(experience=vary_like(state.experience, like))
+            state = state.replace(experience=per_device(state.experience))
         return state
 
     def add(self, state: Any, transitions: Transition) -> Any:

@@ -42,7 +42,7 @@ from jaxtrainer import _args, envs
 from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms.networks import DeterministicActor
 from jaxtrainer.algorithms.replay import Transition
-from jaxtrainer.distributed import gradient_update, vary_like
+from jaxtrainer.distributed import gradient_update
 from jaxtrainer.metrics import Mean
 
 
@@ -300,11 +300,10 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
                 (actor_params, carry.critic_params), carry.hyperparams["tau"])
             carry = carry.replace(actor_params=actor_params, actor_opt=actor_opt,
                                   target_actor_params=targets[0], target_critic_params=targets[1])
-            # the loss varies over devices as the carry does (a PBT member's does)
-            return carry, vary_like(Mean(loss, jnp.ones((), jnp.float32)), carry)
+            return carry, Mean(loss, jnp.ones((), jnp.float32))
 
         def wait(carry):
-            return carry, vary_like(Mean.empty(), carry)
+            return carry, Mean.empty()
 
         carry, actor_loss = jax.lax.cond(carry.updates % self.config.policy_delay == 0,
                                          delayed, wait, carry)

@@ -113,18 +113,51 @@ def _cast_varying(tree: Any, axes: frozenset[str] | tuple[str, ...]) -> Any:
     return jax.tree.map(cast, tree)
 
 
+PER_DEVICE_MARK = "jaxtrainer_per_device"
+"""Name of the identity ``jax.jit`` call :func:`per_device` leaves in a jaxpr;
+``:``-joined mesh axis names follow it."""
+
+
+@functools.cache
+def _marker(axes: tuple[str, ...]) -> Callable[[Any], Any]:
+    def mark(tree):
+        return tree
+
+    mark.__name__ = mark.__qualname__ = PER_DEVICE_MARK + ":" + ":".join(axes)
+    return jax.jit(mark)
+
+
+def per_device(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
+    """Declare values per-device along the bound axes of ``axis_name``.
+
+    Values keep their shapes, dtypes and contents (an identity call that XLA
+    removes). A state leaf that ``init_state`` builds from such a value is laid
+    out per device, as one computed from the device's key or sized with
+    :func:`local_size` is: needed only for a leaf that starts out the same on
+    every device and is meant to become per-device, such as a population's
+    members whose initial biases are zeros. Identity outside a mapped axis."""
+    axes = _trace_axes(axis_name)
+    if not axes:
+        return tree
+    return _cast_varying(_marker(tuple(sorted(axes)))(tree), axes)
+
+
 def to_varying(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
     """Type every leaf as per-device along the bound axes of ``axis_name``
-    (``lax.pcast(..., to="varying")``; no data moves). Identity when unbound.
+    (:func:`per_device`, and ``lax.pcast(..., to="varying")`` where
+    ``shard_map``'s varying-axis check is on); identity when unbound.
 
-    Needed where ``check_vma`` wants equal types, e.g. a ``lax.scan`` carry that
-    starts device-independent (a step counter at 0) and becomes per-device."""
-    return _cast_varying(tree, _trace_axes(axis_name))
+    Module code run by a strategy never needs it (strategies trace module code
+    without the varying-axis check); for one's own ``jax.shard_map(...,
+    check_vma=True)`` code, where ``check_vma`` wants equal types, e.g. a
+    ``lax.scan`` carry that starts device-independent and becomes per-device."""
+    return per_device(tree, axis_name)
 
 
 def vary_like(tree: Any, *refs: Any) -> Any:
     """Cast every leaf of ``tree`` to vary over all axes any leaf of ``refs``
-    varies over (no-op outside ``shard_map``)."""
+    varies over (no-op outside ``shard_map(check_vma=True)``, and so in module
+    code run by a strategy, which never needs it)."""
     return _cast_varying(tree, tuple(sorted(tree_varying_axes(*refs))))
 
 
@@ -214,7 +247,26 @@ def local_size(global_size: int, what: str = "size", num_devices: int | None = N
             f"{what}={global_size} cannot be split evenly over {n} devices: "
             f"use a positive multiple of {n}"
         )
-    return global_size // n
+    return global_size // n + _SIZE_PROBE.get()
+
+
+# While a strategy traces init_state a second time to learn which state leaves
+# are sized by the device count, local_size returns one more than its share.
+# Trace-time only, like _HIDDEN.
+_SIZE_PROBE: contextvars.ContextVar[int] = contextvars.ContextVar(
+    "jaxtrainer_size_probe", default=0)
+
+
+@contextlib.contextmanager
+def size_probe() -> Iterator[None]:
+    """Trace code with :func:`local_size` one larger than the device's share:
+    the shapes that change are those sized by the device count. Used by the
+    strategies' layout inference around tracing only."""
+    token = _SIZE_PROBE.set(1)
+    try:
+        yield
+    finally:
+        _SIZE_PROBE.reset(token)
 
 
 # ---- third-party code under check_vma -------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer.distributed import local_size, vary_like
+from jaxtrainer.distributed import local_size
 from jaxtrainer.envs.base import Env, StepInfo
 from jaxtrainer.metrics import Mean
 
@@ -64,9 +64,9 @@ def run_episodes(
         returns = jnp.where(first_end, info.episode_return, returns)
         lengths = jnp.where(first_end, info.episode_length, lengths)
         carry = (obs, state, jnp.logical_or(finished, info.done), returns, lengths)
-        return vary_like(carry, key, params), None
+        return carry, None
 
-    carry = vary_like((obs, state, finished, returns, lengths), key, params)
+    carry = (obs, state, finished, returns, lengths)
     (_, _, finished, returns, lengths), _ = jax.lax.scan(
         one_step, carry, jax.random.split(run_key, max_steps))
     return Episodes(returns, lengths, finished)

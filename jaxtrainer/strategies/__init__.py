@@ -1,6 +1,7 @@
 """Strategies: how a Module's state and steps are laid out on devices."""
 
-from jaxtrainer.strategies.base import LeafLayout, Strategy
+from jaxtrainer.strategies.base import Strategy
+from jaxtrainer.strategies.layout import LeafLayout
 from jaxtrainer.strategies.multi_node import MultiNodeStrategy
 from jaxtrainer.strategies.pmap import PmapStrategy
 from jaxtrainer.strategies.registry import available, register, resolve

@@ -12,7 +12,6 @@ from __future__ import annotations
 import abc
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import jax
@@ -24,29 +23,14 @@ from jax.sharding import PartitionSpec as P
 from jaxtrainer import _args
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import AXIS_NAME
-from jaxtrainer.distributed.axis import to_varying, varying_axes
+from jaxtrainer.distributed.axis import size_probe
 from jaxtrainer.distributed.process import broadcast_from_zero
 from jaxtrainer.module import Module
-from jaxtrainer.strategies import program
+from jaxtrainer.strategies import dependence, program
+from jaxtrainer.strategies import layout as layout_lib
 from jaxtrainer.strategies.program import EvalProgram, TrainProgram
 
 DevicesArg = int | str | Sequence[int] | Sequence[jax.Device]
-
-
-def _path_str(path) -> str:
-    return jax.tree_util.keystr(path) or "<root>"
-
-
-@dataclass(frozen=True)
-class LeafLayout:
-    """How one state leaf is laid out: replicated, or sharded on its leading axis.
-
-    ``expanded``: the per-device value is a scalar, so it gains a leading axis of
-    size 1 per device (``num_devices`` globally).
-    """
-
-    sharded: bool
-    expanded: bool = False
 
 
 class Strategy(abc.ABC):
@@ -176,13 +160,14 @@ class Strategy(abc.ABC):
         return jax.tree.map(put, tree)
 
     # ---- state layout ----------------------------------------------------
-    def _spec(self, layout: LeafLayout) -> P:
-        axes = self.data_axes
-        return P(axes if len(axes) > 1 else axes[0]) if layout.sharded else P()
-
-    def _shard_map(self, fn, in_specs, out_specs):
-        return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs,
-                             check_vma=True)
+    def shard_map(self, fn, in_specs, out_specs):
+        """``jax.shard_map`` of ``fn`` over this strategy's mesh
+        with ``jax.pmap``'s semantics (``check_vma=False``): module code needs no
+        varying-axis casts, and a gradient with respect to replicated parameters
+        is each device's own. The layout checks of :mod:`~jaxtrainer.strategies.layout`
+        stand in for the varying-axis types."""
+        return jax.shard_map(fn, mesh=self.mesh, in_specs=in_specs,
+                             out_specs=out_specs, check_vma=False)
 
     def _compile(self, fn, *args, donate: tuple[int, ...] = ()):
         """AOT-compile ``fn`` for ``args``: calling it with other shapes or
@@ -196,92 +181,70 @@ class Strategy(abc.ABC):
         compiled = jax.jit(fn, donate_argnums=donate).lower(*args).compile()
         return compiled, time.perf_counter() - start
 
-    def state_layout(self, module: Module) -> Any:
-        """A pytree of :class:`LeafLayout`, one per leaf of ``module.init_state``."""
-        self.setup()
-        cache = getattr(self, "_layout_cache", {})
-        if id(module) in cache:
-            return cache[id(module)][1]
+    def _probe_init(self, init: Any) -> Any:
+        """``init``'s trace (``jax.jit(...).trace``) on one device of the mesh."""
         found: list[Any] = []
 
         def probe(key):
-            state = module.init_state(key)
-            found.append(jax.tree.map(
-                lambda x: LeafLayout(bool(varying_axes(x) & set(self.data_axes)),
-                                     bool(varying_axes(x) & set(self.data_axes))
-                                     and jnp.ndim(x) == 0),
-                state))
+            found.append(init.trace(key))
             return jnp.zeros((), jnp.float32)
 
-        jax.eval_shape(self._shard_map(probe, P(), P()), jax.random.key(0))
-        cache[id(module)] = (module, found[0])  # keep module alive so its id stays unique
-        self._layout_cache = cache
+        jax.eval_shape(self.shard_map(probe, P(), P()), jax.random.key(0))
         return found[0]
 
-    def _specs(self, layout: Any) -> Any:
-        return jax.tree.map(self._spec, layout, is_leaf=lambda x: isinstance(x, LeafLayout))
+    def state_layout(self, module: Module) -> Any:
+        """A pytree of :class:`LeafLayout`, one per leaf of ``module.init_state``,
+        by the rule of :mod:`jaxtrainer.strategies.layout`: per-device when
+        ``init_state`` computes the leaf from the device's key or index or sizes
+        it by the device count, replicated otherwise.
 
-    def _expand(self, state: Any, layout: Any) -> Any:
-        return jax.tree.map(lambda lay, x: x[None] if lay.expanded else x, layout, state,
-                            is_leaf=lambda x: isinstance(x, LeafLayout))
+        Traces ``init_state`` twice: as it is (a trace the init program reuses)
+        and with :func:`~jaxtrainer.distributed.local_size` one larger
+        (:func:`~jaxtrainer.distributed.axis.size_probe`), to see which leaves
+        it sizes."""
+        return self._layout_entry(module)[1]
 
-    def _squeeze(self, state: Any, layout: Any) -> Any:
-        return jax.tree.map(lambda lay, x: x[0] if lay.expanded else x, layout, state,
-                            is_leaf=lambda x: isinstance(x, LeafLayout))
-
-    def _match_layout(self, state: Any, layout: Any, where: str) -> Any:
-        """Cast leaves that must be sharded to varying; reject replicated leaves
-        that became device-dependent."""
-        axes = self.data_axes
-
-        def fix(path, lay, x):
-            varying = varying_axes(x) & set(axes)
-            if lay.sharded:
-                missing = tuple(a for a in axes if a not in varying)
-                return jax.lax.pcast(x, missing, to="varying") if missing else x
-            if varying:
-                raise ValueError(
-                    f"state leaf {_path_str(path)} is replicated after init_state but "
-                    f"{where} makes it differ between devices (varies over {sorted(varying)}). "
-                    "Average per-device values with jaxtrainer.distributed.pmean, e.g. "
-                    "use jaxtrainer.distributed.gradient_update for gradients. If the "
-                    "difference is noise drawn from the step key that every device should "
-                    "draw alike (a perturbation or random walk of replicated parameters), set "
-                    "step_key_per_device = False on the module: training_step then gets the "
-                    "same key on every device (derive per-device keys, where wanted, with "
-                    "jaxtrainer.distributed.fold_in_device)."
-                )
-            return x
-
-        return jax.tree_util.tree_map_with_path(
-            lambda p, lay, x: fix(p, lay, x), layout, state,
-            is_leaf=lambda x: isinstance(x, LeafLayout))
-
-    def _check_structure(self, state: Any, layout: Any, where: str) -> None:
-        want = jax.tree.structure(layout, is_leaf=lambda x: isinstance(x, LeafLayout))
-        got = jax.tree.structure(state)
-        if want != got:
-            raise ValueError(
-                f"{where} returned a state whose structure differs from init_state's:\n"
-                f"  init_state: {want}\n  {where}: {got}"
-            )
+    def _layout_entry(self, module: Module) -> tuple[Module, Any, Any]:
+        """``(module, layout, jitted init_state)``, cached per module."""
+        self.setup()
+        cache = getattr(self, "_layout_cache", {})
+        if id(module) in cache:
+            return cache[id(module)]
+        init = jax.jit(module.init_state)
+        traced = self._probe_init(init)
+        deps = dependence.tree_dependence(traced, frozenset())
+        try:
+            with size_probe():  # a new function: jit's trace cache knows nothing of the probe
+                other = self._probe_init(jax.jit(lambda k: module.init_state(k))).out_info
+        except (TypeError, ValueError):  # sizes that only fit as they are: deps decide
+            other = None
+        if other is not None and jax.tree.structure(other) != jax.tree.structure(traced.out_info):
+            other = None
+        found = layout_lib.infer(deps, traced.out_info, other, self.data_axes)
+        cache[id(module)] = (module, found, init)  # keep module alive so its id stays unique
+        self._layout_cache = cache
+        return cache[id(module)]
 
     def shardings(self, module: Module) -> Any:
         """``NamedSharding`` of every leaf of the global state."""
-        specs = self._specs(self.state_layout(module))
+        specs = self.specs(self.state_layout(module))
         return jax.tree.map(lambda s: NamedSharding(self.mesh, s), specs,
                             is_leaf=lambda x: isinstance(x, P))
 
     # ---- programs --------------------------------------------------------
+    def specs(self, layout: Any) -> Any:
+        """``PartitionSpec`` of every leaf laid out as ``layout`` on this mesh."""
+        return layout_lib.specs(layout, self.data_axes)
+
     def _init_program(self, module: Module) -> Any:
-        """``jax.jit`` of the init program of ``module`` (traced at its first use)."""
-        layout = self.state_layout(module)
+        """``jax.jit`` of the init program of ``module``; it reuses the trace of
+        ``init_state`` that :meth:`state_layout` made."""
+        _, layout, init = self._layout_entry(module)
 
         def body(k):
-            state = module.init_state(k)
-            return self._expand(self._match_layout(state, layout, "init_state"), layout)
+            return layout_lib.expand(init(k), layout)
 
-        return jax.jit(self._shard_map(body, P(), self._specs(layout)))
+        return jax.jit(self.shard_map(body, P(), self.specs(layout)))
 
     def init_state(self, module: Module, key: jax.Array) -> Any:
         """The global initial state on this strategy's mesh. ``key``: typed key.
@@ -307,15 +270,12 @@ class Strategy(abc.ABC):
         return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
                             shapes, self.shardings(module))
 
-    def _reduce_metrics(self, acc: dict[str, metrics_lib.Metric]) -> dict[str, metrics_lib.Metric]:
+    def reduce_metrics(self, acc: dict[str, metrics_lib.Metric]) -> dict[str, metrics_lib.Metric]:
         """Every metric reduced over the data axes by its own reduction (Mean and
         Sum: psum of both fields; Max/Min: pmax/pmin; Last: mean of the devices'
-        last values, exact when they agree)."""
+        last values, exact when they agree). Inside the programs only."""
         axes = self.data_axes
         return {name: m.over_devices(axes) for name, m in acc.items()}
-
-    def _to_varying(self, tree: Any) -> Any:
-        return to_varying(tree, self.data_axes)
 
     def compile_train(self, module: Module, state: Any, train_key: jax.Array) -> TrainProgram:
         """Compile the training program (:class:`~jaxtrainer.strategies.program.TrainProgram`,
@@ -323,9 +283,9 @@ class Strategy(abc.ABC):
         arrays shaped like ``state`` and ``train_key`` (arrays or
         ``ShapeDtypeStruct``s); it donates the state."""
         layout = self.state_layout(module)
-        specs = self._specs(layout)
+        specs = self.specs(layout)
         body, found = program.fused_intervals(self, module, layout)
-        fn = self._shard_map(body, (specs, P(), P(), P()), (specs, P()))
+        fn = self.shard_map(body, (specs, P(), P(), P()), (specs, P()))
         rows = program.MAX_INTERVALS_PER_CALL
         compiled, seconds = self._compile(fn, state, train_key, jnp.zeros((), jnp.int32),
                                           jnp.zeros((rows,), jnp.int32), donate=(0,))
@@ -338,7 +298,7 @@ class Strategy(abc.ABC):
         """Compile the evaluation program (:class:`~jaxtrainer.strategies.program.EvalProgram`,
         ``evaluation_step`` on every device with its own key)."""
         layout = self.state_layout(module)
-        fn = self._shard_map(program.evaluation(self, module, layout), (self._specs(layout), P()), P())
+        fn = self.shard_map(program.evaluation(self, module, layout), (self.specs(layout), P()), P())
         compiled, seconds = self._compile(fn, state, key)
         return program.EvalProgram(compiled, seconds)
 
@@ -357,11 +317,11 @@ class Strategy(abc.ABC):
         def put(path, lay, x, sharding):
             if lay.sharded and (np.ndim(x) == 0 or np.shape(x)[0] % n):
                 raise ValueError(
-                    f"state leaf {_path_str(path)} with shape {np.shape(x)} is sharded on its "
+                    f"state leaf {layout_lib.path_str(path)} with shape {np.shape(x)} is sharded on its "
                     f"leading axis, which does not split over {n} devices"
                 )
             return jax.device_put(x, sharding)
 
         return jax.tree_util.tree_map_with_path(
             put, layout, logical_state, shardings,
-            is_leaf=lambda x: isinstance(x, LeafLayout))
+            is_leaf=layout_lib.is_layout)

@@ -20,6 +20,8 @@ import numpy as np
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import keys
 from jaxtrainer.module import Module
+from jaxtrainer.strategies import dependence
+from jaxtrainer.strategies import layout as layout_lib
 
 if TYPE_CHECKING:
     from jaxtrainer.strategies.base import Strategy
@@ -73,10 +75,6 @@ class EvalProgram:
 
     def fn(self, state: Any, key: jax.Array) -> dict[str, metrics_lib.Metric]:
         return self.program(state, key)
-
-
-def _path_str(path) -> str:
-    return jax.tree_util.keystr(path) or "<root>"
 
 
 def step_name(module: Module) -> str:
@@ -137,12 +135,12 @@ def keep_dtypes(new: Any, old: Any, step: str) -> Any:
         was, now = f"{ref.dtype}{list(ref.shape)}", f"{x.dtype}{list(x.shape)}"
         if x.shape != ref.shape:
             raise TypeError(
-                f"{step} returns state leaf {_path_str(path)} as {now} but init_state made it "
+                f"{step} returns state leaf {layout_lib.path_str(path)} as {now} but init_state made it "
                 f"{was} (per-device shapes): the state keeps the shapes and dtypes init_state "
                 "gave it; reshape it back, or make init_state create it with this shape")
         if _dtype_kind(x.dtype) != _dtype_kind(ref.dtype):
             raise TypeError(
-                f"{step} returns state leaf {_path_str(path)} as {x.dtype} "
+                f"{step} returns state leaf {layout_lib.path_str(path)} as {x.dtype} "
                 f"({_dtype_kind(x.dtype)}) but init_state made it {ref.dtype} "
                 f"({_dtype_kind(ref.dtype)}): the state keeps the dtypes init_state gave it, and "
                 "only a change of width within one kind is cast back; cast it back with "
@@ -217,17 +215,27 @@ def fused_intervals(strategy: Strategy, module: Module,
         device = jax.lax.axis_index(axes) if module.step_key_per_device else None
         return keys.step_key(train_key, step, device)
 
+    key_axes = frozenset(axes) if module.step_key_per_device else frozenset()
+
+    def probe(state, key):
+        """The step's metric shapes, after checking its state against the layout."""
+        traced = training_step.trace(state, key)
+        new, _ = traced.out_info
+        layout_lib.check_structure(new, layout, name)
+        deps = dependence.tree_dependence(
+            traced, (layout_lib.input_dependence(layout, axes), key_axes))[0]
+        layout_lib.check_replicated(deps, layout, name)
+        return traced.out_info[1]
+
     def body(state, train_key, start, lengths):
-        state = strategy._squeeze(state, layout)
-        probe = jax.eval_shape(training_step, state, step_key(train_key, start))[1]
-        kinds = {k: metrics_lib.reduction_of(v) for k, v in probe.items()}
+        state = layout_lib.squeeze(state, layout)
+        shapes = probe(state, step_key(train_key, start))
+        kinds = {k: metrics_lib.reduction_of(v) for k, v in shapes.items()}
         groups = group_by_reduction(kinds)
         found.update(groups=groups, names=tuple(kinds))
-        zero = strategy._to_varying({g: kinds[names[0]].empty((len(names),))
-                                     for g, names in groups.items()})
+        zero = {g: kinds[names[0]].empty((len(names),)) for g, names in groups.items()}
         rows = lengths.shape[0]
-        buffer = strategy._to_varying({g: kinds[names[0]].empty((rows, len(names)))
-                                       for g, names in groups.items()})
+        buffer = {g: kinds[names[0]].empty((rows, len(names))) for g, names in groups.items()}
 
         # interval j ends before step ends[j]; one loop over the call's steps
         # (not a loop per interval inside a loop over intervals) compiles faster.
@@ -238,9 +246,8 @@ def fused_intervals(strategy: Strategy, module: Module,
         def one_step(step, carry):
             old, acc, buf, j = carry
             new, mets = training_step(old, step_key(train_key, step))
-            strategy._check_structure(new, layout, "training_step")
-            new = strategy._match_layout(keep_dtypes(new, old, name), layout, name)
-            mets = strategy._to_varying(pack(groups, mets))
+            new = keep_dtypes(new, old, name)
+            mets = pack(groups, mets)
             acc = {g: acc[g].merge(m) for g, m in mets.items()}
             buf = jax.tree.map(lambda b, a: jax.lax.dynamic_update_index_in_dim(b, a, j, 0), buf, acc)
             done = step + 1 == ends[j]
@@ -249,7 +256,7 @@ def fused_intervals(strategy: Strategy, module: Module,
 
         state, _, buffer, _ = jax.lax.fori_loop(
             start, ends[-1], one_step, (state, zero, buffer, jnp.zeros((), jnp.int32)))
-        return strategy._expand(state, layout), strategy._reduce_metrics(buffer)
+        return layout_lib.expand(state, layout), strategy.reduce_metrics(buffer)
 
     return body, found
 
@@ -261,11 +268,11 @@ def evaluation(strategy: Strategy, module: Module, layout: Any) -> Callable:
     axes = strategy.data_axes
 
     def body(state, key):
-        state = strategy._squeeze(state, layout)
+        state = layout_lib.squeeze(state, layout)
         mets = module.evaluation_step(state, keys.device_key(key, jax.lax.axis_index(axes)))
         if not isinstance(mets, dict):
             raise TypeError(f"{type(module).__name__}.evaluation_step must return a dict of "
                             f"metrics, got {type(mets).__name__}")
-        return strategy._reduce_metrics(strategy._to_varying(as_metrics(module, "evaluation_step", mets)))
+        return strategy.reduce_metrics(as_metrics(module, "evaluation_step", mets))
 
     return body

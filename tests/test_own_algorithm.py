@@ -1,0 +1,93 @@
+"""A researcher's own algorithm in plain JAX, as for one device under jax.jit,
+runs unchanged under every strategy: no varying-axis casts in module code, and
+``pmean(jax.grad(...))`` is the average of the devices' gradients (as under
+``jax.pmap``)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxtrainer as jt
+from jaxtrainer import distributed as jd
+from tests._xla import xla_flags
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from actor_critic import ActorCritic  # noqa: E402
+
+AC_SMALL = dict(num_envs=16, rollout=16)
+"""The example module as shipped (its defaults): small enough for a test budget."""
+QUIET = dict(enable_progress_bar=False, log_every_n_steps=50)
+
+
+class PerDeviceLoss(jt.Module):
+    """Device ``d``'s loss is ``(d + 1) * w``; one SGD step of learning rate 1."""
+
+    def init_state(self, key):
+        return {"w": jnp.zeros(())}
+
+    def training_step(self, state, key):
+        grads = jax.grad(lambda w: (jd.axis_index() + 1) * w)(state["w"])
+        grads = jd.pmean(grads)
+        return {"w": state["w"] - 1.0 * grads}, {"grad": grads}
+
+
+@pytest.mark.parametrize("strategy", ["pmap", "shard_map"])
+def test_pmean_of_per_device_gradients_is_their_average(strategy, run_dir):
+    trainer = jt.Trainer(strategy=strategy, devices=4, max_steps=1, default_root_dir=run_dir,
+                         **QUIET)
+    trainer.fit(PerDeviceLoss())
+    assert float(trainer.state["w"]) == -2.5  # the mean of 1, 2, 3, 4; not their sum, -10
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("strategy,devices", [("single", 1), ("pmap", 4), ("shard_map", 4)])
+def test_plain_actor_critic_learns_cartpole_under_every_strategy(strategy, devices, run_dir):
+    """The README's plain-JAX module (env state and Python zeros in scan carries,
+    a reverse scan, jax.grad then pmean), with no varying-axis casts anywhere."""
+    module = ActorCritic(**AC_SMALL)
+    trainer = jt.Trainer(strategy=strategy, devices=devices, max_env_steps=60_000,
+                         default_root_dir=run_dir, **QUIET)
+    before = trainer.evaluate(module)["eval/episode_return"]
+    trainer.fit(module)
+    after = trainer.evaluate(module)["eval/episode_return"]
+    assert before < 50 and after >= 150, (before, after)
+    # the env states are per device, the parameters replicated and equal
+    assert trainer.state["env"].episode_length.shape == (16,)
+    for leaf in jax.tree.leaves(trainer.state["params"]):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        assert all(np.array_equal(shards[0], s) for s in shards)
+
+
+def test_state_layout_follows_the_one_line_rule():
+    """Per device: built from the device's key or sized with local_size (the
+    env's step counters, zeros, too); replicated: everything else."""
+    strategy = jt.strategies.PmapStrategy(devices=4)
+    layout = strategy.state_layout(ActorCritic(**AC_SMALL))
+    sharded = {jax.tree_util.keystr(p): lay.sharded for p, lay in
+               jax.tree_util.tree_leaves_with_path(layout, is_leaf=jt.strategies.layout.is_layout)}
+    assert all(v for k, v in sharded.items() if k.startswith(("['obs']", "['env']")))
+    assert not any(v for k, v in sharded.items() if k.startswith(("['params']", "['opt']")))
+    assert sharded["['env'].env_state.time"]  # int32 zeros: sharded because sized by local_size
+
+
+@pytest.mark.timeout(400)
+def test_plain_modules_under_multi_node_two_processes_of_two_devices(tmp_path):
+    worker = str(Path(__file__).with_name("own_algorithm_worker.py"))
+    env = {k: v for k, v in __import__("os").environ.items()
+           if not k.startswith(("JAX_", "JAXTRAINER_"))}
+    env["XLA_FLAGS"] = xla_flags(2)
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = __import__("os").pathsep.join([str(Path(worker).parent), root])
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.cli", "launch", "--nproc-per-node",
+                           "2", "--timeout", "30", "--grace", "3", worker, str(tmp_path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=360)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["devices"] == 4 and result["w"] == -2.5
+    assert result["greedy"] >= 150, result
