@@ -24,7 +24,6 @@ import optax
 import jaxtrainer as jt
 from jaxtrainer import distributed as jd
 from jaxtrainer import envs
-from jaxtrainer.envs.evaluation import evaluation_metrics
 
 
 class Net(nn.Module):
@@ -96,14 +95,8 @@ class ActorCritic(jt.Module):
                 {"train/episode_return": jt.Mean(finished_return, episodes.astype(jnp.float32))})
 
     def policy(self, state):
-        """The greedy policy: ``act(obs: float32[n, obs_dim], key) -> int32[n]``."""
-        def act(obs, key=None):
-            return jnp.argmax(self.net.apply(state["params"], obs)[0], -1)
-        return act
-
-    def evaluation_step(self, state, key):
-        greedy = lambda params, obs, key: self.policy({"params": params})(obs)  # noqa: E731
-        return evaluation_metrics(self.env, greedy, state["params"], key, self.eval_episodes)
+        """Greedy actions: ``act(obs: float32[n, 4], key=None) -> int32[n]``."""
+        return lambda obs, key=None: jnp.argmax(self.net.apply(state["params"], obs)[0], -1)
 
 
 def main() -> None:

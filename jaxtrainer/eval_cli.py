@@ -125,7 +125,7 @@ class EpisodeStatistics(Module):
 
         with member_scope(pbt.axis_name):
             ep, means = jax.vmap(member)(state.members, layout.keys(key, ids))
-        best = layout.rank(layout.gather(pbt._current_fitness(state)))[0]
+        best = layout.rank(layout.gather(pbt.current_fitness(state)))[0]
         is_best = (ids == best).astype(jnp.float32)
         mask = ep.finished & (ids == best)[:, None]
         metrics = {"eval/episodes": Sum.of(mask.astype(jnp.float32))}

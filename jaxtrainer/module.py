@@ -14,26 +14,38 @@ class Module:
     """A training algorithm as pure functions over a state pytree.
 
     Subclass it and implement :meth:`init_state` and :meth:`training_step`
-    (and :meth:`evaluation_step` to be evaluated). The strategy traces these
-    functions once per device inside ``jax.shard_map`` over the data axis
-    :data:`jaxtrainer.distributed.AXIS_NAME`; use :mod:`jaxtrainer.distributed`
-    (``pmean``, ``local_size``, ``fold_in_device``, ``gradient_update``) for
-    anything that depends on the devices. Sizes in the module's config are global.
+    (and :meth:`evaluation_step` to be evaluated). Write them as for one device
+    under ``jax.jit``: ``lax.scan``/``while_loop``/``cond`` with env states and
+    Python-made zeros in their carries, ``jax.grad`` then
+    :func:`~jaxtrainer.distributed.pmean`. The strategy traces them once per
+    device with ``jax.pmap``'s semantics (inside ``jax.shard_map`` over the data
+    axis :data:`jaxtrainer.distributed.AXIS_NAME`, without the varying-axis
+    check): each device's gradient is its own, so
+    ``pmean(jax.grad(loss)(params))`` is the average over devices, the gradient
+    one device computes on all the data. Use :mod:`jaxtrainer.distributed`
+    (``pmean``, ``local_size``, ``fold_in_device``) for anything that depends
+    on the devices; all of it is the identity on one device. Sizes in the
+    module's config are global.
 
-    How state is laid out:
-      ``init_state`` receives the same key on every device. Leaves computed from
-      it alone (parameters, optimizer state) are identical on every device and
-      are *replicated*; leaves that depend on the device (anything built from
-      :func:`~jaxtrainer.distributed.fold_in_device` or
-      :func:`~jaxtrainer.distributed.axis_index`, such as environment states) are
-      *sharded* along their leading axis. The strategy infers this from JAX's
-      varying-manual-axes types, so ``trainer.state`` and checkpoints hold one
-      logical copy whose shapes do not depend on the device count (a sharded
-      scalar gains a leading axis of size ``num_devices``). A replicated leaf that
-      ``training_step`` makes device-dependent (e.g. an un-averaged gradient) is an
-      error raised at trace time, naming the leaf; when the difference is noise
-      that every device should draw alike (a perturbation of replicated
-      parameters), set ``step_key_per_device = False``.
+    How state is laid out, in one line: a state leaf is **per device** when
+    ``init_state`` computes it from the device (its key from
+    :func:`~jaxtrainer.distributed.fold_in_device`, or
+    :func:`~jaxtrainer.distributed.axis_index`) or sizes it with
+    :func:`~jaxtrainer.distributed.local_size`; every other leaf is
+    **replicated**. ``init_state`` receives the same key on every device, so
+    parameters and optimizer state built from it alone are replicated, while
+    environment states (built from ``fold_in_device(key)`` and sized with
+    ``local_size(num_envs)``, step counters included) are per device.
+    Per-device leaves are sharded along their leading axis, so
+    ``trainer.state`` and checkpoints hold one logical copy whose shapes do not
+    depend on the device count (a per-device scalar gains a leading axis of
+    size ``num_devices``). A leaf that starts equal everywhere but is meant to
+    be per device (a population's zero-initialised biases) is declared with
+    :func:`~jaxtrainer.distributed.per_device`. A replicated leaf that
+    ``training_step`` makes device-dependent (e.g. an un-averaged gradient) is
+    a ``ValueError`` at trace time naming the leaf and the fixes; when the
+    difference is noise that every device should draw alike (a perturbation
+    of replicated parameters), set ``step_key_per_device = False``.
 
     How state keeps its types:
       the state keeps the dtypes (and per-device shapes) ``init_state`` gave it.
@@ -48,6 +60,7 @@ class Module:
       env_steps_per_step: environment transitions one ``training_step`` consumes
         over all devices (0 for modules that use no environment). Drives
         ``Trainer(max_env_steps=...)`` and the ``env_steps`` metric.
+      stochastic_policy: whether :meth:`policy`'s ``act`` samples when given a key.
       step_key_per_device: ``True`` (default): ``training_step``'s key is
         ``fold_in(step_key, device_index)``, different on every device.
         ``False``: every device gets the same ``step_key`` and the module
@@ -58,6 +71,14 @@ class Module:
 
     env_steps_per_step: int = 0
     step_key_per_device: bool = True
+    stochastic_policy: bool = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Module:
+        # the constructor's arguments, so that a run started from Python can be
+        # rebuilt by `jaxtrainer eval` and load_policy (jaxtrainer.module_record)
+        self = super().__new__(cls)
+        object.__setattr__(self, "_init_arguments", (args, kwargs))
+        return self
 
     def configure_budget(self, max_steps: int) -> None:
         """Receive the run's budget before anything is traced. Optional.
@@ -98,11 +119,57 @@ class Module:
         raise NotImplementedError
 
     def evaluation_step(self, state: State, key: jax.Array) -> Metrics:
-        """Evaluate ``state``; metrics as in :meth:`training_step`. Optional."""
-        raise NotImplementedError(f"{type(self).__name__} does not define evaluation_step")
+        """Evaluate ``state``; metrics as in :meth:`training_step`. Optional.
+
+        By default, for a module with :meth:`policy` and ``env``: the greedy
+        policy on ``eval_episodes`` fresh episodes over all devices, completed
+        episodes only (:func:`jaxtrainer.envs.evaluation.evaluation_metrics`):
+        ``eval/episode_return`` and ``eval/episode_length``.
+
+        Raises:
+          NotImplementedError: neither this method nor :meth:`policy` is defined.
+        """
+        if not self.has_policy():
+            raise NotImplementedError(f"{type(self).__name__} defines neither evaluation_step "
+                                      "nor policy")
+        from jaxtrainer.envs.evaluation import evaluation_metrics
+        from jaxtrainer.policy import policy_spec
+
+        spec = policy_spec(self)
+        return evaluation_metrics(spec.env, spec.greedy, spec.params(state), key,
+                                  spec.eval_episodes)
 
     def has_evaluation(self) -> bool:
-        return type(self).evaluation_step is not Module.evaluation_step
+        """Whether :meth:`evaluation_step` is defined, or given by :meth:`policy`."""
+        return (type(self).evaluation_step is not Module.evaluation_step
+                or (self.has_policy() and getattr(self, "env", None) is not None))
+
+    def policy(self, state: State) -> Any:
+        """The policy of ``state``, for evaluation and use outside training. Optional.
+
+        Returns ``act(obs, key=None) -> actions``, traceable: ``obs`` a batch
+        ``[n, *env.observation_shape]`` of raw observations as the module's
+        ``env`` returns them (``float32`` for most environments); ``actions``
+        ``int32[n]`` for a discrete action space, ``float32[n, action_size]``
+        within the action bounds for a continuous one. ``key=None`` acts as the
+        module's evaluation does (greedy: the argmax or the mean action); a typed
+        PRNG key samples where the policy is stochastic (set
+        ``stochastic_policy = True`` then). Return a ``jax.tree_util.Partial``
+        over the arrays ``act`` reads to have them passed to the compiled
+        policy as arguments rather than baked in as constants
+        (:func:`jaxtrainer.policy.acting` builds one).
+
+        With it, and an ``env`` attribute (the :class:`~jaxtrainer.envs.Env`
+        acted in), ``jaxtrainer eval``, :func:`jaxtrainer.load_policy` and
+        ``Trainer.evaluate`` (for a module without ``evaluation_step``) use the
+        module's policy; ``eval_episodes`` (attribute, or ``config.eval_episodes``;
+        default 16) sets how many fresh episodes evaluation runs.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not define policy")
+
+    def has_policy(self) -> bool:
+        """Whether this module defines :meth:`policy`."""
+        return type(self).policy is not Module.policy
 
     def hparams(self) -> dict[str, Any]:
         """Hyperparameters to log once at the start of ``fit`` (flat or nested dict)."""

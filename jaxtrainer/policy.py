@@ -6,18 +6,15 @@
 >>> action = act(obs)                        # greedy: int32[] for CartPole
 >>> obs, state, reward, done, info = env.step(key, state, action, params)
 
-Every shipped module exposes its evaluation policy the same way
-(:func:`policy_spec`): a batched ``policy(params, obs, key) -> actions`` and the
-``params`` it takes from a state. RL modules have ``greedy_policy()`` and
-``policy_params(state)`` (with ``normalize_observations`` the params carry the
-observation statistics, and the policy normalises raw observations first);
-:class:`~jaxtrainer.algorithms.es.NeuroES` acts with its mean solution;
-:class:`~jaxtrainer.algorithms.PBT` with the member of the best current fitness,
-the one its evaluation reports.
+Every module that defines ``policy(state) -> act(obs, key=None)`` (the
+:class:`~jaxtrainer.Module` contract; every shipped algorithm does) and an
+``env`` is acted with the same way (:func:`policy_spec`). A population of
+members (PBT, sweeps) acts with one member's policy (:func:`params_of`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -51,92 +48,96 @@ class PolicySpec(NamedTuple):
     eval_episodes: int
 
 
-def _onpolicy_sample(module: Any) -> PolicyFn:
-    """PPO/A2C: an action sampled from the policy distribution (clipped to the bounds)."""
-    from jaxtrainer.algorithms import normalization
-
-    def sample(params, obs, key):
-        if module.config.normalize_observations:
-            params, obs_stats = params
-            obs = normalization.normalize(obs_stats, obs)
-        dist, _ = module.network.apply(params, obs)
-        return module._env_action(dist.sample(key))
-    return sample
+def _act(greedy: PolicyFn, sample: PolicyFn | None, params: Any, obs: jax.Array,
+         key: jax.Array | None = None) -> jax.Array:
+    if key is None or sample is None:
+        return greedy(params, obs, jax.random.key(0))
+    return sample(params, obs, key)
 
 
-def _sac_sample(module: Any) -> PolicyFn:
-    """SAC: an action sampled from the squashed Gaussian (on raw observations)."""
-    return module.normalizing(lambda params, obs, key: module.sample_action(params, obs, key)[0])
+def acting(greedy: PolicyFn, sample: PolicyFn | None, params: Any) -> jax.tree_util.Partial:
+    """A :meth:`Module.policy <jaxtrainer.Module.policy>` result from batched
+    policy functions: ``act(obs, key=None)`` runs ``greedy(params, obs, key)``
+    without a key (or when ``sample`` is ``None``) and ``sample(params, obs,
+    key)`` with one. A ``jax.tree_util.Partial`` whose leaves are ``params``,
+    so compiled policies take them as arguments."""
+    return jax.tree_util.Partial(functools.partial(_act, greedy, sample), params)
+
+
+def _as_pytree(act: Callable) -> jax.tree_util.Partial:
+    """``act`` as a pytree (a closure becomes a leafless ``Partial``)."""
+    return act if isinstance(act, jax.tree_util.Partial) else jax.tree_util.Partial(act)
+
+
+def _defines_policy(module: Any) -> bool:
+    has = getattr(module, "has_policy", None)
+    return has() if callable(has) else callable(getattr(module, "policy", None))
 
 
 def policy_spec(module: Any) -> PolicySpec:
-    """The policy of ``module``: a :class:`PolicySpec`.
+    """How ``module`` acts, from its ``policy(state)`` (the :class:`~jaxtrainer.Module`
+    contract), its ``env``, ``stochastic_policy`` and ``eval_episodes``
+    (attribute, else ``config.eval_episodes``; default 16).
 
-    Accepted: modules with ``greedy_policy()``, ``policy_params(state)``, ``env``
-    and ``config.eval_episodes`` (PPO, A2C, DQN, SAC, TD3, CEM-RL);
-    :class:`~jaxtrainer.algorithms.es.NeuroES` (``act`` with the mean
-    solution); a :class:`~jaxtrainer.population.GenerationModule` (its
-    population module's); :class:`~jaxtrainer.algorithms.PBT` (its member
-    module's; ``params`` then takes one member's state, see :func:`params_of`).
+    A population of members (``member_module``: PBT, sweeps) acts as its
+    members do: the spec is the member module's, ``params`` taking one
+    member's state (:func:`params_of` picks it). A
+    :class:`~jaxtrainer.population.GenerationModule` acts as its population
+    module.
+
+    ``params(state)`` is the state's policy as a pytree (``jax.tree_util.Partial``),
+    ``greedy``/``sample`` call it without/with the key. A module whose policy
+    is built from batched functions over its params
+    (:class:`~jaxtrainer.algorithms.acting.ParamsPolicy`: ``greedy_policy()``,
+    ``sample_policy()``, ``policy_params(state)``, as every shipped RL module)
+    gets those functions and params in the spec, the same policy.
 
     Raises:
-      TypeError: ``module`` exposes no policy (naming its class).
+      TypeError: ``module`` defines no ``policy`` or has no ``env`` (naming its class).
     """
-    from jaxtrainer.algorithms.onpolicy import OnPolicyModule
-    from jaxtrainer.algorithms.population_core import MemberPopulation
-    from jaxtrainer.algorithms.sac import SAC
-    from jaxtrainer.population import GenerationModule
-
-    if isinstance(module, GenerationModule):
-        return policy_spec(module.population_module)
-    if isinstance(module, MemberPopulation):  # PBT, Sweep: the member module's policy
-        return policy_spec(module.module)
-    if hasattr(module, "greedy_policy") and hasattr(module, "policy_params"):
-        sample = (_onpolicy_sample(module) if isinstance(module, OnPolicyModule)
-                  else _sac_sample(module) if isinstance(module, SAC) else None)
-        return PolicySpec(module.env, module.greedy_policy(), sample, module.policy_params,
-                          int(module.config.eval_episodes))
-    if callable(getattr(module, "act", None)) and callable(getattr(module, "mean", None)):
-        return PolicySpec(module.env, lambda params, obs, key: module.act(params, obs, key), None,
-                          module.mean, int(module.eval_episodes))
-    raise TypeError(f"{type(module).__name__} exposes no policy: expected greedy_policy() and "
-                    "policy_params(state) (as the shipped RL modules), or act() and mean(state) "
-                    "(as NeuroES)")
-
-
-def best_member(module: Any, state: Any) -> int:
-    """:class:`~jaxtrainer.algorithms.PBT`: the member with the best current
-    fitness (this window's mean of ``fitness_metric``, else the last measured),
-    the member whose evaluation ``PBT.evaluation_step`` reports. Host side."""
-    small = jax.device_get(state.replace(members=None))  # host copies, free of any sharding
-    return int(module.layout.rank(jnp.asarray(module._current_fitness(small)))[0])
+    inner = getattr(module, "member_module", None) or getattr(module, "population_module", None)
+    if inner is not None:
+        return policy_spec(inner)
+    name = type(module).__name__
+    if not _defines_policy(module):
+        raise TypeError(f"{name} exposes no policy: define policy(state) returning "
+                        "act(obs, key=None) -> actions (jaxtrainer.Module.policy)")
+    env = getattr(module, "env", None)
+    if env is None:
+        raise TypeError(f"{name} defines policy but has no env attribute: set self.env to the "
+                        "jaxtrainer.envs.Env the policy acts in")
+    episodes = getattr(module, "eval_episodes", None)
+    if episodes is None:
+        episodes = getattr(getattr(module, "config", None), "eval_episodes", 16)
+    if callable(getattr(module, "greedy_policy", None)) and \
+            callable(getattr(module, "policy_params", None)):
+        # policy(state) is acting(greedy_policy(), sample_policy(), policy_params(state)):
+        # the same functions, with the params themselves as the spec's params
+        sample = getattr(module, "sample_policy", lambda: None)()
+        return PolicySpec(env, module.greedy_policy(), sample, module.policy_params,
+                          int(episodes))
+    sample = ((lambda act, obs, key: act(obs, key))
+              if getattr(module, "stochastic_policy", False) else None)
+    return PolicySpec(env, lambda act, obs, key: act(obs), sample,
+                      lambda state: _as_pytree(module.policy(state)), int(episodes))
 
 
 def params_of(module: Any, state: Any, member: int | None = None) -> tuple[PolicySpec, Any]:
     """``(policy_spec(module), the policy params of state)``, host side.
 
-    For a population of members (:class:`~jaxtrainer.algorithms.PBT`,
-    :class:`~jaxtrainer.algorithms.Sweep`) the params are those of member
-    ``member``; by default PBT's :func:`best_member` and a sweep's member 0.
+    For a population of members (``member_state``: PBT, sweeps) the params are
+    those of member ``member``, by default the population's ``default_member``
+    (PBT's best current fitness, a sweep's member 0).
 
     Raises:
       ValueError: ``member`` outside ``[0, population_size)`` or given for a
         module without members.
     """
-    from jaxtrainer.algorithms.pbt import PBT
-    from jaxtrainer.algorithms.population_core import MemberPopulation
-    from jaxtrainer.population import GenerationModule
-
     spec = policy_spec(module)
-    while isinstance(module, GenerationModule):
+    while getattr(module, "population_module", None) is not None:
         module = module.population_module
-    if isinstance(module, MemberPopulation):
-        size = module.population_size
-        if member is None:
-            member = best_member(module, state) if isinstance(module, PBT) else 0
-        if not 0 <= member < size:
-            raise ValueError(f"member={member!r}: expected an index in [0, {size})")
-        state = jax.tree.map(lambda x: x[member], state.members)
+    if callable(getattr(module, "member_state", None)):
+        state = module.member_state(state, member)
     elif member is not None:
         raise ValueError(f"member={member!r}: {type(module).__name__} has no members")
     return spec, spec.params(state)

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from omegaconf import DictConfig, OmegaConf
 
 from jaxtrainer import checkpoint as ckpt
-from jaxtrainer import runs
+from jaxtrainer import module_record, runs
 
 CONFIG_FILE = "config.yaml"
 """The run directory's config file (written by the recipes)."""
@@ -175,7 +175,8 @@ def run_dir_of(step_dir: str | os.PathLike) -> Path:
     directory recorded in the checkpoint's metadata."""
     step_dir = Path(step_dir)
     parent = step_dir.parent.parent
-    if step_dir.parent.name == CHECKPOINTS and (parent / CONFIG_FILE).exists():
+    if step_dir.parent.name == CHECKPOINTS and ((parent / CONFIG_FILE).exists()
+                                              or module_record.exists(parent)):
         return parent
     recorded = ckpt.read_meta(step_dir).get("run_dir")
     return Path(recorded) if recorded else parent
@@ -196,8 +197,9 @@ def load_config(run_dir: str | os.PathLike) -> tuple[str, DictConfig]:
     if not file.is_file():
         raise FileNotFoundError(
             f"no {CONFIG_FILE} in {run_dir}: runs started by a recipe (recipes/<name>.py) save "
-            "their config there; for a run started from Python, build its module yourself and "
-            "pass it (jaxtrainer.load_policy(path, module=...), Trainer.evaluate)")
+            f"their config there, and runs started from Python a {module_record.MODULE_FILE} when "
+            "the module's constructor takes plain values; otherwise build its module yourself "
+            "and pass it (jaxtrainer.load_policy(path, module=...), Trainer.evaluate)")
     cfg = OmegaConf.load(file)
     if not isinstance(cfg, DictConfig) or "recipe" not in cfg:
         raise ValueError(f"{file} has no top-level 'recipe' key naming the recipe that wrote it "
@@ -261,6 +263,22 @@ class Restored(NamedTuple):
     meta: dict[str, Any]
 
 
+def _recorded_module(run_dir: Path, overrides: dict[str, Any] | None) -> Any:
+    """The module of a run started from Python (:mod:`jaxtrainer.module_record`);
+    an ``eval_episodes`` override goes to its constructor argument or attribute."""
+    import inspect
+
+    episodes = {k.rpartition(".")[2]: v for k, v in (overrides or {}).items()
+                if k.rpartition(".")[2] == "eval_episodes"}
+    module = module_record.build(run_dir)
+    if episodes:
+        if "eval_episodes" in inspect.signature(type(module)).parameters:
+            module = module_record.build(run_dir, episodes)
+        else:
+            module.eval_episodes = episodes["eval_episodes"]
+    return module
+
+
 def prepare(path: str | os.PathLike, which: str | int | None = None, *,
             overrides: dict[str, Any] | None = None, module: Any = None,
             strategy: Any = "single", devices: Any = "auto") -> tuple[Any, Any, str | None,
@@ -279,8 +297,11 @@ def prepare(path: str | os.PathLike, which: str | int | None = None, *,
 
     step_dir = select_checkpoint(path, which)
     recipe = cfg = None
+    run_dir = run_dir_of(step_dir)
+    if module is None and not (run_dir / CONFIG_FILE).is_file() and module_record.exists(run_dir):
+        module = _recorded_module(run_dir, overrides)
     if module is None:
-        recipe, cfg = load_config(run_dir_of(step_dir))
+        recipe, cfg = load_config(run_dir)
         for key, value in (overrides or {}).items():
             OmegaConf.update(cfg, key, value, force_add=False)
         module = build_module(recipe, cfg)

@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import _args, run_checkpoint, runs
+from jaxtrainer import _args, module_record, run_checkpoint, runs
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer import metrics as metrics_lib
@@ -388,6 +388,8 @@ class Trainer:
         else:  # process 0 reserves a new run directory; every process uses it
             self.log_dir = self.strategy.broadcast(
                 runs.new_run_dir(self.default_root_dir) if self.is_global_zero else "")
+            if self.is_global_zero:  # how `jaxtrainer eval` and load_policy rebuild the module
+                module_record.write(self.log_dir, module)
         if self.is_global_zero:
             cache = f"; compilation cache {self.compilation_cache_dir}" if self.compilation_cache_dir else ""
             print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}{cache}",

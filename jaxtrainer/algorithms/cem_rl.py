@@ -86,6 +86,7 @@ from jax.flatten_util import ravel_pytree
 
 from jaxtrainer import _args, envs
 from jaxtrainer.algorithms import normalization
+from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.networks import DeterministicActor, TwinCritic, activation
 from jaxtrainer.algorithms.offpolicy import (
@@ -302,7 +303,7 @@ class CEMRLState:
     obs_stats: normalization.RunningStatistics | None = None
 
 
-class CEMRL(TD3Losses, Module):
+class CEMRL(ParamsPolicy, TD3Losses, Module):
     """CEM-RL on a continuous-action :mod:`jaxtrainer.envs` environment.
 
     ``training_step`` is one generation (see the module docstring) and consumes

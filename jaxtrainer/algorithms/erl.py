@@ -82,6 +82,7 @@ from flax import struct
 
 from jaxtrainer import _args, envs
 from jaxtrainer.algorithms import normalization
+from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.genetic import ga_step, inject, num_elites
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.networks import activation
@@ -251,7 +252,7 @@ class ERLState:
     obs_stats: normalization.RunningStatistics | None = None
 
 
-class ERL(Module):
+class ERL(ParamsPolicy, Module):
     """ERL on a continuous-action :mod:`jaxtrainer.envs` environment.
 
     ``training_step`` is one generation (see the module docstring) and consumes

@@ -37,6 +37,7 @@ from evosax.core import fitness_shaping as evosax_shaping
 from flax import struct
 from jax import flatten_util
 
+from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.networks import MLP
 from jaxtrainer.algorithms.networks import activation as activation_fn
 from jaxtrainer.algorithms.population_core import set_learning_rate
@@ -474,7 +475,7 @@ class MLPPolicy(MLP):
         return x if self.discrete else nn.tanh(x)
 
 
-class NeuroES(EvosaxES):
+class NeuroES(ParamsPolicy, EvosaxES):
     """Neuroevolution: evolve a flax MLP policy's parameters on an environment.
 
     Fitness of a member (maximised) = mean undiscounted return of the first
@@ -523,10 +524,10 @@ class NeuroES(EvosaxES):
         activation_fn(activation)  # ValueError listing the choices
         self.num_episodes, self.eval_episodes, self.init = num_episodes, eval_episodes, init
         e = self.env
-        self.policy = MLPPolicy(tuple(hidden_sizes), out=e.num_actions if e.discrete else e.action_size,
+        self.network = MLPPolicy(tuple(hidden_sizes), out=e.num_actions if e.discrete else e.action_size,
                                 activation=activation, discrete=e.discrete)
         self._obs = jnp.zeros((e.observation_size,), jnp.float32)
-        template = jax.eval_shape(self.policy.init, jax.random.key(0), self._obs)
+        template = jax.eval_shape(self.network.init, jax.random.key(0), self._obs)
         kwargs.setdefault("maximize", True)
         super().__init__(algorithm, template, **kwargs)
 
@@ -541,17 +542,25 @@ class NeuroES(EvosaxES):
     def initial_mean(self, key: jax.Array) -> Any:
         if self.init == "zeros":
             return self.zero_solution()
-        return self.policy.init(key, self._obs)
+        return self.network.init(key, self._obs)
 
     def act(self, params: Any, obs: jax.Array, key: jax.Array | None = None) -> jax.Array:
         """Greedy actions for ``obs: [B, *observation_shape]``: ``int32[B]`` or
         ``float32[B, action_size]`` within the action bounds."""
-        out = self.policy.apply(params, obs.reshape(obs.shape[0], -1).astype(jnp.float32))
+        out = self.network.apply(params, obs.reshape(obs.shape[0], -1).astype(jnp.float32))
         e = self.env
         if e.discrete:
             return jnp.argmax(out, axis=-1).astype(jnp.int32)
         low, high = jnp.asarray(e.action_low), jnp.asarray(e.action_high)
         return low + (out + 1.0) * 0.5 * (high - low)
+
+    def greedy_policy(self) -> Any:
+        """``policy(params, obs[n, ...], key) -> actions[n, ...]``: :meth:`act`."""
+        return lambda params, obs, key: self.act(params, obs, key)
+
+    def policy_params(self, state: ESState) -> Any:
+        """The mean solution (:meth:`mean`): the parameters :meth:`act` takes."""
+        return self.mean(state)
 
     def _rollout(self, params: Any, key: jax.Array, num_episodes: int) -> dict[str, Mean]:
         from jaxtrainer.envs import evaluate_policy
@@ -573,4 +582,4 @@ class NeuroES(EvosaxES):
 
     def hparams(self) -> dict[str, Any]:
         return {**super().hparams(), "env": self.env.name, "num_episodes": self.num_episodes,
-                "hidden_sizes": list(self.policy.hidden_sizes)}
+                "hidden_sizes": list(self.network.hidden_sizes)}

@@ -44,6 +44,7 @@ import optax
 
 from jaxtrainer import _args, envs
 from jaxtrainer.algorithms import normalization
+from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.networks import TwinCritic, activation
 from jaxtrainer.algorithms.population_core import set_learning_rate
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
@@ -320,7 +321,7 @@ def _pooled(losses: Any) -> Mean:
 
 
 # ---- the shared module ------------------------------------------------------
-class OffPolicyModule(Module):
+class OffPolicyModule(ParamsPolicy, Module):
     """Base of :class:`~jaxtrainer.algorithms.DQN`, ``SAC`` and ``TD3`` (and ``DDPG``, a ``TD3``).
 
     Subclasses set :attr:`config_class` (a frozen dataclass with ``env``,

@@ -33,6 +33,7 @@ from flax import struct
 
 from jaxtrainer import _args, envs
 from jaxtrainer.algorithms import normalization
+from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.networks import ActorCritic, activation
 from jaxtrainer.distributed import fold_in_device, local_size, pmean
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
@@ -184,7 +185,7 @@ def normalize_advantages(advantages: jax.Array, eps: float = 1e-8) -> jax.Array:
     return (advantages - mean) / (jnp.sqrt(var) + eps)
 
 
-class OnPolicyModule(Module):
+class OnPolicyModule(ParamsPolicy, Module):
     """Base of :class:`~jaxtrainer.algorithms.PPO` and :class:`~jaxtrainer.algorithms.A2C`.
 
     Subclasses set :attr:`config_class` (a frozen dataclass with ``env``,
@@ -348,6 +349,17 @@ class OnPolicyModule(Module):
             dist, _ = self.network.apply(params, obs)
             return self._env_action(dist.mode())
         return policy
+
+    def sample_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+        """As :meth:`greedy_policy`, an action sampled from the policy
+        distribution (clipped to the bounds) with ``key``."""
+        def sample(params, obs, key):
+            if self.config.normalize_observations:
+                params, obs_stats = params
+                obs = self._normalize_obs(obs_stats, obs)
+            dist, _ = self.network.apply(params, obs)
+            return self._env_action(dist.sample(key))
+        return sample
 
     def policy_params(self, state: OnPolicyState) -> Any:
         """What :meth:`greedy_policy` takes: ``state.params``, or with

@@ -309,7 +309,13 @@ class PBT(MemberPopulation):
         return PBTState(members, *per_member, ids, jnp.zeros((), jnp.int32),
                         jnp.zeros((), jnp.int32))
 
-    def _current_fitness(self, state: PBTState) -> jax.Array:
+    def default_member(self, state: PBTState) -> int:
+        """The member with the best current fitness (:meth:`current_fitness`),
+        the one ``evaluation_step`` reports. Host side."""
+        small = jax.device_get(state.replace(members=None))  # host copies, free of any sharding
+        return int(self.layout.rank(jnp.asarray(self.current_fitness(small)))[0])
+
+    def current_fitness(self, state: PBTState) -> jax.Array:
         """This window's mean of the fitness metric, else the last measured fitness."""
         count = state.window_count
         return jnp.where(count > 0, state.window_total / jnp.maximum(count, 1.0), state.fitness)
@@ -382,7 +388,7 @@ class PBT(MemberPopulation):
         layout = self.layout
         size, padded = layout.size, layout.padded_size
         ids = layout.ids()
-        fitness = layout.gather(self._current_fitness(state))  # [P_pad]
+        fitness = layout.gather(self.current_fitness(state))  # [P_pad]
         source, copied = self.select(layout.unpad(fitness), jax.random.fold_in(key, 0))
         # padding members continue as themselves
         source = jnp.concatenate([source, jnp.arange(size, padded, dtype=jnp.int32)])
@@ -411,7 +417,7 @@ class PBT(MemberPopulation):
         metrics: dict[str, Any] = {}
         for name, value in inner.items():
             metrics[name] = self.over_members(value, real)
-        fitness = self._current_fitness(state)
+        fitness = self.current_fitness(state)
         metrics.update(self.layout.fitness_metrics(fitness, jnp.isfinite(fitness)))
         safe = jnp.where(jnp.isfinite(fitness), fitness, 0.0)
         per_member = {name: inner[name] for name in self.member_metrics}
@@ -428,7 +434,7 @@ class PBT(MemberPopulation):
         layout = self.layout
         ids = layout.ids()
         inner = self.evaluate_members(state.members, layout.keys(key, ids))
-        best = layout.rank(layout.gather(self._current_fitness(state)))[0]
+        best = layout.rank(layout.gather(self.current_fitness(state)))[0]
         real = layout.mask(ids).astype(jnp.float32)
         is_best = (ids == best).astype(jnp.float32)
         metrics: dict[str, Any] = {}

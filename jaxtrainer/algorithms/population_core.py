@@ -149,6 +149,42 @@ class MemberPopulation(Module):
         self.layout = MemberLayout(self.population_size, 1, axis_name)  # set per run by validate
         self.env_steps_per_step = self.population_size * int(module.env_steps_per_step)
 
+    # ---- members as policies ------------------------------------------------------
+    @property
+    def member_module(self) -> Module:
+        """The module every member runs (its policy is each member's)."""
+        return self.module
+
+    def default_member(self, state: Any) -> int:
+        """The member evaluated and loaded when none is named: member 0 here."""
+        return 0
+
+    def member_state(self, state: Any, member: int | None = None) -> Any:
+        """Member ``member``'s own state (a host-side slice of a whole
+        population's state); ``None``: :meth:`default_member`.
+
+        Raises:
+          ValueError: ``member`` outside ``[0, population_size)``.
+        """
+        if member is None:
+            member = self.default_member(state)
+        if isinstance(member, bool) or not isinstance(member, int) \
+                or not 0 <= member < self.population_size:
+            raise ValueError(f"member={member!r}: expected an index in [0, {self.population_size})")
+        return jax.tree.map(lambda x: x[member], state.members)
+
+    def policy(self, state: Any, member: int | None = None) -> Any:
+        """Member ``member``'s policy (:meth:`member_state`; host side)."""
+        return self.module.policy(self.member_state(state, member))
+
+    @property
+    def env(self) -> Any:
+        return self.module.env
+
+    @property
+    def stochastic_policy(self) -> bool:  # type: ignore[override]
+        return bool(getattr(self.module, "stochastic_policy", False))
+
     # ---- checks ----------------------------------------------------------------
     def configure_budget(self, max_steps: int) -> None:
         """Pass the budget on: one step is one ``training_step`` of every member,

@@ -223,6 +223,10 @@ class SAC(offpolicy.OffPolicyModule):
         action, _ = self.sample_action(state.actor_params, obs, policy_key)
         return self.warmup(state, action, random_key)
 
+    def sample_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+        """As :meth:`greedy_policy`, an action sampled from the squashed Gaussian."""
+        return self.normalizing(lambda params, obs, key: self.sample_action(params, obs, key)[0])
+
     def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
         """``policy(params, obs[n, ...], key) -> float32[n, action_size]``, the
         deterministic ``scale * tanh(mean) + bias`` on raw observations;

@@ -12,17 +12,16 @@ Two ways to average gradients over devices inside ``training_step``:
   :func:`agent_gradient_update`. They build a function once and call it in the
   step, with EvoRL's argument order and return values.
 
-Every strategy runs ``training_step`` under ``jax.shard_map(check_vma=True)``,
-where parameters are replicated (device-invariant). There the gradient of a loss
-computed on this device's rows with respect to replicated parameters comes back
-already *summed* over devices (the transpose of the implicit broadcast is a
-``psum``), and a ``pmean`` of it leaves the sum: N times the gradient on N
-devices. All helpers here differentiate with respect to :func:`local_copy` of
-the parameters instead, so each device has its own gradient and the ``pmean``
-makes it the mean over devices, the gradient a single device computes on all
-rows. EvoRL's code, written for ``jax.pmap`` (which has no replicated values),
-therefore gives the single-device result unchanged. A hand-written
-``pmean(jax.grad(loss_fn)(params))`` without :func:`local_copy` does not.
+Every strategy runs ``training_step`` with ``jax.pmap``'s semantics, where each
+device's gradient with respect to replicated parameters is its own, so a
+hand-written ``pmean(jax.grad(loss_fn)(params))`` is already the mean over
+devices, the gradient a single device computes on all rows; these helpers give
+the same. They also differentiate with respect to :func:`local_copy` of the
+parameters, which keeps that meaning in one's own ``jax.shard_map(...,
+check_vma=True)`` code, where the gradient with respect to a replicated
+(device-invariant) input comes back already *summed* over devices (the
+transpose of the implicit broadcast is a ``psum``) and a ``pmean`` of it would
+leave N times the mean.
 """
 
 from __future__ import annotations
@@ -70,9 +69,11 @@ def _manual_axes(axis_name: AxisName) -> tuple[str, ...]:
 def local_copy(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
     """Mark replicated values as per-device ("varying") before differentiating.
 
-    Under ``shard_map`` with ``check_vma=True``, the gradient with respect to a
-    replicated input of a loss computed on per-device data is already *summed*
-    over devices (the transpose of the implicit broadcast is a ``psum``). Taking
+    Module code run by a strategy never needs it: there every device's gradient
+    is its own already (``jax.pmap``'s semantics). In one's own ``shard_map``
+    code with ``check_vma=True``, the gradient with respect to a replicated
+    input of a loss computed on per-device data is already *summed* over
+    devices (the transpose of the implicit broadcast is a ``psum``); taking
     gradients with respect to ``local_copy(params)`` instead gives each device
     its own gradient, which :func:`gradient_update` then averages with ``pmean``.
 
@@ -177,12 +178,11 @@ def loss_and_pgrad(
       ``pmap_axis_name=None`` this is ``jax.value_and_grad(loss_fn, has_aux)``
       itself; outside ``shard_map``/``pmap`` it computes the same.
 
-    Under ``shard_map(check_vma=True)``, where every strategy runs
-    ``training_step``, the gradient with respect to replicated ``params`` would
-    arrive already summed over devices; ``g`` differentiates with respect to
-    :func:`local_copy` of ``params`` (over the bound axes only), so each
-    device's gradient is its own and the ``pmean`` gives the single-device
-    gradient, as EvoRL's version does under ``jax.pmap``.
+    ``g`` differentiates with respect to :func:`local_copy` of ``params``
+    (over the bound axes only), so each device's gradient is its own and the
+    ``pmean`` gives the single-device gradient, as EvoRL's version does under
+    ``jax.pmap``, in a strategy and in one's own ``shard_map(check_vma=True)``
+    code alike.
 
     Raises:
       ValueError: ``loss_fn`` is not callable, ``pmap_axis_name`` is not a name,
@@ -324,10 +324,10 @@ def gradient_update(
     it, such as ``optax.adamw``, see a difference, and they need it).
 
     Both forms differentiate with respect to :func:`local_copy` of the params
-    over the bound axes: under ``shard_map(check_vma=True)``, where every
-    strategy runs ``training_step``, the gradient with respect to replicated
-    params would otherwise arrive already summed over devices, and EvoRL's code
-    would take N times the step on N devices.
+    over the bound axes, so that in one's own ``shard_map(check_vma=True)``
+    code, too, the averaged gradient is the single-device one (there the
+    gradient with respect to replicated params would otherwise arrive already
+    summed over devices).
 
     The forms are told apart by the second argument: an
     ``optax.GradientTransformation`` (or ``optimizer=`` with no params, or
@@ -410,10 +410,9 @@ def agent_gradient_update(
       ``agent_state`` (its other fields unchanged). ``value`` is ``loss_fn``'s
       output on this device's data, not averaged, as in EvoRL.
 
-    Under ``shard_map(check_vma=True)``, where every strategy runs
-    ``training_step``, the params are differentiated as :func:`local_copy`, so
-    the averaged gradient is the single-device one rather than N times it (see
-    :func:`gradient_update`).
+    The params are differentiated as :func:`local_copy`, so the averaged
+    gradient is the single-device one in one's own ``shard_map(check_vma=True)``
+    code too (see :func:`gradient_update`).
 
     Raises:
       ValueError: ``loss_fn``, ``attach_fn`` or ``detach_fn`` not callable, a bad

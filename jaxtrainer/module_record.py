@@ -1,0 +1,132 @@
+"""How a module started from Python is rebuilt from its run directory.
+
+``Trainer.fit`` writes ``<run_dir>/module.yaml`` for a module it can rebuild
+(as Lightning's ``save_hyperparameters`` does for a LightningModule): the
+module's class as an import path, the file that defines it, and the arguments
+its constructor was called with::
+
+    class_path: actor_critic.ActorCritic
+    source: /home/me/project/actor_critic.py
+    init_args: {num_envs: 16, rollout: 16}
+
+``jaxtrainer eval RUN`` and :func:`jaxtrainer.load_policy` then rebuild the
+module by importing the class (or, where its module cannot be imported by
+name, such as a script run as ``__main__``, by loading ``source``) and calling
+it with ``init_args``. A module whose constructor arguments are not plain
+values (numbers, strings, booleans, None, and lists and dicts of them) gets no
+record; pass it yourself (``load_policy(path, module=...)``). Runs started by a
+recipe are rebuilt from their ``config.yaml`` instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+MODULE_FILE = "module.yaml"
+"""The run directory's record of a module started from Python."""
+
+
+def _plain(value: Any) -> bool:
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+def record(module: Any) -> dict[str, Any] | None:
+    """``{"class_path", "source", "init_args"}`` for ``module``, or ``None``
+    when its constructor arguments were not captured or are not plain values."""
+    captured = getattr(module, "_init_arguments", None)
+    if captured is None:
+        return None
+    cls = type(module)
+    try:
+        bound = inspect.signature(cls).bind(*captured[0], **captured[1])
+    except (TypeError, ValueError):
+        return None
+    args = dict(bound.arguments)
+    for name, param in inspect.signature(cls).parameters.items():
+        if param.kind is param.VAR_KEYWORD and name in args:
+            args.update(args.pop(name))
+        elif param.kind is param.VAR_POSITIONAL and name in args:
+            return None
+    if not _plain(args):
+        return None
+    try:
+        source = inspect.getsourcefile(cls)
+    except (OSError, TypeError):
+        source = None
+    return {"class_path": f"{cls.__module__}.{cls.__qualname__}",
+            "source": os.path.abspath(source) if source else None,
+            "init_args": {k: list(v) if isinstance(v, tuple) else v for k, v in args.items()}}
+
+
+def write(run_dir: str | os.PathLike, module: Any) -> bool:
+    """Write ``module.yaml`` for ``module`` into ``run_dir`` unless the run has a
+    recipe's ``config.yaml`` or the module cannot be recorded. Returns whether
+    it was written."""
+    run_dir = Path(run_dir)
+    rec = record(module)
+    if rec is None or (run_dir / "config.yaml").exists():
+        return False
+    try:
+        text = OmegaConf.to_yaml(OmegaConf.create(rec))
+    except OmegaConfBaseException:
+        return False
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / MODULE_FILE).write_text(text)
+    return True
+
+
+def _load_class(class_path: str, source: str | None) -> type:
+    module_name, _, qualname = class_path.rpartition(".")
+    try:
+        if module_name == "__main__":
+            raise ImportError(module_name)
+        namespace: Any = importlib.import_module(module_name)
+    except ImportError:
+        if not source or not Path(source).is_file():
+            raise ImportError(f"cannot import {module_name!r} for {class_path} and its source "
+                              f"file {source!r} is gone") from None
+        name = f"jaxtrainer_saved_{Path(source).stem}"
+        spec = importlib.util.spec_from_file_location(name, source)
+        namespace = importlib.util.module_from_spec(spec)
+        sys.modules[name] = namespace
+        spec.loader.exec_module(namespace)
+    for part in qualname.split("."):
+        namespace = getattr(namespace, part)
+    return namespace
+
+
+def build(run_dir: str | os.PathLike, init_args: dict[str, Any] | None = None) -> Any:
+    """The module recorded in ``run_dir/module.yaml``, with ``init_args``
+    overriding recorded arguments of the same name.
+
+    Raises:
+      FileNotFoundError: no ``module.yaml`` in ``run_dir``.
+      ImportError: the class can be neither imported nor loaded from its source.
+    """
+    file = Path(run_dir) / MODULE_FILE
+    if not file.is_file():
+        raise FileNotFoundError(f"no {MODULE_FILE} in {run_dir}")
+    rec = OmegaConf.to_container(OmegaConf.load(file))
+    cls = _load_class(rec["class_path"], rec.get("source"))
+    args = {**(rec.get("init_args") or {}), **(init_args or {})}
+    return cls(**args)
+
+
+def exists(run_dir: str | os.PathLike) -> bool:
+    """Whether ``run_dir`` holds a ``module.yaml``."""
+    return (Path(run_dir) / MODULE_FILE).is_file()
