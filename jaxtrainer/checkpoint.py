@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +91,13 @@ def _only(process: int) -> ocp.options.MultiprocessingOptions:
     return ocp.options.MultiprocessingOptions(primary_host=process, active_processes={process})
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (disk full, a quota, a file size limit,
+    a killed writer): one line naming the step directory, the error and the
+    newest complete checkpoint. Nothing of the failed step is left behind, and
+    complete checkpoints are never removed for it."""
+
+
 class Manager:
     """A checkpoint directory that only process 0 writes (see the module
     docstring); in a single process, an orbax ``CheckpointManager`` with
@@ -114,6 +123,7 @@ class Manager:
         self.async_save = async_save
         self.is_writer = jax.process_index() == 0
         self._orbax: ocp.CheckpointManager | None = None
+        self._pending: list[int] = []  # steps whose (asynchronous) write is not known done
 
         def create(_: Any) -> None:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -151,6 +161,29 @@ class Manager:
             raise error
         return result
 
+    def _written(self, what: str, fn) -> Any:
+        """:meth:`_on_zero` of a call that may complete writes (a save, a wait):
+        a write that fails is raised as :meth:`_write_error`."""
+        pending, self._pending = self._pending, []
+        try:
+            return self._on_zero(what, fn)
+        except Exception as error:
+            raise self._write_error(pending, error) from error
+
+    def _write_error(self, pending: list[int], error: Exception) -> CheckpointWriteError:
+        """Remove the temporary directories of the ``pending`` steps (process
+        0) and say what failed in one line: the step directory, the error and
+        the newest complete checkpoint."""
+        if self.is_writer:
+            for step in pending:
+                for tmp in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
+                    shutil.rmtree(tmp, ignore_errors=True)
+        steps = ", ".join(map(str, pending)) or "?"
+        return CheckpointWriteError(
+            f"checkpoint of step {steps} could not be written to {self.directory}: "
+            f"{type(error).__name__}: {' '.join(str(error).split())}; the newest complete "
+            f"checkpoint is {latest_step_dir(self.directory) or 'none'}")
+
     def save(self, step: int, state: Any, meta: dict[str, Any],
              metrics: dict[str, float] | None = None, force: bool = True) -> bool:
         """Write ``state`` (global arrays, key data already encoded) and
@@ -173,7 +206,11 @@ class Manager:
                 mgr.wait_until_finished()
             return bool(started)
 
-        started = self._on_zero("save", write)
+        # orbax waits for the previous asynchronous write before starting this one
+        self._pending.append(step)
+        started = self._written("save", write)
+        if self.async_save:
+            self._pending = [step]
         return True if started is None else started
 
     def all_steps(self) -> list[int]:
@@ -200,9 +237,16 @@ class Manager:
         ``sync=False`` waits on process 0 only (error paths, where another
         process may be gone)."""
         if sync:
-            self._on_zero("wait", lambda mgr: mgr.wait_until_finished())
+            self._written("wait", lambda mgr: mgr.wait_until_finished())
         elif self._orbax is not None:
-            self._orbax.wait_until_finished()
+            # an error path (process 0 alone): the error being raised is the one
+            # to see; a write that failed as well is cleaned up and reported
+            pending, self._pending = self._pending, []
+            try:
+                self._orbax.wait_until_finished()
+            except Exception as error:
+                print(f"jaxtrainer: {self._write_error(pending, error)}", file=sys.stderr,
+                      flush=True)
 
     def close(self, sync: bool = True) -> None:
         """Wait as :meth:`wait_until_finished` (``sync`` likewise), then close."""

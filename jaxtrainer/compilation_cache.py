@@ -19,6 +19,8 @@ directory to use.
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 from pathlib import Path
 
 import jax
@@ -96,14 +98,27 @@ def enable(setting: bool | str | os.PathLike | None = True) -> Path | None:
     re-read the configuration). Entries are stored for programs that compile in
     :data:`MIN_COMPILE_SECONDS` or more.
 
+    A directory that cannot be created or written (a read-only home, a full
+    disk) is not an error: one line on stderr names it and the error, and the
+    run goes on without the cache (``None`` is returned). JAX reads entries
+    defensively: a damaged entry is compiled again, never fatal.
+
     Raises:
       ValueError: a bad ``setting`` (see :func:`resolve`).
-      OSError: the directory cannot be created.
     """
     path = resolve(setting)
     if path is None:
         return None
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".jaxtrainer-write-test-"):
+            pass
+    except OSError as error:
+        print(f"jaxtrainer: the compilation cache directory {path} is not writable "
+              f"({type(error).__name__}: {error.strerror or error}); running without the cache "
+              f"(set {ENV_VAR} to another directory, or 0 to turn it off)",
+              file=sys.stderr, flush=True)
+        return None
     if jax.config.jax_compilation_cache_dir != str(path):
         jax.config.update("jax_compilation_cache_dir", str(path))
         jax_cache.reset_cache()

@@ -54,10 +54,15 @@ SRUN_PTY_SHELL = {**SALLOC_SHELL, "SLURM_STEP_ID": "0", "SLURM_STEPID": "0", "SL
 SBATCH_SCRIPT = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "train.sh", "SLURM_NTASKS": "4",
                  "SLURM_NPROCS": "4", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
                  "SLURM_STEP_ID": "4294967291"}
-# Task 2 of `srun -n 4 python train.py` run inside that interactive allocation:
-# it keeps the job name "interactive" (so the name says nothing), step 0 has 4 tasks.
-SRUN_TASK = {**SALLOC_SHELL, "SLURM_STEP_ID": "0", "SLURM_STEPID": "0", "SLURM_STEP_NUM_TASKS": "4",
-             "SLURM_PROCID": "2", "SLURM_LOCALID": "2", "SLURM_STEP_NODELIST": "node001"}
+# Task 2 of `srun --job-name=train -n 4 python train.py`: step 0 has 4 tasks. (A job
+# named "bash" or "interactive" is never a launch, whatever its layout: see below.)
+SRUN_TASK = {**SALLOC_SHELL, "SLURM_JOB_NAME": "train", "SLURM_STEP_ID": "0", "SLURM_STEPID": "0",
+             "SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "2", "SLURM_LOCALID": "2",
+             "SLURM_STEP_NODELIST": "node001"}
+# The shell of `srun -n 4 --pty bash`: the job is named after the shell and the
+# shell sees the step's layout of 4 tasks, but it is one process.
+SRUN_PTY_BASH_OF_4 = {"SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "bash", "SLURM_STEP_ID": "0",
+                      "SLURM_STEP_NUM_TASKS": "4", "SLURM_PROCID": "0", "SLURM_LOCALID": "0"}
 
 
 def clean_env(devices: int = 4, **extra: str) -> dict[str, str]:
@@ -231,3 +236,20 @@ def test_multi_node_without_its_coordinator_fails_within_the_timeout_naming_the_
     assert (f"Read from the environment: JAX_COORDINATOR_ADDRESS={address}, JAX_NUM_PROCESSES=2, "
             "JAX_PROCESS_ID=1, JAXTRAINER_INIT_TIMEOUT=2") in proc.stderr
     assert seconds < 2 + 45
+
+
+def test_an_interactive_srun_shell_is_not_a_launch():
+    """`srun -n 4 --pty bash`: auto picks a one-process strategy (as Lightning decides
+    it, a job named bash or interactive is not a managed launch), and an explicit
+    multi_node fails at once naming the variables instead of waiting for 3 peers."""
+    proc, _ = run(RESOLVE, clean_env(4, **SRUN_PTY_BASH_OF_4))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
+    assert lines["detected"] == "False None pmap"
+    proc, seconds = run(MULTI_NODE, clean_env(1, **SRUN_PTY_BASH_OF_4))
+    assert proc.returncode == 1 and "joined" not in proc.stdout
+    assert "this is an interactive SLURM shell (SLURM_JOB_NAME=bash)" in proc.stderr
+    for name in ("SLURM_STEP_NUM_TASKS=4", "SLURM_PROCID=0", "SLURM_STEP_ID=0",
+                 "jaxtrainer launch"):
+        assert name in proc.stderr
+    assert "joining coordinator" not in proc.stderr and seconds < 60

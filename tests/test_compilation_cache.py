@@ -97,3 +97,52 @@ def test_second_process_loads_the_compiled_programs(tmp_path):
     assert any(cache.iterdir())
     results = [r.stdout.split("RESULT")[-1].strip() for r in runs]
     assert results[0] == results[1]  # the same numbers from the cached programs
+
+
+def test_an_unwritable_cache_directory_is_one_line_and_the_run_goes_on(tmp_path):
+    """~/.cache that cannot hold the cache, with the cache on as the recipes have it:
+    one line naming the directory, then the run trains without the cache. (Root
+    writes into read-only directories, so ~/.cache is made a file: no directory
+    can be created under it, whoever runs.)"""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".cache").write_text("not a directory")
+    env = {k: v for k, v in os.environ.items() if k not in (compilation_cache.ENV_VAR,
+                                                            "XDG_CACHE_HOME")}
+    env.update(HOME=str(home), JAX_COMPILATION_CACHE_DIR="")
+    code = textwrap.dedent(f"""
+        import jaxtrainer as jt
+        from tests.toys import Regression
+        t = jt.Trainer(strategy="single", max_steps=2, logger=False, enable_progress_bar=False,
+                       enable_checkpointing=False, compilation_cache=True,
+                       default_root_dir={str(tmp_path / "runs")!r})
+        t.fit(Regression())
+        print("RESULT", t.global_step, t.compilation_cache_dir)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=200, cwd=Path(__file__).parent.parent)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split("RESULT")[-1].split() == ["2", "None"]
+    lines = [line for line in out.stderr.splitlines() if "compilation cache directory" in line]
+    assert lines == [f"jaxtrainer: the compilation cache directory {home}/.cache/jaxtrainer/jax "
+                     "is not writable (NotADirectoryError: Not a directory); running without "
+                     f"the cache (set {compilation_cache.ENV_VAR} to another directory, or 0 to "
+                     "turn it off)"]
+
+
+def test_a_damaged_cache_entry_is_compiled_again(tmp_path):
+    cache = tmp_path / "cache"
+    env = {**os.environ, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    env.pop(compilation_cache.ENV_VAR)
+    outs = []
+    for i in range(2):
+        if i:
+            for entry in cache.rglob("*"):
+                if entry.is_file():
+                    entry.write_bytes(b"\x00damaged" * 8)
+        out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / f"runs{i}"), str(cache)],
+                             env=env, capture_output=True, text=True, timeout=200,
+                             cwd=Path(__file__).parent.parent)
+        assert out.returncode == 0, out.stderr[-3000:]
+        outs.append(out.stdout.split("RESULT")[-1].strip())
+    assert outs[0] == outs[1]

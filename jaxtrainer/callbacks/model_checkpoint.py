@@ -34,6 +34,15 @@ class ModelCheckpoint(Callback):
     donate the state buffers, cannot change what is written. The newest
     checkpoint is always kept, so ``ckpt_path="last"`` resumes from it.
 
+    Pruning (``save_top_k``) happens only once the newest save is complete: at
+    the next save (which waits for the previous write, as orbax does anyway),
+    on preemption and at the end of ``fit``. A save that fails (a full disk, a
+    quota, a file size limit) raises
+    :class:`~jaxtrainer.checkpoint.CheckpointWriteError`, one line naming the
+    step directory, the OS error and the newest complete checkpoint; ``fit``
+    stops with it, nothing is pruned, no temporary directory is left, and
+    ``ckpt_path="last"`` resumes from the checkpoint before.
+
     Processes (``multi_node``): every hook runs on every process and each save
     is a collective (the sharded arrays are gathered), but only process 0
     writes, prunes and deletes checkpoint files (:class:`jaxtrainer.checkpoint.Manager`);
@@ -116,6 +125,7 @@ class ModelCheckpoint(Callback):
         self._refused_step: int | None = None  # step whose non-finite state was refused
         self._metrics: dict[str, float] = {}
         self._failed = False
+        self._unpruned: int | None = None  # newest save, pruning pending until it is complete
 
     # ---------------------------------------------------------------------
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
@@ -133,7 +143,7 @@ class ModelCheckpoint(Callback):
         self.dirpath = os.fspath(self._dirpath_arg or os.path.join(trainer.log_dir, "checkpoints"))
         self.best_model_score = self.best_model_path = self.last_model_path = None
         self._scores, self._last_saved_step, self._refused_step = {}, -1, None
-        self._metrics, self._failed = {}, False
+        self._metrics, self._failed, self._unpruned = {}, False, None
         self._check_not_another_runs(trainer)
         self._mgr = ckpt.manager(self.dirpath, async_save=self.async_save)
         self._last_time = time.monotonic()
@@ -199,9 +209,28 @@ class ModelCheckpoint(Callback):
     def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
         if self._mgr is not None:
             try:
+                if not self._failed:
+                    self._commit()
                 self._mgr.close(sync=not self._failed)
             finally:
                 self._mgr = None
+
+    def _commit(self) -> None:
+        """Wait until the newest save is written (a collective), then prune the
+        checkpoints it replaces: a checkpoint is removed only after its
+        replacement is complete, so a failed write (a full disk, a quota, a
+        killed process) never leaves the run without a restorable checkpoint.
+
+        Raises:
+          jaxtrainer.checkpoint.CheckpointWriteError: the write failed; nothing
+            is pruned and no temporary directory is left.
+        """
+        if self._mgr is None:
+            return
+        self._mgr.wait_until_finished()
+        if self._unpruned is not None:
+            newest, self._unpruned = self._unpruned, None
+            self._prune(newest)
 
     @property
     def state_key(self) -> str:
@@ -274,15 +303,17 @@ class ModelCheckpoint(Callback):
                 self.best_model_path = os.path.join(self.dirpath, str(step))
         else:
             self._scores[step] = None
+        self._commit()  # the previous save is complete: prune what it replaces
         self.last_model_path = os.path.join(self.dirpath, str(step))
         if step in self._mgr.all_steps():  # left by a run resumed from an earlier checkpoint
-            self._mgr.wait_until_finished()
             self._mgr.delete(step)
+        self._unpruned = step  # pruned once this save is complete (next save, teardown)
         trainer.save_checkpoint(self._mgr, metrics={k: v for k, v in metrics.items()
                                                     if isinstance(v, (int, float))})
         self._last_saved_step = step
         self._last_time = time.monotonic()
-        self._prune(step)
+        if not self.async_save:
+            self._commit()
         return self.last_model_path
 
     def save_now(self, trainer: Trainer, module: Module) -> str | None:
@@ -291,8 +322,7 @@ class ModelCheckpoint(Callback):
         a collective)."""
         if self._last_saved_step != trainer.global_step:
             self.save(trainer, module)
-        if self._mgr is not None:
-            self._mgr.wait_until_finished()
+        self._commit()
         return self.last_model_path
 
     def state_dict(self) -> dict[str, Any]:

@@ -63,6 +63,20 @@ def _plain_int(name: str) -> int | None:
     return int(raw) if raw.isdigit() else None
 
 
+INTERACTIVE_JOB_NAMES = ("bash", "interactive")
+"""SLURM job names of interactive shells (``srun --pty bash``, ``salloc``), never
+a managed launch, as Lightning's SLURM environment decides it."""
+
+
+def interactive_slurm_shell() -> bool:
+    """Whether this process is in an interactive SLURM job: ``SLURM_JOB_ID`` set
+    and ``SLURM_JOB_NAME`` one of :data:`INTERACTIVE_JOB_NAMES`. Its task
+    layout (``SLURM_STEP_NUM_TASKS``, ``SLURM_PROCID``) describes the shell's
+    step, not processes of a run."""
+    return "SLURM_JOB_ID" in os.environ and \
+        os.environ.get("SLURM_JOB_NAME", "") in INTERACTIVE_JOB_NAMES
+
+
 def srun_tasks() -> int | None:
     """How many tasks the ``srun`` job step this process is a task of has, or
     ``None`` when this process is not a task of such a step. Environment only.
@@ -72,17 +86,19 @@ def srun_tasks() -> int | None:
     ``SLURM_STEP_ID`` of an ordinary step (below 0xfffffff0). Not such a task:
     the shell of ``salloc`` (no step, or since Slurm 20.11 the interactive step
     ``SLURM_STEP_ID=4294967290`` with one task), an ``sbatch`` script (the batch
-    step) and ``srun --pty bash`` (one task). ``SLURM_NTASKS`` is the
-    allocation's task count in those (``salloc -n 4``: 4), so it is not read
-    here; the job name (``interactive``, ``bash``) is not read either, since
-    ``srun`` inside an interactive allocation keeps it.
+    step) and ``srun --pty bash``. ``SLURM_NTASKS`` is the allocation's task
+    count in those (``salloc -n 4``: 4), so it is not read here. A job named
+    ``bash`` or ``interactive`` (:func:`interactive_slurm_shell`) is never a
+    launch, whatever its task layout, as Lightning decides it: to launch
+    processes from such a shell, use ``jaxtrainer launch`` or ``srun
+    --job-name=NAME ...``.
     """
     if "SLURM_JOB_ID" not in os.environ:
         return None
     step, tasks, rank = (_plain_int("SLURM_STEP_ID"), _plain_int("SLURM_STEP_NUM_TASKS"),
                          _plain_int("SLURM_PROCID"))
     if step is None or step >= _SLURM_MAX_NORMAL_STEP_ID or tasks is None or rank is None \
-            or not 0 <= rank < tasks:
+            or not 0 <= rank < tasks or (tasks > 1 and interactive_slurm_shell()):
         return None
     return tasks
 
@@ -103,9 +119,10 @@ def _fill_from_environment(coordinator_address: str | None, num_processes: int |
       (``SLURM_STEP_NUM_TASKS``), not ``SLURM_NTASKS`` (which ``srun
       --preserve-env`` leaves at the allocation's count).
     - A SLURM allocation with ``SLURM_NTASKS > 1`` in a process that no
-      ``srun`` step started (the shell of ``salloc``, an ``sbatch`` script):
-      JAX would wait for ``SLURM_NTASKS`` processes that never start, so this
-      raises at once.
+      ``srun`` step started (the shell of ``salloc``, an ``sbatch`` script), or
+      an interactive job (named ``bash`` or ``interactive``) whose shell shows a
+      layout of several tasks (``srun -n 4 --pty bash``): JAX would wait for
+      processes that never start, so this raises at once.
 
     Under Open MPI (``OMPI_COMM_WORLD_SIZE`` set) or with an explicit
     ``cluster_detection_method`` JAX's own detection decides, as before.
@@ -136,6 +153,15 @@ def _fill_from_environment(coordinator_address: str | None, num_processes: int |
             "script): start one process per task with `srun python SCRIPT ...` inside the "
             "allocation, use `jaxtrainer launch --nproc-per-node N SCRIPT ...`, or use a "
             "one-process strategy (strategy='auto', 'single' or 'pmap')")
+    layout = max(_plain_int("SLURM_STEP_NUM_TASKS") or 0, allocated or 0)
+    if interactive_slurm_shell() and num_processes is None and layout > 1:
+        raise RuntimeError(
+            "jaxtrainer.distributed.initialize: this is an interactive SLURM shell "
+            f"(SLURM_JOB_NAME={os.environ['SLURM_JOB_NAME']}), not a launch of several processes, "
+            f"and JAX would wait for {layout} processes that never start. Read from the "
+            f"environment: {launch_environment()}. Start the processes with `jaxtrainer launch "
+            "--nproc-per-node N SCRIPT ...` or `srun --job-name=NAME -n N python SCRIPT ...`, "
+            "or use a one-process strategy (strategy='auto', 'single' or 'pmap')")
     return num_processes, process_id, None
 
 

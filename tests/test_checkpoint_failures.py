@@ -1,0 +1,86 @@
+"""Checkpoint writes that fail, and checkpoint callbacks that share a run."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxtrainer as jt
+
+pytestmark = pytest.mark.timeout(240)
+
+# A run whose step-4 checkpoint cannot be written: a file size limit of one byte
+# (RLIMIT_FSIZE, SIGXFSZ ignored, so writes fail with EFBIG) from the moment the
+# step-4 save starts; save_top_k=1, a save every 2 steps.
+FAILING_SAVE = """
+import resource, signal, sys
+import jax.numpy as jnp
+import jaxtrainer as jt
+
+class Counter(jt.Module):
+    def init_state(self, key):
+        return {"w": jnp.zeros(()), "big": jnp.zeros(4096)}
+    def training_step(self, state, key):
+        return {"w": state["w"] + 1.0, "big": state["big"] + 1.0}, {"loss": state["w"]}
+
+class FullDisk(jt.Callback):
+    def on_save_checkpoint(self, trainer, module, checkpoint):
+        if trainer.global_step == 4:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (1, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+trainer = jt.Trainer(strategy="single", max_steps=8, log_every_n_steps=1, logger=False,
+                     enable_progress_bar=False, default_root_dir=sys.argv[1],
+                     callbacks=[jt.ModelCheckpoint(every_n_steps=2, save_top_k=1), FullDisk()])
+try:
+    trainer.fit(Counter())
+except Exception as error:
+    print(f"{type(error).__name__}: {error}")
+    sys.exit(3)
+"""
+
+
+def test_a_failed_save_keeps_the_last_good_checkpoint(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", FAILING_SAVE, str(tmp_path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    checkpoints = tmp_path / "version_0" / "checkpoints"
+    line = proc.stdout.strip().splitlines()[-1]
+    assert line.startswith("CheckpointWriteError: checkpoint of step 4 could not be written to "
+                           f"{checkpoints}: ")
+    assert "File too large" in line and line.endswith(f"the newest complete checkpoint is "
+                                                      f"{checkpoints / '2'}")
+    assert sorted(os.listdir(checkpoints)) == ["2"]  # no *-tmp directory, step 2 kept
+    resumed = jt.Trainer(strategy="single", max_steps=3, log_every_n_steps=1, logger=False,
+                         enable_progress_bar=False, default_root_dir=tmp_path,
+                         enable_checkpointing=False)
+    metrics = []
+
+    class Seen(jt.Callback):
+        def on_train_steps_end(self, trainer, module, m):
+            metrics.append(m["loss"])
+
+    resumed.callbacks.append(Seen())
+    resumed.fit(_counter(), ckpt_path="last")
+    assert resumed.global_step == 3 and metrics == [2.0]  # continued from step 2
+    np.testing.assert_array_equal(np.asarray(resumed.state["big"]), np.full(4096, 3.0))
+
+
+def _counter():
+    namespace = {}
+    exec(FAILING_SAVE.split("class FullDisk")[0], namespace)
+    return namespace["Counter"]()
+
+
+def test_pruning_waits_for_the_replacement(tmp_path):
+    """save_top_k=1: the older checkpoint goes only once the newer is complete,
+    and at the end only the newest is left."""
+    trainer = jt.Trainer(strategy="single", max_steps=6, log_every_n_steps=1, logger=False,
+                         enable_progress_bar=False, default_root_dir=tmp_path,
+                         callbacks=[jt.ModelCheckpoint(every_n_steps=2, save_top_k=1)])
+    trainer.fit(_counter())
+    assert sorted(os.listdir(Path(trainer.log_dir) / "checkpoints")) == ["6"]
