@@ -5,7 +5,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
