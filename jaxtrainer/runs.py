@@ -99,9 +99,13 @@ def best_checkpoint(path: str | os.PathLike) -> Path:
         raise ValueError(f"ckpt_path='best': several ModelCheckpoints recorded a best checkpoint "
                          f"in {path} ({listed}); pass the one you want as ckpt_path")
     best = Path(next(iter(recorded.values())))
-    candidates = [best] if best.is_absolute() else [path.parent / best.name, best]
+    # beside ``path`` (a moved run), in the run's directory of that name (another
+    # ModelCheckpoint's, e.g. checkpoints_1), then as recorded
+    beside, sibling = path.parent / best.name, path.parent.parent / best.parent.name / best.name
+    candidates = [best] if best.is_absolute() else [beside, best]
     if not best.is_absolute() and best.parent.name != path.parent.name:
         candidates.reverse()  # recorded in another directory than ``path``'s
+    candidates.append(sibling)
     for candidate in candidates:
         if (candidate / ckpt.META).exists():
             return candidate

@@ -83,3 +83,46 @@ def test_pruning_waits_for_the_replacement(tmp_path):
                          callbacks=[jt.ModelCheckpoint(every_n_steps=2, save_top_k=1)])
     trainer.fit(_counter())
     assert sorted(os.listdir(Path(trainer.log_dir) / "checkpoints")) == ["6"]
+
+
+TWO_CALLBACKS = """
+import os, sys
+import jax.numpy as jnp
+import jaxtrainer as jt
+
+class Peak(jt.Module):
+    def init_state(self, key):
+        return {"w": jnp.zeros(())}
+    def training_step(self, state, key):
+        return {"w": state["w"] + 1.0}, {"val": -(state["w"] - 3.0) ** 2}
+
+trainer = jt.Trainer(strategy="single", max_steps=8, log_every_n_steps=1, logger=False,
+                     enable_progress_bar=False, default_root_dir=sys.argv[1],
+                     callbacks=[jt.ModelCheckpoint(every_n_steps=2),
+                                jt.ModelCheckpoint(monitor="val", mode="max", save_top_k=1)])
+trainer.fit(Peak())
+run = trainer.log_dir
+print("DIRS", sorted(os.listdir(os.path.join(run, "checkpoints"))),
+      sorted(os.listdir(os.path.join(run, "checkpoints_1"))))
+print("BEST", trainer.callbacks[1].best_model_path == os.path.join(run, "checkpoints_1", "8"))
+"""
+
+
+def test_two_checkpoint_callbacks_in_one_run_keep_their_own_directories(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", TWO_CALLBACKS, str(tmp_path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=200)  # the process exits
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "DIRS ['2', '4', '6', '8'] ['8']" in proc.stdout and "BEST True" in proc.stdout
+    run = tmp_path / "version_0"
+    assert jt.runs.best_checkpoint(run / "checkpoints_1" / "8") == run / "checkpoints_1" / "8"
+    assert jt.checkpoint.find_last(tmp_path) == run / "checkpoints" / "8"
+
+
+def test_two_checkpoint_callbacks_with_one_dirpath_are_refused_before_writing(tmp_path):
+    trainer = jt.Trainer(strategy="single", max_steps=2, logger=False, enable_progress_bar=False,
+                         default_root_dir=tmp_path / "runs",
+                         callbacks=[jt.ModelCheckpoint(tmp_path / "ck", every_n_steps=1),
+                                    jt.ModelCheckpoint(tmp_path / "ck", monitor="loss", mode="min")])
+    with pytest.raises(ValueError, match="two ModelCheckpoint callbacks share dirpath="):
+        trainer.fit(_counter())
+    assert not (tmp_path / "ck").exists()

@@ -56,8 +56,15 @@ class ModelCheckpoint(Callback):
     No checkpoint is written while ``trainer.state_is_valid`` is ``False`` (set by
     :class:`~jaxtrainer.callbacks.NaNGuard`): the last good one stays the newest.
 
+    Several ModelCheckpoint callbacks in one Trainer (e.g. one every N steps,
+    one keeping the best by a metric) each write, prune and delete in a
+    directory of their own: without ``dirpath``, the first one's is
+    ``<log_dir>/checkpoints`` (where ``ckpt_path="last"`` looks), the others'
+    ``<log_dir>/checkpoints_1``, ``checkpoints_2``, ...
+
     Args:
-      dirpath: checkpoint directory; default ``<trainer.log_dir>/checkpoints``.
+      dirpath: checkpoint directory; default ``<trainer.log_dir>/checkpoints``
+        (``checkpoints_<i>`` for the ``i``-th other ModelCheckpoint without one).
       every_n_steps: save when the global step reaches a multiple of this
         (training steps; checked at log boundaries); ``None`` = not by step count.
       every_n_seconds: save when this much wall time (seconds) passed since the
@@ -140,13 +147,38 @@ class ModelCheckpoint(Callback):
         """
         if stage != "fit":
             return
-        self.dirpath = os.fspath(self._dirpath_arg or os.path.join(trainer.log_dir, "checkpoints"))
+        self.dirpath = self._resolve_dirpath(trainer)
         self.best_model_score = self.best_model_path = self.last_model_path = None
         self._scores, self._last_saved_step, self._refused_step = {}, -1, None
         self._metrics, self._failed, self._unpruned = {}, False, None
         self._check_not_another_runs(trainer)
         self._mgr = ckpt.manager(self.dirpath, async_save=self.async_save)
         self._last_time = time.monotonic()
+
+    def _resolve_dirpath(self, trainer: Trainer) -> str:
+        """This callback's directory: ``dirpath``, else ``<log_dir>/checkpoints``
+        for the first ModelCheckpoint of the Trainer without one and
+        ``<log_dir>/checkpoints_<i>`` for the ``i``-th other, so that two
+        checkpoint callbacks never write, prune or delete in one directory.
+
+        Raises:
+          ValueError: another ModelCheckpoint of this Trainer has the same
+            directory (before anything is written).
+        """
+        others = [cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint)]
+        unnamed = [cb for cb in others if cb._dirpath_arg is None]
+        if self._dirpath_arg is not None:
+            mine = os.path.realpath(self._dirpath_arg)
+            for cb in others:
+                if cb is not self and cb._dirpath_arg is not None \
+                        and os.path.realpath(cb._dirpath_arg) == mine:
+                    raise ValueError(
+                        f"two ModelCheckpoint callbacks share dirpath={self._dirpath_arg!r}; each "
+                        "prunes and deletes in its own directory: give each its own dirpath (or "
+                        "leave it unset: checkpoints, checkpoints_1, ... under the run directory)")
+            return os.fspath(self._dirpath_arg)
+        i = next(i for i, cb in enumerate(unnamed) if cb is self)
+        return os.path.join(trainer.log_dir, "checkpoints" if i == 0 else f"checkpoints_{i}")
 
     def _check_not_another_runs(self, trainer: Trainer) -> None:
         resumed_from = os.path.dirname(trainer.ckpt_path) if trainer.ckpt_path else None
