@@ -85,7 +85,7 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from jaxtrainer import _args, envs
-from jaxtrainer.algorithms import normalization
+from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.networks import DeterministicActor, TwinCritic, activation
@@ -462,8 +462,8 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
         """``bool[]``: generation ``generation`` (from 0) trains the critic and the RL
         actors, i.e. it starts with ``learning_starts`` env steps (and at least one
         generation) in the buffer. Replicated."""
-        collected = generation * self.env_steps_per_step
-        return jnp.logical_and(generation >= 1, collected >= self.config.learning_starts)
+        return jnp.logical_and(generation >= 1, env_steps.reached(
+            generation, self.config.learning_starts, self.env_steps_per_step))
 
     def improve(self, rl_members: jax.Array, state: CEMRLState,
                 key: jax.Array) -> tuple[jax.Array, tuple, dict[str, jax.Array]]:

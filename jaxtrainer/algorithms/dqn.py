@@ -38,7 +38,7 @@ import optax
 from flax import struct
 
 from jaxtrainer import _args, envs
-from jaxtrainer.algorithms import offpolicy
+from jaxtrainer.algorithms import env_steps, offpolicy
 from jaxtrainer.algorithms.networks import QNetwork
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.distributed import gradient_update
@@ -195,6 +195,8 @@ class DQN(offpolicy.OffPolicyModule):
         self.network = QNetwork(self.env.num_actions, len(self.env.observation_shape),
                                 config.hidden_sizes, config.activation)
         self.optimizer = offpolicy.adam(config.lr, config.max_grad_norm)
+        env_steps.check_interval(config.target_update_interval, self.env_steps_per_step,
+                                 "target_update_interval")
 
     def epsilon(self, env_steps: jax.Array,
                 hyperparams: dict[str, jax.Array] | None = None) -> jax.Array:
@@ -262,8 +264,8 @@ class DQN(offpolicy.OffPolicyModule):
         was crossed during this step; metrics ``loss/td``, ``q_mean``, ``epsilon``."""
         cfg = self.config
         before = self.env_steps_before(state.step)
-        after = self.env_steps_before(state.step + 1)
-        crossed = (after // cfg.target_update_interval) > (before // cfg.target_update_interval)
+        crossed = env_steps.crossed(state.step, cfg.target_update_interval,
+                                    self.env_steps_per_step)
         hp = state.hyperparams
         target_params = jax.tree.map(
             lambda new, old: jnp.where(crossed, new, old),

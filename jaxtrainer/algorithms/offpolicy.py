@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxtrainer import _args, envs
-from jaxtrainer.algorithms import normalization
+from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.networks import TwinCritic, activation
 from jaxtrainer.algorithms.population_core import set_learning_rate
@@ -511,13 +511,15 @@ class OffPolicyModule(ParamsPolicy, Module):
 
     # ---- shared pieces ----------------------------------------------------
     def env_steps_before(self, step: jax.Array) -> jax.Array:
-        """``int32[]`` global env steps collected before training step ``step``."""
-        return step * self.env_steps_per_step
+        """``float32[]`` global env steps collected before training step ``step``
+        (for schedules; exact comparisons go through :mod:`~jaxtrainer.algorithms.env_steps`,
+        which never forms the int32 product that wraps past 2^31)."""
+        return env_steps.as_float(step, self.env_steps_per_step)
 
     def learning(self, step: jax.Array) -> jax.Array:
         """``bool[]``: training step ``step`` (from 0) updates, i.e. by its end at
         least ``learning_starts`` env steps have been collected. Replicated."""
-        return self.env_steps_before(step + 1) >= self.config.learning_starts
+        return env_steps.reached(step + 1, self.config.learning_starts, self.env_steps_per_step)
 
     def warmup(self, state: Any, action: jax.Array, key: jax.Array) -> jax.Array:
         """``action`` (``float32[n, action_size]``), or uniform random actions in the
@@ -526,7 +528,8 @@ class OffPolicyModule(ParamsPolicy, Module):
         low = jnp.asarray(self.env.action_low)
         high = jnp.asarray(self.env.action_high)
         random = jax.random.uniform(key, action.shape, jnp.float32, low, high)
-        warmup = self.env_steps_before(state.step) < self.config.learning_starts
+        warmup = ~env_steps.reached(state.step, self.config.learning_starts,
+                                    self.env_steps_per_step)
         return jnp.where(warmup, random, action)
 
     def init_envs(self, key: jax.Array) -> tuple[envs.EnvState, jax.Array, Any]:
