@@ -365,14 +365,23 @@ class EvosaxES(PopulationModule):
 
     def tell(self, state: ESState, population: Any, fitness: jax.Array) -> tuple[ESState, dict[str, Any]]:
         """Update with ``fitness: float32[P]`` (the user's sign; negated when
-        ``maximize``). Metrics: evosax's scalar metrics as ``es/<name>``, in the
+        ``maximize``). A member whose fitness is NaN or infinite (a diverged
+        policy) is given the generation's worst valid fitness: it ranks last and
+        weighs in the update as the worst valid member does, and no statistic,
+        best or shaped fitness becomes NaN (the PopulationTrainer counts it in
+        ``fitness/invalid``). Metrics: evosax's scalar metrics as ``es/<name>``, in the
         user's sign; the bests (:data:`BEST_METRICS`) reduced over a log interval
         by the best (max when maximising, else min), the current values
         (:data:`CURRENT_METRICS`) by the last generation's, others averaged."""
         fitness = jnp.asarray(fitness, jnp.float32)
         state = self.with_hyperparams(state)
-        es_state, metrics = self.es.tell(state.tell_key, population,
-                                         -fitness if self.maximize else fitness,
+        minimised = -fitness if self.maximize else fitness
+        # an invalid (NaN or infinite) fitness takes the generation's worst valid value:
+        # it ranks last, no best or shaped fitness becomes NaN, and the search goes on
+        valid = jnp.isfinite(minimised)
+        worst = jnp.max(jnp.where(valid, minimised, -jnp.inf))
+        minimised = jnp.where(valid, minimised, jnp.where(jnp.any(valid), worst, 0.0))
+        es_state, metrics = self.es.tell(state.tell_key, population, minimised,
                                          state.es, state.params)
         out = {}
         for name, value in metrics.items():

@@ -49,7 +49,7 @@ from jaxtrainer.distributed.axis import (
     to_varying,
 )
 from jaxtrainer.distributed.keys import member_keys
-from jaxtrainer.metrics import Max, Mean, Min
+from jaxtrainer.metrics import Max, Mean, Min, Sum
 
 __all__ = [
     "MemberLayout",
@@ -177,12 +177,13 @@ def rank(fitness: jax.Array, maximize: bool = True, worst_first: bool = False) -
     """Member indices from the best to the worst fitness (``worst_first``: the
     reverse direction): ``int32[P]`` for ``fitness: float[P]``.
 
-    NaN counts as the worst value (``-inf`` when maximising, ``+inf`` when
-    minimising), so it ranks last. Ties keep member order: of two equal
-    values the lower index comes first, whichever end the order starts from.
+    An invalid fitness (NaN or infinite: a diverged member) counts as the
+    worst value, so it ranks last (below a finite worst). Ties keep member
+    order: of two equal values the lower index comes first, whichever end the
+    order starts from.
     """
     worst = -jnp.inf if maximize else jnp.inf
-    value = jnp.where(jnp.isnan(fitness), worst, fitness)
+    value = jnp.where(jnp.isfinite(fitness), fitness, worst)
     return jnp.argsort(value, stable=True, descending=maximize != worst_first)
 
 
@@ -310,7 +311,12 @@ class MemberLayout:
     def fitness_metrics(self, fitness: jax.Array,
                         valid: jax.Array | None = None) -> dict[str, Any]:
         """``fitness/mean``, ``fitness/max`` (a :class:`~jaxtrainer.metrics.Max`) and
-        ``fitness/min`` (a :class:`~jaxtrainer.metrics.Min`) over real members only.
+        ``fitness/min`` (a :class:`~jaxtrainer.metrics.Min`) over the real members
+        whose fitness is valid (finite), and ``fitness/invalid`` (a
+        :class:`~jaxtrainer.metrics.Sum`): how many real members were not. A
+        generation of replicated fitness in which no member is valid reports
+        ``fitness/mean`` NaN, so :class:`~jaxtrainer.callbacks.NaNGuard` stops a
+        run whose every member failed, and only such a run.
 
         Args:
           fitness: without ``valid``, every member's fitness, replicated (``[P]``
@@ -322,9 +328,18 @@ class MemberLayout:
         """
         if valid is None:
             real = self.unpad(jnp.asarray(fitness).astype(jnp.float32))
-            return {"fitness/mean": jnp.mean(real), "fitness/max": Max.of(real),
-                    "fitness/min": Min.of(real)}
-        valid = self.mask() & valid
+            ok = jnp.isfinite(real)
+            safe = jnp.where(ok, real, 0.0)
+            mean = jnp.sum(safe) / jnp.maximum(jnp.sum(ok), 1)
+            # replicated: device 0 alone counts, the Trainer sums over devices
+            first = axis_index(self.axis_names) == 0
+            return {"fitness/mean": jnp.where(jnp.any(ok), mean, jnp.nan),
+                    "fitness/max": Max.of(safe, ok), "fitness/min": Min.of(safe, ok),
+                    "fitness/invalid": Sum.of(jnp.where(first, jnp.sum(~ok), 0)
+                                              .astype(jnp.float32))}
+        real = self.mask()
+        valid = real & valid & jnp.isfinite(fitness)
         safe = jnp.where(valid, fitness, 0.0)
         return {"fitness/mean": Mean.of(safe, valid), "fitness/max": Max.of(safe, valid),
-                "fitness/min": Min.of(safe, valid)}
+                "fitness/min": Min.of(safe, valid),
+                "fitness/invalid": Sum.of((real & ~valid).astype(jnp.float32))}
