@@ -224,7 +224,7 @@ def test_config_yaml_is_kept_on_resume_and_each_fit_logs_its_final_evaluation(ru
     written = (run / "config.yaml").read_text()
     assert yaml.safe_load(written) == {"recipe": "ppo",
                                        **OmegaConf.to_container(cfg, resolve=True)}
-    cfg2 = tiny(run_dir, "trainer.max_steps=4", "trainer.ckpt_path=last", "algorithm.lr=0.5")
+    cfg2 = tiny(run_dir, "trainer.max_steps=4", "trainer.ckpt_path=last")
     second = config.fit_and_report(config.make_trainer(cfg2), toys.EnvCounter(), cfg2)
     assert (run / "config.yaml").read_text() == written   # the run's original config
     assert not (run_dir / "version_1").exists()
@@ -309,3 +309,51 @@ def test_callback_keys_are_read_from_the_signatures(run_dir, monkeypatch):
     with pytest.raises(ValueError, match=r"'callbacks.checkpoint.every': .*ModelCheckpoint\) has "
                                          r"keys: dirpath, every_n_steps"):
         tiny(run_dir, "callbacks.checkpoint.every=1")
+
+
+@pytest.mark.timeout(120)
+def test_a_resume_takes_the_saved_config_and_refuses_or_applies_changed_settings(run_dir, capsys):
+    """trainer.ckpt_path=last alone resumes with the run's saved settings; a changed
+    algorithm.lr is printed `key: saved -> given` and refused (one line, exit 2)
+    unless trainer.resume_overrides=apply, which sets it in the state too."""
+    ppo = recipe("ppo")
+    start = [f"trainer.default_root_dir={run_dir}", "trainer.strategy=single", *TINY_PPO,
+             "trainer.max_steps=2", "algorithm.ent_coef=0.02", "algorithm.anneal_lr=false"]
+    ppo.main(start)
+    run = run_dir / "version_0"
+    written = (run / "config.yaml").read_text()
+    base = [f"trainer.default_root_dir={run_dir}", "trainer.ckpt_path=last"]
+    cfg = config.load(CONFIGS / "ppo.yaml", [*base, "trainer.max_steps=3"])
+    assert cfg.algorithm.ent_coef == 0.02 and cfg.algorithm.num_envs == 2  # the saved settings
+    assert cfg.trainer.max_steps == 3 and not cfg.algorithm.anneal_lr
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        config.cli(ppo.main, [*base, "trainer.max_steps=3", "algorithm.lr=0.01"], prog="ppo.py")
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert "jaxtrainer: resume: trainer.max_steps: 2 -> 3\n" in err
+    assert "jaxtrainer: resume: algorithm.lr: 0.00025 -> 0.01\n" in err
+    assert err.splitlines()[-1].startswith("ppo.py: error: resuming the run of ")
+    assert "(algorithm.lr: 0.00025 -> 0.01): pass trainer.resume_overrides=apply" in err
+    assert (run / "config.yaml").read_text() == written and not (run / "checkpoints" / "3").exists()
+
+    result = ppo.main([*base, "trainer.max_steps=3", "algorithm.lr=0.01",
+                       "trainer.resume_overrides=apply"])
+    assert result["step"] == 3
+    state = read_meta(run / "checkpoints" / "3")
+    assert state["global_step"] == 3
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["algorithm"]["lr"] == 0.01 and saved["algorithm"]["ent_coef"] == 0.02
+    trainer = jt.Trainer(strategy="single", max_steps=3, logger=False,
+                         enable_progress_bar=False, enable_checkpointing=False)
+    module = recipe_module(run)
+    trainer.evaluate(module, ckpt_path=str(run / "checkpoints" / "3"))
+    assert float(trainer.state.hyperparams["lr"]) == pytest.approx(0.01)  # applied in the state
+
+
+def recipe_module(run):
+    from jaxtrainer import saved_run
+    from jaxtrainer.recipes.modules import build_module
+
+    name, cfg = saved_run.load_config(run)
+    return build_module(name, cfg)

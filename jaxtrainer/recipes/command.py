@@ -160,7 +160,10 @@ class RunRecord(Callback):
 
     * ``setup``: writes ``<log_dir>/config.yaml`` (:data:`CONFIG_FILE`) on the
       global-zero process. A resumed run (``ckpt_path``) keeps the file the run
-      started with, as ``hparams.csv`` is kept (written only when missing).
+      started with, as ``hparams.csv`` is kept (written only when missing),
+      unless the resume applied changed settings of what is learned
+      (:mod:`jaxtrainer.recipes.resume`): then the file holds the settings the
+      run now goes on with.
     * At the boundary where the budget is spent (``on_train_steps_end``), or
       at ``on_train_end`` when a callback stopped training earlier: runs
       ``trainer.evaluate`` once on the final state, unless an evaluation already
@@ -200,7 +203,13 @@ class RunRecord(Callback):
             return
         path = Path(trainer.log_dir) / CONFIG_FILE
         if trainer.ckpt_path is not None and path.exists():
-            return  # a resume: the run's config is the one it started with
+            saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+            now = OmegaConf.to_container(self.cfg, resolve=True)
+            kept = ("recipe", "trainer", "logger", "callbacks")  # a resume may change these
+            if {k: v for k, v in saved.items() if k not in kept} == \
+                    {k: v for k, v in now.items() if k not in kept}:
+                return  # a resume: the run's config is the one it started with
+            # a resume that applied changed settings (trainer.resume_overrides=apply)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_config(path, self.cfg, self.recipe)
 

@@ -37,7 +37,7 @@ from jaxtrainer import envs
 from jaxtrainer._args import did_you_mean
 from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
-from jaxtrainer.recipes import command, components, sweep
+from jaxtrainer.recipes import command, components, resume, sweep
 from jaxtrainer.recipes.command import CONFIG_FILE, RunRecord, cli, recipe_of  # noqa: F401 (re-exported)
 from jaxtrainer.trainer import Trainer
 
@@ -116,6 +116,7 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
         or a mapping of its class's keys, or a ``recipe:`` other than the
         recipe of ``defaults``.
     """
+    setting, overrides = resume.take_setting(overrides)
     base = OmegaConf.load(path)
     recipe = Path(defaults if defaults is not None else path).stem
     named = base.pop("recipe", None) if isinstance(base, DictConfig) else None
@@ -142,7 +143,14 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
         if isinstance(OmegaConf.select(base, key), DictConfig):
             raise ValueError(f"bad override {item!r}: {key} is a section; set one of its keys, "
                              f"e.g. {key}.{next(iter(OmegaConf.select(base, key)), 'name')}=...")
-    cfg = OmegaConf.merge(base, OmegaConf.from_dotlist(_keep_entry_mappings(base, overrides)))
+    given = OmegaConf.from_dotlist(_keep_entry_mappings(base, overrides))
+    cfg = OmegaConf.merge(base, given)
+    if cfg.trainer.get("ckpt_path") is not None:  # resume with the run's saved config
+        from_file = (OmegaConf.load(path) if defaults is not None
+                     and os.path.realpath(defaults) != os.path.realpath(path) else {})
+        if isinstance(from_file, DictConfig):
+            from_file.pop("recipe", None)
+        cfg = resume.resumed(cfg, OmegaConf.merge(from_file, given), setting)
     components.check_entries(cfg)
     OmegaConf.set_struct(cfg, True)
     command.remember(cfg, recipe)
@@ -362,6 +370,9 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
         :meth:`Trainer.fit`, as do the module's size checks' ``ValueError``).
     """
     sweep.before_fit(trainer, module, recipe_of(cfg))  # a Sweep: budget per member, summary
+    changed = resume.hyperparameter_changes(cfg)  # confirmed changes of a resumed run
+    if changed:
+        trainer.callbacks.append(resume.ApplyHyperparameters(changed))
     record = RunRecord(cfg, recipe_of(cfg))
     trainer.callbacks.insert(sum(getattr(cb, "order", 0) <= record.order for cb in trainer.callbacks),
                              record)

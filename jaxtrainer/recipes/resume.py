@@ -1,0 +1,155 @@
+"""A resumed recipe run's config: the one the run saved, with what the command line changes.
+
+The rule, for ``trainer.ckpt_path=...`` with a run that has a ``config.yaml``:
+
+* the run resumes with its **saved config**; the command line need not repeat
+  the overrides the run was started with;
+* settings given on the command line (or in a ``--config`` file) that differ
+  from the saved ones are printed, one line each, ``key: saved -> given``;
+* those of the ``trainer:``, ``logger:`` and ``callbacks:`` sections (a larger
+  budget, another strategy or device count, logging) are applied;
+* those that change what is learned (``env:``, ``algorithm:``, ``sweep:``,
+  ``pbt:``, ...) are refused, one line and exit status 2, unless
+  ``trainer.resume_overrides=apply`` confirms them: then they are applied
+  everywhere, hyperparameters kept in the state (``state.hyperparams``, e.g.
+  PPO's ``lr``) included.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+from omegaconf import DictConfig, OmegaConf
+
+from jaxtrainer import checkpoint as ckpt
+from jaxtrainer import saved_run
+from jaxtrainer.callbacks.base import Callback
+
+KEY = "trainer.resume_overrides"
+"""The override that confirms changes to what a resumed run learns (``=apply``)."""
+
+APPLIED_SECTIONS = ("trainer", "logger", "callbacks")
+"""Sections whose changes a resume applies without confirmation."""
+
+_UNSET = object()
+
+
+def take_setting(overrides: Sequence[str]) -> tuple[str | None, list[str]]:
+    """``(value of trainer.resume_overrides or None, the other overrides)``.
+
+    Raises:
+      ValueError: a value other than ``apply`` or ``refuse``.
+    """
+    value, rest = None, []
+    for item in overrides:
+        if item.split("=", 1)[0].lstrip("+") == KEY:
+            value = item.split("=", 1)[1].strip() if "=" in item else ""
+            if value not in ("apply", "refuse"):
+                raise ValueError(f"{KEY}={value!r}: expected apply (apply the changed settings "
+                                 "to the resumed run) or refuse (the default)")
+        else:
+            rest.append(item)
+    return value, rest
+
+
+def _leaves(node: Any, prefix: str = "") -> list[str]:
+    if not isinstance(node, DictConfig):
+        return [prefix] if prefix else []
+    out = []
+    for key in node:
+        out += _leaves(node[key], f"{prefix}.{key}" if prefix else str(key))
+    return out
+
+
+def _get(cfg: DictConfig, key: str) -> Any:
+    value = OmegaConf.select(cfg, key, default=_UNSET, throw_on_missing=False)
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
+
+
+def saved_config(cfg: DictConfig) -> tuple[DictConfig, str] | None:
+    """``(the config the checkpoint's run saved, its path)`` for ``cfg``'s
+    ``trainer.ckpt_path``, or None (no ``ckpt_path``, or a run without one).
+
+    Raises:
+      FileNotFoundError: ``trainer.ckpt_path`` names no checkpoint.
+    """
+    path = cfg.trainer.get("ckpt_path")
+    if path is None:
+        return None
+    step_dir = ckpt.resolve(str(path), cfg.trainer.get("default_root_dir") or "runs")
+    file = saved_run.run_dir_of(step_dir) / saved_run.CONFIG_FILE
+    if not file.is_file():
+        return None
+    saved = OmegaConf.load(file)
+    saved.pop("recipe", None)
+    return saved, str(file)
+
+
+def resumed(cfg: DictConfig, given: DictConfig, setting: str | None) -> DictConfig:
+    """The config a resume runs with: the run's saved config with ``given``
+    (what the command line and ``--config`` file set) over it, or ``cfg``
+    unchanged when it resumes nothing that saved a config. Prints every
+    changed setting as ``jaxtrainer: resume: key: saved -> given`` (stderr).
+
+    Raises:
+      ValueError: a changed setting outside :data:`APPLIED_SECTIONS` without
+        ``trainer.resume_overrides=apply`` (one line listing them).
+    """
+    found = saved_config(cfg)
+    if found is None:
+        return cfg
+    saved, file = found
+    struct = OmegaConf.is_struct(cfg)
+    out = OmegaConf.merge(cfg, saved, given)  # the saved settings, then what was given
+    OmegaConf.set_struct(out, struct)
+    changes = [(key, _get(saved, key), _get(out, key)) for key in _leaves(given)
+               if key != "trainer.ckpt_path" and _get(saved, key) is not _UNSET
+               and _get(saved, key) != _get(out, key)]
+    for key, was, now in changes:
+        print(f"jaxtrainer: resume: {key}: {was!r} -> {now!r}", file=sys.stderr, flush=True)
+    learning = [f"{key}: {was!r} -> {now!r}" for key, was, now in changes
+                if key.split(".", 1)[0] not in APPLIED_SECTIONS]
+    if learning and setting != "apply":
+        raise ValueError(
+            f"resuming the run of {file} with settings that change what it learns "
+            f"({'; '.join(learning)}): pass {KEY}=apply to apply them to the resumed run "
+            "(hyperparameters kept in its state included), or leave them out to resume with "
+            "the saved config")
+    return out
+
+
+class ApplyHyperparameters(Callback):
+    """After a resume restored the state, set the hyperparameters the state
+    keeps (``state.hyperparams[name]``) to the resumed config's values where
+    the module's ``TUNABLE`` names them and the config changed them."""
+
+    def __init__(self, values: dict[str, float]) -> None:
+        self.values = dict(values)
+
+    def on_load_checkpoint(self, trainer: Any, module: Any, checkpoint: Any) -> None:
+        state = trainer.peek_state()
+        held = getattr(state, "hyperparams", None)
+        names = set(getattr(module, "TUNABLE", ())) & set(self.values)
+        if not isinstance(held, dict) or not names:
+            return
+        new = dict(held)
+        for name in names & set(held):
+            old = held[name]
+            new[name] = jax.device_put(jax.numpy.asarray(self.values[name], old.dtype),
+                                       old.sharding)
+        trainer.state = state.replace(hyperparams=new)
+
+
+def hyperparameter_changes(cfg: DictConfig) -> dict[str, float]:
+    """``{name: value}`` of the ``algorithm:`` settings that differ from the
+    saved config of the run ``cfg`` resumes (empty when it resumes nothing)."""
+    found = saved_config(cfg)
+    if found is None or "algorithm" not in cfg:
+        return {}
+    saved = found[0]
+    return {str(k): v for k, v in OmegaConf.to_container(cfg.algorithm, resolve=True).items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+            and _get(saved, f"algorithm.{k}") not in (_UNSET, v)}
