@@ -13,6 +13,9 @@ from __future__ import annotations
 import math
 import os
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import jaxtrainer as jt
@@ -77,3 +80,28 @@ def test_module_contract(tmp_path, name, strategy):
     drop = set(RATES)
     assert ({k: v for k, v in again.rows[0].items() if k not in drop}
             == {k: v for k, v in rows.rows[1].items() if k not in drop})
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", [n for n in [*shipped.MODULES, *shipped.POPULATION]
+                                  if n not in ("OpenES", "CMA_ES")])
+def test_every_shipped_rl_module_acts_through_policy(name):
+    """The one policy contract: ``policy(state)`` of a fresh state acts on a batch of
+    observations with actions the env takes (``load_policy`` and ``jaxtrainer eval``
+    use nothing else)."""
+    from jaxtrainer.policy import params_of
+
+    module = {**shipped.MODULES, **shipped.POPULATION}[name]()
+    if hasattr(module, "configure_population"):
+        module.configure_population(shipped.POPULATION_SIZE)
+    if hasattr(module, "configure_budget"):
+        module.configure_budget(10)
+    state = module.init_state(jax.random.key(0))
+    spec, params = params_of(module, state)
+    env = spec.env
+    obs = jnp.zeros((3, *env.observation_shape), env.observation_dtype)
+    actions = jax.jit(lambda p, o: spec.greedy(p, o, jax.random.key(1)))(params, obs)
+    assert actions.shape == (3, *env.action_shape)
+    assert actions.dtype == (jnp.int32 if env.discrete else jnp.float32)
+    act = module.policy(state)  # the contract itself (a population: its default member)
+    np.testing.assert_array_equal(act(obs), actions)
