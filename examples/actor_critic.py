@@ -46,7 +46,8 @@ class ActorCritic(jt.Module):
                  ent_coef=0.01, eval_episodes=16):
         self.env, self.num_envs, self.rollout, self.gamma = envs.make(env), num_envs, rollout, gamma
         self.ent_coef, self.eval_episodes = ent_coef, eval_episodes
-        self.net, self.opt = Net(self.env.num_actions), optax.adam(lr)
+        self.net = Net(self.env.num_actions)
+        self.opt = optax.chain(optax.clip_by_global_norm(0.5), optax.adam(lr))
         self.env_steps_per_step = num_envs * rollout
 
     def init_state(self, key):
@@ -103,10 +104,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--strategy", default="single")
     parser.add_argument("--max-env-steps", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     trainer = jt.Trainer(strategy=args.strategy, max_env_steps=args.max_env_steps,
-                         log_every_n_steps=100, eval_every_n_steps=500)
+                         log_every_n_steps=100, eval_every_n_steps=500, seed=args.seed)
     module = ActorCritic()
+
+    class Show(jt.Callback):
+        def on_evaluation_end(self, trainer, module, metrics):
+            print(f"env steps {trainer.env_steps}: greedy {metrics['eval/episode_return']:.1f}")
+
+    trainer.callbacks.append(Show())
     trainer.fit(module)
     print("greedy evaluation:", trainer.evaluate(module)["eval/episode_return"])
 
