@@ -87,3 +87,36 @@ def test_nan_guard_stops_a_run_whose_every_member_failed():
     trainer, _ = run(AllNaN(sphere, num_dims=4, algorithm="Open_ES", std=0.1,
                             learning_rate=0.05), 1)
     assert trainer.global_step == 1 and "fitness/mean=nan" in trainer.stop_reason
+
+
+@pytest.mark.parametrize("devices", [1, 4])
+def test_nan_members_of_pbt_rank_last_and_do_not_stop_the_run(devices, run_dir):
+    """PBT of a module whose score is NaN for members with noise > 0.5 (a diverged
+    member): the run goes on under NaNGuard, the fitness statistics stay finite and
+    fitness/invalid counts the NaN members."""
+    from jaxtrainer.algorithms import PBT
+    from tests.test_pbt import Regression
+
+    class Diverging(Regression):
+        def training_step(self, state, key):
+            state, metrics = super().training_step(state, key)
+            bad = state["hyperparams"]["noise"] > 0.5
+            return state, {**metrics, "score": jnp.where(bad, jnp.nan, metrics["score"])}
+
+    seen = []
+
+    class Record(jt.Callback):
+        def on_train_steps_end(self, trainer, module, metrics):
+            seen.append(dict(metrics))
+
+    module = PBT(Diverging(), {"noise": (0.0, 1.0)}, population_size=8, ready_every_n_steps=2,
+                 fitness_metric="score", member_metrics=("score",))
+    trainer = jt.Trainer(strategy="pmap" if devices > 1 else "single", devices=devices,
+                         max_steps=6, log_every_n_steps=2, seed=3, default_root_dir=run_dir,
+                         enable_progress_bar=False, logger=False, enable_checkpointing=False,
+                         callbacks=[Record(), jt.callbacks.NaNGuard(
+                             monitor=["fitness/mean", "fitness/max", "fitness/min"])])
+    trainer.fit(module)
+    assert trainer.global_step == 6 and "NaNGuard" not in trainer.stop_reason
+    assert max(m["fitness/invalid"] for m in seen) >= 1
+    assert all(np.isfinite(m["fitness/mean"]) for m in seen)
