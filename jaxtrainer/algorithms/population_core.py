@@ -288,8 +288,12 @@ class MemberPopulation(Module):
         to be reduced over devices by the Trainer: a Mean pools the members'
         samples, Max/Min/Sum take the max/min/sum. ``Last``: the mean over every
         device's real members, computed here (exact when they agree) so that
-        devices holding fewer real members do not weigh more."""
+        devices holding fewer real members do not weigh more. A member whose
+        value is not finite (a diverged member) is left out of the pooled value:
+        its own ``member/<i>/...`` metric shows it."""
         value = member_metric(value)
+        main = value.total if hasattr(value, "total") else value.value  # [L, ...]
+        real = real & jnp.isfinite(main.reshape(main.shape[0], -1)).all(axis=-1)
         if not isinstance(value, Last):
             return value.over_members(real)
         has = (value.count > 0) & real

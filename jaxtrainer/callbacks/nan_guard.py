@@ -15,6 +15,11 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
+MEMBER_PREFIX = "member/"
+"""Per-member metrics of a population (``member/<i>/<name>``), which ``NaNGuard``
+without ``monitor`` does not check."""
+
+
 class NonFiniteError(FloatingPointError):
     """A metric or the training state became NaN or infinite."""
 
@@ -39,8 +44,15 @@ class NaNGuard(Callback):
     about ``Trainer(sync_every_n_seconds)`` later; the reason names the first bad
     step. ``check_state=True`` asks for the state at every boundary.
 
+    In a population (PBT, sweeps, CEM-RL, ERL, evolution strategies) one
+    diverged member is not a broken run: its NaN fitness is left out of the
+    pooled statistics (and counted in ``fitness/invalid``), and without
+    ``monitor`` its own ``member/<i>/...`` metrics are not checked. A pooled
+    statistic turns NaN, and the guard stops, only when no member is valid.
+
     Args:
-      monitor: metric names to check; ``None`` checks every metric. A name that
+      monitor: metric names to check; ``None`` checks every metric except the
+        per-member ones (``member/<i>/...``). A name that
         never appears in a fit's metrics warns (``UserWarning``) at its end.
       check_state: also check every floating-point leaf of ``trainer.state``.
       raise_error: raise :class:`NonFiniteError` (after marking the state
@@ -77,6 +89,8 @@ class NaNGuard(Callback):
         for name, value in metrics.items():
             if self.monitor is not None and name not in self.monitor:
                 continue
+            if self.monitor is None and name.startswith(MEMBER_PREFIX):
+                continue  # one member's own metric: a diverged member, not a broken run
             if isinstance(value, (int, float)) and not is_finite(float(value)):
                 return f"non-finite metric {name}={value}"
         return None
