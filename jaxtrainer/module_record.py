@@ -98,8 +98,10 @@ def _load_class(class_path: str, source: str | None) -> type:
         namespace: Any = importlib.import_module(module_name)
     except ImportError:
         if not source or not Path(source).is_file():
-            raise ImportError(f"cannot import {module_name!r} for {class_path} and its source "
-                              f"file {source!r} is gone") from None
+            raise FileNotFoundError(
+                f"cannot rebuild the run's module {class_path}: {module_name!r} does not "
+                f"import here and its source file {source!r} is gone; put it back (or on "
+                "PYTHONPATH), or pass the module: load_policy(path, module=...)") from None
         name = f"jaxtrainer_saved_{Path(source).stem}"
         spec = importlib.util.spec_from_file_location(name, source)
         namespace = importlib.util.module_from_spec(spec)
@@ -115,8 +117,8 @@ def build(run_dir: str | os.PathLike, init_args: dict[str, Any] | None = None) -
     overriding recorded arguments of the same name.
 
     Raises:
-      FileNotFoundError: no ``module.yaml`` in ``run_dir``.
-      ImportError: the class can be neither imported nor loaded from its source.
+      FileNotFoundError: no ``module.yaml`` in ``run_dir``, or the class can be
+        neither imported nor loaded from its source file (one line, naming both).
     """
     file = Path(run_dir) / MODULE_FILE
     if not file.is_file():

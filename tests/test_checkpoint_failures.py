@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -126,3 +127,24 @@ def test_two_checkpoint_callbacks_with_one_dirpath_are_refused_before_writing(tm
     with pytest.raises(ValueError, match="two ModelCheckpoint callbacks share dirpath="):
         trainer.fit(_counter())
     assert not (tmp_path / "ck").exists()
+
+
+def test_save_top_k_keeps_the_best_with_asynchronous_saves(tmp_path):
+    """A metric that peaks at step 100, saves every 50 steps, save_top_k=2 (async,
+    the default): the best two by the metric (100, 150) and the newest stay."""
+    class Peak(jt.Module):
+        def init_state(self, key):
+            return {"t": jnp.zeros(())}
+
+        def training_step(self, state, key):
+            t = state["t"] + 1.0
+            return {"t": t}, {"score": -jnp.abs(t - 100.0)}
+
+    ck = jt.ModelCheckpoint(monitor="score", mode="max", save_top_k=2, every_n_steps=50)
+    trainer = jt.Trainer(strategy="single", max_steps=250, log_every_n_steps=50, logger=False,
+                         enable_progress_bar=False, default_root_dir=tmp_path, callbacks=[ck])
+    trainer.fit(Peak())
+    run = Path(trainer.log_dir)
+    assert sorted(os.listdir(run / "checkpoints"), key=int) == ["100", "150", "250"]
+    assert ck.best_model_path == str(run / "checkpoints" / "100")
+    assert jt.runs.resolve_checkpoint("best", tmp_path) == run / "checkpoints" / "100"

@@ -11,6 +11,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import jaxtrainer as jt
@@ -130,3 +131,34 @@ def test_the_readme_shows_the_example_module_as_it_is():
     readme = (root / "README.md").read_text()
     section = readme[readme.index("## Writing an RL module"):readme.index("## Porting PureJaxRL")]
     assert module in section
+
+
+def test_a_train_state_whose_optimizer_is_made_in_init_state(run_dir):
+    """As PureJaxRL builds it: flax's TrainState with its optax optimizer made inside
+    init_state (a new object, static metadata, in each trace) beside env states sized
+    with local_size; the layout still follows the rule."""
+    from flax.training.train_state import TrainState
+
+    env = jt.envs.make("CartPole-v1")
+
+    class Port(jt.Module):
+        def init_state(self, key):
+            params = {"w": jnp.zeros((4, 2))}
+            train_state = TrainState.create(apply_fn=None, params=params,
+                                            tx=optax.adam(1e-3))
+            obs, env_state = env.reset_batch(jd.fold_in_device(key), jd.local_size(8))
+            return {"train_state": train_state, "obs": obs, "env_state": env_state}
+
+        def training_step(self, state, key):
+            logits = state["obs"] @ state["train_state"].params["w"]
+            action = jax.random.categorical(key, logits)
+            obs, env_state, _ = env.step_batch(key, state["env_state"], action)
+            grads = jd.pmean(jax.grad(lambda p: jnp.mean(state["obs"] @ p["w"]))(
+                state["train_state"].params))
+            return {"train_state": state["train_state"].apply_gradients(grads=grads),
+                    "obs": obs, "env_state": env_state}, {}
+
+    for strategy in ("single", "pmap"):
+        trainer = jt.Trainer(strategy=strategy, max_steps=2, default_root_dir=run_dir, **QUIET)
+        trainer.fit(Port())
+        assert trainer.state["env_state"].episode_length.shape == (8,)

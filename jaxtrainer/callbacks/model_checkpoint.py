@@ -286,7 +286,7 @@ class ModelCheckpoint(Callback):
         # another run's. Scores of steps already gone (a resumed state was saved
         # before that save's pruning) rank nothing; unscored steps rank last.
         steps = sorted(self._mgr.all_steps())
-        self._scores = {s: v for s, v in self._scores.items() if s in steps or s == newest}
+        self._scores = {s: v for s, v in self._scores.items() if s in steps or s >= newest}
         if self.monitor is None:
             keep = set(steps[-self.save_top_k:])
         else:
@@ -324,6 +324,7 @@ class ModelCheckpoint(Callback):
             return None
         if self._mgr is None:
             raise RuntimeError("ModelCheckpoint.save called outside fit")
+        self._commit()  # the previous save is complete: prune what it replaces
         metrics = dict(self._metrics)
         if self.monitor is not None:
             score = metrics.get(self.monitor)
@@ -335,7 +336,6 @@ class ModelCheckpoint(Callback):
                 self.best_model_path = os.path.join(self.dirpath, str(step))
         else:
             self._scores[step] = None
-        self._commit()  # the previous save is complete: prune what it replaces
         self.last_model_path = os.path.join(self.dirpath, str(step))
         if step in self._mgr.all_steps():  # left by a run resumed from an earlier checkpoint
             self._mgr.delete(step)

@@ -218,8 +218,12 @@ class Strategy(abc.ABC):
                 other = self._probe_init(jax.jit(lambda k: module.init_state(k))).out_info
         except (TypeError, ValueError):  # sizes that only fit as they are: deps decide
             other = None
-        if other is not None and jax.tree.structure(other) != jax.tree.structure(traced.out_info):
-            other = None
+        if other is not None:
+            # leaf by leaf: static metadata (a flax TrainState's optimizer, made anew in
+            # each trace) may differ between two traces of the same state
+            leaves = jax.tree.leaves(other)
+            tree = jax.tree.structure(traced.out_info)
+            other = jax.tree.unflatten(tree, leaves) if len(leaves) == tree.num_leaves else None
         found = layout_lib.infer(deps, traced.out_info, other, self.data_axes)
         cache[id(module)] = (module, found, init)  # keep module alive so its id stays unique
         self._layout_cache = cache

@@ -90,26 +90,35 @@ def check_replicated(deps: Any, layout: Any, where: str) -> None:
     ``deps``: per leaf of the returned state, the axes it depends on.
 
     Raises:
-      ValueError: naming the first such leaf, the axes and the fixes.
+      ValueError: naming the first such leaf (and up to three more), the axes
+        and the fixes.
     """
+    bad: list[tuple[str, Axes]] = []
+
     def check(path, lay, dep):
-        if lay.sharded or not dep:
-            return
-        raise ValueError(
-            f"state leaf {path_str(path)} is replicated (init_state builds it without the "
-            f"device's key or index, and its shape does not depend on the device count) but "
-            f"{where} makes it differ between devices (it depends on per-device values along "
-            f"{sorted(dep)}). Average per-device values with jaxtrainer.distributed.pmean, "
-            "e.g. grads = pmean(jax.grad(loss)(params)), or use "
-            "jaxtrainer.distributed.gradient_update. If the leaf holds per-device data (env "
-            "states, a replay buffer), make init_state build it per device: from "
-            "jaxtrainer.distributed.fold_in_device(key), or sized with "
-            "jaxtrainer.distributed.local_size. If the difference is noise drawn from the step "
-            "key that every device should draw alike (a perturbation of replicated "
-            "parameters), set step_key_per_device = False on the module: training_step then "
-            "gets the same key on every device.")
+        if not lay.sharded and dep:
+            bad.append((path_str(path), dep))
 
     jax.tree_util.tree_map_with_path(check, layout, deps, is_leaf=is_layout)
+    if not bad:
+        return
+    (leaf, dep), others = bad[0], [p for p, _ in bad[1:]]
+    if others:
+        leaf += (f" (and {len(others)} more: {', '.join(others[:3])}"
+                 f"{', ...' if len(others) > 3 else ''})")
+    raise ValueError(
+        f"state leaf {leaf} is replicated (init_state builds it without the "
+        f"device's key or index, and its shape does not depend on the device count) but "
+        f"{where} makes it differ between devices (it depends on per-device values along "
+        f"{sorted(dep)}). Average per-device values with jaxtrainer.distributed.pmean, "
+        "e.g. grads = pmean(jax.grad(loss)(params)), or use "
+        "jaxtrainer.distributed.gradient_update. If the leaf holds per-device data (env "
+        "states, a replay buffer), make init_state build it per device: from "
+        "jaxtrainer.distributed.fold_in_device(key), or sized with "
+        "jaxtrainer.distributed.local_size. If the difference is noise drawn from the step "
+        "key that every device should draw alike (a perturbation of replicated "
+        "parameters), set step_key_per_device = False on the module: training_step then "
+        "gets the same key on every device.")
 
 
 def check_structure(state: Any, layout: Any, where: str) -> None:
