@@ -576,3 +576,17 @@ def test_global_ranks_under_launch_with_two_processes_of_two_devices(tmp_path):
     assert r0["dtype"] == r1["dtype"] == "int32"
     assert r0["on_local_devices"] and r1["on_local_devices"]
     assert r0["axis"] == r1["axis"] == jd.AXIS_NAME
+
+
+def test_evorls_documented_population_example_with_a_tuple_of_out_specs():
+    """EvoRL's documentation passes out_specs as a one-element tuple for a function
+    that returns one array; the call runs as written on 4 devices."""
+    from jax.sharding import PartitionSpec
+
+    mesh = Mesh(jax.devices(), ("gpu",))
+    pop = tree_device_put(jnp.arange(4 * 10 * 3, dtype=jnp.float32).reshape(4, 10, 3),
+                          NamedSharding(mesh, PartitionSpec("gpu",)))
+    fitness = shmap_vmap(lambda x: x.sum(-1), mesh=mesh, in_specs=(PartitionSpec("gpu",),),
+                         out_specs=(PartitionSpec("gpu",),), check_rep=False)(pop)
+    assert fitness.shape == (4, 10)
+    np.testing.assert_array_equal(np.asarray(fitness), np.asarray(pop).sum(-1))

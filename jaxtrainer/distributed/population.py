@@ -252,13 +252,25 @@ def _spec_map(
     out_specs: Any,
     check_vma: bool,
 ) -> Callable[..., Any]:
-    mapped = jax.shard_map(lambda *block: apply_local(fn, block), mesh=mesh, in_specs=in_specs,
-                           out_specs=out_specs, check_vma=check_vma)
+    # EvoRL's documentation writes out_specs=(P("gpu"),) for a function that returns one
+    # array: a one-element tuple of specs is taken for that one output, as a prefix would be
+    single = isinstance(out_specs, tuple) and not isinstance(out_specs, P) \
+        and len(out_specs) == 1 and isinstance(out_specs[0], P)
+    wrapped: list[bool] = []
+
+    def local(*block: Any) -> Any:
+        out = apply_local(fn, block)
+        wrapped.append(single and not (isinstance(out, tuple) and len(out) == 1))
+        return (out,) if wrapped[-1] else out
+
+    mapped = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                           check_vma=check_vma)
 
     @functools.wraps(fn)
     def call(*args: Any) -> Any:
         _check_not_nested(mesh, what)
-        return mapped(*args)
+        out = mapped(*args)
+        return out[0] if wrapped and wrapped[-1] else out
 
     return call
 
