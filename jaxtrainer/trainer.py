@@ -37,6 +37,7 @@ from jaxtrainer.planner import IntervalPlanner
 from jaxtrainer.signals import Preempted, SignalHandlers
 from jaxtrainer.strategies import Strategy, resolve
 from jaxtrainer.strategies.base import DevicesArg
+from jaxtrainer.strategies.layout import LeafLayout
 from jaxtrainer.strategies.program import MAX_INTERVALS_PER_CALL
 
 __all__ = ["Preempted", "Trainer"]
@@ -475,4 +476,17 @@ class Trainer:
                                                           self.strategy))
         elif self._state is None:
             self._init_state(module)
+        else:
+            self._state = self._adopt(module, self._state)
         return self._evaluate(module)
+
+    def _adopt(self, module: Module, state: Any) -> Any:
+        """``state`` in ``module``'s tree structure: another instance of the module
+        that made it may hold equal leaves under other static metadata (a flax
+        TrainState's optimizer functions are new objects in each instance)."""
+        want = jax.tree.structure(self.strategy.state_layout(module),
+                                  is_leaf=lambda x: isinstance(x, LeafLayout))
+        leaves = jax.tree.leaves(state)
+        if jax.tree.structure(state) == want or len(leaves) != want.num_leaves:
+            return state
+        return jax.tree.unflatten(want, leaves)

@@ -162,3 +162,32 @@ def test_a_train_state_whose_optimizer_is_made_in_init_state(run_dir):
         trainer = jt.Trainer(strategy=strategy, max_steps=2, default_root_dir=run_dir, **QUIET)
         trainer.fit(Port())
         assert trainer.state["env_state"].episode_length.shape == (8,)
+
+
+def test_evaluate_with_another_instance_of_a_module_keeping_its_optimizer_in_the_state(run_dir):
+    """A flax TrainState made in init_state holds optax functions as static metadata,
+    new objects in every instance: evaluating a fresh instance after fit still works."""
+    from flax.training.train_state import TrainState
+
+    env = jt.envs.make("CartPole-v1")
+
+    class Greedy(jt.Module):
+        def __init__(self):
+            self.env = env
+
+        def init_state(self, key):
+            params = {"w": jax.random.normal(key, (4, 2))}
+            return {"ts": TrainState.create(apply_fn=None, params=params, tx=optax.sgd(0.1))}
+
+        def training_step(self, state, key):
+            grads = jax.tree.map(jnp.zeros_like, state["ts"].params)
+            return {"ts": state["ts"].apply_gradients(grads=grads)}, {}
+
+        def policy(self, state):
+            return lambda obs, key=None: jnp.argmax(obs @ state["ts"].params["w"], -1)
+
+    trainer = jt.Trainer(strategy="single", max_steps=2, default_root_dir=run_dir, **QUIET)
+    first = Greedy()
+    trainer.fit(first)
+    expected = trainer.evaluate(first)["eval/episode_return"]
+    assert trainer.evaluate(Greedy())["eval/episode_return"] == expected
