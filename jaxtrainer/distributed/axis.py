@@ -333,7 +333,9 @@ _unchecked_call.defvjp(_unchecked_fwd, _unchecked_bwd)
 
 def without_vma_check(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn``, traced with ``shard_map``'s varying-manual-axes check relaxed where
-    the check rejects it.
+    the check rejects it. The strategies trace module code without the check, so
+    there this is ``fn`` itself; it matters in one's own
+    ``jax.shard_map(check_vma=True)`` code.
 
     For code written without ``check_vma`` in mind (simulators such as brax):
     under ``check_vma=True`` a value built inside it from constants is typed

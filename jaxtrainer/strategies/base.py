@@ -1,7 +1,8 @@
 """The Strategy: where a Module's pure functions meet devices.
 
 Every strategy here runs ``training_step`` under ``jax.jit(jax.shard_map(...))``
-over a mesh whose data axis is :data:`jaxtrainer.distributed.AXIS_NAME`.
+over a mesh whose data axis is :data:`jaxtrainer.distributed.AXIS_NAME`, with
+``jax.pmap``'s semantics (no varying-axis check; :meth:`Strategy.shard_map`).
 Subclasses only choose the devices and the mesh; this base class owns state
 layout (replicated vs sharded leaves), per-device keys, fusing ``n`` steps in
 one compiled loop, metric reduction and moving state between layouts.

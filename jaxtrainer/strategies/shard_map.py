@@ -19,7 +19,8 @@ class ShardMapStrategy(Strategy):
     over every device of every process) it behaves exactly as
     :class:`~jaxtrainer.strategies.PmapStrategy` does: parameters replicated
     (``PartitionSpec()``), per-device state and batches sharded on their leading
-    axis, the same global sizes, budgets and metric names, with ``check_vma=True``.
+    axis, the same global sizes, budgets and metric names, and module code traced
+    with ``jax.pmap``'s semantics.
 
     Multi-dimensional meshes: ``mesh_shape=(2, 2)``, ``axis_names=("hosts",
     "devices")``. Global sizes (``num_envs``, batch and population sizes) are split
