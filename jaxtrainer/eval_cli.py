@@ -62,17 +62,18 @@ class EpisodeStatistics(Module):
     Metrics: for ``x`` in ``episode_return``, ``episode_length``: ``eval/x``
     (mean over completed episodes), ``eval/x_var`` (population variance about
     that mean), ``eval/x_min``, ``eval/x_max``; ``eval/episodes`` (completed
-    episodes, :class:`~jaxtrainer.metrics.Sum`). For
-    :class:`~jaxtrainer.algorithms.PBT`: those of the member with the best
-    current fitness, as ``PBT.evaluation_step`` chooses it.
+    episodes, :class:`~jaxtrainer.metrics.Sum`). For a population of members
+    (PBT, sweeps): those of member ``member`` (default: PBT's member with the
+    best current fitness, as ``PBT.evaluation_step`` chooses it; a sweep's 0).
 
     Everything else (state, training, checks) is the wrapped module's.
     """
 
-    def __init__(self, module: Module) -> None:
+    def __init__(self, module: Module, member: int | None = None) -> None:
         from jaxtrainer.policy import policy_spec
 
         self.module = module
+        self.member = member  # of a population of members: the one evaluated
         self.spec = policy_spec(module)  # TypeError now for a module without a policy
         self.env_steps_per_step = module.env_steps_per_step
         self.step_key_per_device = module.step_key_per_device
@@ -98,24 +99,20 @@ class EpisodeStatistics(Module):
                             key, local_size(spec.eval_episodes, "eval_episodes"))
 
     def evaluation_step(self, state: Any, key: jax.Array) -> dict[str, Any]:
-        from jaxtrainer.algorithms.pbt import PBT
-        from jaxtrainer.population import GenerationModule
-
-        module = self.module
-        while isinstance(module, GenerationModule):
-            module = module.population_module
-        if isinstance(module, PBT):
-            return self._best_member(module, state, key)
+        module = members_of(self.module)
+        if module is not None:
+            return self._one_member(module, state, key)
         ep = self._episodes(self.spec.params(state), key)
         metrics = {"eval/episodes": Sum.of(ep.finished.astype(jnp.float32))}
         for name, values in zip(STATISTICS, (ep.returns, ep.lengths), strict=True):
             metrics.update(_summaries(name, values, ep.finished, Mean.of(values, mask=ep.finished)))
         return metrics
 
-    def _best_member(self, pbt: Any, state: Any, key: jax.Array) -> dict[str, Any]:
-        """As ``PBT.evaluation_step``: every member on its own key, reported for
-        the member of the best current fitness (a mask here)."""
-        layout = pbt.layout
+    def _one_member(self, population: Any, state: Any, key: jax.Array) -> dict[str, Any]:
+        """As the population's ``evaluation_step``: every member on its own key,
+        reported for member :attr:`member` (a mask here); without one, PBT's
+        member of the best current fitness."""
+        layout = population.layout
         ids = layout.ids()
 
         def member(member_state, member_key):
@@ -123,9 +120,14 @@ class EpisodeStatistics(Module):
             means = [Mean.of(v, mask=ep.finished) for v in (ep.returns, ep.lengths)]
             return ep, means
 
-        with member_scope(pbt.axis_name):
-            ep, means = jax.vmap(member)(state.members, layout.keys(key, ids))
-        best = layout.rank(layout.gather(pbt.current_fitness(state)))[0]
+        with member_scope(population.axis_name):
+            ep, means = jax.vmap(member)(state.members, population.evaluation_keys(state, key))
+        if self.member is not None:
+            best = jnp.int32(self.member)
+        elif callable(getattr(population, "current_fitness", None)):  # PBT: the best now
+            best = layout.rank(layout.gather(population.current_fitness(state)))[0]
+        else:
+            best = jnp.int32(0)
         is_best = (ids == best).astype(jnp.float32)
         mask = ep.finished & (ids == best)[:, None]
         metrics = {"eval/episodes": Sum.of(mask.astype(jnp.float32))}
@@ -140,10 +142,19 @@ class EpisodeStatistics(Module):
         return metrics
 
 
+def members_of(module: Any) -> Any:
+    """The population of members a (wrapped) module is (PBT, sweeps: it has
+    ``member_state``), or ``None``."""
+    while getattr(module, "population_module", None) is not None:
+        module = module.population_module
+    return module if callable(getattr(module, "member_state", None)) else None
+
+
 def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
                  episodes: int | None = None, seed: int | None = None,
                  strategy: Any = "single", devices: Any = "auto",
-                 video: str | os.PathLike | None = None, video_episodes: int = 1) -> dict[str, Any]:
+                 video: str | os.PathLike | None = None, video_episodes: int = 1,
+                 member: int | None = None) -> dict[str, Any]:
     """Evaluate a saved run's checkpoint (what ``jaxtrainer eval`` prints).
 
     Args:
@@ -155,10 +166,14 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
       strategy, devices: as the Trainer's.
       video: write ``video_episodes`` fresh episodes there (``.gif``/``.mp4``
         for gymnax, ``.html`` for brax).
+      member: for a population of members (PBT, sweeps), the member to
+        evaluate; default the population's ``default_member`` (PBT: the best
+        current fitness; a sweep: member 0), named in the result.
 
     Returns:
       ``{"checkpoint", "step", "env_steps", "seed", "episodes", "completed",
-      "metrics", "video_frames"}``; ``metrics`` is ``trainer.evaluate``'s dict
+      "metrics", "video_frames", "member"}`` (``member``: ``(index, population
+      size)`` of the member evaluated, or ``None``); ``metrics`` is ``trainer.evaluate``'s dict
       of :class:`EpisodeStatistics` with ``eval/<x>_std`` (the square root of
       ``_var``, ``float``) added.
 
@@ -179,10 +194,21 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     overrides = None if episodes is None else {"algorithm.eval_episodes": episodes}
     trainer, module, _, cfg, step_dir = saved_run.prepare(
         path, ckpt, overrides=overrides, strategy=strategy, devices=devices)
-    stats = EpisodeStatistics(module)
+    if member is not None and (isinstance(member, bool) or not isinstance(member, int)):
+        raise ValueError(f"--member {member!r}: expected an int")
+    population = members_of(module)
+    if member is not None and population is None:
+        raise ValueError(f"--member {member}: {type(module).__name__} is one agent, not a "
+                         "population of members (PBT or a sweep)")
+    if member is not None and not 0 <= member < population.population_size:
+        raise ValueError(f"--member {member}: expected an index in "
+                         f"[0, {population.population_size})")
+    stats = EpisodeStatistics(module, member)
     if video is not None:
         render.check_video_path(stats.spec.env.name, video)
     meta = saved_run.load_into(trainer, stats, step_dir)
+    if population is not None and member is None:
+        stats.member = member = population.default_member(trainer.state)
     if seed is not None:
         trainer._root_key = trainer.strategy.to_global(jax.random.key(seed))
     # Trainer's own evaluate: a PopulationTrainer's would wrap the (already wrapped) module
@@ -193,7 +219,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     used_seed = int(meta.get("seed", 0)) if seed is None else seed
     frames = None
     if video is not None:
-        spec, params = params_of(module, trainer.state)
+        spec, params = params_of(module, trainer.state, member)
         params = jax.device_put(jax.device_get(params))
         key = jax.random.fold_in(jax.random.key(used_seed), VIDEO_KEY)
         frames = render.write_video(spec.env, spec.greedy, params, key, video, video_episodes)
@@ -201,7 +227,8 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
             "env_steps": trainer.env_steps, "seed": used_seed,
             "episodes": stats.spec.eval_episodes,
             "completed": int(round(metrics.get("eval/episodes", 0.0))),
-            "metrics": metrics, "video_frames": frames}
+            "metrics": metrics, "video_frames": frames,
+            "member": None if population is None else (member, population.population_size)}
 
 
 def format_result(result: dict[str, Any]) -> list[str]:
@@ -210,6 +237,9 @@ def format_result(result: dict[str, Any]) -> list[str]:
     lines = [f"checkpoint {result['checkpoint']} (step {result['step']}, "
              f"env steps {result['env_steps']}); seed {result['seed']}",
              f"episodes: {result['completed']} completed of {result['episodes']}"]
+    if result.get("member") is not None:
+        lines.insert(1, f"member {result['member'][0]} of {result['member'][1]} (--member I for "
+                        "another)")
     for name in STATISTICS:
         if f"eval/{name}" in m:
             lines.append(f"{name}: mean={m[f'eval/{name}']:.4f} std={m[f'eval/{name}_std']:.4f} "
@@ -246,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ckpt", default=None, metavar="best|last|STEP",
                         help="which checkpoint of a run directory (default: the newest; best: by "
                              "the metric its ModelCheckpoint monitored)")
+    parser.add_argument("--member", type=int, default=None, metavar="I",
+                        help="PBT and sweep runs: the member to evaluate (default: PBT's best "
+                             "current fitness, a sweep's member 0)")
     parser.add_argument("--video", default=None, metavar="FILE",
                         help="also render episodes: .gif/.mp4 (gymnax) or .html (brax)")
     parser.add_argument("--video-episodes", type=int, default=1, metavar="K",
@@ -258,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         compilation_cache.enable()  # as the recipes: a second evaluation skips the compile
         result = evaluate_run(args.path, ckpt=args.ckpt, episodes=args.episodes, seed=args.seed,
                               strategy=args.strategy, devices=devices, video=args.video,
-                              video_episodes=args.video_episodes)
+                              video_episodes=args.video_episodes, member=args.member)
     except (FileNotFoundError, ValueError, TypeError) as e:
         print(f"jaxtrainer eval: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 from PIL import Image, ImageChops
 
 import jaxtrainer as jt
-from jaxtrainer import cli, render, runs, saved_run
+from jaxtrainer import cli, eval_cli, render, runs, saved_run
 from jaxtrainer.distributed import keys
 from jaxtrainer.envs.evaluation import run_episodes
 from jaxtrainer.eval_cli import evaluate_run, format_result
@@ -273,3 +273,23 @@ def test_video_of_a_brax_run_is_brax_html_viewer_with_the_system_json(tmp_path):
     assert "geoms" in system and len(system["states"]["x"]) == frames >= 2
     # the pole moves: its position differs between the first and the last frame
     assert system["states"]["x"][0] != system["states"]["x"][-1]
+
+
+def test_a_sweep_run_is_evaluated_member_by_member(tmp_path, capsys):
+    """A sweep (sweep.seeds=2) evaluates its member 0 by default and says so; --member 1
+    evaluates member 1 as Trainer.evaluate reports it; one agent has no --member."""
+    cfg = config.load(RECIPES / "configs" / "ppo.yaml", [*PPO_SIZES, "sweep.seeds=2",
+                                                          "algorithm.num_envs=2"])
+    run = init_only_run(tmp_path, "ppo", cfg)
+    expected = jt.Trainer(strategy="single", max_steps=1, **QUIET).evaluate(
+        build_module("ppo", cfg), ckpt_path=run / "checkpoints" / "0")
+    for member in (None, 1):
+        got = evaluate_run(run, member=member)
+        index = 0 if member is None else member
+        assert got["member"] == (index, 2)
+        assert got["metrics"]["eval/episode_return"] == \
+            expected[f"member/{index}/eval/episode_return"]
+    assert eval_cli.main([str(run), "--member", "1"]) == 0
+    assert "member 1 of 2 (--member I for another)" in capsys.readouterr().out
+    assert eval_cli.main([str(run), "--member", "2"]) == 2
+    assert "--member 2: expected an index in [0, 2)" in capsys.readouterr().err

@@ -433,7 +433,7 @@ class PBT(MemberPopulation):
         ``fold_in(key, i)``); metrics as in the class docstring."""
         layout = self.layout
         ids = layout.ids()
-        inner = self.evaluate_members(state.members, layout.keys(key, ids))
+        inner = self.evaluate_members(state.members, self.evaluation_keys(state, key))
         best = layout.rank(layout.gather(self.current_fitness(state)))[0]
         real = layout.mask(ids).astype(jnp.float32)
         is_best = (ids == best).astype(jnp.float32)

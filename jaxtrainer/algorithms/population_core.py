@@ -264,6 +264,11 @@ class MemberPopulation(Module):
         field ``[L]``."""
         return self._each_member(self.module.training_step, members, keys)
 
+    def evaluation_keys(self, state: Any, key: jax.Array) -> jax.Array:
+        """This device's members' evaluation keys, ``key[L]``: member ``i``'s
+        ``fold_in(key, i)`` (whichever device holds it)."""
+        return self.layout.keys(key, self.layout.ids())
+
     def evaluate_members(self, members: Any, keys: jax.Array) -> dict[str, Any]:
         """``module.evaluation_step`` of each of this device's members (member
         ``k`` with ``keys[k]``): metrics with fields ``[L]``."""

@@ -307,16 +307,20 @@ class Sweep(MemberPopulation):
         metrics.update(self.per_member("member/", {n: inner[n] for n in self.member_metrics}))
         return SweepState(members, state.step + 1), metrics
 
+    def evaluation_keys(self, state: Any, key: jax.Array) -> jax.Array:
+        """Member ``i``'s evaluation key at step ``state.step``: the one a
+        one-device run of its seed evaluates with (``key`` is not used)."""
+        del key
+        return jax.vmap(lambda r: keys.device_key(
+            keys.sub_key(keys.stream_key(r, keys.EVAL_STREAM), state.step), 0))(
+                self._member_roots(self.layout.ids()))
+
     def evaluation_step(self, state: SweepState, key: jax.Array) -> dict[str, Any]:
         """Every member's ``module.evaluation_step``, member ``i`` with the key a
         one-device run of seed ``seeds_i`` evaluates with at step ``state.step``
         (``key`` is not used); metrics as in the class docstring."""
-        del key
         ids = self.layout.ids()
-        eval_keys = jax.vmap(lambda r: keys.device_key(
-            keys.sub_key(keys.stream_key(r, keys.EVAL_STREAM), state.step), 0))(
-                self._member_roots(ids))
-        inner = self.evaluate_members(state.members, eval_keys)
+        inner = self.evaluate_members(state.members, self.evaluation_keys(state, key))
         real = self.layout.mask(ids)
         metrics: dict[str, Any] = {}
         for name, value in inner.items():
