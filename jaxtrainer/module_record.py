@@ -112,9 +112,9 @@ def _load_class(class_path: str, source: str | None) -> type:
     return namespace
 
 
-def build(run_dir: str | os.PathLike, init_args: dict[str, Any] | None = None) -> Any:
-    """The module recorded in ``run_dir/module.yaml``, with ``init_args``
-    overriding recorded arguments of the same name.
+def load(run_dir: str | os.PathLike) -> tuple[type, dict[str, Any]]:
+    """``(the module's class, its recorded constructor arguments)`` from
+    ``run_dir/module.yaml``.
 
     Raises:
       FileNotFoundError: no ``module.yaml`` in ``run_dir``, or the class can be
@@ -124,9 +124,14 @@ def build(run_dir: str | os.PathLike, init_args: dict[str, Any] | None = None) -
     if not file.is_file():
         raise FileNotFoundError(f"no {MODULE_FILE} in {run_dir}")
     rec = OmegaConf.to_container(OmegaConf.load(file))
-    cls = _load_class(rec["class_path"], rec.get("source"))
-    args = {**(rec.get("init_args") or {}), **(init_args or {})}
-    return cls(**args)
+    return _load_class(rec["class_path"], rec.get("source")), dict(rec.get("init_args") or {})
+
+
+def build(run_dir: str | os.PathLike, init_args: dict[str, Any] | None = None) -> Any:
+    """The module recorded in ``run_dir/module.yaml``, with ``init_args``
+    overriding recorded arguments of the same name (raises as :func:`load`)."""
+    cls, args = load(run_dir)
+    return cls(**{**args, **(init_args or {})})
 
 
 def exists(run_dir: str | os.PathLike) -> bool:

@@ -268,14 +268,13 @@ def _recorded_module(run_dir: Path, overrides: dict[str, Any] | None) -> Any:
     an ``eval_episodes`` override goes to its constructor argument or attribute."""
     import inspect
 
-    episodes = {k.rpartition(".")[2]: v for k, v in (overrides or {}).items()
-                if k.rpartition(".")[2] == "eval_episodes"}
-    module = module_record.build(run_dir)
-    if episodes:
-        if "eval_episodes" in inspect.signature(type(module)).parameters:
-            module = module_record.build(run_dir, episodes)
-        else:
-            module.eval_episodes = episodes["eval_episodes"]
+    episodes = [v for k, v in (overrides or {}).items()
+                if k.rpartition(".")[2] == "eval_episodes"]
+    cls, args = module_record.load(run_dir)
+    takes = "eval_episodes" in inspect.signature(cls).parameters
+    module = cls(**{**args, **({"eval_episodes": episodes[-1]} if episodes and takes else {})})
+    if episodes and not takes:
+        module.eval_episodes = episodes[-1]
     return module
 
 

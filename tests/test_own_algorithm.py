@@ -114,6 +114,9 @@ def test_eval_command_and_load_policy_work_on_a_run_started_from_python(tmp_path
     mean = float(proc.stdout.split("episode_return: mean=")[1].split()[0])
     assert mean == pytest.approx(expected, abs=1e-3)
 
+    from jaxtrainer.eval_cli import evaluate_run
+    assert evaluate_run(run, episodes=4)["completed"] == 4  # --episodes: the constructor's
+
     act = jt.load_policy(run)
     obs, env_state = module.env.reset(jax.random.key(3))
     action = act(obs)
