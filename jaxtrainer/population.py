@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.distributed.members import MemberLayout
 from jaxtrainer.metrics import Last, Mean, Metric
@@ -239,14 +239,14 @@ class PopulationTrainer(Trainer):
             raise ValueError(f"population_size={population_size!r}: expected an int >= 1")
         if max_generations is None:
             raise ValueError("no budget: set max_generations")
-        max_generations = _args.positive_int("max_generations", max_generations)
-        log_every_n_generations = _args.positive_int("log_every_n_generations",
+        max_generations = arguments.positive_int("max_generations", max_generations)
+        log_every_n_generations = arguments.positive_int("log_every_n_generations",
                                                      log_every_n_generations, False)
-        eval_every_n_generations = _args.positive_int("eval_every_n_generations",
+        eval_every_n_generations = arguments.positive_int("eval_every_n_generations",
                                                       eval_every_n_generations)
         if not isinstance(member_map, str) or member_map not in MEMBER_MAPS:
             raise ValueError(f"member_map={member_map!r}: choose one of {MEMBER_MAPS}")
-        map_batch_size = _args.positive_int("map_batch_size", map_batch_size)
+        map_batch_size = arguments.positive_int("map_batch_size", map_batch_size)
         in_steps = sorted(set(trainer_args) & set(STEP_ARGUMENTS))
         if in_steps:
             raise TypeError(f"PopulationTrainer counts generations: got {in_steps}; use "

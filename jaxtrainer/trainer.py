@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import _args, module_record, run_checkpoint, runs
+from jaxtrainer import arguments, module_record, run_checkpoint, runs
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer import metrics as metrics_lib
@@ -174,9 +174,9 @@ class Trainer:
         compile_evaluation_ahead: bool = True,
         compilation_cache: bool | str | os.PathLike | None = None,
     ) -> None:
-        self.run_ahead = _args.flag("run_ahead", run_ahead, also=("auto",))
-        self.jit = _args.flag("jit", jit)
-        self.compile_evaluation_ahead = _args.flag("compile_evaluation_ahead",
+        self.run_ahead = arguments.flag("run_ahead", run_ahead, also=("auto",))
+        self.jit = arguments.flag("jit", jit)
+        self.compile_evaluation_ahead = arguments.flag("compile_evaluation_ahead",
                                                    compile_evaluation_ahead)
         if sync_every_n_seconds is not None and (
                 isinstance(sync_every_n_seconds, bool) or not isinstance(sync_every_n_seconds, numbers.Real)
@@ -184,21 +184,21 @@ class Trainer:
             raise ValueError(f"sync_every_n_seconds={sync_every_n_seconds!r}: expected seconds "
                              ">= 0 or None")
         self.sync_every_n_seconds = float(sync_every_n_seconds or 0.0)
-        self.max_steps_arg = _args.positive_int("max_steps", max_steps)
-        self.max_env_steps = _args.positive_int("max_env_steps", max_env_steps)
-        self.log_every_n_steps = _args.positive_int("log_every_n_steps", log_every_n_steps, False)
-        self.eval_every_n_steps = _args.positive_int("eval_every_n_steps", eval_every_n_steps)
+        self.max_steps_arg = arguments.positive_int("max_steps", max_steps)
+        self.max_env_steps = arguments.positive_int("max_env_steps", max_env_steps)
+        self.log_every_n_steps = arguments.positive_int("log_every_n_steps", log_every_n_steps, False)
+        self.eval_every_n_steps = arguments.positive_int("eval_every_n_steps", eval_every_n_steps)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed={seed!r}: expected an int")
         self.seed = seed
-        self.default_root_dir = _args.directory("default_root_dir", default_root_dir)
-        devices = _args.devices(devices)  # ValueError naming the value and the accepted forms
+        self.default_root_dir = arguments.directory("default_root_dir", default_root_dir)
+        devices = arguments.devices(devices)  # ValueError naming the value and the accepted forms
         self.callbacks = _with_defaults(
-            callbacks, _args.flag("logger", logger, hint="True adds a CSVLogger and a "
+            callbacks, arguments.flag("logger", logger, hint="True adds a CSVLogger and a "
                                   "TensorBoardLogger; pass other loggers (e.g. "
                                   "jaxtrainer.loggers.WandbLogger) in callbacks"),
-            _args.flag("enable_checkpointing", enable_checkpointing),
-            _args.flag("enable_progress_bar", enable_progress_bar))
+            arguments.flag("enable_checkpointing", enable_checkpointing),
+            arguments.flag("enable_progress_bar", enable_progress_bar))
         self.strategy = resolve(strategy, devices, jit=self.jit)
         self.compilation_cache_dir = compilation_cache_lib.enable(compilation_cache)
         self.config = dict(strategy=strategy if isinstance(strategy, str) else type(strategy).__name__,

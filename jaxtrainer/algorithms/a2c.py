@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.algorithms.normalization import RunningStatistics
 from jaxtrainer.algorithms.onpolicy import (
     OnPolicyModule,
@@ -97,7 +97,7 @@ class A2CConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
-        _args.check_fields(self, _args.one_of, ("optimizer",), choices=("rmsprop", "adam"))
+        arguments.check_fields(self, arguments.one_of, ("optimizer",), choices=("rmsprop", "adam"))
 
 
 class A2C(OnPolicyModule):

@@ -84,7 +84,7 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxtrainer import _args, envs
+from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.member_rollout import rollout_members
@@ -241,8 +241,8 @@ class CEMRLConfig:
     reward_scaling: float = 1.0
 
     def __post_init__(self) -> None:
-        _args.check_fields(self, _args.sizes, ("actor_hidden_sizes", "critic_hidden_sizes"))
-        _args.check_fields(self, _args.positive_int, ("population_size", "episodes_per_member",
+        arguments.check_fields(self, arguments.sizes, ("actor_hidden_sizes", "critic_hidden_sizes"))
+        arguments.check_fields(self, arguments.positive_int, ("population_size", "episodes_per_member",
                                                       "batch_size", "buffer_size",
                                                       "eval_episodes"), allow_none=False)
         p = self.population_size
@@ -252,17 +252,17 @@ class CEMRLConfig:
         if self.antithetic and p % 2:
             raise ValueError(f"CEMRL: population_size={p} is odd; antithetic sampling pairs "
                              "members (use an even size or antithetic=False)")
-        _args.check_fields(self, _args.non_negative_int, ("num_rl_members", "critic_steps",
+        arguments.check_fields(self, arguments.non_negative_int, ("num_rl_members", "critic_steps",
                                                           "actor_steps"), allow_none=True)
-        _args.check_fields(self, _args.positive_int, ("num_elites", "rollout_steps"))
+        arguments.check_fields(self, arguments.positive_int, ("num_elites", "rollout_steps"))
         for name in ("num_rl_members", "num_elites"):
             if (getattr(self, name) or 0) > p:
                 raise ValueError(f"CEMRL: {name}={getattr(self, name)}: expected at most "
                                  f"population_size={p}")
-        _args.check_fields(self, _args.non_negative_int, ("learning_starts",))
-        _args.check_fields(self, _args.number, ("tau",), low=0, high=1, low_open=True)
-        _args.check_fields(self, _args.number, ("damp_tau",), low=0, high=1)
-        _args.check_fields(self, _args.number, ("init_variance", "damp_init", "damp_limit",
+        arguments.check_fields(self, arguments.non_negative_int, ("learning_starts",))
+        arguments.check_fields(self, arguments.number, ("tau",), low=0, high=1, low_open=True)
+        arguments.check_fields(self, arguments.number, ("damp_tau",), low=0, high=1)
+        arguments.check_fields(self, arguments.number, ("init_variance", "damp_init", "damp_limit",
                                                 "actor_lr", "critic_lr", "gamma",
                                                 "policy_noise", "noise_clip"), low=0)
         for name in ("actor_activation", "critic_activation"):

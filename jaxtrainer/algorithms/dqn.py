@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import _args, envs
+from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, offpolicy
 from jaxtrainer.algorithms.networks import QNetwork
 from jaxtrainer.algorithms.replay import Transition
@@ -87,14 +87,14 @@ class DQNConfig(offpolicy.OffPolicyConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _args.check_fields(self, _args.positive_int, ("target_update_interval",),
+        arguments.check_fields(self, arguments.positive_int, ("target_update_interval",),
                            allow_none=False)
-        _args.check_fields(self, _args.non_negative_int, ("epsilon_anneal_steps",))
-        _args.check_fields(self, _args.number, ("epsilon_start", "epsilon_end"), low=0, high=1)
-        _args.check_fields(self, _args.number, ("lr",), low=0)
-        _args.check_fields(self, _args.number, ("max_grad_norm",), low=0, low_open=True,
+        arguments.check_fields(self, arguments.non_negative_int, ("epsilon_anneal_steps",))
+        arguments.check_fields(self, arguments.number, ("epsilon_start", "epsilon_end"), low=0, high=1)
+        arguments.check_fields(self, arguments.number, ("lr",), low=0)
+        arguments.check_fields(self, arguments.number, ("max_grad_norm",), low=0, low_open=True,
                            allow_none=True)
-        _args.check_fields(self, _args.flag, ("double",))
+        arguments.check_fields(self, arguments.flag, ("double",))
 
 
 @struct.dataclass

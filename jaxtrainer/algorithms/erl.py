@@ -80,7 +80,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxtrainer import _args, envs
+from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.genetic import ga_step, inject, num_elites
@@ -187,19 +187,19 @@ class ERLConfig:
 
     def __post_init__(self) -> None:
         name = type(self).__name__
-        _args.check_fields(self, _args.sizes, ("hidden_sizes",))
-        _args.check_fields(self, _args.positive_int, (
+        arguments.check_fields(self, arguments.sizes, ("hidden_sizes",))
+        arguments.check_fields(self, arguments.positive_int, (
             "population_size", "tournament_size", "episodes_per_member", "rl_injection_every",
             "buffer_size", "batch_size", "policy_delay", "eval_episodes"), allow_none=False)
-        _args.check_fields(self, _args.positive_int, ("rollout_steps", "critic_steps"))
-        _args.check_fields(self, _args.non_negative_int, ("rl_episodes", "learning_starts"))
-        _args.check_fields(self, _args.number, _PROBABILITIES, low=0, high=1)
-        _args.check_fields(self, _args.number, ("tau",), low=0, high=1, low_open=True)
-        _args.check_fields(self, _args.number, ("weight_limit",), low=0, low_open=True)
-        _args.check_fields(self, _args.number, (
+        arguments.check_fields(self, arguments.positive_int, ("rollout_steps", "critic_steps"))
+        arguments.check_fields(self, arguments.non_negative_int, ("rl_episodes", "learning_starts"))
+        arguments.check_fields(self, arguments.number, _PROBABILITIES, low=0, high=1)
+        arguments.check_fields(self, arguments.number, ("tau",), low=0, high=1, low_open=True)
+        arguments.check_fields(self, arguments.number, ("weight_limit",), low=0, low_open=True)
+        arguments.check_fields(self, arguments.number, (
             "mutation_strength", "super_mutation_strength", "lr", "gamma", "exploration_noise",
             "policy_noise", "noise_clip"), low=0)
-        _args.check_fields(self, _args.flag, ("twin_critics",))
+        arguments.check_fields(self, arguments.flag, ("twin_critics",))
         activation(self.activation, f"{name}.activation")
         check_normalization(self)
         p = self.population_size
@@ -331,7 +331,7 @@ class ERL(ParamsPolicy, Module):
             episodes_per_member``, ``batch_size`` or ``eval_episodes`` is not a
             multiple of ``num_devices`` (the message names both numbers).
         """
-        _args.split_over_devices(self.name, num_devices, population_size=self.population_size)
+        arguments.split_over_devices(self.name, num_devices, population_size=self.population_size)
         if self.rl_actors % num_devices:
             raise ValueError(
                 f"{self.name}: rl_episodes={self.config.rl_episodes} plays "
@@ -339,7 +339,7 @@ class ERL(ParamsPolicy, Module):
                 f"{self.config.episodes_per_member} each), not divisible by the {num_devices} "
                 f"devices; use a multiple of {num_devices * self.config.episodes_per_member}")
         self.buffer.validate(num_devices, self.name)
-        _args.split_over_devices(self.name, num_devices, eval_episodes=self.config.eval_episodes)
+        arguments.split_over_devices(self.name, num_devices, eval_episodes=self.config.eval_episodes)
 
     def hparams(self) -> dict[str, Any]:
         hp = dataclasses.asdict(self.config)

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.networks import ActorCritic, activation
 from jaxtrainer.algorithms.onpolicy import (
@@ -230,20 +230,20 @@ class IMPALAConfig:
     eval_episodes: int = 32
 
     def __post_init__(self) -> None:
-        _args.check_fields(self, _args.sizes, ("hidden_sizes",))
+        arguments.check_fields(self, arguments.sizes, ("hidden_sizes",))
         if self.critic_hidden_sizes is not None:
-            _args.check_fields(self, _args.sizes, ("critic_hidden_sizes",))
-        _args.check_fields(self, _args.positive_int, ("num_envs", "num_steps", "update_epochs",
+            arguments.check_fields(self, arguments.sizes, ("critic_hidden_sizes",))
+        arguments.check_fields(self, arguments.positive_int, ("num_envs", "num_steps", "update_epochs",
                                                       "num_minibatches", "eval_episodes"),
                            allow_none=False)
-        _args.check_fields(self, _args.positive_int, ("total_updates",))
-        _args.check_fields(self, _args.non_negative_int, ("policy_lag",))
-        _args.check_fields(self, _args.number, ("lr", "gamma", "vtrace_lambda", "ent_coef",
+        arguments.check_fields(self, arguments.positive_int, ("total_updates",))
+        arguments.check_fields(self, arguments.non_negative_int, ("policy_lag",))
+        arguments.check_fields(self, arguments.number, ("lr", "gamma", "vtrace_lambda", "ent_coef",
                                                 "vf_coef", "max_grad_norm", "reward_scaling"),
                            low=0)
-        _args.check_fields(self, _args.number, ("rho_bar", "c_bar", "pg_rho_bar"), low=0,
+        arguments.check_fields(self, arguments.number, ("rho_bar", "c_bar", "pg_rho_bar"), low=0,
                            low_open=True)
-        _args.check_fields(self, _args.flag, ("anneal_lr", "normalize_advantages",
+        arguments.check_fields(self, arguments.flag, ("anneal_lr", "normalize_advantages",
                                               "normalize_observations"))
         activation(self.activation, "IMPALAConfig.activation")
         if self.num_envs % self.num_minibatches:

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 from flax import struct
 from flax.linen.initializers import constant, orthogonal
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -45,7 +45,7 @@ def activation(name: str, argument: str = "activation") -> Callable[[jax.Array],
       ValueError: an unknown name, e.g. ``activation='elu': choose one of 'tanh',
         'relu', 'gelu', 'silu'`` (``argument`` names the setting in the message).
     """
-    return ACTIVATIONS[_args.one_of(argument, name, tuple(ACTIVATIONS))]
+    return ACTIVATIONS[arguments.one_of(argument, name, tuple(ACTIVATIONS))]
 
 
 def flatten_obs(obs: jax.Array, obs_ndim: int) -> jax.Array:

@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxtrainer import _args, envs
+from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.networks import TwinCritic, activation
@@ -96,14 +96,14 @@ def check_config(config: Any) -> None:
         ``tau`` outside ``(0, 1]``, a negative discount or an unknown activation;
         the message names the config class and field.
     """
-    _args.check_fields(config, _args.sizes, ("hidden_sizes",))
-    _args.check_fields(config, _args.positive_int, ("num_envs", "train_frequency",
+    arguments.check_fields(config, arguments.sizes, ("hidden_sizes",))
+    arguments.check_fields(config, arguments.positive_int, ("num_envs", "train_frequency",
                                                     "gradient_steps", "buffer_size",
                                                     "batch_size", "eval_episodes"),
                        allow_none=False)
-    _args.check_fields(config, _args.non_negative_int, ("learning_starts",))
-    _args.check_fields(config, _args.number, ("tau",), low=0, high=1, low_open=True)
-    _args.check_fields(config, _args.number, ("gamma",), low=0)
+    arguments.check_fields(config, arguments.non_negative_int, ("learning_starts",))
+    arguments.check_fields(config, arguments.number, ("tau",), low=0, high=1, low_open=True)
+    arguments.check_fields(config, arguments.number, ("gamma",), low=0)
     activation(config.activation, f"{type(config).__name__}.activation")
 
 
@@ -116,8 +116,8 @@ def check_normalization(config: Any) -> None:
         is not a number >= 0; the message names the config class and field
         (e.g. ``SACConfig.reward_scaling=-1: expected a non-negative number``).
     """
-    _args.check_fields(config, _args.flag, ("normalize_observations",))
-    _args.check_fields(config, _args.number, ("reward_scaling",), low=0)
+    arguments.check_fields(config, arguments.flag, ("normalize_observations",))
+    arguments.check_fields(config, arguments.number, ("reward_scaling",), low=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -402,7 +402,7 @@ class OffPolicyModule(ParamsPolicy, Module):
             multiple of ``num_devices`` (the message names the value and count).
         """
         self.buffer.validate(num_devices, self.name)
-        _args.split_over_devices(self.name, num_devices, eval_episodes=self.config.eval_episodes)
+        arguments.split_over_devices(self.name, num_devices, eval_episodes=self.config.eval_episodes)
 
     def hparams(self) -> dict[str, Any]:
         hp = dataclasses.asdict(self.config)

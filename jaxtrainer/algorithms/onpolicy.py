@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import _args, envs
+from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.networks import ActorCritic, activation
@@ -52,21 +52,21 @@ def check_config(config: Any) -> None:
         the config class and field (e.g. ``PPOConfig.lr='abc': expected a
         non-negative number``).
     """
-    _args.check_fields(config, _args.sizes, ("hidden_sizes",))
-    _args.check_fields(config, _args.positive_int, ("num_envs", "num_steps", "eval_episodes"),
+    arguments.check_fields(config, arguments.sizes, ("hidden_sizes",))
+    arguments.check_fields(config, arguments.positive_int, ("num_envs", "num_steps", "eval_episodes"),
                        allow_none=False)
-    _args.check_fields(config, _args.positive_int, ("total_updates", "unroll_length"))
+    arguments.check_fields(config, arguments.positive_int, ("total_updates", "unroll_length"))
     if config.unroll_length is not None and config.num_steps % config.unroll_length:
         raise ValueError(
             f"{type(config).__name__}: num_steps={config.num_steps} is not a multiple of "
             f"unroll_length={config.unroll_length}")
     if config.critic_hidden_sizes is not None:
-        _args.check_fields(config, _args.sizes, ("critic_hidden_sizes",))
-    _args.check_fields(config, _args.number, ("lr", "gamma", "gae_lambda", "ent_coef",
+        arguments.check_fields(config, arguments.sizes, ("critic_hidden_sizes",))
+    arguments.check_fields(config, arguments.number, ("lr", "gamma", "gae_lambda", "ent_coef",
                                               "vf_coef", "max_grad_norm"), low=0)
-    _args.check_fields(config, _args.flag, ("anneal_lr", "normalize_advantages",
+    arguments.check_fields(config, arguments.flag, ("anneal_lr", "normalize_advantages",
                                             "normalize_observations", "bootstrap_truncation"))
-    _args.check_fields(config, _args.number, ("reward_scaling",), low=0)
+    arguments.check_fields(config, arguments.number, ("reward_scaling",), low=0)
     activation(config.activation, f"{type(config).__name__}.activation")
 
 
@@ -315,7 +315,7 @@ class OnPolicyModule(ParamsPolicy, Module):
           ValueError: ``num_envs`` or ``eval_episodes`` is not a multiple of
             ``num_devices`` (the message names the value and count).
         """
-        _args.split_over_devices(type(self).__name__, num_devices, num_envs=self.config.num_envs,
+        arguments.split_over_devices(type(self).__name__, num_devices, num_envs=self.config.num_envs,
                                  eval_episodes=self.config.eval_episodes)
 
     def hparams(self) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.distributed import AXIS_NAME, member_scope, per_device, pmax, pmin, psum
 from jaxtrainer.distributed.axis import AxisName
 from jaxtrainer.distributed.members import MemberLayout
@@ -142,7 +142,7 @@ class MemberPopulation(Module):
             self.name = name
         if not isinstance(module, Module):
             raise TypeError(f"{self.name} wraps a jaxtrainer.Module, got {type(module).__name__}")
-        self.vectorize = _args.flag(f"{self.name}: vectorize", vectorize)
+        self.vectorize = arguments.flag(f"{self.name}: vectorize", vectorize)
         self.module = module
         self.population_size = int(population_size)
         self.axis_name = axis_name

@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.algorithms.onpolicy import (
     OnPolicyModule,
     OnPolicyState,
@@ -132,10 +132,10 @@ class PPOConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
-        _args.check_fields(self, _args.positive_int, ("update_epochs", "num_minibatches"),
+        arguments.check_fields(self, arguments.positive_int, ("update_epochs", "num_minibatches"),
                            allow_none=False)
-        _args.check_fields(self, _args.number, ("clip_eps",), low=0)
-        _args.check_fields(self, _args.flag, ("clip_value_loss",))
+        arguments.check_fields(self, arguments.number, ("clip_eps",), low=0)
+        arguments.check_fields(self, arguments.flag, ("clip_value_loss",))
         batch = self.num_envs * self.num_steps
         if batch % self.num_minibatches:
             raise ValueError(

@@ -26,7 +26,7 @@ from typing import Any
 import jax
 from flax import struct
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.distributed import local_size, per_device
 
 
@@ -84,7 +84,7 @@ class ReplayBuffer:
     def validate(self, num_devices: int, owner: str = "ReplayBuffer") -> None:
         """Raise ValueError naming the size when ``num_envs`` or ``batch_size``
         does not split over ``num_devices``."""
-        _args.split_over_devices(owner, num_devices, num_envs=self.num_envs,
+        arguments.split_over_devices(owner, num_devices, num_envs=self.num_envs,
                                  batch_size=self.batch_size)
 
     def _fbx(self) -> Any:

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import _args, envs
+from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms.networks import LOG_2PI, SquashedGaussianActor
 from jaxtrainer.algorithms.replay import Transition
@@ -105,11 +105,11 @@ class SACConfig(offpolicy.ActorCriticConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _args.check_fields(self, _args.number, ("policy_lr", "q_lr"), low=0)
-        _args.check_fields(self, _args.number, ("alpha_lr",), low=0, allow_none=True)
-        _args.check_fields(self, _args.number, ("init_alpha",), low=0, low_open=True)
-        _args.check_fields(self, _args.number, ("target_entropy",), allow_none=True)
-        _args.check_fields(self, _args.flag, ("autotune",))
+        arguments.check_fields(self, arguments.number, ("policy_lr", "q_lr"), low=0)
+        arguments.check_fields(self, arguments.number, ("alpha_lr",), low=0, allow_none=True)
+        arguments.check_fields(self, arguments.number, ("init_alpha",), low=0, low_open=True)
+        arguments.check_fields(self, arguments.number, ("target_entropy",), allow_none=True)
+        arguments.check_fields(self, arguments.flag, ("autotune",))
 
 
 @struct.dataclass

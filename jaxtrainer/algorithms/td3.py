@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import _args, envs
+from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms.networks import DeterministicActor
 from jaxtrainer.algorithms.replay import Transition
@@ -155,11 +155,11 @@ class TD3Config(offpolicy.ActorCriticConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _args.check_fields(self, _args.flag, ("twin_critics",))
-        _args.check_fields(self, _args.positive_int, ("policy_delay",), allow_none=False)
-        _args.check_fields(self, _args.number, ("lr", "exploration_noise", "policy_noise",
+        arguments.check_fields(self, arguments.flag, ("twin_critics",))
+        arguments.check_fields(self, arguments.positive_int, ("policy_delay",), allow_none=False)
+        arguments.check_fields(self, arguments.number, ("lr", "exploration_noise", "policy_noise",
                                                 "noise_clip"), low=0)
-        _args.check_fields(self, _args.number, ("actor_lr", "critic_lr"), low=0,
+        arguments.check_fields(self, arguments.number, ("actor_lr", "critic_lr"), low=0,
                            allow_none=True)
 
 

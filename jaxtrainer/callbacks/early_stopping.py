@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer.callbacks._monitor import check_mode, is_finite, warn_unseen
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.callbacks.monitor import check_mode, is_finite, warn_unseen
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer.callbacks._monitor import is_finite, warn_unseen
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.callbacks.monitor import is_finite, warn_unseen
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module

@@ -32,7 +32,7 @@ from typing import Any
 import jax
 import optax
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.distributed.axis import (
     AXIS_NAME,
     AxisName,
@@ -198,7 +198,7 @@ def _loss_and_pgrad(loss_fn: Callable[..., Any], pmap_axis_name: AxisName | None
     """:func:`loss_and_pgrad`, its errors naming the public function ``what``."""
     _check_callable(what, "loss_fn", loss_fn)
     _check_axis_name(what, pmap_axis_name)
-    has_aux = _args.flag(f"{what} has_aux", has_aux)
+    has_aux = arguments.flag(f"{what} has_aux", has_aux)
     value_and_grad = jax.value_and_grad(loss_fn, has_aux=has_aux)
     if pmap_axis_name is None:
         return value_and_grad

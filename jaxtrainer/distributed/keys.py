@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, axis_index
 
 INIT_STREAM, TRAIN_STREAM, EVAL_STREAM = 0, 1, 2
@@ -107,7 +107,7 @@ def split_key_to_devices(key: jax.Array, num_devices: int | Sequence[jax.Device]
             raise ValueError(f"split_key_to_devices: devices={num_devices!r}: expected a "
                              "non-empty sequence of distinct jax.Device")
         num_devices = len(devices)
-    n = _args.positive_int("num_devices", num_devices, allow_none=False)
+    n = arguments.positive_int("num_devices", num_devices, allow_none=False)
     keys = jax.vmap(lambda d: device_key(key, d))(jnp.arange(n))
     if devices is None:
         return keys

@@ -52,7 +52,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.distributed.axis import (
     AXIS_NAME,
     AxisName,
@@ -123,7 +123,7 @@ def _is_batch_size(value: Any) -> bool:
 
 
 def _batch_size(what: str, value: Any) -> int | None:
-    return _args.positive_int(f"{what} batch_size", None if value is _UNSET else value)
+    return arguments.positive_int(f"{what} batch_size", None if value is _UNSET else value)
 
 
 def _parse(what: str, fn: Any, mesh: Any, specs: tuple, axis_names: Any, in_specs: Any,
@@ -196,7 +196,7 @@ def _parse(what: str, fn: Any, mesh: Any, specs: tuple, axis_names: Any, in_spec
     if "check_vma" in kwargs and "check_rep" in kwargs:
         raise bad("check_vma and check_rep (its older name) both given; pass check_vma")
     check = kwargs.get("check_vma", kwargs.get("check_rep", True))
-    check = _args.flag(f"{what} " + ("check_vma" if "check_vma" in kwargs else "check_rep"), check)
+    check = arguments.flag(f"{what} " + ("check_vma" if "check_vma" in kwargs else "check_rep"), check)
     return {"form": "evorl", "in_specs": in_specs, "out_specs": out_specs, "check_vma": check,
             "batch_size": _batch_size(what, batch_size)}
 

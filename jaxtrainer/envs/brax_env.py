@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.envs.base import Action, Env, Observation
 
 BRAX_ENV_NAMES = (
@@ -149,8 +149,8 @@ class BraxEnv(Env):
 
     def __init__(self, env: Any, episode_length: int = 1000, name: str = "brax", *,
                  action_repeat: int = 1, observation_key: str | None = None) -> None:
-        episode_length = _args.positive_int("episode_length", episode_length, allow_none=False)
-        self.action_repeat = _args.positive_int("action_repeat", action_repeat, allow_none=False)
+        episode_length = arguments.positive_int("episode_length", episode_length, allow_none=False)
+        self.action_repeat = arguments.positive_int("action_repeat", action_repeat, allow_none=False)
         self.env = env
         self.name = name
         self.observation_key = observation_key

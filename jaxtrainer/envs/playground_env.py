@@ -28,7 +28,7 @@ from typing import Any
 
 import jax
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.envs.brax_env import BraxEnv, _make_leaves_local
 
 PLAYGROUND_PREFIX = "playground/"
@@ -210,8 +210,8 @@ def make_playground(env_name: str, *, episode_length: int | None = None,
     if env_name not in pg.registry.ALL_ENVS:
         raise ValueError(f"playground/{env_name}: not in MuJoCo Playground's registry; "
                          f"its envs: {', '.join(pg.registry.ALL_ENVS)}")
-    _args.positive_int("episode_length", episode_length)
-    _args.positive_int("action_repeat", action_repeat)
+    arguments.positive_int("episode_length", episode_length)
+    arguments.positive_int("action_repeat", action_repeat)
     if config_overrides is None:
         config_overrides = {}
     if not isinstance(config_overrides, Mapping):
@@ -226,7 +226,7 @@ def make_playground(env_name: str, *, episode_length: int | None = None,
                              f"playground/{env_name}; its keys: {', '.join(sorted(known))}")
     if "impl" in known:
         overrides.setdefault("impl", DEFAULT_IMPL)
-        _args.one_of("config_overrides['impl']", overrides["impl"], IMPLS)
+        arguments.one_of("config_overrides['impl']", overrides["impl"], IMPLS)
     try:
         config.update_from_flattened_dict(overrides)
     except (TypeError, ValueError, KeyError) as e:

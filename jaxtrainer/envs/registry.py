@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.envs.base import Env
 from jaxtrainer.envs.brax_env import BRAX_ENV_NAMES, BraxEnv
 from jaxtrainer.envs.gymnax_env import GymnaxEnv, gymnax
@@ -25,7 +25,7 @@ def available() -> list[str]:
 
 def _unknown(name: str) -> ValueError:
     names = available()
-    return ValueError(f"unknown environment {name!r}{_args.did_you_mean(name, names) or ';'} "
+    return ValueError(f"unknown environment {name!r}{arguments.did_you_mean(name, names) or ';'} "
                       f"available: {', '.join(names)}")
 
 

@@ -6,7 +6,7 @@ import csv
 import os
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.loggers.base import Logger
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ class CSVLogger(Logger):
 
     def __init__(self, save_dir: str | os.PathLike | None = None, flush_every_n_rows: int = 1):
         super().__init__()
-        self.save_dir = None if save_dir is None else _args.directory(
+        self.save_dir = None if save_dir is None else arguments.directory(
             "CSVLogger(save_dir)", save_dir)
         self.flush_every_n_rows = max(1, int(flush_every_n_rows))
         self.path: str | None = None

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.deferred_import import deferred_imports
 from jaxtrainer.loggers.base import Logger
 
@@ -54,7 +54,7 @@ class TensorBoardLogger(Logger):
 
     def __init__(self, save_dir: str | os.PathLike | None = None, flush_secs: int = 30):
         super().__init__()
-        self.save_dir = None if save_dir is None else _args.directory(
+        self.save_dir = None if save_dir is None else arguments.directory(
             "TensorBoardLogger(save_dir)", save_dir)
         self.flush_secs = flush_secs
         self.writer = None

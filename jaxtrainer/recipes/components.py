@@ -27,7 +27,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from jaxtrainer._args import did_you_mean
+from jaxtrainer.arguments import did_you_mean
 from jaxtrainer.callbacks import (
     Callback,
     EarlyStopping,

@@ -34,7 +34,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from jaxtrainer import envs
-from jaxtrainer._args import did_you_mean
+from jaxtrainer.arguments import did_you_mean
 from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.recipes import command, components, resume, sweep

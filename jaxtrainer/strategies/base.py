@@ -21,7 +21,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import AXIS_NAME
 from jaxtrainer.distributed.axis import size_probe
@@ -55,7 +55,7 @@ class Strategy(abc.ABC):
     name: ClassVar[str] = ""
 
     def __init__(self, devices: DevicesArg = "auto", *, jit: bool = True) -> None:
-        self._devices_arg = _args.devices(devices)  # ValueError for a malformed value
+        self._devices_arg = arguments.devices(devices)  # ValueError for a malformed value
         self.jit = jit
         self.mesh: Mesh | None = None
         self._traced_init: tuple[Module, Any] | None = None  # see abstract_state
@@ -82,7 +82,7 @@ class Strategy(abc.ABC):
         """The devices the ``devices`` argument selects from ``available``:
         all (``"auto"``), the first ``n``, those at the given indices, or the
         given devices (each must be in ``available``)."""
-        return _args.pick_devices(self._devices_arg, list(available), type(self).__name__)
+        return arguments.pick_devices(self._devices_arg, list(available), type(self).__name__)
 
     def setup(self) -> None:
         """Choose devices and build the mesh. Idempotent; raises before compiling."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import jax
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.distributed.process import initialize
 from jaxtrainer.strategies.base import DevicesArg
 from jaxtrainer.strategies.shard_map import ShardMapStrategy
@@ -59,7 +59,7 @@ class MultiNodeStrategy(ShardMapStrategy):
         **initialize_kwargs: Any,
     ) -> None:
         try:
-            parsed = _args.devices(devices)  # "4" -> 4
+            parsed = arguments.devices(devices)  # "4" -> 4
         except ValueError:
             parsed = None
         if not (parsed == "auto" or isinstance(parsed, int)):

@@ -10,7 +10,7 @@ import os
 
 import jax
 
-from jaxtrainer import _args
+from jaxtrainer import arguments
 from jaxtrainer.distributed.process import srun_tasks
 from jaxtrainer.strategies.base import DevicesArg, Strategy
 
@@ -64,7 +64,7 @@ def auto_name(devices: DevicesArg = "auto") -> str:
     one local device and ``"pmap"`` when several are used."""
     if "multi_node" in _REGISTRY and (cluster_detected() or jax.process_count() > 1):
         return "multi_node"
-    devices = _args.devices(devices)
+    devices = arguments.devices(devices)
     if isinstance(devices, int):
         n = devices
     elif isinstance(devices, str):
@@ -82,7 +82,7 @@ def resolve(strategy: str | Strategy, devices: DevicesArg = "auto", *, jit: bool
         malformed ``devices`` (the message lists the accepted forms).
       TypeError: neither a name nor a :class:`Strategy`.
     """
-    devices = _args.devices(devices)  # a malformed value fails here, before any JAX use
+    devices = arguments.devices(devices)  # a malformed value fails here, before any JAX use
     if isinstance(strategy, Strategy):
         strategy.jit = strategy.jit and jit
         return strategy
@@ -93,6 +93,6 @@ def resolve(strategy: str | Strategy, devices: DevicesArg = "auto", *, jit: bool
     name = auto_name(devices) if strategy == "auto" else strategy
     if name not in _REGISTRY:
         raise ValueError(
-            f"unknown strategy {strategy!r}{_args.did_you_mean(strategy, available()) or ';'} "
+            f"unknown strategy {strategy!r}{arguments.did_you_mean(strategy, available()) or ';'} "
             f"choose one of: {', '.join(available())}")
     return _REGISTRY[name](devices, jit=jit)
