@@ -31,7 +31,8 @@ import jax
 from _timing import LoopClock, use_compilation_cache
 
 import jaxtrainer as jt
-from jaxtrainer.algorithms import PPO, PPOConfig, Sweep
+from jaxtrainer.algorithms import PPO, PPOConfig
+from jaxtrainer.population import Sweep
 
 
 def make_module(updates: int) -> PPO:

@@ -11,7 +11,7 @@ line, labelled with its path relative to the root; with several runs the
 figure shows their mean and a band from the minimum to the maximum (the spread
 over runs), after interpolating every run onto the x values of the shortest.
 
-A single run of a sweep (:class:`~jaxtrainer.algorithms.Sweep`, a run directory
+A single run of a sweep (:class:`~jaxtrainer.population.Sweep`, a run directory
 holding ``sweep_members.csv``) is drawn by :func:`plot_sweep`: one line per
 configuration, the interquartile mean over its seeds' ``member/<i>/<metric>``
 with a 95% stratified-bootstrap confidence band, labelled by its
@@ -153,7 +153,7 @@ def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
     import matplotlib.pyplot as plt
     from scipy.stats import trim_mean
 
-    from jaxtrainer.sweep_summary import interval_estimates, read_members
+    from jaxtrainer.population.summary import interval_estimates, read_members
 
     members = read_members(run_dir)
     if members is None:

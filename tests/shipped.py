@@ -69,7 +69,7 @@ def _ddpg() -> Any:
 
 
 def _pbt() -> Any:
-    from jaxtrainer.algorithms import PBT
+    from jaxtrainer.population import PBT
     return PBT(_ppo(), {"lr": (1e-4, 1e-2)}, population_size=4, ready_every_n_steps=1)
 
 

@@ -9,7 +9,8 @@ from test_envs import FixedLength
 
 import jaxtrainer as jt
 from jaxtrainer import envs
-from jaxtrainer.algorithms import A2C, PBT, PPO, A2CConfig, PPOConfig
+from jaxtrainer.algorithms import A2C, PPO, A2CConfig, PPOConfig
+from jaxtrainer.population import PBT
 
 TINY = dict(num_envs=2, num_steps=4, num_minibatches=1, update_epochs=1, hidden_sizes=(4,),
             eval_episodes=2, lr=1e-3)

@@ -94,7 +94,7 @@ def test_nan_members_of_pbt_rank_last_and_do_not_stop_the_run(devices, run_dir):
     """PBT of a module whose score is NaN for members with noise > 0.5 (a diverged
     member): the run goes on under NaNGuard, the fitness statistics stay finite and
     fitness/invalid counts the NaN members."""
-    from jaxtrainer.algorithms import PBT
+    from jaxtrainer.population import PBT
     from tests.test_pbt import Regression
 
     class Diverging(Regression):

@@ -15,7 +15,8 @@ from jax.sharding import PartitionSpec as P
 
 import jaxtrainer as jt
 import jaxtrainer.distributed as jd
-from jaxtrainer.algorithms import PBT, PPO, Hyperparam
+from jaxtrainer.algorithms import PPO
+from jaxtrainer.population import PBT, Hyperparam
 
 W_TRUE = jnp.array([1.0, -2.0, 0.5])
 

@@ -12,10 +12,9 @@ import numpy as np
 import optax
 import pytest
 
-from jaxtrainer.algorithms import PBT
 from jaxtrainer.algorithms.es import ESState, FunctionES, NeuroES, sphere
 from jaxtrainer.distributed import AXIS_NAME
-from jaxtrainer.population import GenerationModule
+from jaxtrainer.population import PBT, GenerationModule
 from tests import toys
 from tests.test_pbt_offpolicy import assert_copied_and_perturbed, pbt_fit
 

@@ -14,7 +14,8 @@ import jax
 import numpy as np
 import pytest
 
-from jaxtrainer.algorithms import DQN, PBT, SAC, TD3, DQNConfig, SACConfig, TD3Config
+from jaxtrainer.algorithms import DQN, SAC, TD3, DQNConfig, SACConfig, TD3Config
+from jaxtrainer.population import PBT
 from tests import toys
 from tests.test_pbt import CountCompiles
 

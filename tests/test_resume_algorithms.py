@@ -72,7 +72,7 @@ def test_evolutionary_rl_two_plus_two_equals_four(tmp_path, name):
     (replay buffer, critic, search distribution) resume exactly."""
     def module():
         if name == "pbt":
-            from jaxtrainer.algorithms import PBT
+            from jaxtrainer.population import PBT
 
             return PBT(_ppo(), {"lr": (1e-4, 1e-2)}, population_size=4, ready_every_n_steps=1)
         from jaxtrainer.algorithms import CEMRL, CEMRLConfig

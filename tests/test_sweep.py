@@ -24,11 +24,12 @@ import pytest
 from scipy.stats import trim_mean
 
 import jaxtrainer as jt
-from jaxtrainer import sweep_summary
-from jaxtrainer.algorithms import PPO, Sweep
-from jaxtrainer.algorithms.sweep import grid
+from jaxtrainer.population import summary as sweep_summary
+from jaxtrainer.algorithms import PPO
 from jaxtrainer.loggers import CSVLogger
 from jaxtrainer.plot import plot_runs
+from jaxtrainer.population import Sweep
+from jaxtrainer.population.sweep import grid
 from jaxtrainer.recipes import config
 from jaxtrainer.recipes import sweep as recipe_sweep
 from jaxtrainer.recipes.modules import build_module

@@ -205,6 +205,23 @@ def test_population_trainer_takes_device_indices():
     assert (trainer.max_generations, trainer.log_every_n_steps) == (1, 10)
 
 
+def test_population_trainer_takes_every_trainer_argument_not_counted_in_steps():
+    """PopulationTrainer writes its signature out (no rewriting at import): it takes
+    every Trainer argument, by keyword, with the Trainer's default, except the step
+    counts it replaces with generations."""
+    import inspect
+
+    trainer = inspect.signature(jt.Trainer.__init__).parameters
+    population = inspect.signature(PopulationTrainer.__init__).parameters
+    in_steps = {"max_steps", "max_env_steps", "log_every_n_steps", "eval_every_n_steps"}
+    assert set(trainer) - in_steps <= set(population)
+    for name in set(trainer) - in_steps - {"self", "strategy", "devices"}:
+        assert population[name].kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert population[name].default == trainer[name].default, name
+    with pytest.raises(TypeError, match="max_steps"):
+        PopulationTrainer(8, max_generations=1, max_steps=3, **QUIET)
+
+
 # ------------------------------------------------------------ recipes
 def test_recipe_config_values_reach_the_trainer_as_plain_python():
     cfg = config.load(CONFIGS / "ppo.yaml", ["trainer.devices=[0,2]", "trainer.logger=false"])

@@ -7,6 +7,24 @@ The names and their submodules are listed in ``__init__.pyi``, which type
 checkers and the API reference read.
 """
 
+import warnings
+
 import lazy_loader
 
-__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
+_getattr, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
+
+MOVED = {"PBT": "jaxtrainer.population", "PBTState": "jaxtrainer.population",
+         "Hyperparam": "jaxtrainer.population", "Sweep": "jaxtrainer.population",
+         "SweepState": "jaxtrainer.population"}
+"""Names that moved to another package in 0.2.0: still found here, with a
+DeprecationWarning naming their new home, until 0.3.0."""
+
+
+def __getattr__(name: str):
+    if name in MOVED:
+        import importlib
+
+        warnings.warn(f"jaxtrainer.algorithms.{name} moved to {MOVED[name]}.{name}; import it "
+                      "from there (the old name goes in 0.3.0)", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(MOVED[name]), name)
+    return _getattr(name)

@@ -17,11 +17,9 @@ from .es import (
     sphere,
 )
 from .impala import IMPALA, IMPALAConfig, IMPALAState
-from .pbt import PBT, Hyperparam, PBTState
 from .ppo import PPO, PPOConfig, PPOState
 from .replay import ReplayBuffer, Transition
 from .sac import SAC, SACConfig, SACState
-from .sweep import Sweep, SweepState
 from .td3 import TD3, TD3Config, TD3State
 
 __all__ = [
@@ -45,8 +43,6 @@ __all__ = [
     "SAC",
     "SACConfig",
     "SACState",
-    "Sweep",
-    "SweepState",
     "TD3",
     "TD3Config",
     "TD3State",
@@ -57,9 +53,6 @@ __all__ = [
     "FunctionES",
     "MLPPolicy",
     "NeuroES",
-    "PBT",
-    "PBTState",
-    "Hyperparam",
     "PPO",
     "PPOConfig",
     "PPOState",

@@ -38,9 +38,9 @@ from flax import struct
 from jax import flatten_util
 
 from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms.hyperparams import set_learning_rate
 from jaxtrainer.algorithms.networks import MLP
 from jaxtrainer.algorithms.networks import activation as activation_fn
-from jaxtrainer.algorithms.population_core import set_learning_rate
 from jaxtrainer.distributed import local_size
 from jaxtrainer.metrics import Last, Max, Mean, Min
 from jaxtrainer.module import PopulationModule
@@ -135,7 +135,7 @@ class ESState:
         not depend on how XLA folds them.
       hyperparams: ``{name: float32[]}``, the values :class:`EvosaxES` was given
         that every generation reads from here (traced, so population-based
-        training, :class:`~jaxtrainer.algorithms.PBT`, changes them without
+        training, :class:`~jaxtrainer.population.PBT`, changes them without
         recompiling): ``learning_rate`` (the optimizer's step size, when
         ``learning_rate=`` names an optimizer) and ``std`` (the search standard
         deviation, when ``std=`` is given to an algorithm of

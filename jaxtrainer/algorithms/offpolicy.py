@@ -45,8 +45,8 @@ import optax
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms.hyperparams import set_learning_rate
 from jaxtrainer.algorithms.networks import TwinCritic, activation
-from jaxtrainer.algorithms.population_core import set_learning_rate
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.distributed import fold_in_device, local_size
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
@@ -186,7 +186,7 @@ def adam(learning_rate: float, max_grad_norm: float | None = None) -> optax.Grad
     """``optax.adam(learning_rate)``, after ``optax.clip_by_global_norm(max_grad_norm)``
     when given, built by ``optax.inject_hyperparams`` so that the learning rate
     is a number in the optimizer state
-    (:func:`~jaxtrainer.algorithms.population_core.set_learning_rate`), not a constant
+    (:func:`~jaxtrainer.algorithms.hyperparams.set_learning_rate`), not a constant
     of the compiled program. Same updates as the plain optimizer, bit for bit."""
     def make(learning_rate):
         tx = optax.adam(learning_rate)
@@ -342,7 +342,7 @@ class OffPolicyModule(ParamsPolicy, Module):
     a ``hyperparams`` field, ``{name: float32[]}`` for every name in
     :attr:`TUNABLE`, initialised by :meth:`initial_hyperparams` and read by the
     updates and the behaviour policy, so that population-based training
-    (:class:`~jaxtrainer.algorithms.PBT`) changes them without recompiling.
+    (:class:`~jaxtrainer.population.PBT`) changes them without recompiling.
     Learning rates reach the optimizers through ``optax.inject_hyperparams``
     (:func:`adam`, :attr:`LEARNING_RATES`). With the config's values the
     updates are those of constants, bit for bit.
@@ -368,7 +368,7 @@ class OffPolicyModule(ParamsPolicy, Module):
     """The names of the losses :meth:`update` returns (reported as ``loss/<name>``)."""
     TUNABLE: tuple[str, ...] = ()
     """Hyperparameters kept in ``state.hyperparams`` (``float32[]`` each, traced:
-    :class:`~jaxtrainer.algorithms.PBT` changes them without recompiling); each
+    :class:`~jaxtrainer.population.PBT` changes them without recompiling); each
     starts from the config field of its name (:meth:`initial_hyperparams`)."""
     TUNABLE_FALLBACK: tuple[tuple[str, str], ...] = ()
     """``(name, field)`` pairs: ``name`` starts from the config's ``field`` when the

@@ -86,7 +86,7 @@ class OnPolicyState:
       hyperparams: ``{name: float32[]}`` the tunable hyperparameters this state
         trains with (replicated), initialised from the config and read by
         ``training_step`` as traced values, so population-based training
-        (:class:`~jaxtrainer.algorithms.PBT`) can change them without
+        (:class:`~jaxtrainer.population.PBT`) can change them without
         recompiling. ``lr`` is the base learning rate (annealed per update when
         ``anneal_lr``); the names are the module's ``TUNABLE``.
       obs_stats: :class:`~jaxtrainer.algorithms.normalization.RunningStatistics`

@@ -46,7 +46,7 @@ _HIDDEN: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
 def member_scope(axis_name: AxisName = AXIS_NAME) -> Iterator[None]:
     """Trace code for ONE member of a population that is sharded over ``axis_name``.
 
-    Population algorithms (e.g. :class:`~jaxtrainer.algorithms.PBT`) vmap a whole
+    Population algorithms (e.g. :class:`~jaxtrainer.population.PBT`) vmap a whole
     :class:`~jaxtrainer.Module` over the members a device holds. That module was
     written for data parallelism: its ``pmean`` of gradients or advantage
     statistics would average *different members* across devices. Inside this

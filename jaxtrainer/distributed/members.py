@@ -3,7 +3,7 @@
 A *population* is a pytree whose leaves share a leading axis of ``P`` members
 (:func:`population_size`). Split over ``n`` devices, it is laid out the same
 way by every population algorithm (:class:`~jaxtrainer.PopulationTrainer`,
-:class:`~jaxtrainer.algorithms.PBT`, :class:`~jaxtrainer.algorithms.CEMRL`):
+:class:`~jaxtrainer.population.PBT`, :class:`~jaxtrainer.algorithms.CEMRL`):
 
 * when ``n`` does not divide ``P``, the population is padded at the end with
   copies of its last member up to ``P_pad = ceil(P / n) * n`` (finite, valid

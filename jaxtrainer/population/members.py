@@ -27,8 +27,8 @@ core, and only that:
   in ``env_steps_per_step``;
 * member metrics: ``member/<i>/<name>`` with the metric's own reduction.
 
-:class:`~jaxtrainer.algorithms.PBT` adds exploit/explore and fitness to it,
-:class:`~jaxtrainer.algorithms.Sweep` a grid of hyperparameters times seeds and
+:class:`~jaxtrainer.population.PBT` adds exploit/explore and fitness to it,
+:class:`~jaxtrainer.population.Sweep` a grid of hyperparameters times seeds and
 per-seed keys. Each subclass chooses its members' keys.
 
 Traced hyperparameters: a module is *population-ready* when its state has a
@@ -47,6 +47,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrainer import arguments
+from jaxtrainer.algorithms.hyperparams import get_hyperparams, set_hyperparams
 from jaxtrainer.distributed import AXIS_NAME, member_scope, per_device, pmax, pmin, psum
 from jaxtrainer.distributed.axis import AxisName
 from jaxtrainer.distributed.members import MemberLayout
@@ -55,35 +56,9 @@ from jaxtrainer.module import Module
 
 __all__ = [
     "MemberPopulation",
-    "get_hyperparams",
     "mean_parts",
     "member_metric",
-    "set_hyperparams",
-    "set_learning_rate",
 ]
-
-
-def get_hyperparams(state: Any) -> Any:
-    """``state.hyperparams`` (a dataclass state) or ``state["hyperparams"]`` (a dict
-    state); ``None`` when there is neither."""
-    if isinstance(state, Mapping):
-        return state.get("hyperparams")
-    return getattr(state, "hyperparams", None)
-
-
-def set_hyperparams(state: Any, hyperparams: dict[str, jax.Array]) -> Any:
-    """``state`` with its hyperparameters replaced (dict or ``.replace`` dataclass)."""
-    if isinstance(state, Mapping):
-        return {**state, "hyperparams": hyperparams}
-    return state.replace(hyperparams=hyperparams)
-
-
-def set_learning_rate(opt_state: Any, learning_rate: jax.Array) -> Any:
-    """An ``optax.inject_hyperparams`` state (``InjectHyperparamsState``) with its
-    ``learning_rate`` replaced by ``learning_rate`` (``float32[]``): how a traced
-    learning rate in ``state.hyperparams`` reaches an optimizer."""
-    return opt_state._replace(hyperparams={**opt_state.hyperparams,
-                                           "learning_rate": learning_rate})
 
 
 def member_metric(value: Any) -> Metric:

@@ -12,8 +12,8 @@ perturbation factors ``(0.8, 1.2)``, ``resample_probability = 0.25``.
 
 How it runs (a *population mode of the Trainer*, not the PopulationTrainer):
 :class:`PBT` is the member core that it shares with
-:class:`~jaxtrainer.algorithms.Sweep`
-(:class:`~jaxtrainer.algorithms.population_core.MemberPopulation`: stacking,
+:class:`~jaxtrainer.population.Sweep`
+(:class:`~jaxtrainer.population.members.MemberPopulation`: stacking,
 padding, vmapped steps, member metrics) plus fitness and exploit/explore. It is
 an ordinary :class:`~jaxtrainer.Module` whose state holds all
 members' states stacked on a leading member axis, **sharded over the devices**
@@ -58,19 +58,14 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxtrainer.algorithms.population_core import (
-    MemberPopulation,
-    get_hyperparams,
-    mean_parts,
-    set_hyperparams,
-)
+from jaxtrainer.algorithms.hyperparams import get_hyperparams, set_hyperparams
 from jaxtrainer.distributed import AXIS_NAME, per_device
 from jaxtrainer.distributed.axis import AxisName
 from jaxtrainer.metrics import Last, Max, Mean
 from jaxtrainer.module import Module
+from jaxtrainer.population.members import MemberPopulation, mean_parts
 
-__all__ = ["EXPLOITS", "EXPLORES", "PBT", "Hyperparam", "PBTState", "get_hyperparams",
-           "set_hyperparams"]
+__all__ = ["EXPLOITS", "EXPLORES", "PBT", "Hyperparam", "PBTState"]
 
 EXPLOITS = ("truncation", "binary_tournament")
 EXPLORES = ("perturb", "resample")
@@ -198,7 +193,7 @@ class PBT(MemberPopulation):
       axis_name: the mesh axis (or axes) the members are sharded over.
       vectorize: ``True``: ``vmap`` each device's members (fast); ``False``:
         ``lax.map`` them, one member's program after another
-        (:class:`~jaxtrainer.algorithms.population_core.MemberPopulation`).
+        (:class:`~jaxtrainer.population.members.MemberPopulation`).
         Members whose step cannot be batched inside ``shard_map`` need
         ``False``: an evosax ES (:class:`~jaxtrainer.population.GenerationModule`)
         whose fitness shaping ranks with ``jax.scipy.stats.rankdata`` (OpenAI-ES's

@@ -1,4 +1,4 @@
-"""Statistics of a :class:`~jaxtrainer.algorithms.Sweep` that hold up: per
+"""Statistics of a :class:`~jaxtrainer.population.Sweep` that hold up: per
 configuration, the mean, the interquartile mean (IQM) and 95% stratified-bootstrap
 confidence intervals of the final evaluation return over its seeds.
 
@@ -119,7 +119,7 @@ def summarize(members: Sequence[Mapping[str, Any]], scores: Mapping[int, float],
 
     Args:
       members: one mapping per real member with ``member``, ``config`` and
-        the values of ``names`` (:meth:`~jaxtrainer.algorithms.Sweep.members`).
+        the values of ``names`` (:meth:`~jaxtrainer.population.Sweep.members`).
       scores: ``{member: final score}``; a member without one counts as missing.
       names: the swept hyperparameters.
     """
@@ -169,7 +169,7 @@ def format_table(rows: Sequence[Mapping[str, Any]], names: Sequence[str], metric
 
 
 class SweepSummary(Callback):
-    """Write a :class:`~jaxtrainer.algorithms.Sweep`'s members and summary.
+    """Write a :class:`~jaxtrainer.population.Sweep`'s members and summary.
 
     * ``setup``: ``<log_dir>/sweep_members.csv`` (member, config, seed,
       hyperparameters), on the global-zero process.
@@ -212,10 +212,10 @@ class SweepSummary(Callback):
         return False
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
-        from jaxtrainer.algorithms.sweep import Sweep
+        from jaxtrainer.population.sweep import Sweep
 
         if not isinstance(module, Sweep):
-            raise TypeError(f"SweepSummary summarises a jaxtrainer.algorithms.Sweep, got "
+            raise TypeError(f"SweepSummary summarises a jaxtrainer.population.Sweep, got "
                             f"{type(module).__name__}")
         self.last_eval, self.rows = None, []
         if stage == "fit" and trainer.is_global_zero:

@@ -5,8 +5,8 @@ per (configuration, seed): 2 configurations x 16 seeds = 32 members. It is the
 population mode of the Trainer without exploit/explore: the members are stacked
 on a leading axis sharded over the devices, trained with ``vmap`` on each device
 and padded where their number does not divide the devices, by the member core
-that :class:`~jaxtrainer.algorithms.PBT` also uses
-(:class:`~jaxtrainer.algorithms.population_core.MemberPopulation`). Only
+that :class:`~jaxtrainer.population.PBT` also uses
+(:class:`~jaxtrainer.population.members.MemberPopulation`). Only
 numbers in the state differ between members (the traced ``state.hyperparams``
 of PPO and A2C), so the whole sweep is one compile, as PureJaxRL and rejax
 ``vmap`` over seeds and hyperparameters.
@@ -49,7 +49,7 @@ Trainer's ``env_steps`` count every real member's environment steps
 
 Statistics (per configuration: mean, interquartile mean and a 95%
 stratified-bootstrap confidence interval of the final evaluation return over its
-seeds) are written by the :class:`~jaxtrainer.sweep_summary.SweepSummary`
+seeds) are written by the :class:`~jaxtrainer.population.summary.SweepSummary`
 callback.
 """
 
@@ -66,11 +66,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxtrainer.algorithms.population_core import MemberPopulation, mean_parts
 from jaxtrainer.distributed import AXIS_NAME, keys
 from jaxtrainer.distributed.axis import AxisName
 from jaxtrainer.metrics import Max, Mean, Min
 from jaxtrainer.module import Module
+from jaxtrainer.population.members import MemberPopulation, mean_parts
 
 __all__ = ["Sweep", "SweepState", "grid"]
 

@@ -22,7 +22,6 @@ evaluation) is the Trainer's.
 
 from __future__ import annotations
 
-import inspect
 import os
 from typing import Any
 
@@ -39,9 +38,6 @@ from jaxtrainer.strategies.base import DevicesArg
 from jaxtrainer.trainer import Trainer
 
 MEMBER_MAPS = ("vmap", "map")
-STEP_ARGUMENTS = ("max_steps", "max_env_steps", "log_every_n_steps", "eval_every_n_steps")
-"""Trainer arguments that a PopulationTrainer takes in generations (``max_generations``,
-...) or not at all (``max_env_steps``)."""
 
 
 class GenerationModule(Module):
@@ -232,7 +228,12 @@ class PopulationTrainer(Trainer):
                  devices: DevicesArg = "auto", max_generations: int | None = None,
                  log_every_n_generations: int = 10, eval_every_n_generations: int | None = None,
                  *, member_map: str = "vmap", map_batch_size: int | None = None,
-                 **trainer_args: Any) -> None:
+                 callbacks: list[Callback] | None = None, seed: int = 0,
+                 default_root_dir: str | os.PathLike = "runs", jit: bool = True,
+                 enable_progress_bar: bool = True, enable_checkpointing: bool = True,
+                 logger: bool = True, run_ahead: bool | str = "auto",
+                 sync_every_n_seconds: float | None = 1.0, compile_evaluation_ahead: bool = True,
+                 compilation_cache: bool | str | os.PathLike | None = None) -> None:
         # Checked here under their own names; the Trainer checks everything it is passed.
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 1:
@@ -241,19 +242,19 @@ class PopulationTrainer(Trainer):
             raise ValueError("no budget: set max_generations")
         max_generations = arguments.positive_int("max_generations", max_generations)
         log_every_n_generations = arguments.positive_int("log_every_n_generations",
-                                                     log_every_n_generations, False)
+                                                         log_every_n_generations, False)
         eval_every_n_generations = arguments.positive_int("eval_every_n_generations",
-                                                      eval_every_n_generations)
+                                                          eval_every_n_generations)
         if not isinstance(member_map, str) or member_map not in MEMBER_MAPS:
             raise ValueError(f"member_map={member_map!r}: choose one of {MEMBER_MAPS}")
         map_batch_size = arguments.positive_int("map_batch_size", map_batch_size)
-        in_steps = sorted(set(trainer_args) & set(STEP_ARGUMENTS))
-        if in_steps:
-            raise TypeError(f"PopulationTrainer counts generations: got {in_steps}; use "
-                            "max_generations, log_every_n_generations, eval_every_n_generations")
-        super().__init__(strategy=strategy, devices=devices, max_steps=max_generations,
-                         log_every_n_steps=log_every_n_generations,
-                         eval_every_n_steps=eval_every_n_generations, **trainer_args)
+        super().__init__(
+            strategy=strategy, devices=devices, max_steps=max_generations,
+            log_every_n_steps=log_every_n_generations, eval_every_n_steps=eval_every_n_generations,
+            callbacks=callbacks, seed=seed, default_root_dir=default_root_dir, jit=jit,
+            enable_progress_bar=enable_progress_bar, enable_checkpointing=enable_checkpointing,
+            logger=logger, run_ahead=run_ahead, sync_every_n_seconds=sync_every_n_seconds,
+            compile_evaluation_ahead=compile_evaluation_ahead, compilation_cache=compilation_cache)
         self.population_size = population_size
         self.member_map = member_map
         self.map_batch_size = map_batch_size
@@ -310,19 +311,3 @@ class PopulationTrainer(Trainer):
         """Run the population module's ``evaluation_step`` on the current state
         (after ``fit``), a checkpoint, or a fresh ``init_state``."""
         return super().evaluate(self.wrap(module), ckpt_path=ckpt_path)
-
-
-def _init_signature() -> inspect.Signature:
-    """``PopulationTrainer.__init__`` as ``help`` and the recipes' ``trainer:``
-    keys see it: its own arguments, then every Trainer argument it passes on
-    (``callbacks``, ``seed``, ...) as keyword-only arguments."""
-    own = [p for p in inspect.signature(PopulationTrainer.__init__).parameters.values()
-           if p.kind is not p.VAR_KEYWORD]
-    taken = {p.name for p in own} | set(STEP_ARGUMENTS)
-    passed_on = [p.replace(kind=p.KEYWORD_ONLY)
-                 for p in inspect.signature(Trainer.__init__).parameters.values()
-                 if p.name not in taken and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    return inspect.Signature(own + passed_on, return_annotation=None)
-
-
-PopulationTrainer.__init__.__signature__ = _init_signature()  # type: ignore[attr-defined]

@@ -58,7 +58,7 @@ def _neuro_es(cfg: DictConfig) -> PopulationModule:
 def _pbt(cfg: DictConfig, member: Module) -> Module:
     """PBT (the ``pbt:`` section) of ``member``, the module one member trains
     (built from ``env:`` and ``algorithm:`` as the recipe without PBT builds it)."""
-    from jaxtrainer.algorithms import PBT
+    from jaxtrainer.population import PBT
 
     return PBT(member, **config.section(cfg, "pbt"))
 
@@ -124,7 +124,7 @@ def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
     ``pbt:`` for the ``pbt_*`` recipes). Sections the recipe does not use (``trainer:``,
     ``recipe``, loggers, callbacks) are ignored. A ``sweep:`` section asking
     for seeds or a grid wraps the module in a
-    :class:`~jaxtrainer.algorithms.Sweep` (:func:`jaxtrainer.recipes.sweep.wrap`).
+    :class:`~jaxtrainer.population.Sweep` (:func:`jaxtrainer.recipes.sweep.wrap`).
 
     Returns:
       A :class:`~jaxtrainer.Module`, or for :data:`POPULATION_RECIPES` a

@@ -1,5 +1,5 @@
 """The ``sweep:`` section of the recipes: many seeds and a hyperparameter grid in
-one process and one compiled program (:class:`~jaxtrainer.algorithms.Sweep`).
+one process and one compiled program (:class:`~jaxtrainer.population.Sweep`).
 
 Every recipe of :data:`SWEEP_RECIPES` takes it, with nothing in its script or
 YAML file (:func:`with_section` adds the section when the config is loaded)::
@@ -22,8 +22,8 @@ The budget keys keep their meaning per member: ``trainer.max_env_steps`` (and
 ``trainer.max_steps``) are what each member trains for, so a sweep member
 trains exactly as the single run ``python recipes/<name>.py trainer.seed=<s>
 algorithm.<name>=<v> trainer.devices=1``, which reproduces it
-(:mod:`jaxtrainer.algorithms.sweep`). The run also holds ``sweep_members.csv``
-and ``sweep_summary.csv`` (:class:`~jaxtrainer.sweep_summary.SweepSummary`);
+(:mod:`jaxtrainer.population.sweep`). The run also holds ``sweep_members.csv``
+and ``sweep_summary.csv`` (:class:`~jaxtrainer.population.summary.SweepSummary`);
 the summary table is printed before the recipe's last line, whose
 ``eval/episode_return`` is then the mean over the members.
 """
@@ -66,21 +66,21 @@ def active(cfg: DictConfig) -> bool:
 
 
 def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
-    """``module``, or the :class:`~jaxtrainer.algorithms.Sweep` of it that
+    """``module``, or the :class:`~jaxtrainer.population.Sweep` of it that
     ``cfg``'s ``sweep:`` section asks for (seeds from ``trainer.seed`` on).
 
     Raises:
       ValueError: a sweep asked of a recipe outside :data:`SWEEP_RECIPES`,
         ``sweep.seeds`` that is not an int >= 1, a ``sweep.hyperparams`` entry
         that is not a list or names no ``algorithm:`` key (the message lists
-        them), or what :class:`~jaxtrainer.algorithms.Sweep` rejects.
+        them), or what :class:`~jaxtrainer.population.Sweep` rejects.
     """
     if not active(cfg):
         return module
     if recipe not in SWEEP_RECIPES:
         raise ValueError(f"the {recipe!r} recipe cannot sweep (sweep.seeds, sweep.hyperparams): "
                          f"recipes that can: {', '.join(sorted(SWEEP_RECIPES))}")
-    from jaxtrainer.algorithms.sweep import Sweep
+    from jaxtrainer.population.sweep import Sweep
 
     node = cfg[SECTION]
     seeds = node.get("seeds")
@@ -107,11 +107,11 @@ def before_fit(trainer: Any, module: Any, recipe: str | None) -> None:
     """Prepare ``trainer`` for a sweep ``module`` (nothing for any other module):
     ``trainer.max_env_steps``, a budget per member in a recipe, becomes the
     sweep's total (times the member count: the Trainer counts every member's
-    environment steps), a :class:`~jaxtrainer.sweep_summary.SweepSummary` is
+    environment steps), a :class:`~jaxtrainer.population.summary.SweepSummary` is
     added unless one is there, and one line says how many members train and how
     to rerun one of them alone."""
-    from jaxtrainer.algorithms.sweep import Sweep
-    from jaxtrainer.sweep_summary import SweepSummary
+    from jaxtrainer.population.summary import SweepSummary
+    from jaxtrainer.population.sweep import Sweep
 
     if not isinstance(module, Sweep):
         return

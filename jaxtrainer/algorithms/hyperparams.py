@@ -1,0 +1,40 @@
+"""Traced hyperparameters held in a module's state, read and written the same way
+by every algorithm and by the population modes that set them per member.
+
+A module is *population-ready* when its state has a ``hyperparams: dict[str,
+float32[]]`` field (or, for a dict state, key) that its ``training_step`` reads:
+members of a population then differ in numbers held in the state, and one
+compiled program trains them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+
+__all__ = ["get_hyperparams", "set_hyperparams", "set_learning_rate"]
+
+
+def get_hyperparams(state: Any) -> Any:
+    """``state.hyperparams`` (a dataclass state) or ``state["hyperparams"]`` (a dict
+    state); ``None`` when there is neither."""
+    if isinstance(state, Mapping):
+        return state.get("hyperparams")
+    return getattr(state, "hyperparams", None)
+
+
+def set_hyperparams(state: Any, hyperparams: dict[str, jax.Array]) -> Any:
+    """``state`` with its hyperparameters replaced (dict or ``.replace`` dataclass)."""
+    if isinstance(state, Mapping):
+        return {**state, "hyperparams": hyperparams}
+    return state.replace(hyperparams=hyperparams)
+
+
+def set_learning_rate(opt_state: Any, learning_rate: jax.Array) -> Any:
+    """An ``optax.inject_hyperparams`` state (``InjectHyperparamsState``) with its
+    ``learning_rate`` replaced by ``learning_rate`` (``float32[]``): how a traced
+    learning rate in ``state.hyperparams`` reaches an optimizer."""
+    return opt_state._replace(hyperparams={**opt_state.hyperparams,
+                                           "learning_rate": learning_rate})

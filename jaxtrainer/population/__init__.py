@@ -1,0 +1,33 @@
+"""Populations: many members of one program, trained or evolved together.
+
+One mechanism serves every population mode. Members are stacked on a leading
+axis, split over the strategy's data axes, padded to a multiple of the device
+count and gathered bit for bit by :class:`~jaxtrainer.distributed.MemberLayout`
+(which CEM-RL and ERL use too); on top of it:
+
+* :class:`PopulationTrainer` (:mod:`.trainer`) evolves a
+  :class:`~jaxtrainer.PopulationModule` (ask/tell): one Trainer step is one
+  generation;
+* :class:`MemberPopulation` (:mod:`.members`) trains ``P`` copies of one
+  :class:`~jaxtrainer.Module` inside one Trainer program, the core of
+* :class:`PBT` (:mod:`.pbt`): population-based training, exploit/explore of
+  traced hyperparameters, and
+* :class:`Sweep` (:mod:`.sweep`): a grid of hyperparameters times seeds, with
+  :class:`SweepSummary` (:mod:`.summary`) writing per-configuration statistics.
+
+Algorithms never import this package; the traced hyperparameters that members
+differ in are read and written through :mod:`jaxtrainer.algorithms.hyperparams`.
+"""
+
+import lazy_loader
+
+__getattr__, __dir__, __all__ = lazy_loader.attach(
+    __name__,
+    submod_attrs={
+        "trainer": ["PopulationTrainer", "GenerationModule"],
+        "members": ["MemberPopulation"],
+        "pbt": ["PBT", "PBTState", "Hyperparam"],
+        "sweep": ["Sweep", "SweepState"],
+        "summary": ["SweepSummary"],
+    },
+)
