@@ -181,7 +181,8 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
       ValueError: a bad argument (naming it), before anything compiles.
       FileNotFoundError: no checkpoint or no ``config.yaml`` there.
     """
-    from jaxtrainer import render, saved_run
+    from jaxtrainer import render
+    from jaxtrainer.checkpoint import saved_run
     from jaxtrainer.policy import params_of
 
     if episodes is not None and (isinstance(episodes, bool) or not isinstance(episodes, int)
@@ -210,7 +211,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     if population is not None and member is None:
         stats.member = member = population.default_member(trainer.state)
     if seed is not None:
-        trainer._root_key = trainer.strategy.to_global(jax.random.key(seed))
+        trainer.root_key = trainer.strategy.to_global(jax.random.key(seed))
     # Trainer's own evaluate: a PopulationTrainer's would wrap the (already wrapped) module
     metrics = Trainer.evaluate(trainer, stats)
     for name in STATISTICS:

@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from jaxtrainer import metrics as metrics_lib
-from jaxtrainer import run_checkpoint
+from jaxtrainer.checkpoint import trainer_state
 from jaxtrainer.distributed import keys
 from jaxtrainer.planner import stop_reason
 from jaxtrainer.signals import Preempted, signal_name
@@ -89,9 +89,9 @@ class FitLoop:
         """``on_train_start``, then plan -> run the program -> hooks until the
         budget is spent or training stops, then ``on_train_end``."""
         t = self.trainer
-        train_key = keys.stream_key(t._root_key, keys.TRAIN_STREAM)
+        train_key = keys.stream_key(t.root_key, keys.TRAIN_STREAM)
         program = t.programs.train(module, t.peek_state(), train_key)
-        t._call("on_train_start", module)
+        t.call_hook("on_train_start", module)
         plan = self.plan(module, t.global_step)
         current = self.dispatch(program, train_key, t.global_step, plan) if plan else None
         t.programs.training_dispatched()
@@ -114,7 +114,7 @@ class FitLoop:
         t.stop_reason = stop_reason(t.global_step, t.max_steps, t.should_stop, t.stop_reason)
         if t.should_stop and t.is_global_zero:
             print(f"jaxtrainer: stopping at step {t.global_step}: {t.stop_reason}", flush=True)
-        t._call("on_train_end", module)
+        t.call_hook("on_train_end", module)
 
     def interval_hooks(self, module: Module, call: Call, rows: list[dict[str, float]],
                        seconds: float, ahead: bool) -> None:
@@ -133,8 +133,8 @@ class FitLoop:
                         env_steps_per_second=steps * t.env_steps_per_step / seconds)
             t.callback_metrics.update(host)
             if not t.state_ahead and t.planner.evaluates_at(t.global_step):
-                t._evaluate(module)
-            t._call("on_train_steps_end", module, host)
+                t.run_evaluation(module)
+            t.call_hook("on_train_steps_end", module, host)
             t.callback_metrics.update(host)  # with what callbacks added (lr, throughput)
         t.state_ahead = t.more_metrics_pending = False
 
@@ -163,6 +163,6 @@ class FitLoop:
                       f"steps; the budget of {t.max_steps} steps is done, finishing normally",
                       file=sys.stderr, flush=True)
             return []
-        path = (run_checkpoint.save_now(t, module) if t.state_is_valid else
+        path = (trainer_state.save_now(t, module) if t.state_is_valid else
                 "(none written: the state is not finite; the last good checkpoint stays)")
         raise Preempted(t.received_signal, t.global_step, path)

@@ -4,7 +4,7 @@ The Trainer is a facade over small pieces, each in its own module:
 :mod:`jaxtrainer.planner` (log intervals, fused calls, run-ahead; plain Python),
 :mod:`jaxtrainer.strategies.program` (the compiled programs),
 :mod:`jaxtrainer.compile_ahead` (compiling them in the background),
-:mod:`jaxtrainer.runs` (run directories, budgets, the checkpoint to resume),
+:mod:`jaxtrainer.checkpoint` (run directories, the checkpoint to resume, what it holds),
 :mod:`jaxtrainer.signals` (preemption) and :mod:`jaxtrainer.distributed.keys`
 (every PRNG key). What stays here: the order of hooks, counters, and resume.
 """
@@ -21,19 +21,20 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments, module_record, run_checkpoint, runs
+from jaxtrainer import arguments, module_record
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
+from jaxtrainer.checkpoint import runs, trainer_state
 from jaxtrainer.compile_ahead import Programs
 from jaxtrainer.distributed import keys
 from jaxtrainer.fit_loop import FitLoop
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module
-from jaxtrainer.planner import IntervalPlanner
+from jaxtrainer.planner import IntervalPlanner, budget_in_steps
 from jaxtrainer.signals import Preempted, SignalHandlers
 from jaxtrainer.strategies import Strategy, resolve
 from jaxtrainer.strategies.base import DevicesArg
@@ -273,7 +274,20 @@ class Trainer:
         self.programs.wait()
 
     # ----------------------------------------------------------------- hooks
-    def _call(self, hook: str, module: Module, *args: Any) -> None:
+    @property
+    def root_key(self) -> jax.Array | None:
+        """The run's root PRNG key (``key(seed)``, replicated; restored from a
+        checkpoint on resume): every training, evaluation and init key is folded
+        from it. ``None`` before ``fit``/``evaluate``."""
+        return self._root_key
+
+    @root_key.setter
+    def root_key(self, key: jax.Array) -> None:
+        self._root_key = key
+
+    def call_hook(self, hook: str, module: Module, *args: Any) -> None:
+        """Call callback hook ``hook`` (e.g. ``"on_train_start"``) on every
+        callback, in order, with ``(trainer, module, *args)``."""
         for cb in self.callbacks:
             getattr(cb, hook)(self, module, *args)
 
@@ -293,15 +307,17 @@ class Trainer:
         """Whether ``max_steps`` or ``max_env_steps`` is set (``fit`` needs one)."""
         return self.max_steps_arg is not None or self.max_env_steps is not None
 
-    def _prepare(self, module: Module) -> None:
-        """Devices, budget and the module's checks, before anything compiles.
+    def prepare(self, module: Module) -> None:
+        """Set up the devices, the budget (``max_steps``) and run the module's
+        checks (``validate``) for ``module``, before anything compiles (``fit`` and
+        ``evaluate`` call it first).
         Without a budget (an evaluation-only Trainer) ``max_steps`` is 0 and
         ``configure_budget`` is not called."""
         self._module = module
         self.strategy.setup()
         self.env_steps_per_step = int(module.env_steps_per_step)
         if self.has_budget:
-            self.max_steps = runs.budget_in_steps(self.max_steps_arg, self.max_env_steps,
+            self.max_steps = budget_in_steps(self.max_steps_arg, self.max_env_steps,
                                                   self.env_steps_per_step, type(module).__name__)
             module.configure_budget(self.max_steps)
         else:
@@ -315,8 +331,15 @@ class Trainer:
         self._root_key = self.strategy.to_global(jax.random.key(self.seed))
         self.state = self.strategy.init_state(module, keys.stream_key(self._root_key, keys.INIT_STREAM))
 
-    def _restore(self, module: Module, path: Path, abstract_state: Any = None) -> dict[str, Any]:
-        return run_checkpoint.restore(self, module, path, abstract_state)
+    def restore_checkpoint(self, module: Module, path: Path, abstract_state: Any = None) -> dict[str, Any]:
+        """Load the checkpoint step directory ``path`` (state, root key, counters,
+        callback states) for ``module``, after :meth:`prepare`; returns its metadata.
+
+        Raises:
+          FileNotFoundError: ``path`` is not a checkpoint.
+          ValueError: its arrays do not match ``module``'s state.
+        """
+        return trainer_state.restore(self, module, path, abstract_state)
 
     def save_checkpoint(self, manager: Any, metrics: dict[str, float] | None = None) -> None:
         """Write the current state, counters, root key and callback states with
@@ -328,8 +351,8 @@ class Trainer:
           TypeError: a plain orbax manager with several processes.
           RuntimeError: on every process but 0, when writing failed on process 0.
         """
-        meta = run_checkpoint.meta(self)
-        self._call("on_save_checkpoint", self._module, meta)
+        meta = trainer_state.meta(self)
+        self.call_hook("on_save_checkpoint", self._module, meta)
         ckpt.save(manager, self.global_step, {"module": self._state, "rng": self._root_key}, meta,
                   metrics=metrics)
 
@@ -343,7 +366,7 @@ class Trainer:
           ckpt_path: ``None`` (a new run in a new ``version_<n>``), ``"last"``
             (newest checkpoint under ``default_root_dir``), ``"best"`` (the
             best checkpoint by its :class:`ModelCheckpoint`'s ``monitor`` of the
-            newest run there, see :func:`jaxtrainer.runs.resolve_checkpoint`) or
+            newest run there, see :func:`jaxtrainer.checkpoint.resolve`) or
             a checkpoint path; resuming continues the run exactly and appends to
             its logs (the resume is printed: checkpoint and step). A checkpoint
             already at or past the budget runs and writes nothing.
@@ -373,19 +396,19 @@ class Trainer:
             raise ValueError(f"{type(self).__name__}.fit needs a training budget: this trainer was "
                              "built with max_steps=None and max_env_steps=None; set max_steps or "
                              "max_env_steps (a trainer without one can only evaluate)")
-        self._prepare(module)
-        resume = runs.resolve_checkpoint(ckpt_path, self.default_root_dir, self.strategy) \
+        self.prepare(module)
+        resume = trainer_state.resolve_ckpt_path(ckpt_path, self.default_root_dir, self.strategy) \
             if ckpt_path is not None else None
         self.ckpt_path = os.fspath(resume) if resume is not None else None
         self.global_step, self.env_steps, self.should_stop, self.stop_reason = 0, 0, False, None
         self.state_is_valid, self.received_signal, self.callback_metrics = True, None, {}
         self.state_ahead = self.more_metrics_pending = False
         if resume is not None:
-            step = runs.check_env_steps(resume, self.env_steps_per_step, type(module).__name__)
+            step = trainer_state.check_env_steps(resume, self.env_steps_per_step, type(module).__name__)
             self.log_dir = os.fspath(resume.parent.parent)
             if step >= self.max_steps:  # load the state, say why, run and write nothing
-                self._restore(module, resume)
-                return run_checkpoint.report_budget_spent(self, resume, step)
+                self.restore_checkpoint(module, resume)
+                return trainer_state.report_budget_spent(self, resume, step)
         else:  # process 0 reserves a new run directory; every process uses it
             self.log_dir = self.strategy.broadcast(
                 runs.new_run_dir(self.default_root_dir) if self.is_global_zero else "")
@@ -400,7 +423,7 @@ class Trainer:
                       f"({step * self.env_steps_per_step} env steps) of {self.max_steps}", flush=True)
         with SignalHandlers(self._on_signal, lambda: self.received_signal, self.is_global_zero):
             self._run(module, resume)
-        self._call("teardown", module, "fit")
+        self.call_hook("teardown", module, "fit")
 
     def _on_signal(self, signum: int) -> None:
         self.received_signal = signum
@@ -410,20 +433,20 @@ class Trainer:
         an exception every callback's ``on_exception`` and ``teardown`` run and
         the exception is re-raised unchanged."""
         try:
-            self._call("setup", module, "fit")
+            self.call_hook("setup", module, "fit")
             # one trace of init_state for the shapes, the programs and the restore (or init)
             abstract = self.strategy.abstract_state(module, keep=resume is None)
-            self.programs.compile_ahead(module, abstract, run_checkpoint.abstract_key(self.strategy),
+            self.programs.compile_ahead(module, abstract, trainer_state.abstract_key(self.strategy),
                                         module.has_evaluation() and self.compile_evaluation_ahead)
             if resume is not None:
-                self._call("on_load_checkpoint", module, self._restore(module, resume, abstract))
+                self.call_hook("on_load_checkpoint", module, self.restore_checkpoint(module, resume, abstract))
             else:
                 self._init_state(module)
             self._donating = True  # hooks now read copies (see ``state``)
-            self._call("on_fit_start", module)
+            self.call_hook("on_fit_start", module)
             FitLoop(self).run(module)
             self._donating = False
-            self._call("on_fit_end", module)
+            self.call_hook("on_fit_end", module)
         except BaseException as exc:
             self._donating = False
             self.programs.cancel()  # an evaluation compile waiting for training
@@ -442,7 +465,14 @@ class Trainer:
         return self.resume_hint.format(checkpoint=checkpoint, default_root_dir=self.default_root_dir)
 
     # -------------------------------------------------------------- evaluate
-    def _evaluate(self, module: Module) -> dict[str, float]:
+    def run_evaluation(self, module: Module) -> dict[str, float]:
+        """Run ``module.evaluation_step`` once on the current state, report the
+        metrics to ``on_evaluation_end`` and return them (floats, plus ``step``
+        and ``env_steps``). The loop calls it every ``eval_every_n_steps``.
+
+        Raises:
+          ValueError: ``module`` has no ``evaluation_step``.
+        """
         if not module.has_evaluation():
             raise ValueError(f"{type(module).__name__} has no evaluation_step: define it to "
                              "evaluate (Trainer.evaluate, eval_every_n_steps)")
@@ -451,7 +481,7 @@ class Trainer:
         result = metrics_lib.to_host(program.fn(self._state, key))
         result.update(step=self.global_step, env_steps=self.env_steps)
         self.callback_metrics.update(result)
-        self._call("on_evaluation_end", module, result)
+        self.call_hook("on_evaluation_end", module, result)
         return result
 
     def evaluate(self, module: Module, ckpt_path: str | os.PathLike | None = None) -> dict[str, float]:
@@ -470,15 +500,15 @@ class Trainer:
           FileNotFoundError: ``ckpt_path`` names no checkpoint.
           ValueError: ``ckpt_path="best"`` where no best checkpoint was recorded.
         """
-        self._prepare(module)
+        self.prepare(module)
         if ckpt_path is not None:
-            self._restore(module, runs.resolve_checkpoint(ckpt_path, self.default_root_dir,
+            self.restore_checkpoint(module, trainer_state.resolve_ckpt_path(ckpt_path, self.default_root_dir,
                                                           self.strategy))
         elif self._state is None:
             self._init_state(module)
         else:
             self._state = self._adopt(module, self._state)
-        return self._evaluate(module)
+        return self.run_evaluation(module)
 
     def _adopt(self, module: Module, state: Any) -> Any:
         """``state`` in ``module``'s tree structure: another instance of the module

@@ -36,7 +36,7 @@ def _rows(path):
 def _restore_w(step_dir):
     t = toys.trainer(os.path.dirname(step_dir), max_steps=1, callbacks=[])
     t.strategy.setup()
-    t._restore(Seeded(), Path(step_dir))
+    t.restore_checkpoint(Seeded(), Path(step_dir))
     return np.asarray(t.state["w"])
 
 

@@ -140,7 +140,7 @@ def test_nan_guard_stops_with_name_and_step_and_keeps_last_good_checkpoint(run_d
     restored = toys.trainer(run_dir, max_steps=20)
     restored._module = toys.Regression()
     restored.strategy.setup()
-    restored._restore(restored._module, last)
+    restored.restore_checkpoint(restored._module, last)
     assert np.isfinite(toys.leaves(restored.state)["params"]["w"]).all()
 
 

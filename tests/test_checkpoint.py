@@ -36,7 +36,7 @@ class Snapshot(jt.Callback):
 def _restore(trainer_, module, path):
     trainer_._module = module
     trainer_.strategy.setup()
-    trainer_._restore(module, path)
+    trainer_.restore_checkpoint(module, path)
     return toys.leaves(trainer_.state)
 
 

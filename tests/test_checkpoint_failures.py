@@ -115,7 +115,7 @@ def test_two_checkpoint_callbacks_in_one_run_keep_their_own_directories(tmp_path
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "DIRS ['2', '4', '6', '8'] ['8']" in proc.stdout and "BEST True" in proc.stdout
     run = tmp_path / "version_0"
-    assert jt.runs.best_checkpoint(run / "checkpoints_1" / "8") == run / "checkpoints_1" / "8"
+    assert jt.checkpoint.best(run / "checkpoints_1" / "8").path == run / "checkpoints_1" / "8"
     assert jt.checkpoint.find_last(tmp_path) == run / "checkpoints" / "8"
 
 
@@ -147,4 +147,4 @@ def test_save_top_k_keeps_the_best_with_asynchronous_saves(tmp_path):
     run = Path(trainer.log_dir)
     assert sorted(os.listdir(run / "checkpoints"), key=int) == ["100", "150", "250"]
     assert ck.best_model_path == str(run / "checkpoints" / "100")
-    assert jt.runs.resolve_checkpoint("best", tmp_path) == run / "checkpoints" / "100"
+    assert jt.checkpoint.resolve(tmp_path, "best", across_runs=True) == run / "checkpoints" / "100"

@@ -17,7 +17,9 @@ from omegaconf import OmegaConf
 from PIL import Image, ImageChops
 
 import jaxtrainer as jt
-from jaxtrainer import cli, eval_cli, render, runs, saved_run
+from jaxtrainer import checkpoint as ckpt
+from jaxtrainer import cli, eval_cli, render
+from jaxtrainer.checkpoint import runs, saved_run
 from jaxtrainer.distributed import keys
 from jaxtrainer.envs.evaluation import run_episodes
 from jaxtrainer.eval_cli import evaluate_run, format_result
@@ -47,7 +49,7 @@ def init_only_run(root: Path, recipe: str, cfg, config_file: bool = True, edit=N
         module = trainer.wrap(module)
     else:
         trainer = jt.Trainer(strategy="single", max_steps=1, default_root_dir=root, **QUIET)
-    trainer._prepare(module)  # as fit does before it initialises
+    trainer.prepare(module)  # as fit does before it initialises
     trainer._init_state(module)
     if edit is not None:
         trainer.state = edit(trainer.state)
@@ -151,29 +153,29 @@ def test_ckpt_selects_best_last_or_a_step(ppo_run):
     run, _, checkpoint = ppo_run
     ckdir = run / "checkpoints"
     assert sorted(int(p.name) for p in ckdir.iterdir()) == [2, 4, 6, 8]
-    best = saved_run.best_checkpoint(ckdir)
+    best = ckpt.best(ckdir)
     assert best.path == Path(checkpoint.best_model_path)
     assert (best.monitor, best.mode, best.score) == ("train/episode_return", "max",
                                                      checkpoint.best_model_score)
     for path in (run, ckdir, ckdir / "6"):
-        assert saved_run.select_checkpoint(path, "best") == best.path
-        assert saved_run.select_checkpoint(path, "last") == ckdir / "8"
-        assert saved_run.select_checkpoint(path, 4) == ckdir / "4"
-    assert saved_run.select_checkpoint(run) == ckdir / "8"
-    assert saved_run.select_checkpoint(ckdir / "6") == ckdir / "6"
+        assert ckpt.resolve(path, "best") == best.path
+        assert ckpt.resolve(path, "last") == ckdir / "8"
+        assert ckpt.resolve(path, 4) == ckdir / "4"
+    assert ckpt.resolve(run) == ckdir / "8"
+    assert ckpt.resolve(ckdir / "6") == ckdir / "6"
     with pytest.raises(FileNotFoundError, match=r"no checkpoint at step 5 .*steps: 2, 4, 6, 8"):
-        saved_run.select_checkpoint(run, "5")
+        ckpt.resolve(run, "5")
     with pytest.raises(ValueError, match=r"checkpoint 'newest': expected 'last', 'best' or a step"):
-        saved_run.select_checkpoint(run, "newest")
+        ckpt.resolve(run, "newest")
     with pytest.raises(FileNotFoundError, match=r"is a root of runs \(version_0\): pass one run"):
-        saved_run.select_checkpoint(run.parent)
+        ckpt.resolve(run.parent)
 
 
 def test_best_without_a_monitored_checkpoint_says_how_to_get_one(tmp_path):
     run = init_only_run(tmp_path, "ppo", config.load(RECIPES / "configs" / "ppo.yaml", PPO_SIZES))
     with pytest.raises(ValueError, match=r"no best checkpoint recorded .*ModelCheckpoint with "
                                          r"monitor= and mode=") as err:
-        saved_run.select_checkpoint(run, "best")
+        ckpt.resolve(run, "best")
     assert "ckpt_path='best'" not in str(err.value)  # said once, not with the Trainer's wording too
 
 

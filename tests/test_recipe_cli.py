@@ -352,7 +352,7 @@ def test_a_resume_takes_the_saved_config_and_refuses_or_applies_changed_settings
 
 
 def recipe_module(run):
-    from jaxtrainer import saved_run
+    from jaxtrainer.checkpoint import saved_run
     from jaxtrainer.recipes.modules import build_module
 
     name, cfg = saved_run.load_config(run)

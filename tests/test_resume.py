@@ -46,7 +46,7 @@ def test_typed_keys_round_trip_with_type_and_bits(tmp_path):
     again = toys.trainer(tmp_path, strategy="pmap", devices=2, max_steps=3)
     again._module = toys.Regression()
     again.strategy.setup()
-    again._restore(again._module, path)
+    again.restore_checkpoint(again._module, path)
     for name in ("key", "noise_key"):
         assert jax.dtypes.issubdtype(again.state[name].dtype, jax.dtypes.prng_key)
         assert jax.random.key_impl(again.state[name]) == jax.random.key_impl(t.state[name])
@@ -65,7 +65,7 @@ t = toys.trainer({root!r}, strategy={strategy!r}, max_steps=5)
 m = toys.Regression(per_device=False)
 t._module = m
 t.strategy.setup()
-meta = t._restore(m, jt.checkpoint.resolve({root!r} + "/version_0/checkpoints/5", {root!r}))
+meta = t.restore_checkpoint(m, jt.checkpoint.resolve({root!r} + "/version_0/checkpoints/5"))
 assert meta["num_devices"] == 4 and t.global_step == 5 and t.env_steps == 40
 ref = np.load({ref!r})
 got = {{jax.tree_util.keystr(p): np.asarray(x) for p, x in
@@ -104,7 +104,7 @@ def test_single_device_checkpoint_resumes_under_pmap_on_4_and_continues_equal(tm
     m = toys.Regression(per_device=False)
     four._module = m
     four.strategy.setup()
-    four._restore(m, jt.checkpoint.find_last(tmp_path / "a"))
+    four.restore_checkpoint(m, jt.checkpoint.find_last(tmp_path / "a"))
     toys.assert_trees_equal(four.state, one.state)
     assert len(four.state["params"]["w"].sharding.device_set) == 4
     cont = toys.trainer(tmp_path / "a", strategy="pmap", devices=4, max_steps=5)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer import runs
+from jaxtrainer.checkpoint import runs
 from tests import toys
 from tests._xla import xla_flags
 

@@ -24,11 +24,11 @@ import pytest
 from scipy.stats import trim_mean
 
 import jaxtrainer as jt
-from jaxtrainer.population import summary as sweep_summary
 from jaxtrainer.algorithms import PPO
 from jaxtrainer.loggers import CSVLogger
 from jaxtrainer.plot import plot_runs
 from jaxtrainer.population import Sweep
+from jaxtrainer.population import summary as sweep_summary
 from jaxtrainer.population.sweep import grid
 from jaxtrainer.recipes import config
 from jaxtrainer.recipes import sweep as recipe_sweep

@@ -24,9 +24,8 @@ from typing import Any
 import jax
 from omegaconf import DictConfig, OmegaConf
 
-from jaxtrainer import checkpoint as ckpt
-from jaxtrainer import saved_run
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.checkpoint import runs, trainer_state
 
 KEY = "trainer.resume_overrides"
 """The override that confirms changes to what a resumed run learns (``=apply``)."""
@@ -79,8 +78,8 @@ def saved_config(cfg: DictConfig) -> tuple[DictConfig, str] | None:
     path = cfg.trainer.get("ckpt_path")
     if path is None:
         return None
-    step_dir = ckpt.resolve(str(path), cfg.trainer.get("default_root_dir") or "runs")
-    file = saved_run.run_dir_of(step_dir) / saved_run.CONFIG_FILE
+    step_dir = trainer_state.resolve_ckpt_path(str(path), cfg.trainer.get("default_root_dir") or "runs")
+    file = runs.run_dir_of(step_dir) / runs.CONFIG_FILE
     if not file.is_file():
         return None
     saved = OmegaConf.load(file)

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jax
+import numpy as np
 
-from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
+from jaxtrainer.checkpoint import files as ckpt
+from jaxtrainer.checkpoint.resolve import NAMES, resolve
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -56,7 +58,7 @@ def restore(trainer: Trainer, module: Module, path: Path,
     abstract = {"module": abstract_state,
                 "rng": abstract_key(trainer.strategy)}
     restored, stored = ckpt.restore(path, abstract)
-    trainer.state, trainer._root_key = restored["module"], restored["rng"]
+    trainer.state, trainer.root_key = restored["module"], restored["rng"]
     trainer.global_step, trainer.env_steps = int(stored["global_step"]), int(stored["env_steps"])
     states = stored.get("callbacks", {})
     for cb in trainer.callbacks:
@@ -92,3 +94,70 @@ def report_budget_spent(trainer: Trainer, resume: Path, step: int) -> None:
               f"{trainer.max_steps} training steps ({budget}) is not above it; nothing was "
               f"run or written. Raise the budget above {step} to continue that run.",
               file=sys.stderr, flush=True)
+
+
+def check_env_steps(path: Path, env_steps_per_step: int, module_name: str) -> int:
+    """The global step of the checkpoint at ``path``, after refusing a resume
+    whose module consumes another number of env steps per training step than
+    the run it continues (``env_steps`` would jump back and ``max_env_steps``
+    be overrun).
+
+    Raises:
+      ValueError: naming both numbers, before anything is written.
+    """
+    meta = ckpt.read_meta(path)
+    steps, env_steps = int(meta["global_step"]), int(meta["env_steps"])
+    if env_steps != steps * env_steps_per_step:
+        per_step = f"{env_steps // steps}" if steps else "?"
+        raise ValueError(
+            f"checkpoint {path} counted {env_steps} env steps in {steps} training steps "
+            f"({per_step} per step), but {module_name}.env_steps_per_step is "
+            f"{env_steps_per_step}: resume with the sizes the run started with "
+            "(e.g. num_envs, num_steps), or start a new run")
+    return steps
+
+
+def resolve_ckpt_path(ckpt_path: str | os.PathLike, root: str | os.PathLike,
+                      strategy: Strategy | None = None) -> Path:
+    """A Trainer's ``ckpt_path`` as a step directory, the same on every process.
+
+    ``"last"`` and ``"best"`` name the newest checkpoint of the newest run under
+    ``root`` (a ``default_root_dir``, or one run directory) and its recorded
+    best; anything else is a path (a run, checkpoints or step directory), as
+    :func:`jaxtrainer.checkpoint.resolve` takes them.
+
+    With ``strategy`` and several processes, process 0 resolves it and every
+    process uses that path, which must be visible on each of them (a shared
+    filesystem); one tiny exchange. ``strategy=None``: this process alone.
+
+    Raises:
+      FileNotFoundError: on every process, when process 0 finds no checkpoint
+        or some process cannot see the one it found.
+      ValueError: ``"best"`` where no best checkpoint was recorded.
+    """
+    name = os.fspath(ckpt_path)
+    prefix = f"ckpt_path={name!r}: "
+
+    def here() -> Path:
+        if name in NAMES:
+            return resolve(root, name, across_runs=True, prefix=prefix)
+        return resolve(ckpt_path, prefix=prefix)
+
+    if strategy is None or strategy.process_count <= 1:
+        return here()
+    try:
+        found, error = os.fspath(here()), ""
+    except (FileNotFoundError, ValueError) as e:
+        found, error = "", f"{type(e).__name__}:{e}"
+    found = strategy.broadcast(found)
+    if not found:
+        kind, _, message = strategy.broadcast(error).partition(":")
+        raise (ValueError if kind == "ValueError" else FileNotFoundError)(message + " (on process 0)")
+    path = Path(found)
+    seen = strategy.all_gather_host(np.int32((path / ckpt.META).is_dir())).reshape(-1)
+    if not seen.all():
+        blind = [int(i) for i in np.flatnonzero(seen == 0)]
+        raise FileNotFoundError(
+            f"checkpoint {path} (chosen on process 0) is not visible on process(es) {blind}: "
+            "with several processes checkpoints must be on a filesystem every process sees")
+    return path

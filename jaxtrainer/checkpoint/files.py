@@ -478,47 +478,18 @@ def steps_of_other_runs(directory: str | os.PathLike, run_dir: str | os.PathLike
     return steps
 
 
-def latest_step_dir(directory: str | os.PathLike) -> Path | None:
-    """The newest complete step directory under a ``checkpoints`` directory."""
+def steps(directory: str | os.PathLike) -> list[int]:
+    """Complete checkpoint steps under a checkpoints directory, ascending
+    (``[]`` when there is no such directory). A step is complete once its
+    ``meta`` item is written: one being written, or cut off by a crash, is not."""
     directory = Path(directory)
     if not directory.is_dir():
-        return None
-    steps = ocp.utils.checkpoint_steps(directory)
-    steps = [s for s in steps if (directory / str(s) / META).exists()]
-    return directory / str(max(steps)) if steps else None
+        return []
+    return sorted(int(p.name) for p in directory.iterdir()
+                  if p.name.isdigit() and (p / META).exists())
 
 
-def find_last(default_root_dir: str | os.PathLike) -> Path | None:
-    """The newest checkpoint of the newest run under ``default_root_dir``
-    (``version_*/checkpoints/<step>``), or None."""
-    root = Path(default_root_dir)
-    versions = sorted(
-        (p for p in root.glob("version_*") if p.name[8:].isdigit()),
-        key=lambda p: int(p.name[8:]), reverse=True)
-    for v in versions:
-        found = latest_step_dir(v / "checkpoints")
-        if found is not None:
-            return found
-    return None
-
-
-def resolve(ckpt_path: str | os.PathLike, default_root_dir: str | os.PathLike) -> Path:
-    """A ``ckpt_path`` argument (``"last"``, a run's ``checkpoints`` dir or a
-    step dir) as a step directory.
-
-    Raises:
-      FileNotFoundError: nothing to resume from, naming where it looked.
-    """
-    if str(ckpt_path) == "last":
-        found = find_last(default_root_dir)
-        if found is None:
-            raise FileNotFoundError(
-                f"ckpt_path='last': no checkpoint under {os.path.abspath(default_root_dir)}/version_*/checkpoints")
-        return found
-    path = Path(ckpt_path)
-    if (path / META).exists():
-        return path
-    found = latest_step_dir(path) or latest_step_dir(path / "checkpoints")
-    if found is None:
-        raise FileNotFoundError(f"ckpt_path={os.fspath(ckpt_path)!r}: no checkpoint found there")
-    return found
+def latest_step_dir(directory: str | os.PathLike) -> Path | None:
+    """The newest complete step directory under a checkpoints directory, or None."""
+    found = steps(directory)
+    return Path(directory) / str(found[-1]) if found else None

@@ -1,0 +1,72 @@
+"""Checkpoints: the files, the run directories, and which checkpoint a path names.
+
+One package holds the whole checkpoint story:
+
+* :mod:`~jaxtrainer.checkpoint.files`: what a checkpoint holds and how it is
+  written and read (orbax-checkpoint, one logical copy, process 0 writes);
+* :mod:`~jaxtrainer.checkpoint.resolve`: the one resolver of ``"last"``,
+  ``"best"`` and a step, used by ``Trainer.fit``/``evaluate``, ``jaxtrainer
+  eval``, :func:`jaxtrainer.load_policy` and the recipes;
+* :mod:`~jaxtrainer.checkpoint.runs`: run directories (``version_<n>``);
+* :mod:`~jaxtrainer.checkpoint.trainer_state`: a Trainer's checkpoint (state,
+  root key, counters, callback states) saved and restored;
+* :mod:`~jaxtrainer.checkpoint.saved_run`: a saved run restored into the module
+  that wrote it.
+
+The names below are the files' and the resolver's; import the other modules
+by name.
+"""
+
+from jaxtrainer.checkpoint.files import (
+    META,
+    STATE,
+    CheckpointWriteError,
+    Manager,
+    decode_keys,
+    encode_keys,
+    host_copy,
+    latest_step_dir,
+    manager,
+    read_meta,
+    restore,
+    save,
+    steps,
+    steps_of_other_runs,
+)
+from jaxtrainer.checkpoint.resolve import (
+    CHECKPOINTS,
+    NAMES,
+    BestCheckpoint,
+    NoBestCheckpoint,
+    best,
+    checkpoint_dirs,
+    find_last,
+    parse_which,
+    resolve,
+)
+
+__all__ = [
+    "CHECKPOINTS",
+    "META",
+    "NAMES",
+    "STATE",
+    "BestCheckpoint",
+    "CheckpointWriteError",
+    "Manager",
+    "NoBestCheckpoint",
+    "best",
+    "checkpoint_dirs",
+    "decode_keys",
+    "encode_keys",
+    "find_last",
+    "host_copy",
+    "latest_step_dir",
+    "manager",
+    "parse_which",
+    "read_meta",
+    "resolve",
+    "restore",
+    "save",
+    "steps",
+    "steps_of_other_runs",
+]

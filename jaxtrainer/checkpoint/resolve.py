@@ -1,0 +1,226 @@
+"""Which checkpoint a path names: the one resolver of ``"last"``, ``"best"`` and a step.
+
+Every reader of checkpoints resolves through :func:`resolve`: ``Trainer.fit`` and
+``Trainer.evaluate`` (``ckpt_path``), ``jaxtrainer eval``,
+:func:`jaxtrainer.load_policy` and the recipes' resume. A path is one of::
+
+    <root>/                                   a root of runs (default_root_dir)
+    <root>/version_<n>/                       a run directory
+    <root>/version_<n>/checkpoints[_<k>]/     a checkpoints directory (one per ModelCheckpoint)
+    <root>/version_<n>/checkpoints/<step>/    a step directory (one checkpoint)
+
+and ``which`` is ``None`` (the step directory the path names, else the newest),
+``"last"`` (the newest), ``"best"`` (the best that a monitored
+:class:`~jaxtrainer.ModelCheckpoint` recorded, :func:`best`) or a step number.
+Only complete checkpoints count (:func:`~jaxtrainer.checkpoint.files.steps`):
+one being written, or cut off by a crash, is never chosen.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+from jaxtrainer.checkpoint.files import META, latest_step_dir, read_meta, steps
+
+CHECKPOINTS = "checkpoints"
+"""The first ModelCheckpoint's directory in a run; the next ones write
+``checkpoints_1``, ``checkpoints_2``, ..."""
+
+NAMES = ("last", "best")
+"""Named checkpoints (besides a step number)."""
+
+
+class NoBestCheckpoint(ValueError):
+    """A checkpoint records no best checkpoint (its ModelCheckpoint had no
+    ``monitor``, or the monitored metric was never logged)."""
+
+
+class BestCheckpoint(NamedTuple):
+    """The best checkpoint of a run as its :class:`~jaxtrainer.ModelCheckpoint` ranked it.
+
+    Attributes:
+      path: the step directory.
+      monitor: the metric ranked on (e.g. ``"eval/episode_return"``).
+      mode: ``"max"`` or ``"min"``.
+      score: the metric's value at that step (NaN where none was recorded).
+    """
+
+    path: Path
+    monitor: str
+    mode: str
+    score: float
+
+
+def checkpoint_dirs(run_dir: str | os.PathLike) -> list[Path]:
+    """A run directory's checkpoints directories that hold a checkpoint:
+    ``checkpoints``, then ``checkpoints_1``, ``checkpoints_2``, ..."""
+    run_dir = Path(run_dir)
+    numbered = sorted((p for p in run_dir.glob(CHECKPOINTS + "_*") if p.name[12:].isdigit()),
+                      key=lambda p: int(p.name[12:]))
+    return [d for d in [run_dir / CHECKPOINTS, *numbered] if steps(d)]
+
+
+def _newest_of_run(run_dir: Path) -> Path | None:
+    """The newest checkpoint of one run, over all its checkpoints directories
+    (the first directory's on a tie)."""
+    newest = [latest_step_dir(d) for d in checkpoint_dirs(run_dir)]
+    return max(newest, key=lambda p: int(p.name), default=None)
+
+
+def _runs(root: Path) -> list[Path]:
+    """``root``'s ``version_<n>`` run directories, newest first."""
+    return sorted((p for p in root.glob("version_*") if p.name[8:].isdigit()),
+                  key=lambda p: int(p.name[8:]), reverse=True)
+
+
+def find_last(root: str | os.PathLike) -> Path | None:
+    """The newest checkpoint of the newest run under ``root`` holding one
+    (``version_*/checkpoints*/<step>``); where ``root`` holds no runs, the newest
+    of ``root`` itself as a run directory; None when there is none."""
+    root = Path(root)
+    for run in _runs(root):
+        found = _newest_of_run(run)
+        if found is not None:
+            return found
+    return _newest_of_run(root)
+
+
+def _field(key: str, name: str) -> str | None:
+    """``name``'s value in a ModelCheckpoint's state key
+    (``ModelCheckpoint[dirpath=None,monitor='loss',mode='min',...]``)."""
+    found = re.search(rf"{name}=('([^']*)'|None)", key)
+    return found.group(2) if found and found.group(2) is not None else None
+
+
+def _recorded_best(step_dir: Path, prefix: str) -> tuple[Path, str, dict]:
+    """``(recorded best path, its ModelCheckpoint's state key, its state)``."""
+    states = read_meta(step_dir).get("callbacks") or {}
+    recorded = {key: st for key, st in states.items()
+                if isinstance(st, dict) and st.get("best_model_path")}
+    if not recorded:
+        raise NoBestCheckpoint(
+            f"{prefix}the checkpoint {step_dir} records no best checkpoint: its ModelCheckpoint "
+            "had no monitor, or the monitored metric was never logged (there is no best "
+            "checkpoint recorded unless a ModelCheckpoint with monitor= and mode= ranks them, "
+            "e.g. ModelCheckpoint(monitor='eval/episode_return', mode='max') with "
+            "eval_every_n_steps so that the metric is logged); pass 'last' or a step "
+            f"({', '.join(map(str, steps(step_dir.parent)))})")
+    if len({st["best_model_path"] for st in recorded.values()}) > 1:
+        listed = "; ".join(f"{k}: {st['best_model_path']}" for k, st in recorded.items())
+        raise ValueError(f"{prefix}several ModelCheckpoints recorded a best checkpoint in "
+                         f"{step_dir} ({listed}); pass the one you want")
+    key, state = next(iter(recorded.items()))
+    return Path(state["best_model_path"]), key, state
+
+
+def best(path: str | os.PathLike, prefix: str = "") -> BestCheckpoint:
+    """The best checkpoint recorded by the newest checkpoint at ``path`` (a
+    step directory, or a checkpoints directory: its newest step), with the
+    metric, mode and score its :class:`~jaxtrainer.ModelCheckpoint` ranked on.
+
+    A relative recorded path is looked up beside ``path`` first (the same
+    checkpoints directory, wherever the run directory is now), then in the
+    run's directory of that name (another ModelCheckpoint's, e.g.
+    ``checkpoints_1``), then as recorded; an absolute one as recorded first.
+
+    Args:
+      prefix: put before every error message (e.g. ``"ckpt_path='best': "``).
+
+    Raises:
+      NoBestCheckpoint (a ValueError): no best is recorded, naming the checkpoint.
+      ValueError: several ModelCheckpoints recorded different bests (listed).
+      FileNotFoundError: no checkpoint at ``path``, or the recorded best is gone.
+    """
+    path = Path(path)
+    step_dir = path if (path / META).exists() else latest_step_dir(path)
+    if step_dir is None:
+        raise FileNotFoundError(f"{prefix}no checkpoint under {path}")
+    recorded, key, state = _recorded_best(step_dir, prefix)
+    beside = step_dir.parent / recorded.name
+    sibling = step_dir.parent.parent / recorded.parent.name / recorded.name
+    candidates = [recorded] if recorded.is_absolute() else [beside, recorded]
+    if not recorded.is_absolute() and recorded.parent.name != step_dir.parent.name:
+        candidates.reverse()  # recorded in another directory than ``step_dir``'s
+    for candidate in [*candidates, sibling]:
+        if (candidate / META).exists():
+            score = state.get("best_model_score")
+            return BestCheckpoint(candidate, _field(key, "monitor") or "?",
+                                  _field(key, "mode") or "max",
+                                  float("nan") if score is None else float(score))
+    raise FileNotFoundError(f"{prefix}the best checkpoint {recorded} recorded in {step_dir} "
+                            "no longer exists (deleted or moved)")
+
+
+def parse_which(which: str | int | None) -> str | int | None:
+    """``which`` as ``None``, ``"last"``, ``"best"`` or a step (``int``).
+
+    Raises:
+      ValueError: anything else (naming the value and the choices).
+    """
+    if which is None or which in NAMES:
+        return which
+    if isinstance(which, int) and not isinstance(which, bool) and which >= 0:
+        return which
+    if isinstance(which, str) and which.isdigit():
+        return int(which)
+    raise ValueError(f"checkpoint {which!r}: expected 'last', 'best' or a step number")
+
+
+def _locate(path: Path, across_runs: bool, prefix: str) -> tuple[Path, Path | None]:
+    """``(checkpoints directory, the step directory path names or None)``."""
+    if (path / META).exists():
+        return path.parent, path
+    if steps(path):
+        return path, None
+    newest = _newest_of_run(path) if not across_runs else find_last(path)
+    if newest is not None:
+        return newest.parent, None
+    versions = [p.name for p in reversed(_runs(path))]
+    where = os.path.abspath(path)
+    if across_runs:
+        raise FileNotFoundError(f"{prefix}no checkpoint under {where}/version_*/checkpoints "
+                                f"(nor {where}/checkpoints)")
+    if versions:
+        raise FileNotFoundError(f"{prefix}{path} is a root of runs ({', '.join(versions[:8])}"
+                                f"{', ...' if len(versions) > 8 else ''}): pass one run directory")
+    if not path.exists():
+        raise FileNotFoundError(f"{prefix}{path}: no such file or directory")
+    raise FileNotFoundError(f"{prefix}no checkpoint in {path}: expected a run directory (with "
+                            f"{CHECKPOINTS}/), its {CHECKPOINTS} directory or a step directory")
+
+
+def resolve(path: str | os.PathLike, which: str | int | None = None, *,
+            across_runs: bool = False, prefix: str = "") -> Path:
+    """The step directory that ``path`` and ``which`` name.
+
+    Args:
+      path: a run directory, a checkpoints directory or a step directory; with
+        ``across_runs``, also a root of runs (its newest run holding a
+        checkpoint: how the Trainer reads ``ckpt_path="last"`` in
+        ``default_root_dir``).
+      which: ``None`` (the step directory ``path`` names, else the newest),
+        ``"last"``, ``"best"`` (:func:`best`) or a step number (``int`` or digits).
+      across_runs: whether ``path`` may be a root of runs.
+      prefix: put before every error message (e.g. ``"ckpt_path='last': "``).
+
+    Raises:
+      FileNotFoundError: no checkpoint there (naming the path; a root of runs
+        without ``across_runs`` is named as such), or none at that step (listing
+        the steps there).
+      ValueError: a bad ``which``, or ``"best"`` where no best was recorded.
+    """
+    which = parse_which(which)
+    directory, step_dir = _locate(Path(path), across_runs, prefix)
+    if which is None and step_dir is not None:
+        return step_dir
+    if which == "best":
+        return best(directory, prefix).path
+    if which is None or which == "last":
+        return latest_step_dir(directory)
+    if which not in steps(directory):
+        raise FileNotFoundError(f"{prefix}no checkpoint at step {which} in {directory}; steps: "
+                                f"{', '.join(map(str, steps(directory)))}")
+    return directory / str(which)

@@ -1,0 +1,51 @@
+"""Run directories: where a new run writes, and which run a checkpoint belongs to.
+
+A run directory is ``<default_root_dir>/version_<n>``; it holds the run's
+checkpoints directories (``checkpoints``, ``checkpoints_1``, ...), its logs, and
+what rebuilds its module: ``config.yaml`` (a run a recipe started) or
+``module.yaml`` (:mod:`jaxtrainer.module_record`, a run started from Python).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from jaxtrainer import module_record
+from jaxtrainer.checkpoint.files import read_meta
+from jaxtrainer.checkpoint.resolve import CHECKPOINTS
+
+CONFIG_FILE = "config.yaml"
+"""The run directory's config file (written by the recipes)."""
+
+
+def new_run_dir(root: str | os.PathLike) -> str:
+    """Create and return ``<root>/version_<n>`` for a new run, ``n`` one past
+    the highest taken. The directory is created exclusively, so runs started at
+    the same instant in one root (several processes, or several machines on a
+    shared filesystem) each get their own: one that loses the race takes the
+    next number."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    taken = [int(p.name[8:]) for p in root.glob("version_*") if p.name[8:].isdigit()]
+    n = max(taken, default=-1) + 1
+    while True:
+        try:
+            (root / f"version_{n}").mkdir()
+        except FileExistsError:
+            n += 1
+            continue
+        return os.fspath(root / f"version_{n}")
+
+
+def run_dir_of(step_dir: str | os.PathLike) -> Path:
+    """The run directory of a checkpoint step directory: the one holding its
+    checkpoints directory when that has a ``config.yaml`` or ``module.yaml``,
+    else the run directory recorded in the checkpoint's metadata."""
+    step_dir = Path(step_dir)
+    parent = step_dir.parent.parent
+    if step_dir.parent.name.startswith(CHECKPOINTS) and (
+            (parent / CONFIG_FILE).exists() or module_record.exists(parent)):
+        return parent
+    recorded = read_meta(step_dir).get("run_dir")
+    return Path(recorded) if recorded else parent
