@@ -6,16 +6,26 @@ module written with them runs under every strategy.
 Code written against ``evorl.distributed`` runs with its import changed to this
 package: :data:`PMAP_AXIS_NAME`, :func:`get_global_ranks` and
 :func:`is_dist_initialized` are EvoRL's names for :data:`AXIS_NAME`,
-:func:`global_ranks` and :func:`is_distributed`; :func:`shmap_vmap`,
-:func:`shmap_map`, :func:`tree_device_put`, :func:`split_key_to_devices` and
-:func:`pmean`/:func:`psum`/:func:`pmax`/:func:`pmin` also take the arguments
-EvoRL's versions take. EvoRL's gradient helpers :func:`loss_and_pgrad`,
-:func:`agent_gradient_update` and :func:`gradient_update` in EvoRL's form
-``(loss_fn, optimizer, pmap_axis_name, has_aux=False)`` give the single-device
-gradient under every strategy (they differentiate with respect to
-:func:`local_copy` of the params, see :mod:`jaxtrainer.distributed.gradients`).
+:func:`global_ranks` and :func:`is_distributed`; :func:`split_key_to_devices`
+and :func:`pmean`/:func:`psum`/:func:`pmax`/:func:`pmin` take the arguments
+EvoRL's versions take; and EvoRL's call forms of :func:`gradient_update`,
+:func:`loss_and_pgrad`, :func:`agent_gradient_update`, :func:`shmap_vmap`,
+:func:`shmap_map` and :func:`tree_device_put` are those of
+:mod:`jaxtrainer.compat.evorl`, exported here under EvoRL's names: where a name
+is jaxtrainer's too, the function takes both forms and hands jaxtrainer's to
+the core function (:mod:`jaxtrainer.distributed.gradients`,
+:mod:`jaxtrainer.distributed.population`).
 """
 
+# EvoRL's names, both forms where the name is jaxtrainer's too (after the core modules)
+from jaxtrainer.compat.evorl import (  # noqa: E402
+    agent_gradient_update,
+    gradient_update,
+    loss_and_pgrad,
+    shmap_map,
+    shmap_vmap,
+    tree_device_put,
+)
 from jaxtrainer.distributed.axis import (
     AXIS_NAME,
     PMAP_AXIS_NAME,
@@ -35,12 +45,7 @@ from jaxtrainer.distributed.axis import (
     varying_axes,
     without_vma_check,
 )
-from jaxtrainer.distributed.gradients import (
-    agent_gradient_update,
-    gradient_update,
-    local_copy,
-    loss_and_pgrad,
-)
+from jaxtrainer.distributed.gradients import local_copy
 from jaxtrainer.distributed.keys import fold_in_device, split_key_to_devices
 from jaxtrainer.distributed.members import (
     MemberLayout,
@@ -49,7 +54,6 @@ from jaxtrainer.distributed.members import (
     pad_population,
     population_size,
 )
-from jaxtrainer.distributed.population import shmap_map, shmap_vmap, tree_device_put
 from jaxtrainer.distributed.process import (
     barrier,
     broadcast_from_zero,

@@ -68,7 +68,7 @@ def member_scope(axis_name: AxisName = AXIS_NAME) -> Iterator[None]:
         _HIDDEN.reset(token)
 
 
-def _trace_axes(axis_name: AxisName) -> tuple[str, ...]:
+def trace_axes(axis_name: AxisName) -> tuple[str, ...]:
     """The subset of ``axis_name`` bound in the current trace, hidden or not."""
     bound = []
     for name in axis_tuple(axis_name):
@@ -84,7 +84,7 @@ def bound_axes(axis_name: AxisName = AXIS_NAME) -> tuple[str, ...]:
     """The subset of ``axis_name`` that is bound in the current trace and not
     hidden by :func:`member_scope` (may be empty)."""
     hidden = _HIDDEN.get()
-    return tuple(name for name in _trace_axes(axis_name) if name not in hidden)
+    return tuple(name for name in trace_axes(axis_name) if name not in hidden)
 
 
 def varying_axes(x: Any) -> frozenset[str]:
@@ -105,7 +105,7 @@ def tree_varying_axes(*trees: Any) -> frozenset[str]:
     return axes
 
 
-def _cast_varying(tree: Any, axes: frozenset[str] | tuple[str, ...]) -> Any:
+def cast_varying(tree: Any, axes: frozenset[str] | tuple[str, ...]) -> Any:
     def cast(x):
         missing = tuple(a for a in axes if a not in varying_axes(x))
         return jax.lax.pcast(x, missing, to="varying") if missing else x
@@ -136,10 +136,10 @@ def per_device(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
     :func:`local_size` is: needed only for a leaf that starts out the same on
     every device and is meant to become per-device, such as a population's
     members whose initial biases are zeros. Identity outside a mapped axis."""
-    axes = _trace_axes(axis_name)
+    axes = trace_axes(axis_name)
     if not axes:
         return tree
-    return _cast_varying(_marker(tuple(sorted(axes)))(tree), axes)
+    return cast_varying(_marker(tuple(sorted(axes)))(tree), axes)
 
 
 def to_varying(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
@@ -158,7 +158,7 @@ def vary_like(tree: Any, *refs: Any) -> Any:
     """Cast every leaf of ``tree`` to vary over all axes any leaf of ``refs``
     varies over (no-op outside ``shard_map(check_vma=True)``, and so in module
     code run by a strategy, which never needs it)."""
-    return _cast_varying(tree, tuple(sorted(tree_varying_axes(*refs))))
+    return cast_varying(tree, tuple(sorted(tree_varying_axes(*refs))))
 
 
 def axis_size(axis_name: AxisName = AXIS_NAME) -> int:
@@ -287,7 +287,7 @@ def _run_unchecked(fn: Callable[..., Any], axes: tuple[str, ...], args: tuple) -
                         in_specs=jax.sharding.PartitionSpec(),
                         out_specs=jax.sharding.PartitionSpec(),
                         axis_names=manual, check_vma=False)(*args)
-    return _cast_varying(out, axes)
+    return cast_varying(out, axes)
 
 
 def _differentiable(leaf: Any) -> bool:
@@ -364,6 +364,6 @@ def without_vma_check(fn: Callable[..., Any]) -> Callable[..., Any]:
             axes = tuple(sorted(tree_varying_axes(args)))
             if not axes:
                 raise
-            return _unchecked_call(fn, axes, *_cast_varying(args, axes))
+            return _unchecked_call(fn, axes, *cast_varying(args, axes))
 
     return wrapped

@@ -13,7 +13,7 @@ the device count (the population is padded with copies of its last member and
 the padding is cut off again), and results are gathered bit for bit into a
 device-invariant value.
 
-Two ways to call them in this (recommended) form:
+Two ways to call them:
 
 * inside ``jax.shard_map`` (e.g. in ``Module.training_step``): leave ``mesh``
   unset; the members are split over the bound ``axis_names``;
@@ -24,27 +24,15 @@ Passing a ``mesh`` from inside another ``shard_map`` is refused with a clear
 error: a map over another device set nested in a mapped computation is not
 supported, and would otherwise fail later and obscurely.
 
-EvoRL's form is accepted too, for code written against ``evorl.distributed``:
-``shmap_vmap(fn, mesh, in_specs, out_specs)`` (and ``shmap_map``) is
-``jax.shard_map`` over ``mesh`` with those ``PartitionSpec``s, ``fn`` vmapped
-(or ``lax.map``-ped) over the leading axis of each device's block, outputs laid
-out as ``out_specs`` says. The caller lays the population out (e.g.
-``[num_devices, members_per_device, ...]``); nothing is padded or gathered::
-
-    mesh = jax.sharding.Mesh(jax.devices(), ("gpu",))
-    pop = tree_device_put(pop, NamedSharding(mesh, P("gpu")))      # [4, 10, 3]
-    fitness = shmap_vmap(lambda x: x.sum(-1), mesh, P("gpu"), P("gpu"))(pop)  # [4, 10]
-
-The two forms are told apart by their arguments: ``in_specs``/``out_specs``
-(``PartitionSpec`` pytrees) select EvoRL's form, ``axis_names`` (a mesh axis
-name or names) ours; a call that fits neither or both is a ValueError whose
-message shows both.
+EvoRL's forms (``shmap_vmap(fn, mesh, in_specs, out_specs)``, a sharding or a
+device in ``tree_device_put``) are :mod:`jaxtrainer.compat.evorl`'s; the names
+exported from :mod:`jaxtrainer.distributed` take both.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -63,19 +51,13 @@ from jaxtrainer.distributed.axis import (
 )
 from jaxtrainer.distributed.members import MemberLayout, population_size
 
-__all__ = [
-    "shmap_map",
-    "shmap_vmap",
-    "tree_device_put",
-]
-
-_UNSET: Any = object()
-# keyword arguments of EvoRL's form that go to jax.shard_map: check_vma, and
-# check_rep, its name in the older experimental shard_map that EvoRL calls.
-_SHARD_MAP_KWARGS = ("check_vma", "check_rep")
+__all__ = ["check_not_nested", "local_lax_map", "local_vmap", "shmap_map", "shmap_vmap",
+           "tree_device_put"]
 
 
-def _check_not_nested(mesh: Mesh | None, what: str) -> None:
+def check_not_nested(mesh: Mesh | None, what: str) -> None:
+    """Raise ValueError when a ``mesh`` is given to ``what`` inside a ``shard_map``:
+    a map over another device set nested in a mapped computation is not supported."""
     if mesh is None:
         return
     abstract = jax.sharding.get_abstract_mesh()
@@ -87,121 +69,17 @@ def _check_not_nested(mesh: Mesh | None, what: str) -> None:
             f"Call {what} without mesh= to split members over the bound axes instead."
         )
 
-
-# ---- telling the two forms apart ---------------------------------------------
-def _forms(what: str) -> str:
-    extra = ", batch_size=None" if what == "shmap_map" else ""
-    how = "lax.map-ped" if what == "shmap_map" else "vmapped"
-    return (
-        f"{what} takes one of two forms:\n"
-        f"  {what}(fn, mesh=None, axis_names={AXIS_NAME!r}{extra})(*members)  jaxtrainer's "
-        "form (recommended): every leaf of members is [P, ...] with any P; members split over "
-        "the mesh axes axis_names, padded, results gathered bit for bit into [P, ...]\n"
-        f"  {what}(fn, mesh, in_specs, out_specs{extra}, check_vma=True)(*args)  EvoRL's form: "
-        "jax.shard_map over mesh (a jax.sharding.Mesh) with in_specs/out_specs "
-        f"(PartitionSpecs, e.g. P('gpu')), fn {how} over each device's block")
+def local_vmap(batch_size: int | None = None) -> Callable[[Callable, tuple], Any]:
+    """How a device evaluates its block of members: ``jax.vmap`` over all at once."""
+    return lambda f, args: jax.vmap(f)(*args)
 
 
-def _is_specs(value: Any) -> bool:
-    """Whether ``value`` is a ``PartitionSpec`` or a pytree of them (EvoRL's
-    ``in_specs``/``out_specs``); ``None`` entries are allowed."""
-    leaves = jax.tree.leaves(value, is_leaf=lambda v: isinstance(v, P))
-    return bool(leaves) and all(isinstance(v, P) for v in leaves)
+def local_lax_map(batch_size: int | None = None) -> Callable[[Callable, tuple], Any]:
+    """How a device evaluates its block of members: ``jax.lax.map``, ``batch_size``
+    at a time (peak memory of ``batch_size`` members)."""
+    return lambda f, args: jax.lax.map(lambda a: f(*a), args, batch_size=batch_size)
 
 
-def _is_axis_names(value: Any) -> bool:
-    """Whether ``value`` is a mesh axis name or a sequence of them (our form)."""
-    if isinstance(value, P):  # a PartitionSpec is a tuple of names too: never axis names here
-        return False
-    if isinstance(value, str):
-        return True
-    return isinstance(value, Sequence) and all(isinstance(v, str) for v in value)
-
-
-def _is_batch_size(value: Any) -> bool:
-    return value is None or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _batch_size(what: str, value: Any) -> int | None:
-    return arguments.positive_int(f"{what} batch_size", None if value is _UNSET else value)
-
-
-def _parse(what: str, fn: Any, mesh: Any, specs: tuple, axis_names: Any, in_specs: Any,
-           out_specs: Any, batch_size: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The call's form and arguments: ``{"form": "members", "axis_names", "batch_size"}``
-    or ``{"form": "evorl", "in_specs", "out_specs", "check_vma", "batch_size"}``.
-
-    Raises:
-      ValueError: a call that fits neither form, or both (the message shows both).
-    """
-    def bad(reason: str) -> ValueError:
-        return ValueError(f"{what}: {reason}.\n{_forms(what)}")
-
-    if not callable(fn):
-        raise bad(f"fn={fn!r} is not callable")
-    unknown = sorted(set(kwargs) - set(_SHARD_MAP_KWARGS))
-    if unknown:
-        raise bad(f"unexpected keyword argument(s) {unknown}; EvoRL's form passes only "
-                  f"{list(_SHARD_MAP_KWARGS)} on to jax.shard_map")
-    if len(specs) > 2:
-        raise bad(f"{2 + len(specs)} positional arguments given, at most 4")
-    positional_batch = (what == "shmap_map" and len(specs) == 2 and _is_axis_names(specs[0])
-                        and _is_batch_size(specs[1]))
-    ours = ([f"axis_names={axis_names!r}"] if axis_names is not _UNSET else []) + (
-        [f"the axis name(s) {specs[0]!r} as third argument"]
-        if specs and _is_axis_names(specs[0]) else [])
-    theirs = [f"{k}=" for k, v in (("in_specs", in_specs), ("out_specs", out_specs))
-              if v is not _UNSET] + [f"{k}=" for k in sorted(kwargs)]
-    if specs and _is_specs(specs[0]):
-        theirs.append(f"{specs[0]!r} as third argument")
-    if len(specs) == 2 and not positional_batch:
-        theirs.append(f"{specs[1]!r} as fourth argument")
-    if ours and theirs:
-        raise bad(f"the call mixes jaxtrainer's form ({', '.join(ours)}) with EvoRL's "
-                  f"({', '.join(theirs)}); use one or the other")
-    if not theirs:
-        if specs and axis_names is not _UNSET:
-            raise bad(f"axis names given twice: positionally ({specs[0]!r}) and as "
-                      f"axis_names={axis_names!r}")
-        names = specs[0] if specs else (AXIS_NAME if axis_names is _UNSET else axis_names)
-        if not _is_axis_names(names):
-            raise bad(f"axis_names={names!r}: expected a mesh axis name or a sequence of names")
-        if positional_batch:
-            if batch_size is not _UNSET:
-                raise bad(f"batch_size given twice: positionally ({specs[1]!r}) and as "
-                          f"batch_size={batch_size!r}")
-            batch_size = specs[1]
-        if mesh is not None and not isinstance(mesh, Mesh):
-            raise bad(f"mesh={mesh!r}: expected None or a jax.sharding.Mesh")
-        return {"form": "members", "axis_names": names,
-                "batch_size": _batch_size(what, batch_size)}
-    # EvoRL's form
-    if specs and in_specs is not _UNSET:
-        raise bad("in_specs given twice: positionally and as in_specs=")
-    if len(specs) == 2 and out_specs is not _UNSET:
-        raise bad("out_specs given twice: positionally and as out_specs=")
-    in_specs = specs[0] if specs else in_specs
-    out_specs = specs[1] if len(specs) == 2 else out_specs
-    missing = [n for n, v in (("in_specs", in_specs), ("out_specs", out_specs)) if v is _UNSET]
-    if missing:
-        raise bad(f"{' and '.join(missing)} missing: {', '.join(theirs)} belong(s) to EvoRL's "
-                  "form, which needs both in_specs and out_specs (a PartitionSpec is never an "
-                  "axis name of jaxtrainer's form)")
-    for name, value in (("in_specs", in_specs), ("out_specs", out_specs)):
-        if not _is_specs(value):
-            raise bad(f"{name}={value!r}: expected a jax.sharding.PartitionSpec or a pytree of "
-                      "them")
-    if not isinstance(mesh, Mesh):
-        raise bad(f"mesh={mesh!r}: EvoRL's form needs a jax.sharding.Mesh")
-    if "check_vma" in kwargs and "check_rep" in kwargs:
-        raise bad("check_vma and check_rep (its older name) both given; pass check_vma")
-    check = kwargs.get("check_vma", kwargs.get("check_rep", True))
-    check = arguments.flag(f"{what} " + ("check_vma" if "check_vma" in kwargs else "check_rep"), check)
-    return {"form": "evorl", "in_specs": in_specs, "out_specs": out_specs, "check_vma": check,
-            "batch_size": _batch_size(what, batch_size)}
-
-
-# ---- the two forms -------------------------------------------------------------
 def _member_map(
     apply_local: Callable[[Callable, tuple], Any],
     what: str,
@@ -214,7 +92,7 @@ def _member_map(
     @functools.wraps(fn)
     def mapped(*members: Any) -> Any:
         size = population_size(members)
-        _check_not_nested(mesh, what)
+        check_not_nested(mesh, what)
         if mesh is not None:
             unknown = [a for a in names_req if a not in mesh.axis_names]
             if unknown:
@@ -242,71 +120,29 @@ def _member_map(
 
     return mapped
 
-
-def _spec_map(
-    apply_local: Callable[[Callable, tuple], Any],
-    what: str,
-    fn: Callable[..., Any],
-    mesh: Mesh,
-    in_specs: Any,
-    out_specs: Any,
-    check_vma: bool,
-) -> Callable[..., Any]:
-    # EvoRL's documentation writes out_specs=(P("gpu"),) for a function that returns one
-    # array: a one-element tuple of specs is taken for that one output, as a prefix would be
-    single = isinstance(out_specs, tuple) and not isinstance(out_specs, P) \
-        and len(out_specs) == 1 and isinstance(out_specs[0], P)
-    wrapped: list[bool] = []
-
-    def local(*block: Any) -> Any:
-        out = apply_local(fn, block)
-        wrapped.append(single and not (isinstance(out, tuple) and len(out) == 1))
-        return (out,) if wrapped[-1] else out
-
-    mapped = jax.shard_map(local, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
-                           check_vma=check_vma)
-
-    @functools.wraps(fn)
-    def call(*args: Any) -> Any:
-        _check_not_nested(mesh, what)
-        out = mapped(*args)
-        return out[0] if wrapped and wrapped[-1] else out
-
-    return call
+def is_axis_names(value: Any) -> bool:
+    """Whether ``value`` is a mesh axis name or a sequence of them (never a
+    ``PartitionSpec``, though that is a tuple of names too)."""
+    if isinstance(value, P):
+        return False
+    if isinstance(value, str):
+        return True
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, str) for v in value)
 
 
-def _build(what: str, apply: Callable[[int | None], Callable[[Callable, tuple], Any]],
-           fn: Any, mesh: Any, specs: tuple, axis_names: Any, in_specs: Any, out_specs: Any,
-           batch_size: Any, kwargs: dict[str, Any]) -> Callable[..., Any]:
-    call = _parse(what, fn, mesh, specs, axis_names, in_specs, out_specs, batch_size, kwargs)
-    apply_local = apply(call["batch_size"])
-    if call["form"] == "members":
-        return _member_map(apply_local, what, fn, mesh, call["axis_names"])
-    return _spec_map(apply_local, what, fn, mesh, call["in_specs"], call["out_specs"],
-                     call["check_vma"])
+def _checked(what: str, fn: Any, mesh: Any, axis_names: Any) -> None:
+    if not callable(fn):
+        raise ValueError(f"{what}: fn={fn!r} is not callable")
+    if not is_axis_names(axis_names):
+        raise ValueError(f"{what}: axis_names={axis_names!r}: expected a mesh axis name or a "
+                         "sequence of names")
+    if mesh is not None and not isinstance(mesh, Mesh):
+        raise ValueError(f"{what}: mesh={mesh!r}: expected None or a jax.sharding.Mesh")
 
 
-def _vmap_local(batch_size: int | None) -> Callable[[Callable, tuple], Any]:
-    return lambda f, args: jax.vmap(f)(*args)
-
-
-def _lax_map_local(batch_size: int | None) -> Callable[[Callable, tuple], Any]:
-    return lambda f, args: jax.lax.map(lambda a: f(*a), args, batch_size=batch_size)
-
-
-def shmap_vmap(
-    fn: Callable[..., Any],
-    mesh: Mesh | None = None,
-    *specs: Any,
-    axis_names: AxisName = _UNSET,
-    in_specs: Any = _UNSET,
-    out_specs: Any = _UNSET,
-    **shard_map_kwargs: Any,
-) -> Callable[..., Any]:
+def shmap_vmap(fn: Callable[..., Any], mesh: Mesh | None = None,
+               axis_names: AxisName = AXIS_NAME) -> Callable[..., Any]:
     """``jax.vmap(fn)`` with the members split over devices.
-
-    jaxtrainer's form (recommended), ``shmap_vmap(fn, mesh=None,
-    axis_names=AXIS_NAME)``:
 
     Args:
       fn: ``fn(*member_args) -> pytree`` for ONE member (bind other arguments
@@ -314,8 +150,7 @@ def shmap_vmap(
       mesh: ``None`` inside ``shard_map`` (split over the bound ``axis_names``)
         or outside any mapped code (then it is a plain ``vmap``); a
         :class:`jax.sharding.Mesh` to build the ``shard_map`` here.
-      axis_names: mesh axis or axes the members are split over (row-major);
-        also accepted as the third positional argument.
+      axis_names: mesh axis or axes the members are split over (row-major).
 
     Returns:
       ``mapped(*args)`` where every leaf of ``args`` is ``[P, ...]``; it returns
@@ -325,36 +160,17 @@ def shmap_vmap(
       need not divide the device count (padded with copies of the last member;
       ``fn`` sees the copies, but their outputs are dropped).
 
-    EvoRL's form, ``shmap_vmap(fn, mesh, in_specs, out_specs, check_vma=True)``
-    (the signature of ``evorl.distributed.shmap_vmap``; ``in_specs`` and
-    ``out_specs`` also by keyword): ``jax.shard_map`` over ``mesh`` with those
-    ``PartitionSpec`` pytrees, ``jax.vmap(fn)`` over the leading axis of every
-    argument's per-device block, outputs assembled as ``out_specs`` says (a
-    ``[num_devices, L, d]`` population with ``P("gpu")`` on a 4-device mesh
-    axis ``"gpu"``: ``fn`` sees ``[L, d]`` slices of each device's ``[1, L, d]``
-    block). ``check_vma`` (or ``check_rep``, its name in the older
-    experimental ``shard_map`` that EvoRL calls) is passed to ``jax.shard_map``.
-    Nothing is padded or gathered: shapes must split as the specs say.
-
     Raises:
-      ValueError: a call that fits neither form or both (the message shows
-        both), leaves without a common leading axis, axis names not in
-        ``mesh``, or ``mesh`` given inside another ``shard_map``.
+      ValueError: ``fn`` not callable, a bad ``mesh`` or ``axis_names`` (when
+        building); leaves without a common leading axis, axis names not in
+        ``mesh``, or ``mesh`` given inside another ``shard_map`` (when called).
     """
-    return _build("shmap_vmap", _vmap_local, fn, mesh, specs, axis_names, in_specs, out_specs,
-                  _UNSET, shard_map_kwargs)
+    _checked("shmap_vmap", fn, mesh, axis_names)
+    return _member_map(local_vmap(), "shmap_vmap", fn, mesh, axis_names)
 
 
-def shmap_map(
-    fn: Callable[..., Any],
-    mesh: Mesh | None = None,
-    *specs: Any,
-    axis_names: AxisName = _UNSET,
-    batch_size: int | None = _UNSET,
-    in_specs: Any = _UNSET,
-    out_specs: Any = _UNSET,
-    **shard_map_kwargs: Any,
-) -> Callable[..., Any]:
+def shmap_map(fn: Callable[..., Any], mesh: Mesh | None = None, axis_names: AxisName = AXIS_NAME,
+              batch_size: int | None = None) -> Callable[..., Any]:
     """Like :func:`shmap_vmap`, with ``jax.lax.map`` over each device's members.
 
     For memory-bound members (large networks, long rollouts): each device
@@ -363,49 +179,33 @@ def shmap_map(
     Results equal :func:`shmap_vmap`'s up to floating-point reassociation that
     XLA may apply differently to the two programs.
 
-    Both forms of :func:`shmap_vmap`: jaxtrainer's ``shmap_map(fn, mesh=None,
-    axis_names=AXIS_NAME, batch_size=None)`` (``axis_names`` and
-    ``batch_size`` also positionally) and EvoRL's ``shmap_map(fn, mesh,
-    in_specs, out_specs, check_vma=True)`` (``lax.map`` over the leading axis
-    of each device's block; ``batch_size`` by keyword).
-
     Raises:
       ValueError: as :func:`shmap_vmap`; ``batch_size`` not a positive int.
     """
-    return _build("shmap_map", _lax_map_local, fn, mesh, specs, axis_names, in_specs,
-                  out_specs, batch_size, shard_map_kwargs)
+    _checked("shmap_map", fn, mesh, axis_names)
+    batch_size = arguments.positive_int("shmap_map batch_size", batch_size)
+    return _member_map(local_lax_map(batch_size), "shmap_map", fn, mesh, axis_names)
 
 
-def tree_device_put(tree: Any, mesh: Mesh | jax.sharding.Sharding | jax.Device,
-                    axis_names: AxisName | None = None) -> Any:
-    """Put every leaf of ``tree`` on ``mesh``, or on a sharding or device.
+def tree_device_put(tree: Any, mesh: Mesh, axis_names: AxisName | None = None) -> Any:
+    """Put every leaf of ``tree`` on ``mesh``, replicated or sharded on its leading axis.
 
     Args:
       tree: host or device arrays (typed PRNG keys included).
-      mesh: the target :class:`jax.sharding.Mesh`; or, as EvoRL's
-        ``tree_device_put(tree, device_or_sharding)``, a
-        :class:`jax.sharding.Sharding` (e.g. ``NamedSharding(mesh, P("gpu"))``
-        to shard every leaf's leading axis over mesh axis ``"gpu"``) or a
-        :class:`jax.Device`: then every leaf is ``jax.device_put`` there.
-      axis_names: with a mesh only. ``None``: replicate every leaf
+      mesh: the target :class:`jax.sharding.Mesh` (a sharding or a device, as
+        EvoRL passes, is :func:`jaxtrainer.distributed.tree_device_put`'s).
+      axis_names: ``None``: replicate every leaf
         (``PartitionSpec()``); an axis name or names: shard every leaf's
         leading axis over them (row-major).
 
     Returns:
-      the same tree of ``jax.Array``: with a mesh, with
-      ``NamedSharding(mesh, spec)``; otherwise placed as ``jax.device_put``
-      places them.
+      the same tree of ``jax.Array`` with ``NamedSharding(mesh, spec)``.
 
     Raises:
-      ValueError: ``mesh`` is none of the three; ``axis_names`` given with a
-        sharding or device; a sharded leaf is a scalar or its leading axis does
-        not split over the axes' device count (the message names the leaf).
+      ValueError: ``mesh`` is not a mesh; a sharded leaf is a scalar or its
+        leading axis does not split over the axes' device count (the message
+        names the leaf).
     """
-    if isinstance(mesh, (jax.sharding.Sharding, jax.Device)):
-        if axis_names is not None:
-            raise ValueError(f"tree_device_put: axis_names={axis_names!r} goes with a mesh; "
-                             f"{mesh!r} already says where every leaf goes")
-        return jax.tree.map(lambda x: jax.device_put(x, mesh), tree)
     if not isinstance(mesh, Mesh):
         raise ValueError(f"tree_device_put: mesh={mesh!r}: expected a jax.sharding.Mesh, "
                          "a jax.sharding.Sharding or a jax.Device")
