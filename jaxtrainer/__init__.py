@@ -20,7 +20,7 @@ from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.strategies import PmapStrategy, ShardMapStrategy, SingleDeviceStrategy, Strategy
 from jaxtrainer.trainer import Preempted, Trainer
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "CSVLogger",
