@@ -403,7 +403,8 @@ class EvosaxES(PopulationModule):
         algorithms) or the best member so far (population-based ones)."""
         if self.distribution_based:
             return self.es.get_mean(state.es)
-        return self.es._unravel_solution(state.es.best_solution)
+        # evosax keeps the best solution flat, in ravel_pytree's order of ``solution``
+        return flatten_util.ravel_pytree(self.zero_solution())[1](state.es.best_solution)
 
     def hparams(self) -> dict[str, Any]:
         return {"algorithm": self.algorithm, "num_dims": self.num_dims,

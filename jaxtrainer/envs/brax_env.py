@@ -49,7 +49,7 @@ def _pack(tree: Any) -> Any:
         tree)
 
 
-def _unpack(tree: Any) -> Any:
+def unpack(tree: Any) -> Any:
     """Inverse of :func:`_pack`: the :class:`ZeroSize` entries as zero-size arrays."""
     return jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype) if isinstance(x, ZeroSize) else x,
                         tree, is_leaf=lambda x: isinstance(x, ZeroSize))
@@ -58,7 +58,7 @@ def _unpack(tree: Any) -> Any:
 @struct.dataclass
 class BraxState:
     """``state``: the simulator's ``State``, its zero-size arrays as :class:`ZeroSize`
-    (:func:`_unpack` restores them); ``time``: ``int32[]`` steps (:meth:`Env.step`
+    (:func:`unpack` restores them); ``time``: ``int32[]`` steps (:meth:`Env.step`
     calls) in this episode."""
 
     state: Any
@@ -72,7 +72,7 @@ def _raw_key(key: jax.Array) -> jax.Array:
     return key
 
 
-def _make_leaves_local(tree: Any, fresh: Callable[[Any], Any], what: str) -> Any:
+def make_leaves_local(tree: Any, fresh: Callable[[Any], Any], what: str) -> Any:
     """``tree`` with its leaves that another process holds replaced by the same
     leaves of ``fresh(device)``, a copy made on this process's first device.
 
@@ -169,12 +169,12 @@ class BraxEnv(Env):
 
     def _make_process_local(self) -> None:
         """Rebuild on this process the model arrays that another process holds
-        (brax's ``env.sys``); see :func:`_make_leaves_local`."""
+        (brax's ``env.sys``); see :func:`make_leaves_local`."""
         sys = getattr(self.env, "sys", None)
         if sys is not None and jax.process_count() > 1:
             from mujoco import mjx
 
-            self.env.sys = _make_leaves_local(
+            self.env.sys = make_leaves_local(
                 sys, lambda device: mjx.put_model(sys.mj_model, device=device), "brax System")
 
     def _observation(self, obs: Any) -> jax.Array:
@@ -211,7 +211,7 @@ class BraxEnv(Env):
         return state, reward, ended
 
     def step_env(self, key: jax.Array, env_state: BraxState, action: Action):
-        stepped, reward, terminated = self._simulate(_unpack(env_state.state),
+        stepped, reward, terminated = self._simulate(unpack(env_state.state),
                                                      jnp.asarray(action, jnp.float32))
         time = env_state.time + 1
         truncated = jnp.logical_and(time >= self.max_episode_steps, jnp.logical_not(terminated))

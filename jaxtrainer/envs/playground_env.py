@@ -29,7 +29,7 @@ from typing import Any
 import jax
 
 from jaxtrainer import arguments
-from jaxtrainer.envs.brax_env import BraxEnv, _make_leaves_local
+from jaxtrainer.envs.brax_env import BraxEnv, make_leaves_local
 
 PLAYGROUND_PREFIX = "playground/"
 
@@ -102,7 +102,8 @@ def _flatten(tree: Mapping, prefix: str = "") -> dict[str, Any]:
 def _menagerie_missing(env_name: str) -> FileNotFoundError | None:
     """The error for an env whose assets Playground would download, when they are
     not there (``None`` when the env ships its assets or the clone exists)."""
-    from mujoco_playground._src import dm_control_suite, mjx_env
+    from mujoco_playground import dm_control_suite
+    from mujoco_playground._src import mjx_env
 
     if env_name in dm_control_suite.ALL_ENVS:
         return None
@@ -162,13 +163,13 @@ class PlaygroundEnv(BraxEnv):
 
     def _make_process_local(self) -> None:
         """Rebuild on this process the arrays of the env's mjx model that another
-        process holds; see :func:`~jaxtrainer.envs.brax_env._make_leaves_local`."""
+        process holds; see :func:`~jaxtrainer.envs.brax_env.make_leaves_local`."""
         env = getattr(self.env, "unwrapped", self.env)
-        model = getattr(env, "_mjx_model", None)
+        model = getattr(env, "mjx_model", None)
         if model is not None and jax.process_count() > 1:
             from mujoco import mjx
 
-            env._mjx_model = _make_leaves_local(
+            env._mjx_model = make_leaves_local(
                 model, lambda device: mjx.put_model(env.mj_model, device=device, impl=model.impl),
                 f"{self.name} mjx Model")
 

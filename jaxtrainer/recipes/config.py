@@ -264,7 +264,7 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike) -> tuple[str | o
 
         cfg = load(path, rest, defaults=default)
         if any(a in ("-h", "--help") for a in wants):
-            caller = sys._getframe(1)
+            caller = inspect.currentframe().f_back  # the recipe script that called load_cli
             main = sys.modules.get("__main__")
             about = main.__doc__ if Path(getattr(main, "__file__", "") or "").stem == \
                 recipe_of(cfg) else caller.f_globals.get("__doc__")

@@ -1,0 +1,146 @@
+"""The package's shape, checked on its source: the core never imports the recipes,
+no module reaches into another's private names, and no function is too long to read."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "jaxtrainer"
+
+NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make"}
+"""``typing.NamedTuple``'s documented methods, underscored only so that they
+cannot clash with field names (optax's states are NamedTuples)."""
+
+ALLOWED = {
+    ("jaxtrainer/launch.py", "os._exit"):
+        "a launcher child must exit at once after forwarding a signal, without running "
+        "the parent's atexit handlers a second time (os._exit is the documented way)",
+    ("jaxtrainer/recipes/command.py", "os._exit"):
+        "a finished recipe exits without waiting for XLA's thread pools to wind down, "
+        "after flushing its output",
+    ("jaxtrainer/recipes/command.py", "atexit._run_exitfuncs"):
+        "the interpreter's own exit handlers (loggers, orbax) run before that os._exit",
+    ("jaxtrainer/envs/playground_env.py", "env._mjx_model"):
+        "MuJoCo Playground offers no setter for the model it steps; with several "
+        "processes each one must hold its own copy of it",
+    ("jaxtrainer/envs/playground_env.py", "from mujoco_playground._src import mjx_env"):
+        "where Playground clones MuJoCo Menagerie (MENAGERIE_PATH) is kept only there; "
+        "reading it lets a missing asset clone be a clear error before anything runs",
+}
+"""Accesses to another module's underscore-prefixed names that stay, each with its
+reason (at most 5)."""
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _dotted(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _own_names(tree: ast.AST) -> set[str]:
+    """Underscore names a module defines: functions, classes, variables,
+    arguments and the attributes its classes set on themselves (``self._x = ...``)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            names.add(node.attr)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+    return {n for n in names if n.startswith("_")}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_accesses(path: Path) -> list[tuple[str, int, str]]:
+    """``(file, line, expression)`` for every use of another module's private name."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    own = _own_names(tree)
+    rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            taken = [a.name for a in node.names if _private(a.name)]
+            if any(_private(part) for part in module.split(".")) or taken:
+                names = taken or [a.name for a in node.names]
+                found.append((rel, node.lineno, f"from {module} import {', '.join(names)}"))
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if any(_private(part) for part in alias.name.split(".")):
+                    found.append((rel, node.lineno, f"import {alias.name}"))
+        elif isinstance(node, ast.Attribute) and _private(node.attr):
+            receiver = node.value
+            if isinstance(receiver, ast.Name) and receiver.id in ("self", "cls"):
+                continue
+            if node.attr in own or node.attr in NAMEDTUPLE_API:
+                continue
+            found.append((rel, node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_no_module_uses_another_modules_private_names():
+    assert len(ALLOWED) <= 5
+    found = [f for path in _modules() for f in _private_accesses(path)]
+    unexplained = [f for f in found if (f[0], f[2]) not in ALLOWED]
+    assert unexplained == [], "\n".join(f"{f}:{line}: {expr}" for f, line, expr in unexplained)
+    stale = set(ALLOWED) - {(f[0], f[2]) for f in found}
+    assert not stale, f"allow-list entries no longer needed: {sorted(stale)}"
+
+
+def test_the_private_name_check_sees_what_it_must(tmp_path):
+    """The check itself: an import of a private name, a private module, and an
+    attribute of another object are found; self's and a NamedTuple's are not."""
+    source = ("from jaxtrainer.envs.brax_env import _pack\n"
+              "from jaxtrainer import _hidden\n"
+              "x = other._secret + self._mine + state._replace(a=1)\n")
+    path = tmp_path / "probe.py"
+    path.write_text(source)
+    assert [expr for _, _, expr in _private_accesses(path)] == ["from jaxtrainer.envs.brax_env import _pack",
+                          "from jaxtrainer import _hidden", "other._secret"]
+
+
+def test_no_function_is_longer_than_80_lines():
+    long = []
+    for path in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 80:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    assert long == []
+
+
+@pytest.mark.timeout(300)
+def test_the_core_never_imports_the_recipes():
+    """Every module of the package but jaxtrainer.recipes is imported in a fresh
+    interpreter; none of them brings jaxtrainer.recipes in (saved runs reach the
+    recipes' builder through an entry point, at call time)."""
+    modules = [_dotted(p) for p in _modules()
+               if not p.relative_to(PACKAGE).as_posix().startswith("recipes/")]
+    script = ("import importlib, sys\n"
+              f"for name in {modules!r}:\n"
+              "    importlib.import_module(name)\n"
+              "bad = sorted(m for m in sys.modules if m == 'jaxtrainer.recipes' "
+              "or m.startswith('jaxtrainer.recipes.'))\n"
+              "print('RECIPES', bad)\n")
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "RECIPES []" in proc.stdout, proc.stdout
+    assert len(modules) > 60
