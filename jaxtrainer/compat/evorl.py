@@ -87,6 +87,13 @@ _FORMS = (
     "name (jaxtrainer.distributed.PMAP_AXIS_NAME) or None")
 
 
+def _form_error(what: str, reason: str) -> ValueError:
+    """The error for a call of ``what`` that fits neither of its forms, or mixes
+    them: the reason, then both forms written out."""
+    forms = _FORMS if what == "gradient_update" else _forms(what)
+    return ValueError(f"{what}: {reason}.\n{forms}")
+
+
 def _check_callable(what: str, name: str, value: Any) -> None:
     if not callable(value):
         raise ValueError(f"{what}: {name}={value!r} is not callable; expected a function")
@@ -213,9 +220,7 @@ def _parse_gradient_call(loss_fn: Any, args: tuple, axis_name: Any, optimizer: A
     Raises:
       ValueError: a call that fits neither form, or both (the message shows both).
     """
-    def bad(reason: str) -> ValueError:
-        return ValueError(f"gradient_update: {reason}.\n{_FORMS}")
-
+    bad = functools.partial(_form_error, "gradient_update")
     if not callable(loss_fn):
         raise bad(f"loss_fn={loss_fn!r} is not callable")
     evorl_positional = bool(args) and isinstance(args[0], optax.GradientTransformation)
@@ -452,9 +457,7 @@ def _parse_map_call(what: str, fn: Any, mesh: Any, specs: tuple, axis_names: Any
     Raises:
       ValueError: a call that fits neither form, or both (the message shows both).
     """
-    def bad(reason: str) -> ValueError:
-        return ValueError(f"{what}: {reason}.\n{_forms(what)}")
-
+    bad = functools.partial(_form_error, what)
     if not callable(fn):
         raise bad(f"fn={fn!r} is not callable")
     unknown = sorted(set(kwargs) - set(_SHARD_MAP_KWARGS))
@@ -572,27 +575,13 @@ def shmap_vmap(
     out_specs: Any = _UNSET,
     **shard_map_kwargs: Any,
 ) -> Callable[..., Any]:
-    """``jax.vmap(fn)`` with the members split over devices.
+    """``jax.vmap(fn)`` with the members split over devices, in either form.
 
     jaxtrainer's form (recommended), ``shmap_vmap(fn, mesh=None,
-    axis_names=AXIS_NAME)``, is :func:`jaxtrainer.distributed.population.shmap_vmap`'s:
-
-    Args:
-      fn: ``fn(*member_args) -> pytree`` for ONE member (bind other arguments
-        with ``functools.partial``).
-      mesh: ``None`` inside ``shard_map`` (split over the bound ``axis_names``)
-        or outside any mapped code (then it is a plain ``vmap``); a
-        :class:`jax.sharding.Mesh` to build the ``shard_map`` here.
-      axis_names: mesh axis or axes the members are split over (row-major);
-        also accepted as the third positional argument.
-
-    Returns:
-      ``mapped(*args)`` where every leaf of ``args`` is ``[P, ...]``; it returns
-      ``fn``'s outputs stacked to ``[P, ...]``: replicated inside ``shard_map``;
-      with ``mesh`` given, sharded on the leading axis over ``axis_names`` (or
-      replicated when ``P`` does not divide the device count). ``P``
-      need not divide the device count (padded with copies of the last member;
-      ``fn`` sees the copies, but their outputs are dropped).
+    axis_names=AXIS_NAME)`` (``axis_names`` also as the third positional
+    argument): any population size ``P``, members padded, split over the mesh
+    axes ``axis_names`` and gathered bit for bit into ``[P, ...]``; see
+    :func:`jaxtrainer.distributed.population.shmap_vmap`, which it calls.
 
     EvoRL's form, ``shmap_vmap(fn, mesh, in_specs, out_specs, check_vma=True)``
     (the signature of ``evorl.distributed.shmap_vmap``; ``in_specs`` and
@@ -610,8 +599,8 @@ def shmap_vmap(
         both), leaves without a common leading axis, axis names not in
         ``mesh``, or ``mesh`` given inside another ``shard_map``.
     """
-    return _build("shmap_vmap", population.local_vmap, fn, mesh, specs, axis_names, in_specs, out_specs,
-                  _UNSET, shard_map_kwargs)
+    return _build("shmap_vmap", population.local_vmap, fn, mesh, specs, axis_names, in_specs,
+                  out_specs, _UNSET, shard_map_kwargs)
 
 
 def shmap_map(
