@@ -29,20 +29,23 @@ import optax
 from jaxtrainer import arguments
 from jaxtrainer.algorithms.normalization import RunningStatistics
 from jaxtrainer.algorithms.onpolicy import (
+    GAEConfig,
     OnPolicyModule,
     Rollout,
-    check_config,
     normalize_advantages,
 )
 from jaxtrainer.distributed import gradient_update
 
 
 @dataclasses.dataclass(frozen=True)
-class A2CConfig:
+class A2CConfig(GAEConfig):
     """A2C hyperparameters. Sizes are global (over all devices).
 
+    The fields of :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig` and
+    :class:`~jaxtrainer.algorithms.onpolicy.GAEConfig` with SB3's RL-Zoo
+    CartPole-v1 defaults (see the module docstring), plus ``optimizer``.
+
     Attributes:
-      env: environment name for :func:`jaxtrainer.envs.make`.
       num_envs: parallel environments.
       num_steps: rollout length per env per update (``num_envs * num_steps`` env
         steps per update).
@@ -53,16 +56,7 @@ class A2CConfig:
       gamma: discount. gae_lambda: 1.0 gives ``n``-step returns.
       ent_coef, vf_coef: entropy bonus and value-loss coefficients.
       max_grad_norm: global gradient-norm clip.
-      bootstrap_truncation: a transition cut by the time limit bootstraps from
-        ``V(final_obs)`` (one extra critic pass over the rollout's final
-        observations per update). ``False``: PureJaxRL's terminal-only
-        bootstrapping, every episode end (time limit included) is terminal and
-        only the observations after the rollout are valued; faster, biased on
-        time-limited tasks.
       normalize_advantages: standardise advantages over the global batch.
-      normalize_observations: normalise observations with running statistics of
-        every observation seen (:mod:`jaxtrainer.algorithms.normalization`), kept
-        in the state (``obs_stats``) and updated once per update before it.
       reward_scaling: rewards are multiplied by it for learning (GAE) only;
         logged episode returns are unscaled.
       activation, hidden_sizes: the actor's and critic's MLPs.
@@ -73,30 +67,23 @@ class A2CConfig:
       eval_episodes: fresh greedy episodes per evaluation.
     """
 
-    env: str = "CartPole-v1"
     num_envs: int = 8
     num_steps: int = 5
-    total_updates: int | None = None
-    unroll_length: int | None = None
     lr: float = 7e-4
     anneal_lr: bool = False
-    optimizer: str = "rmsprop"
-    gamma: float = 0.99
     gae_lambda: float = 1.0
     ent_coef: float = 0.0
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    bootstrap_truncation: bool = True
     normalize_advantages: bool = False
-    normalize_observations: bool = False
-    reward_scaling: float = 1.0
-    activation: str = "tanh"
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    critic_hidden_sizes: tuple[int, ...] | None = None
-    eval_episodes: int = 32
+    optimizer: str = "rmsprop"
 
     def __post_init__(self) -> None:
-        check_config(self)
+        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.GAEConfig`),
+        then ``optimizer``.
+
+        Raises:
+          ValueError: a bad field, named (``optimizer`` not ``"rmsprop"``/``"adam"``).
+        """
+        super().__post_init__()
         arguments.check_fields(self, arguments.one_of, ("optimizer",), choices=("rmsprop", "adam"))
 
 

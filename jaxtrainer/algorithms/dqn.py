@@ -49,11 +49,14 @@ from jaxtrainer.metrics import Last
 class DQNConfig(offpolicy.OffPolicyConfig):
     """DQN hyperparameters. Sizes and step counts are global (over all devices).
 
+    :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`'s fields with
+    CleanRL's ``dqn_jax.py`` CartPole defaults, plus the exploration schedule,
+    target updates and the double-DQN switch.
+
     Attributes:
       env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
         (CleanRL's CartPole defaults here; ``env`` with discrete actions).
       lr: Adam learning rate.
-      gamma: discount factor.
       tau: target-network Polyak rate; 1.0 copies the online network (hard update).
       target_update_interval: env steps between target updates.
       epsilon_start, epsilon_end: exploration rate at the start and after annealing.
@@ -72,18 +75,16 @@ class DQNConfig(offpolicy.OffPolicyConfig):
     buffer_size: int = 10_000
     batch_size: int = 128
     learning_starts: int = 10_000
-    lr: float = 2.5e-4
-    gamma: float = 0.99
     tau: float = 1.0
+    hidden_sizes: tuple[int, ...] = (120, 84)
+    eval_episodes: int = 32
+    lr: float = 2.5e-4
     target_update_interval: int = 1000
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
     epsilon_anneal_steps: int = 250_000
     double: bool = True
     max_grad_norm: float | None = None
-    hidden_sizes: tuple[int, ...] = (120, 84)
-    activation: str = "relu"
-    eval_episodes: int = 32
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -85,9 +85,7 @@ from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.genetic import ga_step, inject, num_elites
 from jaxtrainer.algorithms.member_rollout import rollout_members
-from jaxtrainer.algorithms.networks import activation
-from jaxtrainer.algorithms.offpolicy import check_normalization
-from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config
+from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config, TD3LearnerConfig
 from jaxtrainer.distributed import axis_size, fold_in_device
 from jaxtrainer.distributed.members import MemberLayout
 from jaxtrainer.envs.evaluation import evaluation_metrics
@@ -99,9 +97,14 @@ _PROBABILITIES = ("elite_fraction", "crossover_prob", "crossover_fraction", "mut
 
 
 @dataclasses.dataclass(frozen=True)
-class ERLConfig:
+class ERLConfig(TD3LearnerConfig):
     """ERL hyperparameters (sources in the module docstring). Sizes are global
     (over all devices).
+
+    The learner's fields are :class:`~jaxtrainer.algorithms.td3.TD3LearnerConfig`'s
+    (TD3's without how TD3 steps its envs, which ERL's rollouts replace), with a
+    larger buffer and learning from the first generation; ERL adds the GA's and
+    the rollouts' fields.
 
     Attributes:
       env: environment name for :func:`jaxtrainer.envs.make` (continuous actions).
@@ -150,7 +153,6 @@ class ERLConfig:
       ValueError: a bad value, naming ``ERLConfig.<field>``.
     """
 
-    env: str = "Pendulum-v1"
     population_size: int = 10
     elite_fraction: float = 0.1
     tournament_size: int = 3
@@ -168,40 +170,28 @@ class ERLConfig:
     rl_episodes: int = 1
     rl_injection_every: int = 1
     critic_steps: int | None = None
+    # the learner's defaults that differ from TD3's
     buffer_size: int = 1_000_000
-    batch_size: int = 256
     learning_starts: int = 0
-    lr: float = 3e-4
-    gamma: float = 0.99
-    tau: float = 0.005
-    twin_critics: bool = True
-    policy_delay: int = 2
-    exploration_noise: float = 0.1
-    policy_noise: float = 0.2
-    noise_clip: float = 0.5
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    activation: str = "relu"
-    eval_episodes: int = 16
-    normalize_observations: bool = False
-    reward_scaling: float = 1.0
 
     def __post_init__(self) -> None:
+        """The learner's checks (:class:`~jaxtrainer.algorithms.td3.TD3LearnerConfig`),
+        then the GA's and the rollouts' fields and how they fit together.
+
+        Raises:
+          ValueError: a bad value, naming ``ERLConfig.<field>``.
+        """
+        super().__post_init__()
         name = type(self).__name__
-        arguments.check_fields(self, arguments.sizes, ("hidden_sizes",))
         arguments.check_fields(self, arguments.positive_int, (
-            "population_size", "tournament_size", "episodes_per_member", "rl_injection_every",
-            "buffer_size", "batch_size", "policy_delay", "eval_episodes"), allow_none=False)
+            "population_size", "tournament_size", "episodes_per_member", "rl_injection_every"),
+            allow_none=False)
         arguments.check_fields(self, arguments.positive_int, ("rollout_steps", "critic_steps"))
-        arguments.check_fields(self, arguments.non_negative_int, ("rl_episodes", "learning_starts"))
+        arguments.check_fields(self, arguments.non_negative_int, ("rl_episodes",))
         arguments.check_fields(self, arguments.number, _PROBABILITIES, low=0, high=1)
-        arguments.check_fields(self, arguments.number, ("tau",), low=0, high=1, low_open=True)
         arguments.check_fields(self, arguments.number, ("weight_limit",), low=0, low_open=True)
-        arguments.check_fields(self, arguments.number, (
-            "mutation_strength", "super_mutation_strength", "lr", "gamma", "exploration_noise",
-            "policy_noise", "noise_clip"), low=0)
-        arguments.check_fields(self, arguments.flag, ("twin_critics",))
-        activation(self.activation, f"{name}.activation")
-        check_normalization(self)
+        arguments.check_fields(self, arguments.number,
+                               ("mutation_strength", "super_mutation_strength"), low=0)
         p = self.population_size
         if p < 2:
             raise ValueError(f"{name}.population_size={p}: expected an int >= 2 (an elite and "

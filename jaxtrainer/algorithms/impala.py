@@ -45,8 +45,9 @@ from flax import struct
 
 from jaxtrainer import arguments
 from jaxtrainer.algorithms import normalization
-from jaxtrainer.algorithms.networks import ActorCritic, activation
+from jaxtrainer.algorithms.networks import ActorCritic
 from jaxtrainer.algorithms.onpolicy import (
+    MinibatchConfig,
     OnPolicyModule,
     OnPolicyState,
     normalize_advantages,
@@ -55,6 +56,33 @@ from jaxtrainer.algorithms.permutation import permutation
 from jaxtrainer.distributed import gradient_update
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last
+
+
+def _check_shapes(**arrays: jax.Array) -> None:
+    """Raise :func:`vtrace`'s ValueError unless ``arrays`` (by argument name) all
+    have one shape with a time axis."""
+    shapes = {name: jnp.shape(x) for name, x in arrays.items()}
+    if len(set(shapes.values())) != 1 or not shapes["values"]:
+        raise ValueError("vtrace: expected arrays of one shape [T, ...], got "
+                         + ", ".join(f"{name}{list(shape)}" for name, shape in shapes.items()))
+
+
+def _corrections(deltas: jax.Array, cs: jax.Array, not_done: jax.Array,
+                 gamma: Any) -> tuple[jax.Array, jax.Array]:
+    """V-trace's backward recursion (arXiv:1802.01561, Remark 1) in a reverse
+    ``lax.scan``: ``(v_t - V(x_t), v_{t+1} - V(x_{t+1}))``, both ``float32[T, ...]``
+    like ``deltas``, from ``deltas``, ``cs`` (``c_t``) and ``not_done``
+    (``1 - done_t``), all ``float32[T, ...]``; the second is 0 at ``t = T - 1``
+    (``v_T = V(x_T)``)."""
+    def backward(acc, step):
+        # acc: v_{t+1} - V(x_{t+1}), 0 past the rollout's end (v_T = V(x_T))
+        delta, c, cont = step
+        new = delta + gamma * c * cont * acc
+        return new, (new, acc)
+
+    _, (corrections, next_corrections) = jax.lax.scan(
+        backward, jnp.zeros_like(deltas[0]), (deltas, cs, not_done), reverse=True, unroll=1)
+    return corrections, next_corrections
 
 
 def vtrace(
@@ -117,12 +145,8 @@ def vtrace(
       ValueError: the six arrays do not all have one shape with a time axis
         (the message lists the shapes).
     """
-    shapes = {name: jnp.shape(x) for name, x in (
-        ("values", values), ("next_values", next_values), ("rewards", rewards),
-        ("log_rhos", log_rhos), ("terminated", terminated), ("done", done))}
-    if len(set(shapes.values())) != 1 or not shapes["values"]:
-        raise ValueError("vtrace: expected arrays of one shape [T, ...], got "
-                         + ", ".join(f"{name}{list(shape)}" for name, shape in shapes.items()))
+    _check_shapes(values=values, next_values=next_values, rewards=rewards,
+                  log_rhos=log_rhos, terminated=terminated, done=done)
     values, next_values, log_rhos = jax.lax.stop_gradient((values, next_values, log_rhos))
     rhos = jnp.exp(log_rhos)
     clipped_rhos = jnp.minimum(rho_bar, rhos)
@@ -131,14 +155,7 @@ def vtrace(
     not_done = 1.0 - done.astype(jnp.float32)
     deltas = clipped_rhos * (rewards + gamma * not_terminated * next_values - values)
 
-    def backward(acc, step):
-        # acc: v_{t+1} - V(x_{t+1}), 0 past the rollout's end (v_T = V(x_T))
-        delta, c, cont = step
-        new = delta + gamma * c * cont * acc
-        return new, (new, acc)
-
-    _, (corrections, next_corrections) = jax.lax.scan(
-        backward, jnp.zeros_like(deltas[0]), (deltas, cs, not_done), reverse=True, unroll=1)
+    corrections, next_corrections = _corrections(deltas, cs, not_done, gamma)
     targets = values + corrections
     next_targets = next_values + not_done * next_corrections
     pg_advantages = jnp.minimum(pg_rho_bar, rhos) * (
@@ -163,24 +180,25 @@ class IMPALAState(OnPolicyState):
 
 
 @dataclasses.dataclass(frozen=True)
-class IMPALAConfig:
+class IMPALAConfig(MinibatchConfig):
     """IMPALA hyperparameters. Sizes are global (over all devices).
 
-    The defaults are the CartPole-v1 recipe's (``recipes/configs/impala.yaml``),
-    tuned in this project on CartPole-v1 (seeds 0-2, 1 and 4 devices): the
-    paper's ``rho_bar = c_bar = 1``, ``lambda = 1`` and baseline cost 0.5; Adam
-    at 2.5e-4 annealed as PPO's; no entropy bonus, as RL-Zoo's A2C on CartPole
-    (with 0.01 the return oscillated more late in training).
+    The fields of :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig` and
+    :class:`~jaxtrainer.algorithms.onpolicy.MinibatchConfig`, plus the policy
+    lag and V-trace's. The defaults are the CartPole-v1 recipe's
+    (``recipes/configs/impala.yaml``), tuned in this project on CartPole-v1
+    (seeds 0-2, 1 and 4 devices): the paper's ``rho_bar = c_bar = 1``,
+    ``lambda = 1`` and baseline cost 0.5; Adam at 2.5e-4 annealed as PPO's; no
+    entropy bonus, as RL-Zoo's A2C on CartPole (with 0.01 the return oscillated
+    more late in training).
 
     Attributes:
-      env: environment name for :func:`jaxtrainer.envs.make`.
       num_envs: parallel environments (actors), over all devices.
       num_steps: trajectory (unroll) length per env per update; one update
         consumes ``num_envs * num_steps`` env steps.
       policy_lag: updates the behaviour policy lags behind the learner: update
         ``u`` collects with the parameters update ``u - policy_lag`` started
         from (0: the learner's own; the state keeps ``policy_lag`` copies).
-      update_epochs: passes over each rollout.
       num_minibatches: minibatches per epoch, each a set of whole trajectories
         (``num_envs / num_minibatches`` envs, over all devices).
       total_updates: updates the learning rate anneals over (with ``anneal_lr``);
@@ -201,51 +219,31 @@ class IMPALAConfig:
       reward_scaling: rewards are multiplied by it for learning only.
       activation, hidden_sizes: the actor's and critic's MLPs.
       critic_hidden_sizes: the critic's widths when they differ (``None``: as the actor's).
-      eval_episodes: fresh greedy episodes per evaluation, global.
     """
 
-    env: str = "CartPole-v1"
     num_envs: int = 16
     num_steps: int = 32
+    ent_coef: float = 0.0
+    normalize_advantages: bool = False
     policy_lag: int = 1
-    update_epochs: int = 4
-    num_minibatches: int = 4
-    total_updates: int | None = None
-    lr: float = 2.5e-4
-    anneal_lr: bool = True
-    gamma: float = 0.99
     vtrace_lambda: float = 1.0
     rho_bar: float = 1.0
     c_bar: float = 1.0
     pg_rho_bar: float = 1.0
-    ent_coef: float = 0.0
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    normalize_advantages: bool = False
-    normalize_observations: bool = False
-    reward_scaling: float = 1.0
-    activation: str = "tanh"
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    critic_hidden_sizes: tuple[int, ...] | None = None
-    eval_episodes: int = 32
 
     def __post_init__(self) -> None:
-        arguments.check_fields(self, arguments.sizes, ("hidden_sizes",))
-        if self.critic_hidden_sizes is not None:
-            arguments.check_fields(self, arguments.sizes, ("critic_hidden_sizes",))
-        arguments.check_fields(self, arguments.positive_int, ("num_envs", "num_steps", "update_epochs",
-                                                      "num_minibatches", "eval_episodes"),
-                           allow_none=False)
-        arguments.check_fields(self, arguments.positive_int, ("total_updates",))
+        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.MinibatchConfig`),
+        then the lag, V-trace's fields and the minibatch split.
+
+        Raises:
+          ValueError: a bad field (named), or ``num_envs`` not divisible by
+            ``num_minibatches``.
+        """
+        super().__post_init__()
         arguments.check_fields(self, arguments.non_negative_int, ("policy_lag",))
-        arguments.check_fields(self, arguments.number, ("lr", "gamma", "vtrace_lambda", "ent_coef",
-                                                "vf_coef", "max_grad_norm", "reward_scaling"),
-                           low=0)
+        arguments.check_fields(self, arguments.number, ("vtrace_lambda",), low=0)
         arguments.check_fields(self, arguments.number, ("rho_bar", "c_bar", "pg_rho_bar"), low=0,
-                           low_open=True)
-        arguments.check_fields(self, arguments.flag, ("anneal_lr", "normalize_advantages",
-                                              "normalize_observations"))
-        activation(self.activation, "IMPALAConfig.activation")
+                               low_open=True)
         if self.num_envs % self.num_minibatches:
             raise ValueError(
                 f"IMPALAConfig: num_envs={self.num_envs} is not divisible by "

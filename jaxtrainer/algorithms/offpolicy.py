@@ -1,4 +1,6 @@
-"""What DQN, SAC and TD3 share: config checks, target updates, schedules, TD
+"""What DQN, SAC and TD3 share: their configs' common fields and checks
+(:class:`ReplayLearnerConfig`, whose TD3 part ERL's config also builds on,
+:class:`OffPolicyConfig`, :class:`ActorCriticConfig`), target updates, schedules, TD
 targets, and a base Module that collects transitions into a
 :class:`~jaxtrainer.algorithms.replay.ReplayBuffer` and learns from them.
 
@@ -55,61 +57,85 @@ from jaxtrainer.module import Module
 
 
 @dataclasses.dataclass(frozen=True)
-class OffPolicyConfig:
-    """The fields every off-policy config starts with (defaults: CleanRL's
-    continuous-control ones, which SAC and TD3 keep). Sizes and step counts are
-    global (over all devices).
+class ReplayLearnerConfig:
+    """The fields of every replay learner, whoever steps its envs: an
+    off-policy module (:class:`OffPolicyConfig`) or a population method's
+    learner (:class:`~jaxtrainer.algorithms.erl.ERLConfig`). Defaults:
+    CleanRL's continuous-control ones (SAC's and TD3's). Sizes and step counts
+    are global (over all devices); subclasses check their own fields after
+    ``super().__post_init__()``.
 
     Attributes:
       env: environment name for :func:`jaxtrainer.envs.make`.
+      buffer_size: replay capacity in transitions.
+      batch_size: transitions per update.
+      learning_starts: env steps collected before the first update.
+      gamma: discount factor.
+      tau: Polyak rate of the target networks, in ``(0, 1]`` (1: a hard copy).
+      hidden_sizes: hidden layer widths of the networks.
+      activation: their activation.
+      eval_episodes: fresh deterministic episodes per evaluation.
+    """
+
+    env: str = "Pendulum-v1"
+    buffer_size: int = 100_000
+    batch_size: int = 256
+    learning_starts: int = 5_000
+    gamma: float = 0.99
+    tau: float = 0.005
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+    eval_episodes: int = 16
+
+    def __post_init__(self) -> None:
+        """Check the fields above; normalises ``hidden_sizes`` to a tuple of ints
+        and whole-float sizes to ints.
+
+        Raises:
+          ValueError: a size that is not a positive int, ``learning_starts < 0``,
+            ``tau`` outside ``(0, 1]``, a negative discount or an unknown
+            activation; the message names the config class and field.
+        """
+        arguments.check_fields(self, arguments.sizes, ("hidden_sizes",))
+        arguments.check_fields(self, arguments.positive_int,
+                               ("buffer_size", "batch_size", "eval_episodes"), allow_none=False)
+        arguments.check_fields(self, arguments.non_negative_int, ("learning_starts",))
+        arguments.check_fields(self, arguments.number, ("tau",), low=0, high=1, low_open=True)
+        arguments.check_fields(self, arguments.number, ("gamma",), low=0)
+        activation(self.activation, f"{type(self).__name__}.activation")
+
+
+@dataclasses.dataclass(frozen=True)
+class OffPolicyConfig(ReplayLearnerConfig):
+    """:class:`ReplayLearnerConfig` with how the module steps its own envs: the
+    fields every off-policy module's config has (DQN's, SAC's, TD3's).
+
+    Attributes:
       num_envs: parallel environments.
       train_frequency: vectorised env steps per training step; one training step
         consumes ``num_envs * train_frequency`` env steps.
       gradient_steps: updates per training step (once learning started).
       buffer_size: replay capacity in transitions (a multiple of ``num_envs``).
-      batch_size: transitions per update.
-      learning_starts: env steps collected before the first update.
-
-    Every subclass also has ``gamma``, ``tau``, ``hidden_sizes``, ``activation``
-    and ``eval_episodes``, and checks its own fields after ``super().__post_init__()``.
     """
 
-    env: str = "Pendulum-v1"
     num_envs: int = 4
     train_frequency: int = 1
     gradient_steps: int = 4
-    buffer_size: int = 100_000
-    batch_size: int = 256
-    learning_starts: int = 5_000
 
     def __post_init__(self) -> None:
-        check_config(self)
+        """:meth:`ReplayLearnerConfig.__post_init__`, then the counts above.
 
-
-def check_config(config: Any) -> None:
-    """The checks of the fields DQN's, SAC's and TD3's configs share (in ``__post_init__``).
-
-    Normalises ``hidden_sizes`` to a tuple of ints and whole-float sizes to ints.
-
-    Raises:
-      ValueError: a size that is not a positive int, ``learning_starts < 0``,
-        ``tau`` outside ``(0, 1]``, a negative discount or an unknown activation;
-        the message names the config class and field.
-    """
-    arguments.check_fields(config, arguments.sizes, ("hidden_sizes",))
-    arguments.check_fields(config, arguments.positive_int, ("num_envs", "train_frequency",
-                                                    "gradient_steps", "buffer_size",
-                                                    "batch_size", "eval_episodes"),
-                       allow_none=False)
-    arguments.check_fields(config, arguments.non_negative_int, ("learning_starts",))
-    arguments.check_fields(config, arguments.number, ("tau",), low=0, high=1, low_open=True)
-    arguments.check_fields(config, arguments.number, ("gamma",), low=0)
-    activation(config.activation, f"{type(config).__name__}.activation")
+        Raises:
+          ValueError: as there, or a count that is not a positive int.
+        """
+        super().__post_init__()
+        arguments.check_fields(self, arguments.positive_int,
+                               ("num_envs", "train_frequency", "gradient_steps"), allow_none=False)
 
 
 def check_normalization(config: Any) -> None:
     """The checks of ``normalize_observations`` and ``reward_scaling`` (in
-    ``__post_init__`` of :class:`ActorCriticConfig` and of CEM-RL's config).
+    ``__post_init__`` of :class:`NormalizationConfig` and of CEM-RL's config).
 
     Raises:
       ValueError: ``normalize_observations`` is not a bool, or ``reward_scaling``
@@ -121,9 +147,9 @@ def check_normalization(config: Any) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class ActorCriticConfig(OffPolicyConfig):
-    """:class:`OffPolicyConfig` with the fields SAC and TD3 add for observation
-    normalisation and reward scaling (the defaults change nothing).
+class NormalizationConfig(ReplayLearnerConfig):
+    """:class:`ReplayLearnerConfig` with observation normalisation and reward
+    scaling (the defaults change nothing), for actor-critic learners.
 
     Attributes:
       normalize_observations: act and learn on observations normalised with
@@ -138,8 +164,16 @@ class ActorCriticConfig(OffPolicyConfig):
     reward_scaling: float = 1.0
 
     def __post_init__(self) -> None:
+        """:meth:`ReplayLearnerConfig.__post_init__`, then :func:`check_normalization`."""
         super().__post_init__()
         check_normalization(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCriticConfig(OffPolicyConfig, NormalizationConfig):
+    """:class:`OffPolicyConfig` with the fields SAC and TD3 add for observation
+    normalisation and reward scaling (:class:`NormalizationConfig`'s; the
+    defaults change nothing)."""
 
 
 # ---- math -----------------------------------------------------------------

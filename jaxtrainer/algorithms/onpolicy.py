@@ -1,5 +1,7 @@
-"""What PPO and A2C share: the rollout, GAE, the state, the learning-rate
-schedule, evaluation and device handling.
+"""What PPO and A2C share, most of it with IMPALA: the configs' fields and
+checks (:class:`OnPolicyConfig`; :class:`GAEConfig` for A2C and PPO,
+:class:`MinibatchConfig` for PPO and IMPALA), the rollout, GAE (not IMPALA's),
+the state, the learning-rate schedule, evaluation and device handling.
 
 An on-policy update (:meth:`OnPolicyModule.training_step`), as in PureJaxRL's
 ``purejaxrl/ppo.py`` (``luchris429/purejaxrl``):
@@ -41,33 +43,146 @@ from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module
 
 
-def check_config(config: Any) -> None:
-    """The checks of the fields PPO's and A2C's configs share (in ``__post_init__``).
+@dataclasses.dataclass(frozen=True)
+class OnPolicyConfig:
+    """The fields every on-policy config has (A2C's, PPO's, IMPALA's), with
+    PureJaxRL's CartPole PPO defaults (``purejaxrl/ppo.py``), and their checks.
+    Sizes are global (over all devices). The algorithms' configs add their own
+    fields (through :class:`GAEConfig` and :class:`MinibatchConfig` where they
+    share them) and change defaults; subclasses check their own fields after
+    ``super().__post_init__()``.
 
-    Normalises ``hidden_sizes`` to a tuple of ints and whole-float sizes to ints.
-
-    Raises:
-      ValueError: a size that is not a positive int, a negative coefficient, an
-        on/off field that is not a bool, an unknown activation; the message names
-        the config class and field (e.g. ``PPOConfig.lr='abc': expected a
-        non-negative number``).
+    Attributes:
+      env: environment name for :func:`jaxtrainer.envs.make`.
+      num_envs: parallel environments, over all devices.
+      num_steps: rollout length per env per update; one update consumes
+        ``num_envs * num_steps`` env steps.
+      total_updates: the number of updates the learning rate anneals over (with
+        ``anneal_lr``); after it the rate stays 0. ``None`` (default): the run's
+        budget, which the Trainer passes in (``configure_budget``).
+      lr: learning rate (the initial one when annealing), ``>= 0``.
+      anneal_lr: anneal the learning rate linearly to 0 over ``total_updates``.
+      gamma: discount factor.
+      ent_coef: entropy bonus coefficient.
+      vf_coef: value loss coefficient.
+      max_grad_norm: global gradient-norm clip; ``float('inf')`` (YAML ``.inf``): none.
+      normalize_advantages: standardise advantages (global mean and standard
+        deviation over all devices).
+      normalize_observations: normalise observations with running statistics of
+        every observation seen (:mod:`jaxtrainer.algorithms.normalization`), kept
+        in the state (``obs_stats``) and updated once per update before it.
+      reward_scaling: rewards are multiplied by it for learning only; logged
+        episode returns are unscaled.
+      activation: hidden activation of the actor's and critic's MLPs.
+      hidden_sizes: hidden layer widths of the actor (and of the critic when
+        ``critic_hidden_sizes`` is ``None``).
+      critic_hidden_sizes: hidden layer widths of the critic; ``None``: as the actor's.
+      eval_episodes: fresh greedy episodes per evaluation, global.
     """
-    arguments.check_fields(config, arguments.sizes, ("hidden_sizes",))
-    arguments.check_fields(config, arguments.positive_int, ("num_envs", "num_steps", "eval_episodes"),
-                       allow_none=False)
-    arguments.check_fields(config, arguments.positive_int, ("total_updates", "unroll_length"))
-    if config.unroll_length is not None and config.num_steps % config.unroll_length:
-        raise ValueError(
-            f"{type(config).__name__}: num_steps={config.num_steps} is not a multiple of "
-            f"unroll_length={config.unroll_length}")
-    if config.critic_hidden_sizes is not None:
-        arguments.check_fields(config, arguments.sizes, ("critic_hidden_sizes",))
-    arguments.check_fields(config, arguments.number, ("lr", "gamma", "gae_lambda", "ent_coef",
-                                              "vf_coef", "max_grad_norm"), low=0)
-    arguments.check_fields(config, arguments.flag, ("anneal_lr", "normalize_advantages",
-                                            "normalize_observations", "bootstrap_truncation"))
-    arguments.check_fields(config, arguments.number, ("reward_scaling",), low=0)
-    activation(config.activation, f"{type(config).__name__}.activation")
+
+    env: str = "CartPole-v1"
+    num_envs: int = 4
+    num_steps: int = 128
+    total_updates: int | None = None
+    lr: float = 2.5e-4
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    normalize_advantages: bool = True
+    normalize_observations: bool = False
+    reward_scaling: float = 1.0
+    activation: str = "tanh"
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    critic_hidden_sizes: tuple[int, ...] | None = None
+    eval_episodes: int = 32
+
+    def __post_init__(self) -> None:
+        """Check and normalise the fields above: ``hidden_sizes`` (and
+        ``critic_hidden_sizes``) to a tuple of ints, whole-float sizes to ints.
+
+        Raises:
+          ValueError: a size that is not a positive int, a negative coefficient, an
+            on/off field that is not a bool, an unknown activation; the message names
+            the config class and field (e.g. ``PPOConfig.lr='abc': expected a
+            non-negative number``).
+        """
+        arguments.check_fields(self, arguments.sizes, ("hidden_sizes",))
+        if self.critic_hidden_sizes is not None:
+            arguments.check_fields(self, arguments.sizes, ("critic_hidden_sizes",))
+        arguments.check_fields(self, arguments.positive_int,
+                               ("num_envs", "num_steps", "eval_episodes"), allow_none=False)
+        arguments.check_fields(self, arguments.positive_int, ("total_updates",))
+        arguments.check_fields(self, arguments.number, ("lr", "gamma", "ent_coef", "vf_coef",
+                                                        "max_grad_norm", "reward_scaling"), low=0)
+        arguments.check_fields(self, arguments.flag, ("anneal_lr", "normalize_advantages",
+                                                      "normalize_observations"))
+        activation(self.activation, f"{type(self).__name__}.activation")
+
+
+@dataclasses.dataclass(frozen=True)
+class GAEConfig(OnPolicyConfig):
+    """:class:`OnPolicyConfig` with the fields of the generalized advantage
+    estimates of :meth:`OnPolicyModule.advantages_and_targets` (A2C's and PPO's;
+    Schulman et al. 2016, arXiv:1506.02438).
+
+    Attributes:
+      unroll_length: GAE runs over segments of this many steps, each bootstrapped
+        from the value where it ends, as Brax's PPO computes it per unroll;
+        ``None`` (default): over the whole rollout (PureJaxRL's). ``num_steps``
+        must be a multiple of it.
+      gae_lambda: GAE's lambda. With 1.0 the advantages are ``n``-step returns.
+      bootstrap_truncation: a transition cut by the time limit bootstraps from
+        ``V(final_obs)`` (one extra critic pass over the rollout's final
+        observations per update). ``False``: PureJaxRL's terminal-only
+        bootstrapping, every episode end (time limit included) is terminal and
+        only the observations after the rollout are valued; faster, biased on
+        time-limited tasks.
+    """
+
+    unroll_length: int | None = None
+    gae_lambda: float = 0.95
+    bootstrap_truncation: bool = True
+
+    def __post_init__(self) -> None:
+        """:meth:`OnPolicyConfig.__post_init__`, then the fields above.
+
+        Raises:
+          ValueError: as there, or ``num_steps`` not a multiple of ``unroll_length``.
+        """
+        super().__post_init__()
+        arguments.check_fields(self, arguments.positive_int, ("unroll_length",))
+        if self.unroll_length is not None and self.num_steps % self.unroll_length:
+            raise ValueError(
+                f"{type(self).__name__}: num_steps={self.num_steps} is not a multiple of "
+                f"unroll_length={self.unroll_length}")
+        arguments.check_fields(self, arguments.number, ("gae_lambda",), low=0)
+        arguments.check_fields(self, arguments.flag, ("bootstrap_truncation",))
+
+
+@dataclasses.dataclass(frozen=True)
+class MinibatchConfig(OnPolicyConfig):
+    """:class:`OnPolicyConfig` with epochs of minibatch steps over each rollout
+    (PPO's and IMPALA's; how a minibatch is cut is the algorithm's).
+
+    Attributes:
+      update_epochs: passes over each rollout.
+      num_minibatches: minibatches per epoch.
+    """
+
+    update_epochs: int = 4
+    num_minibatches: int = 4
+
+    def __post_init__(self) -> None:
+        """:meth:`OnPolicyConfig.__post_init__`, then the fields above (positive ints).
+
+        Raises:
+          ValueError: as there, or a count that is not a positive int.
+        """
+        super().__post_init__()
+        arguments.check_fields(self, arguments.positive_int,
+                               ("update_epochs", "num_minibatches"), allow_none=False)
 
 
 @struct.dataclass

@@ -39,9 +39,10 @@ import optax
 
 from jaxtrainer import arguments
 from jaxtrainer.algorithms.onpolicy import (
+    GAEConfig,
+    MinibatchConfig,
     OnPolicyModule,
     OnPolicyState,
-    check_config,
     normalize_advantages,
 )
 from jaxtrainer.algorithms.permutation import permutation
@@ -52,88 +53,49 @@ PPOState = OnPolicyState
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig:
+class PPOConfig(GAEConfig, MinibatchConfig):
     """PPO hyperparameters. Sizes are global (over all devices).
 
+    The fields and defaults of :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`
+    (PureJaxRL's CartPole PPO), :class:`~jaxtrainer.algorithms.onpolicy.GAEConfig`
+    and :class:`~jaxtrainer.algorithms.onpolicy.MinibatchConfig`, plus the
+    clipping ones; documented there unless PPO's use needs more words.
+
     Attributes:
-      env: environment name for :func:`jaxtrainer.envs.make`.
-      num_envs: parallel environments, over all devices.
-      num_steps: rollout length per env per update; one update consumes
-        ``num_envs * num_steps`` env steps.
       total_updates: the number of updates the learning rate anneals over; after
         it the rate stays 0. ``None`` (default): the run's budget, which the
         Trainer passes in (:meth:`PPO.configure_budget`); resuming with a larger
         budget then recomputes the line for the new total (the rate jumps up
         from where the shorter run ended): set it to keep one schedule.
-      unroll_length: GAE runs over segments of this many steps, each bootstrapped
-        from the value where it ends, as Brax's PPO computes it per unroll; the
-        rollout of ``num_steps`` is then Brax's ``num_steps / unroll_length``
-        consecutive unrolls. ``None`` (default): over the whole rollout
-        (PureJaxRL's). ``num_steps`` must be a multiple of it.
-      update_epochs: passes over each rollout.
       num_minibatches: minibatches per epoch; the global minibatch size
         ``num_envs * num_steps / num_minibatches`` must split over the devices.
       lr: Adam learning rate (initial one when annealing).
-      anneal_lr: anneal the learning rate linearly to 0 over ``total_updates``.
-      gamma: discount factor.
-      gae_lambda: GAE's lambda.
       clip_eps: PPO ratio clip (and value clip) epsilon.
-      ent_coef: entropy bonus coefficient.
-      vf_coef: value loss coefficient.
       max_grad_norm: global gradient-norm clip; ``float('inf')`` (YAML ``.inf``): none,
         as Brax's PPO by default.
       clip_value_loss: PureJaxRL's clipped value loss
         ``0.5 * max((V - R)^2, (V_old + clip(V - V_old, +-clip_eps) - R)^2)``;
         ``False`` uses ``0.5 * (V - R)^2``.
-      bootstrap_truncation: a transition cut by the time limit bootstraps from
-        ``V(final_obs)`` (one extra critic pass over the rollout's final
-        observations per update). ``False``: PureJaxRL's terminal-only
-        bootstrapping, every episode end (time limit included) is terminal and
-        only the observations after the rollout are valued; faster, biased on
-        time-limited tasks.
       normalize_advantages: standardise advantages per minibatch (global mean and
         standard deviation over all devices' minibatch shares).
-      normalize_observations: normalise observations with running statistics of
-        every observation seen (:mod:`jaxtrainer.algorithms.normalization`), kept
-        in the state (``obs_stats``) and updated once per update before it.
       reward_scaling: rewards are multiplied by it for learning (GAE) only;
         logged episode returns are unscaled.
       activation: hidden activation of both MLPs.
-      hidden_sizes: hidden layer widths of the actor (and of the critic when
-        ``critic_hidden_sizes`` is ``None``).
-      critic_hidden_sizes: hidden layer widths of the critic; ``None``: as the actor's.
       eval_episodes: fresh episodes per :meth:`PPO.evaluation_step`, global.
     """
 
-    env: str = "CartPole-v1"
-    num_envs: int = 4
-    num_steps: int = 128
-    total_updates: int | None = None
-    unroll_length: int | None = None
-    update_epochs: int = 4
-    num_minibatches: int = 4
-    lr: float = 2.5e-4
-    anneal_lr: bool = True
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
     clip_eps: float = 0.2
-    ent_coef: float = 0.01
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
     clip_value_loss: bool = True
-    bootstrap_truncation: bool = True
-    normalize_advantages: bool = True
-    normalize_observations: bool = False
-    reward_scaling: float = 1.0
-    activation: str = "tanh"
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    critic_hidden_sizes: tuple[int, ...] | None = None
-    eval_episodes: int = 32
 
     def __post_init__(self) -> None:
-        check_config(self)
-        arguments.check_fields(self, arguments.positive_int, ("update_epochs", "num_minibatches"),
-                           allow_none=False)
+        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`),
+        then the clipping fields and the minibatch split.
+
+        Raises:
+          ValueError: a bad field (named), or ``num_envs * num_steps`` not
+            divisible by ``num_minibatches``.
+        """
+        super().__post_init__()
         arguments.check_fields(self, arguments.number, ("clip_eps",), low=0)
         arguments.check_fields(self, arguments.flag, ("clip_value_loss",))
         batch = self.num_envs * self.num_steps

@@ -70,6 +70,9 @@ def squashed_sample(mean: jax.Array, log_std: jax.Array, key: jax.Array, scale: 
 class SACConfig(offpolicy.ActorCriticConfig):
     """SAC hyperparameters. Sizes and step counts are global (over all devices).
 
+    :class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig`'s fields (with
+    its defaults, CleanRL's), plus the learning rates and the temperature's.
+
     Attributes:
       env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
         (``env`` with continuous actions; an update is a critic, an actor and a
@@ -80,7 +83,6 @@ class SACConfig(offpolicy.ActorCriticConfig):
       q_lr: Adam learning rate of the critics (and of the temperature unless
         ``alpha_lr`` is set).
       alpha_lr: Adam learning rate of the temperature; ``None``: ``q_lr`` (CleanRL's).
-      gamma: discount factor.
       tau: Polyak rate of the target critics (updated after every update).
       init_alpha: initial temperature.
       autotune: learn the temperature; ``False`` keeps ``init_alpha``.
@@ -88,20 +90,14 @@ class SACConfig(offpolicy.ActorCriticConfig):
         ``-action_dim`` (the SAC paper's heuristic).
       hidden_sizes: hidden widths of the actor and of each critic.
       activation: their activation.
-      eval_episodes: fresh deterministic episodes per evaluation.
     """
 
     policy_lr: float = 3e-4
     q_lr: float = 1e-3
     alpha_lr: float | None = None
-    gamma: float = 0.99
-    tau: float = 0.005
     init_alpha: float = 1.0
     autotune: bool = True
     target_entropy: float | None = None
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    activation: str = "relu"
-    eval_episodes: int = 16
 
     def __post_init__(self) -> None:
         super().__post_init__()

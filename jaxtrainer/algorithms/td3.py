@@ -114,20 +114,15 @@ class TD3Losses:
 
 
 @dataclasses.dataclass(frozen=True)
-class TD3Config(offpolicy.ActorCriticConfig):
-    """TD3 hyperparameters. Sizes and step counts are global (over all devices).
+class TD3LearnerConfig(offpolicy.NormalizationConfig):
+    """TD3's learner hyperparameters, whoever steps the envs: the fields
+    :class:`TD3Config` and :class:`~jaxtrainer.algorithms.erl.ERLConfig` (whose
+    learner is a :class:`TD3`) share, on top of
+    :class:`~jaxtrainer.algorithms.offpolicy.NormalizationConfig`'s (CleanRL's
+    defaults). Sizes are global (over all devices).
 
     Attributes:
-      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
-        (``env`` with continuous actions; an update is a critic step, with the
-        delayed actor step; uniform random actions before ``learning_starts``).
-      normalize_observations, reward_scaling: as in
-        :class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig` (off: ``False``, 1).
       lr: Adam learning rate of the actor and the critics.
-      actor_lr, critic_lr: the actor's / the critics' own learning rate;
-        ``None``: ``lr``.
-      gamma: discount factor.
-      tau: Polyak rate of the target actor and critics.
       twin_critics: two critics and the clipped double-Q target (``min`` of the
         two target critics); ``False``: one critic and the plain target, as DDPG.
       policy_delay: critic updates per actor (and target) update.
@@ -135,32 +130,62 @@ class TD3Config(offpolicy.ActorCriticConfig):
       policy_noise: std of the target smoothing noise, in units of the action scale
         (0: no smoothing, the target actor's action as it is).
       noise_clip: the smoothing noise is clipped to ``+-noise_clip`` (same units).
-      hidden_sizes, activation: the networks' hidden layers.
-      eval_episodes: fresh deterministic episodes per evaluation.
     """
 
     lr: float = 3e-4
-    actor_lr: float | None = None
-    critic_lr: float | None = None
-    gamma: float = 0.99
-    tau: float = 0.005
     twin_critics: bool = True
     policy_delay: int = 2
     exploration_noise: float = 0.1
     policy_noise: float = 0.2
     noise_clip: float = 0.5
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    activation: str = "relu"
-    eval_episodes: int = 16
 
     def __post_init__(self) -> None:
+        """:meth:`NormalizationConfig.__post_init__
+        <jaxtrainer.algorithms.offpolicy.NormalizationConfig.__post_init__>`, then
+        the fields above.
+
+        Raises:
+          ValueError: a bad field, named (e.g. ``TD3Config.policy_delay=0``).
+        """
         super().__post_init__()
         arguments.check_fields(self, arguments.flag, ("twin_critics",))
         arguments.check_fields(self, arguments.positive_int, ("policy_delay",), allow_none=False)
         arguments.check_fields(self, arguments.number, ("lr", "exploration_noise", "policy_noise",
-                                                "noise_clip"), low=0)
+                                                        "noise_clip"), low=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class TD3Config(offpolicy.ActorCriticConfig, TD3LearnerConfig):
+    """TD3 hyperparameters. Sizes and step counts are global (over all devices).
+
+    :class:`TD3LearnerConfig`'s fields with how the module steps its envs
+    (:class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig`'s), plus the
+    actor's and critics' own learning rates.
+
+    Attributes:
+      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
+        (``env`` with continuous actions; an update is a critic step, with the
+        delayed actor step; uniform random actions before ``learning_starts``).
+      normalize_observations, reward_scaling: as in
+        :class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig` (off: ``False``, 1).
+      actor_lr, critic_lr: the actor's / the critics' own learning rate;
+        ``None``: ``lr``.
+      tau: Polyak rate of the target actor and critics.
+      hidden_sizes, activation: the networks' hidden layers.
+    """
+
+    actor_lr: float | None = None
+    critic_lr: float | None = None
+
+    def __post_init__(self) -> None:
+        """The shared checks (the base classes'), then the learning rates above.
+
+        Raises:
+          ValueError: a bad field, named (e.g. ``TD3Config.actor_lr=-1``).
+        """
+        super().__post_init__()
         arguments.check_fields(self, arguments.number, ("actor_lr", "critic_lr"), low=0,
-                           allow_none=True)
+                               allow_none=True)
 
 
 @struct.dataclass
