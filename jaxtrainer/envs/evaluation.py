@@ -29,14 +29,8 @@ class Episodes(NamedTuple):
     finished: jax.Array
 
 
-def run_episodes(
-    env: Env,
-    policy_fn: PolicyFn,
-    params: Any,
-    key: jax.Array,
-    num_episodes: int,
-    max_steps: int | None = None,
-) -> Episodes:
+def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num_episodes: int,
+                 max_steps: int | None = None) -> Episodes:
     """The per-episode results that :func:`evaluate_policy` averages.
 
     Each of ``num_episodes`` environments starts a new episode from its own reset

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -33,9 +32,10 @@ class MultiNodeStrategy(ShardMapStrategy):
       devices: ``"auto"`` (every device of every process) or an int ``n`` (the
         first ``n`` local devices of every process).
       jit: ``False`` runs eagerly for debugging.
-      mesh_shape, axis_names, data_axes: as :class:`ShardMapStrategy`, e.g.
-        ``mesh_shape=(num_processes, -1), axis_names=("hosts", "data")``.
-      **initialize_kwargs: the keyword arguments of
+      mesh_shape, axis_names, data_axes: keyword arguments passed on to
+        :class:`ShardMapStrategy` (its :attr:`~ShardMapStrategy.MESH_ARGUMENTS`),
+        e.g. ``mesh_shape=(num_processes, -1), axis_names=("hosts", "data")``.
+      **initialize_kwargs: the other keyword arguments, those of
         :func:`jaxtrainer.distributed.initialize`, passed to it unchanged
         (``coordinator_address``, ``num_processes``, ``process_id``,
         ``initialization_timeout``, ``heartbeat_timeout``,
@@ -48,16 +48,8 @@ class MultiNodeStrategy(ShardMapStrategy):
 
     name = "multi_node"
 
-    def __init__(
-        self,
-        devices: DevicesArg = "auto",
-        *,
-        jit: bool = True,
-        mesh_shape: Sequence[int] | None = None,
-        axis_names: Sequence[str] | None = None,
-        data_axes: Sequence[str] | None = None,
-        **initialize_kwargs: Any,
-    ) -> None:
+    def __init__(self, devices: DevicesArg = "auto", *, jit: bool = True,
+                 **initialize_kwargs: Any) -> None:
         try:
             parsed = arguments.devices(devices)  # "4" -> 4
         except ValueError:
@@ -66,10 +58,11 @@ class MultiNodeStrategy(ShardMapStrategy):
             raise ValueError(f"devices={devices!r}: MultiNodeStrategy takes 'auto' or a positive "
                              "int (local devices per process)")
         devices = parsed
+        mesh = {name: initialize_kwargs.pop(name) for name in self.MESH_ARGUMENTS
+                if name in initialize_kwargs}
         initialize(**initialize_kwargs)
         self._per_process = devices if isinstance(devices, int) else None
-        super().__init__("auto", jit=jit, mesh_shape=mesh_shape, axis_names=axis_names,
-                         data_axes=data_axes)
+        super().__init__("auto", jit=jit, **mesh)
         self._devices_arg = devices
 
     def select_devices(self) -> list[jax.Device]:

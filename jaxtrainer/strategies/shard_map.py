@@ -53,6 +53,9 @@ class ShardMapStrategy(Strategy):
     """
 
     name = "shard_map"
+    MESH_ARGUMENTS: tuple[str, ...] = ("mesh_shape", "axis_names", "data_axes")
+    """The keyword arguments of ``__init__`` that describe the mesh (what a
+    subclass such as :class:`~jaxtrainer.strategies.MultiNodeStrategy` passes on)."""
 
     def __init__(
         self,
