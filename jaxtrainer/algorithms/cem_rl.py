@@ -91,13 +91,15 @@ from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.networks import DeterministicActor, TwinCritic, activation
 from jaxtrainer.algorithms.offpolicy import (
     check_normalization,
+    configure,
     learning_batch,
     normalizing_policy,
     soft_update,
 )
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.td3 import TD3Losses
-from jaxtrainer.distributed import axis_size, fold_in_device, gradient_update
+from jaxtrainer.distributed import axis_size, fold_in_device
+from jaxtrainer.distributed.gradients import gradient_update
 from jaxtrainer.distributed.members import MemberLayout, rank
 from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
@@ -337,13 +339,8 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
 
     def __init__(self, config: CEMRLConfig | None = None, *, env: envs.Env | None = None,
                  **overrides: Any) -> None:
-        config = config or CEMRLConfig()
-        if overrides:
-            config = dataclasses.replace(config, **overrides)
-        self.config = cfg = config
-        self.env = env if env is not None else envs.make(cfg.env)
-        if self.env.discrete:
-            raise ValueError(f"CEMRL needs continuous actions; {self.env.name} is discrete")
+        configure(self, config or CEMRLConfig(), env, overrides, discrete_actions=False)
+        cfg = self.config
         p = cfg.population_size
         self.population_size = p
         self.num_rl_members = p // 2 if cfg.num_rl_members is None else cfg.num_rl_members

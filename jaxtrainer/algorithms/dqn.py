@@ -41,7 +41,7 @@ from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, offpolicy
 from jaxtrainer.algorithms.networks import QNetwork
 from jaxtrainer.algorithms.replay import Transition
-from jaxtrainer.distributed import gradient_update
+from jaxtrainer.distributed.gradients import gradient_update
 from jaxtrainer.metrics import Last
 
 
@@ -172,13 +172,10 @@ class DQN(offpolicy.OffPolicyModule):
     ``gamma``, ``tau``, ``epsilon_start`` and ``epsilon_end``. The step counts
     (``target_update_interval``, ``epsilon_anneal_steps``) stay in the config.
 
-    Args:
-      config: hyperparameters; :class:`DQNConfig` defaults when ``None``.
-      env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``.
-      **overrides: replace fields of ``config``.
-
-    Raises:
-      ValueError: the env's actions are continuous, or a size is not positive.
+    Constructed as every :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyModule`
+    (``config`` a :class:`DQNConfig`, defaults when ``None``; ``env`` instead of
+    ``make(config.env)``; ``**overrides`` replace fields of ``config``); raises
+    ValueError when the env's actions are continuous or a size is not positive.
     """
 
     name = "DQN"

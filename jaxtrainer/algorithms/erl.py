@@ -85,6 +85,7 @@ from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.genetic import ga_step, inject, num_elites
 from jaxtrainer.algorithms.member_rollout import rollout_members
+from jaxtrainer.algorithms.offpolicy import configure
 from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config, TD3LearnerConfig
 from jaxtrainer.distributed import axis_size, fold_in_device
 from jaxtrainer.distributed.members import MemberLayout
@@ -279,13 +280,8 @@ class ERL(ParamsPolicy, Module):
 
     def __init__(self, config: ERLConfig | None = None, *, env: envs.Env | None = None,
                  **overrides: Any) -> None:
-        config = config or ERLConfig()
-        if overrides:
-            config = dataclasses.replace(config, **overrides)
-        self.config = cfg = config
-        self.env = env if env is not None else envs.make(cfg.env)
-        if self.env.discrete:
-            raise ValueError(f"ERL needs continuous actions; {self.env.name} is discrete")
+        configure(self, config or ERLConfig(), env, overrides, discrete_actions=False)
+        cfg = self.config
         self.population_size = cfg.population_size
         self.num_elites = cfg.num_elites
         self.rl_actors = cfg.rl_episodes // cfg.episodes_per_member

@@ -355,6 +355,27 @@ def _pooled(losses: Any) -> Mean:
 
 
 # ---- the shared module ------------------------------------------------------
+def configure(module: Any, config: Any, env: envs.Env | str | None, overrides: dict[str, Any],
+              discrete_actions: bool) -> None:
+    """Set ``module.config`` (``config`` with the fields in ``overrides`` replaced;
+    ``env`` as a string is the ``env`` field) and ``module.env`` (``env``, or
+    ``envs.make(config.env)``), as every replay-based algorithm takes them.
+
+    Raises:
+      ValueError: the env's actions are not of the kind the module needs
+        (``discrete_actions``), naming the module and the env.
+    """
+    if isinstance(env, str):
+        overrides, env = {**overrides, "env": env}, None
+    module.config = dataclasses.replace(config, **overrides) if overrides else config
+    module.env = env if env is not None else envs.make(module.config.env)
+    if discrete_actions and not module.env.discrete:
+        raise ValueError(f"{module.name} needs discrete actions; {module.env.name} has a Box "
+                         "action space")
+    if module.env.discrete and not discrete_actions:
+        raise ValueError(f"{module.name} needs continuous actions; {module.env.name} is discrete")
+
+
 class OffPolicyModule(ParamsPolicy, Module):
     """Base of :class:`~jaxtrainer.algorithms.DQN`, ``SAC`` and ``TD3`` (and ``DDPG``, a ``TD3``).
 
@@ -413,20 +434,10 @@ class OffPolicyModule(ParamsPolicy, Module):
 
     def __init__(self, config: Any = None, *, env: envs.Env | str | None = None,
                  **overrides: Any) -> None:
-        config = config or self.config_class()
-        if isinstance(env, str):
-            overrides["env"], env = env, None
-        if overrides:
-            config = dataclasses.replace(config, **overrides)
-        self.config = config
-        self.env = env if env is not None else envs.make(config.env)
+        configure(self, config or self.config_class(), env, overrides, self.discrete_actions)
+        config = self.config
         self.buffer = ReplayBuffer(config.buffer_size, config.batch_size, config.num_envs)
         self.env_steps_per_step = config.num_envs * config.train_frequency
-        if self.discrete_actions and not self.env.discrete:
-            raise ValueError(f"{self.name} needs discrete actions; {self.env.name} has a Box "
-                             "action space")
-        if self.env.discrete and not self.discrete_actions:
-            raise ValueError(f"{self.name} needs continuous actions; {self.env.name} is discrete")
 
     def validate(self, num_devices: int) -> None:
         """Reject global sizes that do not split over ``num_devices``.
