@@ -13,6 +13,8 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("jaxtrainer.eval_cli:main", "evaluate a saved run's checkpoint on fresh episodes; "
                                          "--video to watch it"),
+    "fit": ("jaxtrainer.recipes.fit:main", "train a shipped recipe (ppo, sac, openes, ...); "
+                                           "--list names them"),
     "launch": ("jaxtrainer.launch:main", "start N processes of one multi-node run on this machine"),
     "plot": ("jaxtrainer.plot:main", "learning curves (mean and spread over runs) from metrics.csv; "
                                      "run directories or roots of runs"),

@@ -12,7 +12,10 @@ its constructor was called with::
 ``jaxtrainer eval RUN`` and :func:`jaxtrainer.load_policy` then rebuild the
 module by importing the class (or, where its module cannot be imported by
 name, such as a script run as ``__main__``, by loading ``source``) and calling
-it with ``init_args``. A module whose constructor arguments are not plain
+it with ``init_args``. A script is run as a module of another name than
+``__main__`` (its guarded main part does not run) and only up to its first
+Trainer call (``fit``, ``evaluate``, ``load_policy``): a script that trains at
+top level is not trained again. A module whose constructor arguments are not plain
 values (numbers, strings, booleans, None, and lists and dicts of them) gets no
 record; pass it yourself (``load_policy(path, module=...)``). Runs started by a
 recipe are rebuilt from their ``config.yaml`` instead.
@@ -20,6 +23,7 @@ recipe are rebuilt from their ``config.yaml`` instead.
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 import importlib.util
 import inspect
@@ -90,6 +94,41 @@ def write(run_dir: str | os.PathLike, module: Any) -> bool:
     return True
 
 
+_LOADING_SOURCE: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "jaxtrainer_loading_module_source", default=False)
+"""Set while a recorded script runs to define its module's class (:func:`_load_class`)."""
+
+
+class SourceLoaded(BaseException):
+    """Ends the run of a recorded script at its first Trainer call: the module's class
+    is defined by then, and the training below it must not run again (a script
+    without an ``if __name__ == "__main__":`` guard). A BaseException, so that the
+    script's own ``except Exception`` does not swallow it."""
+
+
+def stop_if_loading() -> None:
+    """Raise :class:`SourceLoaded` when called from a script that is being run only
+    to rebuild a recorded module's class (``Trainer.prepare`` calls it)."""
+    if _LOADING_SOURCE.get():
+        raise SourceLoaded()
+
+
+def _run_source(name: str, source: str) -> Any:
+    """Run ``source`` as module ``name`` (not ``__main__``: a guarded script's main
+    part does not run) up to its first Trainer call, and return its namespace."""
+    spec = importlib.util.spec_from_file_location(name, source)
+    namespace = importlib.util.module_from_spec(spec)
+    sys.modules[name] = namespace
+    token = _LOADING_SOURCE.set(True)
+    try:
+        spec.loader.exec_module(namespace)
+    except SourceLoaded:
+        pass  # everything above the script's first fit/evaluate/load_policy ran
+    finally:
+        _LOADING_SOURCE.reset(token)
+    return namespace
+
+
 def _load_class(class_path: str, source: str | None) -> type:
     module_name, _, qualname = class_path.rpartition(".")
     try:
@@ -102,13 +141,14 @@ def _load_class(class_path: str, source: str | None) -> type:
                 f"cannot rebuild the run's module {class_path}: {module_name!r} does not "
                 f"import here and its source file {source!r} is gone; put it back (or on "
                 "PYTHONPATH), or pass the module: load_policy(path, module=...)") from None
-        name = f"jaxtrainer_saved_{Path(source).stem}"
-        spec = importlib.util.spec_from_file_location(name, source)
-        namespace = importlib.util.module_from_spec(spec)
-        sys.modules[name] = namespace
-        spec.loader.exec_module(namespace)
+        namespace = _run_source(f"jaxtrainer_saved_{Path(source).stem}", source)
     for part in qualname.split("."):
-        namespace = getattr(namespace, part)
+        namespace = getattr(namespace, part, None)
+        if namespace is None:
+            raise FileNotFoundError(
+                f"cannot rebuild the run's module {class_path}: {source or module_name} does "
+                f"not define {qualname} before its first Trainer call; pass the module: "
+                "load_policy(path, module=...)")
     return namespace
 
 

@@ -150,11 +150,9 @@ def write_brax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
     state as JSON); returns the number of frames."""
     from brax.io import html
 
-    from jaxtrainer.envs.brax_env import unpack
-
     states = []
     for episode_states, episode_returns in episodes:
-        pipeline = unpack(episode_states.env_state.state).pipeline_state
+        pipeline = env.pipeline_state(episode_states.env_state.state)
         states += _frames(jax.tree.map(jnp.asarray, pipeline), len(episode_returns))
     Path(path).write_text(html.render(env.env.sys, states))
     return len(states)

@@ -313,6 +313,7 @@ class Trainer:
         ``evaluate`` call it first).
         Without a budget (an evaluation-only Trainer) ``max_steps`` is 0 and
         ``configure_budget`` is not called."""
+        module_record.stop_if_loading()  # a recorded script run only to define its class
         self._module = module
         self.strategy.setup()
         self.env_steps_per_step = int(module.env_steps_per_step)

@@ -1,32 +1,19 @@
-"""CEM-RL (evolutionary + TD3 gradient steps) on a continuous-control environment
-through jaxtrainer.Trainer; one training step is one generation.
+"""CEM-RL on a continuous-control environment: ``jaxtrainer fit cem_rl`` as a script.
 
-    python recipes/cem_rl.py                                   # gymnax Pendulum-v1, CPU
-    python recipes/cem_rl.py trainer.strategy=pmap trainer.seed=3
-    python recipes/cem_rl.py --config recipes/configs/cem_rl_brax.yaml    # brax, for a GPU
-
-Every key of the config (default recipes/configs/cem_rl.yaml) can be overridden as
-``section.key=value``. The last line printed is
-``eval/episode_return=<value> run_dir=<dir>`` (the CEM mean actor, greedy).
+    python recipes/cem_rl.py --help            # the examples, and every key with its value
+    python recipes/cem_rl.py [--config FILE] [section.key=value ...]
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from jaxtrainer.recipes import config, modules
-
-CONFIG = Path(__file__).parent / "configs" / "cem_rl.yaml"
+from jaxtrainer.recipes import fit
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    path, argv = config.config_arg(argv, CONFIG)
-    cfg = config.load(path, argv, defaults=CONFIG)
-    trainer = config.make_trainer(cfg)
-    module = modules.build_module("cem_rl", cfg)
-    return config.fit_and_report(trainer, module, cfg)
+    return fit.run(argv, recipe="cem_rl")
 
 
 if __name__ == "__main__":
-    config.cli(main, sys.argv[1:], exit_when_done=True)  # a bad config: one line, status 2
+    fit.script("cem_rl", sys.argv[1:], prog=sys.argv[0])  # a bad config: one line, status 2

@@ -1,29 +1,19 @@
-"""CMA-ES neuroevolution on a gymnax environment through jaxtrainer.PopulationTrainer.
+"""CMA-ES neuroevolution on a gymnax environment: ``jaxtrainer fit cma_es`` as a script.
 
-    python recipes/cma_es.py                                  # CartPole-v1, 30-parameter policy
-    python recipes/cma_es.py algorithm.hidden_sizes=[8] trainer.population_size=64
-    python recipes/cma_es.py trainer.ckpt_path=last           # resume the newest run
-
-Every key of recipes/configs/cma_es.yaml can be overridden as ``section.key=value``.
-The last line printed is ``eval/episode_return=<value> run_dir=<dir>``. See
-``recipes/openes.py`` for the CPU compile setting (``JAXTRAINER_FAST_COMPILE``).
+    python recipes/cma_es.py --help            # the examples, and every key with its value
+    python recipes/cma_es.py [--config FILE] [section.key=value ...]
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
-from openes import fast_cpu_compile, run  # noqa: E402
+from jaxtrainer.recipes import fit
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    return run(Path(__file__).parent / "configs" / "cma_es.yaml", argv, recipe="cma_es")
+    return fit.run(argv, recipe="cma_es")
 
 
 if __name__ == "__main__":
-    fast_cpu_compile()
-    from jaxtrainer.recipes import config  # after the XLA flags are set
-
-    config.cli(main, sys.argv[1:], exit_when_done=True)  # a bad config: one line, status 2
+    fit.script("cma_es", sys.argv[1:], prog=sys.argv[0])  # a bad config: one line, status 2

@@ -1,30 +1,19 @@
-"""Double DQN on a gymnax environment through jaxtrainer.Trainer.
+"""Double DQN on a gymnax environment: ``jaxtrainer fit dqn`` as a script.
 
-    python recipes/dqn.py                                   # CartPole-v1, every local device
-    python recipes/dqn.py trainer.strategy=pmap trainer.seed=3
-    python recipes/dqn.py algorithm.tau=0.005 algorithm.target_update_interval=8
-
-Every key of recipes/configs/dqn.yaml can be overridden as ``section.key=value``.
-The last line printed is ``eval/episode_return=<value> run_dir=<dir>``.
+    python recipes/dqn.py --help            # the examples, and every key with its value
+    python recipes/dqn.py [--config FILE] [section.key=value ...]
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from jaxtrainer.recipes import config, modules
-
-CONFIG = Path(__file__).parent / "configs" / "dqn.yaml"
+from jaxtrainer.recipes import fit
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    path, argv = config.config_arg(argv, CONFIG)
-    cfg = config.load(path, argv, defaults=CONFIG)
-    trainer = config.make_trainer(cfg)
-    module = modules.build_module("dqn", cfg)
-    return config.fit_and_report(trainer, module, cfg)
+    return fit.run(argv, recipe="dqn")
 
 
 if __name__ == "__main__":
-    config.cli(main, sys.argv[1:], exit_when_done=True)  # a bad config: one line, status 2
+    fit.script("dqn", sys.argv[1:], prog=sys.argv[0])  # a bad config: one line, status 2

@@ -1,31 +1,19 @@
-"""PPO on a gymnax environment through jaxtrainer.Trainer.
+"""PPO on a gymnax environment: ``jaxtrainer fit ppo`` as a script.
 
-    python recipes/ppo.py                                   # CartPole-v1, every local device
-    python recipes/ppo.py trainer.strategy=pmap env.name=Acrobot-v1 trainer.seed=3
-    python recipes/ppo.py trainer.ckpt_path=last            # resume the newest run
-    python recipes/ppo.py --config my_ppo.yaml trainer.seed=1   # another YAML, then overrides
-
-Every key of recipes/configs/ppo.yaml can be overridden as ``section.key=value``.
-The last line printed is ``eval/episode_return=<value> run_dir=<dir>``.
+    python recipes/ppo.py --help            # the examples, and every key with its value
+    python recipes/ppo.py [--config FILE] [section.key=value ...]
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from jaxtrainer.recipes import config, modules
-
-CONFIG = Path(__file__).parent / "configs" / "ppo.yaml"
+from jaxtrainer.recipes import fit
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    path, argv = config.config_arg(argv, CONFIG)
-    cfg = config.load(path, argv, defaults=CONFIG)
-    trainer = config.make_trainer(cfg)
-    module = modules.build_module("ppo", cfg)
-    return config.fit_and_report(trainer, module, cfg)
+    return fit.run(argv, recipe="ppo")
 
 
 if __name__ == "__main__":
-    config.cli(main, sys.argv[1:], exit_when_done=True)  # a bad config: one line, status 2
+    fit.script("ppo", sys.argv[1:], prog=sys.argv[0])  # a bad config: one line, status 2

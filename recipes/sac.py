@@ -1,31 +1,19 @@
-"""Soft Actor-Critic on a continuous-control environment through jaxtrainer.Trainer.
+"""Soft Actor-Critic on a continuous-control environment: ``jaxtrainer fit sac`` as a script.
 
-    python recipes/sac.py                                   # gymnax Pendulum-v1, CPU
-    python recipes/sac.py trainer.strategy=pmap trainer.seed=3
-    python recipes/sac.py --config recipes/configs/sac_brax.yaml   # brax (GPU)
-
-Every key of the config (default recipes/configs/sac.yaml) can be overridden as
-``section.key=value``. The last line printed is
-``eval/episode_return=<value> run_dir=<dir>``.
+    python recipes/sac.py --help            # the examples, and every key with its value
+    python recipes/sac.py [--config FILE] [section.key=value ...]
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from jaxtrainer.recipes import config, modules
-
-CONFIG = Path(__file__).parent / "configs" / "sac.yaml"
+from jaxtrainer.recipes import fit
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    path, argv = config.config_arg(argv, CONFIG)
-    cfg = config.load(path, argv, defaults=CONFIG)
-    trainer = config.make_trainer(cfg)
-    module = modules.build_module("sac", cfg)
-    return config.fit_and_report(trainer, module, cfg)
+    return fit.run(argv, recipe="sac")
 
 
 if __name__ == "__main__":
-    config.cli(main, sys.argv[1:], exit_when_done=True)  # a bad config: one line, status 2
+    fit.script("sac", sys.argv[1:], prog=sys.argv[0])  # a bad config: one line, status 2

@@ -1,31 +1,19 @@
-"""TD3 on a continuous-control environment through jaxtrainer.Trainer.
+"""TD3 on a continuous-control environment: ``jaxtrainer fit td3`` as a script.
 
-    python recipes/td3.py                                   # gymnax Pendulum-v1, CPU
-    python recipes/td3.py trainer.strategy=pmap trainer.seed=3
-    python recipes/td3.py --config my_td3.yaml env.name=brax/ant    # another YAML file
-
-Every key of the config (default recipes/configs/td3.yaml) can be overridden as
-``section.key=value``. The last line printed is
-``eval/episode_return=<value> run_dir=<dir>``.
+    python recipes/td3.py --help            # the examples, and every key with its value
+    python recipes/td3.py [--config FILE] [section.key=value ...]
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from jaxtrainer.recipes import config, modules
-
-CONFIG = Path(__file__).parent / "configs" / "td3.yaml"
+from jaxtrainer.recipes import fit
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    path, argv = config.config_arg(argv, CONFIG)
-    cfg = config.load(path, argv, defaults=CONFIG)
-    trainer = config.make_trainer(cfg)
-    module = modules.build_module("td3", cfg)
-    return config.fit_and_report(trainer, module, cfg)
+    return fit.run(argv, recipe="td3")
 
 
 if __name__ == "__main__":
-    config.cli(main, sys.argv[1:], exit_when_done=True)  # a bad config: one line, status 2
+    fit.script("td3", sys.argv[1:], prog=sys.argv[0])  # a bad config: one line, status 2

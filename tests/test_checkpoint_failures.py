@@ -148,3 +148,44 @@ def test_save_top_k_keeps_the_best_with_asynchronous_saves(tmp_path):
     assert sorted(os.listdir(run / "checkpoints"), key=int) == ["100", "150", "250"]
     assert ck.best_model_path == str(run / "checkpoints" / "100")
     assert jt.checkpoint.resolve(tmp_path, "best", across_runs=True) == run / "checkpoints" / "100"
+
+
+class Rising(jt.Module):
+    """A metric that improves every step: the best checkpoint is always the newest."""
+
+    def init_state(self, key):
+        return {"t": jnp.zeros(())}
+
+    def training_step(self, state, key):
+        t = state["t"] + 1.0
+        return {"t": t}, {"score": t}
+
+
+def _rising_run(tmp_path, best_dirpath=None, every=2):
+    monitored = jt.ModelCheckpoint(best_dirpath, monitor="score", mode="max", save_top_k=2,
+                                   every_n_steps=every)
+    trainer = jt.Trainer(strategy="single", max_steps=8, log_every_n_steps=2, logger=False,
+                         enable_progress_bar=False, default_root_dir=tmp_path / "runs",
+                         callbacks=[jt.ModelCheckpoint(every_n_steps=2), monitored])
+    trainer.fit(Rising())
+    return Path(trainer.log_dir), monitored
+
+
+def test_best_with_two_checkpoint_callbacks_is_the_monitored_ones_latest(tmp_path):
+    """The unmonitored ModelCheckpoint saves first and records the monitored one's
+    best as it stood before that one saved (step 6); "best" is the freshest record,
+    step 8 in checkpoints_1, for fit, evaluate and the eval command alike."""
+    run, monitored = _rising_run(tmp_path)
+    assert monitored.best_model_path == str(run / "checkpoints_1" / "8")
+    assert jt.checkpoint.resolve(run, "best") == run / "checkpoints_1" / "8"
+    assert jt.checkpoint.resolve(tmp_path / "runs", "best", across_runs=True) == \
+        run / "checkpoints_1" / "8"
+    assert jt.checkpoint.best(run / "checkpoints").score == 7.5  # the mean of steps 7 and 8
+
+
+def test_best_kept_in_a_directory_of_its_own_is_found_from_the_run(tmp_path):
+    """ModelCheckpoint(dirpath=<elsewhere>, monitor=...) saving only at the end: the
+    run's own checkpoints record no best, its metadata names that directory."""
+    run, monitored = _rising_run(tmp_path, best_dirpath=tmp_path / "best", every=None)
+    assert monitored.best_model_path == str(tmp_path / "best" / "8")
+    assert jt.checkpoint.resolve(run, "best") == tmp_path / "best" / "8"

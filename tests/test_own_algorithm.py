@@ -194,3 +194,51 @@ def test_evaluate_with_another_instance_of_a_module_keeping_its_optimizer_in_the
     trainer.fit(first)
     expected = trainer.evaluate(first)["eval/episode_return"]
     assert trainer.evaluate(Greedy())["eval/episode_return"] == expected
+
+
+UNGUARDED_SCRIPT = '''
+from pathlib import Path
+
+import jax.numpy as jnp
+
+import jaxtrainer as jt
+
+
+class Counter(jt.Module):
+    def __init__(self, step: float = 1.0):
+        self.step = step
+
+    def init_state(self, key):
+        return {"t": jnp.zeros(())}
+
+    def training_step(self, state, key):
+        return {"t": state["t"] + self.step}, {"t": state["t"]}
+
+
+root = Path(__file__).parent
+with open(root / "trainings.txt", "a") as f:
+    f.write("trained\\n")
+trainer = jt.Trainer(strategy="single", max_steps=2, default_root_dir=root, logger=False,
+                     enable_progress_bar=False)
+trainer.fit(Counter(step=2.0))                  # at top level: no __main__ guard
+'''
+
+
+@pytest.mark.timeout(300)
+def test_a_recorded_script_without_a_main_guard_is_not_trained_again(tmp_path):
+    """Rebuilding a module whose class lives in a script (recorded as ``__main__``)
+    runs the script only up to its first Trainer call: the class is defined, the
+    training below it does not run again, and no new run directory appears."""
+    from jaxtrainer import module_record
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / "version_0"
+    assert (run / "module.yaml").read_text().splitlines()[0] == "class_path: __main__.Counter"
+    rebuilt = module_record.build(run)
+    assert type(rebuilt).__name__ == "Counter" and rebuilt.step == 2.0
+    assert (tmp_path / "trainings.txt").read_text() == "trained\ntrained\n"  # ran to fit, once
+    assert sorted(p.name for p in tmp_path.glob("version_*")) == ["version_0"]

@@ -289,3 +289,19 @@ def test_tree_device_put_shards_or_replicates():
     np.testing.assert_array_equal(replicated["a"], tree["a"])
     with pytest.raises(ValueError, match=r"leaf \['a'\] with shape \(6,\) does not split over 4"):
         D.tree_device_put({"a": np.zeros(6)}, m, D.AXIS_NAME)
+
+
+@pytest.mark.parametrize("make", ["Mesh(devices, names)", "jax.make_mesh"])
+def test_shmap_vmap_with_a_mesh_of_any_axis_type(make):
+    """An ordinary ``Mesh(jax.devices(), ("gpu",))`` has Auto axes, ``jax.make_mesh``
+    Explicit ones: jaxtrainer's form lays members out on either, eagerly and under jit,
+    any population size."""
+    from jax.sharding import Mesh
+
+    m = Mesh(jax.devices(), ("gpu",)) if make != "jax.make_mesh" else jax.make_mesh((4,), ("gpu",))
+    for size in (6, 8):
+        pop = jnp.arange(size * 3.0).reshape(size, 3)
+        for mapped in (D.shmap_vmap(lambda x: x.sum(-1), m, "gpu"),
+                       D.shmap_map(lambda x: x.sum(-1), m, "gpu", 2)):
+            np.testing.assert_array_equal(mapped(pop), pop.sum(-1))
+            np.testing.assert_array_equal(jax.jit(mapped)(pop), pop.sum(-1))

@@ -11,13 +11,18 @@ import warnings
 
 import lazy_loader
 
-_getattr, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
+_getattr, _dir, __all__ = lazy_loader.attach_stub(__name__, __file__)
 
 MOVED = {"PBT": "jaxtrainer.population", "PBTState": "jaxtrainer.population",
          "Hyperparam": "jaxtrainer.population", "Sweep": "jaxtrainer.population",
          "SweepState": "jaxtrainer.population"}
 """Names that moved to another package in 0.2.0: still found here, with a
 DeprecationWarning naming their new home, until 0.3.0."""
+__all__ = [*__all__, *MOVED]
+
+
+def __dir__() -> list[str]:
+    return sorted({*_dir(), *MOVED})
 
 
 def __getattr__(name: str):

@@ -91,7 +91,7 @@ def find_last(root: str | os.PathLike) -> Path | None:
 def _field(key: str, name: str) -> str | None:
     """``name``'s value in a ModelCheckpoint's state key
     (``ModelCheckpoint[dirpath=None,monitor='loss',mode='min',...]``)."""
-    found = re.search(rf"{name}=('([^']*)'|None)", key)
+    found = re.search(rf"{name}=(?:\w+\()?('([^']*)'|None)", key)  # 'x', PosixPath('x'), None
     return found.group(2) if found and found.group(2) is not None else None
 
 
@@ -116,12 +116,43 @@ def _recorded_best(step_dir: Path, prefix: str) -> tuple[Path, str, dict]:
     return Path(state["best_model_path"]), key, state
 
 
+def _records_best(step_dir: Path) -> bool:
+    try:
+        states = read_meta(step_dir).get("callbacks") or {}
+    except (FileNotFoundError, ValueError, OSError):
+        return False
+    return any(isinstance(st, dict) and st.get("best_model_path") for st in states.values())
+
+
+def _freshest_record(step_dir: Path) -> Path:
+    """The checkpoint whose metadata holds the run's latest word on its best:
+    among ``step_dir`` and the newest checkpoint of each of the run's
+    checkpoints directories and of each monitored ModelCheckpoint's own
+    ``dirpath``, those that record a best, the latest step, written last. (With
+    several ModelCheckpoints, one that saves first records the monitored one's
+    best as it stood before that one saved.)"""
+    candidates = [step_dir]
+    if step_dir.parent.name.startswith(CHECKPOINTS):
+        candidates += [latest_step_dir(d) for d in checkpoint_dirs(step_dir.parent.parent)]
+    for key in read_meta(step_dir).get("callbacks") or {}:
+        dirpath = _field(key, "dirpath")
+        if dirpath and _field(key, "monitor"):
+            candidates.append(latest_step_dir(dirpath))
+    recording = [c for c in dict.fromkeys(candidates) if c is not None and _records_best(c)]
+    if not recording:
+        return step_dir
+    return max(recording, key=lambda c: (int(read_meta(c).get("global_step", c.name)),
+                                         (c / META).stat().st_mtime_ns))
+
+
 def best(path: str | os.PathLike, prefix: str = "") -> BestCheckpoint:
     """The best checkpoint recorded by the newest checkpoint at ``path`` (a
     step directory, or a checkpoints directory: its newest step), with the
     metric, mode and score its :class:`~jaxtrainer.ModelCheckpoint` ranked on.
 
-    A relative recorded path is looked up beside ``path`` first (the same
+    With several ModelCheckpoints, the freshest record among the run's
+    checkpoints directories (and monitored ``dirpath``s) counts. A relative
+    recorded path is looked up beside ``path`` first (the same
     checkpoints directory, wherever the run directory is now), then in the
     run's directory of that name (another ModelCheckpoint's, e.g.
     ``checkpoints_1``), then as recorded; an absolute one as recorded first.
@@ -138,6 +169,7 @@ def best(path: str | os.PathLike, prefix: str = "") -> BestCheckpoint:
     step_dir = path if (path / META).exists() else latest_step_dir(path)
     if step_dir is None:
         raise FileNotFoundError(f"{prefix}no checkpoint under {path}")
+    step_dir = _freshest_record(step_dir)
     recorded, key, state = _recorded_best(step_dir, prefix)
     beside = step_dir.parent / recorded.name
     sibling = step_dir.parent.parent / recorded.parent.name / recorded.name

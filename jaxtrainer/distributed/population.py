@@ -69,6 +69,15 @@ def check_not_nested(mesh: Mesh | None, what: str) -> None:
             f"Call {what} without mesh= to split members over the bound axes instead."
         )
 
+def _place(x: Any, sharding: NamedSharding) -> Any:
+    """``x`` laid out as ``sharding``: ``jax.reshard`` on a mesh whose axes are all
+    Explicit (it is typed there), ``jax.device_put`` on any other mesh (e.g.
+    ``Mesh(jax.devices(), ("devices",))``, whose axes are Auto)."""
+    if all(t == jax.sharding.AxisType.Explicit for t in sharding.mesh.axis_types):
+        return jax.reshard(x, sharding)
+    return jax.device_put(x, sharding)
+
+
 def local_vmap(batch_size: int | None = None) -> Callable[[Callable, tuple], Any]:
     """How a device evaluates its block of members: ``jax.vmap`` over all at once."""
     return lambda f, args: jax.vmap(f)(*args)
@@ -105,13 +114,13 @@ def _member_map(
             def body(*local):
                 return to_varying(apply_local(fn, local), names_req)
 
-            padded = jax.tree.map(lambda x: jax.reshard(x, NamedSharding(mesh, spec)), padded)
+            padded = jax.tree.map(lambda x: _place(x, NamedSharding(mesh, spec)), padded)
             out = jax.shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec,
                                 check_vma=True)(*padded)
             if size % n == 0:
                 return out
             replicated = NamedSharding(mesh, P())  # P_pad -> P cannot stay evenly sharded
-            return jax.tree.map(lambda y: jax.reshard(y, replicated)[:size], out)
+            return jax.tree.map(lambda y: _place(y, replicated)[:size], out)
         names = bound_axes(names_req)
         if not names:
             return apply_local(fn, members)

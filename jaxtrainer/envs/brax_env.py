@@ -49,7 +49,7 @@ def _pack(tree: Any) -> Any:
         tree)
 
 
-def unpack(tree: Any) -> Any:
+def _unpack(tree: Any) -> Any:
     """Inverse of :func:`_pack`: the :class:`ZeroSize` entries as zero-size arrays."""
     return jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype) if isinstance(x, ZeroSize) else x,
                         tree, is_leaf=lambda x: isinstance(x, ZeroSize))
@@ -58,7 +58,7 @@ def unpack(tree: Any) -> Any:
 @struct.dataclass
 class BraxState:
     """``state``: the simulator's ``State``, its zero-size arrays as :class:`ZeroSize`
-    (:func:`unpack` restores them); ``time``: ``int32[]`` steps (:meth:`Env.step`
+    (:func:`_unpack` restores them); ``time``: ``int32[]`` steps (:meth:`Env.step`
     calls) in this episode."""
 
     state: Any
@@ -177,6 +177,12 @@ class BraxEnv(Env):
             self.env.sys = make_leaves_local(
                 sys, lambda device: mjx.put_model(sys.mj_model, device=device), "brax System")
 
+    def pipeline_state(self, state: BraxState) -> Any:
+        """brax's physics state (``pipeline_state``) inside ``state``, an env state
+        of this env (``EnvState.state``), with its zero-size arrays restored:
+        what brax's viewer (``brax.io.html.render``) draws."""
+        return _unpack(state).pipeline_state
+
     def _observation(self, obs: Any) -> jax.Array:
         if not isinstance(obs, Mapping):
             return obs
@@ -211,7 +217,7 @@ class BraxEnv(Env):
         return state, reward, ended
 
     def step_env(self, key: jax.Array, env_state: BraxState, action: Action):
-        stepped, reward, terminated = self._simulate(unpack(env_state.state),
+        stepped, reward, terminated = self._simulate(_unpack(env_state.state),
                                                      jnp.asarray(action, jnp.float32))
         time = env_state.time + 1
         truncated = jnp.logical_and(time >= self.max_episode_steps, jnp.logical_not(terminated))

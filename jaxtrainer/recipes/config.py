@@ -238,7 +238,8 @@ def ckpt_path(cfg: DictConfig) -> str | None:
     return cfg.trainer.get("ckpt_path")
 
 
-def config_arg(argv: Sequence[str], default: str | os.PathLike) -> tuple[str | os.PathLike, list[str]]:
+def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | None = None,
+               prog: str | None = None) -> tuple[str | os.PathLike, list[str]]:
     """``--config PATH`` (or ``--config=PATH``) anywhere in ``argv`` picks another
     YAML file; returns ``(path, the other arguments)``.
 
@@ -248,7 +249,9 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike) -> tuple[str | o
     calling function and its module, then in :mod:`jaxtrainer.algorithms`);
     ``--print-config`` prints the resolved config (after ``--config`` and the
     overrides) as YAML with ``recipe: <name>`` first (what the run's
-    ``config.yaml`` will hold). Both exit with status 0.
+    ``config.yaml`` will hold). Both exit with status 0. ``about`` is the
+    recipe's description in ``--help`` (default: the calling script's
+    docstring) and ``prog`` its command (default ``sys.argv[0]``).
 
     Raises:
       ValueError: ``--config`` without a path, or given twice; with ``--help``
@@ -266,10 +269,12 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike) -> tuple[str | o
         if any(a in ("-h", "--help") for a in wants):
             caller = inspect.currentframe().f_back  # the recipe script that called load_cli
             main = sys.modules.get("__main__")
-            about = main.__doc__ if Path(getattr(main, "__file__", "") or "").stem == \
-                recipe_of(cfg) else caller.f_globals.get("__doc__")
+            if about is None:
+                about = main.__doc__ if Path(getattr(main, "__file__", "") or "").stem == \
+                    recipe_of(cfg) else caller.f_globals.get("__doc__")
             sources = [default] + ([path] if os.path.realpath(path) != os.path.realpath(default) else [])
-            print(usage.help_text(cfg, sys.argv[0] if main is not None else "recipe", sources,
+            prog = prog or (sys.argv[0] if main is not None else "recipe")
+            print(usage.help_text(cfg, prog, sources,
                                   usage.candidate_classes([caller.f_locals, caller.f_globals]),
                                   about), end="")
         else:

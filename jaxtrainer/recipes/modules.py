@@ -113,7 +113,7 @@ def check_recipe(recipe: str) -> str:
     """
     if not isinstance(recipe, str) or recipe not in BUILDERS:
         raise ValueError(f"unknown recipe {recipe!r}: expected one of "
-                         f"{', '.join(sorted(BUILDERS))} (the stem of a script in recipes/)")
+                         f"{', '.join(sorted(BUILDERS))} (jaxtrainer fit --list)")
     return recipe
 
 

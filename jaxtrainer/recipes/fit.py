@@ -1,0 +1,110 @@
+"""``jaxtrainer fit <recipe>``: train a shipped recipe from the installed package.
+
+    jaxtrainer fit --list                              # the recipes, a line each
+    jaxtrainer fit ppo                                 # PPO on CartPole-v1
+    jaxtrainer fit ppo --help                          # every key with its value and doc
+    jaxtrainer fit ppo --print-config > mine.yaml      # start one's own config
+    jaxtrainer fit ppo --config mine.yaml trainer.seed=3
+
+The configs ship inside the package (:data:`jaxtrainer.recipes.catalog.CONFIGS`);
+``--config NAME`` also finds a shipped one by file name (``--config ars.yaml``).
+A bad key or value prints one line and exits with status 2, as the scripts in
+``recipes/`` (thin wrappers over :func:`run`) do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from jaxtrainer.recipes.catalog import CONFIGS, RECIPES, about, config_file
+
+PROG = "jaxtrainer fit"
+
+
+def fast_cpu_compile() -> None:
+    """Add ``--xla_backend_optimization_level=0`` to ``XLA_FLAGS`` on machines
+    without an NVIDIA GPU, unless ``JAXTRAINER_FAST_COMPILE=0``. Must run before
+    JAX's backend starts (before the first array is made)."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    if (os.environ.get("JAXTRAINER_FAST_COMPILE", "1") != "0" and shutil.which("nvidia-smi") is None
+            and "xla_backend_optimization_level" not in flags):
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0".strip()
+
+
+def _shipped(path: str | os.PathLike) -> str | os.PathLike:
+    """``path``, or the shipped config of that file name when ``path`` does not exist."""
+    shipped = CONFIGS / Path(path).name
+    return shipped if not Path(path).exists() and shipped.is_file() else path
+
+
+def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, float]:
+    """Train ``recipe`` with ``argv`` (``--config FILE``, ``--help``,
+    ``--print-config``, ``section.key=value`` overrides): load its config, build
+    its Trainer (or PopulationTrainer) and module, fit, evaluate once and print
+    ``eval/episode_return=<value> run_dir=<dir>``; returns the final metrics.
+
+    Raises:
+      ValueError, TypeError, FileNotFoundError: a bad config, key or value
+        (``jaxtrainer fit`` and the scripts print it on one line, status 2).
+      SystemExit: after ``--help`` or ``--print-config`` (status 0).
+    """
+    from jaxtrainer.recipes import config, modules
+
+    modules.check_recipe(recipe)
+    default = config_file(recipe)
+    prog = prog or f"{PROG} {recipe}"
+    path, argv = config.config_arg([a if i == 0 or argv[i - 1] != "--config" else str(_shipped(a))
+                                    for i, a in enumerate(argv)], default,
+                                   about=about(recipe, prog), prog=prog)
+    cfg = config.load(path, argv, defaults=default)
+    make = config.make_population_trainer if RECIPES[recipe].population else config.make_trainer
+    trainer = make(cfg)
+    module = modules.build_module(recipe, cfg)
+    return config.fit_and_report(trainer, module, cfg)
+
+
+def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
+    """Run ``recipe`` as a command: the ``__main__`` of ``recipes/<recipe>.py`` and
+    of ``jaxtrainer fit <recipe>``. A config error prints one line and exits 2;
+    a finished run ends the process at once (status 0)."""
+    if recipe in RECIPES and RECIPES[recipe].fast_compile:
+        fast_cpu_compile()
+    from jaxtrainer.recipes import config  # after the XLA flags are set
+
+    shown = f"python {prog}" if prog and prog.endswith(".py") else prog  # a script's examples
+    config.cli(lambda rest: run(rest, recipe, shown), argv, prog=prog or f"{PROG} {recipe}",
+               exit_when_done=True)
+
+
+def listing() -> str:
+    """``jaxtrainer fit --list``: every recipe with its one-line summary."""
+    width = max(map(len, RECIPES))
+    lines = [f"  {name:<{width}}  {entry.summary}" for name, entry in RECIPES.items()]
+    return "\n".join(["recipes (jaxtrainer fit RECIPE --help for every key):", *lines]) + "\n"
+
+
+USAGE = (f"usage: {PROG} RECIPE [--config FILE] [--print-config] [-h] [section.key=value ...]\n"
+         f"       {PROG} --list\n")
+
+
+def main(argv: list[str]) -> int:
+    """``jaxtrainer fit``: ``--list``, or a recipe's name and its arguments."""
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE + "\n" + listing())
+        return 0 if argv else 2
+    if argv[0] == "--list":
+        sys.stdout.write(listing())
+        return 0
+    if argv[0] not in RECIPES:
+        from jaxtrainer.recipes.modules import check_recipe
+
+        try:
+            check_recipe(argv[0])
+        except ValueError as e:
+            print(f"{PROG}: error: {e}", file=sys.stderr)
+            return 2
+    script(argv[0], argv[1:])
+    return 0

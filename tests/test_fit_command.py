@@ -1,0 +1,97 @@
+"""``jaxtrainer fit <recipe>``: the recipes run from the installed package, their
+configs ship inside it, and ``recipes/*.py`` are thin scripts over the same code."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from jaxtrainer import cli
+from jaxtrainer.recipes import catalog, fit
+from jaxtrainer.recipes.modules import BUILDERS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_recipe_has_a_builder_a_shipped_config_and_a_script():
+    assert list(catalog.RECIPES) and set(catalog.RECIPES) == set(BUILDERS)
+    for name in catalog.RECIPES:
+        assert catalog.config_file(name).is_file(), name
+        assert (ROOT / "recipes" / f"{name}.py").is_file(), name
+
+
+@pytest.mark.timeout(120)
+def test_fit_list_names_every_recipe():
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.cli", "fit", "--list"],
+                          capture_output=True, text=True, timeout=100, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    listed = [line.split()[0] for line in proc.stdout.splitlines()[1:]]
+    assert listed == list(catalog.RECIPES)
+    assert "ppo         PPO on a gymnax environment (CartPole-v1)" in proc.stdout
+
+
+@pytest.mark.parametrize("recipe", list(catalog.RECIPES))
+def test_every_recipe_help_through_fit_exits_0(recipe, capsys, monkeypatch):
+    monkeypatch.setattr("gc.freeze", lambda: None)  # the command freezes; not in a test process
+    with pytest.raises(SystemExit) as done:
+        cli.main(["fit", recipe, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: jaxtrainer fit {recipe} [--config FILE]")
+    assert catalog.RECIPES[recipe].summary in out
+    assert "trainer.seed=" in out  # every key is listed
+
+
+@pytest.mark.timeout(120)
+def test_an_unknown_recipe_is_one_line_and_status_2():
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.cli", "fit", "ppo2"],
+                          capture_output=True, text=True, timeout=100, cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "jaxtrainer fit: error: unknown recipe 'ppo2': expected one of a2c, cem_rl, cma_es, ddpg, "
+        "dqn, erl, impala, openes, pbt_openes, pbt_ppo, pbt_sac, ppo, sac, td3 "
+        "(jaxtrainer fit --list)"]
+
+
+def test_print_config_is_a_config_to_start_from(tmp_path, capsys, monkeypatch):
+    """``jaxtrainer fit ppo --print-config > mine.yaml`` then ``--config mine.yaml``
+    reads it back; a shipped config is found by its file name."""
+    with pytest.raises(SystemExit) as done:
+        fit.run(["--print-config", "trainer.seed=7"], recipe="ppo")
+    assert done.value.code == 0
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(capsys.readouterr().out)
+    assert mine.read_text().startswith("recipe: ppo\n")
+    with pytest.raises(SystemExit):
+        fit.run(["--config", str(mine), "--print-config"], recipe="ppo")
+    assert "  seed: 7\n" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        fit.run(["--config", "ars.yaml", "--print-config"], recipe="openes")
+    assert "name: ARS" in capsys.readouterr().out
+
+
+@pytest.mark.timeout(300)
+def test_the_wheel_holds_the_recipe_configs(tmp_path):
+    """A wheel built from the checkout (a copy: building writes build/ beside the
+    sources) holds every shipped config and the entry points."""
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", "runs", "build", "*.egg-info", "__pycache__", "site"))
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "-w", str(tmp_path), str(source)], capture_output=True, text=True,
+                          timeout=280)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    wheel = next(tmp_path.glob("jaxtrainer-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for recipe in catalog.RECIPES:
+        assert f"jaxtrainer/recipes/configs/{recipe}.yaml" in names, recipe
+    assert "jaxtrainer/recipes/configs/ars.yaml" in names
+    entry_points = zipfile.ZipFile(wheel).read(
+        next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "jaxtrainer = jaxtrainer.cli:main" in entry_points
+    assert "recipes = jaxtrainer.recipes.modules:build_module" in entry_points
