@@ -279,7 +279,9 @@ def candidate_classes(namespaces: Iterable[dict[str, Any]]) -> list[type]:
     import jaxtrainer.algorithms as algorithms
 
     seen: list[type] = []
-    pools = [*namespaces, {n: getattr(algorithms, n) for n in getattr(algorithms, "__all__", [])}]
+    moved = getattr(algorithms, "MOVED", {})  # deprecated aliases: looked up where they live now
+    pools = [*namespaces, {n: getattr(algorithms, n) for n in getattr(algorithms, "__all__", [])
+                           if n not in moved}]
     for pool in pools:
         for value in list(pool.values()):
             if isinstance(value, type) and value.__module__.startswith("jaxtrainer") \
