@@ -50,8 +50,15 @@ def positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
     return int(value)
 
 
+def expand_path(value: str | os.PathLike) -> str:
+    """``value`` with ``~`` (the user's home) and environment variables (``$RUNS``,
+    ``${RUNS}``) expanded, as a shell would: every path the project takes goes
+    through it, so ``default_root_dir="~/runs"`` never makes a directory named ``~``."""
+    return os.path.expandvars(os.path.expanduser(os.fspath(value)))
+
+
 def directory(name: str, value: Any) -> str:
-    """``value`` as a directory path (``os.fspath``) that exists as a directory or
+    """``value`` as a directory path (:func:`expand_path`) that exists as a directory or
     can be created: checked before anything is written, so a path that is (or
     runs through) an existing file fails here, not as an ``OSError`` mid-run.
 
@@ -61,7 +68,7 @@ def directory(name: str, value: Any) -> str:
     """
     if not isinstance(value, (str, os.PathLike)):
         raise ValueError(f"{name}={value!r}: expected a directory path (a str or os.PathLike)")
-    path = os.fspath(value)
+    path = expand_path(value)
     for p in [path, *map(str, pathlib.Path(path).parents)]:
         if os.path.exists(p) and not os.path.isdir(p):
             where = "is" if p == path else f"is under {p!r}, which is"

@@ -26,6 +26,8 @@ from pathlib import Path
 import jax
 from jax.experimental.compilation_cache import compilation_cache as jax_cache
 
+from jaxtrainer.arguments import expand_path
+
 ENV_VAR = "JAXTRAINER_COMPILATION_CACHE"
 """Environment variable that overrides every setting: off, on, or a directory."""
 
@@ -86,7 +88,7 @@ def resolve(setting: bool | str | os.PathLike | None) -> Path | None:
     if setting is True:
         configured = jax.config.jax_compilation_cache_dir
         return Path(configured) if configured else default_dir()
-    return Path(os.path.expanduser(os.fspath(setting)))
+    return Path(expand_path(setting))
 
 
 def enable(setting: bool | str | os.PathLike | None = True) -> Path | None:

@@ -27,7 +27,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import compilation_cache
+from jaxtrainer import arguments, compilation_cache
 from jaxtrainer.distributed import local_size, member_scope, psum
 from jaxtrainer.envs.evaluation import run_episodes
 from jaxtrainer.metrics import Max, Mean, Min, Sum
@@ -192,6 +192,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
         raise ValueError(f"--seed {seed!r}: expected an int")
     if isinstance(video_episodes, bool) or not isinstance(video_episodes, int) or video_episodes < 1:
         raise ValueError(f"--video-episodes {video_episodes!r}: expected a positive int")
+    video = None if video is None else arguments.expand_path(video)
     overrides = None if episodes is None else {"algorithm.eval_episodes": episodes}
     trainer, module, _, cfg, step_dir = saved_run.prepare(
         path, ckpt, overrides=overrides, strategy=strategy, devices=devices)
@@ -299,5 +300,5 @@ def main(argv: list[str] | None = None) -> int:
     for line in format_result(result):
         print(line)
     if result["video_frames"] is not None:
-        print(f"wrote {args.video} ({result['video_frames']} frames)")
+        print(f"wrote {arguments.expand_path(args.video)} ({result['video_frames']} frames)")
     return 0

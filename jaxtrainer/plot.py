@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from jaxtrainer.arguments import expand_path
+
 
 def read_curve(run_dir: str | os.PathLike, metric: str, x: str = "env_steps") -> tuple[np.ndarray, np.ndarray]:
     """``(x_values, metric_values)`` from ``run_dir/metrics.csv`` (rows where
@@ -208,6 +210,7 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
       FileNotFoundError: a path is neither a run nor a root of runs.
       ValueError: no run has a value of ``metric``.
     """
+    run_dirs, output = [expand_path(d) for d in run_dirs], expand_path(output)
     if len(run_dirs) == 1 and os.path.exists(os.path.join(run_dirs[0], "sweep_members.csv")):
         return plot_sweep(run_dirs[0], output, metric, x, title)  # one line per configuration
     import matplotlib
@@ -248,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
     try:
+        args.output = expand_path(args.output)
         out = plot_runs(args.run_dirs, args.output, args.metric, args.x, args.title)
     except (FileNotFoundError, KeyError, ValueError) as e:
         print(f"jaxtrainer plot: {e.args[0] if e.args else e}", file=sys.stderr)

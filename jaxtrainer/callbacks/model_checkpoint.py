@@ -9,6 +9,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
+from jaxtrainer import arguments
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.base import Callback
 
@@ -113,7 +114,7 @@ class ModelCheckpoint(Callback):
                           "Pass mode='max' or mode='min'.", UserWarning, stacklevel=2)
             mode = "max"
         self._dirpath_arg = dirpath
-        self.dirpath: str | None = None if dirpath is None else os.fspath(dirpath)
+        self.dirpath: str | None = None if dirpath is None else arguments.expand_path(dirpath)
         self.every_n_steps = every_n_steps
         self.every_n_seconds = every_n_seconds
         self.monitor = monitor
@@ -168,15 +169,15 @@ class ModelCheckpoint(Callback):
         others = [cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint)]
         unnamed = [cb for cb in others if cb._dirpath_arg is None]
         if self._dirpath_arg is not None:
-            mine = os.path.realpath(self._dirpath_arg)
+            mine = os.path.realpath(arguments.expand_path(self._dirpath_arg))
             for cb in others:
                 if cb is not self and cb._dirpath_arg is not None \
-                        and os.path.realpath(cb._dirpath_arg) == mine:
+                        and os.path.realpath(arguments.expand_path(cb._dirpath_arg)) == mine:
                     raise ValueError(
                         f"two ModelCheckpoint callbacks share dirpath={self._dirpath_arg!r}; each "
                         "prunes and deletes in its own directory: give each its own dirpath (or "
                         "leave it unset: checkpoints, checkpoints_1, ... under the run directory)")
-            return os.fspath(self._dirpath_arg)
+            return arguments.expand_path(self._dirpath_arg)
         i = next(i for i, cb in enumerate(unnamed) if cb is self)
         return os.path.join(trainer.log_dir, "checkpoints" if i == 0 else f"checkpoints_{i}")
 

@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from jaxtrainer.arguments import expand_path
 from jaxtrainer.checkpoint.files import META, latest_step_dir, read_meta, steps
 
 CHECKPOINTS = "checkpoints"
@@ -245,7 +246,7 @@ def resolve(path: str | os.PathLike, which: str | int | None = None, *,
       ValueError: a bad ``which``, or ``"best"`` where no best was recorded.
     """
     which = parse_which(which)
-    directory, step_dir = _locate(Path(path), across_runs, prefix)
+    directory, step_dir = _locate(Path(expand_path(path)), across_runs, prefix)
     if which is None and step_dir is not None:
         return step_dir
     if which == "best":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from jaxtrainer.arguments import expand_path
 from jaxtrainer.loggers.base import Logger
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class WandbLogger(Logger):
             raise ValueError(f"mode={mode!r}: expected 'online', 'offline' or 'disabled'")
         self.project = project
         self.name = name
-        self.save_dir = save_dir
+        self.save_dir = None if save_dir is None else expand_path(save_dir)
         self.mode = mode
         self.init_kwargs = init_kwargs
         self.run = None
