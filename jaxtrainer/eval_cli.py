@@ -150,6 +150,18 @@ def members_of(module: Any) -> Any:
     return module if callable(getattr(module, "member_state", None)) else None
 
 
+def _check_counts(episodes: Any, seed: Any, video_episodes: Any) -> None:
+    """Raise ValueError naming ``--episodes``, ``--seed`` or ``--video-episodes`` when
+    it is not a positive int (any int for the seed; ``None`` for the first two)."""
+    if episodes is not None and (isinstance(episodes, bool) or not isinstance(episodes, int)
+                                 or episodes < 1):
+        raise ValueError(f"--episodes {episodes!r}: expected a positive int")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise ValueError(f"--seed {seed!r}: expected an int")
+    if isinstance(video_episodes, bool) or not isinstance(video_episodes, int) or video_episodes < 1:
+        raise ValueError(f"--video-episodes {video_episodes!r}: expected a positive int")
+
+
 def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
                  episodes: int | None = None, seed: int | None = None,
                  strategy: Any = "single", devices: Any = "auto",
@@ -185,13 +197,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     from jaxtrainer.checkpoint import saved_run
     from jaxtrainer.policy import params_of
 
-    if episodes is not None and (isinstance(episodes, bool) or not isinstance(episodes, int)
-                                 or episodes < 1):
-        raise ValueError(f"--episodes {episodes!r}: expected a positive int")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise ValueError(f"--seed {seed!r}: expected an int")
-    if isinstance(video_episodes, bool) or not isinstance(video_episodes, int) or video_episodes < 1:
-        raise ValueError(f"--video-episodes {video_episodes!r}: expected a positive int")
+    _check_counts(episodes, seed, video_episodes)
     video = None if video is None else arguments.expand_path(video)
     overrides = None if episodes is None else {"algorithm.eval_episodes": episodes}
     trainer, module, _, cfg, step_dir = saved_run.prepare(
