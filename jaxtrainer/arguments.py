@@ -161,6 +161,35 @@ def devices(value: Any) -> int | str | list:
     return _index_list(raw, items)
 
 
+def check_platforms() -> None:
+    """Start JAX's backends now, so that a platform requested with ``JAX_PLATFORMS``
+    that cannot start here (``cuda`` on a machine without a GPU build or driver) is
+    one clear error before anything runs, not a bare ``AssertionError`` from JAX
+    inside the first library to touch an array.
+
+    Raises:
+      ValueError: naming the requested platforms, the ones installed here, and
+        what to install or unset.
+    """
+    import importlib.metadata
+
+    import jax
+
+    try:
+        jax.devices()
+    except (AssertionError, RuntimeError) as error:
+        requested = os.environ.get("JAX_PLATFORMS") or jax.config.jax_platforms or ""
+        plugins = sorted({ep.name.replace("jax_", "").replace("_plugin", "")
+                          for ep in importlib.metadata.entry_points(group="jax_plugins")})
+        said = " ".join(str(error).split())
+        raise ValueError(
+            f"JAX_PLATFORMS={requested!r}: JAX cannot start {requested or 'its backends'} here"
+            f"{' (' + said + ')' if said else ''}; installed: {', '.join(['cpu', *plugins])}. "
+            "Unset JAX_PLATFORMS (or set it to cpu) to run on the CPU; for NVIDIA GPUs install "
+            "the CUDA build of JAX (pip install -e \".[cuda12]\" in a checkout, or "
+            "pip install \"jax[cuda12]\") on a machine with a driver") from None
+
+
 def pick_devices(requested: int | str | list, available: list, owner: str) -> list:
     """The devices ``requested`` (a value returned by :func:`devices`) selects
     from ``available``, in the order given.

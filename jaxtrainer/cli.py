@@ -38,6 +38,14 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     module, func = COMMANDS[name][0].split(":")
+    if name != "launch":  # the launcher starts other processes; each checks for itself
+        from jaxtrainer.arguments import check_platforms
+
+        try:  # before the environment libraries make arrays at import
+            check_platforms()
+        except ValueError as e:
+            print(f"jaxtrainer {name}: error: {e}", file=sys.stderr)
+            return 2
     return int(getattr(importlib.import_module(module), func)(rest) or 0)
 
 

@@ -19,6 +19,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from jaxtrainer.arguments import check_platforms
 from jaxtrainer.recipes.catalog import CONFIGS, RECIPES, about, config_file
 
 PROG = "jaxtrainer fit"
@@ -72,6 +73,11 @@ def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
     a finished run ends the process at once (status 0)."""
     if recipe in RECIPES and RECIPES[recipe].fast_compile:
         fast_cpu_compile()
+    try:  # before the environment libraries make arrays at import
+        check_platforms()
+    except ValueError as e:
+        print(f"{prog or f'{PROG} {recipe}'}: error: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
     from jaxtrainer.recipes import config  # after the XLA flags are set
 
     shown = f"python {prog}" if prog and prog.endswith(".py") else prog  # a script's examples
