@@ -161,33 +161,42 @@ def devices(value: Any) -> int | str | list:
     return _index_list(raw, items)
 
 
+def installed_platforms() -> list[str]:
+    """The JAX platforms this installation can start, without starting any: ``cpu``,
+    plus one per installed accelerator plugin (``cuda`` for ``jax-cuda12-plugin``,
+    ``rocm``, ``tpu`` for ``libtpu``)."""
+    import importlib.metadata
+    import importlib.util
+
+    found = ["cpu"]
+    for entry in importlib.metadata.entry_points(group="jax_plugins"):
+        found += [kind for kind in ("cuda", "rocm", "tpu") if kind in entry.name]
+    if importlib.util.find_spec("libtpu") is not None:
+        found.append("tpu")
+    return list(dict.fromkeys(found))
+
+
 def check_platforms() -> None:
-    """Start JAX's backends now, so that a platform requested with ``JAX_PLATFORMS``
-    that cannot start here (``cuda`` on a machine without a GPU build or driver) is
-    one clear error before anything runs, not a bare ``AssertionError`` from JAX
-    inside the first library to touch an array.
+    """Check, before anything starts JAX, that ``JAX_PLATFORMS`` names a platform this
+    installation can start (``cuda`` on a CPU-only install makes JAX raise a bare
+    ``AssertionError`` from inside the first library that makes an array). Starts
+    no backend, so a multi-process run can still initialise ``jax.distributed`` first.
 
     Raises:
-      ValueError: naming the requested platforms, the ones installed here, and
-        what to install or unset.
+      ValueError: none of the requested platforms is installed (naming them, the
+        installed ones, and what to unset or install).
     """
-    import importlib.metadata
-
-    import jax
-
-    try:
-        jax.devices()
-    except (AssertionError, RuntimeError) as error:
-        requested = os.environ.get("JAX_PLATFORMS") or jax.config.jax_platforms or ""
-        plugins = sorted({ep.name.replace("jax_", "").replace("_plugin", "")
-                          for ep in importlib.metadata.entry_points(group="jax_plugins")})
-        said = " ".join(str(error).split())
-        raise ValueError(
-            f"JAX_PLATFORMS={requested!r}: JAX cannot start {requested or 'its backends'} here"
-            f"{' (' + said + ')' if said else ''}; installed: {', '.join(['cpu', *plugins])}. "
-            "Unset JAX_PLATFORMS (or set it to cpu) to run on the CPU; for NVIDIA GPUs install "
-            "the CUDA build of JAX (pip install -e \".[cuda12]\" in a checkout, or "
-            "pip install \"jax[cuda12]\") on a machine with a driver") from None
+    requested = [p.strip() for p in os.environ.get("JAX_PLATFORMS", "").split(",") if p.strip()]
+    installed = installed_platforms()
+    usable = set(installed) | ({"gpu"} if {"cuda", "rocm"} & set(installed) else set())
+    if not requested or usable & set(requested):
+        return
+    wanted = ",".join(requested)
+    raise ValueError(
+        f"JAX_PLATFORMS={wanted!r}: JAX cannot start {wanted} here; installed: "
+        f"{', '.join(installed)}. Unset JAX_PLATFORMS (or set it to cpu) to run on the CPU; "
+        "for NVIDIA GPUs install the CUDA build of JAX (pip install -e \".[cuda12]\" in a "
+        "checkout, or pip install \"jax[cuda12]\") on a machine with a driver")
 
 
 def pick_devices(requested: int | str | list, available: list, owner: str) -> list:

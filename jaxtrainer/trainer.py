@@ -200,7 +200,6 @@ class Trainer:
                                   "jaxtrainer.loggers.WandbLogger) in callbacks"),
             arguments.flag("enable_checkpointing", enable_checkpointing),
             arguments.flag("enable_progress_bar", enable_progress_bar))
-        arguments.check_platforms()  # JAX_PLATFORMS naming a platform JAX cannot start here
         self.strategy = resolve(strategy, devices, jit=self.jit)
         self.compilation_cache_dir = compilation_cache_lib.enable(compilation_cache)
         self.config = dict(strategy=strategy if isinstance(strategy, str) else type(strategy).__name__,
