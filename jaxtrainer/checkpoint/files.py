@@ -124,6 +124,7 @@ class Manager:
         self.is_writer = jax.process_index() == 0
         self._orbax: ocp.CheckpointManager | None = None
         self._pending: list[int] = []  # steps whose (asynchronous) write is not known done
+        self._failed: list[int] = []  # steps whose write failed: no temporary directory stays
 
         def create(_: Any) -> None:
             self.directory.mkdir(parents=True, exist_ok=True)
@@ -174,15 +175,20 @@ class Manager:
         """Remove the temporary directories of the ``pending`` steps (process
         0) and say what failed in one line: the step directory, the error and
         the newest complete checkpoint."""
-        if self.is_writer:
-            for step in pending:
-                for tmp in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
-                    shutil.rmtree(tmp, ignore_errors=True)
+        self._failed += pending
+        self._remove_temporary(pending)
         steps = ", ".join(map(str, pending)) or "?"
         return CheckpointWriteError(
             f"checkpoint of step {steps} could not be written to {self.directory}: "
             f"{type(error).__name__}: {' '.join(str(error).split())}; the newest complete "
             f"checkpoint is {latest_step_dir(self.directory) or 'none'}")
+
+    def _remove_temporary(self, steps: list[int]) -> None:
+        """Remove the temporary directories of ``steps`` (process 0)."""
+        if self.is_writer:
+            for step in steps:
+                for tmp in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
+                    shutil.rmtree(tmp, ignore_errors=True)
 
     def save(self, step: int, state: Any, meta: dict[str, Any],
              metrics: dict[str, float] | None = None, force: bool = True) -> bool:
@@ -256,6 +262,8 @@ class Manager:
             if self._orbax is not None:
                 self._orbax.close()
                 self._orbax = None
+            # a background writer of a failed step may have outlived the first cleanup
+            self._remove_temporary(self._failed)
 
     def __enter__(self) -> Manager:
         return self
