@@ -95,3 +95,19 @@ def test_the_wheel_holds_the_recipe_configs(tmp_path):
         next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "jaxtrainer = jaxtrainer.cli:main" in entry_points
     assert "recipes = jaxtrainer.recipes.modules:build_module" in entry_points
+
+
+@pytest.mark.timeout(200)
+def test_the_documented_way_to_start_ones_own_config(tmp_path):
+    """As the README writes it, through the shell: ``jaxtrainer fit ppo --print-config >
+    mine.yaml`` then ``jaxtrainer fit ppo --config mine.yaml`` (here with a tiny
+    budget so that the run is short)."""
+    jaxtrainer = Path(sys.executable).with_name("jaxtrainer")
+    command = (f"{jaxtrainer} fit ppo --print-config > mine.yaml && {jaxtrainer} fit ppo "
+               "--config mine.yaml trainer.max_env_steps=2048 trainer.logger=false")
+    proc = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "mine.yaml").read_text().startswith("recipe: ppo\n")
+    assert proc.stdout.strip().splitlines()[-1].startswith("eval/episode_return=")
+    assert "run_dir=runs/ppo/version_0" in proc.stdout.strip().splitlines()[-1]
