@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     """``H:MM:SS`` (as rich's time columns)."""
     seconds = max(int(round(seconds)), 0)
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
@@ -25,7 +25,15 @@ class RichProgressBar(Callback):
     per second of the latest log interval, the latest ``metric``, elapsed time
     and the ETA.
 
-    Where stdout is a terminal (or Jupyter) it is a rich live bar. Elsewhere
+    Where stdout is a terminal (or Jupyter) it is a rich live line fitted to
+    the terminal's width at every redraw: at 80 columns the count against the
+    budget, env steps per second and the ETA stay, and the label, updates per
+    second, elapsed time, the bar and the metric give way first, in that order
+    (:mod:`jaxtrainer.callbacks.progress_line`)::
+
+        train ━━━━━━━━━━━━ 20,480/51,200 env steps | 612.3 updates/s | 313,498 env steps/s | elapsed 0:00:07 | ETA 0:00:10 | episode_return=182.4
+
+    Elsewhere
     (stdout piped to a file: SLURM, ``nohup``, CI) it prints plain lines
     instead, never cut to the terminal width: one at the first log boundary,
     then one per ``plain_every_n_seconds`` and one at the end, such as::
@@ -92,25 +100,20 @@ class RichProgressBar(Callback):
         self._latest = None
         if self._plain_on:
             return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich.console import Console
+        from rich.progress import Progress
+
+        from jaxtrainer.callbacks.progress_line import FittedLine
 
         unit = "env steps" if self._use_env_steps else "steps"
         total = trainer.max_steps * (trainer.env_steps_per_step if self._use_env_steps else 1)
         done = trainer.env_steps if self._use_env_steps else trainer.global_step
-        self._progress = Progress(
-            TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn(unit),
-            TextColumn("{task.fields[rate]}"), TextColumn("{task.fields[value]}"),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            refresh_per_second=self.refresh_per_second, transient=False)
+        console = Console(file=sys.stdout)
+        self._progress = Progress(FittedLine(console, unit), console=console,
+                                  refresh_per_second=self.refresh_per_second, transient=False)
         self._progress.start()
-        self._task = self._progress.add_task("train", total=total, completed=done, rate="", value="")
+        self._task = self._progress.add_task("train", total=total, completed=done, start=done,
+                                             **self._rates({}), value="")
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         return False  # metrics only: the next interval may run meanwhile
@@ -123,6 +126,15 @@ class RichProgressBar(Callback):
         if self._use_env_steps and metrics.get("env_steps_per_second") is not None:
             rate += f" | {metrics['env_steps_per_second']:,.0f} env steps/s"
         return rate
+
+    def _rates(self, metrics: dict[str, float]) -> dict[str, str]:
+        """The terminal line's rate fields: ``rate`` env steps/s (updates/s
+        without env steps) and ``updates`` updates/s beside it."""
+        ups, eps = metrics.get("steps_per_second"), metrics.get("env_steps_per_second")
+        updates = f"{ups:,.1f} updates/s" if ups is not None else ""
+        if not self._use_env_steps:
+            return {"rate": updates, "updates": ""}
+        return {"rate": f"{eps:,.0f} env steps/s" if eps is not None else "", "updates": updates}
 
     def _value(self, metrics: dict[str, float]) -> str:
         """The latest value of ``metric`` (an interval without one, e.g. no
@@ -144,9 +156,9 @@ class RichProgressBar(Callback):
             parts.append(rate)
         elapsed = time.perf_counter() - self._t0
         done = step - self._step0
-        parts.append(f"elapsed {_duration(elapsed)}")
+        parts.append(f"elapsed {duration(elapsed)}")
         if done > 0:
-            parts.append(f"ETA {_duration(elapsed / done * (total - step))}")
+            parts.append(f"ETA {duration(elapsed / done * (total - step))}")
         value = self._value(metrics)
         if value:
             parts.append(value)
@@ -163,7 +175,7 @@ class RichProgressBar(Callback):
         if self._progress is None:
             return
         done = trainer.env_steps if self._use_env_steps else trainer.global_step
-        self._progress.update(self._task, completed=done, rate=self._rate(metrics),
+        self._progress.update(self._task, completed=done, **self._rates(metrics),
                               value=self._value(metrics))
 
     def _print_plain(self, trainer: Trainer) -> None:
