@@ -9,6 +9,7 @@ import importlib.util
 import inspect
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -148,6 +149,9 @@ def test_help_lists_every_key_with_its_doc_and_a_typo_is_one_line_with_exit_2(tm
      "callbacks.checkpoint: every_n_steps=0: expected a positive int or None"),
     ("callbacks.nan_guard.raise_eror=true", "did you mean 'raise_error'?"),
     ("trainer.ckpt_path=last", "no checkpoint"),
+    ("lr=1e-3", "unknown config key 'lr': <top level> has keys: "),
+    ("lr=1e-3", "; did you mean 'algorithm.lr'?"),
+    ("trainer.hidden_sizes=[8]", "; did you mean 'algorithm.hidden_sizes'?"),
 ])
 def test_a_bad_config_is_one_line_on_stderr_and_exit_status_2(run_dir, capsys, override, message):
     with pytest.raises(SystemExit) as exit_:
@@ -158,6 +162,40 @@ def test_a_bad_config_is_one_line_on_stderr_and_exit_status_2(run_dir, capsys, o
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("ppo.py: error: ") and message in err, err
     assert not (run_dir / "version_0").exists()
+
+
+@pytest.mark.timeout(60)
+def test_help_gives_whole_sentences_wrapped_to_80_columns(monkeypatch, capsys):
+    """No description is cut: each wraps under its column at the terminal's width."""
+    from jaxtrainer.recipes.usage import doc_entries, one_sentence
+
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit) as exit_:
+        recipe("ppo").main(["--help"])
+    assert exit_.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+
+    def doc(key):  # the key's line and its continuation lines (indented to the doc column)
+        at = next(i for i, line in enumerate(lines) if line.startswith(f"  {key}="))
+        words = lines[at].split(None, 1)[1:] if len(lines[at]) > 42 else []
+        for line in lines[at + 1:]:
+            if not line.startswith(" " * 42):
+                break
+            words.append(line.strip())
+        return " ".join(words)
+
+    strategy = one_sentence(doc_entries(jt.Trainer)["strategy"])
+    assert doc("trainer.strategy") == strategy and strategy.endswith("or a Strategy.")
+    assert doc("trainer.max_env_steps").endswith("the same under any device count.")
+    assert doc("callbacks.lr_monitor.names") == "hyperparameter names to log; None logs every scalar one."
+    assert not [ln for ln in lines if ln.endswith("...") and not ln.lstrip().startswith("[")]
+    key_lines = [ln for ln in lines if re.match(r"^  [a-z_]+\.", ln) and len(ln) > 80]
+    assert all(" " not in ln.strip() for ln in key_lines), key_lines  # only a long key=value alone
+    assert doc("trainer.resume_overrides").startswith("with trainer.ckpt_path, what to do")
+    sweep = next(i for i, line in enumerate(lines) if line.startswith("sweep: "))
+    assert "jaxtrainer.population.Sweep" in " ".join(lines[sweep:sweep + 2])
+    assert doc("sweep.seeds").startswith("S seeds trainer.seed .. trainer.seed + S - 1")
+    assert doc("sweep.vectorize").startswith("true batches each device's members with vmap")
 
 
 @pytest.mark.timeout(60)

@@ -79,9 +79,22 @@ def _check_key(base: DictConfig, dotted: str, source: str = "") -> None:
             choices = ", ".join(sorted(str(k) for k in node)) if isinstance(node, DictConfig) else "none"
             known = _leaf_keys(base) + [str(k) for k in base] + components.known_keys()
             raise ValueError(f"{source}unknown config key {dotted!r}: {where} has keys: {choices}"
-                             + did_you_mean(dotted, known))
+                             + (same_name(dotted, known) or did_you_mean(dotted, known)))
         node = node[part]
         walked.append(part)
+
+
+def same_name(dotted: str, known: Sequence[str]) -> str:
+    """``"; did you mean 'algorithm.lr'?"`` for ``lr`` (or ``trainer.lr``): the
+    known keys ending in the same name, when some section has it (at most
+    three listed), else ``""``."""
+    name = dotted.rsplit(".", 1)[-1]
+    found = list(dict.fromkeys(k for k in known if k != dotted and k.rsplit(".", 1)[-1] == name))
+    if not found:
+        return ""
+    if len(found) == 1:
+        return f"; did you mean {found[0]!r}?"
+    return f"; did you mean one of {', '.join(map(repr, found[:3]))}?"
 
 
 def _leaf_keys(node: DictConfig, prefix: str = "") -> list[str]:

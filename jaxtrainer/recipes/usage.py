@@ -16,6 +16,8 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import shutil
+import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,8 +31,9 @@ from jaxtrainer.recipes.command import TRACEBACK_VARIABLE
 SECTION_HEADERS = ("Args:", "Arguments:", "Attributes:")
 """Google-style docstring sections whose ``name: text`` entries document keys."""
 
-DOC_WIDTH = 110
-"""Characters of a key's doc shown (the first sentence, cut with ``...``)."""
+HELP_WIDTH = 120
+"""Columns of ``--help`` when the terminal's width is unknown (output to a pipe
+or file, no ``COLUMNS``): a key's doc wraps onto lines of this width."""
 
 KEY_COLUMN = 42
 """Width of the ``key=value`` column."""
@@ -84,13 +87,14 @@ def doc_entries(obj: Any) -> dict[str, str]:
     return entries
 
 
-def one_sentence(text: str, width: int = DOC_WIDTH) -> str:
-    """``text``'s first sentence without reST markup, cut to ``width`` characters."""
+def one_sentence(text: str, width: int | None = None) -> str:
+    """``text``'s first sentence without reST markup, whole (``width``: cut to
+    that many characters, ending ``...``)."""
     text = re.sub(r":\w+:`~([^`]+)`", lambda m: m.group(1).rsplit(".", 1)[-1], text)
     text = re.sub(r":\w+:`([^`]+)`", r"\1", text)
     text = text.replace("``", "")
     text = re.split(r"(?<=\.)\s+(?=[A-Z(])", " ".join(text.split()), maxsplit=1)[0]
-    return text if len(text) <= width else text[:width - 3].rstrip() + "..."
+    return text if width is None or len(text) <= width else text[:width - 3].rstrip() + "..."
 
 
 def yaml_comments(path: str | os.PathLike) -> dict[str, str]:
@@ -145,10 +149,33 @@ def pick_class(keys: Iterable[str], candidates: Sequence[type]) -> type | None:
     return best
 
 
+def _columns() -> int:
+    return shutil.get_terminal_size((HELP_WIDTH, 24)).columns
+
+
+def _paragraph(text: str) -> str:
+    """``text`` wrapped to the terminal's width, continuation lines indented."""
+    return "\n".join(textwrap.wrap(text, width=max(_columns() - 1, 40), subsequent_indent="    ",
+                                   break_on_hyphens=False)) or text
+
+
 def _line(key: str, value: Any, doc: str) -> str:
-    left = f"  {key}={show(value)}"
-    pad = " " * max(2, KEY_COLUMN - len(left))
-    return f"{left}{pad}{doc}".rstrip()
+    """``  key=value`` then ``doc`` from :data:`KEY_COLUMN`, wrapped to the
+    terminal's width (continuation lines start at :data:`KEY_COLUMN`)."""
+    return _beside(f"  {key}={show(value)}", doc)
+
+
+def _beside(left: str, doc: str) -> str:
+    """``left`` then ``doc`` wrapped in the column from :data:`KEY_COLUMN` (on
+    the next line when ``left`` reaches into it)."""
+    wrapped = textwrap.wrap(doc, width=max(_columns() - 1 - KEY_COLUMN, 30),
+                            break_on_hyphens=False)
+    if not wrapped:
+        return left
+    indent = " " * KEY_COLUMN
+    if len(left) + 2 > KEY_COLUMN:
+        return "\n".join([left, *(indent + line for line in wrapped)])
+    return "\n".join([left.ljust(KEY_COLUMN) + wrapped[0], *(indent + line for line in wrapped[1:])])
 
 
 def _leaves(node: Any, prefix: str) -> list[tuple[str, Any]]:
@@ -193,8 +220,8 @@ def _component_lines(section: str, node: Any) -> list[str]:
         passed = components.passed_on_keys(cls)
         if passed:
             target = components.PASSED_ON[cls].replace(":", ".")
-            lines.append(f"  {section}.{name}.<key>=...".ljust(KEY_COLUMN)
-                         + f"also {target}'s keyword arguments: {', '.join(passed)}")
+            lines.append(_beside(f"  {section}.{name}.<key>=...",
+                                 f"also {target}'s keyword arguments: {', '.join(passed)}"))
     return lines
 
 
@@ -204,8 +231,40 @@ SECTION_ABOUT = {
     "callbacks": ("each entry true (its defaults), false/null (off) or its keys (setting one "
                   "turns it on); trainer.enable_checkpointing=false turns the checkpoint off"),
     "env": "the environment: jaxtrainer.envs.make(name, **the other keys); keys may be added",
+    "sweep": ("many seeds and a hyperparameter grid trained side by side in one compiled "
+              "program (jaxtrainer.population.Sweep); budgets are per member"),
 }
 """One-line descriptions of the sections whose keys come from no single class."""
+
+RESUME_DOC = ("with trainer.ckpt_path, what to do with settings given now that change what "
+              "the saved run learns (env:, algorithm:, sweep:, ...): refuse (one line, exit "
+              "status 2) or apply; trainer:, logger: and callbacks: changes always apply.")
+"""The doc of ``trainer.resume_overrides`` (a key no YAML file lists)."""
+
+
+def bullet_docs(doc: str | None, section: str) -> dict[str, str]:
+    """The ``* ``section.key``: text`` bullets of a module docstring, by key
+    (``* ``sweep.hyperparams.<name>=[...]``: ...`` documents ``hyperparams``)."""
+    pattern = rf"^\* ``{re.escape(section)}\.(\w+)[^`]*``: (.+?)(?=^\* |^\s*$|\Z)"
+    return {m.group(1): one_sentence(m.group(2).strip().rstrip(";"))
+            for m in re.finditer(pattern, inspect.cleandoc(doc or ""), re.M | re.S)}
+
+
+def _section_docs(section: str, keys: list[str], candidates: Sequence[type]
+                  ) -> tuple[str, dict[str, str]]:
+    """``(what documents the section, {key: one-line doc})``."""
+    from jaxtrainer import envs
+    from jaxtrainer.recipes import sweep
+
+    if section == "trainer":
+        return _trainer_docs(keys)
+    if section == "env":
+        return SECTION_ABOUT["env"], {"name": one_sentence(doc_entries(envs.make).get("name", ""))}
+    if section == sweep.SECTION:
+        return SECTION_ABOUT[sweep.SECTION], bullet_docs(sweep.__doc__, sweep.SECTION)
+    cls = pick_class(keys, candidates)
+    docs = {k: one_sentence(v) for k, v in doc_entries(cls).items()} if cls else {}
+    return (f"{cls.__module__}.{cls.__qualname__}" if cls else ""), docs
 
 
 def help_text(cfg: DictConfig, prog: str, sources: Sequence[str | os.PathLike],
@@ -216,7 +275,7 @@ def help_text(cfg: DictConfig, prog: str, sources: Sequence[str | os.PathLike],
     recipe's and a ``--config`` one) whose end-of-line comments document keys
     the classes do not; ``candidates`` are the classes that may document the
     recipe's own sections (``algorithm:``, ...), best first."""
-    from jaxtrainer import envs
+    from jaxtrainer.recipes import resume
 
     comments: dict[str, str] = {}
     for path in sources:
@@ -227,18 +286,18 @@ def help_text(cfg: DictConfig, prog: str, sources: Sequence[str | os.PathLike],
         out += [inspect.cleandoc(about), ""]
     shown = ", ".join(os.path.relpath(p) if not os.path.relpath(p).startswith("..") else os.fspath(p)
                       for p in sources)
-    out += [f"Keys with their values ({shown}, then the overrides); "
-            "set any as section.key=value.",
-            "--config FILE merges FILE (only what differs) over the recipe's YAML file; "
-            "--print-config prints the resolved config and exits.",
-            "A bad key or value prints one line and exits with status 2 "
-            f"(set {TRACEBACK_VARIABLE}=1 for the traceback).", ""]
+    out += [_paragraph(text) for text in (
+        f"Keys with their values ({shown}, then the overrides); set any as section.key=value.",
+        "--config FILE merges FILE (only what differs) over the recipe's YAML file; "
+        "--print-config prints the resolved config and exits.",
+        "A bad key or value prints one line and exits with status 2 "
+        f"(set {TRACEBACK_VARIABLE}=1 for the traceback).")] + [""]
     sections = [str(k) for k in cfg]
     sections += [s for s in components.SECTIONS if s not in sections]
     for section in sections:
         node = cfg.get(section)
         if section in components.SECTIONS:
-            out.append(f"{section}: {SECTION_ABOUT[section]}")
+            out.append(_paragraph(f"{section}: {SECTION_ABOUT[section]}"))
             out += _component_lines(section, node)
             out.append("")
             continue
@@ -246,21 +305,15 @@ def help_text(cfg: DictConfig, prog: str, sources: Sequence[str | os.PathLike],
             out += [_line(section, node, comments.get(section, "")), ""]
             continue
         keys = [str(k) for k in node]
-        if section == "trainer":
-            about_section, docs = _trainer_docs(keys)
-        elif section == "env":
-            about_section = SECTION_ABOUT["env"]
-            docs = {"name": one_sentence(doc_entries(envs.make).get("name", ""))}
-        else:
-            cls = pick_class(keys, candidates)
-            about_section = f"{cls.__module__}.{cls.__qualname__}" if cls else ""
-            docs = {k: one_sentence(v) for k, v in doc_entries(cls).items()} if cls else {}
-        out.append(f"{section}: {about_section}" if about_section else f"{section}:")
+        about_section, docs = _section_docs(section, keys, candidates)
+        out.append(_paragraph(f"{section}: {about_section}") if about_section else f"{section}:")
         for key in keys:
             for i, (dotted, value) in enumerate(_leaves(node[key] if key in node else None,
                                                         f"{section}.{key}")):
                 doc = docs.get(key) or comments.get(dotted) or comments.get(f"{section}.{key}", "")
                 out.append(_line(dotted, value, doc if i == 0 or dotted in comments else ""))
+        if section == "trainer":
+            out.append(_line(resume.KEY, "refuse", RESUME_DOC))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
