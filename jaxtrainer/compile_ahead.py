@@ -24,10 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
+from jaxtrainer.signals import ACTIVITY
+
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
     from jaxtrainer.strategies import Strategy
     from jaxtrainer.strategies.program import EvalProgram, TrainProgram
+
+
+TRAIN_PHASE, EVAL_PHASE = "compiling the training program", "compiling the evaluation program"
+"""The phases (see :data:`jaxtrainer.signals.ACTIVITY`) of compiling the programs."""
 
 
 def _lower_thread_priority() -> None:
@@ -69,6 +75,7 @@ class Programs:
         self._dispatched, self._cancelled = threading.Event(), threading.Event()
         if not self.strategy.jit:
             return
+        ACTIVITY.enter(TRAIN_PHASE, f"{TRAIN_PHASE} ...")
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxtrainer-compile")
         self._pending["train"] = pool.submit(self.strategy.compile_train, module, abstract_state,
                                              abstract_key)
@@ -108,8 +115,22 @@ class Programs:
         future = self._pending.pop(name, None) if self._pending_for is module else None
         return None if future is None else future.result()
 
+    def _phase(self, name: str, module: Module) -> str:
+        """Enter the phase of compiling the ``name`` program (``"train"`` or
+        ``"eval"``) when that takes time here: a line when the compile starts
+        now or is still running in the background (the training compile said
+        so when it started). Returns the phase before."""
+        before = ACTIVITY.now
+        future = self._pending.get(name) if self._pending_for is module else None
+        phase = TRAIN_PHASE if name == "train" else EVAL_PHASE
+        if self.strategy.jit and (future is None or not future.done()):
+            started = future is not None and name == "train"
+            ACTIVITY.enter(phase, None if started else f"{phase} ...")
+        return before
+
     def train(self, module: Module, state: Any, key: jax.Array) -> TrainProgram:
         """The training program for ``module`` (compiled ahead, or now)."""
+        self._phase("train", module)
         compiled = self._take("train", module) or self.strategy.compile_train(module, state, key)
         self.compile_seconds["train"] = compiled.compile_seconds
         return compiled
@@ -119,7 +140,9 @@ class Programs:
         owner, compiled = self._evaluation.get(id(module), (None, None))
         if owner is not module:  # ids of collected modules are reused: compare objects
             self._dispatched.set()  # an evaluation before any training call: compile it now
+            before = self._phase("eval", module)
             compiled = self._take("eval", module) or self.strategy.compile_eval(module, state, key)
+            ACTIVITY.enter(before)
             self._evaluation[id(module)] = (module, compiled)
             self.compile_seconds["eval"] = compiled.compile_seconds
         return compiled

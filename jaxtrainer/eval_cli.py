@@ -14,14 +14,22 @@ and the checkpoint restored on the chosen strategy. The episodes are those of
 root key (``--seed S``: ``key(S)``, as a run with ``seed=S`` draws them), so
 the mean return printed is the one ``Trainer.evaluate`` returns for that
 checkpoint with ``eval_episodes = --episodes``, on the same strategy.
+
+The command says what it is doing, one line per phase on stderr (restoring,
+compiling, recording, ``drawing frame i/n``), and stops on the first SIGINT or
+SIGTERM, even during a compile, with status ``128 + signal`` and no
+half-written video (:class:`jaxtrainer.signals.StopOnSignal`). Brax's ``.html``
+viewer needs internet access in the browser (:data:`jaxtrainer.render.BRAX_HTML_NOTE`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -32,6 +40,7 @@ from jaxtrainer.distributed import local_size, member_scope, psum
 from jaxtrainer.envs.evaluation import run_episodes
 from jaxtrainer.metrics import Max, Mean, Min, Sum
 from jaxtrainer.module import Module
+from jaxtrainer.signals import ACTIVITY, StopOnSignal
 from jaxtrainer.trainer import Trainer
 
 STATISTICS = ("episode_return", "episode_length")
@@ -214,11 +223,14 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     stats = EpisodeStatistics(module, member)
     if video is not None:
         render.check_video_path(stats.spec.env.name, video)
+    ACTIVITY.enter(f"restoring {step_dir}", f"restoring checkpoint {step_dir} ...")
     meta = saved_run.load_into(trainer, stats, step_dir)
     if population is not None and member is None:
         stats.member = member = population.default_member(trainer.state)
     if seed is not None:
         trainer.root_key = trainer.strategy.to_global(jax.random.key(seed))
+    ACTIVITY.enter(f"evaluating {stats.spec.eval_episodes} episodes",
+                   f"evaluating {stats.spec.eval_episodes} episodes of step {trainer.global_step} ...")
     # Trainer's own evaluate: a PopulationTrainer's would wrap the (already wrapped) module
     metrics = Trainer.evaluate(trainer, stats)
     for name in STATISTICS:
@@ -297,9 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         devices = [int(d) for d in devices.split(",") if d.strip().isdigit()]
     try:
         compilation_cache.enable()  # as the recipes: a second evaluation skips the compile
-        result = evaluate_run(args.path, ckpt=args.ckpt, episodes=args.episodes, seed=args.seed,
-                              strategy=args.strategy, devices=devices, video=args.video,
-                              video_episodes=args.video_episodes, member=args.member)
+        result = _evaluate_stopping_on_signal(args, devices)
     except (FileNotFoundError, ValueError, TypeError) as e:
         print(f"jaxtrainer eval: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
@@ -307,4 +317,41 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if result["video_frames"] is not None:
         print(f"wrote {arguments.expand_path(args.video)} ({result['video_frames']} frames)")
+        if str(args.video).lower().endswith(".html"):
+            from jaxtrainer.render import BRAX_HTML_NOTE
+
+            print(f"note: {BRAX_HTML_NOTE}")
     return 0
+
+
+def _evaluate_stopping_on_signal(args: argparse.Namespace, devices: Any) -> dict[str, Any]:
+    """:func:`evaluate_run` for the command: phase lines on stderr, and the
+    first SIGINT/SIGTERM ends the process (status 128 + signal), removing a
+    video it was writing."""
+    video = None if args.video is None else arguments.expand_path(args.video)
+    with ACTIVITY.showing(True, "jaxtrainer eval"), \
+            StopOnSignal(remove_if_written(video), "jaxtrainer eval"):
+        return evaluate_run(args.path, ckpt=args.ckpt, episodes=args.episodes, seed=args.seed,
+                            strategy=args.strategy, devices=devices, video=video,
+                            video_episodes=args.video_episodes, member=args.member)
+
+
+def _stamp(path: str | os.PathLike) -> tuple[int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+def remove_if_written(path: str | os.PathLike | None) -> Callable[[], None]:
+    """A clean-up that removes ``path`` if it was created or changed after
+    this call (a half-written video); a file left as it was stays."""
+    before = None if path is None else _stamp(path)
+
+    def remove() -> None:
+        if path is not None and _stamp(path) != before:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+
+    return remove

@@ -8,8 +8,11 @@ call is enqueued before a call's hooks, so the devices never wait for logging.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,15 +20,58 @@ import jax
 import numpy as np
 
 from jaxtrainer import metrics as metrics_lib
+from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
+from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.checkpoint import trainer_state
 from jaxtrainer.distributed import keys
 from jaxtrainer.planner import stop_reason
-from jaxtrainer.signals import Preempted, signal_name
+from jaxtrainer.signals import ACTIVITY, Preempted, SignalHandlers, signal_name
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
     from jaxtrainer.strategies.program import TrainProgram
     from jaxtrainer.trainer import Trainer
+
+
+def checkpoint_dirs(trainer: Trainer) -> list[str]:
+    """The directories ``trainer``'s checkpoints go to in this ``fit``: every
+    :class:`ModelCheckpoint`'s ``dirpath`` (once set up) and the directory a
+    preemption without one saves to (``<log_dir>/checkpoints``)."""
+    found = [getattr(cb, "dirpath", None) for cb in trainer.callbacks
+             if isinstance(cb, ModelCheckpoint)]
+    if trainer.log_dir:
+        found.append(os.path.join(trainer.log_dir, "checkpoints"))
+    return [os.fspath(d) for d in found if d]
+
+
+@contextlib.contextmanager
+def signals_and_phases(trainer: Trainer) -> Iterator[None]:
+    """The signal handlers of one ``fit`` (:class:`SignalHandlers`: a first
+    signal checkpoints at the next boundary, a second ends the process), and
+    phase lines on stderr from process 0 when ``trainer`` has a progress bar."""
+    lines = trainer.is_global_zero and any(isinstance(cb, RichProgressBar)
+                                           for cb in trainer.callbacks)
+    handlers = SignalHandlers(lambda signum: setattr(trainer, "received_signal", signum),
+                              lambda: trainer.received_signal,
+                              trainer.is_global_zero, lambda: checkpoint_dirs(trainer))
+    with ACTIVITY.showing(lines), handlers:
+        ACTIVITY.enter("preparing the run")
+        yield
+
+
+def first_call_line(trainer: Trainer, plan: list[int]) -> str:
+    """The phase line of the first training call of a ``fit``: the compile
+    time and the steps it runs before the first progress line."""
+    seconds = trainer.compile_seconds.get("train")
+    compiled = "" if seconds is None else f" (compiled in {seconds:.1f} s)"
+    start = trainer.global_step
+    return (f"the training program is ready{compiled}; running "
+            f"{steps_text(start, start + sum(plan))} of {trainer.max_steps} ...")
+
+
+def steps_text(start: int, end: int) -> str:
+    """``training step 5`` or ``training steps 5-8``: the steps after ``start`` up to ``end``."""
+    return f"training step {end}" if end == start + 1 else f"training steps {start + 1}-{end}"
 
 
 @dataclass(frozen=True)
@@ -75,6 +121,7 @@ class FitLoop:
         donates the state, and ``trainer.state`` becomes the call's result)."""
         lengths = np.zeros(program.max_intervals, np.int32)
         lengths[:len(plan)] = plan
+        ACTIVITY.enter(f"running {steps_text(start, start + sum(plan))}")
         state, metrics = program.program(self.trainer.peek_state(), key, np.int32(start), lengths)
         self.trainer.state = state
         return Call(metrics, start, tuple(plan))
@@ -93,6 +140,8 @@ class FitLoop:
         program = t.programs.train(module, t.peek_state(), train_key)
         t.call_hook("on_train_start", module)
         plan = self.plan(module, t.global_step)
+        if plan:
+            ACTIVITY.enter("training", first_call_line(t, plan))
         current = self.dispatch(program, train_key, t.global_step, plan) if plan else None
         t.programs.training_dispatched()
         last_time = time.perf_counter()
@@ -133,6 +182,7 @@ class FitLoop:
                         env_steps_per_second=steps * t.env_steps_per_step / seconds)
             t.callback_metrics.update(host)
             if not t.state_ahead and t.planner.evaluates_at(t.global_step):
+                ACTIVITY.enter(f"evaluating at step {t.global_step}")
                 t.run_evaluation(module)
             t.call_hook("on_train_steps_end", module, host)
             t.callback_metrics.update(host)  # with what callbacks added (lr, throughput)
@@ -163,6 +213,7 @@ class FitLoop:
                       f"steps; the budget of {t.max_steps} steps is done, finishing normally",
                       file=sys.stderr, flush=True)
             return []
+        ACTIVITY.enter(f"saving the checkpoint of step {t.global_step}")
         path = (trainer_state.save_now(t, module) if t.state_is_valid else
                 "(none written: the state is not finite; the last good checkpoint stays)")
         raise Preempted(t.received_signal, t.global_step, path)

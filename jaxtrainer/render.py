@@ -8,7 +8,15 @@
   ``.gif`` (Pillow) or, where ffmpeg is installed, an ``.mp4``.
 * brax (``brax/<env>``): ``brax.io.html.render`` writes an ``.html`` viewer
   holding the system and the trajectory as JSON (three.js in the browser; no
-  OpenGL context needed here).
+  OpenGL context needed here). The page loads three.js, pako and brax's viewer
+  script from public CDNs (unpkg.com, cdn.jsdelivr.net), so it is blank in a
+  browser without internet access (:data:`BRAX_HTML_NOTE`, printed by
+  ``jaxtrainer eval``); they are not shipped with jaxtrainer.
+
+Progress: each phase (recording the episodes, drawing frame ``i/n`` at most
+every :data:`FRAME_LINE_SECONDS` and at the last frame, writing the viewer) is
+a line on stderr where :data:`jaxtrainer.signals.ACTIVITY` has lines on
+(``jaxtrainer eval``), and what a signal message names.
 
 MuJoCo Playground renders through MuJoCo's OpenGL renderer, which needs an
 OpenGL context: not supported here.
@@ -26,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxtrainer.envs.base import Env
+from jaxtrainer.signals import ACTIVITY, Every
 
 GYMNAX_VISUALIZED = (
     "Acrobot-v1", "CartPole-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0",
@@ -37,6 +46,14 @@ GYMNAX_VISUALIZED = (
 
 FORMATS = {"gymnax": (".gif", ".mp4"), "brax": (".html",)}
 """Video formats by simulator."""
+
+FRAME_LINE_SECONDS = 5.0
+"""Seconds between ``drawing frame i/n`` lines (the first and last frames always have one)."""
+
+BRAX_HTML_NOTE = (
+    "brax's .html viewer loads three.js, pako and its viewer script from unpkg.com and "
+    "cdn.jsdelivr.net: open it in a browser with internet access (offline the page stays blank)")
+"""What ``jaxtrainer eval --video x.html`` says after writing a brax viewer."""
 
 
 def simulator(env_name: str) -> str:
@@ -96,6 +113,9 @@ def record(env: Env, policy_fn: Any, params: Any, key: jax.Array, num_episodes: 
       ``float32[length]`` the return after each step.
     """
     steps = env.max_episode_steps
+    ACTIVITY.enter(f"recording {num_episodes} episode(s) for the video",
+                   f"recording {num_episodes} episode(s) of up to {steps} steps for the video "
+                   "(compiling the episode program first) ...")
 
     @jax.jit
     def run(params, key):
@@ -131,8 +151,9 @@ def write_gymnax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
     ``gymnax.visualize.Visualizer`` into ``path`` (``.gif`` or ``.mp4``);
     returns the number of frames (one per step)."""
     # Gymnasium's classic-control renderer starts pygame: headless, silent, no banner
+    # (and leaves SIGINT/SIGTERM to Python: SDL would otherwise take them and ignore them)
     for name, value in (("SDL_VIDEODRIVER", "dummy"), ("SDL_AUDIODRIVER", "dummy"),
-                        ("PYGAME_HIDE_SUPPORT_PROMPT", "1")):
+                        ("PYGAME_HIDE_SUPPORT_PROMPT", "1"), ("SDL_NO_SIGNAL_HANDLERS", "1")):
         os.environ.setdefault(name, value)
     from gymnax.visualize import Visualizer
 
@@ -140,8 +161,24 @@ def write_gymnax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
     for episode_states, episode_returns in episodes:
         states += _frames(episode_states.env_state, len(episode_returns))
         returns += [float(r) for r in episode_returns]
-    Visualizer(env.env, env.params, states, returns).animate(os.fspath(path))
+    visualizer = Visualizer(env.env, env.params, states, returns)
+    visualizer.update = drawing_progress(visualizer.update, len(states))
+    visualizer.animate(os.fspath(path))
     return len(states)
+
+
+def drawing_progress(draw: Any, total: int, seconds: float | None = None) -> Any:
+    """``draw(frame)`` that also enters the phase ``drawing frame i/total``,
+    with a line at the first and last frames and at most every ``seconds``
+    (default :data:`FRAME_LINE_SECONDS`) in between."""
+    every = Every(FRAME_LINE_SECONDS if seconds is None else seconds)
+
+    def update(frame: int) -> Any:
+        text = f"drawing frame {int(frame) + 1}/{total}"
+        ACTIVITY.enter(text, text if every.due() or int(frame) + 1 == total else None)
+        return draw(frame)
+
+    return update
 
 
 def write_brax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
@@ -154,6 +191,7 @@ def write_brax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
     for episode_states, episode_returns in episodes:
         pipeline = env.pipeline_state(episode_states.env_state.state)
         states += _frames(jax.tree.map(jnp.asarray, pipeline), len(episode_returns))
+    ACTIVITY.enter("writing brax's HTML viewer", f"writing brax's HTML viewer ({len(states)} frames) ...")
     Path(path).write_text(html.render(env.env.sys, states))
     return len(states)
 

@@ -1,20 +1,53 @@
-"""Preemption: SIGTERM/SIGINT during ``fit`` become a checkpoint and a clean exit.
+"""Signals and phases: what a SIGTERM/SIGINT does, and what the process says it is doing.
 
-As Lightning's signal connector: while ``fit`` runs, the handlers installed here
-record the signal; the Trainer checkpoints at the next step boundary and raises
-:class:`Preempted`. A second signal raises ``KeyboardInterrupt`` at once.
+Signals. While ``fit`` runs (:class:`SignalHandlers`), a first SIGTERM or SIGINT
+is taken the moment it arrives, even while the main thread waits inside a long
+XLA compile or device call: the interpreter writes the signal number to a pipe
+(:func:`signal.set_wakeup_fd`) that a watcher thread reads. The watcher says what
+is running (``received SIGINT while compiling the training program; ...``); the
+Trainer saves a checkpoint at the next step boundary and raises
+:class:`Preempted` (exit status ``128 + signal``). A second signal ends the
+process within about 2 seconds, by that signal (:func:`end_by_signal`: a shell
+shows status ``128 + signal`` again): a checkpoint write in flight gets up to
+:data:`GRACE_SECONDS` to complete, what is left of an unfinished one (orbax's
+``<step>.orbax-checkpoint-tmp*`` directories, step directories without their
+``meta``) is removed, complete checkpoints are left as they are and the
+standard streams are flushed. From the second signal on, both signals have
+their default action again, so a third one ends the process even if that
+cleanup hangs. :class:`StopOnSignal` (``jaxtrainer eval``)
+stops on the first signal.
+
+Phases. :data:`ACTIVITY` holds what the process is doing now ("compiling the
+training program", "training steps 31-40"), which the signal message names,
+and prints one line per phase on stderr (terminal or log file alike) where
+phase lines are on: on process 0 of a ``fit`` with a progress bar, and in
+``jaxtrainer eval``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
+import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 # Signals that ask a running ``fit`` to checkpoint and exit (preemption).
 PREEMPTION_SIGNALS = ("SIGTERM", "SIGINT")
+
+GRACE_SECONDS = 1.0
+"""How long a second signal waits for a checkpoint write in flight to complete
+(seconds) before removing what is left of it."""
+
+DEADLINE_SECONDS = 1.8
+"""After a second signal the process ends within this many seconds (plus the
+time to flush the standard streams), whatever the cleanup is doing."""
 
 
 class Preempted(SystemExit):
@@ -44,43 +77,350 @@ def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
 
 
+def say(text: str, prefix: str = "jaxtrainer") -> None:
+    """Print ``<prefix>: <text>`` on stderr and flush (a closed stream is ignored)."""
+    try:
+        print(f"{prefix}: {text}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+class Activity:
+    """What this process is doing now, and the phase lines.
+
+    Attributes:
+      now: the current phase as the signal messages name it, e.g. ``"compiling
+        the training program"``.
+      lines: whether :meth:`enter` prints its line (see :meth:`showing`).
+      prefix: what a phase line starts with (``jaxtrainer``).
+    """
+
+    def __init__(self) -> None:
+        self.now, self.lines, self.prefix = "starting", False, "jaxtrainer"
+
+    def enter(self, now: str, line: str | None = None) -> None:
+        """Make ``now`` the current phase; print ``line`` (when given) as a
+        phase line where lines are on."""
+        self.now = now
+        if line is not None and self.lines:
+            say(line, self.prefix)
+
+    @contextlib.contextmanager
+    def showing(self, lines: bool, prefix: str = "jaxtrainer") -> Iterator[Activity]:
+        """Within the block, phase lines are printed when ``lines`` is true,
+        starting with ``prefix``; the previous setting (and phase) come back after."""
+        saved = self.now, self.lines, self.prefix
+        self.lines, self.prefix = bool(lines), prefix
+        try:
+            yield self
+        finally:
+            self.now, self.lines, self.prefix = saved
+
+
+ACTIVITY = Activity()
+"""The process's current phase (signals are per process, and so is this)."""
+
+
+class Every:
+    """Rate limit for progress lines: :meth:`due` is true at the first call and
+    then once at least ``seconds`` have passed since it was last true."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self._last = float(seconds), None
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if self._last is None or now - self._last >= self.seconds:
+            self._last = now
+            return True
+        return False
+
+
+def partial_checkpoints(directory: str | os.PathLike) -> list[Path]:
+    """What an unfinished checkpoint write left in a checkpoints directory:
+    orbax's ``*.orbax-checkpoint-tmp*`` entries and step directories without
+    their ``meta`` (complete checkpoints always have it)."""
+    root = Path(directory)
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return []
+    return [p for p in entries if ".orbax-checkpoint-tmp" in p.name
+            or (p.name.isdigit() and p.is_dir() and not (p / "meta").exists())]
+
+
+def remove_partial_checkpoints(directories: Iterable[str | os.PathLike],
+                               grace_seconds: float = GRACE_SECONDS) -> None:
+    """Wait up to ``grace_seconds`` for checkpoint writes in flight under
+    ``directories`` to complete, then remove what :func:`partial_checkpoints`
+    finds, and the directories themselves where nothing is left in them.
+    Complete checkpoints are never touched."""
+    directories = [Path(d) for d in directories]
+    deadline = time.monotonic() + grace_seconds
+    while any(partial_checkpoints(d) for d in directories) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for directory in directories:
+        for path in partial_checkpoints(directory):
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else _unlink(path)
+        with contextlib.suppress(OSError):
+            directory.rmdir()  # only succeeds when empty
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def default_action(signums: Iterable[int]) -> None:
+    """Give ``signums`` their default action (ending the process) at the C
+    level, from any thread (``signal.signal`` works in the main thread only), so
+    a later signal ends the process even when no Python code runs any more.
+    Best effort: nothing changes where libc cannot be loaded."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal.argtypes = (ctypes.c_int, ctypes.c_void_p)
+        for signum in signums:
+            libc.signal(int(signum), None)  # NULL is SIG_DFL
+    except (OSError, AttributeError, TypeError):
+        pass
+
+
+def end_by_signal(signum: int, last_words: Callable[[], None],
+                  deadline_seconds: float = DEADLINE_SECONDS) -> None:
+    """End the process by ``signum`` once ``last_words()`` returns, or after
+    ``deadline_seconds`` whatever it is doing: the signals of
+    :data:`PREEMPTION_SIGNALS` get their default action first (a further one
+    ends the process at once), the standard streams are flushed, then the
+    process sends itself ``signum`` (a shell shows status ``128 + signum``, a
+    parent's ``subprocess`` a return code of ``-signum``; no exit handler runs).
+    Callable from any thread; never returns."""
+    default_action(getattr(signal, name) for name in PREEMPTION_SIGNALS)
+    worker = threading.Thread(target=last_words, name="jaxtrainer-exit", daemon=True)
+    worker.start()
+    worker.join(deadline_seconds)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            stream.flush()
+    os.kill(os.getpid(), int(signum))
+    time.sleep(1.0)  # the default action could not be restored (no libc): end it anyway
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class _Watcher:
+    """Reads the signal numbers the interpreter's C-level handler writes to the
+    wakeup file descriptor, in a daemon thread, and calls ``react(signum)`` for
+    each of ``signums`` the moment it arrives (the main thread may be inside a
+    compile). Bytes for other signals are passed on to the previous wakeup fd.
+    Create it in the main thread (``ValueError`` elsewhere)."""
+
+    def __init__(self, signums: set[int], react: Callable[[int], None]) -> None:
+        self._signums, self._react = signums, react
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        try:
+            self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        except ValueError:
+            os.close(self._read)
+            os.close(self._write)
+            raise
+        self._thread = threading.Thread(target=self._loop, name="jaxtrainer-signals", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                data = os.read(self._read, 64)
+            except OSError:
+                return
+            if not data:  # closed
+                return
+            for signum in data:
+                if signum in self._signums:
+                    self._react(signum)
+                elif self._previous >= 0:
+                    with contextlib.suppress(OSError):
+                        os.write(self._previous, bytes([signum]))
+
+    def close(self) -> None:
+        """Give the wakeup fd back and end the thread."""
+        signal.set_wakeup_fd(self._previous)
+        os.close(self._write)  # the reader sees the end of the pipe
+        self._thread.join(timeout=1.0)
+        with contextlib.suppress(OSError):
+            os.close(self._read)
+
+
+class _Installed:
+    """Python-level handlers for :data:`PREEMPTION_SIGNALS` plus a
+    :class:`_Watcher` (main thread only; elsewhere nothing changes), restored on
+    :meth:`restore`."""
+
+    def __init__(self, handler: Callable[[int, Any], None],
+                 react: Callable[[int], None] | None) -> None:
+        self.previous: dict[int, Any] = {}
+        self.watcher: _Watcher | None = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for name in PREEMPTION_SIGNALS:
+            signum = getattr(signal, name)
+            try:
+                self.previous[signum] = signal.signal(signum, handler)
+            except (ValueError, OSError):  # not allowed here (e.g. embedded interpreter)
+                pass
+        if react is not None and self.previous:
+            with contextlib.suppress(ValueError, OSError):
+                self.watcher = _Watcher(set(self.previous), react)
+
+    def restore(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+        for signum, old in self.previous.items():
+            signal.signal(signum, old if old is not None else signal.SIG_DFL)
+        self.previous = {}
+
+
+def interactive() -> bool:
+    """Whether Python runs interactively (a REPL or a Jupyter kernel), where a
+    second signal should interrupt the call rather than end the process."""
+    return hasattr(sys, "ps1") or "ipykernel" in sys.modules
+
+
 class SignalHandlers:
     """Context manager: while active (main thread only; elsewhere nothing
-    changes), a first SIGTERM/SIGINT calls ``on_signal(signum)`` and a second
-    raises ``KeyboardInterrupt``; the previous handlers are restored on exit.
+    changes), a first SIGTERM/SIGINT calls ``on_signal(signum)`` and says what is
+    running (see the module docstring); a second one ends the process within
+    about 2 seconds, by that signal (:func:`end_by_signal`), after removing what an
+    unfinished checkpoint write left under ``checkpoint_dirs()`` (complete
+    checkpoints stay). With ``hard_exit`` False (the default in a REPL or
+    Jupyter), the second signal raises ``KeyboardInterrupt`` in the main thread
+    instead, once Python code runs there again. The previous handlers are
+    restored on exit.
 
     Args:
       on_signal: records the signal (the Trainer sets ``received_signal``).
       received: returns the signal already recorded, or None.
-      announce: print the "saving a checkpoint" notice (process 0 only).
+      announce: print the messages (process 0 only).
+      checkpoint_dirs: the checkpoint directories of the run (read at the
+        second signal).
+      hard_exit: ``None``: True unless :func:`interactive`.
     """
 
     def __init__(self, on_signal: Callable[[int], None], received: Callable[[], int | None],
-                 announce: bool) -> None:
+                 announce: bool, checkpoint_dirs: Callable[[], Iterable[str | os.PathLike]] = tuple,
+                 hard_exit: bool | None = None) -> None:
         self._on_signal, self._received, self._announce = on_signal, received, announce
-        self._previous: dict[int, Any] = {}
+        self._checkpoint_dirs = checkpoint_dirs
+        self.hard_exit = not interactive() if hard_exit is None else bool(hard_exit)
+        self._lock = threading.Lock()
+        self._recorded, self._count = False, 0
+        self._installed: _Installed | None = None
 
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self._received() is not None:  # a second signal: stop right now
-            raise KeyboardInterrupt(f"second signal {signal_name(signum)}")
+    def _record(self, signum: int) -> None:
+        """The first signal: record it and say what happens (once)."""
+        with self._lock:
+            if self._recorded:
+                return
+            self._recorded = True
         self._on_signal(signum)
         if self._announce:
-            print(f"\njaxtrainer: received {signal_name(signum)}; saving a checkpoint at the next "
-                  "step boundary, then exiting (send it again to stop at once)",
-                  file=sys.stderr, flush=True)
+            name = signal_name(signum)
+            say(f"received {name} while {ACTIVITY.now}; saving a checkpoint once that is done, "
+                f"at the next step boundary, then stopping (send {name} again to stop at once, "
+                "keeping the last complete checkpoint)")
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        """The Python-level handler (main thread, between bytecodes)."""
+        if self._installed is not None and self._installed.watcher is not None:
+            self._record(signum)  # the watcher counts; recording here is just sooner
+            return
+        self._count += 1
+        if self._count == 1 and self._received() is None:
+            self._record(signum)
+        elif self.hard_exit:
+            self._stop_now(signum)
+        else:
+            raise KeyboardInterrupt(f"second signal {signal_name(signum)}")
+
+    def _watch(self, signum: int) -> None:
+        """The watcher thread: every signal, the moment it arrives."""
+        self._count += 1
+        if self._count == 1:
+            self._record(signum)
+        else:
+            self._stop_now(signum)
+
+    def _stop_now(self, signum: int) -> None:
+        def last_words() -> None:
+            directories = [Path(d) for d in self._checkpoint_dirs() if d]
+            remove_partial_checkpoints(directories)
+            if self._announce:
+                say(f"second {signal_name(signum)}: stopped at once while {ACTIVITY.now}; "
+                    f"{_newest_checkpoint(directories)}")
+
+        end_by_signal(signum, last_words)
 
     def __enter__(self) -> SignalHandlers:
-        if threading.current_thread() is not threading.main_thread():
-            return self
-        for name in PREEMPTION_SIGNALS:
-            signum = getattr(signal, name)
-            try:
-                self._previous[signum] = signal.signal(signum, self._handle)
-            except (ValueError, OSError):  # not allowed here (e.g. embedded interpreter)
-                pass
+        self._recorded, self._count = False, 0
+        self._installed = _Installed(self._handle, self._watch if self.hard_exit else None)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        for signum, old in self._previous.items():
-            signal.signal(signum, old if old is not None else signal.SIG_DFL)
-        self._previous = {}
+        if self._installed is not None:
+            self._installed.restore()
+            self._installed = None
+
+
+def _newest_checkpoint(directories: list[Path]) -> str:
+    """``the last complete checkpoint is <path>`` (newest by step, among
+    ``directories``), or that there is none."""
+    newest: tuple[int, Path] | None = None
+    for directory in directories:
+        with contextlib.suppress(OSError):
+            for p in directory.iterdir():
+                if p.name.isdigit() and (p / "meta").exists() and (newest is None or int(p.name) > newest[0]):
+                    newest = int(p.name), p
+    return ("no checkpoint was written" if newest is None
+            else f"the last complete checkpoint is {newest[1]}")
+
+
+class StopOnSignal:
+    """Context manager for commands that write nothing worth saving (``jaxtrainer
+    eval``): the first SIGTERM/SIGINT, even during a compile, says what was
+    running, calls ``clean_up()`` (e.g. remove a half-written video) and ends
+    the process by that signal (:func:`end_by_signal`, within about 2
+    seconds). Main thread only; elsewhere nothing changes.
+
+    Args:
+      clean_up: called once before exiting (at most :data:`DEADLINE_SECONDS`).
+      prefix: what the message starts with.
+    """
+
+    def __init__(self, clean_up: Callable[[], None] = lambda: None,
+                 prefix: str = "jaxtrainer") -> None:
+        self._clean_up, self._prefix = clean_up, prefix
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._installed: _Installed | None = None
+
+    def _stop(self, signum: int, frame: Any = None) -> None:
+        with self._lock:
+            if self._stopping:
+                return
+            self._stopping = True
+
+        def last_words() -> None:
+            say(f"received {signal_name(signum)} while {ACTIVITY.now}; stopping", self._prefix)
+            self._clean_up()
+
+        end_by_signal(signum, last_words)
+
+    def __enter__(self) -> StopOnSignal:
+        self._installed = _Installed(self._stop, self._stop)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._installed is not None:
+            self._installed.restore()
+            self._installed = None
