@@ -31,11 +31,11 @@ from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.checkpoint import runs, trainer_state
 from jaxtrainer.compile_ahead import Programs
 from jaxtrainer.distributed import keys
-from jaxtrainer.fit_loop import FitLoop
+from jaxtrainer.fit_loop import FitLoop, signals_and_phases
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module
 from jaxtrainer.planner import IntervalPlanner, budget_in_steps
-from jaxtrainer.signals import Preempted, SignalHandlers
+from jaxtrainer.signals import Preempted
 from jaxtrainer.strategies import Strategy, resolve
 from jaxtrainer.strategies.base import DevicesArg
 from jaxtrainer.strategies.layout import LeafLayout
@@ -372,10 +372,16 @@ class Trainer:
             its logs (the resume is printed: checkpoint and step). A checkpoint
             already at or past the budget runs and writes nothing.
 
-        Preemption: a SIGTERM or SIGINT (main thread only) saves a checkpoint at
-        the next step boundary with every :class:`ModelCheckpoint` (or into
+        Preemption: a SIGTERM or SIGINT (main thread only; taken at once, even
+        during a compile, and answered with what is running) saves a checkpoint
+        at the next step boundary with every :class:`ModelCheckpoint` (or into
         ``<log_dir>/checkpoints``), closes the loggers and raises
-        :class:`Preempted`; a second signal raises ``KeyboardInterrupt`` at once.
+        :class:`Preempted`. A second signal ends the process within about 2 s
+        (status 128 + signal), removing what an unfinished checkpoint write
+        left and keeping every complete checkpoint (in a REPL or Jupyter it
+        raises ``KeyboardInterrupt`` instead); see :mod:`jaxtrainer.signals`.
+        With a progress bar, process 0 prints one line per phase on stderr
+        ("compiling the training program ...").
 
         Processes (``multi_node``): call it on every process. Process 0 reserves
         the run directory and resolves ``ckpt_path``; only it writes logs and
@@ -422,12 +428,9 @@ class Trainer:
             if resume is not None:
                 print(f"jaxtrainer: resuming from checkpoint {resume} at step {step} "
                       f"({step * self.env_steps_per_step} env steps) of {self.max_steps}", flush=True)
-        with SignalHandlers(self._on_signal, lambda: self.received_signal, self.is_global_zero):
+        with signals_and_phases(self):
             self._run(module, resume)
         self.call_hook("teardown", module, "fit")
-
-    def _on_signal(self, signum: int) -> None:
-        self.received_signal = signum
 
     def _run(self, module: Module, resume: Path | None) -> None:
         """setup -> (restore | init) -> on_fit_start -> train -> on_fit_end; on
