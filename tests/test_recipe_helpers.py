@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import pathlib
 
+import jax.numpy as jnp
 import pytest
 from omegaconf import OmegaConf
 
@@ -88,6 +89,23 @@ def test_fit_and_report_trains_evaluates_and_prints_the_recipe_line(run_dir, cap
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == f"eval/episode_return=10.00 run_dir={run_dir / 'version_0'}"
     assert (run_dir / "version_0" / "checkpoints" / "2").is_dir()
+
+
+class NearZeroReturn(toys.EnvCounter):
+    def evaluation_step(self, state, key):
+        return {**super().evaluation_step(state, key), "eval/episode_return": jnp.float32(-0.001)}
+
+
+@pytest.mark.timeout(20)
+def test_a_return_that_rounds_to_zero_prints_without_a_sign(run_dir, capsys):
+    cfg = quiet(run_dir, "trainer.max_steps=1", "trainer.enable_checkpointing=false")
+    result = config.fit_and_report(config.make_trainer(cfg), NearZeroReturn(), cfg)
+    assert result["eval/episode_return"] == pytest.approx(-0.001)
+    assert capsys.readouterr().out.strip().splitlines()[-1] == \
+        f"eval/episode_return=0.00 run_dir={run_dir / 'version_0'}"
+    from jaxtrainer.formatting import fixed
+    assert [fixed(v) for v in (-0.004, -0.005001, 0.0, -0.0, float("nan"))] == \
+        ["0.00", "-0.01", "0.00", "0.00", "nan"]
 
 
 @pytest.mark.timeout(20)

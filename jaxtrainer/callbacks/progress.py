@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.formatting import fixed
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -142,7 +143,7 @@ class RichProgressBar(Callback):
         value = metrics.get(self.metric)
         if value is not None:
             self._latest = value
-        return f"{self.metric.rsplit('/', 1)[-1]}={self._latest:.1f}" if self._latest is not None else ""
+        return f"{self.metric.rsplit('/', 1)[-1]}={fixed(self._latest, 1)}" if self._latest is not None else ""
 
     def plain_line(self, trainer: Trainer, metrics: dict[str, float]) -> str:
         """The plain progress line for ``trainer``'s current step and the

@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from jaxtrainer import envs
 from jaxtrainer.arguments import did_you_mean
+from jaxtrainer.formatting import fixed
 from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.recipes import command, components, resume, sweep
@@ -402,5 +403,5 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
     if "eval/episode_return" not in result:
         raise KeyError(f"the evaluation of {type(module).__name__} has no eval/episode_return; "
                        f"its metrics: {', '.join(sorted(result))}")
-    print(f"eval/episode_return={result['eval/episode_return']:.2f} run_dir={trainer.log_dir}")
+    print(f"eval/episode_return={fixed(result['eval/episode_return'])} run_dir={trainer.log_dir}")
     return result
