@@ -187,9 +187,9 @@ def default_action(signums: Iterable[int]) -> None:
 
 
 def end_by_signal(signum: int, last_words: Callable[[], None],
-                  deadline_seconds: float = DEADLINE_SECONDS) -> None:
+                  deadline_seconds: float | None = None) -> None:
     """End the process by ``signum`` once ``last_words()`` returns, or after
-    ``deadline_seconds`` whatever it is doing: the signals of
+    ``deadline_seconds`` (default :data:`DEADLINE_SECONDS`) whatever it is doing: the signals of
     :data:`PREEMPTION_SIGNALS` get their default action first (a further one
     ends the process at once), the standard streams are flushed, then the
     process sends itself ``signum`` (a shell shows status ``128 + signum``, a
@@ -198,7 +198,7 @@ def end_by_signal(signum: int, last_words: Callable[[], None],
     default_action(getattr(signal, name) for name in PREEMPTION_SIGNALS)
     worker = threading.Thread(target=last_words, name="jaxtrainer-exit", daemon=True)
     worker.start()
-    worker.join(deadline_seconds)
+    worker.join(DEADLINE_SECONDS if deadline_seconds is None else deadline_seconds)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
