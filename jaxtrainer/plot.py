@@ -30,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from jaxtrainer import run_kind
 from jaxtrainer.arguments import expand_path
+from jaxtrainer.run_kind import RunKind
 
 
 def read_curve(run_dir: str | os.PathLike, metric: str, x: str = "env_steps") -> tuple[np.ndarray, np.ndarray]:
@@ -195,16 +197,80 @@ def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
             **{k: np.stack(v) for k, v in rows.items()}}
 
 
+def group_runs(runs: list[tuple[str, str]]) -> list[tuple[RunKind, list[tuple[str, str]]]]:
+    """``runs`` (``(run_dir, label)``, :func:`find_runs`) grouped by recipe,
+    environment and kind (:func:`jaxtrainer.run_kind.of_run`): ``[(identity,
+    [(run_dir, label), ...]), ...]``, groups in the order of their first run."""
+    groups: dict[RunKind, list[tuple[str, str]]] = {}
+    for run_dir, label in runs:
+        groups.setdefault(run_kind.of_run(run_dir), []).append((run_dir, label))
+    return list(groups.items())
+
+
+def x_label(x: str, sweeps: bool) -> str:
+    """The x axis's label: ``x``, or for ``env_steps`` with sweeps among the runs
+    ``"env steps per member"`` (a sweep's environment steps over its members)."""
+    if x != "env_steps":
+        return x
+    return "env steps per member (sweeps)" if sweeps else "env_steps"
+
+
+def _group_curves(kind: RunKind, runs: list[tuple[str, str]], metric: str,
+                  x: str) -> dict[str, Any] | None:
+    """One group's curves (a sweep's env steps per member) and their mean, min
+    and max on the x values of its shortest run; None when none logged ``metric``."""
+    scale = kind.members if x == "env_steps" and kind.kind != run_kind.SINGLE else 1
+    curves = [(label, xs / scale, vs) for label, (xs, vs) in
+              ((label, read_curve(d, metric, x)) for d, label in runs) if len(xs)]
+    if not curves:
+        return None
+    end = min(c[1][-1] for c in curves)
+    grid = np.unique(np.concatenate([c[1][c[1] <= end] for c in curves]))
+    ys = np.stack([np.interp(grid, xs, vs) for _, xs, vs in curves])
+    return {"label": kind.label(), "kind": kind, "curves": curves, "runs": [c[0] for c in curves],
+            "x": grid, "mean": ys.mean(0), "low": ys.min(0), "high": ys.max(0)}
+
+
+def _draw_groups(groups: list[dict[str, Any]], output: str, metric: str, xlabel: str,
+                 title: str | None) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    for i, g in enumerate(groups):
+        color = f"C{i % 10}" if len(groups) > 1 else "black"
+        for name, xs, vs in g["curves"]:
+            ax.plot(xs, vs, lw=0.8, alpha=0.6, label=name,
+                    **({"color": color} if len(groups) > 1 else {}))
+        head = f"{g['label']}: " if len(groups) > 1 else ""
+        ax.plot(g["x"], g["mean"], lw=2.2, color=color, label=f"{head}mean of {len(g['runs'])} run(s)")
+        if len(g["runs"]) > 1:
+            ax.fill_between(g["x"], g["low"], g["high"], color=color if len(groups) > 1 else "gray",
+                            alpha=0.2, label=f"{head}min-max over runs")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(metric)
+    ax.set_title(title or metric)
+    _save(fig, ax, output)
+
+
 def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_return",
               x: str = "env_steps", title: str | None = None) -> dict[str, Any]:
-    """Write a PNG of ``metric`` against ``x``: every run thin (labelled as
-    :func:`find_runs` names it), the mean over runs thick with a min-max band.
-    ``run_dirs`` are run directories or roots of runs (see :func:`find_runs`).
+    """Write a PNG of ``metric`` against ``x``. Runs are grouped by recipe,
+    environment and kind (:func:`group_runs`); per group, every run thin
+    (labelled as :func:`find_runs` names it) and the mean over its runs thick
+    with a min-max band, one colour a group. A sweep's ``env_steps`` are drawn
+    per member (the run's environment steps over its members), as
+    :func:`plot_sweep` draws them. ``run_dirs`` are run directories or roots of
+    runs (see :func:`find_runs`); one sweep run alone is drawn by :func:`plot_sweep`.
 
     Returns:
-      ``{"x", "mean", "low", "high"}``: float64 arrays on the x values of the
-      shortest run, and ``"runs"``: the labels of the runs drawn (runs that
-      never logged ``metric`` are left out).
+      ``{"groups": [{"label", "runs", "x", "mean", "low", "high"}, ...]}`` (the
+      arrays float64, on the x values of the group's shortest run; ``x`` in env
+      steps per member for sweeps), ``"runs"``: every run drawn (runs that never
+      logged ``metric`` are left out), ``"x_label"``; with one group, also its
+      ``"x"``, ``"mean"``, ``"low"`` and ``"high"``.
 
     Raises:
       FileNotFoundError: a path is neither a run nor a root of runs.
@@ -213,31 +279,18 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
     run_dirs, output = [expand_path(d) for d in run_dirs], expand_path(output)
     if len(run_dirs) == 1 and os.path.exists(os.path.join(run_dirs[0], "sweep_members.csv")):
         return plot_sweep(run_dirs[0], output, metric, x, title)  # one line per configuration
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    curves = [(label, *read_curve(d, metric, x)) for d, label in find_runs(list(run_dirs))]
-    curves = [c for c in curves if len(c[1])]
-    if not curves:
+    groups = [g for g in (_group_curves(kind, runs, metric, x)
+                          for kind, runs in group_runs(find_runs(list(run_dirs)))) if g]
+    if not groups:
         raise ValueError(f"no run in {run_dirs} logged {metric!r}")
-    end = min(c[1][-1] for c in curves)
-    grid = np.unique(np.concatenate([c[1][c[1] <= end] for c in curves]))
-    ys = np.stack([np.interp(grid, xs, vs) for _, xs, vs in curves])
-    mean, low, high = ys.mean(0), ys.min(0), ys.max(0)
-
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
-    for name, xs, vs in curves:
-        ax.plot(xs, vs, lw=0.8, alpha=0.6, label=name)
-    ax.plot(grid, mean, lw=2.2, color="black", label=f"mean of {len(curves)} run(s)")
-    if len(curves) > 1:
-        ax.fill_between(grid, low, high, color="gray", alpha=0.3, label="min-max over runs")
-    ax.set_xlabel(x)
-    ax.set_ylabel(metric)
-    ax.set_title(title or metric)
-    _save(fig, ax, output)
-    return {"x": grid, "mean": mean, "low": low, "high": high, "runs": [c[0] for c in curves]}
+    xlabel = x_label(x, any(g["kind"].kind != run_kind.SINGLE for g in groups))
+    _draw_groups(groups, output, metric, xlabel, title)
+    out: dict[str, Any] = {"groups": [{k: g[k] for k in ("label", "runs", "x", "mean", "low", "high")}
+                                      for g in groups],
+                           "runs": [r for g in groups for r in g["runs"]], "x_label": xlabel}
+    if len(groups) == 1:
+        out.update({k: groups[0][k] for k in ("x", "mean", "low", "high")})
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -256,11 +309,29 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, KeyError, ValueError) as e:
         print(f"jaxtrainer plot: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    if "configs" in out:  # a sweep: one line per configuration
-        print(f"wrote {args.output}: {args.metric}, IQM over seeds with 95% CIs, of "
-              f"{len(out['configs'])} configuration(s) ({', '.join(out['configs'])})")
-        return 0
-    print(f"wrote {args.output}: {args.metric} over {len(out['runs'])} run(s) "
-          f"({', '.join(out['runs'])}), "
-          f"final mean {out['mean'][-1]:.4g} at {args.x}={out['x'][-1]:.0f}")
+    print(report(out, args.output, args.metric, args.x))
     return 0
+
+
+def _final(group: dict[str, Any], x: str) -> str:
+    where = "env steps per member" if x == "env_steps" and "sweep" in group["label"] else x
+    return f"final mean {group['mean'][-1]:.4g} at {where}={group['x'][-1]:.0f}"
+
+
+def report(out: dict[str, Any], output: str, metric: str, x: str) -> str:
+    """What ``jaxtrainer plot`` prints about the figure :func:`plot_runs` drew
+    (``out``): one line, or with several groups a line per group."""
+    if "configs" in out:  # a sweep: one line per configuration
+        return (f"wrote {output}: {metric}, IQM over seeds with 95% CIs, of "
+                f"{len(out['configs'])} configuration(s) ({', '.join(out['configs'])}), "
+                f"against {x_label(x, True) if x == 'env_steps' else x}")
+    groups = out["groups"]
+    if len(groups) == 1:
+        g = groups[0]
+        return (f"wrote {output}: {metric} over {len(g['runs'])} run(s) ({', '.join(g['runs'])}) "
+                f"of {g['label']}, {_final(g, x)}")
+    lines = [f"wrote {output}: {metric} of {len(groups)} groups, each its own mean (runs of "
+             "another recipe, environment or kind are not averaged together):"]
+    lines += [f"  {g['label']}: {len(g['runs'])} run(s) ({', '.join(g['runs'])}), {_final(g, x)}"
+              for g in groups]
+    return "\n".join(lines)

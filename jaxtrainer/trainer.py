@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments, module_record
+from jaxtrainer import arguments, module_record, run_kind
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer import metrics as metrics_lib
@@ -404,7 +404,8 @@ class Trainer:
                              "built with max_steps=None and max_env_steps=None; set max_steps or "
                              "max_env_steps (a trainer without one can only evaluate)")
         self.prepare(module)
-        resume = trainer_state.resolve_ckpt_path(ckpt_path, self.default_root_dir, self.strategy) \
+        resume = trainer_state.resolve_ckpt_path(ckpt_path, self.default_root_dir, self.strategy,
+                                                 run_kind.acceptor_of(module)) \
             if ckpt_path is not None else None
         self.ckpt_path = os.fspath(resume) if resume is not None else None
         self.global_step, self.env_steps, self.should_stop, self.stop_reason = 0, 0, False, None

@@ -1,6 +1,7 @@
 """`jaxtrainer plot`: learning curves from metrics.csv."""
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -55,15 +56,19 @@ def test_cli_plot_a_root_draws_every_run_under_it(tmp_path, capsys):
     for seed in (0, 1):  # two tiny real runs: runs/ppo/version_0, version_1
         toys.trainer(root / "ppo", max_steps=8, seed=seed).fit(toys.EnvCounter())
     _fake_run(str(root / "ppo" / "version_10"), [1, 2, 3])
+    shutil.copy(root / "ppo" / "version_0" / "module.yaml", root / "ppo" / "version_10")  # same module
     _fake_run(str(root / "sac" / "version_2"), [4, 5, 6])
     _fake_run(str(root / "ppo" / "version_0" / "checkpoints" / "x"), [9, 9, 9])  # not a run
     out = str(tmp_path / "x.png")
     assert cli.main(["plot", str(root / "ppo"), "-o", out]) == 0
     assert os.path.getsize(out) > 1000
     said = capsys.readouterr().out
-    assert "over 3 run(s) (version_0, version_1, version_10)" in said
-    drawn = plot.plot_runs([str(root)], out)
+    assert "over 3 run(s) (version_0, version_1, version_10) of EnvCounter" in said
+    drawn = plot.plot_runs([str(root)], out)  # the sac run records no module: drawn apart
     assert drawn["runs"] == ["ppo/version_0", "ppo/version_1", "ppo/version_10", "sac/version_2"]
+    assert [(g["label"], g["runs"]) for g in drawn["groups"]] == [
+        ("EnvCounter", ["ppo/version_0", "ppo/version_1", "ppo/version_10"]),
+        ("runs without config.yaml or module.yaml", ["sac/version_2"])]
     # a run directory and a root together; roots are prefixed by their name
     both = plot.find_runs([str(root / "sac" / "version_2"), str(root / "ppo")])
     assert [label for _, label in both] == ["version_2", "ppo/version_0", "ppo/version_1",

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -32,6 +34,16 @@ CHECKPOINTS = "checkpoints"
 
 NAMES = ("last", "best")
 """Named checkpoints (besides a step number)."""
+
+Accept = Callable[[Path], "str | None"]
+"""``accept(run_dir)``: ``None`` where the caller can resume that run, else why
+not, as a clause (``"it is a sweep of 4 seeds, this command trains a single run"``)."""
+
+
+class NotResumable(FileNotFoundError):
+    """Every run under a root that holds a checkpoint is one the caller cannot
+    resume (another recipe, environment or kind); the message names the newest
+    and why."""
 
 
 class NoBestCheckpoint(ValueError):
@@ -77,16 +89,57 @@ def _runs(root: Path) -> list[Path]:
                   key=lambda p: int(p.name[8:]), reverse=True)
 
 
-def find_last(root: str | os.PathLike) -> Path | None:
-    """The newest checkpoint of the newest run under ``root`` holding one
-    (``version_*/checkpoints*/<step>``); where ``root`` holds no runs, the newest
-    of ``root`` itself as a run directory; None when there is none."""
-    root = Path(root)
+def newest_resumable(root: str | os.PathLike, accept: Accept | None = None
+                     ) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """``(the newest checkpoint of the newest run under root that accept takes,
+    [(run dir, why not) for each newer run holding a checkpoint that it refused]``).
+
+    Runs are ``root``'s ``version_*`` directories holding a checkpoint, newest
+    first; where ``root`` holds none, ``root`` itself as a run directory (taken
+    as it is). ``accept=None`` takes every run.
+    """
+    root, refused = Path(root), []
     for run in _runs(root):
         found = _newest_of_run(run)
-        if found is not None:
-            return found
-    return _newest_of_run(root)
+        if found is None:
+            continue
+        why = accept(run) if accept is not None else None
+        if why is None:
+            return found, refused
+        refused.append((run, why))
+    return (_newest_of_run(root) if not refused else None), refused
+
+
+def find_last(root: str | os.PathLike, accept: Accept | None = None) -> Path | None:
+    """The newest checkpoint of the newest run under ``root`` holding one
+    (``version_*/checkpoints*/<step>``) that ``accept`` takes (every run when
+    ``None``); where ``root`` holds no runs, the newest of ``root`` itself as a
+    run directory; None when there is none."""
+    return newest_resumable(root, accept)[0]
+
+
+def _refusal(root: Path, refused: list[tuple[Path, str]], prefix: str) -> str:
+    """The one line saying which run ``last`` found and why it cannot be resumed."""
+    run, why = refused[0]
+    others = f" (and {len(refused) - 1} older run(s): " + "; ".join(
+        f"{r.name}: {w}" for r, w in refused[1:4]) + (", ..." if len(refused) > 4 else "") + ")" \
+        if len(refused) > 1 else ""
+    return (f"{prefix}the newest run with a checkpoint under {root} is {run}, and this command "
+            f"cannot resume it: {why}{others}; name a run directory to resume it with its saved "
+            "config, or leave the checkpoint path out to start a new run")
+
+
+def _last_across_runs(root: Path, accept: Accept | None, prefix: str) -> Path | None:
+    """:func:`newest_resumable`, saying on stderr which newer runs were passed
+    over, or raising :class:`NotResumable` when every run was."""
+    found, refused = newest_resumable(root, accept)
+    if found is None and refused:
+        raise NotResumable(_refusal(root, refused, prefix))
+    if refused:
+        passed = "; ".join(f"{r.name}: {w}" for r, w in refused[:4])
+        print(f"jaxtrainer: {prefix}resuming {found.parent.parent}, the newest run this command "
+              f"can resume (passed over: {passed})", file=sys.stderr, flush=True)
+    return found
 
 
 def _field(key: str, name: str) -> str | None:
@@ -202,13 +255,14 @@ def parse_which(which: str | int | None) -> str | int | None:
     raise ValueError(f"checkpoint {which!r}: expected 'last', 'best' or a step number")
 
 
-def _locate(path: Path, across_runs: bool, prefix: str) -> tuple[Path, Path | None]:
+def _locate(path: Path, across_runs: bool, prefix: str,
+            accept: Accept | None = None) -> tuple[Path, Path | None]:
     """``(checkpoints directory, the step directory path names or None)``."""
     if (path / META).exists():
         return path.parent, path
     if steps(path):
         return path, None
-    newest = _newest_of_run(path) if not across_runs else find_last(path)
+    newest = _newest_of_run(path) if not across_runs else _last_across_runs(path, accept, prefix)
     if newest is not None:
         return newest.parent, None
     versions = [p.name for p in reversed(_runs(path))]
@@ -226,7 +280,7 @@ def _locate(path: Path, across_runs: bool, prefix: str) -> tuple[Path, Path | No
 
 
 def resolve(path: str | os.PathLike, which: str | int | None = None, *,
-            across_runs: bool = False, prefix: str = "") -> Path:
+            across_runs: bool = False, prefix: str = "", accept: Accept | None = None) -> Path:
     """The step directory that ``path`` and ``which`` name.
 
     Args:
@@ -238,15 +292,20 @@ def resolve(path: str | os.PathLike, which: str | int | None = None, *,
         ``"last"``, ``"best"`` (:func:`best`) or a step number (``int`` or digits).
       across_runs: whether ``path`` may be a root of runs.
       prefix: put before every error message (e.g. ``"ckpt_path='last': "``).
+      accept: with ``across_runs`` and a root, which runs the caller can resume
+        (:data:`Accept`): the newest run it takes counts, and newer runs it
+        refuses are named on stderr. ``None``: every run.
 
     Raises:
+      NotResumable (a FileNotFoundError): ``accept`` refused every run under
+        the root that holds a checkpoint (one line naming the newest and why).
       FileNotFoundError: no checkpoint there (naming the path; a root of runs
         without ``across_runs`` is named as such), or none at that step (listing
         the steps there).
       ValueError: a bad ``which``, or ``"best"`` where no best was recorded.
     """
     which = parse_which(which)
-    directory, step_dir = _locate(Path(expand_path(path)), across_runs, prefix)
+    directory, step_dir = _locate(Path(expand_path(path)), across_runs, prefix, accept)
     if which is None and step_dir is not None:
         return step_dir
     if which == "best":

@@ -18,7 +18,7 @@ import numpy as np
 
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.checkpoint import files as ckpt
-from jaxtrainer.checkpoint.resolve import NAMES, resolve
+from jaxtrainer.checkpoint.resolve import NAMES, Accept, resolve
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -118,7 +118,7 @@ def check_env_steps(path: Path, env_steps_per_step: int, module_name: str) -> in
 
 
 def resolve_ckpt_path(ckpt_path: str | os.PathLike, root: str | os.PathLike,
-                      strategy: Strategy | None = None) -> Path:
+                      strategy: Strategy | None = None, accept: Accept | None = None) -> Path:
     """A Trainer's ``ckpt_path`` as a step directory, the same on every process.
 
     ``"last"`` and ``"best"`` name the newest checkpoint of the newest run under
@@ -129,6 +129,8 @@ def resolve_ckpt_path(ckpt_path: str | os.PathLike, root: str | os.PathLike,
     With ``strategy`` and several processes, process 0 resolves it and every
     process uses that path, which must be visible on each of them (a shared
     filesystem); one tiny exchange. ``strategy=None``: this process alone.
+    ``accept``: which runs under ``root`` this caller can resume
+    (:data:`jaxtrainer.checkpoint.resolve.Accept`; ``None``: every run).
 
     Raises:
       FileNotFoundError: on every process, when process 0 finds no checkpoint
@@ -140,7 +142,7 @@ def resolve_ckpt_path(ckpt_path: str | os.PathLike, root: str | os.PathLike,
 
     def here() -> Path:
         if name in NAMES:
-            return resolve(root, name, across_runs=True, prefix=prefix)
+            return resolve(root, name, across_runs=True, prefix=prefix, accept=accept)
         return resolve(ckpt_path, prefix=prefix)
 
     if strategy is None or strategy.process_count <= 1:

@@ -93,11 +93,12 @@ def config_statistics(scores: Sequence[float], reps: int = DEFAULT_REPS,
     configuration's scores (one per seed; non-finite scores are left out).
 
     Returns:
-      ``{name: value}`` for every name of :data:`SUMMARY_COLUMNS`; every
-      statistic is NaN when no score is finite.
+      ``{name: value}`` for every name of :data:`SUMMARY_COLUMNS` (``seeds``
+      an int, the statistics floats); every statistic is NaN when no score is
+      finite.
     """
     values = np.asarray([s for s in scores if math.isfinite(float(s))], np.float64)
-    out: dict[str, float] = {"seeds": float(values.size)}
+    out: dict[str, float] = {"seeds": int(values.size)}
     if values.size == 0:
         return {**out, **{k: math.nan for k in SUMMARY_COLUMNS[1:]}}
     _, metrics = _rliable()
@@ -179,7 +180,9 @@ class SweepSummary(Callback):
       ``member/<i>/<metric>`` at the last step.
     * ``on_fit_end``: from the last evaluation's ``member/<i>/<metric>``,
       :func:`summarize` to ``<log_dir>/sweep_summary.csv`` and the table
-      (:func:`format_table`) printed on stdout; :attr:`rows` keeps the rows.
+      (:func:`format_table`) printed on stdout, then a line saying what the
+      sweep's overall ``metric`` averages (:meth:`~jaxtrainer.population.Sweep.averaged`);
+      :attr:`rows` keeps the rows.
       Padding members are no members: they are in neither file.
 
     Args:
@@ -249,4 +252,6 @@ class SweepSummary(Callback):
         write_csv(os.path.join(trainer.log_dir, SUMMARY_FILE), self.rows)
         if self.print_table:
             print(format_table(self.rows, module.hyperparam_names, self.metric), flush=True)
+            print(f"{self.metric} over the whole sweep (a recipe's last line): "
+                  f"{module.averaged()}, every member weighing the same", flush=True)
             sys.stdout.flush()

@@ -37,7 +37,8 @@ Trainer's own ``seed`` is not used by a sweep. How exactly the curves agree:
   one PPO update). Keys, initial parameters and the first updates agree, so
   the curves agree to float rounding over the first updates; RL amplifies the
   last-bit differences (tiny PPO on CartPole: equal episode returns for 40
-  updates, then apart);
+  updates, then apart; the recipe's default CartPole PPO: 58 and 75 updates
+  for seeds 0 and 1, of 976);
 * ``vectorize=False``: each member runs the one-member program (``lax.map``):
   bit for bit the single run's parameters, metrics and evaluations on
   XLA:CPU, at the speed of sequential runs.
@@ -114,6 +115,8 @@ def grid(hyperparams: Mapping[str, Sequence[float]] | None) -> list[dict[str, fl
     """Every configuration of a grid, in sweep order: the Cartesian product of
     the value lists, names in the order given, the last name varying fastest.
     ``{}`` or ``None`` is one configuration with nothing changed: ``[{}]``.
+    Values are floats, except ints given as ints (kept, so that files and
+    commands show ``4``, not ``4.0``; the state holds them as float32 either way).
 
     Raises:
       ValueError: a value list that is empty, not a list, holds a non-finite
@@ -125,14 +128,14 @@ def grid(hyperparams: Mapping[str, Sequence[float]] | None) -> list[dict[str, fl
         if isinstance(options, (str, bytes)) or not isinstance(options, Sequence) or not options:
             raise ValueError(f"Sweep: hyperparams[{name!r}]={options!r}: expected a non-empty "
                              f"list of numbers, e.g. {{{name!r}: [1e-3, 3e-3]}}")
-        floats = []
+        kept = []
         for v in options:
             if isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(float(v)):
                 raise ValueError(f"Sweep: hyperparams[{name!r}] holds {v!r}: expected numbers")
-            floats.append(float(v))
-        if len(set(floats)) != len(floats):
+            kept.append(int(v) if isinstance(v, numbers.Integral) else float(v))
+        if len({float(v) for v in kept}) != len(kept):
             raise ValueError(f"Sweep: hyperparams[{name!r}]={list(options)} repeats a value")
-        values[str(name)] = floats
+        values[str(name)] = kept
     return [dict(zip(values, combo, strict=True)) for combo in itertools.product(*values.values())]
 
 
@@ -236,6 +239,19 @@ class Sweep(MemberPopulation):
         without hyperparameters)."""
         items = self.configs[config].items()
         return " ".join(f"{k}={v:g}" for k, v in items) or "all"
+
+    def averaged(self) -> str:
+        """What a mean over the members averages, for the lines that report one:
+        ``"mean over 4 members (seeds 0-3)"`` or ``"mean of 2 configurations x
+        2 seeds (4 members)"``."""
+        seeds = self.seeds
+        contiguous = list(seeds) == list(range(seeds[0], seeds[0] + len(seeds)))
+        named = f"{seeds[0]}-{seeds[-1]}" if contiguous and len(seeds) > 1 else \
+            ", ".join(map(str, seeds))
+        if len(self.configs) == 1:
+            return f"mean over {self.population_size} members (seed{'s' * (len(seeds) > 1)} {named})"
+        return (f"mean of {len(self.configs)} configurations x {len(seeds)} seeds "
+                f"({self.population_size} members)")
 
     def _padded(self) -> list[dict[str, Any]]:
         """Every member of the padded population (padding: copies of the last)."""

@@ -24,6 +24,7 @@ from typing import Any
 import jax
 from omegaconf import DictConfig, OmegaConf
 
+from jaxtrainer import run_kind
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint import runs, trainer_state
 
@@ -68,23 +69,28 @@ def _get(cfg: DictConfig, key: str) -> Any:
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
 
 
-def saved_config(cfg: DictConfig) -> tuple[DictConfig, str] | None:
-    """``(the config the checkpoint's run saved, its path)`` for ``cfg``'s
-    ``trainer.ckpt_path``, or None (no ``ckpt_path``, or a run without one).
+def saved_config(cfg: DictConfig) -> tuple[DictConfig, str, str] | None:
+    """``(the config the checkpoint's run saved, its path, the checkpoint)`` for
+    ``cfg``'s ``trainer.ckpt_path``, or None (no ``ckpt_path``, or a run without
+    one). ``last`` and ``best`` look at the newest run of ``cfg``'s recipe,
+    environment and kind (:func:`jaxtrainer.run_kind.config_acceptor`).
 
     Raises:
-      FileNotFoundError: ``trainer.ckpt_path`` names no checkpoint.
+      FileNotFoundError: ``trainer.ckpt_path`` names no checkpoint, or no run
+        this config can resume (one line naming the newest run and why).
     """
     path = cfg.trainer.get("ckpt_path")
     if path is None:
         return None
-    step_dir = trainer_state.resolve_ckpt_path(str(path), cfg.trainer.get("default_root_dir") or "runs")
+    accept = run_kind.config_acceptor(OmegaConf.to_container(cfg, resolve=True))
+    step_dir = trainer_state.resolve_ckpt_path(str(path), cfg.trainer.get("default_root_dir") or "runs",
+                                               accept=accept)
     file = runs.run_dir_of(step_dir) / runs.CONFIG_FILE
     if not file.is_file():
         return None
     saved = OmegaConf.load(file)
     saved.pop("recipe", None)
-    return saved, str(file)
+    return saved, str(file), str(step_dir)
 
 
 def resumed(cfg: DictConfig, given: DictConfig, setting: str | None) -> DictConfig:
@@ -100,9 +106,11 @@ def resumed(cfg: DictConfig, given: DictConfig, setting: str | None) -> DictConf
     found = saved_config(cfg)
     if found is None:
         return cfg
-    saved, file = found
+    saved, file, step_dir = found
     struct = OmegaConf.is_struct(cfg)
     out = OmegaConf.merge(cfg, saved, given)  # the saved settings, then what was given
+    if str(cfg.trainer.ckpt_path) in trainer_state.NAMES:
+        out.trainer.ckpt_path = step_dir  # the run chosen here is the one the Trainer resumes
     OmegaConf.set_struct(out, struct)
     changes = [(key, _get(saved, key), _get(out, key)) for key in _leaves(given)
                if key != "trainer.ckpt_path" and _get(saved, key) is not _UNSET

@@ -15,24 +15,30 @@ YAML file (:func:`with_section` adds the section when the config is loaded)::
   several names make a grid (the Cartesian product, the last name varying
   fastest). Members are configuration-major, seed-minor;
 * ``sweep.vectorize``: ``true`` batches each device's members with ``vmap``
-  (fast; a member reproduces its single run to float rounding), ``false`` runs
-  them one after another (bit for bit the single run on XLA:CPU).
+  (fast; a member follows its single run exactly for its first updates, then
+  rounding differences grow: 58 and 75 updates of the default CartPole PPO),
+  ``false`` runs them one after another (bit for bit the single run on XLA:CPU).
 
 The budget keys keep their meaning per member: ``trainer.max_env_steps`` (and
 ``trainer.max_steps``) are what each member trains for, so a sweep member
-trains exactly as the single run ``python recipes/<name>.py trainer.seed=<s>
-algorithm.<name>=<v> trainer.devices=1``, which reproduces it
-(:mod:`jaxtrainer.population.sweep`). The run also holds ``sweep_members.csv``
-and ``sweep_summary.csv`` (:class:`~jaxtrainer.population.summary.SweepSummary`);
-the summary table is printed before the recipe's last line, whose
-``eval/episode_return`` is then the mean over the members.
+trains exactly as the single run ``jaxtrainer fit <name> <the sweep's other
+overrides> trainer.seed=<s> algorithm.<name>=<v> trainer.devices=1``, which
+reproduces it (:mod:`jaxtrainer.population.sweep`); :class:`MemberHint` prints
+that command for the last member when ``fit`` starts. The run also holds
+``sweep_members.csv`` and ``sweep_summary.csv``
+(:class:`~jaxtrainer.population.summary.SweepSummary`); the summary table is
+printed before the recipe's last line, whose ``eval/episode_return`` is then
+the mean over the members, with a line saying so ("mean over 4 members (seeds 0-3)").
 """
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from jaxtrainer.callbacks.base import Callback
 
 SECTION = "sweep"
 SWEEP_RECIPES = frozenset({"ppo", "a2c"})
@@ -103,13 +109,96 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
                  vectorize=node.get("vectorize", True))
 
 
+NOT_REPEATED = ("sweep.", "trainer.seed", "trainer.devices", "trainer.ckpt_path")
+"""Settings the "member alone" command does not repeat: the sweep itself, and
+what it sets for the member (its seed, one device) or must not (a resume)."""
+
+
+def override_text(value: Any) -> str:
+    """``value`` as the right-hand side of a ``key=value`` override:
+    ``true``, ``null``, ``0.001``, ``4``, ``[64,64]``, ``CartPole-v1``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(override_text(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{override_text(v)}" for k, v in value.items()) + "}"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _leaves(node: Any, prefix: str = "") -> dict[str, Any]:
+    """``{dotted key: value}`` of a plain nested dict (lists are values)."""
+    if not isinstance(node, dict) or not node:
+        return {prefix: node} if prefix else {}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out.update(_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def changed_settings(cfg: DictConfig, recipe: str) -> list[str]:
+    """Every setting of ``cfg`` that differs from ``recipe``'s shipped config
+    (what the command line and a ``--config`` file changed), as ``key=value``
+    overrides in the config's order, less :data:`NOT_REPEATED`."""
+    from jaxtrainer.recipes.catalog import config_file
+
+    default = _leaves(OmegaConf.to_container(with_section(OmegaConf.load(config_file(recipe)), recipe),
+                                             resolve=True))
+    now = _leaves(OmegaConf.to_container(cfg, resolve=True))
+    return [f"{key}={override_text(value)}" for key, value in now.items()
+            if not key.startswith(NOT_REPEATED) and (key not in default or default[key] != value)]
+
+
+def member_command(recipe: str, member: dict[str, Any], names: tuple[str, ...],
+                   changed: list[str]) -> str:
+    """The shell command that trains ``member`` (:meth:`Sweep.member`) alone:
+    ``jaxtrainer fit <recipe>``, the settings ``changed`` (the swept
+    hyperparameters replaced by the member's values), its seed and
+    ``trainer.devices=1``, each shell-quoted."""
+    swept = {f"algorithm.{n}" for n in names}
+    items = [c for c in changed if c.split("=", 1)[0] not in swept]
+    items += [f"trainer.seed={member['seed']}",
+              *(f"algorithm.{n}={override_text(member[n])}" for n in names), "trainer.devices=1"]
+    return " ".join(["jaxtrainer", "fit", recipe, *(shlex.quote(i) for i in items)])
+
+
+class MemberHint(Callback):
+    """At the start of a recipe sweep's ``fit`` (global-zero process), one line:
+    the member count, the configurations and seeds, and the command that trains
+    the last member alone (:func:`member_command`, with every setting the run
+    changed from the recipe's config, read from the recipe's
+    :class:`~jaxtrainer.recipes.command.RunRecord`)."""
+
+    def __init__(self, recipe: str | None) -> None:
+        self.recipe = recipe
+
+    def needs_state(self, trainer: Any, module: Any, step: int) -> bool:
+        return False
+
+    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+        from jaxtrainer.recipes.command import RunRecord
+
+        if stage != "fit" or not trainer.is_global_zero:
+            return
+        record = next((cb for cb in trainer.callbacks if isinstance(cb, RunRecord)), None)
+        recipe = self.recipe or (record.recipe if record else None) or "<recipe>"
+        changed = changed_settings(record.cfg, recipe) if record and recipe != "<recipe>" else []
+        last = module.member(module.population_size - 1)
+        print(f"jaxtrainer: sweep of {module.population_size} members ({len(module.configs)} "
+              f"configuration(s) x {len(module.seeds)} seeds {module.seeds[0]}.."
+              f"{module.seeds[-1]}) in one program; member i alone, e.g. the last: "
+              f"{member_command(recipe, last, module.hyperparam_names, changed)}", flush=True)
+
+
 def before_fit(trainer: Any, module: Any, recipe: str | None) -> None:
     """Prepare ``trainer`` for a sweep ``module`` (nothing for any other module):
     ``trainer.max_env_steps``, a budget per member in a recipe, becomes the
     sweep's total (times the member count: the Trainer counts every member's
     environment steps), a :class:`~jaxtrainer.population.summary.SweepSummary` is
-    added unless one is there, and one line says how many members train and how
-    to rerun one of them alone."""
+    added unless one is there, and a :class:`MemberHint` says, when ``fit``
+    starts, how many members train and how to rerun one of them alone."""
     from jaxtrainer.population.summary import SweepSummary
     from jaxtrainer.population.sweep import Sweep
 
@@ -121,11 +210,13 @@ def before_fit(trainer: Any, module: Any, recipe: str | None) -> None:
         summary = SweepSummary()
         at = sum(getattr(cb, "order", 0) <= summary.order for cb in trainer.callbacks)
         trainer.callbacks.insert(at, summary)
-    if trainer.is_global_zero:
-        last = module.member(module.population_size - 1)
-        again = " ".join([f"trainer.seed={last['seed']}",
-                          *(f"algorithm.{n}={last[n]!r}" for n in module.hyperparam_names)])
-        print(f"jaxtrainer: sweep of {module.population_size} members ({len(module.configs)} "
-              f"configuration(s) x {len(module.seeds)} seeds {module.seeds[0]}.."
-              f"{module.seeds[-1]}) in one program; member i alone, e.g. the last: "
-              f"python recipes/{recipe or '<recipe>'}.py {again} trainer.devices=1", flush=True)
+    if not any(isinstance(cb, MemberHint) for cb in trainer.callbacks):
+        trainer.callbacks.append(MemberHint(recipe))
+
+
+def final_note(module: Any) -> str:
+    """For a recipe's last line: ``" (mean over 4 members (seeds 0-3))"`` for a
+    sweep (:meth:`~jaxtrainer.population.Sweep.averaged`), ``""`` otherwise."""
+    from jaxtrainer.population.sweep import Sweep
+
+    return f" ({module.averaged()})" if isinstance(module, Sweep) else ""

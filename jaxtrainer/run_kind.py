@@ -1,0 +1,187 @@
+"""What a run directory holds: its recipe (or module class), environment and kind.
+
+Runs of different recipes, environments or kinds (one agent, or a sweep of many)
+are not comparable: ``jaxtrainer plot ROOT`` draws each group of its own, and
+``ckpt_path="last"`` resumes only a run of the kind the command trains. A run's
+identity (:class:`RunKind`) is read from its files:
+
+* ``config.yaml`` (a run a recipe started): ``recipe:``, ``env.name`` and the
+  ``sweep:`` section;
+* ``module.yaml`` (a module started from Python): the class's name, and its
+  ``env`` argument where that is a string;
+* ``sweep_members.csv`` (a sweep, whoever started it): its configurations and seeds.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import yaml
+
+CONFIG_FILE = "config.yaml"
+MODULE_FILE = "module.yaml"
+MEMBERS_FILE = "sweep_members.csv"
+SINGLE = "single run"
+"""The kind of a run that trains one agent."""
+
+
+class RunKind(NamedTuple):
+    """A run's identity.
+
+    Attributes:
+      recipe: the recipe's name (``config.yaml``), else the module class's name
+        (``module.yaml``), else ``None``.
+      env: the environment's name, or ``None`` where the run's files do not say.
+      kind: :data:`SINGLE`, or a sweep's shape (:func:`sweep_kind`).
+      members: agents trained (1 for a single run).
+    """
+
+    recipe: str | None
+    env: str | None
+    kind: str
+    members: int
+
+    def label(self) -> str:
+        """``"ppo CartPole-v1"``, ``"ppo CartPole-v1, sweep of 4 seeds"``,
+        ``"Regression"`` (a module started from Python, no env recorded)."""
+        head = " ".join(p for p in (self.recipe, self.env) if p) or \
+            "runs without config.yaml or module.yaml"
+        return head if self.kind == SINGLE else f"{head}, {self.kind}"
+
+
+def sweep_kind(configs: int, seeds: int) -> str:
+    """``"sweep of 4 seeds"`` or ``"sweep of 2 configurations x 2 seeds"``."""
+    if configs <= 1:
+        return f"sweep of {seeds} seed{'s' * (seeds != 1)}"
+    return f"sweep of {configs} configurations x {seeds} seed{'s' * (seeds != 1)}"
+
+
+def _sweep_shape(section: Any) -> tuple[int, int] | None:
+    """``(configurations, seeds)`` of a config's ``sweep:`` section, or None (no sweep)."""
+    if not isinstance(section, Mapping):
+        return None
+    seeds, grid = section.get("seeds"), section.get("hyperparams") or {}
+    if seeds is None and not grid:
+        return None
+    sizes = [len(v) if isinstance(v, list | tuple) else 1 for v in grid.values()]
+    return math.prod(sizes), int(seeds) if isinstance(seeds, int) else 1
+
+
+def of_config(cfg: Mapping[str, Any]) -> RunKind:
+    """The identity of a recipe config (a run's ``config.yaml`` as a dict, or the
+    config a command is about to run, with or without its ``recipe`` key)."""
+    env = cfg.get("env")
+    shape = _sweep_shape(cfg.get("sweep"))
+    return RunKind(cfg.get("recipe"), env.get("name") if isinstance(env, Mapping) else None,
+                   SINGLE if shape is None else sweep_kind(*shape),
+                   1 if shape is None else shape[0] * shape[1])
+
+
+def _read_yaml(path: Path) -> dict[str, Any] | None:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _members_shape(run_dir: Path) -> tuple[int, int, int] | None:
+    """``(members, configurations, seeds)`` of ``sweep_members.csv``, or None."""
+    try:
+        with open(run_dir / MEMBERS_FILE, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError:
+        return None
+    if not rows:
+        return None
+    return len(rows), len({r.get("config") for r in rows}), len({r.get("seed") for r in rows})
+
+
+def of_run(run_dir: str | os.PathLike) -> RunKind:
+    """The identity of the run in ``run_dir`` (read from its files; a run
+    without ``config.yaml`` or ``module.yaml`` has ``recipe`` and ``env`` None)."""
+    run_dir = Path(run_dir)
+    members = _members_shape(run_dir)
+    cfg = _read_yaml(run_dir / CONFIG_FILE)
+    if cfg is not None:
+        found = of_config(cfg)
+    else:
+        record = _read_yaml(run_dir / MODULE_FILE) or {}
+        args = record.get("init_args") if isinstance(record.get("init_args"), dict) else {}
+        env = args.get("env")
+        found = RunKind(str(record["class_path"]).rsplit(".", 1)[-1]
+                        if record.get("class_path") else None,
+                        env if isinstance(env, str) else None, SINGLE, 1)
+    if members is not None:
+        found = found._replace(kind=sweep_kind(members[1], members[2]), members=members[0])
+    return found
+
+
+def _recipe_differs(run_cfg: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Whether a run's saved config is another recipe's than ``current`` (by its
+    ``recipe:`` key where both have one, else by the sections and algorithm keys)."""
+    if run_cfg.get("recipe") and current.get("recipe"):
+        return run_cfg["recipe"] != current["recipe"]
+    sections = {k for k in run_cfg if k != "recipe"} - {"sweep"}
+    if sections != {k for k in current if k != "recipe"} - {"sweep"}:
+        return True
+    algorithm, now = run_cfg.get("algorithm"), current.get("algorithm")
+    return isinstance(algorithm, Mapping) and isinstance(now, Mapping) and set(algorithm) != set(now)
+
+
+def config_refusal(run_cfg: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
+    """Why a command running the config ``current`` cannot resume the run that
+    saved ``run_cfg`` (another recipe, environment or kind), or None when it can.
+    Other settings may differ: a resume takes the run's saved config."""
+    run, now = of_config(run_cfg), of_config(current)
+    if _recipe_differs(run_cfg, current):
+        return f"it is a run of the {run.recipe or 'another'!r} recipe, not of this command's"
+    if run.env != now.env:
+        return f"it trained env.name={run.env}, this command env.name={now.env}"
+    if run.kind != now.kind:
+        return f"it is a {run.kind}, this command trains a {now.kind}"
+    return None
+
+
+def config_acceptor(current: Mapping[str, Any]) -> Callable[[Path], str | None]:
+    """``accept(run_dir)``: None where a command running the config ``current``
+    can resume that run, else why not (:func:`config_refusal`; a run without a
+    ``config.yaml`` is taken: the Trainer checks it against the module)."""
+    def accept(run_dir: Path) -> str | None:
+        saved = _read_yaml(Path(run_dir) / CONFIG_FILE)
+        return None if saved is None else config_refusal(saved, current)
+    return accept
+
+
+def module_acceptor(class_path: str | None, members: int | None) -> Callable[[Path], str | None]:
+    """``accept(run_dir)`` for ``Trainer.fit(module, ckpt_path="last")``: None
+    where the run could hold ``module``'s state, else why not: a run whose
+    ``module.yaml`` records another class than ``class_path``, or a sweep
+    whose member count is not ``members`` (``None``: ``module`` is no sweep)."""
+    def accept(run_dir: Path) -> str | None:
+        record = _read_yaml(Path(run_dir) / MODULE_FILE) or {}
+        if class_path and record.get("class_path") and record["class_path"] != class_path:
+            return f"it trained {record['class_path']}, this fit {class_path}"
+        shape = _members_shape(Path(run_dir))
+        if (shape is None) != (members is None) or (shape and shape[0] != members):
+            kind = sweep_kind(shape[1], shape[2]) if shape else SINGLE
+            want = f"a sweep of {members} members" if members else f"a {SINGLE}"
+            return f"it is a {kind}, this fit trains {want}"
+        return None
+    return accept
+
+
+def acceptor_of(module: Any) -> Callable[[Path], str | None]:
+    """:func:`module_acceptor` for ``module`` (its recorded class, and its
+    member count where it is a :class:`~jaxtrainer.population.Sweep`)."""
+    from jaxtrainer import module_record
+    from jaxtrainer.population.sweep import Sweep
+
+    record = module_record.record(module)
+    return module_acceptor(record["class_path"] if record else None,
+                           module.population_size if isinstance(module, Sweep) else None)
