@@ -324,7 +324,7 @@ def report(out: dict[str, Any], output: str, metric: str, x: str) -> str:
     if "configs" in out:  # a sweep: one line per configuration
         return (f"wrote {output}: {metric}, IQM over seeds with 95% CIs, of "
                 f"{len(out['configs'])} configuration(s) ({', '.join(out['configs'])}), "
-                f"against {x_label(x, True) if x == 'env_steps' else x}")
+                f"against {'env steps per member' if x == 'env_steps' else x}")
     groups = out["groups"]
     if len(groups) == 1:
         g = groups[0]

@@ -365,7 +365,10 @@ class Trainer:
         Args:
           module: the algorithm.
           ckpt_path: ``None`` (a new run in a new ``version_<n>``), ``"last"``
-            (newest checkpoint under ``default_root_dir``), ``"best"`` (the
+            (newest checkpoint under ``default_root_dir`` of a run this module
+            can resume: newer runs of another recorded module class or sweep
+            shape, :func:`jaxtrainer.run_kind.acceptor_of`, are passed over and
+            named on stderr), ``"best"`` (the
             best checkpoint by its :class:`ModelCheckpoint`'s ``monitor`` of the
             newest run there, see :func:`jaxtrainer.checkpoint.resolve`) or
             a checkpoint path; resuming continues the run exactly and appends to
@@ -507,8 +510,8 @@ class Trainer:
         """
         self.prepare(module)
         if ckpt_path is not None:
-            self.restore_checkpoint(module, trainer_state.resolve_ckpt_path(ckpt_path, self.default_root_dir,
-                                                          self.strategy))
+            self.restore_checkpoint(module, trainer_state.resolve_ckpt_path(
+                ckpt_path, self.default_root_dir, self.strategy, run_kind.acceptor_of(module)))
         elif self._state is None:
             self._init_state(module)
         else:

@@ -100,7 +100,7 @@ def test_a_sweep_alone_and_under_a_root_use_env_steps_per_member(mixed_root, tmp
     assert list(alone["x"]) == list(under["groups"][2]["x"]) == [100, 200, 300]
     said = plot.report(alone, "a.png", "train/episode_return", "env_steps")
     assert said.endswith("of 1 configuration(s) (train/episode_return (2 seeds)), against env "
-                         "steps per member (sweeps)")
+                         "steps per member")
 
 
 def _load(root: Path, *overrides: str):
@@ -193,6 +193,7 @@ def test_summary_writes_integer_seeds_and_hyperparameters_as_integers(tmp_path):
     assert [m["lr"] for m in floats] == [1e-3, 1e-3, 0.5, 0.5]
 
 
+@pytest.mark.timeout(60)
 def test_a_sweep_says_what_its_mean_averages():
     assert Sweep(toys.Regression(), seeds=4).averaged() == "mean over 4 members (seeds 0-3)"
     grid = Sweep(toys.Regression(), seeds=[3, 7], hyperparams={"lr": [1e-3, 3e-3]})
@@ -201,6 +202,7 @@ def test_a_sweep_says_what_its_mean_averages():
     assert recipe_sweep.final_note(toys.Regression()) == ""
 
 
+@pytest.mark.timeout(60)
 def test_run_identity_from_module_yaml_and_unrecorded_runs(tmp_path):
     run = tmp_path / "version_0"
     run.mkdir()
