@@ -7,9 +7,13 @@
 Each argument is a run directory (one holding ``metrics.csv``) or, as
 ``tensorboard --logdir`` takes, a root: every directory below it holding a
 ``metrics.csv`` is a run (``version_<n>`` in number order). Each run is one
-line, labelled with its path relative to the root; with several runs the
-figure shows their mean and a band from the minimum to the maximum (the spread
-over runs), after interpolating every run onto the x values of the shortest.
+line, labelled with its path relative to the root. Runs are grouped by recipe,
+environment and kind (:func:`group_runs`, :mod:`jaxtrainer.run_kind`: a
+CartPole run, an Acrobot run and a sweep are three groups); per group the
+figure shows the mean and a band from the minimum to the maximum (the spread
+over its runs), after interpolating its runs onto the x values of its
+shortest. A sweep's ``env_steps`` are drawn per member (its environment steps
+over its member count) wherever it is drawn.
 
 A single run of a sweep (:class:`~jaxtrainer.population.Sweep`, a run directory
 holding ``sweep_members.csv``) is drawn by :func:`plot_sweep`: one line per

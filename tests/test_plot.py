@@ -20,6 +20,7 @@ def _fake_run(path, values, extra_row=True):
             f.write(f"{len(values)},{len(values) * 100},,1.0\n")
 
 
+@pytest.mark.timeout(60)
 def test_mean_and_spread_over_runs(tmp_path):
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
     _fake_run(a, [1, 2, 3, 4])
@@ -33,6 +34,7 @@ def test_mean_and_spread_over_runs(tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.timeout(120)
 def test_cli_plot_writes_png_from_two_trainer_runs(tmp_path, capsys):
     dirs = []
     for seed in (0, 1):
@@ -49,6 +51,7 @@ def test_cli_plot_writes_png_from_two_trainer_runs(tmp_path, capsys):
         cli.main(["plot"])
 
 
+@pytest.mark.timeout(120)
 def test_cli_plot_a_root_draws_every_run_under_it(tmp_path, capsys):
     """As ``tensorboard --logdir``: a root holds runs at any depth; each is one
     line labelled by its path relative to the root (version_10 after version_2)."""
