@@ -213,3 +213,20 @@ def test_run_identity_from_module_yaml_and_unrecorded_runs(tmp_path):
     cfg = OmegaConf.to_container(_load(tmp_path, "sweep.hyperparams.lr=[1e-3,3e-3]"))
     assert run_kind.of_config(cfg).kind == "sweep of 2 configurations x 1 seed"
     assert os.fspath(run_kind.MEMBERS_FILE) == sweep_summary.MEMBERS_FILE
+
+
+@pytest.mark.timeout(60)
+def test_every_run_refused_names_the_newest_then_the_others(mixed_root):
+    from jaxtrainer.checkpoint.resolve import newest_resumable, resolve
+
+    found, refused = newest_resumable(mixed_root, lambda run: f"not {run.name}")
+    assert found is None and [r.name for r, _ in refused] == ["version_2", "version_1", "version_0"]
+    with pytest.raises(NotResumable) as error:
+        resolve(mixed_root, "last", across_runs=True, prefix="ckpt_path='last': ",
+                accept=lambda run: f"not {run.name}")
+    assert str(error.value) == (
+        f"ckpt_path='last': the newest run with a checkpoint under {mixed_root} is "
+        f"{mixed_root / 'version_2'}, and this command cannot resume it: not version_2 (and 2 "
+        "older run(s): version_1: not version_1; version_0: not version_0); name a run directory "
+        "to resume it with its saved config, or leave the checkpoint path out to start a new run")
+    assert resolve(mixed_root, "last", across_runs=True) == mixed_root / "version_2" / "checkpoints" / "4"

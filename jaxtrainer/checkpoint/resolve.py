@@ -121,9 +121,10 @@ def find_last(root: str | os.PathLike, accept: Accept | None = None) -> Path | N
 def _refusal(root: Path, refused: list[tuple[Path, str]], prefix: str) -> str:
     """The one line saying which run ``last`` found and why it cannot be resumed."""
     run, why = refused[0]
-    others = f" (and {len(refused) - 1} older run(s): " + "; ".join(
-        f"{r.name}: {w}" for r, w in refused[1:4]) + (", ..." if len(refused) > 4 else "") + ")" \
-        if len(refused) > 1 else ""
+    others = ""
+    if len(refused) > 1:
+        listed = "; ".join(f"{r.name}: {w}" for r, w in refused[1:4])
+        others = f" (and {len(refused) - 1} older run(s): {listed}{', ...' if len(refused) > 4 else ''})"
     return (f"{prefix}the newest run with a checkpoint under {root} is {run}, and this command "
             f"cannot resume it: {why}{others}; name a run directory to resume it with its saved "
             "config, or leave the checkpoint path out to start a new run")
