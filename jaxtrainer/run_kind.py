@@ -122,16 +122,29 @@ def of_run(run_dir: str | os.PathLike) -> RunKind:
     return found
 
 
-def _recipe_differs(run_cfg: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
-    """Whether a run's saved config is another recipe's than ``current`` (by its
-    ``recipe:`` key where both have one, else by the sections and algorithm keys)."""
-    if run_cfg.get("recipe") and current.get("recipe"):
-        return run_cfg["recipe"] != current["recipe"]
-    sections = {k for k in run_cfg if k != "recipe"} - {"sweep"}
-    if sections != {k for k in current if k != "recipe"} - {"sweep"}:
-        return True
+RUN_SECTIONS = ("recipe", "trainer", "logger", "callbacks", "sweep")
+"""Sections of a recipe config that say nothing about which recipe it is."""
+
+
+def _other_recipe(run_cfg: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
+    """Why a run's saved config is another recipe's than ``current``, or None:
+    by their ``recipe:`` keys where both have one, else by their sections
+    (``pbt:``, ...) and by algorithm keys the run has and ``current`` lacks (a
+    key added to the recipe since the run started is no difference)."""
+    named = run_cfg.get("recipe")
+    if named and current.get("recipe"):
+        return None if named == current["recipe"] else f"it is a run of the {named!r} recipe"
+    sections = {k for k in run_cfg if k not in RUN_SECTIONS}
+    if sections != {k for k in current if k not in RUN_SECTIONS}:
+        return (f"it is a run of {'the ' + repr(named) if named else 'another'} recipe (sections "
+                f"{', '.join(sorted(sections))})")
     algorithm, now = run_cfg.get("algorithm"), current.get("algorithm")
-    return isinstance(algorithm, Mapping) and isinstance(now, Mapping) and set(algorithm) != set(now)
+    extra = sorted(set(algorithm) - set(now)) if isinstance(algorithm, Mapping) and \
+        isinstance(now, Mapping) else []
+    if extra:
+        return (f"it is a run of {'the ' + repr(named) if named else 'another'} recipe (algorithm "
+                f"keys this command does not have: {', '.join(map(str, extra[:4]))})")
+    return None
 
 
 def config_refusal(run_cfg: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
@@ -139,8 +152,9 @@ def config_refusal(run_cfg: Mapping[str, Any], current: Mapping[str, Any]) -> st
     saved ``run_cfg`` (another recipe, environment or kind), or None when it can.
     Other settings may differ: a resume takes the run's saved config."""
     run, now = of_config(run_cfg), of_config(current)
-    if _recipe_differs(run_cfg, current):
-        return f"it is a run of the {run.recipe or 'another'!r} recipe, not of this command's"
+    other = _other_recipe(run_cfg, current)
+    if other:
+        return other
     if run.env != now.env:
         return f"it trained env.name={run.env}, this command env.name={now.env}"
     if run.kind != now.kind:

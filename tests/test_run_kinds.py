@@ -230,3 +230,17 @@ def test_every_run_refused_names_the_newest_then_the_others(mixed_root):
         "older run(s): version_1: not version_1; version_0: not version_0); name a run directory "
         "to resume it with its saved config, or leave the checkpoint path out to start a new run")
     assert resolve(mixed_root, "last", across_runs=True) == mixed_root / "version_2" / "checkpoints" / "4"
+
+
+@pytest.mark.timeout(60)
+def test_another_recipes_config_is_refused_and_a_newer_key_is_not(tmp_path):
+    ppo = OmegaConf.to_container(_load(tmp_path))
+    a2c = OmegaConf.to_container(config.load(CONFIGS / "a2c.yaml"))
+    pbt = OmegaConf.to_container(config.load(CONFIGS / "pbt_ppo.yaml"))
+    assert run_kind.config_refusal({**a2c, "recipe": "a2c"}, ppo).startswith(
+        "it is a run of the 'a2c' recipe (algorithm keys this command does not have: ")
+    assert run_kind.config_refusal({**pbt, "recipe": "pbt_ppo"}, ppo) == \
+        "it is a run of the 'pbt_ppo' recipe (sections algorithm, env, pbt)"
+    older = {**ppo, "recipe": "ppo", "algorithm": dict(ppo["algorithm"])}
+    del older["algorithm"]["unroll_length"]  # a run from before the key existed
+    assert run_kind.config_refusal(older, ppo) is None
