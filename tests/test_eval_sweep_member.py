@@ -1,0 +1,47 @@
+"""``jaxtrainer eval RUN --member 2`` on a 4-seed sweep run prints member 2's
+numbers: those ``Trainer.evaluate`` reports for that member of the same checkpoint."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import jaxtrainer as jt
+from jaxtrainer.recipes import config, fit
+from jaxtrainer.recipes.modules import build_module
+from tests._xla import xla_flags
+
+ROOT = Path(__file__).parents[1]
+TINY = ["trainer.strategy=single", "trainer.max_env_steps=null", "trainer.max_steps=2",
+        "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false",
+        "trainer.compile_evaluation_ahead=false", "algorithm.num_envs=2",
+        "algorithm.num_steps=16", "algorithm.num_minibatches=2", "algorithm.update_epochs=1",
+        "algorithm.hidden_sizes=[8]", "algorithm.eval_episodes=4"]
+
+
+@pytest.mark.timeout(240)
+def test_eval_member_2_of_a_4_seed_sweep_prints_what_trainer_evaluate_reports(tmp_path, capsys):
+    fit.run([f"trainer.default_root_dir={tmp_path}", *TINY, "sweep.seeds=4"], "ppo")
+    run = tmp_path / "version_0"
+    command = shutil.which("jaxtrainer") or pytest.fail("the jaxtrainer command is not installed")
+    env = dict(os.environ, XLA_FLAGS=xla_flags(1), JAX_PLATFORMS="cpu")
+    out = subprocess.run([command, "eval", str(run), "--member", "2"], capture_output=True,
+                         text=True, timeout=180, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "member 2 of 4 (--member I for another)" in out.stdout, out.stdout
+
+    cfg = config.load(run / "config.yaml")
+    expected = jt.Trainer(strategy="single", max_steps=2, logger=False,
+                          enable_progress_bar=False).evaluate(
+        build_module("ppo", cfg), ckpt_path=run / "checkpoints" / "2")
+    for name in ("episode_return", "episode_length"):
+        line = re.search(rf"^{name}: mean=(\S+) std=(\S+) min=(\S+) max=(\S+)$", out.stdout, re.M)
+        assert line, out.stdout
+        assert line[1] == f"{expected[f'member/2/eval/{name}']:.4f}"  # per member: the mean
+    others = {round(expected[f"member/{i}/eval/episode_return"], 4) for i in range(4)}
+    assert len(others) > 1  # the members differ: the line is member 2's, not any member's
