@@ -62,6 +62,7 @@ RECIPES: dict[str, Recipe] = {
         "                                          # CartPole-v1, every local device",
         "trainer.strategy=pmap env.name=Acrobot-v1 trainer.seed=3",
         "trainer.ckpt_path=last                    # resume the newest run",
+        "--config ppo_brax_cpu.yaml                # brax inverted_pendulum on a CPU (minutes)",
         "--config my_ppo.yaml trainer.seed=1       # another YAML, then overrides")),
     "a2c": Recipe("A2C on a gymnax environment (CartPole-v1)", (
         "                                          # CartPole-v1, every local device",
