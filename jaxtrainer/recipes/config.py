@@ -403,5 +403,6 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
     if "eval/episode_return" not in result:
         raise KeyError(f"the evaluation of {type(module).__name__} has no eval/episode_return; "
                        f"its metrics: {', '.join(sorted(result))}")
-    print(f"eval/episode_return={fixed(result['eval/episode_return'])} run_dir={trainer.log_dir}")
+    print(f"eval/episode_return={fixed(result['eval/episode_return'])}{sweep.final_note(module)} "
+          f"run_dir={trainer.log_dir}")
     return result
