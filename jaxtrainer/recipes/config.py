@@ -368,7 +368,9 @@ def make_env(cfg: DictConfig) -> envs.Env:
 def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[str, float]:
     """Train ``module`` (from ``trainer.ckpt_path`` when the config sets one),
     evaluate it once and print the recipes' last line,
-    ``eval/episode_return=<value with 2 decimals> run_dir=<trainer.log_dir>``.
+    ``eval/episode_return=<value with 2 decimals> run_dir=<trainer.log_dir>``
+    (a sweep's says what its value averages, before ``run_dir``:
+    ``eval/episode_return=20.31 (mean over 4 members (seeds 0-3)) run_dir=...``).
 
     ``trainer`` is a :class:`Trainer` or a :class:`~jaxtrainer.PopulationTrainer`.
     During ``fit`` a :class:`~jaxtrainer.recipes.command.RunRecord` writes
