@@ -136,6 +136,14 @@ class Every:
         return False
 
 
+TRASH_PREFIX = ".jaxtrainer-removing-"
+"""Name prefix of a partial checkpoint moved aside to be removed."""
+
+BLOCK_SECONDS = 0.1
+"""How long the files standing in for removed partial checkpoints stay (seconds),
+so that a writer still running fails instead of creating them again."""
+
+
 def partial_checkpoints(directory: str | os.PathLike) -> list[Path]:
     """What an unfinished checkpoint write left in a checkpoints directory:
     orbax's ``*.orbax-checkpoint-tmp*`` entries and step directories without
@@ -145,23 +153,64 @@ def partial_checkpoints(directory: str | os.PathLike) -> list[Path]:
         entries = list(root.iterdir())
     except OSError:
         return []
-    return [p for p in entries if ".orbax-checkpoint-tmp" in p.name
-            or (p.name.isdigit() and p.is_dir() and not (p / "meta").exists())]
+    return [p for p in entries if not p.name.startswith(".") and (
+        ".orbax-checkpoint-tmp" in p.name
+        or (p.name.isdigit() and p.is_dir() and not (p / "meta").exists()))]
+
+
+def _move_aside(path: Path, trash: list[Path]) -> bool:
+    """Rename ``path`` to a hidden name (appended to ``trash``) and put an empty
+    file in its place, which a writer still running cannot create directories
+    in (it fails rather than writing the partial checkpoint again); False when
+    ``path`` is gone or came back at once."""
+    moved = path.with_name(f"{TRASH_PREFIX}{os.getpid()}-{len(trash)}")
+    try:
+        path.rename(moved)
+    except OSError:
+        return False
+    trash.append(moved)
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except OSError:
+        return False
+    return True
+
+
+def _wait_for_writes(directories: list[Path], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while any(partial_checkpoints(d) for d in directories) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def remove_partial_checkpoints(directories: Iterable[str | os.PathLike],
-                               grace_seconds: float = GRACE_SECONDS) -> None:
-    """Wait up to ``grace_seconds`` for checkpoint writes in flight under
-    ``directories`` to complete, then remove what :func:`partial_checkpoints`
-    finds, and the directories themselves where nothing is left in them.
-    Complete checkpoints are never touched."""
+                               grace_seconds: float | None = None) -> None:
+    """Wait up to ``grace_seconds`` (default :data:`GRACE_SECONDS`) for
+    checkpoint writes in flight under ``directories`` to complete, then remove
+    what :func:`partial_checkpoints` finds, and the directories themselves where
+    nothing is left in them. Complete checkpoints are never touched.
+
+    A writer may still be running (an orbax thread): each partial entry is moved
+    aside and replaced by an empty file, so the writer fails instead of writing
+    it again (and can never commit it); passes :data:`BLOCK_SECONDS` apart
+    repeat until two find nothing new, then the blockers are removed."""
     directories = [Path(d) for d in directories]
-    deadline = time.monotonic() + grace_seconds
-    while any(partial_checkpoints(d) for d in directories) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for directory in directories:
-        for path in partial_checkpoints(directory):
+    _wait_for_writes(directories, GRACE_SECONDS if grace_seconds is None else grace_seconds)
+    blockers: list[Path] = []
+    trash: list[Path] = []
+    quiet = 0
+    while quiet < 2:  # until two passes BLOCK_SECONDS apart find nothing but the blockers
+        found = [p for d in directories for p in partial_checkpoints(d) if p not in blockers]
+        blockers += [p for p in found if _move_aside(p, trash)]
+        quiet = 0 if found else quiet + 1
+        if quiet < 2:
+            time.sleep(BLOCK_SECONDS)
+    for directory in directories:  # what was moved aside (also by an earlier run)
+        for path in (directory.glob(f"{TRASH_PREFIX}*") if directory.is_dir() else ()):
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else _unlink(path)
+    for path in blockers:
+        if not path.is_dir():
+            _unlink(path)
+    for directory in directories:
         with contextlib.suppress(OSError):
             directory.rmdir()  # only succeeds when empty
 
@@ -186,22 +235,48 @@ def default_action(signums: Iterable[int]) -> None:
         pass
 
 
-def end_by_signal(signum: int, last_words: Callable[[], None],
-                  deadline_seconds: float | None = None) -> None:
-    """End the process by ``signum`` once ``last_words()`` returns, or after
-    ``deadline_seconds`` (default :data:`DEADLINE_SECONDS`) whatever it is doing: the signals of
-    :data:`PREEMPTION_SIGNALS` get their default action first (a further one
-    ends the process at once), the standard streams are flushed, then the
-    process sends itself ``signum`` (a shell shows status ``128 + signum``, a
-    parent's ``subprocess`` a return code of ``-signum``; no exit handler runs).
-    Callable from any thread; never returns."""
-    default_action(getattr(signal, name) for name in PREEMPTION_SIGNALS)
-    worker = threading.Thread(target=last_words, name="jaxtrainer-exit", daemon=True)
-    worker.start()
-    worker.join(DEADLINE_SECONDS if deadline_seconds is None else deadline_seconds)
+def _silence_stderr() -> int | None:
+    """Flush the standard streams, point file descriptor 2 at ``/dev/null``
+    (threads cut off by the exit, such as a checkpoint writer, print no
+    traceback) and return a copy of the old stderr descriptor, or None."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError, AttributeError):
             stream.flush()
+    try:
+        kept = os.dup(2)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        os.close(null)
+    except OSError:
+        return None
+    return kept
+
+
+def end_by_signal(signum: int, clean_up: Callable[[], str | None],
+                  deadline_seconds: float | None = None, prefix: str = "jaxtrainer") -> None:
+    """End the process by ``signum`` once ``clean_up()`` returns, or after
+    ``deadline_seconds`` (default :data:`DEADLINE_SECONDS`) whatever it is
+    doing. The signals of :data:`PREEMPTION_SIGNALS` get their default action
+    first (a further one ends the process at once) and the standard streams
+    are flushed; stderr then shows only ``<prefix>: <line>``, the line
+    ``clean_up`` returns (if any). Then the process sends itself ``signum`` (a
+    shell shows status ``128 + signum``, a parent's ``subprocess`` a return
+    code of ``-signum``; no exit handler runs). Callable from any thread; never
+    returns."""
+    default_action(getattr(signal, name) for name in PREEMPTION_SIGNALS)
+    stderr = _silence_stderr()
+
+    def last_words() -> None:
+        line = clean_up()
+        if line and stderr is not None:
+            with contextlib.suppress(OSError):
+                os.write(stderr, f"{prefix}: {line}\n".encode())
+
+    worker = threading.Thread(target=last_words, name="jaxtrainer-exit", daemon=True)
+    worker.start()
+    worker.join(DEADLINE_SECONDS if deadline_seconds is None else deadline_seconds)
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stdout.flush()
     os.kill(os.getpid(), int(signum))
     time.sleep(1.0)  # the default action could not be restored (no libc): end it anyway
     os.kill(os.getpid(), signal.SIGKILL)
@@ -314,7 +389,7 @@ class SignalHandlers:
         self._checkpoint_dirs = checkpoint_dirs
         self.hard_exit = not interactive() if hard_exit is None else bool(hard_exit)
         self._lock = threading.Lock()
-        self._recorded, self._count = False, 0
+        self._recorded, self._count, self._handled = False, 0, 0
         self._installed: _Installed | None = None
 
     def _record(self, signum: int) -> None:
@@ -333,8 +408,15 @@ class SignalHandlers:
     def _handle(self, signum: int, frame: Any) -> None:
         """The Python-level handler (main thread, between bytecodes)."""
         if self._installed is not None and self._installed.watcher is not None:
-            self._record(signum)  # the watcher counts; recording here is just sooner
-            return
+            with self._lock:
+                self._handled += 1
+                first = self._handled == 1
+            if first:
+                self._record(signum)  # the watcher counts; recording here is just sooner
+                return
+            # a later signal: the watcher ends the process; the main thread starts
+            # nothing more (no new checkpoint write) meanwhile
+            threading.Event().wait()
         self._count += 1
         if self._count == 1 and self._received() is None:
             self._record(signum)
@@ -352,17 +434,18 @@ class SignalHandlers:
             self._stop_now(signum)
 
     def _stop_now(self, signum: int) -> None:
-        def last_words() -> None:
+        now = ACTIVITY.now
+
+        def clean_up() -> str | None:
             directories = [Path(d) for d in self._checkpoint_dirs() if d]
             remove_partial_checkpoints(directories)
-            if self._announce:
-                say(f"second {signal_name(signum)}: stopped at once while {ACTIVITY.now}; "
-                    f"{_newest_checkpoint(directories)}")
+            return (f"second {signal_name(signum)}: stopped at once while {now}; "
+                    f"{_newest_checkpoint(directories)}") if self._announce else None
 
-        end_by_signal(signum, last_words)
+        end_by_signal(signum, clean_up)
 
     def __enter__(self) -> SignalHandlers:
-        self._recorded, self._count = False, 0
+        self._recorded, self._count, self._handled = False, 0, 0
         self._installed = _Installed(self._handle, self._watch if self.hard_exit else None)
         return self
 
@@ -397,7 +480,7 @@ class StopOnSignal:
       prefix: what the message starts with.
     """
 
-    def __init__(self, clean_up: Callable[[], None] = lambda: None,
+    def __init__(self, clean_up: Callable[[], Any] = lambda: None,
                  prefix: str = "jaxtrainer") -> None:
         self._clean_up, self._prefix = clean_up, prefix
         self._lock = threading.Lock()
@@ -410,11 +493,9 @@ class StopOnSignal:
                 return
             self._stopping = True
 
-        def last_words() -> None:
-            say(f"received {signal_name(signum)} while {ACTIVITY.now}; stopping", self._prefix)
-            self._clean_up()
+        say(f"received {signal_name(signum)} while {ACTIVITY.now}; stopping", self._prefix)
 
-        end_by_signal(signum, last_words)
+        end_by_signal(signum, self._clean_up, prefix=self._prefix)
 
     def __enter__(self) -> StopOnSignal:
         self._installed = _Installed(self._stop, self._stop)

@@ -119,7 +119,10 @@ def test_recipe_first_sigint_during_compile_names_it_and_second_ends_it_at_once(
 _TRAIN = """
 import time
 import jaxtrainer as jt
+from jaxtrainer import signals
 from tests import toys
+
+signals.GRACE_SECONDS = {grace}  # 0: the write in flight is cut off and removed, not waited for
 
 class SlowAfterSignal(jt.Callback):
     order = 200  # after ModelCheckpoint started this step's (asynchronous) write
@@ -135,9 +138,10 @@ BIG = 1 << 21  # 8 MB written every step
 
 
 @pytest.mark.timeout(180)
-def test_second_sigint_during_training_keeps_the_last_checkpoint_and_no_partial_write(tmp_path):
+@pytest.mark.parametrize("grace", [signals.GRACE_SECONDS, 0.0])
+def test_second_sigint_during_training_keeps_the_last_checkpoint_and_no_partial_write(tmp_path, grace):
     root = tmp_path / "runs"
-    code = textwrap.dedent(_TRAIN.format(root=str(root), big=BIG))
+    code = textwrap.dedent(_TRAIN.format(root=str(root), big=BIG, grace=grace))
     child = Child([sys.executable, "-c", code])
     try:
         ready = child.wait_for("the training program is ready")
@@ -258,6 +262,30 @@ def test_a_write_that_completes_within_the_grace_period_is_kept(tmp_path):
     signals.remove_partial_checkpoints([d], grace_seconds=5.0)
     timer.join()
     assert sorted(p.name for p in d.iterdir()) == ["6"]
+
+
+def test_a_writer_still_running_cannot_write_a_removed_checkpoint_again(tmp_path):
+    d = tmp_path / "checkpoints"
+    (d / "2" / "meta").mkdir(parents=True)
+    tmp = d / "6.orbax-checkpoint-tmp"
+    failed = threading.Event()
+
+    def writer():  # as an orbax thread: creates what it writes into, until an error stops it
+        for i in range(100000):
+            try:
+                (tmp / "state" / "d").mkdir(parents=True, exist_ok=True)
+                (tmp / "state" / "d" / str(i % 50)).write_bytes(b"x")
+            except OSError:
+                failed.set()
+                return
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    while not tmp.exists():
+        time.sleep(0.001)
+    signals.remove_partial_checkpoints([d], grace_seconds=0.0)
+    thread.join(timeout=10)
+    assert failed.is_set() and sorted(p.name for p in d.iterdir()) == ["2"]
 
 
 def test_an_empty_checkpoints_directory_is_removed_and_a_missing_one_is_fine(tmp_path):
