@@ -73,6 +73,10 @@ def test_print_config_is_a_config_to_start_from(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit):
         fit.run(["--config", "ars.yaml", "--print-config"], recipe="openes")
     assert "name: ARS" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)  # no such file here: the shipped one, also as --config=NAME
+    with pytest.raises(SystemExit):
+        fit.run(["--config=ppo_brax_cpu.yaml", "--print-config"], recipe="ppo")
+    assert "  name: brax/inverted_pendulum\n" in capsys.readouterr().out
 
 
 @pytest.mark.timeout(300)

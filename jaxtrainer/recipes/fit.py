@@ -41,6 +41,15 @@ def _shipped(path: str | os.PathLike) -> str | os.PathLike:
     return shipped if not Path(path).exists() and shipped.is_file() else path
 
 
+def _shipped_arg(argv: list[str], i: int) -> str:
+    """``argv[i]`` with a ``--config`` file name (``--config NAME`` or
+    ``--config=NAME``) that does not exist replaced by the shipped config of that name."""
+    item = argv[i]
+    if item.startswith("--config="):
+        return f"--config={_shipped(item.split('=', 1)[1])}" if item != "--config=" else item
+    return str(_shipped(item)) if i > 0 and argv[i - 1] == "--config" else item
+
+
 def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, float]:
     """Train ``recipe`` with ``argv`` (``--config FILE``, ``--help``,
     ``--print-config``, ``section.key=value`` overrides): load its config, build
@@ -57,8 +66,7 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
     modules.check_recipe(recipe)
     default = config_file(recipe)
     prog = prog or f"{PROG} {recipe}"
-    path, argv = config.config_arg([a if i == 0 or argv[i - 1] != "--config" else str(_shipped(a))
-                                    for i, a in enumerate(argv)], default,
+    path, argv = config.config_arg([_shipped_arg(argv, i) for i in range(len(argv))], default,
                                    about=about(recipe, prog), prog=prog)
     cfg = config.load(path, argv, defaults=default)
     make = config.make_population_trainer if RECIPES[recipe].population else config.make_trainer
