@@ -10,6 +10,11 @@ the main thread waits for the device with the GIL released. It runs at the lowes
 thread priority, taking only CPU time the training loop leaves idle, and a later
 evaluation does not wait for its compile.
 
+Phases: where phase lines are on (:data:`jaxtrainer.signals.ACTIVITY`),
+``compiling the training program ...`` when its compile starts, ``compiling
+the evaluation program ...`` when one is compiled, or waited for, in the main
+thread, and ``still compiling ...`` every :data:`STILL_SECONDS` of waiting.
+
 A ``fit`` that raises before its first training call drops the evaluation
 compile; a training compile already running finishes in the background (XLA
 compiles cannot be interrupted), so the interpreter's exit waits for it.
@@ -19,7 +24,8 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -34,6 +40,10 @@ if TYPE_CHECKING:
 
 TRAIN_PHASE, EVAL_PHASE = "compiling the training program", "compiling the evaluation program"
 """The phases (see :data:`jaxtrainer.signals.ACTIVITY`) of compiling the programs."""
+
+STILL_SECONDS = 30.0
+"""While the main thread waits for a compile running in the background, a
+``still compiling ...`` line every this many seconds (where phase lines are on)."""
 
 
 def _lower_thread_priority() -> None:
@@ -112,8 +122,17 @@ class Programs:
             future.exception()
 
     def _take(self, name: str, module: Module) -> Any:
+        """The program compiled ahead for ``module`` (None if none), after
+        waiting for its compile: a phase line every :data:`STILL_SECONDS`
+        while it runs."""
         future = self._pending.pop(name, None) if self._pending_for is module else None
-        return None if future is None else future.result()
+        if future is None:
+            return None
+        started = time.monotonic()
+        while not wait([future], timeout=STILL_SECONDS).done:
+            ACTIVITY.enter(ACTIVITY.now, f"still {ACTIVITY.now} "
+                                         f"({time.monotonic() - started:.0f} s so far) ...")
+        return future.result()
 
     def _phase(self, name: str, module: Module) -> str:
         """Enter the phase of compiling the ``name`` program (``"train"`` or

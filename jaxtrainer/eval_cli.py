@@ -274,7 +274,8 @@ The module is rebuilt from RUN_DIR/config.yaml (written by the recipes). The epi
 and the mean return are those of Trainer.evaluate on that checkpoint (eval_episodes =
 --episodes, the run's seed unless --seed). --video renders --video-episodes other fresh
 episodes: gymnax (CartPole-v1, Acrobot-v1, ...) as .gif (or .mp4 with ffmpeg), brax/<env>
-as .html (brax's viewer)."""
+as .html (brax's viewer: it loads three.js from public CDNs, so the browser needs internet
+access). Each phase is a line on stderr; the first SIGINT/SIGTERM stops the command."""
 
 
 def main(argv: list[str] | None = None) -> int:

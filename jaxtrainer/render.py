@@ -162,21 +162,28 @@ def write_gymnax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
         states += _frames(episode_states.env_state, len(episode_returns))
         returns += [float(r) for r in episode_returns]
     visualizer = Visualizer(env.env, env.params, states, returns)
-    visualizer.update = drawing_progress(visualizer.update, len(states))
+    visualizer.update = drawing_progress(visualizer.update, len(states),
+                                         then=f"writing {os.fspath(path)}")
     visualizer.animate(os.fspath(path))
     return len(states)
 
 
-def drawing_progress(draw: Any, total: int, seconds: float | None = None) -> Any:
+def drawing_progress(draw: Any, total: int, seconds: float | None = None,
+                     then: str | None = None) -> Any:
     """``draw(frame)`` that also enters the phase ``drawing frame i/total``,
     with a line at the first and last frames and at most every ``seconds``
-    (default :data:`FRAME_LINE_SECONDS`) in between."""
+    (default :data:`FRAME_LINE_SECONDS`) in between; after the last frame is
+    drawn, the phase ``then`` (e.g. ``writing x.gif``) with its line."""
     every = Every(FRAME_LINE_SECONDS if seconds is None else seconds)
 
     def update(frame: int) -> Any:
         text = f"drawing frame {int(frame) + 1}/{total}"
-        ACTIVITY.enter(text, text if every.due() or int(frame) + 1 == total else None)
-        return draw(frame)
+        last = int(frame) + 1 == total
+        ACTIVITY.enter(text, text if every.due() or last else None)
+        result = draw(frame)
+        if last and then is not None:
+            ACTIVITY.enter(then, f"{then} ...")
+        return result
 
     return update
 

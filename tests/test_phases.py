@@ -1,0 +1,131 @@
+"""Phase lines: what the process is doing, one line per phase on stderr (a
+terminal or a log file alike), from process 0 with a progress bar, and in
+``jaxtrainer eval`` (``drawing frame i/n`` at a bounded rate)."""
+
+import re
+import time
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from jaxtrainer import cli, compile_ahead, render, signals
+from jaxtrainer.population import PopulationTrainer
+from jaxtrainer.recipes import config
+from tests import toys
+from tests.test_eval_cli import PPO_SIZES, RECIPES, init_only_run
+from tests.test_population import GENERATIONS, Recording
+
+
+def _phase_lines(err):
+    return [line for line in err.splitlines() if line.startswith("jaxtrainer")]
+
+
+@pytest.mark.timeout(120)
+def test_fit_says_it_compiles_and_then_trains_with_a_progress_bar(run_dir, capsys):
+    t = toys.trainer(run_dir, strategy="single", max_steps=4, enable_progress_bar=True)
+    t.fit(toys.Regression())
+    err = capsys.readouterr().err
+    lines = _phase_lines(err)
+    assert lines[0] == "jaxtrainer: compiling the training program ..."
+    assert re.fullmatch(r"jaxtrainer: the training program is ready \(compiled in \d+\.\d s\); "
+                        r"running training steps? 1(-\d)? of 4 \.\.\.", lines[1]), lines
+    assert len(lines) == 2  # one line per phase, none per step
+
+
+@pytest.mark.timeout(120)
+def test_without_a_progress_bar_fit_prints_no_phase_lines(run_dir, capsys):
+    toys.trainer(run_dir, strategy="single", max_steps=2).fit(toys.Regression())
+    assert "compiling" not in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+def test_a_long_background_compile_says_so_at_intervals(run_dir, capsys, monkeypatch):
+    monkeypatch.setattr(compile_ahead, "STILL_SECONDS", 0.05)
+    t = toys.trainer(run_dir, strategy="single", max_steps=2, enable_progress_bar=True)
+    compile_train = t.strategy.compile_train
+
+    def slow_compile(*args):
+        time.sleep(0.5)
+        return compile_train(*args)
+
+    monkeypatch.setattr(t.strategy, "compile_train", slow_compile)
+    start = time.monotonic()
+    t.fit(toys.Regression())
+    seconds = time.monotonic() - start
+    still = [line for line in capsys.readouterr().err.splitlines() if "still compiling" in line]
+    assert 2 <= len(still) <= seconds / 0.05 + 1, still  # one per interval waited, no more
+    assert re.fullmatch(r"jaxtrainer: still compiling the training program \(\d+ s so far\) \.\.\.",
+                        still[0])
+
+
+@pytest.mark.timeout(120)
+def test_a_population_run_says_it_compiles(run_dir, capsys):
+    t = PopulationTrainer(4, strategy="single", max_generations=GENERATIONS,
+                          log_every_n_generations=3, default_root_dir=run_dir, logger=False,
+                          enable_checkpointing=False, compile_evaluation_ahead=False)
+    t.fit(Recording())
+    lines = _phase_lines(capsys.readouterr().err)
+    assert lines[0] == "jaxtrainer: compiling the training program ..."
+    assert re.search(rf"running training steps? 1(-\d)? of {GENERATIONS} \.\.\.$", lines[1])
+
+
+def test_drawing_progress_names_the_frame_and_limits_its_lines(capsys):
+    drawn = []
+    with signals.ACTIVITY.showing(True, "jaxtrainer eval"):
+        draw = render.drawing_progress(drawn.append, 5, seconds=3600)
+        for frame in range(5):
+            draw(frame)
+            assert signals.ACTIVITY.now == f"drawing frame {frame + 1}/5"
+        every = render.drawing_progress(drawn.append, 3, seconds=0, then="writing x.gif")
+        for frame in range(3):
+            every(frame)
+    assert drawn == [0, 1, 2, 3, 4, 0, 1, 2]
+    assert capsys.readouterr().err.splitlines() == [
+        "jaxtrainer eval: drawing frame 1/5", "jaxtrainer eval: drawing frame 5/5",
+        "jaxtrainer eval: drawing frame 1/3", "jaxtrainer eval: drawing frame 2/3",
+        "jaxtrainer eval: drawing frame 3/3", "jaxtrainer eval: writing x.gif ..."]
+    assert signals.ACTIVITY.lines is False  # set back after the block
+
+
+def _always_right(state):
+    """The initial PPO state with its actor's output bias pushing right: CartPole
+    falls within a few steps (a short video)."""
+    return jax.tree.map(lambda x: jnp.array([-50.0, 50.0], x.dtype)
+                        if getattr(x, "shape", None) == (2,) and x.dtype == jnp.float32 else x, state)
+
+
+@pytest.mark.timeout(180)
+def test_eval_video_says_each_phase_and_draws_frames(tmp_path, capsys):
+    run = init_only_run(tmp_path, "ppo", config.load(RECIPES / "configs" / "ppo.yaml", PPO_SIZES),
+                        edit=_always_right)
+    gif = tmp_path / "cartpole.gif"
+    assert cli.main(["eval", str(run), "--episodes", "4", "--video", str(gif)]) == 0
+    out, err = capsys.readouterr()
+    frames = int(re.search(r"\((\d+) frames\)", out).group(1))
+    lines = err.splitlines()
+    assert lines[:4] == [f"jaxtrainer eval: restoring checkpoint {run}/checkpoints/0 ...",
+                         "jaxtrainer eval: evaluating 4 episodes of step 0 ...",
+                         "jaxtrainer eval: compiling the evaluation program ...",
+                         "jaxtrainer eval: recording 1 episode(s) of up to 500 steps for the video "
+                         "(compiling the episode program first) ..."]
+    drawing = [line for line in lines if "drawing frame" in line]
+    assert drawing[0] == f"jaxtrainer eval: drawing frame 1/{frames}"
+    assert drawing[-1] == f"jaxtrainer eval: drawing frame {frames}/{frames}"
+    assert len(drawing) <= 2 + frames // 10  # a line per FRAME_LINE_SECONDS, not per frame
+    assert lines[-1] == f"jaxtrainer eval: writing {gif} ..."
+    assert frames < 50
+    assert gif.exists()
+
+
+def test_the_brax_viewer_says_it_needs_internet_access(capsys):
+    assert "unpkg.com" in render.BRAX_HTML_NOTE and "offline" in render.BRAX_HTML_NOTE
+    with pytest.raises(SystemExit):
+        cli.main(["eval", "--help"])
+    assert "internet access" in " ".join(capsys.readouterr().out.split())
+
+
+def test_an_evaluation_outside_the_command_prints_no_phase_lines(tmp_path, capsys):
+    t = toys.trainer(tmp_path, strategy="single", max_steps=1)
+    t.evaluate(toys.Regression())
+    assert capsys.readouterr().err == ""  # the library stays quiet unless asked
