@@ -223,8 +223,9 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     stats = EpisodeStatistics(module, member)
     if video is not None:
         render.check_video_path(stats.spec.env.name, video)
+    trainer.prepare(stats)  # devices and the module's size checks: errors before any line
     ACTIVITY.enter(f"restoring {step_dir}", f"restoring checkpoint {step_dir} ...")
-    meta = saved_run.load_into(trainer, stats, step_dir)
+    meta = trainer.restore_checkpoint(stats, step_dir)
     if population is not None and member is None:
         stats.member = member = population.default_member(trainer.state)
     if seed is not None:
