@@ -51,9 +51,9 @@ def signals_and_phases(trainer: Trainer) -> Iterator[None]:
     phase lines on stderr from process 0 when ``trainer`` has a progress bar."""
     lines = trainer.is_global_zero and any(isinstance(cb, RichProgressBar)
                                            for cb in trainer.callbacks)
-    handlers = SignalHandlers(lambda signum: setattr(trainer, "received_signal", signum),
-                              lambda: trainer.received_signal,
-                              trainer.is_global_zero, lambda: checkpoint_dirs(trainer))
+    handlers = SignalHandlers(  # only process 0 writes checkpoints, and only it cleans up
+        lambda signum: setattr(trainer, "received_signal", signum), lambda: trainer.received_signal,
+        trainer.is_global_zero, lambda: checkpoint_dirs(trainer) if trainer.is_global_zero else [])
     with ACTIVITY.showing(lines), handlers:
         ACTIVITY.enter("preparing the run")
         yield

@@ -416,7 +416,8 @@ class SignalHandlers:
                 return
             # a later signal: the watcher ends the process; the main thread starts
             # nothing more (no new checkpoint write) meanwhile
-            threading.Event().wait()
+            threading.Event().wait(DEADLINE_SECONDS + 2.0)
+            return
         self._count += 1
         if self._count == 1 and self._received() is None:
             self._record(signum)
