@@ -5,7 +5,7 @@
     jaxtrainer eval runs/ppo/version_0 --episodes 16
     jaxtrainer eval runs/ppo/version_0 --ckpt best --seed 3 --strategy pmap
     jaxtrainer eval runs/ppo/version_0/checkpoints/976 --video cartpole.gif
-    jaxtrainer eval runs/ppo_brax/version_0 --video ant.html
+    jaxtrainer eval runs/ppo_brax/version_0 --video ant.html   # or ant.gif, offline
 
 The module is rebuilt from the run's ``config.yaml`` (written by the recipes)
 and the checkpoint restored on the chosen strategy. The episodes are those of
@@ -276,7 +276,8 @@ and the mean return are those of Trainer.evaluate on that checkpoint (eval_episo
 --episodes, the run's seed unless --seed). --video renders --video-episodes other fresh
 episodes: gymnax (CartPole-v1, Acrobot-v1, ...) as .gif (or .mp4 with ffmpeg), brax/<env>
 as .html (brax's viewer: it loads three.js from public CDNs, so the browser needs internet
-access). Each phase is a line on stderr; the first SIGINT/SIGTERM stops the command."""
+access) or as .gif (drawn here, offline, by MuJoCo's renderer: EGL without a display).
+Each phase is a line on stderr; the first SIGINT/SIGTERM stops the command."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -302,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="PBT and sweep runs: the member to evaluate (default: PBT's best "
                              "current fitness, a sweep's member 0)")
     parser.add_argument("--video", default=None, metavar="FILE",
-                        help="also render episodes: .gif/.mp4 (gymnax) or .html (brax)")
+                        help="also render episodes: .gif/.mp4 (gymnax), .html or .gif (brax)")
     parser.add_argument("--video-episodes", type=int, default=1, metavar="K",
                         help="episodes in the video (default 1)")
     args = parser.parse_args(argv)
@@ -330,6 +331,9 @@ def _evaluate_stopping_on_signal(args: argparse.Namespace, devices: Any) -> dict
     """:func:`evaluate_run` for the command: phase lines on stderr, and the
     first SIGINT/SIGTERM ends the process (status 128 + signal), removing a
     video it was writing."""
+    from jaxtrainer.render import headless_gl
+
+    headless_gl()  # before brax imports MuJoCo: a brax .gif is drawn without a display
     video = None if args.video is None else arguments.expand_path(args.video)
     with ACTIVITY.showing(True, "jaxtrainer eval"), \
             StopOnSignal(remove_if_written(video), "jaxtrainer eval"):

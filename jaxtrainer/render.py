@@ -11,7 +11,10 @@
   OpenGL context needed here). The page loads three.js, pako and brax's viewer
   script from public CDNs (unpkg.com, cdn.jsdelivr.net), so it is blank in a
   browser without internet access (:data:`BRAX_HTML_NOTE`, printed by
-  ``jaxtrainer eval``); they are not shipped with jaxtrainer.
+  ``jaxtrainer eval``); they are not shipped with jaxtrainer. Offline, a
+  ``.gif`` (:func:`write_brax_gif`) is drawn here by MuJoCo's renderer, as
+  ``brax.io.image`` does; it needs an OpenGL context: EGL (``MUJOCO_GL=egl``,
+  which ``jaxtrainer eval`` sets without a display) or OSMesa.
 
 Progress: each phase (recording the episodes, drawing frame ``i/n`` at most
 every :data:`FRAME_LINE_SECONDS` and at the last frame, writing the viewer) is
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +48,7 @@ GYMNAX_VISUALIZED = (
 )
 """Environments ``gymnax.visualize.Visualizer`` (gymnax 1.0) draws."""
 
-FORMATS = {"gymnax": (".gif", ".mp4"), "brax": (".html",)}
+FORMATS = {"gymnax": (".gif", ".mp4"), "brax": (".html", ".gif")}
 """Video formats by simulator."""
 
 FRAME_LINE_SECONDS = 5.0
@@ -52,7 +56,8 @@ FRAME_LINE_SECONDS = 5.0
 
 BRAX_HTML_NOTE = (
     "brax's .html viewer loads three.js, pako and its viewer script from unpkg.com and "
-    "cdn.jsdelivr.net: open it in a browser with internet access (offline the page stays blank)")
+    "cdn.jsdelivr.net: open it in a browser with internet access (offline the page stays "
+    "blank); --video x.gif draws the frames here instead (MuJoCo's renderer, offline)")
 """What ``jaxtrainer eval --video x.html`` says after writing a brax viewer."""
 
 
@@ -67,7 +72,33 @@ def simulator(env_name: str) -> str:
 
 def _supported() -> str:
     return ("supported: gymnax environments its visualiser draws (e.g. CartPole-v1) as .gif "
-            "(or .mp4 with ffmpeg installed), brax/<env> as .html")
+            "(or .mp4 with ffmpeg installed), brax/<env> as .html or .gif")
+
+
+def headless_gl() -> None:
+    """Without a display (no ``DISPLAY``/``WAYLAND_DISPLAY``), have MuJoCo's
+    renderer use EGL (``MUJOCO_GL=egl``, unless ``MUJOCO_GL`` is set). MuJoCo
+    reads it when first imported: call it before anything imports brax."""
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+def _check_offscreen_gl(path: str | os.PathLike) -> None:
+    """Raise ValueError when MuJoCo's renderer cannot get an OpenGL context here."""
+    try:
+        import mujoco
+
+        with warnings.catch_warnings():  # GLFW without a display warns, then fails below
+            warnings.simplefilter("ignore")
+            renderer = mujoco.Renderer(mujoco.MjModel.from_xml_string("<mujoco/>"), 8, 8)
+            renderer.render()
+            renderer.close()
+    except Exception as error:  # an OpenGL library missing or failing: say which
+        raise ValueError(
+            f"--video {os.fspath(path)!r}: brax frames are drawn by MuJoCo's renderer, which needs "
+            f"an OpenGL context (MUJOCO_GL={os.environ.get('MUJOCO_GL', '')!r}; egl or osmesa "
+            f"headless): {type(error).__name__}: {' '.join(str(error).split())}; write .html "
+            "instead (brax's viewer; the browser needs internet access)") from None
 
 
 def check_video_path(env_name: str, path: str | os.PathLike) -> None:
@@ -86,6 +117,8 @@ def check_video_path(env_name: str, path: str | os.PathLike) -> None:
         raise ValueError(f"--video {os.fspath(path)!r}: {env_name} is written as "
                          f"{' or '.join(FORMATS[kind])}, not {suffix or 'a file without suffix'!r}; "
                          + _supported())
+    if kind == "brax" and suffix == ".gif":
+        _check_offscreen_gl(path)
     if kind == "gymnax":
         if env_name not in GYMNAX_VISUALIZED:
             raise ValueError(f"--video: gymnax's visualiser does not draw {env_name}; it draws "
@@ -188,16 +221,51 @@ def drawing_progress(draw: Any, total: int, seconds: float | None = None,
     return update
 
 
-def write_brax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
-    """Write ``episodes`` (from :func:`record`) of a brax env as brax's HTML
-    viewer (``brax.io.html.render``: the system and every step's pipeline
-    state as JSON); returns the number of frames."""
-    from brax.io import html
-
+def _brax_states(env: Env, episodes: list[Any]) -> list[Any]:
+    """The pipeline state of every step of ``episodes`` (from :func:`record`)."""
     states = []
     for episode_states, episode_returns in episodes:
         pipeline = env.pipeline_state(episode_states.env_state.state)
         states += _frames(jax.tree.map(jnp.asarray, pipeline), len(episode_returns))
+    return states
+
+
+def write_brax_gif(env: Env, episodes: list[Any], path: str | os.PathLike,
+                   height: int = 240, width: int = 320) -> int:
+    """Draw ``episodes`` (from :func:`record`) of a brax env frame by frame
+    with MuJoCo's renderer (as ``brax.io.image``: the default free camera;
+    needs an OpenGL context, EGL headless) into a ``.gif`` played at the
+    environment's speed; returns the number of frames. Offline, unlike the
+    ``.html`` viewer."""
+    import mujoco
+    from PIL import Image
+
+    states, model = _brax_states(env, episodes), env.env.sys.mj_model
+    renderer, data = mujoco.Renderer(model, height=height, width=width), mujoco.MjData(model)
+
+    def draw(t: int) -> Image.Image:
+        data.qpos, data.qvel = np.asarray(states[t].q), np.asarray(states[t].qd)
+        mujoco.mj_forward(model, data)
+        renderer.update_scene(data, camera=-1)
+        return Image.fromarray(renderer.render())
+
+    draw = drawing_progress(draw, len(states), then=f"writing {os.fspath(path)}")
+    images = [draw(t) for t in range(len(states))]
+    renderer.close()
+    milliseconds = max(int(round(1000 * float(getattr(env.env, "dt", 0.05)))), 20)
+    images[0].save(path, save_all=True, append_images=images[1:], duration=milliseconds, loop=0)
+    return len(images)
+
+
+def write_brax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
+    """Write ``episodes`` (from :func:`record`) of a brax env as brax's HTML
+    viewer (``brax.io.html.render``: the system and every step's pipeline
+    state as JSON); returns the number of frames. The page loads its scripts
+    from public CDNs, so it is blank offline (:data:`BRAX_HTML_NOTE`;
+    :func:`write_brax_gif` draws offline)."""
+    from brax.io import html
+
+    states = _brax_states(env, episodes)
     ACTIVITY.enter("writing brax's HTML viewer", f"writing brax's HTML viewer ({len(states)} frames) ...")
     Path(path).write_text(html.render(env.env.sys, states))
     return len(states)
@@ -214,7 +282,7 @@ def write_video(env: Env, policy_fn: Any, params: Any, key: jax.Array,
       policy_fn: ``policy(params, obs[n, ...], key) -> actions[n, ...]``.
       params: its parameters.
       key: typed PRNG key of the episodes.
-      path: ``.gif``/``.mp4`` (gymnax) or ``.html`` (brax).
+      path: ``.gif``/``.mp4`` (gymnax) or ``.html``/``.gif`` (brax).
       num_episodes: episodes, one after the other.
 
     Raises:
@@ -223,5 +291,7 @@ def write_video(env: Env, policy_fn: Any, params: Any, key: jax.Array,
     check_video_path(env.name, path)
     episodes = record(env, policy_fn, params, key, num_episodes)
     if simulator(env.name) == "brax":
+        if Path(path).suffix.lower() == ".gif":
+            return write_brax_gif(env, episodes, path)
         return write_brax(env, episodes, path)
     return write_gymnax(env, episodes, path)

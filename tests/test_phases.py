@@ -129,3 +129,58 @@ def test_an_evaluation_outside_the_command_prints_no_phase_lines(tmp_path, capsy
     t = toys.trainer(tmp_path, strategy="single", max_steps=1)
     t.evaluate(toys.Regression())
     assert capsys.readouterr().err == ""  # the library stays quiet unless asked
+
+
+_BRAX_GIF = """
+import sys
+from types import SimpleNamespace
+from typing import NamedTuple
+import numpy as np
+from jaxtrainer import render, signals
+render.headless_gl()  # as jaxtrainer eval does, before brax imports MuJoCo
+import mujoco
+
+class Pipeline(NamedTuple):  # what the drawing reads of brax's pipeline state
+    q: np.ndarray
+    qd: np.ndarray
+
+# what it reads of a brax env: its system's MuJoCo model (a pole on a hinge) and dt
+model = mujoco.MjModel.from_xml_string(
+    '<mujoco><worldbody><light pos="0 0 3"/><geom type="plane" size="2 2 .1"/>'
+    '<body pos="0 0 .1"><joint type="hinge" axis="0 1 0"/>'
+    '<geom type="capsule" fromto="0 0 0 0 0 1" size=".05"/></body></worldbody></mujoco>')
+pendulum = SimpleNamespace(sys=SimpleNamespace(mj_model=model), dt=0.04)
+q = np.linspace(0.0, 1.2, 12, dtype=np.float32)[:, None]  # the pole falls over 12 steps
+episode = SimpleNamespace(env_state=SimpleNamespace(state=Pipeline(q, np.zeros_like(q))))
+env = SimpleNamespace(env=pendulum, pipeline_state=lambda state: state)
+with signals.ACTIVITY.showing(True, "jaxtrainer eval"):
+    frames = render.write_brax_gif(env, [(episode, np.zeros(12, np.float32))], sys.argv[1])
+print(frames)
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_brax_episode_is_drawn_offline_as_a_gif_frame_by_frame(tmp_path):
+    """The offline alternative to brax's HTML viewer: frames drawn here by
+    MuJoCo's renderer (EGL without a display; no internet), one phase line per
+    few seconds on a non-TTY stderr."""
+    import os
+    import subprocess
+    import sys
+
+    from PIL import Image, ImageChops
+
+    gif = tmp_path / "pendulum.gif"
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "MUJOCO_GL")}
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", _BRAX_GIF, str(gif)], text=True,
+                         env={**env, "JAX_PLATFORMS": "cpu"}, capture_output=True, timeout=170)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["12"]
+    assert [line for line in out.stderr.splitlines() if line.startswith("jaxtrainer")] == [
+        "jaxtrainer eval: drawing frame 1/12", "jaxtrainer eval: drawing frame 12/12",
+        f"jaxtrainer eval: writing {gif} ..."]
+    image = Image.open(gif)
+    assert image.n_frames == 12 and image.size == (320, 240)
+    first = image.convert("RGB")
+    image.seek(11)
+    assert ImageChops.difference(first, image.convert("RGB")).getbbox() is not None  # it falls
