@@ -71,7 +71,7 @@ def test_a_failed_save_keeps_the_last_good_checkpoint(tmp_path):
 
 
 def _counter():
-    namespace = {}
+    namespace = {"__name__": "__main__"}  # the class the script's run recorded: __main__.Counter
     exec(FAILING_SAVE.split("class FullDisk")[0], namespace)
     return namespace["Counter"]()
 

@@ -9,7 +9,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments
+from jaxtrainer import arguments, storage
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.base import Callback
 
@@ -132,7 +132,7 @@ class ModelCheckpoint(Callback):
         self._last_saved_step = -1
         self._refused_step: int | None = None  # step whose non-finite state was refused
         self._metrics: dict[str, float] = {}
-        self._failed = False
+        self._failed = self._quiet = False
         self._unpruned: int | None = None  # newest save, pruning pending until it is complete
 
     # ---------------------------------------------------------------------
@@ -151,7 +151,7 @@ class ModelCheckpoint(Callback):
         self.dirpath = self._resolve_dirpath(trainer)
         self.best_model_score = self.best_model_path = self.last_model_path = None
         self._scores, self._last_saved_step, self._refused_step = {}, -1, None
-        self._metrics, self._failed, self._unpruned = {}, False, None
+        self._metrics, self._failed, self._unpruned, self._quiet = {}, False, None, False
         self._check_not_another_runs(trainer)
         self._mgr = ckpt.manager(self.dirpath, async_save=self.async_save)
         self._last_time = time.monotonic()
@@ -226,6 +226,8 @@ class ModelCheckpoint(Callback):
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
         self._failed = True  # teardown then waits for process 0's writes without a collective
+        # a storage error (a full disk) says so already: a save failing for it as well is not said again
+        self._quiet = storage.as_storage_error(exception) is not None
         if self.save_on_exception and trainer.peek_state() is not None and self._mgr is not None:
             if trainer.state_ahead:
                 # Raised while the hooks of a fused call (or a run-ahead boundary)
@@ -244,7 +246,7 @@ class ModelCheckpoint(Callback):
             try:
                 if not self._failed:
                     self._commit()
-                self._mgr.close(sync=not self._failed)
+                self._mgr.close(sync=not self._failed, report=not self._quiet)
             finally:
                 self._mgr = None
 

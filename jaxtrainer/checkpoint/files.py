@@ -31,9 +31,14 @@ Lustre, GCS FUSE and the like; a machine-local ``/tmp`` is not).
 from __future__ import annotations
 
 import functools
+import json
+import logging
 import os
+import re
 import shutil
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from jaxtrainer import storage
 from jaxtrainer.distributed.process import broadcast_from_zero
 
 STATE, META = "state", "meta"
@@ -91,11 +97,49 @@ def _only(process: int) -> ocp.options.MultiprocessingOptions:
     return ocp.options.MultiprocessingOptions(primary_host=process, active_processes={process})
 
 
-class CheckpointWriteError(OSError):
+class CheckpointWriteError(storage.StorageError):
     """A checkpoint could not be written (disk full, a quota, a file size limit,
-    a killed writer): one line naming the step directory, the error and the
-    newest complete checkpoint. Nothing of the failed step is left behind, and
-    complete checkpoints are never removed for it."""
+    a read-only directory, a killed writer): one line naming the step directory,
+    the error and the newest complete checkpoint. Nothing of the failed step is
+    left behind, and complete checkpoints are never removed for it."""
+
+
+class CheckpointReadError(ValueError):
+    """A checkpoint that cannot be restored: one line naming it (the recipe
+    commands, ``jaxtrainer eval`` and :func:`jaxtrainer.load_policy` report it
+    as it is, before anything is written)."""
+
+
+class DamagedCheckpointError(CheckpointReadError):
+    """A checkpoint's files are damaged (missing, truncated, not what was
+    written): the message names the checkpoint, the damaged file and the
+    earlier complete checkpoints to resume from instead.
+
+    Attributes:
+      path: the step directory.
+      file: the damaged file (or the directory holding it).
+    """
+
+    def __init__(self, path: str | os.PathLike, file: str | os.PathLike, problem: str) -> None:
+        self.path, self.file = Path(path), Path(file)
+        super().__init__(f"checkpoint {self.path} is damaged: {self.file}: {problem}; "
+                         f"{_earlier_steps(self.path)}")
+
+
+class CheckpointMismatchError(CheckpointReadError):
+    """A checkpoint's arrays do not match the module's state (names, shapes,
+    dtypes): it was written with another config, network or environment."""
+
+
+def _earlier_steps(path: Path) -> str:
+    """The complete checkpoints before the step directory ``path``, newest first."""
+    here = int(path.name) if path.name.isdigit() else None
+    earlier = [s for s in reversed(steps(path.parent)) if here is None or s < here]
+    if not earlier:
+        return f"there is no earlier checkpoint in {path.parent}"
+    more = ", ..." if len(earlier) > 8 else ""
+    return (f"earlier steps to resume from: {', '.join(map(str, earlier[:8]))}{more} "
+            f"(e.g. {path.parent / str(earlier[0])})")
 
 
 class Manager:
@@ -127,7 +171,8 @@ class Manager:
         self._failed: list[int] = []  # steps whose write failed: no temporary directory stays
 
         def create(_: Any) -> None:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            with storage.writing("the checkpoint directory", self.directory):
+                self.directory.mkdir(parents=True, exist_ok=True)
             options = ocp.CheckpointManagerOptions(
                 max_to_keep=max_to_keep,
                 best_fn=best_fn,
@@ -142,6 +187,8 @@ class Manager:
                 item_handlers=_handlers(0, ocp.StandardCheckpointHandler))
 
         self._on_zero("setup", create, run=self.is_writer)
+        _quiet_orbax_write_errors()
+        _drop_closed_loop_reports()  # a failed write's other writers end late, as reads do
 
     def _on_zero(self, what: str, fn, run: bool | None = None) -> Any:
         """Run ``fn(orbax manager)`` on process 0 (where it is open), then tell
@@ -178,14 +225,21 @@ class Manager:
         self._failed += pending
         self._remove_temporary(pending)
         steps = ", ".join(map(str, pending)) or "?"
+        cause = _os_error(error) or _tensorstore_os_error(str(error))
+        detail = storage.describe(cause) if cause is not None else \
+            f"{type(error).__name__}: {_short(error)}"
         return CheckpointWriteError(
             f"checkpoint of step {steps} could not be written to {self.directory}: "
-            f"{type(error).__name__}: {' '.join(str(error).split())}; the newest complete "
-            f"checkpoint is {latest_step_dir(self.directory) or 'none'}")
+            f"{detail}; the newest complete "
+            f"checkpoint is {latest_step_dir(self.directory) or 'none'}", cause, self.directory)
 
     def _remove_temporary(self, steps: list[int]) -> None:
-        """Remove the temporary directories of ``steps`` (process 0)."""
-        if self.is_writer:
+        """Remove the temporary directories of ``steps`` (process 0), once
+        orbax's writer threads have ended (a failed save's other writers may
+        still be running when its error is raised: they would write again
+        into a directory removed before them)."""
+        if self.is_writer and steps:
+            _join_writer_threads()
             for step in steps:
                 for tmp in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
                     shutil.rmtree(tmp, ignore_errors=True)
@@ -236,28 +290,30 @@ class Manager:
         if self._orbax is not None:
             self._orbax.delete(step)
 
-    def wait_until_finished(self, sync: bool = True) -> None:
+    def wait_until_finished(self, sync: bool = True, report: bool = True) -> None:
         """Block until process 0 has written every started save. With
         ``sync`` (default; a collective with several processes) every process
         waits for that, so the files are complete for all of them afterwards;
         ``sync=False`` waits on process 0 only (error paths, where another
-        process may be gone)."""
+        process may be gone): a write that failed as well is cleaned up and,
+        with ``report``, said in one line on stderr instead of raised."""
         if sync:
             self._written("wait", lambda mgr: mgr.wait_until_finished())
         elif self._orbax is not None:
-            # an error path (process 0 alone): the error being raised is the one
-            # to see; a write that failed as well is cleaned up and reported
+            # an error path (process 0 alone): the error being raised is the one to see
             pending, self._pending = self._pending, []
             try:
                 self._orbax.wait_until_finished()
             except Exception as error:
-                print(f"jaxtrainer: {self._write_error(pending, error)}", file=sys.stderr,
-                      flush=True)
+                failed = self._write_error(pending, error)
+                if report:
+                    print(f"jaxtrainer: {failed}", file=sys.stderr, flush=True)
 
-    def close(self, sync: bool = True) -> None:
-        """Wait as :meth:`wait_until_finished` (``sync`` likewise), then close."""
+    def close(self, sync: bool = True, report: bool = True) -> None:
+        """Wait as :meth:`wait_until_finished` (``sync`` and ``report``
+        likewise), then close."""
         try:
-            self.wait_until_finished(sync)
+            self.wait_until_finished(sync, report)
         finally:
             if self._orbax is not None:
                 self._orbax.close()
@@ -270,6 +326,63 @@ class Manager:
 
     def __exit__(self, *exc: Any) -> None:
         self.close(sync=exc[0] is None)
+
+
+def _os_error(error: BaseException) -> OSError | None:
+    """The first ``OSError`` with an error number in ``error``'s chain of
+    causes (orbax wraps the write's own error), or ``None``."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno is not None:
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+class _OrbaxWriteErrors(logging.Filter):
+    """Drops orbax's error records (a traceback each, from its writer
+    threads): a failed write reaches the caller as one
+    :class:`CheckpointWriteError` line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno >= logging.ERROR
+                    and f"{os.sep}orbax{os.sep}" in (record.pathname or ""))
+
+
+def _quiet_orbax_write_errors() -> None:
+    """Add :class:`_OrbaxWriteErrors` to the ``absl`` logger orbax logs to (once)."""
+    logger = logging.getLogger("absl")
+    if not any(isinstance(f, _OrbaxWriteErrors) for f in logger.filters):
+        logger.addFilter(_OrbaxWriteErrors())
+
+
+def _tensorstore_os_error(message: str) -> OSError | None:
+    """The OS error a tensorstore error ``message`` reports
+    (``... Failed writing: "<file>": ... [os_error_code='28']``), or ``None``."""
+    code = re.search(r"os_error_code='?(\d+)", message)
+    if code is None:
+        return None
+    files = re.findall(r'Failed writing: "([^"]+)"', message)
+    number = int(code.group(1))
+    return OSError(number, os.strerror(number), files[-1] if files else None)
+
+
+def _short(error: BaseException, limit: int = 400) -> str:
+    """``error``'s message on one line, without the store specification
+    tensorstore appends, at most ``limit`` characters."""
+    text = " ".join(str(error).split()).split(" [tensorstore_spec=")[0]
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _join_writer_threads(timeout: float = 60.0) -> None:
+    """Wait (up to ``timeout`` seconds each) for the threads orbax started to
+    write and finalize checkpoints (its own thread classes; never another
+    library's threads)."""
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and thread.is_alive() \
+                and type(thread).__module__.startswith("orbax."):
+            thread.join(timeout)
 
 
 def _handlers(process: int, state_handler) -> dict[str, Any]:
@@ -362,10 +475,115 @@ def _read(path: Path, item: str, args: ocp.args.CheckpointArgs | None = None) ->
         handler.close()
 
 
+META_FILE = "metadata"
+"""The JSON file of the ``meta`` item (orbax's ``JsonCheckpointHandler``)."""
+
+
 def read_meta(path: str | os.PathLike) -> dict[str, Any]:
     """The JSON metadata of the checkpoint at ``path`` (a step directory).
-    Reads on the calling process only (not a collective)."""
-    return _read(Path(path).absolute(), META)
+    Reads on the calling process only (not a collective).
+
+    Raises:
+      FileNotFoundError: ``path`` has no ``meta`` directory (not a checkpoint).
+      DamagedCheckpointError: its ``meta/metadata`` is missing or not a JSON
+        object (a ValueError naming the file).
+    """
+    path = Path(path).absolute()
+    if not (path / META).is_dir():
+        raise FileNotFoundError(f"no checkpoint at {path} (expected a directory with '{META}/')")
+    file = path / META / META_FILE
+    try:
+        meta = json.loads(file.read_bytes())
+    except FileNotFoundError:
+        raise DamagedCheckpointError(path, file, "missing") from None
+    except (ValueError, OSError) as e:  # not JSON (UnicodeDecodeError is a ValueError), unreadable
+        raise DamagedCheckpointError(path, file, f"unreadable ({_short(e)})") from None
+    if not isinstance(meta, dict):
+        raise DamagedCheckpointError(path, file, f"a JSON {type(meta).__name__}, not an object")
+    return meta
+
+
+def _location(state: Path, value: str) -> tuple[Path, int] | None:
+    """``(file, bytes it must hold)`` of an OCDBT reference
+    ``<kind>:<base>:<relative path>:<offset>:<length>`` in ``state``, or None."""
+    kind, _, where = value.partition(":")
+    if kind not in ("value", "btreenode") or where.count(":") < 3:
+        return None
+    rest, offset, length = where.rsplit(":", 2)
+    base, _, relative = rest.partition(":")
+    return state / base / relative, int(offset) + int(length)
+
+
+def _ocdbt_references(state: Path) -> Iterator[tuple[str | None, Path, int]]:
+    """``(stored key, file, bytes the file must hold)`` for every B-tree node
+    (key ``None``, before the node is read) and every stored value kept
+    outside the tree of the OCDBT database in ``state`` (orbax's array store),
+    from its manifest and B-tree nodes.
+
+    Raises:
+      ValueError: tensorstore's error for a manifest or node it cannot read.
+    """
+    import tensorstore as ts
+
+    store = ts.KvStore.open({"driver": "file", "path": f"{state}/"}).result()
+    versions = ts.ocdbt.dump(store).result().get("versions") or []
+    nodes = [versions[-1]["root"]["location"]] if versions and versions[-1].get("root") else []
+    while nodes:
+        node = nodes.pop()
+        yield (None, *_location(state, node)) if _location(state, node) else (None, state, 0)
+        for entry in ts.ocdbt.dump(store, node).result().get("entries", []):
+            key = entry.get("key")
+            key = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+            for value in map(str, entry.values()):
+                if value.startswith("btreenode:"):
+                    nodes.append(value)
+                elif _location(state, value) is not None:
+                    yield (key, *_location(state, value))
+
+
+def _damage(path: Path) -> tuple[Path, str] | None:
+    """``(damaged file, what is wrong)`` for a checkpoint whose files cannot
+    all be read back (a JSON file orbax reads that is missing or not JSON, a
+    manifest or B-tree node unreadable, a data file missing or shorter than
+    its arrays need), or None when nothing is found. Reads metadata only."""
+    state = path / STATE
+    for file in (path / META / META_FILE, state / "_METADATA"):
+        try:
+            json.loads(file.read_bytes())
+        except FileNotFoundError:
+            return file, "missing"
+        except (ValueError, OSError) as e:
+            return file, f"unreadable ({_short(e)})"
+    if not any(state.glob("ocdbt.process_*")):
+        return None  # not orbax's array store (OCDBT): the read reports what it finds
+    if not (state / "manifest.ocdbt").is_file():
+        return state / "manifest.ocdbt", "missing"
+    file = state / "manifest.ocdbt"
+    try:
+        for key, file, needed in _ocdbt_references(state):
+            held = f" (it holds the stored array {key.rpartition('/')[0]})" if key else ""
+            if not file.is_file():
+                return file, "missing" + held
+            if file.stat().st_size < needed:
+                return file, f"truncated: {file.stat().st_size} bytes of {needed}{held}"
+    except Exception as e:  # noqa: BLE001 - tensorstore's error; the file read last
+        named = [Path(f) for f in re.findall(r'local file "([^"]+)"', str(e)) if not f.endswith("/")]
+        return (named[-1] if named else file), _short(e)
+    return None
+
+
+def _file_in(message: str, state: Path) -> Path:
+    """The file a tensorstore error ``message`` names (a local file, or the
+    data file of the stored array it names), else ``state``."""
+    named = [Path(f) for f in re.findall(r'local file "([^"]+)"', message) if not f.endswith("/")]
+    if named:
+        return named[-1]
+    key = re.search(r'Error reading "([^"]+)"', message)
+    try:
+        files = {k: f for k, f, _ in _ocdbt_references(state) if k} if key is not None else {}
+    except Exception:  # noqa: BLE001 - the directory then
+        files = {}
+    return files.get(key.group(1), state) if key is not None else state
 
 
 def _place(host: np.ndarray, like: jax.ShapeDtypeStruct) -> jax.Array:
@@ -420,10 +638,10 @@ def _mismatch(path: Path, target: Any, limit: int = 8) -> str | None:
                          f"this module {_describe(*wanted[name])}")
     if not lines:
         return None
-    more = f"\n  ... and {len(lines) - limit} more" if len(lines) > limit else ""
+    more = f"; ... and {len(lines) - limit} more" if len(lines) > limit else ""
     return (f"checkpoint {path} does not match this module's state ({len(lines)} of "
             f"{len(set(stored) | set(wanted))} arrays differ; was it written with another "
-            "config, network or environment?):\n  " + "\n  ".join(lines[:limit]) + more)
+            "config, network or environment?): " + "; ".join(lines[:limit]) + more)
 
 
 def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
@@ -439,30 +657,67 @@ def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str
 
     Raises:
       FileNotFoundError: ``path`` is not a checkpoint (on this process).
-      ValueError: the stored arrays do not match ``abstract_state``'s tree,
-        shapes or dtypes.
+      DamagedCheckpointError: a file of it is missing, truncated or not what
+        was written (one line naming the file and the earlier checkpoints);
+        checked on its metadata before any array is read.
+      CheckpointMismatchError: the stored arrays do not match
+        ``abstract_state``'s tree, shapes or dtypes (one line listing them).
+      Both are ValueErrors.
     """
     path = Path(path).absolute()  # orbax requires absolute paths
     if not path.is_dir() or not (path / META).exists():
         raise FileNotFoundError(f"no checkpoint at {path} (expected a directory with '{META}/')")
+    damage = _damage(path)
+    if damage is not None:
+        raise DamagedCheckpointError(path, *damage)
     meta = read_meta(path)
     target = _abstract_encoded(abstract_state)
     problem = _mismatch(path, target)
     if problem is not None:
-        raise ValueError(problem)
-    item = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), target)
-    as_numpy = jax.tree.map(lambda x: ocp.RestoreArgs(restore_type=np.ndarray), target)
-    try:
-        host = _read(path, STATE, ocp.args.PyTreeRestore(item=item, restore_args=as_numpy))
-    except ValueError as e:
-        raise ValueError(f"checkpoint {path} does not match this module's state: {e}") from e
+        raise CheckpointMismatchError(problem)
+    host = _read_arrays(path, target)
     want = jax.tree.map(lambda x: (tuple(x.shape), jnp.dtype(x.dtype)), target)
     got = jax.tree.map(lambda x: (tuple(np.shape(x)), jnp.dtype(x.dtype)), host)
     if want != got:
-        raise ValueError(f"checkpoint {path} does not match this module's state shapes:\n"
-                         f"  expected {want}\n  found    {got}")
+        raise CheckpointMismatchError(f"checkpoint {path} does not match this module's state "
+                                      f"shapes: expected {want}, found {got}")
     restored = jax.tree.map(lambda h, t: _place(np.asarray(h), t), host, target)
     return decode_keys(restored, meta.get("key_impls", {})), meta
+
+
+def _read_arrays(path: Path, target: Any) -> Any:
+    """The arrays of the checkpoint ``path`` as numpy arrays in ``target``'s
+    tree (checked against it already).
+
+    Raises:
+      DamagedCheckpointError: a stored array cannot be read back (naming its file).
+    """
+    item = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), target)
+    as_numpy = jax.tree.map(lambda x: ocp.RestoreArgs(restore_type=np.ndarray), target)
+    try:
+        return _read(path, STATE, ocp.args.PyTreeRestore(item=item, restore_args=as_numpy))
+    except Exception as e:  # the tree matches (checked first): the files are damaged
+        _drop_closed_loop_reports()
+        raise DamagedCheckpointError(path, _file_in(str(e), path / STATE), _short(e)) from e
+
+
+def _drop_closed_loop_reports() -> None:
+    """Drop the ``RuntimeError: Event loop is closed`` reports that the reads
+    and writes abandoned by a failed restore or save send to
+    ``sys.unraisablehook`` when they end after orbax closed their event loop
+    (a traceback each, harmless); every other report goes to the hook as
+    before. Installed once per process."""
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_closed_loop_reports", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        error = unraisable.exc_value
+        if not (isinstance(error, RuntimeError) and str(error) == "Event loop is closed"):
+            previous(unraisable)
+
+    hook.drops_closed_loop_reports = True
+    sys.unraisablehook = hook
 
 
 def steps_of_other_runs(directory: str | os.PathLike, run_dir: str | os.PathLike) -> list[int]:

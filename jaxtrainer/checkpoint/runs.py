@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from jaxtrainer import module_record
+from jaxtrainer import module_record, storage
 from jaxtrainer.checkpoint.files import read_meta
 from jaxtrainer.checkpoint.resolve import CHECKPOINTS
 
@@ -24,18 +24,28 @@ def new_run_dir(root: str | os.PathLike) -> str:
     the highest taken. The directory is created exclusively, so runs started at
     the same instant in one root (several processes, or several machines on a
     shared filesystem) each get their own: one that loses the race takes the
-    next number."""
+    next number.
+
+    Raises:
+      jaxtrainer.storage.StorageError: ``root`` or the run directory cannot be
+        created (a read-only or unwritable directory, a full disk), naming
+        the directory and the OS error.
+    """
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    with storage.writing("the root of runs", root):
+        root.mkdir(parents=True, exist_ok=True)
     taken = [int(p.name[8:]) for p in root.glob("version_*") if p.name[8:].isdigit()]
     n = max(taken, default=-1) + 1
     while True:
+        run = root / f"version_{n}"
         try:
-            (root / f"version_{n}").mkdir()
+            run.mkdir()
         except FileExistsError:
             n += 1
             continue
-        return os.fspath(root / f"version_{n}")
+        except OSError as e:
+            raise storage.storage_error("the run directory", run, e) from e
+        return os.fspath(run)
 
 
 def run_dir_of(step_dir: str | os.PathLike) -> Path:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numbers
+import sys
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from jaxtrainer import storage
 from jaxtrainer.callbacks.base import Callback
 
 if TYPE_CHECKING:
@@ -70,6 +72,10 @@ class Logger(Callback):
     the global-zero process only, with every value checked by :func:`to_number`.
 
     Logged step: ``metrics["step"]`` (global training steps done).
+
+    A file that cannot be written (a full disk, a read-only directory) raises
+    :class:`jaxtrainer.storage.StorageError` from the hook that writes, naming
+    the file and the OS error; what was written before stays whole.
     """
 
     def __init__(self) -> None:
@@ -133,7 +139,15 @@ class Logger(Callback):
         self._close("success")
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
-        self._close("interrupted" if isinstance(exception, KeyboardInterrupt) else "failed")
+        """Close on ``fit``'s error path. A file that cannot be written now
+        either (a full disk) is said in one line on stderr, unless the error
+        ``fit`` raises is itself a storage error (it says so already)."""
+        try:
+            self._close("interrupted" if isinstance(exception, KeyboardInterrupt) else "failed")
+        except OSError as error:
+            if storage.as_storage_error(exception) is None:
+                print(f"jaxtrainer: {type(self).__name__}: {storage.as_storage_error(error) or error}",
+                      file=sys.stderr, flush=True)
 
     def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
         self._close("success")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import os
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments
+from jaxtrainer import arguments, storage
 from jaxtrainer.loggers.base import Logger
 
 if TYPE_CHECKING:
@@ -53,7 +55,8 @@ class CSVLogger(Logger):
 
     def start(self, trainer: Trainer, module: Module) -> None:
         directory = os.fspath(self.save_dir or trainer.log_dir)
-        os.makedirs(directory, exist_ok=True)
+        with storage.writing("the metrics directory", directory):
+            os.makedirs(directory, exist_ok=True)
         self.path = os.path.join(directory, "metrics.csv")
         self._columns, self._rows = ["step"], []
         if os.path.exists(self.path):
@@ -78,11 +81,12 @@ class CSVLogger(Logger):
         path = os.path.join(os.path.dirname(self.path), "hparams.csv")
         if self._resumed and os.path.exists(path):
             return  # the run's hyperparameters are those it started with
-        with open(path, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["name", "value"])
-            for k, v in params.items():
-                writer.writerow([k, v])
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(["name", "value"])
+        for k, v in params.items():
+            writer.writerow([k, v])
+        _replace(path, text.getvalue(), "the hyperparameters file")
 
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
         # Rows of one host sync (fused log intervals) are written together.
@@ -102,22 +106,62 @@ class CSVLogger(Logger):
             self._write()
 
     def _write(self) -> None:
+        """Append the pending rows (or rewrite the file with a wider header).
+
+        Raises:
+          jaxtrainer.storage.StorageError: the file cannot be written; it keeps
+            the complete rows it had (a cut-short append is truncated away).
+        """
         assert self.path is not None
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=self._columns, restval="")
         if self._columns == self._written_columns:
-            with open(self.path, "a", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=self._columns, restval="")
-                writer.writerows(self._rows[len(self._rows) - self._pending:])
-            self._pending = 0
-            return
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=self._columns, restval="")
+            writer.writerows(self._rows[len(self._rows) - self._pending:])
+            _append(self.path, text.getvalue(), "the metrics file")
+        else:
             writer.writeheader()
             writer.writerows(self._rows)
-        os.replace(tmp, self.path)  # atomic: a crash never leaves a half-written file
-        self._written_columns = list(self._columns)
+            _replace(self.path, text.getvalue(), "the metrics file")
+            self._written_columns = list(self._columns)
         self._pending = 0
 
     def finalize(self, status: str) -> None:
         if self._pending:
             self._write()
+
+
+def _append(path: str, text: str, what: str) -> None:
+    """Append ``text`` to ``path`` whole or not at all: a write cut short (a
+    full disk) is truncated back to the file's previous end.
+
+    Raises:
+      jaxtrainer.storage.StorageError: naming ``what``, ``path`` and the OS error.
+    """
+    with storage.writing(what, path):
+        end = os.path.getsize(path) if os.path.exists(path) else 0
+        try:
+            with open(path, "a", newline="") as f:
+                f.write(text)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.truncate(path, end)  # shrinking a file needs no space
+            raise
+
+
+def _replace(path: str, text: str, what: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file, then
+    ``os.replace``): a crash or a full disk never leaves a half-written file,
+    and no temporary file stays.
+
+    Raises:
+      jaxtrainer.storage.StorageError: naming ``what``, ``path`` and the OS error.
+    """
+    tmp = path + ".tmp"
+    with storage.writing(what, path):
+        try:
+            with open(tmp, "w", newline="") as f:
+                f.write(text)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)

@@ -1,15 +1,18 @@
-"""TensorBoardLogger: event files written with tensorboardX."""
+"""TensorBoardLogger: TensorBoard event files (tensorboardX's protocol buffers)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import socket
+import struct
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments
+from jaxtrainer import arguments, storage
 from jaxtrainer.deferred_import import deferred_imports
 from jaxtrainer.loggers.base import Logger
 
@@ -29,8 +32,7 @@ class TensorBoardLogger(Logger):
     markdown text table.
 
     Every value is a Python number (a logged value is never an array). The event file is
-    flushed and closed on every exit path of ``fit`` (success, exception,
-    preemption). A resumed run opens the writer with ``purge_step`` = the
+    closed on every exit path of ``fit`` (success, exception, preemption). A resumed run opens the writer with ``purge_step`` = the
     checkpoint's step, so TensorBoard hides events logged after that step by the
     interrupted run.
 
@@ -42,14 +44,18 @@ class TensorBoardLogger(Logger):
     loop's thread between training calls (no thread of ours is left): a writer thread
     waking up during a training call cost 10-15% of PPO's CartPole
     throughput on 2 CPU cores (measured; it competes with XLA's threads), a
-    write costs about 0.15 ms. The directory is created in ``on_fit_start`` (a
-    bad path fails there, before training); a write error (a full disk, say)
-    is raised by the log call that meets it, an error opening the writer by
-    the first log call after it (or :meth:`finalize`).
+    write costs about 0.15 ms. Each record is written whole and unbuffered
+    (:class:`EventFile`): no writer thread of tensorboardX's runs either. The
+    directory is created in ``on_fit_start`` (a bad path fails there, before
+    training); a write error (a full disk, say) is raised by the log call that
+    meets it as a :class:`jaxtrainer.storage.StorageError` naming the file,
+    which keeps its complete records; an error opening the writer by the first
+    log call after it (or :meth:`finalize`).
 
     Args:
       save_dir: directory of the event files; default ``<trainer.log_dir>/tensorboard``.
-      flush_secs: seconds between background flushes of the event file.
+      flush_secs: accepted for compatibility; every record reaches the file
+        when it is logged.
     """
 
     def __init__(self, save_dir: str | os.PathLike | None = None, flush_secs: int = 30):
@@ -70,38 +76,37 @@ class TensorBoardLogger(Logger):
 
     def start(self, trainer: Trainer, module: Module) -> None:
         self.log_dir = os.fspath(self.save_dir or os.path.join(trainer.log_dir, "tensorboard"))
-        os.makedirs(self.log_dir, exist_ok=True)
+        with storage.writing("the TensorBoard directory", self.log_dir):
+            os.makedirs(self.log_dir, exist_ok=True)
         resumed = trainer.global_step > 0
         # tensorboardX names event files by the second they were opened; a resume
         # opened within the same second as the run it continues would truncate that
         # run's file. A nanosecond suffix keeps the names unique and chronological.
-        self._writer_args = dict(flush_secs=self.flush_secs,
-                                 purge_step=trainer.global_step + 1 if resumed else None,
+        self._writer_args = dict(purge_step=trainer.global_step + 1 if resumed else None,
                                  filename_suffix=f".{time.time_ns()}")
         self._log_hparams = not resumed
         self._queued, self._opening, self._opener = [], None, None
 
     # -- writing -------------------------------------------------------------
     def _open(self) -> None:
-        """Import tensorboardX and open the writer (on the opening thread, or in
-        :meth:`finalize` when nothing was logged)."""
+        """Import tensorboardX and open the event file (on the opening thread,
+        or in :meth:`finalize` when nothing was logged)."""
         with deferred_imports(*TENSORBOARDX_STORAGE):
-            from tensorboardX import SummaryWriter
-        self.writer = SummaryWriter(self.log_dir, **self._writer_args)
+            import tensorboardX  # noqa: F401 - its protocol buffers, once
+        self.writer = EventFile(self.log_dir, **self._writer_args)
 
     def _write_hparams(self, params: dict[str, Any]) -> None:
-        from tensorboardX.summary import hparams
+        from tensorboardX.summary import hparams, text
 
-        text = "\n".join(f"| {k} | {v} |" for k, v in params.items())
-        self.writer.add_text("hparams", "| name | value |\n|---|---|\n" + text, 0)
+        table = "\n".join(f"| {k} | {v} |" for k, v in params.items())
+        self.writer.add_summary(text("hparams", "| name | value |\n|---|---|\n" + table), 0)
         # The HParams plugin's experiment + session start; a non-finite number
         # (e.g. max_grad_norm=inf: no clipping) goes in as text, which the plugin
         # shows as written, instead of a warning about a non-finite tensor.
         params = {k: str(v) if isinstance(v, float) and not math.isfinite(v) else v
                   for k, v in params.items()}
         for summary in hparams(params, {}):
-            self.writer.file_writer.add_summary(summary)
-        self.writer.flush()
+            self.writer.add_summary(summary)
 
     def _write_scalars(self, values: list[tuple[str, float]], step: int) -> None:
         # One event per step holding every scalar (TensorBoard reads each value
@@ -109,13 +114,12 @@ class TensorBoardLogger(Logger):
         from tensorboardX.proto.summary_pb2 import Summary
 
         summary = Summary(value=[Summary.Value(tag=k, simple_value=v) for k, v in values])
-        self.writer.file_writer.add_summary(summary, step)
+        self.writer.add_summary(summary, step)
 
     def _close_writer(self) -> None:
         if self.writer is not None:
-            self.writer.flush()
-            self.writer.close()
-            self.writer = None
+            writer, self.writer = self.writer, None
+            writer.close()
 
     # -- from the training loop ------------------------------------------------
     def _submit(self, fn: Callable[..., None], *args: Any, start: bool = False) -> None:
@@ -157,3 +161,62 @@ class TensorBoardLogger(Logger):
                 self._opener.shutdown(wait=True)
             self._queued, self._opening, self._opener = [], None, None
             self._close_writer()
+
+
+class EventFile:
+    """A TensorBoard event file (``events.out.tfevents.<seconds>.<host><suffix>``
+    in ``directory``), written one whole record at a time in the calling
+    thread, unbuffered: a record is on disk when :meth:`add_summary` returns,
+    and a write that fails (a full disk) is cut back off, so the file always
+    ends with a complete record that TensorBoard reads. ``purge_step``: as
+    tensorboardX's, events of that step and later in earlier files are hidden.
+
+    Raises:
+      jaxtrainer.storage.StorageError: the file cannot be created or written
+        (naming it and the OS error).
+    """
+
+    def __init__(self, directory: str, filename_suffix: str = "",
+                 purge_step: int | None = None) -> None:
+        self.path = os.path.join(directory, f"events.out.tfevents.{int(time.time()):d}."
+                                            f"{socket.gethostname()}{filename_suffix}")
+        with storage.writing("the TensorBoard event file", self.path):
+            self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        from tensorboardX.proto.event_pb2 import Event, SessionLog
+
+        self.add_event(Event(wall_time=time.time(), file_version="brain.Event:2"))
+        if purge_step is not None:
+            self.add_event(Event(step=purge_step, wall_time=time.time(),
+                                 session_log=SessionLog(status=SessionLog.START)))
+
+    def add_summary(self, summary: Any, step: int | None = None) -> None:
+        """Write ``summary`` (a ``Summary`` protocol buffer) at ``step``."""
+        from tensorboardX.proto.event_pb2 import Event
+
+        self.add_event(Event(wall_time=time.time(), step=step or 0, summary=summary))
+
+    def add_event(self, event: Any) -> None:
+        """Write ``event`` (an ``Event`` protocol buffer) as one record."""
+        from tensorboardX.record_writer import masked_crc32c
+
+        data = event.SerializeToString()
+        header = struct.pack("<Q", len(data))
+        record = (header + struct.pack("<I", masked_crc32c(header)) + data
+                  + struct.pack("<I", masked_crc32c(data)))
+        if self._fd is None:
+            raise ValueError(f"{self.path}: the event file is closed")
+        end = os.lseek(self._fd, 0, os.SEEK_END)
+        with storage.writing("the TensorBoard event file", self.path):
+            try:
+                view = memoryview(record)
+                while view:
+                    view = view[os.write(self._fd, view):]
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(self._fd, end)  # no partial record stays
+                raise
+
+    def close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)

@@ -28,6 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.checkpoint.files import CheckpointReadError
+from jaxtrainer.storage import StorageError, as_storage_error, writing
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -42,6 +44,14 @@ CONFIG_ERRORS: tuple[type[BaseException], ...] = (
     ValueError, TypeError, FileNotFoundError, OmegaConfBaseException, yaml.YAMLError)
 """Errors :func:`cli` reports as one line when raised before training starts
 (a bad key, value, environment name, config file or ``ckpt_path``)."""
+
+REPORTED_ERRORS: tuple[type[BaseException], ...] = (StorageError, CheckpointReadError)
+"""Errors :func:`cli` reports as one line also once training has started: a
+file of the run that cannot be written (a full disk, a read-only directory:
+:class:`~jaxtrainer.storage.StorageError`), a checkpoint that is damaged or
+does not match the module (:class:`~jaxtrainer.checkpoint.CheckpointReadError`).
+An ``OSError`` of :data:`jaxtrainer.storage.STORAGE_ERRNOS` naming a file counts
+as a StorageError."""
 
 TRACEBACK_VARIABLE = "JAXTRAINER_TRACEBACK"
 """Set it to ``1`` to get the traceback of a config error instead of one line."""
@@ -111,8 +121,11 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
     first ``fit`` reaches its ``setup`` hooks: while loading the config,
     building the environment, module or Trainer, checking sizes against the
     devices or resolving ``trainer.ckpt_path``) prints
-    ``<prog>: error: <message>`` on stderr and exits with status 2. Any other
-    error, and every error once training has started, propagates with its
+    ``<prog>: error: <message>`` on stderr and exits with status 2; so does
+    an error of :data:`REPORTED_ERRORS` at any time (a full disk or a read-only
+    directory mid-run, a damaged checkpoint on resume: the Trainer has closed
+    its loggers and removed what was half-written by then). Any other error,
+    and a config error once training has started, propagates with its
     traceback; so do all of them when the environment variable
     :data:`TRACEBACK_VARIABLE` is ``1``.
 
@@ -126,8 +139,8 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
     warm recipe run on 2 CPU cores).
 
     Raises:
-      SystemExit: status 2 for a config error (``--help`` and
-        ``--print-config`` exit with 0 from ``main``).
+      SystemExit: status 2 for a config error or one of :data:`REPORTED_ERRORS`
+        (``--help`` and ``--print-config`` exit with 0 from ``main``).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = prog or sys.argv[0]
@@ -136,23 +149,49 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
         gc.freeze()  # the process ends with main: what exists now is never garbage to collect
     try:
         main(argv)
-    except CONFIG_ERRORS as e:
-        if _Command.training_started or os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
+    except (*CONFIG_ERRORS, *REPORTED_ERRORS, OSError) as e:
+        reported = _reported(e)
+        if reported is None or os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
             raise
-        print(f"{prog}: error: {one_line(e)}", file=sys.stderr, flush=True)
+        print(f"{prog}: error: {one_line(reported)}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
     if exit_when_done:
         exit_now(0)
 
 
+def _reported(error: BaseException) -> BaseException | None:
+    """The error :func:`cli` reports in one line for ``error``, or ``None``
+    (raised with its traceback): one of :data:`REPORTED_ERRORS` (or an
+    ``OSError`` that :func:`~jaxtrainer.storage.as_storage_error` takes) at any
+    time, one of :data:`CONFIG_ERRORS` before training starts."""
+    if isinstance(error, REPORTED_ERRORS):
+        return error
+    storage = as_storage_error(error)
+    if storage is not None:
+        return storage
+    if isinstance(error, CONFIG_ERRORS) and not _Command.training_started:
+        return error
+    return None
+
+
 def write_config(path: str | os.PathLike, cfg: DictConfig, recipe: str | None) -> None:
     """Write ``cfg`` resolved, with ``recipe: <recipe>`` first when given, to
-    ``path`` (atomically: a temporary file then ``os.replace``)."""
+    ``path`` (atomically: a temporary file then ``os.replace``).
+
+    Raises:
+      jaxtrainer.storage.StorageError: the file cannot be written (naming it
+        and the OS error); no temporary file is left.
+    """
     body = OmegaConf.to_container(cfg, resolve=True)
     data = OmegaConf.create({"recipe": recipe, **body} if recipe else body)
     tmp = f"{os.fspath(path)}.tmp"
-    OmegaConf.save(data, tmp)
-    os.replace(tmp, path)
+    with writing("the run's config", path):
+        try:
+            OmegaConf.save(data, tmp)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)  # a write cut short: nothing half-written stays
 
 
 class RunRecord(Callback):
@@ -163,7 +202,8 @@ class RunRecord(Callback):
       started with, as ``hparams.csv`` is kept (written only when missing),
       unless the resume applied changed settings of what is learned
       (:mod:`jaxtrainer.recipes.resume`): then the file holds the settings the
-      run now goes on with.
+      run now goes on with, written at ``on_fit_start`` once the checkpoint
+      is restored (a resume that fails to restore it writes nothing).
     * At the boundary where the budget is spent (``on_train_steps_end``), or
       at ``on_train_end`` when a callback stopped training earlier: runs
       ``trainer.evaluate`` once on the final state, unless an evaluation already
@@ -199,6 +239,14 @@ class RunRecord(Callback):
             return
         _Command.training_started = True
         self.result = None
+        if trainer.ckpt_path is None:
+            self._write_config(trainer)
+
+    def on_fit_start(self, trainer: Trainer, module: Module) -> None:
+        if trainer.ckpt_path is not None:  # once the checkpoint is restored: a failed resume writes nothing
+            self._write_config(trainer)
+
+    def _write_config(self, trainer: Trainer) -> None:
         if not trainer.is_global_zero:
             return
         path = Path(trainer.log_dir) / CONFIG_FILE
@@ -210,7 +258,8 @@ class RunRecord(Callback):
                     {k: v for k, v in now.items() if k not in kept}:
                 return  # a resume: the run's config is the one it started with
             # a resume that applied changed settings (trainer.resume_overrides=apply)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        with writing("the run directory", path.parent):
+            path.parent.mkdir(parents=True, exist_ok=True)
         write_config(path, self.cfg, self.recipe)
 
     def on_evaluation_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
