@@ -217,9 +217,13 @@ def test_a_stuck_cleanup_ends_at_the_deadline_and_a_third_signal_at_once(tmp_pat
 
 
 @pytest.mark.timeout(180)
-def test_eval_video_stops_on_the_first_sigint_with_no_video_written(tmp_path):
+@pytest.mark.parametrize("signum,during", [
+    (signal.SIGINT, "recording 1 episode(s) of up to 500 steps for the video"),  # a compile
+    (signal.SIGTERM, "drawing frame 1/"),  # pygame draws (SDL must not take the signal)
+])
+def test_eval_video_stops_on_the_first_signal_with_no_video_written(tmp_path, signum, during):
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", PPO_SIZES)
-    run = init_only_run(tmp_path, "ppo", cfg)
+    run = init_only_run(tmp_path, "ppo", cfg)  # its greedy policy balances: a long episode
     gif = tmp_path / "cartpole.gif"
     child = Child([sys.executable, "-m", "jaxtrainer.cli", "eval", str(run), "--episodes", "4",
                    "--video", str(gif)])
@@ -227,15 +231,18 @@ def test_eval_video_stops_on_the_first_sigint_with_no_video_written(tmp_path):
         for phase in (f"jaxtrainer eval: restoring checkpoint {run}/checkpoints/0 ...",
                       "jaxtrainer eval: evaluating 4 episodes of step 0 ...",
                       "jaxtrainer eval: compiling the evaluation program ...",
-                      "jaxtrainer eval: recording 1 episode(s) of up to 500 steps for the video"):
+                      f"jaxtrainer eval: {during}"):
             child.wait_for(phase)  # one line per phase, in this order, on a non-TTY stderr
-        seconds = child.signal_and_time_exit()
+        seconds = child.signal_and_time_exit(signum)
     finally:
         child.kill()
     err = child.err
-    assert child.proc.returncode == -signal.SIGINT, err
+    assert child.proc.returncode == -signum, err
     assert seconds < SECOND_SIGNAL_SECONDS, (seconds, err)
-    assert "jaxtrainer eval: received SIGINT while " in err and "; stopping" in err
+    name = signal.Signals(signum).name
+    assert f"jaxtrainer eval: received {name} while " in err and "; stopping" in err
+    if signum == signal.SIGTERM:
+        assert "received SIGTERM while drawing frame " in err
     assert "Traceback" not in err
     assert not gif.exists()
 
