@@ -444,6 +444,8 @@ class Trainer:
             self.call_hook("setup", module, "fit")
             # one trace of init_state for the shapes, the programs and the restore (or init)
             abstract = self.strategy.abstract_state(module, keep=resume is None)
+            if resume is not None:  # a damaged or mismatched checkpoint fails before any compile
+                trainer_state.check(self, resume, abstract)
             self.programs.compile_ahead(module, abstract, trainer_state.abstract_key(self.strategy),
                                         module.has_evaluation() and self.compile_evaluation_ahead)
             if resume is not None:

@@ -644,6 +644,29 @@ def _mismatch(path: Path, target: Any, limit: int = 8) -> str | None:
             "config, network or environment?): " + "; ".join(lines[:limit]) + more)
 
 
+def check(path: str | os.PathLike, abstract_state: Any) -> None:
+    """Check, reading metadata only (no array), that the checkpoint at ``path``
+    (a step directory) can restore into ``abstract_state``: its files are all
+    there and whole, and its arrays' names, shapes and dtypes are
+    ``abstract_state``'s. :func:`restore` checks this first; a caller with
+    work to start before restoring (a compile) can fail before it.
+
+    Raises:
+      FileNotFoundError: ``path`` is not a checkpoint.
+      DamagedCheckpointError: a file is missing, truncated or unreadable.
+      CheckpointMismatchError: the arrays do not match ``abstract_state``.
+    """
+    path = Path(path).absolute()
+    if not path.is_dir() or not (path / META).exists():
+        raise FileNotFoundError(f"no checkpoint at {path} (expected a directory with '{META}/')")
+    damage = _damage(path)
+    if damage is not None:
+        raise DamagedCheckpointError(path, *damage)
+    problem = _mismatch(path, _abstract_encoded(abstract_state))
+    if problem is not None:
+        raise CheckpointMismatchError(problem)
+
+
 def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
     """Restore the checkpoint at ``path`` (a step directory) into the shapes,
     dtypes and shardings of ``abstract_state`` (``jax.ShapeDtypeStruct`` leaves
@@ -665,16 +688,9 @@ def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str
       Both are ValueErrors.
     """
     path = Path(path).absolute()  # orbax requires absolute paths
-    if not path.is_dir() or not (path / META).exists():
-        raise FileNotFoundError(f"no checkpoint at {path} (expected a directory with '{META}/')")
-    damage = _damage(path)
-    if damage is not None:
-        raise DamagedCheckpointError(path, *damage)
+    check(path, abstract_state)
     meta = read_meta(path)
     target = _abstract_encoded(abstract_state)
-    problem = _mismatch(path, target)
-    if problem is not None:
-        raise CheckpointMismatchError(problem)
     host = _read_arrays(path, target)
     want = jax.tree.map(lambda x: (tuple(x.shape), jnp.dtype(x.dtype)), target)
     got = jax.tree.map(lambda x: (tuple(np.shape(x)), jnp.dtype(x.dtype)), host)

@@ -42,6 +42,18 @@ def meta(trainer: Trainer) -> dict[str, Any]:
             "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks}}
 
 
+def check(trainer: Trainer, path: Path, abstract_state: Any) -> None:
+    """Fail now, before anything compiles, when the checkpoint at ``path``
+    cannot restore into ``abstract_state`` (``trainer.strategy.abstract_state``
+    of the module) and ``trainer``'s root key: reads metadata only.
+
+    Raises:
+      jaxtrainer.checkpoint.DamagedCheckpointError: a damaged file, named.
+      jaxtrainer.checkpoint.CheckpointMismatchError: arrays of another module.
+    """
+    ckpt.check(path, {"module": abstract_state, "rng": abstract_key(trainer.strategy)})
+
+
 def restore(trainer: Trainer, module: Module, path: Path,
             abstract_state: Any = None) -> dict[str, Any]:
     """Load the checkpoint at ``path`` into ``trainer`` (state, root key,
@@ -51,7 +63,10 @@ def restore(trainer: Trainer, module: Module, path: Path,
 
     Raises:
       FileNotFoundError: ``path`` is not a checkpoint.
-      ValueError: its arrays do not match ``module``'s state.
+      jaxtrainer.checkpoint.DamagedCheckpointError: a file of it is damaged
+        (a ValueError naming the file and the earlier checkpoints).
+      jaxtrainer.checkpoint.CheckpointMismatchError: its arrays do not match
+        ``module``'s state (a ValueError listing them).
     """
     if abstract_state is None:
         abstract_state = trainer.strategy.abstract_state(module)
