@@ -38,6 +38,7 @@ import jax.numpy as jnp
 from jaxtrainer import arguments, compilation_cache
 from jaxtrainer.distributed import local_size, member_scope, psum
 from jaxtrainer.envs.evaluation import run_episodes
+from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
 from jaxtrainer.module import Module
 from jaxtrainer.signals import ACTIVITY, StopOnSignal
@@ -263,7 +264,8 @@ def format_result(result: dict[str, Any]) -> list[str]:
                         "another)")
     for name in STATISTICS:
         if f"eval/{name}" in m:
-            lines.append(f"{name}: mean={m[f'eval/{name}']:.4f} std={m[f'eval/{name}_std']:.4f} "
+            lines.append(f"{name}: mean={fixed(m[f'eval/{name}'], 4)} "
+                         f"std={fixed(m[f'eval/{name}_std'], 4)} "
                          f"min={m[f'eval/{name}_min']:g} max={m[f'eval/{name}_max']:g}")
         else:
             lines.append(f"{name}: no episode completed within the time limit")

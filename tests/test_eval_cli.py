@@ -295,3 +295,11 @@ def test_a_sweep_run_is_evaluated_member_by_member(tmp_path, capsys):
     assert "member 1 of 2 (--member I for another)" in capsys.readouterr().out
     assert eval_cli.main([str(run), "--member", "2"]) == 2
     assert "--member 2: expected an index in [0, 2)" in capsys.readouterr().err
+
+
+def test_a_mean_that_rounds_to_zero_prints_without_a_sign():
+    metrics = {"eval/episode_return": -0.00001, "eval/episode_return_std": 0.00002,
+               "eval/episode_return_min": -0.5, "eval/episode_return_max": 0.5}
+    lines = format_result({"checkpoint": "c", "step": 1, "env_steps": 2, "seed": 0,
+                           "episodes": 4, "completed": 4, "metrics": metrics})
+    assert "episode_return: mean=0.0000 std=0.0000 min=-0.5 max=0.5" in lines
