@@ -55,6 +55,7 @@ def test_a_failed_save_keeps_the_last_good_checkpoint(tmp_path):
     assert "File too large" in line and line.endswith(f"the newest complete checkpoint is "
                                                       f"{checkpoints / '2'}")
     assert sorted(os.listdir(checkpoints)) == ["2"]  # no *-tmp directory, step 2 kept
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]  # orbax's threads' errors: that one line
     resumed = jt.Trainer(strategy="single", max_steps=3, log_every_n_steps=1, logger=False,
                          enable_progress_bar=False, default_root_dir=tmp_path,
                          enable_checkpointing=False)

@@ -316,8 +316,13 @@ class Manager:
             self.wait_until_finished(sync, report)
         finally:
             if self._orbax is not None:
-                self._orbax.close()
-                self._orbax = None
+                orbax, self._orbax = self._orbax, None
+                try:
+                    orbax.close()
+                except Exception:
+                    if not self._failed:
+                        raise
+                    # orbax raises a failed write's error again: reported already
             # a background writer of a failed step may have outlived the first cleanup
             self._remove_temporary(self._failed)
 
@@ -382,7 +387,10 @@ def _join_writer_threads(timeout: float = 60.0) -> None:
     for thread in threading.enumerate():
         if thread is not threading.current_thread() and thread.is_alive() \
                 and type(thread).__module__.startswith("orbax."):
-            thread.join(timeout)
+            try:
+                thread.join(timeout)
+            except Exception:  # noqa: BLE001 - orbax's join re-raises the thread's error: reported already
+                pass
 
 
 def _handlers(process: int, state_handler) -> dict[str, Any]:
