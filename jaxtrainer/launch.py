@@ -33,6 +33,11 @@ SETTLE_SECONDS = 3.0  # after a rank fails: how long a killed rank may take to b
 # JAX process exits slowly under load) before the cause is named
 
 
+SECOND_SIGNAL_GRACE = 3.0
+"""Seconds between forwarding a second SIGINT/SIGTERM to the ranks (each stops
+at once, removing partial checkpoint writes) and SIGKILL of those still running."""
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -190,8 +195,11 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
     Returns 0 when every rank exits 0; otherwise the first failing rank's exit
     code (``128 + signal`` for a rank killed by a signal, at least 1), after the
     other ranks were stopped (SIGTERM, then SIGKILL after ``grace`` seconds).
-    SIGINT/SIGTERM sent to the launcher are forwarded to every rank (a second
-    one kills them); the launcher then returns ``128 + signal``.
+    SIGINT/SIGTERM sent to the launcher are forwarded to every rank; a second
+    one is forwarded too (a rank then stops at once, leaving its last complete
+    checkpoint and no partial one) and the ranks still running
+    :data:`SECOND_SIGNAL_GRACE` seconds later are killed (SIGKILL); a third
+    kills them at once. The launcher then returns ``128 + signal``.
 
     Raises:
       ValueError: bad sizes, a malformed coordinator, ``nnodes > 1`` without a
@@ -205,10 +213,15 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
     ranks, received, lock = _Ranks(), [], threading.Lock()
 
     def forward(signum: int, frame) -> None:
-        if received:  # a second signal: stop at once
-            ranks.signal_all(signal.SIGKILL)
         received.append(signum)
+        if len(received) > 2:  # a third: no more waiting
+            ranks.signal_all(signal.SIGKILL)
+            return
         ranks.signal_all(signum)
+        if len(received) == 2:  # a second: each rank stops at once on its own (cleaning up)
+            killer = threading.Timer(SECOND_SIGNAL_GRACE, ranks.signal_all, (signal.SIGKILL,))
+            killer.daemon = True
+            killer.start()
 
     previous = {}
     if threading.current_thread() is threading.main_thread():

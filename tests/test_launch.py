@@ -105,6 +105,44 @@ def test_sigterm_is_forwarded_to_every_rank(tmp_path):
     assert not leftover(str(tmp_path))
 
 
+def test_a_second_signal_is_forwarded_and_ranks_still_running_are_killed_after_a_grace(tmp_path):
+    """A rank stops itself on the second signal (its own cleanup); one that does not
+    is killed SECOND_SIGNAL_GRACE seconds later, not at once."""
+    script = ("import os, signal, sys, time\n"
+              "seen = []\n"
+              "def count(signum, frame):\n"
+              "    seen.append(signum)\n"
+              "    print('signal', len(seen), flush=True)\n"
+              "    if len(seen) == 2 and os.environ['JAX_PROCESS_ID'] == '1':\n"
+              "        sys.exit(143)\n"
+              "signal.signal(signal.SIGTERM, count)\n"
+              "print('ready', flush=True)\n"
+              "while True: time.sleep(0.05)\n")
+    proc = run_launcher(tmp_path, script, str(tmp_path), wait=False)
+    try:
+        ready = 0
+        for line in proc.stdout:
+            ready += "ready" in line
+            if ready == 2:
+                break
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGTERM)
+        second = time.monotonic()
+        rc = proc.wait(timeout=60)
+        elapsed = time.monotonic() - second
+        out, err = proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 128 + signal.SIGTERM
+    assert "[rank 0] signal 2" in out and "[rank 1] signal 2" in out  # both saw the second
+    assert launch.SECOND_SIGNAL_GRACE - 0.5 <= elapsed < launch.SECOND_SIGNAL_GRACE + 8, elapsed
+    assert "rank 0: killed by SIGKILL" in err and "rank 1: exit code 143" in err, err
+    assert not leftover(str(tmp_path))
+
+
 @pytest.mark.parametrize("argv,message", [
     (["--nproc-per-node", "0", "x.py"], "--nproc-per-node=0"),
     (["--nproc-per-node", "2", "--nnodes", "2", "x.py"], "needs --coordinator"),
