@@ -574,9 +574,11 @@ def _damage(path: Path) -> tuple[Path, str] | None:
                 return file, "missing" + held
             if file.stat().st_size < needed:
                 return file, f"truncated: {file.stat().st_size} bytes of {needed}{held}"
-    except Exception as e:  # noqa: BLE001 - tensorstore's error; the file read last
+    except ValueError as e:  # tensorstore's error (a manifest or node it cannot read)
         named = [Path(f) for f in re.findall(r'local file "([^"]+)"', str(e)) if not f.endswith("/")]
         return (named[-1] if named else file), _short(e)
+    except Exception:  # noqa: BLE001 - a layout this check does not know: the read reports
+        return None
     return None
 
 
