@@ -68,3 +68,15 @@ def test_the_recipe_command_freezes_what_exists_before_main_and_in_process_calls
     assert before == "0" and in_process == "0 True"
     frozen, collected = command.split()
     assert int(frozen) > 1000 and collected == "True"
+
+
+def test_ctrl_c_before_training_is_one_line_and_status_130(capsys):
+    from jaxtrainer.recipes.command import cli
+
+    def main(argv):
+        raise KeyboardInterrupt  # e.g. while building the environment
+
+    with pytest.raises(SystemExit) as exc:
+        cli(main, [], prog="ppo.py")
+    assert exc.value.code == 130
+    assert capsys.readouterr().err == "ppo.py: interrupted (SIGINT) before training started\n"

@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import gc
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -127,7 +128,9 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
     its loggers and removed what was half-written by then). Any other error,
     and a config error once training has started, propagates with its
     traceback; so do all of them when the environment variable
-    :data:`TRACEBACK_VARIABLE` is ``1``.
+    :data:`TRACEBACK_VARIABLE` is ``1``. Ctrl-C (``KeyboardInterrupt``)
+    before training starts prints one line and exits with status 130; once
+    ``fit`` runs, the Trainer's own signal handling takes over.
 
     ``exit_when_done``: when ``main`` returns, end the process at once with
     status 0 (:func:`exit_now`); the recipe scripts' ``__main__`` sets it.
@@ -140,7 +143,8 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
 
     Raises:
       SystemExit: status 2 for a config error or one of :data:`REPORTED_ERRORS`
-        (``--help`` and ``--print-config`` exit with 0 from ``main``).
+        (``--help`` and ``--print-config`` exit with 0 from ``main``); 130
+        for Ctrl-C before training starts.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = prog or sys.argv[0]
@@ -155,6 +159,11 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
             raise
         print(f"{prog}: error: {one_line(reported)}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        if _Command.training_started or os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
+            raise
+        print(f"{prog}: interrupted (SIGINT) before training started", file=sys.stderr, flush=True)
+        raise SystemExit(128 + signal.SIGINT) from None
     if exit_when_done:
         exit_now(0)
 
