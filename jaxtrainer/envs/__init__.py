@@ -14,7 +14,7 @@ from jaxtrainer.envs.brax_env import BraxEnv
 from jaxtrainer.envs.evaluation import evaluate_policy
 from jaxtrainer.envs.gymnax_env import GymnaxEnv
 from jaxtrainer.envs.playground_env import PlaygroundEnv
-from jaxtrainer.envs.registry import available, make
+from jaxtrainer.envs.registry import available, in_family, make
 
 __all__ = [
     "BraxEnv",
@@ -25,5 +25,6 @@ __all__ = [
     "StepInfo",
     "available",
     "evaluate_policy",
+    "in_family",
     "make",
 ]

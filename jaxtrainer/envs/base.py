@@ -89,6 +89,21 @@ class StepInfo:
         return jnp.logical_or(self.terminated, self.truncated)
 
 
+def auto_reset(done: jax.Array, fresh: Any, stepped: Any) -> Any:
+    """The auto-reset of one environment: ``fresh`` where ``done``, else ``stepped``.
+
+    Args:
+      done: ``bool[]``, the episode ended with this step.
+      fresh: a pytree from a reset (the next episode's start).
+      stepped: the pytree the step reached, with the same structure.
+
+    Returns:
+      A pytree like ``stepped`` (each leaf keeps ``stepped``'s dtype).
+    """
+    return jax.tree.map(lambda new, old: jnp.where(done, new, old).astype(jnp.result_type(old)),
+                        fresh, stepped)
+
+
 class Env(abc.ABC):
     """One environment as pure functions: ``reset(key)`` and ``step(key, state, action)``.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from jaxtrainer import arguments
@@ -12,6 +13,13 @@ from jaxtrainer.envs.playground_env import PLAYGROUND_ENV_NAMES, PLAYGROUND_PREF
 
 BRAX_PREFIX = "brax/"
 
+FAMILIES = {
+    "navix/": ("jaxtrainer.envs.navix_env", "make_navix"),
+    "xminigrid/": ("jaxtrainer.envs.xminigrid_env", "make_xminigrid"),
+}
+"""Optional families by name prefix: ``(adapter module, its make function)``; the
+adapter (and with it the family's package) is imported when one of its names is made."""
+
 
 def available() -> list[str]:
     """Every name :func:`make` accepts: gymnax's ``registered_envs``,
@@ -21,6 +29,13 @@ def available() -> list[str]:
     manipulation ones the MuJoCo Menagerie assets on disk)."""
     return (list(gymnax.registered_envs) + [BRAX_PREFIX + n for n in BRAX_ENV_NAMES]
             + [PLAYGROUND_PREFIX + n for n in PLAYGROUND_ENV_NAMES])
+
+
+def in_family(name: str) -> bool:
+    """Whether ``name`` has an optional family's prefix (``navix/``, ...): such a
+    name is checked by the family's own registry when it is made, since
+    :func:`available` cannot list the names of packages it does not import."""
+    return name.startswith(tuple(FAMILIES))
 
 
 def _unknown(name: str) -> ValueError:
@@ -51,6 +66,14 @@ def make(name: str, **kwargs: Any) -> Env:
         ``{"impl": "warp"}`` for MuJoCo Warp on a CUDA GPU) and
         ``observation_key=`` (the entry of a dict observation, default
         ``"state"``); see :func:`jaxtrainer.envs.playground_env.make_playground`.
+        Optional families (each an extra: ``pip install -e ".[navix]"``, or
+        ``.[envs]`` for all): ``"navix/<name>"`` (``navix/Navix-Empty-5x5-v0``;
+        ``max_steps=``, ``flatten=``; see
+        :func:`jaxtrainer.envs.navix_env.make_navix`) and
+        ``"xminigrid/<name>"`` (``xminigrid/MiniGrid-Empty-5x5``; ``flatten=``,
+        ``params=``, ``EnvParams`` fields; see
+        :func:`jaxtrainer.envs.xminigrid_env.make_xminigrid`): discrete
+        actions, observations flattened to ``float32[size]`` by default.
 
     Returns:
       An :class:`Env` with auto-reset, terminated/truncated kept apart and
@@ -58,16 +81,22 @@ def make(name: str, **kwargs: Any) -> Env:
       ``float32[obs_dim]``, actions ``float32[action_size]`` in ``[-1, 1]``.
 
     Raises:
-      ValueError: ``name`` is unknown (the message lists the available names);
+      ValueError: ``name`` is unknown (the message lists the available names;
+        within an optional family it gives the closest of the family's names);
         a bad Playground keyword argument (the message names it), checked
         before anything is loaded or compiled.
       ImportError: a ``playground/`` name without MuJoCo Playground installed
-        (``pip install "jaxtrainer[playground]"``).
+        (``pip install "jaxtrainer[playground]"``), or a family's name without
+        its package (one line naming the extra).
       FileNotFoundError: a Playground locomotion or manipulation env whose
         robot assets (MuJoCo Menagerie, which Playground clones from GitHub at
         run time) are not on disk; raised before any download is attempted,
         the message says how to get them.
     """
+    family = next((p for p in FAMILIES if name.startswith(p)), None)
+    if family is not None:
+        module, function = FAMILIES[family]
+        return getattr(importlib.import_module(module), function)(name[len(family):], **kwargs)
     if name.startswith(BRAX_PREFIX):
         brax_name = name[len(BRAX_PREFIX):]
         import brax.envs  # slow import: only for brax names

@@ -353,7 +353,7 @@ def make_env(cfg: DictConfig) -> envs.Env:
                          "env.name=CartPole-v1 or env.name=brax/ant")
     name = kwargs.pop("name")
     available = envs.available()
-    if name not in available:
+    if name not in available and not envs.in_family(str(name)):
         hint = did_you_mean(str(name), available)
         raise ValueError(f"unknown environment env.name={name!r}{hint or ';'} available: "
                          f"{', '.join(available)}")
