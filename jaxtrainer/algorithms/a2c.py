@@ -65,6 +65,8 @@ class A2CConfig(GAEConfig):
       unroll_length: GAE over segments of this many steps (as PPO's); ``None``:
         over the whole rollout.
       eval_episodes: fresh greedy episodes per evaluation.
+      network: the torso before both MLPs
+        (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`; default ``mlp``).
     """
 
     num_envs: int = 8

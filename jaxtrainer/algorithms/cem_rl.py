@@ -98,6 +98,7 @@ from jaxtrainer.algorithms.offpolicy import (
 )
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.td3 import TD3Losses
+from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import axis_size, fold_in_device
 from jaxtrainer.distributed.gradients import gradient_update
 from jaxtrainer.distributed.members import MemberLayout, rank
@@ -210,6 +211,9 @@ class CEMRLConfig:
         observation the rollouts collected (see the module docstring).
       reward_scaling: rewards are multiplied by it in the critic's targets only;
         fitness and logged returns stay raw. A number >= 0.
+      network: the torso of the actor and of each critic before their hidden
+        layers (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`; default
+        ``mlp``: the flattened observation).
     """
 
     env: str = "Pendulum-v1"
@@ -241,9 +245,11 @@ class CEMRLConfig:
     eval_episodes: int = 16
     normalize_observations: bool = False
     reward_scaling: float = 1.0
+    network: NetworkConfig = NetworkConfig()
 
     def __post_init__(self) -> None:
         arguments.check_fields(self, arguments.sizes, ("actor_hidden_sizes", "critic_hidden_sizes"))
+        object.__setattr__(self, "network", network_config(self.network, "CEMRLConfig"))
         arguments.check_fields(self, arguments.positive_int, ("population_size", "episodes_per_member",
                                                       "batch_size", "buffer_size",
                                                       "eval_episodes"), allow_none=False)
@@ -359,9 +365,11 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
                                          cfg.batch_size * max(self.num_rl_members, 1),
                                          self.num_envs)
         obs_ndim = len(self.env.observation_shape)
+        torso = torso_factory(cfg.network, self.env.observation_shape)
         self.actor = DeterministicActor(self.env.action_size, obs_ndim, cfg.actor_hidden_sizes,
-                                        cfg.actor_activation)
-        self.critic = TwinCritic(obs_ndim, cfg.critic_hidden_sizes, cfg.critic_activation)
+                                        cfg.actor_activation, torso)
+        self.critic = TwinCritic(obs_ndim, cfg.critic_hidden_sizes, cfg.critic_activation,
+                                 torso=torso)
         self.actor_optimizer = optax.adam(cfg.actor_lr)
         self.critic_optimizer = optax.adam(cfg.critic_lr)
         self.weights = elite_weights(self.num_elites)
@@ -391,6 +399,7 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
         hp = dataclasses.asdict(self.config)
         for name in ("actor_hidden_sizes", "critic_hidden_sizes"):
             hp[name] = list(hp[name])
+        hp["network"] = dataclasses.asdict(self.config.network)
         hp.update(num_params=self.num_params, num_rl_members=self.num_rl_members,
                   num_elites=self.num_elites, rollout_steps=self.rollout_steps,
                   critic_steps=self.critic_steps, actor_steps=self.actor_steps,

@@ -41,6 +41,7 @@ from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, offpolicy
 from jaxtrainer.algorithms.networks import QNetwork
 from jaxtrainer.algorithms.replay import Transition
+from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.distributed.gradients import gradient_update
 from jaxtrainer.metrics import Last
 
@@ -66,6 +67,8 @@ class DQNConfig(offpolicy.OffPolicyConfig):
         the target network.
       max_grad_norm: global gradient-norm clip (``None``: no clipping).
       hidden_sizes: Q-network hidden widths. activation: their activation.
+      network: the Q-network's torso (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`;
+        default ``mlp``: the flattened observation).
       eval_episodes: fresh greedy episodes per :meth:`DQN.evaluation_step`.
     """
 
@@ -191,7 +194,8 @@ class DQN(offpolicy.OffPolicyModule):
         super().__init__(config, env=env, **overrides)
         config = self.config
         self.network = QNetwork(self.env.num_actions, len(self.env.observation_shape),
-                                config.hidden_sizes, config.activation)
+                                config.hidden_sizes, config.activation,
+                                torso_factory(config.network, self.env.observation_shape))
         self.optimizer = offpolicy.adam(config.lr, config.max_grad_norm)
         env_steps.check_interval(config.target_update_interval, self.env_steps_per_step,
                                  "target_update_interval")

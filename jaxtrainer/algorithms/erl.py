@@ -302,7 +302,7 @@ class ERL(ParamsPolicy, Module):
             lr=cfg.lr, gamma=cfg.gamma, tau=cfg.tau, twin_critics=cfg.twin_critics,
             policy_delay=cfg.policy_delay, exploration_noise=cfg.exploration_noise,
             policy_noise=cfg.policy_noise, noise_clip=cfg.noise_clip,
-            hidden_sizes=cfg.hidden_sizes, activation=cfg.activation,
+            hidden_sizes=cfg.hidden_sizes, activation=cfg.activation, network=cfg.network,
             eval_episodes=cfg.eval_episodes), env=self.env)
         self.buffer = self.learner.buffer
         obs = jnp.zeros(self.env.observation_shape, self.env.observation_dtype)
@@ -330,6 +330,7 @@ class ERL(ParamsPolicy, Module):
     def hparams(self) -> dict[str, Any]:
         hp = dataclasses.asdict(self.config)
         hp["hidden_sizes"] = list(hp["hidden_sizes"])
+        hp["network"] = dataclasses.asdict(self.config.network)
         hp.update(num_params=self.num_params, num_elites=self.num_elites,
                   rollout_steps=self.rollout_steps, critic_steps=self.critic_steps,
                   buffer_capacity=self.buffer.capacity,

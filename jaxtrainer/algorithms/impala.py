@@ -219,6 +219,8 @@ class IMPALAConfig(MinibatchConfig):
       reward_scaling: rewards are multiplied by it for learning only.
       activation, hidden_sizes: the actor's and critic's MLPs.
       critic_hidden_sizes: the critic's widths when they differ (``None``: as the actor's).
+      network: the torso before both MLPs
+        (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`; default ``mlp``).
     """
 
     num_envs: int = 16

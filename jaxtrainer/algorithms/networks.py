@@ -3,7 +3,8 @@
 * :data:`ACTIVATIONS` / :func:`activation`: the one activation table; an unknown
   name is a ValueError listing the choices.
 * :func:`flatten_obs`: ``[..., *observation_shape] -> float32[..., size]``, the
-  input of every network here.
+  input of every network here without a torso (the ``mlp`` torso); with one
+  (:mod:`jaxtrainer.algorithms.torsos`) the observation keeps its shape up to it.
 * :class:`MLP`: dense layers with an activation after each and an optional
   linear head; PPO's orthogonal initialisation or flax's default (CleanRL's).
 * PPO/A2C: :class:`ActorCritic` with the two action distributions written out
@@ -30,6 +31,7 @@ from flax import struct
 from flax.linen.initializers import constant, orthogonal
 
 from jaxtrainer import arguments
+from jaxtrainer.algorithms.torsos import TorsoFactory, features
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -51,8 +53,12 @@ def activation(name: str, argument: str = "activation") -> Callable[[jax.Array],
 def flatten_obs(obs: jax.Array, obs_ndim: int) -> jax.Array:
     """``obs: [..., *observation_shape]`` (``obs_ndim`` trailing axes) as
     ``float32[..., observation_size]``."""
-    batch = obs.shape[:obs.ndim - obs_ndim]
-    return obs.reshape(batch + (-1,)).astype(jnp.float32)
+    return features(None, obs, obs_ndim)
+
+
+def _torso(factory: TorsoFactory | None, name: str) -> nn.Module | None:
+    """The torso ``factory`` builds, named ``name`` (inside a compact method); ``None``: none."""
+    return None if factory is None else factory(name=name)
 
 
 class MLP(nn.Module):
@@ -165,10 +171,11 @@ class ActorCritic(nn.Module):
     """Separate actor and critic MLPs (the PPO paper's and PureJaxRL's layout).
 
     ``__call__(obs) -> (dist, value)`` where ``obs`` has shape
-    ``[..., *observation_shape]`` (flattened to ``[..., observation_size]`` and cast
-    to float32), ``dist`` is a :class:`Categorical` or :class:`DiagGaussian` with
-    batch shape ``[...]`` and ``value: float32[...]``. :meth:`policy` runs the
-    actor only, :meth:`value` the critic only.
+    ``[..., *observation_shape]`` (cast to float32, then flattened to
+    ``[..., observation_size]`` or given to the torsos as it is), ``dist`` is a
+    :class:`Categorical` or :class:`DiagGaussian` with batch shape ``[...]`` and
+    ``value: float32[...]``. :meth:`policy` runs the actor only, :meth:`value`
+    the critic only.
 
     Attributes:
       action_dim: number of discrete actions, or of continuous action dimensions.
@@ -180,6 +187,10 @@ class ActorCritic(nn.Module):
         the actor's. (Brax's PPO networks, e.g., use a ``(32,) * 4`` policy and a
         ``(256,) * 5`` value MLP: ``brax/training/agents/ppo/networks.py``.)
       activation: ``"tanh"``, ``"relu"``, ``"gelu"`` or ``"silu"``.
+      torso: a :data:`~jaxtrainer.algorithms.torsos.TorsoFactory`: the actor and
+        the critic each get one (``actor_torso``, ``critic_torso``) between the
+        observation (its shape kept) and the hidden layers; ``None``: the
+        observation flattened, no torso parameters.
     """
 
     action_dim: int
@@ -188,9 +199,12 @@ class ActorCritic(nn.Module):
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     critic_hidden_sizes: Sequence[int] | None = None
+    torso: TorsoFactory | None = None
 
     def setup(self) -> None:
         activation(self.activation)  # an unknown name fails here, before any layer
+        self.actor_torso = self.torso() if self.torso is not None else None
+        self.critic_torso = self.torso() if self.torso is not None else None
         body = partial(MLP, activation=self.activation, orthogonal_scale=math.sqrt(2))
         self.actor_body = body(self.hidden_sizes)
         self.actor_head = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01),
@@ -204,11 +218,12 @@ class ActorCritic(nn.Module):
 
     def value(self, obs: jax.Array) -> jax.Array:
         """The critic alone: ``float32[...]``."""
-        return self.critic_head(self.critic_body(flatten_obs(obs, self.obs_ndim)))[..., 0]
+        return self.critic_head(self.critic_body(
+            features(self.critic_torso, obs, self.obs_ndim)))[..., 0]
 
     def policy(self, obs: jax.Array) -> Categorical | DiagGaussian:
         """The actor alone: the action distribution, batch shape ``[...]``."""
-        out = self.actor_head(self.actor_body(flatten_obs(obs, self.obs_ndim)))
+        out = self.actor_head(self.actor_body(features(self.actor_torso, obs, self.obs_ndim)))
         return Categorical(out) if self.discrete else DiagGaussian(out, self.log_std)
 
     def __call__(self, obs: jax.Array) -> tuple[Categorical | DiagGaussian, jax.Array]:
@@ -217,17 +232,19 @@ class ActorCritic(nn.Module):
 
 class QNetwork(nn.Module):
     """DQN's action values: ``obs[..., *observation_shape] -> float32[..., num_actions]``
-    (an :class:`MLP` with a ``num_actions`` head, flax's default init as CleanRL)."""
+    (an :class:`MLP` with a ``num_actions`` head, flax's default init as CleanRL;
+    ``torso``: as :class:`ActorCritic`'s, one named ``torso``)."""
 
     num_actions: int
     obs_ndim: int = 1
     hidden_sizes: Sequence[int] = (120, 84)
     activation: str = "relu"
+    torso: TorsoFactory | None = None
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         return MLP(self.hidden_sizes, self.num_actions, self.activation)(
-            flatten_obs(obs, self.obs_ndim))
+            features(_torso(self.torso, "torso"), obs, self.obs_ndim))
 
 
 class TwinCritic(nn.Module):
@@ -236,36 +253,45 @@ class TwinCritic(nn.Module):
 
     ``num_critics=1`` keeps only the first (DDPG's single critic, Lillicrap et al.
     2016, arXiv:1509.02971): parameters ``q1`` alone, output ``float32[1, ...]``,
-    so the losses written for the stacked axis serve both.
+    so the losses written for the stacked axis serve both. ``torso``: as
+    :class:`ActorCritic`'s; each critic owns one (``q1_torso``, ``q2_torso``),
+    the action joins its features.
     """
 
     obs_ndim: int = 1
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
     num_critics: int = 2
+    torso: TorsoFactory | None = None
 
     @nn.compact
     def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
         if self.num_critics not in (1, 2):
             raise ValueError(f"TwinCritic.num_critics={self.num_critics!r}: expected 1 or 2")
-        x = jnp.concatenate([flatten_obs(obs, self.obs_ndim), action.astype(jnp.float32)], -1)
-        return jnp.stack([MLP(self.hidden_sizes, 1, self.activation, name=f"q{i + 1}")(x)[..., 0]
-                          for i in range(self.num_critics)])
+        action = action.astype(jnp.float32)
+        q = []
+        for i in range(self.num_critics):
+            obs_features = features(_torso(self.torso, f"q{i + 1}_torso"), obs, self.obs_ndim)
+            x = jnp.concatenate([obs_features, action], -1)
+            q.append(MLP(self.hidden_sizes, 1, self.activation, name=f"q{i + 1}")(x)[..., 0])
+        return jnp.stack(q)
 
 
 class DeterministicActor(nn.Module):
     """TD3's and CEM-RL's actor: ``obs -> tanh(MLP(obs))``, ``float32[..., action_dim]``
-    in ``[-1, 1]`` (scaled to the action box by the algorithm)."""
+    in ``[-1, 1]`` (scaled to the action box by the algorithm); ``torso``: as
+    :class:`QNetwork`'s."""
 
     action_dim: int
     obs_ndim: int = 1
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
+    torso: TorsoFactory | None = None
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
         return jnp.tanh(MLP(self.hidden_sizes, self.action_dim, self.activation)(
-            flatten_obs(obs, self.obs_ndim)))
+            features(_torso(self.torso, "torso"), obs, self.obs_ndim)))
 
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -274,16 +300,19 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 class SquashedGaussianActor(nn.Module):
     """SAC's actor: ``obs -> (mean, log_std)``, each ``float32[..., action_dim]``;
     ``log_std`` is squashed into ``[LOG_STD_MIN, LOG_STD_MAX]`` with a tanh
-    (SpinningUp's and CleanRL's ``sac_continuous_action.py``)."""
+    (SpinningUp's and CleanRL's ``sac_continuous_action.py``); ``torso``: as
+    :class:`QNetwork`'s."""
 
     action_dim: int
     obs_ndim: int = 1
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
+    torso: TorsoFactory | None = None
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        x = MLP(self.hidden_sizes, 0, self.activation)(flatten_obs(obs, self.obs_ndim))
+        x = MLP(self.hidden_sizes, 0, self.activation)(
+            features(_torso(self.torso, "torso"), obs, self.obs_ndim))
         mean = nn.Dense(self.action_dim, name="mean")(x)
         log_std = jnp.tanh(nn.Dense(self.action_dim, name="log_std")(x))
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)

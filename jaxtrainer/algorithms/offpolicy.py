@@ -50,6 +50,7 @@ from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.hyperparams import set_learning_rate
 from jaxtrainer.algorithms.networks import TwinCritic, activation
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
+from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import fold_in_device, local_size
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Mean
@@ -75,6 +76,10 @@ class ReplayLearnerConfig:
       hidden_sizes: hidden layer widths of the networks.
       activation: their activation.
       eval_episodes: fresh deterministic episodes per evaluation.
+      network: the torso of every network before its hidden layers
+        (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`, or a mapping of its
+        fields such as ``{"torso": "cnn"}``); default: none, the flattened
+        observation (``mlp``).
     """
 
     env: str = "Pendulum-v1"
@@ -86,6 +91,7 @@ class ReplayLearnerConfig:
     hidden_sizes: tuple[int, ...] = (256, 256)
     activation: str = "relu"
     eval_episodes: int = 16
+    network: NetworkConfig = NetworkConfig()
 
     def __post_init__(self) -> None:
         """Check the fields above; normalises ``hidden_sizes`` to a tuple of ints
@@ -103,6 +109,7 @@ class ReplayLearnerConfig:
         arguments.check_fields(self, arguments.number, ("tau",), low=0, high=1, low_open=True)
         arguments.check_fields(self, arguments.number, ("gamma",), low=0)
         activation(self.activation, f"{type(self).__name__}.activation")
+        object.__setattr__(self, "network", network_config(self.network, type(self).__name__))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -452,6 +459,7 @@ class OffPolicyModule(ParamsPolicy, Module):
     def hparams(self) -> dict[str, Any]:
         hp = dataclasses.asdict(self.config)
         hp["hidden_sizes"] = list(hp["hidden_sizes"])
+        hp["network"] = dataclasses.asdict(self.config.network)
         return hp
 
     # ---- traced hyperparameters -------------------------------------------
@@ -594,14 +602,16 @@ class OffPolicyModule(ParamsPolicy, Module):
         """SAC's, TD3's and DDPG's networks: ``self.actor = actor_type(action_size,
         ...)`` and a :class:`~jaxtrainer.algorithms.networks.TwinCritic`
         ``self.critic`` of ``num_critics`` Q networks (2; DDPG's 1), both with
-        the config's ``hidden_sizes`` and ``activation``, and Adam optimizers
+        the config's ``hidden_sizes``, ``activation`` and ``network`` torso, and Adam optimizers
         ``self.actor_optimizer`` and ``self.critic_optimizer`` (:func:`adam`:
         the learning rates given are their initial values; the states then take
         them from ``state.hyperparams``, see :attr:`LEARNING_RATES`)."""
         cfg = self.config
         obs_ndim = len(self.env.observation_shape)
-        self.actor = actor_type(self.env.action_size, obs_ndim, cfg.hidden_sizes, cfg.activation)
-        self.critic = TwinCritic(obs_ndim, cfg.hidden_sizes, cfg.activation, num_critics)
+        torso = torso_factory(cfg.network, self.env.observation_shape)
+        self.actor = actor_type(self.env.action_size, obs_ndim, cfg.hidden_sizes, cfg.activation,
+                                torso)
+        self.critic = TwinCritic(obs_ndim, cfg.hidden_sizes, cfg.activation, num_critics, torso)
         self.actor_optimizer = adam(actor_lr)
         self.critic_optimizer = adam(critic_lr)
 

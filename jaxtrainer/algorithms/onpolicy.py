@@ -25,6 +25,7 @@ training may change live in the state as traced values (``hyperparams``).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +38,7 @@ from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.networks import ActorCritic, activation
+from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import fold_in_device, local_size, pmean
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
@@ -78,6 +80,10 @@ class OnPolicyConfig:
         ``critic_hidden_sizes`` is ``None``).
       critic_hidden_sizes: hidden layer widths of the critic; ``None``: as the actor's.
       eval_episodes: fresh greedy episodes per evaluation, global.
+      network: the torso before the hidden layers
+        (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`, or a mapping of its
+        fields such as ``{"torso": "cnn"}``); default: none, the flattened
+        observation (``mlp``).
     """
 
     env: str = "CartPole-v1"
@@ -97,6 +103,7 @@ class OnPolicyConfig:
     hidden_sizes: tuple[int, ...] = (64, 64)
     critic_hidden_sizes: tuple[int, ...] | None = None
     eval_episodes: int = 32
+    network: NetworkConfig = NetworkConfig()
 
     def __post_init__(self) -> None:
         """Check and normalise the fields above: ``hidden_sizes`` (and
@@ -119,6 +126,7 @@ class OnPolicyConfig:
         arguments.check_fields(self, arguments.flag, ("anneal_lr", "normalize_advantages",
                                                       "normalize_observations"))
         activation(self.activation, f"{type(self).__name__}.activation")
+        object.__setattr__(self, "network", network_config(self.network, type(self).__name__))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -341,6 +349,7 @@ class OnPolicyModule(ParamsPolicy, Module):
             hidden_sizes=config.hidden_sizes,
             critic_hidden_sizes=config.critic_hidden_sizes,
             activation=config.activation,
+            torso=torso_factory(config.network, self.env.observation_shape, math.sqrt(2)),
         )
         # learning_rate and max_grad_norm live in the optimizer state as traced
         # values (optax.inject_hyperparams), set from ``state.hyperparams`` before
@@ -436,6 +445,7 @@ class OnPolicyModule(ParamsPolicy, Module):
     def hparams(self) -> dict[str, Any]:
         hp = dataclasses.asdict(self.config)
         hp["hidden_sizes"] = list(hp["hidden_sizes"])
+        hp["network"] = dataclasses.asdict(self.config.network)
         hp["total_updates"] = self.total_updates
         return hp
 

@@ -82,6 +82,8 @@ class PPOConfig(GAEConfig, MinibatchConfig):
         logged episode returns are unscaled.
       activation: hidden activation of both MLPs.
       eval_episodes: fresh episodes per :meth:`PPO.evaluation_step`, global.
+      network: the torso before both MLPs
+        (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`; default ``mlp``).
     """
 
     clip_eps: float = 0.2

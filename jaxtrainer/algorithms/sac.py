@@ -90,6 +90,8 @@ class SACConfig(offpolicy.ActorCriticConfig):
         ``-action_dim`` (the SAC paper's heuristic).
       hidden_sizes: hidden widths of the actor and of each critic.
       activation: their activation.
+      network: the torso of the actor and of each critic before their hidden
+        layers (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`; default ``mlp``).
     """
 
     policy_lr: float = 3e-4

@@ -172,6 +172,8 @@ class TD3Config(offpolicy.ActorCriticConfig, TD3LearnerConfig):
         ``None``: ``lr``.
       tau: Polyak rate of the target actor and critics.
       hidden_sizes, activation: the networks' hidden layers.
+      network: their torso (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`;
+        default ``mlp``).
     """
 
     actor_lr: float | None = None

@@ -63,6 +63,8 @@ RECIPES: dict[str, Recipe] = {
         "trainer.strategy=pmap env.name=Acrobot-v1 trainer.seed=3",
         "trainer.ckpt_path=last                    # resume the newest run",
         "--config ppo_brax_cpu.yaml                # brax inverted_pendulum on a CPU (minutes)",
+        "--config ppo_minatar.yaml                 # CNN torso on Breakout-MinAtar",
+        "network.torso.class_path=my_pkg.MyTorso   # one's own flax module as the torso",
         "--config my_ppo.yaml trainer.seed=1       # another YAML, then overrides")),
     "a2c": Recipe("A2C on a gymnax environment (CartPole-v1)", (
         "                                          # CartPole-v1, every local device",

@@ -66,6 +66,16 @@ environment (e.g. brax's ``backend``); :func:`make_env` rejects the ones the
 environment does not take."""
 
 
+OPEN_KEYS = ("network.torso.",)
+"""Key prefixes a ``--config`` file or an override may use that the recipe's
+YAML lacks: a torso given as ``class_path``/``init_args`` (its arguments are
+the user's module's; the algorithm's config checks them)."""
+
+
+def _open_key(dotted: str) -> bool:
+    return sweep.is_open_key(dotted) or dotted.startswith(OPEN_KEYS)
+
+
 def _check_key(base: DictConfig, dotted: str, source: str = "") -> None:
     """Raise ValueError unless ``dotted`` is a key of ``base`` (or of a
     ``logger:``/``callbacks:`` entry's class); the message lists the keys where
@@ -141,7 +151,7 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
     if defaults is not None and os.path.realpath(defaults) != os.path.realpath(path):
         schema = sweep.with_section(OmegaConf.load(defaults), recipe)
         for dotted in _leaf_keys(base):
-            if dotted.split(".", 1)[0] not in OPEN_SECTIONS and not sweep.is_open_key(dotted):
+            if dotted.split(".", 1)[0] not in OPEN_SECTIONS and not _open_key(dotted):
                 _check_key(schema, dotted, source=f"{os.fspath(path)}: ")
         base = OmegaConf.merge(schema, base)
     base = sweep.with_section(base, recipe)  # sweep.seeds, sweep.hyperparams.<name>
@@ -150,11 +160,11 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
             raise ValueError(f"bad override {item!r}: expected key=value, e.g. trainer.seed=1")
         key = item.split("=", 1)[0].lstrip("+")
         if (key.split(".", 1)[0] not in OPEN_SECTIONS or "." not in key) \
-                and not sweep.is_open_key(key):
+                and not _open_key(key):
             _check_key(base, key)
         if key.split(".", 1)[0] in components.SECTIONS and "." in key:
             continue  # an entry (true, false, null or keys) or one of its keys
-        if isinstance(OmegaConf.select(base, key), DictConfig):
+        if isinstance(OmegaConf.select(base, key), DictConfig) and key + "." not in OPEN_KEYS:
             raise ValueError(f"bad override {item!r}: {key} is a section; set one of its keys, "
                              f"e.g. {key}.{next(iter(OmegaConf.select(base, key)), 'name')}=...")
     given = OmegaConf.from_dotlist(_keep_entry_mappings(base, overrides))

@@ -29,15 +29,18 @@ from jaxtrainer.recipes import config, sweep
 
 def _from_algorithm(module: str, cls: str) -> Callable[[DictConfig], Module]:
     """The builder of ``jaxtrainer.algorithms.<module>.<cls>``:
-    ``cls(<cls>Config(env=cfg.env.name, **cfg.algorithm), env=make_env(cfg))``.
+    ``cls(<cls>Config(env=cfg.env.name, **cfg.algorithm, network=cfg.network),
+    env=make_env(cfg))`` (``network`` where the config has that section).
     ``total_updates`` is left unset where the config has it, so a learning rate
     anneals over the Trainer's budget."""
     def build(cfg: DictConfig) -> Module:
         algorithms = importlib.import_module(f"jaxtrainer.algorithms.{module}")
         config_class = getattr(algorithms, f"{cls}Config")
-        return getattr(algorithms, cls)(
-            config_class(env=cfg.env.name, **config.section(cfg, "algorithm")),
-            env=config.make_env(cfg))
+        kwargs = config.section(cfg, "algorithm")
+        if "network" in cfg:
+            kwargs["network"] = config.section(cfg, "network")
+        return getattr(algorithms, cls)(config_class(env=cfg.env.name, **kwargs),
+                                        env=config.make_env(cfg))
     return build
 
 

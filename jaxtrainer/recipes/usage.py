@@ -5,7 +5,8 @@ after the recipe's YAML file, ``--config`` and the overrides) with a one-line
 doc read from the class the key goes to: the Trainer's (or PopulationTrainer's)
 ``Args:`` docstring section for ``trainer:``, the algorithm's config dataclass
 ``Attributes:`` (or the module class's ``Args:``) for ``algorithm:`` and the
-recipe's other sections, :func:`jaxtrainer.envs.make` for ``env.name``, and
+recipe's other sections, :class:`~jaxtrainer.algorithms.torsos.NetworkConfig`
+for ``network:``, :func:`jaxtrainer.envs.make` for ``env.name``, and
 each logger's and callback's ``Args:`` for ``logger:`` and ``callbacks:``
 (:mod:`jaxtrainer.recipes.components`). A key without such a doc shows the
 comment at the end of its line in the YAML file.
@@ -233,6 +234,8 @@ SECTION_ABOUT = {
     "env": "the environment: jaxtrainer.envs.make(name, **the other keys); keys may be added",
     "sweep": ("many seeds and a hyperparameter grid trained side by side in one compiled "
               "program (jaxtrainer.population.Sweep); budgets are per member"),
+    "network": ("what the observation goes through before the algorithm's hidden layers "
+                "(jaxtrainer.algorithms.torsos.NetworkConfig)"),
 }
 """One-line descriptions of the sections whose keys come from no single class."""
 
@@ -262,6 +265,11 @@ def _section_docs(section: str, keys: list[str], candidates: Sequence[type]
         return SECTION_ABOUT["env"], {"name": one_sentence(doc_entries(envs.make).get("name", ""))}
     if section == sweep.SECTION:
         return SECTION_ABOUT[sweep.SECTION], bullet_docs(sweep.__doc__, sweep.SECTION)
+    if section == "network":
+        from jaxtrainer.algorithms.torsos import NetworkConfig
+
+        return SECTION_ABOUT["network"], {k: one_sentence(v)
+                                          for k, v in doc_entries(NetworkConfig).items()}
     cls = pick_class(keys, candidates)
     docs = {k: one_sentence(v) for k, v in doc_entries(cls).items()} if cls else {}
     return (f"{cls.__module__}.{cls.__qualname__}" if cls else ""), docs
