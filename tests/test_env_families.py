@@ -91,17 +91,21 @@ def test_import_jaxtrainer_imports_no_family():
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("module,name", [("navix", "navix/Navix-Empty-5x5-v0"),
-                                         ("xminigrid", "xminigrid/MiniGrid-Empty-5x5")])
-def test_a_missing_family_is_one_line_naming_its_extra(module, name):
-    done = _python(f"import sys; sys.modules[{module!r}] = None\n"
-                   "import jaxtrainer.envs as e\n"
-                   f"try:\n    e.make({name!r})\n"
-                   "except ImportError as err:\n    print(err)\n")
+def test_a_missing_family_is_one_line_naming_its_extra():
+    """Each family's package made unimportable (``sys.modules[name] = None``) in a
+    subprocess: making one of its names raises one line naming the extra."""
+    names = {"navix": "navix/Navix-Empty-5x5-v0", "xminigrid": "xminigrid/MiniGrid-Empty-5x5",
+             "gymnasium": "gymnasium/CartPole-v1"}
+    done = _python(f"import sys\nnames = {names!r}\n"
+                   "import jaxtrainer.envs as e\n"  # (gymnax imports gymnasium itself)
+                   "for module, name in names.items():\n"
+                   "    sys.modules[module] = None\n"
+                   "    try:\n        e.make(name)\n"
+                   "    except ImportError as err:\n        print(err)\n")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == (f'{module}/... environments need {module}: pip install -e '
-                                   f'".[{module}]" (in a checkout; pip install '
-                                   f'"jaxtrainer[{module}]" otherwise)')
+    assert done.stdout.strip().splitlines() == [
+        f'{m}/... environments need {m}: pip install -e ".[{m}]" (in a checkout; '
+        f'pip install "jaxtrainer[{m}]" otherwise)' for m in names]
 
 
 def _recipe():

@@ -89,6 +89,36 @@ class StepInfo:
         return jnp.logical_or(self.terminated, self.truncated)
 
 
+def with_statistics(state: EnvState, env_state: Any, obs: Observation, reward: jax.Array,
+                    terminated: jax.Array, truncated: jax.Array, final_obs: Observation,
+                    ) -> tuple[Observation, EnvState, StepInfo]:
+    """One auto-reset transition of one env with its episode statistics: what
+    :meth:`Env.step` returns, from the simulator's outputs.
+
+    Args:
+      state: the env's :class:`EnvState` before the step.
+      env_state: the simulator's state after it (already reset where the episode ended).
+      obs: the observation after it (the next episode's first where it ended).
+      reward: scalar reward (cast to ``float32[]``).
+      terminated, truncated: scalar flags; ``truncated`` is dropped where ``terminated``.
+      final_obs: the observation reached before any reset.
+    """
+    reward = jnp.asarray(reward, jnp.float32).reshape(())
+    terminated = jnp.asarray(terminated, jnp.bool_).reshape(())
+    truncated = jnp.logical_and(jnp.asarray(truncated, jnp.bool_).reshape(()),
+                                jnp.logical_not(terminated))
+    done = jnp.logical_or(terminated, truncated)
+    episode_return = state.episode_return + reward
+    episode_length = state.episode_length + 1
+    info = StepInfo(reward, terminated, truncated, final_obs, episode_return, episode_length)
+    next_state = EnvState(
+        env_state,
+        jnp.where(done, 0.0, episode_return),
+        jnp.where(done, 0, episode_length),
+    )
+    return obs, next_state, info
+
+
 def auto_reset(done: jax.Array, fresh: Any, stepped: Any) -> Any:
     """The auto-reset of one environment: ``fresh`` where ``done``, else ``stepped``.
 
@@ -176,20 +206,7 @@ class Env(abc.ABC):
         """
         obs, env_state, reward, terminated, truncated, final_obs = without_vma_check(
             self.step_env)(key, state.env_state, action)
-        reward = jnp.asarray(reward, jnp.float32).reshape(())
-        terminated = jnp.asarray(terminated, jnp.bool_).reshape(())
-        truncated = jnp.logical_and(jnp.asarray(truncated, jnp.bool_).reshape(()),
-                                    jnp.logical_not(terminated))
-        done = jnp.logical_or(terminated, truncated)
-        episode_return = state.episode_return + reward
-        episode_length = state.episode_length + 1
-        info = StepInfo(reward, terminated, truncated, final_obs, episode_return, episode_length)
-        next_state = EnvState(
-            env_state,
-            jnp.where(done, 0.0, episode_return),
-            jnp.where(done, 0, episode_length),
-        )
-        return obs, next_state, info
+        return with_statistics(state, env_state, obs, reward, terminated, truncated, final_obs)
 
     def reset_batch(self, key: jax.Array, num_envs: int) -> tuple[Observation, EnvState]:
         """``num_envs`` fresh episodes: obs ``[num_envs, *observation_shape]`` and a

@@ -16,6 +16,7 @@ BRAX_PREFIX = "brax/"
 FAMILIES = {
     "navix/": ("jaxtrainer.envs.navix_env", "make_navix"),
     "xminigrid/": ("jaxtrainer.envs.xminigrid_env", "make_xminigrid"),
+    "gymnasium/": ("jaxtrainer.envs.gymnasium_env", "make_gymnasium"),
 }
 """Optional families by name prefix: ``(adapter module, its make function)``; the
 adapter (and with it the family's package) is imported when one of its names is made."""
@@ -73,7 +74,11 @@ def make(name: str, **kwargs: Any) -> Env:
         ``"xminigrid/<name>"`` (``xminigrid/MiniGrid-Empty-5x5``; ``flatten=``,
         ``params=``, ``EnvParams`` fields; see
         :func:`jaxtrainer.envs.xminigrid_env.make_xminigrid`): discrete
-        actions, observations flattened to ``float32[size]`` by default.
+        actions, observations flattened to ``float32[size]`` by default; and
+        the host family ``"gymnasium/<id>"`` (``gymnasium/CartPole-v1``: a
+        Gymnasium vector env stepped through host callbacks; keyword arguments
+        go to ``gymnasium.make_vec``; strategies and costs in
+        :mod:`jaxtrainer.envs.gymnasium_env`).
 
     Returns:
       An :class:`Env` with auto-reset, terminated/truncated kept apart and
