@@ -25,7 +25,7 @@ import jax
 from jaxtrainer import envs
 
 NAMES = ("CartPole-v1", "gymnasium/CartPole-v1", "navix/Navix-Empty-5x5-v0",
-         "xminigrid/MiniGrid-Empty-5x5")
+         "xminigrid/MiniGrid-Empty-5x5", "jumanji/Snake-v1")
 
 
 def steps_per_second(name: str, num_envs: int, steps: int, repeats: int) -> float:
@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-envs", type=int, default=4)
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--names", nargs="+", default=NAMES, help="env names to time")
     parser.add_argument("--ppo", nargs="+", metavar=("NAME", "OVERRIDE"),
                         help="run the PPO recipe on NAME with these overrides instead")
     args = parser.parse_args(argv)
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{args.ppo[0]}: {done.stdout.strip().splitlines()[-1]} "
               f"wall={time.perf_counter() - start:.0f}s")
         return
-    for name in NAMES:
+    for name in args.names:
         rate = steps_per_second(name, args.num_envs, args.steps, args.repeats)
         print(f"{name:32s} {args.num_envs} envs: {rate:12,.0f} env steps/s")
 

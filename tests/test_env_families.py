@@ -1,5 +1,5 @@
-"""Optional environment families by name (navix, XLand-MiniGrid): the Env contract, their
-errors, the import boundary, and PPO through the recipe under pmap on 4 devices."""
+"""Optional environment families by name (navix, XLand-MiniGrid, Jumanji): the Env contract,
+their errors, the import boundary, and PPO through the recipe under pmap on 4 devices."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ FAMILIES = {  # name -> (flat observation size, number of actions)
     "navix/Navix-Empty-5x5-v0": (75, 7),
     "xminigrid/MiniGrid-Empty-5x5": (98, 6),
 }
+SNAKE = "jumanji/Snake-v1"  # float32[725] (grid, step count, action mask), 4 actions
 
 
 def _rollout(env, num_envs, steps, seed=0):
@@ -57,6 +58,18 @@ def test_family_env_truncates_at_its_limit_resets_and_keeps_statistics(name):
     assert bool(jnp.allclose(info.episode_return[5], info.reward[:6].sum(0)))
 
 
+@pytest.mark.timeout(120)
+def test_jumanji_snake_flattens_its_structured_observation_and_terminates():
+    env = envs.make(SNAKE, time_limit=30)
+    assert (env.observation_shape, env.num_actions, env.max_episode_steps) == ((725,), 4, 30)
+    _, obs, info = _rollout(env, num_envs=4, steps=40)
+    assert obs.shape == (40, 4, 725) and bool(jnp.any(info.done))
+    assert not bool(jnp.any(info.terminated & info.truncated))
+    assert bool(jnp.all(info.episode_length <= 30))
+    ended = info.done[:-1]
+    assert bool(jnp.all(jnp.where(ended, info.episode_length[1:] == 1, True)))
+
+
 @pytest.mark.timeout(60)
 def test_flatten_false_keeps_the_simulators_grid():
     env = envs.make("xminigrid/MiniGrid-Empty-5x5", flatten=False)
@@ -66,6 +79,7 @@ def test_flatten_false_keeps_the_simulators_grid():
 @pytest.mark.parametrize("name,close", [
     ("navix/Navix-Empty-5x5", "navix/Navix-Empty-5x5-v0"),
     ("xminigrid/MiniGrid-Emptyy-5x5", "xminigrid/MiniGrid-Empty-5x5"),
+    ("jumanji/Snake-v2", SNAKE),
 ])
 def test_an_unknown_name_in_a_family_names_the_closest(name, close):
     with pytest.raises(ValueError, match=f"did you mean '{close}'"):
@@ -95,7 +109,7 @@ def test_a_missing_family_is_one_line_naming_its_extra():
     """Each family's package made unimportable (``sys.modules[name] = None``) in a
     subprocess: making one of its names raises one line naming the extra."""
     names = {"navix": "navix/Navix-Empty-5x5-v0", "xminigrid": "xminigrid/MiniGrid-Empty-5x5",
-             "gymnasium": "gymnasium/CartPole-v1"}
+             "gymnasium": "gymnasium/CartPole-v1", "jumanji": SNAKE}
     done = _python(f"import sys\nnames = {names!r}\n"
                    "import jaxtrainer.envs as e\n"  # (gymnax imports gymnasium itself)
                    "for module, name in names.items():\n"
@@ -116,17 +130,17 @@ def _recipe():
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("name", sorted(FAMILIES))
+@pytest.mark.parametrize("name", [*sorted(FAMILIES), SNAKE])
 def test_ppo_recipe_runs_the_family_under_pmap_on_four_devices(name, run_dir, capsys):
     """Two PPO updates of 4 envs x 8 steps by ``env.name``, split over 4 devices."""
     result = _recipe().main([
-        f"env.name={name}", "env.max_steps=10", "trainer.strategy=pmap", "trainer.devices=4",
+        f"env.name={name}", f"env.{'time_limit' if name == SNAKE else 'max_steps'}=10", "trainer.strategy=pmap", "trainer.devices=4",
         "trainer.max_steps=2", "algorithm.num_envs=4", "algorithm.num_steps=8",
         "algorithm.num_minibatches=1", "algorithm.update_epochs=1", "algorithm.eval_episodes=4",
         "trainer.enable_progress_bar=false", "trainer.compile_evaluation_ahead=false",
         "trainer.enable_checkpointing=false", "logger.tensorboard=false",
         f"trainer.default_root_dir={run_dir}",
     ])
-    assert 0.0 <= result["eval/episode_return"] <= 1.0  # 1 at most: reaching the goal
+    assert 0.0 <= result["eval/episode_return"] <= (10.0 if name == SNAKE else 1.0)
     assert 1.0 <= result["eval/episode_length"] <= 10.0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("eval/episode_return=")

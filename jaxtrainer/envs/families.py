@@ -63,5 +63,8 @@ def unknown_name(name: str, prefix: str, names: Iterable[str]) -> ValueError:
 
 
 def flat_float32(obs: Any) -> jax.Array:
-    """One observation (any shape, any numeric dtype) as ``float32[size]``."""
-    return jnp.asarray(obs, jnp.float32).reshape(-1)
+    """One observation as ``float32[size]``: an array of any shape and numeric (or bool)
+    dtype flattened, or a structured one (a pytree: a NamedTuple, dict...) as its
+    leaves flattened and concatenated in pytree order."""
+    return jnp.concatenate([jnp.asarray(x, jnp.float32).reshape(-1)
+                            for x in jax.tree.leaves(obs)])

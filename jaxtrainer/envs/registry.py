@@ -17,6 +17,7 @@ FAMILIES = {
     "navix/": ("jaxtrainer.envs.navix_env", "make_navix"),
     "xminigrid/": ("jaxtrainer.envs.xminigrid_env", "make_xminigrid"),
     "gymnasium/": ("jaxtrainer.envs.gymnasium_env", "make_gymnasium"),
+    "jumanji/": ("jaxtrainer.envs.jumanji_env", "make_jumanji"),
 }
 """Optional families by name prefix: ``(adapter module, its make function)``; the
 adapter (and with it the family's package) is imported when one of its names is made."""
@@ -67,18 +68,12 @@ def make(name: str, **kwargs: Any) -> Env:
         ``{"impl": "warp"}`` for MuJoCo Warp on a CUDA GPU) and
         ``observation_key=`` (the entry of a dict observation, default
         ``"state"``); see :func:`jaxtrainer.envs.playground_env.make_playground`.
-        Optional families (each an extra: ``pip install -e ".[navix]"``, or
-        ``.[envs]`` for all): ``"navix/<name>"`` (``navix/Navix-Empty-5x5-v0``;
-        ``max_steps=``, ``flatten=``; see
-        :func:`jaxtrainer.envs.navix_env.make_navix`) and
-        ``"xminigrid/<name>"`` (``xminigrid/MiniGrid-Empty-5x5``; ``flatten=``,
-        ``params=``, ``EnvParams`` fields; see
-        :func:`jaxtrainer.envs.xminigrid_env.make_xminigrid`): discrete
-        actions, observations flattened to ``float32[size]`` by default; and
-        the host family ``"gymnasium/<id>"`` (``gymnasium/CartPole-v1``: a
-        Gymnasium vector env stepped through host callbacks; keyword arguments
-        go to ``gymnasium.make_vec``; strategies and costs in
-        :mod:`jaxtrainer.envs.gymnasium_env`).
+        Optional families, each an extra (``pip install -e ".[navix]"``;
+        ``.[envs]`` for all): ``"navix/<name>"``, ``"xminigrid/<name>"``,
+        ``"jumanji/<name>"`` (discrete actions, ``float32[size]`` flattened
+        observations by default; see ``make_navix``, ``make_xminigrid``,
+        ``make_jumanji`` in their ``jaxtrainer.envs.*_env`` modules) and the host
+        family ``"gymnasium/<id>"`` (:mod:`jaxtrainer.envs.gymnasium_env`).
 
     Returns:
       An :class:`Env` with auto-reset, terminated/truncated kept apart and

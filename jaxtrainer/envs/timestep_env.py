@@ -63,12 +63,18 @@ class TimestepEnv(Env):
 
     @abc.abstractmethod
     def ended(self, timestep: Any) -> tuple[jax.Array, jax.Array]:
-        """``(terminated, truncated)``, ``bool[]`` each, of a timestep :meth:`step_timestep` returned."""
+        """``(terminated, truncated)``, ``bool[]`` each, of what :meth:`step_timestep` returned."""
+
+    def timestep_of(self, env_state: Any) -> Any:
+        """The timestep (``observation``, ``reward``) in this env's state; the state
+        itself unless a subclass keeps more (jumanji: ``(state, timestep)``)."""
+        return env_state
 
     # ---- the Env contract --------------------------------------------------
-    def observe(self, timestep: Any) -> Observation:
-        """A timestep's observation as the env reports it (see ``flatten``)."""
-        return flat_float32(timestep.observation) if self.flatten else timestep.observation
+    def observe(self, env_state: Any) -> Observation:
+        """A state's observation as the env reports it (see ``flatten``)."""
+        observation = self.timestep_of(env_state).observation
+        return flat_float32(observation) if self.flatten else observation
 
     def reset_env(self, key: jax.Array) -> tuple[Observation, Any]:
         timestep = self.reset_timestep(key)
@@ -79,5 +85,5 @@ class TimestepEnv(Env):
         terminated, truncated = self.ended(stepped)
         done = jnp.logical_or(terminated, truncated)
         timestep = auto_reset(done, self.reset_timestep(key), stepped)
-        return (self.observe(timestep), timestep, stepped.reward, terminated, truncated,
-                self.observe(stepped))
+        return (self.observe(timestep), timestep, self.timestep_of(stepped).reward, terminated,
+                truncated, self.observe(stepped))
