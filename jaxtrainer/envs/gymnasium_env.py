@@ -22,7 +22,9 @@ Limits:
     batched step, never one per env. :meth:`Env.reset_env` and
     :meth:`Env.step_env` are not available.
   * Pools live in the process: every batched reset makes a new vector env
-    (training one per device, each evaluation one); they close at exit.
+    (training one per device, each evaluation one); they close at exit. They
+    are not checkpointed: stepping an env state restored in another process
+    (a resumed run) raises an error naming this.
   * Cost per step: one device-to-host round trip plus Gymnasium's Python step
     of every env in turn (CartPole-v1: see the README's table of families).
   * Reproducible: a rerun with the same key gives the same episodes where the
@@ -62,7 +64,11 @@ def _new_pool(env_id: str, kwargs: dict[str, Any], seed: np.ndarray, num_envs: i
 
 
 def _step_pool(handle: np.ndarray, action: np.ndarray):
-    pool = _POOLS[int(np.ravel(handle)[0])]
+    pool = _POOLS.get(int(np.ravel(handle)[0]))
+    if pool is None:  # e.g. a state restored from a checkpoint written by another process
+        raise RuntimeError("this gymnasium env state belongs to no vector env of this process "
+                           "(host env pools cannot be checkpointed): reset the envs "
+                           "(start training anew) instead of resuming their state")
     obs, reward, terminated, truncated, info = pool.step(np.asarray(action))
     final = np.array(obs, copy=True)
     for i in np.flatnonzero(info.get("_final_obs", np.zeros(len(obs), bool))):
