@@ -152,6 +152,9 @@ def test_help_lists_every_key_with_its_doc_and_a_typo_is_one_line_with_exit_2(tm
     ("lr=1e-3", "unknown config key 'lr': <top level> has keys: "),
     ("lr=1e-3", "; did you mean 'algorithm.lr'?"),
     ("trainer.hidden_sizes=[8]", "; did you mean 'algorithm.hidden_sizes'?"),
+    ("sweep.seed=2", "; did you mean 'sweep.seeds'?"),  # a typo in its section, not trainer.seed
+    ("--lr=1e-3", "bad override '--lr=1e-3': overrides are section.key=value without dashes"),
+    ("--lr=1e-3", "; did you mean algorithm.lr=1e-3?"),
 ])
 def test_a_bad_config_is_one_line_on_stderr_and_exit_status_2(run_dir, capsys, override, message):
     with pytest.raises(SystemExit) as exit_:

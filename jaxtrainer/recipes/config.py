@@ -24,6 +24,7 @@ which is also a valid ``--config`` file of that recipe.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import os
 import sys
@@ -90,9 +91,31 @@ def _check_key(base: DictConfig, dotted: str, source: str = "") -> None:
             choices = ", ".join(sorted(str(k) for k in node)) if isinstance(node, DictConfig) else "none"
             known = _leaf_keys(base) + [str(k) for k in base] + components.known_keys()
             raise ValueError(f"{source}unknown config key {dotted!r}: {where} has keys: {choices}"
-                             + (same_name(dotted, known) or did_you_mean(dotted, known)))
+                             + (_near_in_section(walked, part, node) or same_name(dotted, known)
+                                or did_you_mean(dotted, known)))
         node = node[part]
         walked.append(part)
+
+
+def _near_in_section(walked: list[str], part: str, node: Any) -> str:
+    """``"; did you mean 'sweep.seeds'?"`` for ``sweep.seed``: a key of the same
+    section spelled nearly alike (a close typo wins over another section's key
+    of the same name), else ``""``."""
+    if not walked or not isinstance(node, DictConfig):
+        return ""
+    close = difflib.get_close_matches(part, [str(k) for k in node], n=1, cutoff=0.8)
+    return f"; did you mean {'.'.join([*walked, close[0]])!r}?" if close else ""
+
+
+def _dashed(item: str, base: DictConfig) -> str:
+    """The message for an override written as an option (``--lr=1e-3``)."""
+    key, _, value = item[2:].partition("=")
+    known = _leaf_keys(base) + components.known_keys()
+    guess = key if key in known else next(
+        (k for k in known if k.rsplit(".", 1)[-1] == key.rsplit(".", 1)[-1]), None)
+    hint = f"; did you mean {guess}={value or '...'}?" if guess else ""
+    return (f"bad override {item!r}: overrides are section.key=value without dashes (the "
+            f"options are --config FILE, --print-config and --help){hint}")
 
 
 def same_name(dotted: str, known: Sequence[str]) -> str:
@@ -156,6 +179,8 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
         base = OmegaConf.merge(schema, base)
     base = sweep.with_section(base, recipe)  # sweep.seeds, sweep.hyperparams.<name>
     for item in overrides:
+        if item.startswith("--"):
+            raise ValueError(_dashed(item, base))
         if "=" not in item or item.startswith("="):
             raise ValueError(f"bad override {item!r}: expected key=value, e.g. trainer.seed=1")
         key = item.split("=", 1)[0].lstrip("+")
