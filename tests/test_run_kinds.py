@@ -240,7 +240,7 @@ def test_another_recipes_config_is_refused_and_a_newer_key_is_not(tmp_path):
     assert run_kind.config_refusal({**a2c, "recipe": "a2c"}, ppo).startswith(
         "it is a run of the 'a2c' recipe (algorithm keys this command does not have: ")
     assert run_kind.config_refusal({**pbt, "recipe": "pbt_ppo"}, ppo) == \
-        "it is a run of the 'pbt_ppo' recipe (sections algorithm, env, pbt)"
+        "it is a run of the 'pbt_ppo' recipe (sections algorithm, env, network, pbt)"
     older = {**ppo, "recipe": "ppo", "algorithm": dict(ppo["algorithm"])}
     del older["algorithm"]["unroll_length"]  # a run from before the key existed
     assert run_kind.config_refusal(older, ppo) is None
