@@ -276,8 +276,26 @@ def _locate(path: Path, across_runs: bool, prefix: str,
                                 f"{', ...' if len(versions) > 8 else ''}): pass one run directory")
     if not path.exists():
         raise FileNotFoundError(f"{prefix}{path}: no such file or directory")
+    broken = [d for c in (path, path / CHECKPOINTS) for d in incomplete_after(c)]
+    if broken:
+        raise FileNotFoundError(f"{prefix}no complete checkpoint in {path}: "
+                                f"{', '.join(map(str, broken))} "
+                                f"{'has' if len(broken) == 1 else 'have'} no {META}/ (a save "
+                                "that did not finish, or a damaged directory)")
     raise FileNotFoundError(f"{prefix}no checkpoint in {path}: expected a run directory (with "
                             f"{CHECKPOINTS}/), its {CHECKPOINTS} directory or a step directory")
+
+
+def incomplete_after(directory: str | os.PathLike, step: int = -1) -> list[Path]:
+    """Step directories under a checkpoints directory newer than ``step`` that
+    are not complete checkpoints (no ``meta``): a save cut off, in progress, or
+    a damaged directory. Orbax's temporary directories are not step directories."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted((p for p in directory.iterdir() if p.is_dir() and p.name.isdigit()
+                   and int(p.name) > step and not (p / META).exists()),
+                  key=lambda p: int(p.name))
 
 
 def resolve(path: str | os.PathLike, which: str | int | None = None, *,
@@ -312,7 +330,12 @@ def resolve(path: str | os.PathLike, which: str | int | None = None, *,
     if which == "best":
         return best(directory, prefix).path
     if which is None or which == "last":
-        return latest_step_dir(directory)
+        chosen = latest_step_dir(directory)
+        for passed in incomplete_after(directory, int(chosen.name)):
+            print(f"jaxtrainer: passing over {passed}: incomplete (no {META}/: its save did not "
+                  f"finish, or the directory is damaged); using {chosen}", file=sys.stderr,
+                  flush=True)
+        return chosen
     if which not in steps(directory):
         raise FileNotFoundError(f"{prefix}no checkpoint at step {which} in {directory}; steps: "
                                 f"{', '.join(map(str, steps(directory)))}")
