@@ -13,7 +13,11 @@ evaluation does not wait for its compile.
 Phases: where phase lines are on (:data:`jaxtrainer.signals.ACTIVITY`),
 ``compiling the training program ...`` when its compile starts, ``compiling
 the evaluation program ...`` when one is compiled, or waited for, in the main
-thread, and ``still compiling ...`` every :data:`STILL_SECONDS` of waiting.
+thread, ``still compiling ... (N s so far)`` every :data:`STILL_SECONDS` of a
+compile's wall time (the training compile from its start, in the background or
+not; the evaluation compile while the main thread compiles or waits for it), and
+``the evaluation program is ready (compiled in N s); evaluating ...`` after a
+compiling line of the evaluation program.
 
 A ``fit`` that raises before its first training call drops the evaluation
 compile; a training compile already running finishes in the background (XLA
@@ -22,10 +26,11 @@ compiles cannot be interrupted), so the interpreter's exit waits for it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -42,8 +47,35 @@ TRAIN_PHASE, EVAL_PHASE = "compiling the training program", "compiling the evalu
 """The phases (see :data:`jaxtrainer.signals.ACTIVITY`) of compiling the programs."""
 
 STILL_SECONDS = 30.0
-"""While the main thread waits for a compile running in the background, a
-``still compiling ...`` line every this many seconds (where phase lines are on)."""
+"""While a compile runs, a ``still compiling ...`` line every this many seconds
+of its wall time (where phase lines are on)."""
+
+
+class Heartbeat:
+    """``still <phase> (N s so far) ...`` phase lines every :data:`STILL_SECONDS`
+    from ``started`` (default now) until :meth:`stop`, from a daemon thread."""
+
+    def __init__(self, phase: str, started: float | None = None) -> None:
+        self.phase = phase
+        self.started = time.monotonic() if started is None else started
+        self._stopped = threading.Event()
+        threading.Thread(target=self._beat, name="jaxtrainer-heartbeat", daemon=True).start()
+
+    def _beat(self) -> None:
+        beats = 1
+        while not self._stopped.wait(max(0.0, self.started + beats * STILL_SECONDS
+                                         - time.monotonic())):
+            ACTIVITY.note(f"still {self.phase} ({time.monotonic() - self.started:.0f} s so far) ...")
+            beats += 1
+
+    def stop(self, *_: Any) -> None:
+        self._stopped.set()
+
+    def __enter__(self) -> Heartbeat:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
 
 
 def _lower_thread_priority() -> None:
@@ -89,6 +121,7 @@ class Programs:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxtrainer-compile")
         self._pending["train"] = pool.submit(self.strategy.compile_train, module, abstract_state,
                                              abstract_key)
+        self._pending["train"].add_done_callback(Heartbeat(TRAIN_PHASE).stop)
         if evaluation:
             dispatched, cancelled = self._dispatched, self._cancelled
 
@@ -123,16 +156,15 @@ class Programs:
 
     def _take(self, name: str, module: Module) -> Any:
         """The program compiled ahead for ``module`` (None if none), after
-        waiting for its compile: a phase line every :data:`STILL_SECONDS`
-        while it runs."""
+        waiting for its compile (the training compile has its own
+        :class:`Heartbeat`; the evaluation compile one while waited for)."""
         future = self._pending.pop(name, None) if self._pending_for is module else None
         if future is None:
             return None
-        started = time.monotonic()
-        while not wait([future], timeout=STILL_SECONDS).done:
-            ACTIVITY.enter(ACTIVITY.now, f"still {ACTIVITY.now} "
-                                         f"({time.monotonic() - started:.0f} s so far) ...")
-        return future.result()
+        if name == "train" or future.done():
+            return future.result()
+        with Heartbeat(EVAL_PHASE):
+            return future.result()
 
     def _phase(self, name: str, module: Module) -> str:
         """Enter the phase of compiling the ``name`` program (``"train"`` or
@@ -147,10 +179,17 @@ class Programs:
             ACTIVITY.enter(phase, None if started else f"{phase} ...")
         return before
 
+    def _beating(self, phase: str) -> Any:
+        """A :class:`Heartbeat` of ``phase`` for a compile now (none without jit)."""
+        return Heartbeat(phase) if self.strategy.jit else contextlib.nullcontext()
+
     def train(self, module: Module, state: Any, key: jax.Array) -> TrainProgram:
         """The training program for ``module`` (compiled ahead, or now)."""
         self._phase("train", module)
-        compiled = self._take("train", module) or self.strategy.compile_train(module, state, key)
+        compiled = self._take("train", module)
+        if compiled is None:
+            with self._beating(TRAIN_PHASE):
+                compiled = self.strategy.compile_train(module, state, key)
         self.compile_seconds["train"] = compiled.compile_seconds
         return compiled
 
@@ -160,8 +199,14 @@ class Programs:
         if owner is not module:  # ids of collected modules are reused: compare objects
             self._dispatched.set()  # an evaluation before any training call: compile it now
             before = self._phase("eval", module)
-            compiled = self._take("eval", module) or self.strategy.compile_eval(module, state, key)
-            ACTIVITY.enter(before)
+            compiling = ACTIVITY.now == EVAL_PHASE
+            compiled = self._take("eval", module)
+            if compiled is None:
+                with self._beating(EVAL_PHASE):
+                    compiled = self.strategy.compile_eval(module, state, key)
             self._evaluation[id(module)] = (module, compiled)
             self.compile_seconds["eval"] = compiled.compile_seconds
+            ACTIVITY.enter(before, f"the evaluation program is ready (compiled in "
+                                   f"{compiled.compile_seconds:.1f} s); evaluating ..."
+                           if compiling else None)
         return compiled

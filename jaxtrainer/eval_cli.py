@@ -17,15 +17,19 @@ checkpoint with ``eval_episodes = --episodes``, on the same strategy.
 
 The command says what it is doing, one line per phase on stderr (restoring,
 compiling, recording, ``drawing frame i/n``), and stops on the first SIGINT or
-SIGTERM, even during a compile, with status ``128 + signal`` and no
-half-written video (:class:`jaxtrainer.signals.StopOnSignal`). Brax's ``.html``
+SIGTERM, even during a compile, with status ``128 + signal``
+(:class:`jaxtrainer.signals.StopOnSignal`). The numbers are printed once the
+evaluation is done, before the video is drawn. The video's path is checked
+before anything runs; the video is written to a temporary file in its directory
+and replaces the file of that name only when complete, so a signal or an error
+while writing (a full disk: one line naming the path, status 2) leaves a
+previous file of that name intact. Brax's ``.html``
 viewer needs internet access in the browser (:data:`jaxtrainer.render.BRAX_HTML_NOTE`).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import sys
@@ -42,6 +46,7 @@ from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
 from jaxtrainer.module import Module
 from jaxtrainer.signals import ACTIVITY, StopOnSignal
+from jaxtrainer.storage import StorageError
 from jaxtrainer.trainer import Trainer
 
 STATISTICS = ("episode_return", "episode_length")
@@ -172,11 +177,26 @@ def _check_counts(episodes: Any, seed: Any, video_episodes: Any) -> None:
         raise ValueError(f"--video-episodes {video_episodes!r}: expected a positive int")
 
 
+def _checked_population(module: Any, member: Any) -> Any:
+    """:func:`members_of` ``module``, after checking ``--member`` against it (ValueError)."""
+    if member is not None and (isinstance(member, bool) or not isinstance(member, int)):
+        raise ValueError(f"--member {member!r}: expected an int")
+    population = members_of(module)
+    if member is not None and population is None:
+        raise ValueError(f"--member {member}: {type(module).__name__} is one agent, not a "
+                         "population of members (PBT or a sweep)")
+    if member is not None and not 0 <= member < population.population_size:
+        raise ValueError(f"--member {member}: expected an index in "
+                         f"[0, {population.population_size})")
+    return population
+
+
 def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
                  episodes: int | None = None, seed: int | None = None,
                  strategy: Any = "single", devices: Any = "auto",
                  video: str | os.PathLike | None = None, video_episodes: int = 1,
-                 member: int | None = None) -> dict[str, Any]:
+                 member: int | None = None,
+                 report: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Evaluate a saved run's checkpoint (what ``jaxtrainer eval`` prints).
 
     Args:
@@ -191,6 +211,8 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
       member: for a population of members (PBT, sweeps), the member to
         evaluate; default the population's ``default_member`` (PBT: the best
         current fitness; a sweep: member 0), named in the result.
+      report: called with the result (``video_frames`` ``None``) once the
+        evaluation is done, before the video is drawn and written.
 
     Returns:
       ``{"checkpoint", "step", "env_steps", "seed", "episodes", "completed",
@@ -202,25 +224,20 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     Raises:
       ValueError: a bad argument (naming it), before anything compiles.
       FileNotFoundError: no checkpoint or no ``config.yaml`` there.
+      StorageError: the video cannot be written there (checked before anything
+        runs) or writing it failed (the previous file of that name intact).
     """
     from jaxtrainer import render
     from jaxtrainer.checkpoint import saved_run
-    from jaxtrainer.policy import params_of
 
     _check_counts(episodes, seed, video_episodes)
     video = None if video is None else arguments.expand_path(video)
+    if video is not None:
+        render.check_output_path(video)
     overrides = None if episodes is None else {"algorithm.eval_episodes": episodes}
     trainer, module, _, cfg, step_dir = saved_run.prepare(
         path, ckpt, overrides=overrides, strategy=strategy, devices=devices)
-    if member is not None and (isinstance(member, bool) or not isinstance(member, int)):
-        raise ValueError(f"--member {member!r}: expected an int")
-    population = members_of(module)
-    if member is not None and population is None:
-        raise ValueError(f"--member {member}: {type(module).__name__} is one agent, not a "
-                         "population of members (PBT or a sweep)")
-    if member is not None and not 0 <= member < population.population_size:
-        raise ValueError(f"--member {member}: expected an index in "
-                         f"[0, {population.population_size})")
+    population = _checked_population(module, member)
     stats = EpisodeStatistics(module, member)
     if video is not None:
         render.check_video_path(stats.spec.env.name, video)
@@ -239,18 +256,30 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
         if f"eval/{name}_var" in metrics:
             metrics[f"eval/{name}_std"] = math.sqrt(max(metrics[f"eval/{name}_var"], 0.0))
     used_seed = int(meta.get("seed", 0)) if seed is None else seed
-    frames = None
+    result = {"checkpoint": os.fspath(step_dir), "step": trainer.global_step,
+              "env_steps": trainer.env_steps, "seed": used_seed,
+              "episodes": stats.spec.eval_episodes,
+              "completed": int(round(metrics.get("eval/episodes", 0.0))),
+              "metrics": metrics, "video_frames": None,
+              "member": None if population is None else (member, population.population_size)}
+    if report is not None:
+        report(result)
     if video is not None:
-        spec, params = params_of(module, trainer.state, member)
-        params = jax.device_put(jax.device_get(params))
-        key = jax.random.fold_in(jax.random.key(used_seed), VIDEO_KEY)
-        frames = render.write_video(spec.env, spec.greedy, params, key, video, video_episodes)
-    return {"checkpoint": os.fspath(step_dir), "step": trainer.global_step,
-            "env_steps": trainer.env_steps, "seed": used_seed,
-            "episodes": stats.spec.eval_episodes,
-            "completed": int(round(metrics.get("eval/episodes", 0.0))),
-            "metrics": metrics, "video_frames": frames,
-            "member": None if population is None else (member, population.population_size)}
+        result["video_frames"] = _video(module, trainer.state, member, used_seed, video,
+                                        video_episodes)
+    return result
+
+
+def _video(module: Module, state: Any, member: int | None, seed: int, video: Any,
+           episodes: int) -> int:
+    """Write ``episodes`` fresh episodes of the module's greedy policy to ``video``."""
+    from jaxtrainer import render
+    from jaxtrainer.policy import params_of
+
+    spec, params = params_of(module, state, member)
+    params = jax.device_put(jax.device_get(params))
+    key = jax.random.fold_in(jax.random.key(seed), VIDEO_KEY)
+    return render.write_video(spec.env, spec.greedy, params, key, video, episodes)
 
 
 def format_result(result: dict[str, Any]) -> list[str]:
@@ -315,11 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         compilation_cache.enable()  # as the recipes: a second evaluation skips the compile
         result = _evaluate_stopping_on_signal(args, devices)
-    except (FileNotFoundError, ValueError, TypeError) as e:
+    except (FileNotFoundError, ValueError, TypeError, StorageError) as e:
         print(f"jaxtrainer eval: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
-    for line in format_result(result):
-        print(line)
     if result["video_frames"] is not None:
         print(f"wrote {arguments.expand_path(args.video)} ({result['video_frames']} frames)")
         if str(args.video).lower().endswith(".html"):
@@ -329,37 +356,23 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _print_result(result: dict[str, Any]) -> None:
+    for line in format_result(result):
+        print(line, flush=True)
+
+
 def _evaluate_stopping_on_signal(args: argparse.Namespace, devices: Any) -> dict[str, Any]:
-    """:func:`evaluate_run` for the command: phase lines on stderr, and the
-    first SIGINT/SIGTERM ends the process (status 128 + signal), removing a
-    video it was writing."""
-    from jaxtrainer.render import headless_gl
+    """:func:`evaluate_run` for the command: phase lines on stderr, the numbers
+    printed once evaluated (before the video), and the first SIGINT/SIGTERM
+    ends the process (status 128 + signal), removing the temporary file of a
+    video it was writing (a previous file of that name stays)."""
+    from jaxtrainer.render import headless_gl, remove_temporary
 
     headless_gl()  # before brax imports MuJoCo: a brax .gif is drawn without a display
     video = None if args.video is None else arguments.expand_path(args.video)
     with ACTIVITY.showing(True, "jaxtrainer eval"), \
-            StopOnSignal(remove_if_written(video), "jaxtrainer eval"):
+            StopOnSignal(lambda: video is not None and remove_temporary(video), "jaxtrainer eval"):
         return evaluate_run(args.path, ckpt=args.ckpt, episodes=args.episodes, seed=args.seed,
                             strategy=args.strategy, devices=devices, video=video,
-                            video_episodes=args.video_episodes, member=args.member)
-
-
-def _stamp(path: str | os.PathLike) -> tuple[int, int] | None:
-    try:
-        stat = os.stat(path)
-    except OSError:
-        return None
-    return stat.st_mtime_ns, stat.st_size
-
-
-def remove_if_written(path: str | os.PathLike | None) -> Callable[[], None]:
-    """A clean-up that removes ``path`` if it was created or changed after
-    this call (a half-written video); a file left as it was stays."""
-    before = None if path is None else _stamp(path)
-
-    def remove() -> None:
-        if path is not None and _stamp(path) != before:
-            with contextlib.suppress(OSError):
-                os.remove(path)
-
-    return remove
+                            video_episodes=args.video_episodes, member=args.member,
+                            report=_print_result)

@@ -17,7 +17,8 @@
   which ``jaxtrainer eval`` sets without a display) or OSMesa.
 
 Progress: each phase (recording the episodes, drawing frame ``i/n`` at most
-every :data:`FRAME_LINE_SECONDS` and at the last frame, writing the viewer) is
+every :data:`FRAME_LINE_SECONDS` and at the last frame, writing the viewer,
+``writing frame i/n of <name>`` of a ``.gif`` as often) is
 a line on stderr where :data:`jaxtrainer.signals.ACTIVITY` has lines on
 (``jaxtrainer eval``), and what a signal message names.
 
@@ -39,6 +40,7 @@ import numpy as np
 
 from jaxtrainer.envs.base import Env
 from jaxtrainer.signals import ACTIVITY, Every
+from jaxtrainer.storage import StorageError, writing
 
 GYMNAX_VISUALIZED = (
     "Acrobot-v1", "CartPole-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0",
@@ -99,6 +101,37 @@ def _check_offscreen_gl(path: str | os.PathLike) -> None:
             f"an OpenGL context (MUJOCO_GL={os.environ.get('MUJOCO_GL', '')!r}; egl or osmesa "
             f"headless): {type(error).__name__}: {' '.join(str(error).split())}; write .html "
             "instead (brax's viewer; the browser needs internet access)") from None
+
+
+def check_output_path(path: str | os.PathLike) -> None:
+    """Check, before anything runs, that a file can be written at ``path``:
+    its directory exists, is a directory and is writable, and ``path`` is not
+    a directory.
+
+    Raises:
+      StorageError: one line naming the path and what is wrong.
+    """
+    target = Path(path)
+    directory = target.parent
+    problem = None
+    if target.is_dir():
+        problem = "it is a directory"
+    elif not directory.exists():
+        problem = f"directory {directory} does not exist"
+    elif not directory.is_dir():
+        problem = f"{directory} is not a directory"
+    elif not os.access(directory, os.W_OK | os.X_OK):
+        problem = f"directory {directory} is not writable"
+    if problem is not None:
+        raise StorageError(f"could not write the video {os.fspath(path)}: {problem}", path=path)
+
+
+def temporary_path(path: str | os.PathLike) -> Path:
+    """Where the video for ``path`` is written before it replaces ``path``:
+    ``.<name>.tmp-<pid><suffix>`` in the same directory (the suffix kept, as the
+    writers pick the format by it)."""
+    target = Path(path)
+    return target.with_name(f".{target.name}.tmp-{os.getpid()}{target.suffix}")
 
 
 def check_video_path(env_name: str, path: str | os.PathLike) -> None:
@@ -179,26 +212,89 @@ def _frames(tree: Any, length: int) -> list[Any]:
     return [jax.tree.map(lambda x, t=t: x[t], tree) for t in range(length)]
 
 
-def write_gymnax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
+def _gif_writer(fps: int, shown_as: str | os.PathLike) -> Any:
+    """matplotlib's Pillow writer, writing the gif frame by frame with
+    ``writing frame i/n`` phases (:func:`save_gif`)."""
+    from matplotlib import animation
+
+    class ProgressPillowWriter(animation.PillowWriter):
+        def finish(self) -> None:
+            save_gif(self._frames, self.outfile, int(1000 / self.fps), shown_as)
+
+    return ProgressPillowWriter(fps=fps)
+
+
+def write_gymnax(env: Env, episodes: list[Any], path: str | os.PathLike,
+                 shown_as: str | os.PathLike | None = None) -> int:
     """Animate ``episodes`` (from :func:`record`) of a gymnax env with
-    ``gymnax.visualize.Visualizer`` into ``path`` (``.gif`` or ``.mp4``);
-    returns the number of frames (one per step)."""
+    ``gymnax.visualize.Visualizer`` into ``path`` (``.gif`` or ``.mp4``;
+    phase lines name ``shown_as``, default ``path``); returns the number of
+    frames (one per step)."""
     # Gymnasium's classic-control renderer starts pygame: headless, silent, no banner
     # (and leaves SIGINT/SIGTERM to Python: SDL would otherwise take them and ignore them)
     for name, value in (("SDL_VIDEODRIVER", "dummy"), ("SDL_AUDIODRIVER", "dummy"),
                         ("PYGAME_HIDE_SUPPORT_PROMPT", "1"), ("SDL_NO_SIGNAL_HANDLERS", "1")):
         os.environ.setdefault(name, value)
+    import matplotlib.pyplot as plt
     from gymnax.visualize import Visualizer
+    from matplotlib import animation
 
+    shown_as = path if shown_as is None else shown_as
     states, returns = [], []
     for episode_states, episode_returns in episodes:
         states += _frames(episode_states.env_state, len(episode_returns))
         returns += [float(r) for r in episode_returns]
     visualizer = Visualizer(env.env, env.params, states, returns)
-    visualizer.update = drawing_progress(visualizer.update, len(states),
-                                         then=f"writing {os.fspath(path)}")
-    visualizer.animate(os.fspath(path))
+    update = drawing_progress(visualizer.update, len(states), then=f"writing {os.fspath(shown_as)}")
+    # as Visualizer.animate, with a gif written frame by frame with phase lines
+    ani = animation.FuncAnimation(visualizer.fig, update, frames=len(states),
+                                  init_func=visualizer.init, blit=False,
+                                  interval=visualizer.interval)
+    try:
+        if Path(path).suffix.lower() == ".gif":
+            ani.save(os.fspath(path), writer=_gif_writer(1000 // visualizer.interval, shown_as))
+        else:
+            ani.save(os.fspath(path))
+    finally:
+        plt.close(visualizer.fig)
     return len(states)
+
+
+def frame_phases(verb: str, total: int, seconds: float | None = None,
+                 of: str = "") -> Any:
+    """``report(frame)`` entering the phase ``<verb> frame i/total<of>``, with a
+    line at the first and last frames and at most every ``seconds`` (default
+    :data:`FRAME_LINE_SECONDS`) in between. Returns whether ``frame`` is the last."""
+    every = Every(FRAME_LINE_SECONDS if seconds is None else seconds)
+
+    def report(frame: int) -> bool:
+        text = f"{verb} frame {int(frame) + 1}/{total}{of}"
+        last = int(frame) + 1 == total
+        ACTIVITY.enter(text, text if every.due() or last else None)
+        return last
+
+    return report
+
+
+def writing_progress(images: list[Any], path: str | os.PathLike,
+                     seconds: float | None = None) -> Any:
+    """``images[1:]`` one by one (what ``images[0].save(..., append_images=...)``
+    writes frame by frame), entering the phase ``writing frame i/n of <name>``
+    as :func:`frame_phases` (frame 1 at once)."""
+    report = frame_phases("writing", len(images), seconds, f" of {Path(path).name}")
+    report(0)
+    for index in range(1, len(images)):
+        report(index)
+        yield images[index]
+
+
+def save_gif(images: list[Any], path: str | os.PathLike, duration: int,
+             shown_as: str | os.PathLike | None = None) -> None:
+    """Write Pillow ``images`` as a looping ``.gif`` at ``path``, a frame
+    every ``duration`` ms, with ``writing frame i/n`` phases (naming ``shown_as``)."""
+    images[0].save(path, format="GIF", save_all=True,
+                   append_images=writing_progress(images, shown_as or path),
+                   duration=duration, loop=0)
 
 
 def drawing_progress(draw: Any, total: int, seconds: float | None = None,
@@ -207,12 +303,10 @@ def drawing_progress(draw: Any, total: int, seconds: float | None = None,
     with a line at the first and last frames and at most every ``seconds``
     (default :data:`FRAME_LINE_SECONDS`) in between; after the last frame is
     drawn, the phase ``then`` (e.g. ``writing x.gif``) with its line."""
-    every = Every(FRAME_LINE_SECONDS if seconds is None else seconds)
+    report = frame_phases("drawing", total, seconds)
 
     def update(frame: int) -> Any:
-        text = f"drawing frame {int(frame) + 1}/{total}"
-        last = int(frame) + 1 == total
-        ACTIVITY.enter(text, text if every.due() or last else None)
+        last = report(frame)
         result = draw(frame)
         if last and then is not None:
             ACTIVITY.enter(then, f"{then} ...")
@@ -231,7 +325,8 @@ def _brax_states(env: Env, episodes: list[Any]) -> list[Any]:
 
 
 def write_brax_gif(env: Env, episodes: list[Any], path: str | os.PathLike,
-                   height: int = 240, width: int = 320) -> int:
+                   height: int = 240, width: int = 320,
+                   shown_as: str | os.PathLike | None = None) -> int:
     """Draw ``episodes`` (from :func:`record`) of a brax env frame by frame
     with MuJoCo's renderer (as ``brax.io.image``: the default free camera;
     needs an OpenGL context, EGL headless) into a ``.gif`` played at the
@@ -249,11 +344,12 @@ def write_brax_gif(env: Env, episodes: list[Any], path: str | os.PathLike,
         renderer.update_scene(data, camera=-1)
         return Image.fromarray(renderer.render())
 
-    draw = drawing_progress(draw, len(states), then=f"writing {os.fspath(path)}")
+    shown_as = path if shown_as is None else shown_as
+    draw = drawing_progress(draw, len(states), then=f"writing {os.fspath(shown_as)}")
     images = [draw(t) for t in range(len(states))]
     renderer.close()
     milliseconds = max(int(round(1000 * float(getattr(env.env, "dt", 0.05)))), 20)
-    images[0].save(path, save_all=True, append_images=images[1:], duration=milliseconds, loop=0)
+    save_gif(images, path, milliseconds, shown_as)
     return len(images)
 
 
@@ -285,13 +381,39 @@ def write_video(env: Env, policy_fn: Any, params: Any, key: jax.Array,
       path: ``.gif``/``.mp4`` (gymnax) or ``.html``/``.gif`` (brax).
       num_episodes: episodes, one after the other.
 
+    The video is written to :func:`temporary_path` and replaces ``path``
+    when complete; on an error or a signal only that file is removed.
+
     Raises:
       ValueError: as :func:`check_video_path`.
+      StorageError: ``path`` cannot be written (:func:`check_output_path`, or
+        an OS error while writing: one line naming the path).
     """
     check_video_path(env.name, path)
+    check_output_path(path)
     episodes = record(env, policy_fn, params, key, num_episodes)
+    temporary = temporary_path(path)
+    try:
+        with writing("the video", path):
+            frames = _write(env, episodes, temporary, path)
+            os.replace(temporary, path)
+    except BaseException:  # an error or a signal: the previous file stays as it was
+        remove_temporary(path)
+        raise
+    return frames
+
+
+def _write(env: Env, episodes: list[Any], temporary: Path, path: str | os.PathLike) -> int:
     if simulator(env.name) == "brax":
-        if Path(path).suffix.lower() == ".gif":
-            return write_brax_gif(env, episodes, path)
-        return write_brax(env, episodes, path)
-    return write_gymnax(env, episodes, path)
+        if temporary.suffix.lower() == ".gif":
+            return write_brax_gif(env, episodes, temporary, shown_as=path)
+        return write_brax(env, episodes, temporary)
+    return write_gymnax(env, episodes, temporary, shown_as=path)
+
+
+def remove_temporary(path: str | os.PathLike) -> None:
+    """Remove the file this process was writing for ``path`` (:func:`temporary_path`), if any."""
+    try:
+        temporary_path(path).unlink()
+    except OSError:
+        pass

@@ -105,6 +105,12 @@ class Activity:
         if line is not None and self.lines:
             say(line, self.prefix)
 
+    def note(self, line: str) -> None:
+        """Print ``line`` as a phase line where lines are on, leaving the phase as it is
+        (from any thread)."""
+        if self.lines:
+            say(line, self.prefix)
+
     @contextlib.contextmanager
     def showing(self, lines: bool, prefix: str = "jaxtrainer") -> Iterator[Activity]:
         """Within the block, phase lines are printed when ``lines`` is true,

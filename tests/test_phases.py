@@ -144,7 +144,8 @@ def test_a_brax_episode_is_drawn_offline_as_a_gif_frame_by_frame(tmp_path):
     assert out.stdout.split() == ["12"]
     assert [line for line in out.stderr.splitlines() if line.startswith("jaxtrainer")] == [
         "jaxtrainer eval: drawing frame 1/12", "jaxtrainer eval: drawing frame 12/12",
-        f"jaxtrainer eval: writing {gif} ..."]
+        f"jaxtrainer eval: writing {gif} ...", "jaxtrainer eval: writing frame 1/12 of pendulum.gif",
+        "jaxtrainer eval: writing frame 12/12 of pendulum.gif"]
     image = Image.open(gif)
     assert image.n_frames == 12 and image.size == (320, 240)
     first = image.convert("RGB")

@@ -1,0 +1,174 @@
+"""``jaxtrainer eval --video``: the output path checked first, the video written
+whole or not at all, and phase lines while compiling and writing."""
+
+from __future__ import annotations
+
+import errno
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from jaxtrainer import compile_ahead, eval_cli, render, signals
+from jaxtrainer.storage import StorageError
+
+
+def _phase_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("jaxtrainer")]
+
+
+@pytest.mark.timeout(30)
+def test_a_video_in_a_missing_or_non_directory_is_refused_before_anything_runs(tmp_path):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(StorageError, match=r"afile/v\.gif: .*afile is not a directory"):
+        render.check_output_path(afile / "v.gif")
+    with pytest.raises(StorageError, match=r"missing/v\.gif: directory .*missing does not exist"):
+        render.check_output_path(tmp_path / "missing" / "v.gif")
+    with pytest.raises(StorageError, match="it is a directory"):
+        render.check_output_path(tmp_path)
+    render.check_output_path(tmp_path / "v.gif")  # a writable directory: fine
+
+
+@pytest.mark.timeout(30)
+def test_eval_with_a_bad_video_path_is_one_line_and_status_2(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    # the run does not exist either: the video path is checked first
+    code = eval_cli.main([str(tmp_path / "no_run"), "--video", str(afile / "v.gif")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == [f"jaxtrainer eval: error: could not write the video {afile / 'v.gif'}: "
+                   f"{afile} is not a directory"]
+
+
+@pytest.mark.timeout(30)
+def test_the_numbers_are_printed_before_a_video_write_error(monkeypatch, tmp_path, capsys):
+    result = {"checkpoint": "c/4", "step": 4, "env_steps": 64, "seed": 0, "episodes": 2,
+              "completed": 2, "member": None, "video_frames": None,
+              "metrics": {"eval/episode_return": 1.0, "eval/episode_return_std": 0.0,
+                          "eval/episode_return_min": 1.0, "eval/episode_return_max": 1.0}}
+
+    def evaluate_run(*args, report, **kwargs):
+        report(result)
+        raise StorageError(f"could not write the video {tmp_path / 'v.gif'}: [Errno 27] "
+                           "File too large")
+
+    monkeypatch.setattr(eval_cli, "evaluate_run", evaluate_run)
+    code = eval_cli.main(["run", "--video", str(tmp_path / "v.gif")])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out.splitlines()[0] == "checkpoint c/4 (step 4, env steps 64); seed 0"
+    assert "episode_return: mean=1.0000" in out
+    assert err.strip().splitlines() == [
+        f"jaxtrainer eval: error: could not write the video {tmp_path / 'v.gif'}: "
+        "[Errno 27] File too large"]
+
+
+def _fake_video(monkeypatch, write) -> SimpleNamespace:
+    monkeypatch.setattr(render, "check_video_path", lambda name, path: None)
+    monkeypatch.setattr(render, "record", lambda *args: [])
+    monkeypatch.setattr(render, "write_gymnax", write)
+    return SimpleNamespace(name="CartPole-v1")
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("failure", [OSError(errno.EFBIG, "File too large"), KeyboardInterrupt()])
+def test_a_failed_write_leaves_the_previous_video_whole(monkeypatch, tmp_path, failure):
+    video = tmp_path / "v.gif"
+    video.write_bytes(b"the previous complete video")
+
+    def write(env, episodes, path, shown_as=None):
+        assert path == render.temporary_path(video) and path.name.endswith(".gif")
+        assert video.read_bytes() == b"the previous complete video"  # not truncated meanwhile
+        path.write_bytes(b"half")
+        raise failure
+
+    env = _fake_video(monkeypatch, write)
+    with pytest.raises(type(failure)) as raised:
+        render.write_video(env, None, None, None, video)
+    if isinstance(failure, OSError):
+        assert isinstance(raised.value, StorageError)
+        assert str(raised.value) == f"could not write the video {video}: [Errno 27] File too large"
+    assert video.read_bytes() == b"the previous complete video"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.gif"]
+
+
+@pytest.mark.timeout(30)
+def test_a_complete_video_replaces_the_previous_one(monkeypatch, tmp_path):
+    video = tmp_path / "v.gif"
+    video.write_bytes(b"old")
+
+    def write(env, episodes, path, shown_as=None):
+        path.write_bytes(b"new")
+        return 7
+
+    assert render.write_video(_fake_video(monkeypatch, write), None, None, None, video) == 7
+    assert video.read_bytes() == b"new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.gif"]
+
+
+@pytest.mark.timeout(30)
+def test_writing_a_gif_reports_its_frames_rate_limited(monkeypatch, tmp_path, capsys):
+    from PIL import Image
+
+    monkeypatch.setattr(render, "FRAME_LINE_SECONDS", 3600.0)
+    images = [Image.new("RGB", (4, 4), (40 * i, 0, 0)) for i in range(5)]
+    target = tmp_path / ".w.gif.tmp-1.gif"
+    with signals.ACTIVITY.showing(True, "jaxtrainer eval"):
+        render.save_gif(images, target, 40, shown_as=tmp_path / "w.gif")
+    assert _phase_lines(capsys.readouterr().err) == [
+        "jaxtrainer eval: writing frame 1/5 of w.gif", "jaxtrainer eval: writing frame 5/5 of w.gif"]
+    assert Image.open(target).n_frames == 5
+
+
+class SlowStrategy:
+    """Compiles that take ``seconds`` (a stand-in for XLA)."""
+
+    jit = True
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def _compile(self, *args):
+        time.sleep(self.seconds)
+        return SimpleNamespace(compile_seconds=self.seconds)
+
+    compile_train = compile_eval = _compile
+
+
+def _still(err: str, what: str) -> list[str]:
+    return [line for line in _phase_lines(err) if line.startswith(f"jaxtrainer: still compiling "
+                                                                  f"the {what} program")]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("ahead", [False, True])
+def test_a_slow_compile_says_still_compiling_every_interval(monkeypatch, capsys, ahead):
+    """Every interval of the compile's wall time, whether it is compiled ahead
+    (the main thread busy meanwhile, as building a sweep's state) or now."""
+    monkeypatch.setattr(compile_ahead, "STILL_SECONDS", 0.2)
+    programs, module = compile_ahead.Programs(SlowStrategy(0.5)), object()
+    with signals.ACTIVITY.showing(True):
+        if ahead:
+            programs.compile_ahead(module, None, None, evaluation=False)
+            time.sleep(0.3)  # the main thread builds the state meanwhile
+        programs.train(module, None, None)
+        time.sleep(0.3)  # no heartbeat after the compile
+    err = capsys.readouterr().err
+    assert len(_still(err, "training")) == 2, err
+
+
+@pytest.mark.timeout(30)
+def test_the_evaluation_program_says_when_it_is_ready(monkeypatch, capsys):
+    monkeypatch.setattr(compile_ahead, "STILL_SECONDS", 0.2)
+    programs, module = compile_ahead.Programs(SlowStrategy(0.3)), object()
+    with signals.ACTIVITY.showing(True):
+        signals.ACTIVITY.enter("evaluating at step 4")
+        programs.evaluation(module, None, None)
+        assert signals.ACTIVITY.now == "evaluating at step 4"
+    lines = _phase_lines(capsys.readouterr().err)
+    assert lines[0] == "jaxtrainer: compiling the evaluation program ..."
+    assert len(_still("\n".join(lines), "evaluation")) == 1
+    assert lines[-1] == ("jaxtrainer: the evaluation program is ready (compiled in 0.3 s); "
+                         "evaluating ...")
