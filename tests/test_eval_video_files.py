@@ -147,12 +147,12 @@ def _still(err: str, what: str) -> list[str]:
 def test_a_slow_compile_says_still_compiling_every_interval(monkeypatch, capsys, ahead):
     """Every interval of the compile's wall time, whether it is compiled ahead
     (the main thread busy meanwhile, as building a sweep's state) or now."""
-    monkeypatch.setattr(compile_ahead, "STILL_SECONDS", 0.2)
-    programs, module = compile_ahead.Programs(SlowStrategy(0.5)), object()
+    monkeypatch.setattr(compile_ahead, "STILL_SECONDS", 0.5)  # lines at 0.5 and 1.0 s
+    programs, module = compile_ahead.Programs(SlowStrategy(1.25)), object()
     with signals.ACTIVITY.showing(True):
         if ahead:
             programs.compile_ahead(module, None, None, evaluation=False)
-            time.sleep(0.3)  # the main thread builds the state meanwhile
+            time.sleep(0.6)  # the main thread builds the state meanwhile
         programs.train(module, None, None)
         time.sleep(0.3)  # no heartbeat after the compile
     err = capsys.readouterr().err
@@ -161,8 +161,8 @@ def test_a_slow_compile_says_still_compiling_every_interval(monkeypatch, capsys,
 
 @pytest.mark.timeout(30)
 def test_the_evaluation_program_says_when_it_is_ready(monkeypatch, capsys):
-    monkeypatch.setattr(compile_ahead, "STILL_SECONDS", 0.2)
-    programs, module = compile_ahead.Programs(SlowStrategy(0.3)), object()
+    monkeypatch.setattr(compile_ahead, "STILL_SECONDS", 0.5)  # one line, at 0.5 s
+    programs, module = compile_ahead.Programs(SlowStrategy(0.75)), object()
     with signals.ACTIVITY.showing(True):
         signals.ACTIVITY.enter("evaluating at step 4")
         programs.evaluation(module, None, None)
@@ -170,5 +170,5 @@ def test_the_evaluation_program_says_when_it_is_ready(monkeypatch, capsys):
     lines = _phase_lines(capsys.readouterr().err)
     assert lines[0] == "jaxtrainer: compiling the evaluation program ..."
     assert len(_still("\n".join(lines), "evaluation")) == 1
-    assert lines[-1] == ("jaxtrainer: the evaluation program is ready (compiled in 0.3 s); "
+    assert lines[-1] == ("jaxtrainer: the evaluation program is ready (compiled in 0.8 s); "
                          "evaluating ...")
