@@ -16,14 +16,10 @@ import pytest
 import jaxtrainer as jt
 from jaxtrainer import eval_cli
 from tests._xla import xla_flags
+from tests.commands import ROOT, TINY_PPO
 
 pytestmark = pytest.mark.timeout(300)
 
-ROOT = Path(__file__).parents[1]
-TINY_PPO = ["trainer.max_env_steps=null", "algorithm.num_envs=2", "algorithm.num_steps=8",
-            "algorithm.num_minibatches=2", "algorithm.update_epochs=1", "algorithm.hidden_sizes=[8]",
-            "algorithm.eval_episodes=2", "trainer.enable_progress_bar=false",
-            "trainer.strategy=single", "trainer.log_every_n_steps=2"]
 
 
 def run_ppo(*args: str) -> subprocess.CompletedProcess:

@@ -3,7 +3,6 @@ their errors, the import boundary, and PPO through the recipe under pmap on 4 de
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import jax.numpy as jnp
 import pytest
 
 from jaxtrainer import envs
+from tests.commands import recipe_script
 
 ROOT = pathlib.Path(__file__).parents[1]
 
@@ -122,18 +122,11 @@ def test_a_missing_family_is_one_line_naming_its_extra():
         f'pip install "jaxtrainer[{m}]" otherwise)' for m in names]
 
 
-def _recipe():
-    spec = importlib.util.spec_from_file_location("ppo_recipe", ROOT / "recipes" / "ppo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", [*sorted(FAMILIES), SNAKE])
 def test_ppo_recipe_runs_the_family_under_pmap_on_four_devices(name, run_dir, capsys):
     """Two PPO updates of 4 envs x 8 steps by ``env.name``, split over 4 devices."""
-    result = _recipe().main([
+    result = recipe_script("ppo").main([
         f"env.name={name}", f"env.{'time_limit' if name == SNAKE else 'max_steps'}=10", "trainer.strategy=pmap", "trainer.devices=4",
         "trainer.max_steps=2", "algorithm.num_envs=4", "algorithm.num_steps=8",
         "algorithm.num_minibatches=1", "algorithm.update_epochs=1", "algorithm.eval_episodes=4",

@@ -3,16 +3,12 @@ compiled programs, reproducible seeding, PPO by env.name under pmap on 4 devices
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import jax
 import jax.numpy as jnp
 import pytest
 
 from jaxtrainer import envs
-
-ROOT = pathlib.Path(__file__).parents[1]
+from tests.commands import recipe_script
 
 
 def _rollout(env, key, num_envs=4, steps=60):
@@ -64,17 +60,10 @@ def test_an_unknown_gymnasium_id_names_the_closest():
         envs.make("gymnasium/CartPole-v2")
 
 
-def _recipe():
-    spec = importlib.util.spec_from_file_location("ppo_recipe", ROOT / "recipes" / "ppo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.timeout(240)
 def test_ppo_recipe_runs_gymnasium_under_pmap_on_four_devices(run_dir, capsys):
     """Two PPO updates of 4 envs x 8 steps by ``env.name``, one host pool per device."""
-    result = _recipe().main([
+    result = recipe_script("ppo").main([
         "env.name=gymnasium/CartPole-v1", "trainer.strategy=pmap", "trainer.devices=4",
         "trainer.max_steps=2", "algorithm.num_envs=4", "algorithm.num_steps=8",
         "algorithm.num_minibatches=1", "algorithm.update_epochs=1", "algorithm.eval_episodes=4",

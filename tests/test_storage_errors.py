@@ -16,14 +16,10 @@ import pytest
 from jaxtrainer import storage
 from jaxtrainer.loggers import csv_logger
 from tests._xla import xla_flags
+from tests.commands import ROOT, TINY_PPO
 
 pytestmark = pytest.mark.timeout(300)
 
-ROOT = Path(__file__).parents[1]
-TINY_PPO = ["trainer.max_env_steps=null", "algorithm.num_envs=2", "algorithm.num_steps=8",
-            "algorithm.num_minibatches=2", "algorithm.update_epochs=1", "algorithm.hidden_sizes=[8]",
-            "algorithm.eval_episodes=2", "trainer.enable_progress_bar=false",
-            "trainer.strategy=single", "trainer.log_every_n_steps=2"]
 
 # The recipe command under a refusing storage: "fsize N" sets a file size limit
 # of N bytes (RLIMIT_FSIZE, SIGXFSZ ignored: every write past it fails with EFBIG,
