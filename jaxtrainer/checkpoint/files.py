@@ -695,7 +695,8 @@ def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str
         checked on its metadata before any array is read.
       CheckpointMismatchError: the stored arrays do not match
         ``abstract_state``'s tree, shapes or dtypes (one line listing them).
-      Both are ValueErrors.
+
+    Both errors are ``ValueError`` subclasses.
     """
     path = Path(path).absolute()  # orbax requires absolute paths
     check(path, abstract_state)
