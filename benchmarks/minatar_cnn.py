@@ -18,39 +18,10 @@ script); seeds 1 and 2 not yet run.
 from __future__ import annotations
 
 import argparse
-import re
-import statistics
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _recipe_seeds import ROOT, table
+
 CONFIG = ROOT / "recipes" / "configs" / "ppo_minatar.yaml"
-LAST_LINE = re.compile(r"eval/episode_return=(-?[\d.]+|nan)")
-
-
-def run_seed(seed: int, max_env_steps: int, torso: str, root: str) -> tuple[float, float]:
-    """``(final greedy return, wall seconds)`` of one recipe run.
-
-    Raises:
-      RuntimeError: the run failed or printed no ``eval/episode_return=`` line
-        (the message holds its last output).
-    """
-    command = [sys.executable, str(ROOT / "recipes" / "ppo.py"), "--config", str(CONFIG),
-               f"trainer.seed={seed}", f"trainer.max_env_steps={max_env_steps}",
-               f"trainer.default_root_dir={root}/seed{seed}", "trainer.enable_progress_bar=false",
-               "trainer.enable_checkpointing=false", "trainer.logger=false",
-               f"network.torso={torso}"]
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    seconds = time.perf_counter() - start
-    found = LAST_LINE.findall(done.stdout)
-    if done.returncode or not found:
-        raise RuntimeError(f"seed {seed}: exit status {done.returncode}\n"
-                           f"{(done.stdout + done.stderr)[-2000:]}")
-    return float(found[-1]), seconds
 
 
 def main() -> None:
@@ -60,17 +31,9 @@ def main() -> None:
                         help="env steps per run (the config's 5e6 by default)")
     parser.add_argument("--torso", default="cnn", help="network.torso (cnn, or mlp to compare)")
     args = parser.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
-    steps = int(args.max_env_steps)
-    print(f"PPO on Breakout-MinAtar, network.torso={args.torso}, {steps:,} env steps per seed")
-    print(f"{'seed':>4}  {'env steps':>10}  {'greedy return':>13}  {'wall s':>8}", flush=True)
-    returns = []
-    with tempfile.TemporaryDirectory(prefix="minatar-cnn-") as root:
-        for seed in seeds:
-            value, seconds = run_seed(seed, steps, args.torso, root)
-            returns.append(value)
-            print(f"{seed:>4}  {steps:>10,}  {value:>13.2f}  {seconds:>8.0f}", flush=True)
-    print(f"mean={statistics.mean(returns):.2f} min={min(returns):.2f} over seeds {args.seeds}")
+    table(f"PPO on Breakout-MinAtar, network.torso={args.torso}", "ppo", CONFIG,
+          [int(s) for s in args.seeds.split(",")], int(args.max_env_steps),
+          [f"network.torso={args.torso}"])
 
 
 if __name__ == "__main__":

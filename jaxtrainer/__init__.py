@@ -15,7 +15,7 @@ from jaxtrainer.callbacks import (
 from jaxtrainer.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from jaxtrainer.metrics import Last, Max, Mean, Min, Sum
 from jaxtrainer.module import Module, PopulationModule
-from jaxtrainer.policy import Policy, load_policy
+from jaxtrainer.policy import Policy, RecurrentPolicy, load_policy
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.strategies import PmapStrategy, ShardMapStrategy, SingleDeviceStrategy, Strategy
 from jaxtrainer.trainer import Preempted, Trainer
@@ -54,5 +54,6 @@ __all__ = [
     "PopulationTrainer",
     "ShardMapStrategy",
     "Policy",
+    "RecurrentPolicy",
     "load_policy",
 ]

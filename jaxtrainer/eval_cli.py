@@ -111,7 +111,8 @@ class EpisodeStatistics(Module):
     def _episodes(self, params: Any, key: jax.Array):
         spec = self.spec
         return run_episodes(spec.env, spec.greedy, params,
-                            key, local_size(spec.eval_episodes, "eval_episodes"))
+                            key, local_size(spec.eval_episodes, "eval_episodes"),
+                            initial_carry=spec.initial_carry)
 
     def evaluation_step(self, state: Any, key: jax.Array) -> dict[str, Any]:
         module = members_of(self.module)
@@ -279,7 +280,8 @@ def _video(module: Module, state: Any, member: int | None, seed: int, video: Any
     spec, params = params_of(module, state, member)
     params = jax.device_put(jax.device_get(params))
     key = jax.random.fold_in(jax.random.key(seed), VIDEO_KEY)
-    return render.write_video(spec.env, spec.greedy, params, key, video, episodes)
+    return render.write_video(spec.env, spec.greedy, params, key, video, episodes,
+                              spec.initial_carry)
 
 
 def format_result(result: dict[str, Any]) -> list[str]:

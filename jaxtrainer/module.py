@@ -137,7 +137,7 @@ class Module:
 
         spec = policy_spec(self)
         return evaluation_metrics(spec.env, spec.greedy, spec.params(state), key,
-                                  spec.eval_episodes)
+                                  spec.eval_episodes, spec.initial_carry)
 
     def has_evaluation(self) -> bool:
         """Whether :meth:`evaluation_step` is defined, or given by :meth:`policy`."""

@@ -39,6 +39,10 @@ class PolicySpec(NamedTuple):
         (``None`` where the policy is deterministic).
       params: ``params(state) -> params`` for ``greedy`` and ``sample``.
       eval_episodes: the module's evaluation episodes (global).
+      initial_carry: for a policy with memory (a recurrent core),
+        ``initial_carry(n)`` is the carry ``n`` episodes start from, and
+        ``greedy``/``sample`` are ``(params, obs[n, ...], key, carry) ->
+        (actions[n, ...], carry)``; ``None`` for a memoryless policy.
     """
 
     env: Env
@@ -46,6 +50,7 @@ class PolicySpec(NamedTuple):
     sample: PolicyFn | None
     params: Callable[[Any], Any]
     eval_episodes: int
+    initial_carry: Callable[[int], Any] | None = None
 
 
 def _act(greedy: PolicyFn, sample: PolicyFn | None, params: Any, obs: jax.Array,
@@ -55,13 +60,25 @@ def _act(greedy: PolicyFn, sample: PolicyFn | None, params: Any, obs: jax.Array,
     return sample(params, obs, key)
 
 
-def acting(greedy: PolicyFn, sample: PolicyFn | None, params: Any) -> jax.tree_util.Partial:
+def _act_with_carry(greedy: PolicyFn, sample: PolicyFn | None, params: Any, obs: jax.Array,
+                    carry: Any, key: jax.Array | None = None) -> tuple[jax.Array, Any]:
+    if key is None or sample is None:
+        return greedy(params, obs, jax.random.key(0), carry)
+    return sample(params, obs, key, carry)
+
+
+def acting(greedy: PolicyFn, sample: PolicyFn | None, params: Any,
+           recurrent: bool = False) -> jax.tree_util.Partial:
     """A :meth:`Module.policy <jaxtrainer.Module.policy>` result from batched
     policy functions: ``act(obs, key=None)`` runs ``greedy(params, obs, key)``
     without a key (or when ``sample`` is ``None``) and ``sample(params, obs,
     key)`` with one. A ``jax.tree_util.Partial`` whose leaves are ``params``,
-    so compiled policies take them as arguments."""
-    return jax.tree_util.Partial(functools.partial(_act, greedy, sample), params)
+    so compiled policies take them as arguments.
+
+    ``recurrent``: a policy with memory, ``act(obs, carry, key=None) ->
+    (actions, carry)`` over ``greedy(params, obs, key, carry)``."""
+    act = _act_with_carry if recurrent else _act
+    return jax.tree_util.Partial(functools.partial(act, greedy, sample), params)
 
 
 def _as_pytree(act: Callable) -> jax.tree_util.Partial:
@@ -114,8 +131,9 @@ def policy_spec(module: Any) -> PolicySpec:
         # policy(state) is acting(greedy_policy(), sample_policy(), policy_params(state)):
         # the same functions, with the params themselves as the spec's params
         sample = getattr(module, "sample_policy", lambda: None)()
+        carry = module.initial_carry if getattr(module, "recurrent", False) else None
         return PolicySpec(env, module.greedy_policy(), sample, module.policy_params,
-                          int(episodes))
+                          int(episodes), carry)
     sample = ((lambda act, obs, key: act(obs, key))
               if getattr(module, "stochastic_policy", False) else None)
     return PolicySpec(env, lambda act, obs, key: act(obs), sample,
@@ -189,10 +207,12 @@ class Policy:
         self.checkpoint = None if checkpoint is None else os.fspath(checkpoint)
         self.global_step, self.env_steps = int(global_step), int(env_steps)
         self.spec = spec
-        self._greedy = jax.jit(lambda params, obs: spec.greedy(params, obs, jax.random.key(0)))
+        key0 = jax.random.key(0)
+        self._greedy = jax.jit(lambda params, obs, *carry: spec.greedy(params, obs, key0, *carry))
         self._sample = None if spec.sample is None else jax.jit(spec.sample)
 
-    def __call__(self, obs: Any, key: jax.Array | None = None) -> jax.Array:
+    def _batch(self, obs: Any) -> tuple[jax.Array, bool]:
+        """``(obs as [n, *observation_shape], whether it came batched)``."""
         obs = jnp.asarray(obs, self.env.observation_dtype)
         shape = tuple(self.env.observation_shape)
         batched = obs.shape[1:] == shape and obs.ndim == len(shape) + 1
@@ -200,7 +220,10 @@ class Policy:
             raise ValueError(f"observation of shape {obs.shape}: expected {shape} (one "
                              f"observation) or (n, {', '.join(map(str, shape))}) (a batch) "
                              f"for {self.env.name}")
-        batch = obs if batched else obs[None]
+        return (obs if batched else obs[None]), batched
+
+    def __call__(self, obs: Any, key: jax.Array | None = None) -> jax.Array:
+        batch, batched = self._batch(obs)
         if key is None or self._sample is None:
             actions = self._greedy(self.params, batch)
         else:
@@ -208,8 +231,58 @@ class Policy:
         return actions if batched else actions[0]
 
     def __repr__(self) -> str:
-        return (f"Policy({self.env.name!r}, checkpoint={self.checkpoint!r}, "
+        return (f"{type(self).__name__}({self.env.name!r}, checkpoint={self.checkpoint!r}, "
                 f"step={self.global_step}, stochastic={self.stochastic})")
+
+
+class RecurrentPolicy(Policy):
+    """A trained policy with memory (a recurrent core, ``network.core``):
+    ``act(obs, carry, key=None) -> (action, carry)``, jitted.
+
+    ``obs`` and the action as :class:`Policy`'s. ``carry`` is what the policy
+    remembers of the episode so far: start every episode from
+    :meth:`initial_carry` and pass each step the carry the previous step
+    returned::
+
+        carry = act.initial_carry()            # float32[core_size] for a gru core
+        obs, state = env.reset(key, params)
+        while not done:
+            action, carry = act(obs, carry)
+            obs, state, reward, done, info = env.step(key, state, action, params)
+
+    For a batch of ``n`` observations ``[n, *observation_shape]`` use
+    ``initial_carry(n)`` (leading axis ``[n]``; ``float32[n, core_size]``, or
+    a pair of them for an ``lstm`` core).
+
+    Raises (from ``act``):
+      ValueError: as :class:`Policy`'s, or a carry whose shapes do not match
+        the observation's batch (naming both).
+    """
+
+    def initial_carry(self, n: int | None = None) -> Any:
+        """The carry an episode starts from (zeros): for one observation
+        (``n=None``), or ``n`` of them (leading axis ``[n]``)."""
+        carry = self.spec.initial_carry(1 if n is None else int(n))
+        return jax.tree.map(lambda c: c[0], carry) if n is None else carry
+
+    def __call__(self, obs: Any, carry: Any, key: jax.Array | None = None,
+                 ) -> tuple[jax.Array, Any]:
+        batch, batched = self._batch(obs)
+        want = jax.tree.map(jnp.shape, self.spec.initial_carry(batch.shape[0]))
+        if not batched:
+            carry = jax.tree.map(lambda c: jnp.asarray(c)[None], carry)
+        got = jax.tree.map(jnp.shape, carry)
+        if got != want:
+            raise ValueError(f"carry of shape {got}: expected {want} for "
+                             f"{'a batch of ' + str(batch.shape[0]) if batched else 'one'} "
+                             "observation(s) (act.initial_carry(n) makes one)")
+        if key is None or self._sample is None:
+            actions, carry = self._greedy(self.params, batch, carry)
+        else:
+            actions, carry = self._sample(self.params, batch, key, carry)
+        if batched:
+            return actions, carry
+        return actions[0], jax.tree.map(lambda c: c[0], carry)
 
 
 def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
@@ -236,7 +309,9 @@ def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
 
     Returns:
       A :class:`Policy`: ``act(obs, key=None) -> action``, jitted; see its
-      docstring for shapes and dtypes.
+      docstring for shapes and dtypes. For a policy with memory (a recurrent
+      ``network.core``) a :class:`RecurrentPolicy`: ``act(obs, carry,
+      key=None) -> (action, carry)``.
 
     Raises:
       FileNotFoundError: no checkpoint there, or no ``config.yaml`` and no
@@ -250,4 +325,5 @@ def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
     trainer = restored.trainer
     spec, params = params_of(restored.module, trainer.state, member)
     params = jax.device_put(jax.device_get(params))  # on the default device, no sharding ties
-    return Policy(spec, params, restored.checkpoint, trainer.global_step, trainer.env_steps)
+    cls = Policy if spec.initial_carry is None else RecurrentPolicy
+    return cls(spec, params, restored.checkpoint, trainer.global_step, trainer.env_steps)

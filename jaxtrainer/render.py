@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxtrainer.envs.base import Env
+from jaxtrainer.envs.evaluation import with_memory
 from jaxtrainer.signals import ACTIVITY, Every
 from jaxtrainer.storage import StorageError, writing
 
@@ -167,10 +168,12 @@ def check_video_path(env_name: str, path: str | os.PathLike) -> None:
                              "classic-control renderer): pip install pygame")
 
 
-def record(env: Env, policy_fn: Any, params: Any, key: jax.Array, num_episodes: int) -> list[Any]:
+def record(env: Env, policy_fn: Any, params: Any, key: jax.Array, num_episodes: int,
+           initial_carry: Any = None) -> list[Any]:
     """``num_episodes`` fresh episodes of ``policy_fn`` (batched, as
-    :func:`jaxtrainer.envs.evaluate_policy` takes it), each run until it ends
-    (at most ``env.max_episode_steps``).
+    :func:`jaxtrainer.envs.evaluate_policy` takes it, with ``initial_carry``
+    for a policy with memory), each run until it ends (at most
+    ``env.max_episode_steps``).
 
     Returns:
       One ``(states, returns)`` pair per episode: ``states`` the
@@ -183,19 +186,22 @@ def record(env: Env, policy_fn: Any, params: Any, key: jax.Array, num_episodes: 
                    f"recording {num_episodes} episode(s) of up to {steps} steps for the video "
                    "(compiling the episode program first) ...")
 
+    start, act = with_memory(policy_fn, initial_carry)
+
     @jax.jit
     def run(params, key):
         reset_key, run_key = jax.random.split(key)
         obs, state = env.reset_batch(reset_key, num_episodes)
 
-        def one_step(carry, step_key):
-            obs, state = carry
+        def one_step(loop, step_key):
+            obs, state, memory = loop
             act_key, env_key = jax.random.split(step_key)
-            next_obs, next_state, info = env.step_batch(env_key, state, policy_fn(params, obs,
-                                                                                 act_key))
-            return (next_obs, next_state), (state, info.episode_return, info.done)
+            action, memory = act(params, obs, act_key, memory)
+            next_obs, next_state, info = env.step_batch(env_key, state, action)
+            return (next_obs, next_state, memory), (state, info.episode_return, info.done)
 
-        _, trajectory = jax.lax.scan(one_step, (obs, state), jax.random.split(run_key, steps))
+        _, trajectory = jax.lax.scan(one_step, (obs, state, start(num_episodes)),
+                                     jax.random.split(run_key, steps))
         return trajectory
 
     states, returns, done = jax.device_get(run(params, key))
@@ -368,7 +374,8 @@ def write_brax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
 
 
 def write_video(env: Env, policy_fn: Any, params: Any, key: jax.Array,
-                path: str | os.PathLike, num_episodes: int = 1) -> int:
+                path: str | os.PathLike, num_episodes: int = 1,
+                initial_carry: Any = None) -> int:
     """Render ``num_episodes`` fresh episodes of a policy into ``path`` with
     the simulator's own viewer (see the module docstring); returns the number
     of frames written.
@@ -380,6 +387,7 @@ def write_video(env: Env, policy_fn: Any, params: Any, key: jax.Array,
       key: typed PRNG key of the episodes.
       path: ``.gif``/``.mp4`` (gymnax) or ``.html``/``.gif`` (brax).
       num_episodes: episodes, one after the other.
+      initial_carry: for a policy with memory (:func:`record`).
 
     The video is written to :func:`temporary_path` and replaces ``path``
     when complete; on an error or a signal only that file is removed.
@@ -391,7 +399,7 @@ def write_video(env: Env, policy_fn: Any, params: Any, key: jax.Array,
     """
     check_video_path(env.name, path)
     check_output_path(path)
-    episodes = record(env, policy_fn, params, key, num_episodes)
+    episodes = record(env, policy_fn, params, key, num_episodes, initial_carry)
     temporary = temporary_path(path)
     try:
         with writing("the video", path):

@@ -172,6 +172,17 @@ def config_acceptor(current: Mapping[str, Any]) -> Callable[[Path], str | None]:
     return accept
 
 
+def same_class(recorded: str, current: str) -> bool:
+    """Whether two recorded class paths name the same class: equal, or the same
+    class name where one of them was defined in a script run as ``__main__``
+    (``python train.py`` records ``__main__.Toy``; the same file imported, as
+    ``jaxtrainer launch`` workers or a notebook do, records ``train.Toy``)."""
+    if recorded == current:
+        return True
+    (a_module, _, a_name), (b_module, _, b_name) = recorded.rpartition("."), current.rpartition(".")
+    return a_name == b_name and "__main__" in (a_module, b_module)
+
+
 def module_acceptor(class_path: str | None, members: int | None) -> Callable[[Path], str | None]:
     """``accept(run_dir)`` for ``Trainer.fit(module, ckpt_path="last")``: None
     where the run could hold ``module``'s state, else why not: a run whose
@@ -179,7 +190,8 @@ def module_acceptor(class_path: str | None, members: int | None) -> Callable[[Pa
     whose member count is not ``members`` (``None``: ``module`` is no sweep)."""
     def accept(run_dir: Path) -> str | None:
         record = _read_yaml(Path(run_dir) / MODULE_FILE) or {}
-        if class_path and record.get("class_path") and record["class_path"] != class_path:
+        if class_path and record.get("class_path") and not same_class(record["class_path"],
+                                                                        class_path):
             return f"it trained {record['class_path']}, this fit {class_path}"
         shape = _members_shape(Path(run_dir))
         if (shape is None) != (members is None) or (shape and shape[0] != members):

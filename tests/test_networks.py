@@ -151,7 +151,8 @@ def test_own_flax_module_by_class_path_drives_the_algorithm(run_dir, monkeypatch
     ("dqn", "network.torso=cnn",
      r"^network.torso='cnn' needs image observations \[height, width, channels\]; this "
      r"environment's observations have shape \(4,\): use network.torso=mlp$"),
-    ("ppo", "network.core=gru", r"unknown config key 'network.core': network has keys: torso"),
+    ("ppo", "network.core=rnn", r"network.core='rnn': choose one of 'gru', 'lstm', or null"),
+    ("sac", "network.core=gru", r"unknown config key 'network.core': network has keys: torso"),
 ])
 def test_bad_network_input_is_one_line_before_anything_compiles(run_dir, recipe, override, match):
     with pytest.raises(ValueError, match=match) as raised:
@@ -170,10 +171,13 @@ def test_a_torso_class_that_rejects_its_arguments_is_named():
 
 
 @pytest.mark.timeout(60)
-def test_help_lists_the_network_keys_with_docs(capsys):
+def test_help_lists_the_network_keys_with_docs(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")  # the width --help uses when it cannot ask a terminal
     with pytest.raises(SystemExit):
         fit.run(["--help"], recipe="ppo")
     out = capsys.readouterr().out
     assert "network: what the observation goes through before the algorithm's hidden layers" in out
     line = next(line for line in out.splitlines() if line.startswith("  network.torso=mlp"))
     assert "mlp (default; the observation flattened into the hidden layers), cnn" in line
+    core = next(line for line in out.splitlines() if line.startswith("  network.core=null"))
+    assert "a recurrent core after the torso, for the on-policy algorithms (PPO, A2C):" in core

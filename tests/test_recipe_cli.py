@@ -98,7 +98,7 @@ def test_ppo_command_line_checkpoints_wandb_config_and_final_evaluation(tmp_path
 @pytest.mark.timeout(60)
 def test_help_lists_every_key_with_its_doc_and_a_typo_is_one_line_with_exit_2(tmp_path):
     helped = subprocess.Popen([sys.executable, "recipes/ppo.py", "--help"], cwd=ROOT,
-                              env=dict(os.environ, JAX_PLATFORMS="cpu"), text=True,
+                              env=dict(os.environ, JAX_PLATFORMS="cpu", COLUMNS="120"), text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     typo = run_recipe("ppo", f"trainer.default_root_dir={tmp_path}",
                       "callbacks.checkpoint.every_n_step=100")

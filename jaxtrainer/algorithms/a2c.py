@@ -141,7 +141,7 @@ class A2C(OnPolicyModule):
         on ``batch`` (leaves ``[B, ...]``), coefficients from ``hp``
         (:attr:`OnPolicyState.hyperparams`). Returns ``(total, {"policy", "value",
         "entropy"})``, all ``float32[]``."""
-        dist, value = self.network.apply(params, batch["obs"])
+        dist, value, batch = self.forward(params, batch)
         policy_loss = -jnp.mean(batch["advantage"] * dist.log_prob(batch["action"]))
         value_loss = 0.5 * jnp.mean(jnp.square(value - batch["target"]))
         entropy = jnp.mean(dist.entropy())

@@ -23,5 +23,8 @@ class ParamsPolicy:
 
     def policy(self, state: Any) -> Any:
         """``act(obs, key=None)``: greedy without a key, sampled with one where
-        the policy is stochastic (:func:`jaxtrainer.policy.acting`)."""
-        return acting(self.greedy_policy(), self.sample_policy(), self.policy_params(state))
+        the policy is stochastic (:func:`jaxtrainer.policy.acting`); with memory
+        (a module whose ``recurrent`` is true) ``act(obs, carry, key=None) ->
+        (actions, carry)``, ``carry`` from the module's ``initial_carry(n)``."""
+        return acting(self.greedy_policy(), self.sample_policy(), self.policy_params(state),
+                      recurrent=getattr(self, "recurrent", False))

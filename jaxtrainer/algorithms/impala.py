@@ -238,10 +238,14 @@ class IMPALAConfig(MinibatchConfig):
         then the lag, V-trace's fields and the minibatch split.
 
         Raises:
-          ValueError: a bad field (named), or ``num_envs`` not divisible by
-            ``num_minibatches``.
+          ValueError: a bad field (named), ``num_envs`` not divisible by
+            ``num_minibatches``, or a recurrent ``network.core`` (PPO and A2C
+            take one; IMPALA's learner does not carry one yet).
         """
         super().__post_init__()
+        if self.network.core is not None:
+            raise ValueError(f"network.core={self.network.core!r}: IMPALA takes no recurrent core "
+                             "yet (PPO and A2C do); use network.core=null")
         arguments.check_fields(self, arguments.non_negative_int, ("policy_lag",))
         arguments.check_fields(self, arguments.number, ("vtrace_lambda",), low=0)
         arguments.check_fields(self, arguments.number, ("rho_bar", "c_bar", "pg_rho_bar"), low=0,

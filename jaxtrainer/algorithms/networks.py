@@ -31,6 +31,7 @@ from flax import struct
 from flax.linen.initializers import constant, orthogonal
 
 from jaxtrainer import arguments
+from jaxtrainer.algorithms.cores import Carry, Core
 from jaxtrainer.algorithms.torsos import TorsoFactory, features
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -202,9 +203,13 @@ class ActorCritic(nn.Module):
     torso: TorsoFactory | None = None
 
     def setup(self) -> None:
-        activation(self.activation)  # an unknown name fails here, before any layer
         self.actor_torso = self.torso() if self.torso is not None else None
         self.critic_torso = self.torso() if self.torso is not None else None
+        self.setup_heads()
+
+    def setup_heads(self) -> None:
+        """The actor's and critic's hidden layers and heads (and ``log_std``)."""
+        activation(self.activation)  # an unknown name fails here, before any layer
         body = partial(MLP, activation=self.activation, orthogonal_scale=math.sqrt(2))
         self.actor_body = body(self.hidden_sizes)
         self.actor_head = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01),
@@ -216,18 +221,59 @@ class ActorCritic(nn.Module):
         if not self.discrete:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
 
+    def value_head(self, x: jax.Array) -> jax.Array:
+        """``float32[..., features] -> float32[...]``: the critic's hidden layers and head."""
+        return self.critic_head(self.critic_body(x))[..., 0]
+
+    def policy_head(self, x: jax.Array) -> Categorical | DiagGaussian:
+        """``float32[..., features] ->`` the action distribution, batch shape ``[...]``."""
+        out = self.actor_head(self.actor_body(x))
+        return Categorical(out) if self.discrete else DiagGaussian(out, self.log_std)
+
     def value(self, obs: jax.Array) -> jax.Array:
         """The critic alone: ``float32[...]``."""
-        return self.critic_head(self.critic_body(
-            features(self.critic_torso, obs, self.obs_ndim)))[..., 0]
+        return self.value_head(features(self.critic_torso, obs, self.obs_ndim))
 
     def policy(self, obs: jax.Array) -> Categorical | DiagGaussian:
         """The actor alone: the action distribution, batch shape ``[...]``."""
-        out = self.actor_head(self.actor_body(features(self.actor_torso, obs, self.obs_ndim)))
-        return Categorical(out) if self.discrete else DiagGaussian(out, self.log_std)
+        return self.policy_head(features(self.actor_torso, obs, self.obs_ndim))
 
     def __call__(self, obs: jax.Array) -> tuple[Categorical | DiagGaussian, jax.Array]:
         return self.policy(obs), self.value(obs)
+
+
+class RecurrentActorCritic(ActorCritic):
+    """:class:`ActorCritic` with memory: one torso and one recurrent core
+    (:mod:`jaxtrainer.algorithms.cores`) shared by the actor and the critic,
+    then their hidden layers and heads, as PureJaxRL's ``purejaxrl/ppo_rnn.py``.
+
+    ``__call__(carry, obs, start) -> (carry, dist, value)`` over a sequence:
+    ``obs: [T, batch, *observation_shape]``, ``start: bool[T, batch]`` (the
+    observation is an episode's first: the carry is reset to zeros before it),
+    ``carry`` as :func:`~jaxtrainer.algorithms.cores.initial_carry` of
+    ``batch``; ``dist`` has batch shape ``[T, batch]`` and ``value`` is
+    ``float32[T, batch]``. One step is ``T = 1``.
+
+    Parameters: ``shared_torso`` (with a torso), ``core/cell``, and
+    :class:`ActorCritic`'s heads.
+
+    Attributes (beyond :class:`ActorCritic`'s):
+      core: ``"gru"`` or ``"lstm"``. core_size: its units.
+    """
+
+    core: str = "gru"
+    core_size: int = 128
+
+    def setup(self) -> None:
+        self.shared_torso = self.torso() if self.torso is not None else None
+        self.core_cell = Core(self.core, self.core_size, name="core")
+        self.setup_heads()
+
+    def __call__(self, carry: Carry, obs: jax.Array, start: jax.Array,
+                 ) -> tuple[Carry, Categorical | DiagGaussian, jax.Array]:
+        x = features(self.shared_torso, obs, self.obs_ndim)
+        carry, h = self.core_cell(carry, (x, start))
+        return carry, self.policy_head(h), self.value_head(h)
 
 
 class QNetwork(nn.Module):

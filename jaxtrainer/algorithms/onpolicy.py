@@ -37,7 +37,14 @@ from flax import struct
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
-from jaxtrainer.algorithms.networks import ActorCritic, activation
+from jaxtrainer.algorithms.cores import Carry, initial_carry
+from jaxtrainer.algorithms.networks import (
+    ActorCritic,
+    Categorical,
+    DiagGaussian,
+    RecurrentActorCritic,
+    activation,
+)
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import fold_in_device, local_size, pmean
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
@@ -215,6 +222,11 @@ class OnPolicyState:
       obs_stats: :class:`~jaxtrainer.algorithms.normalization.RunningStatistics`
         of every observation the rollouts saw (replicated) with
         ``normalize_observations``; ``None`` (no leaves) without.
+      carry: with a recurrent core (``network.core``), each env's carry before
+        ``obs`` (:func:`~jaxtrainer.algorithms.cores.initial_carry`, leading
+        axis ``[num_envs]``, sharded); ``None`` (no leaves) without.
+      start: with a core, ``bool[num_envs]``: ``obs`` is the first of an
+        episode, so the carry is reset before it (sharded); ``None`` without.
     """
 
     params: Any
@@ -224,6 +236,8 @@ class OnPolicyState:
     obs: jax.Array
     hyperparams: dict[str, jax.Array]
     obs_stats: normalization.RunningStatistics | None = None
+    carry: Any = None
+    start: jax.Array | None = None
 
 
 @struct.dataclass
@@ -232,7 +246,10 @@ class Rollout:
 
     ``obs``: observations acted on (raw, before any normalisation); ``action``: sampled (unclipped) actions;
     ``log_prob``, ``value``: ``float32``, under the rollout's parameters;
-    ``info``: the env's :class:`jaxtrainer.envs.StepInfo`.
+    ``info``: the env's :class:`jaxtrainer.envs.StepInfo`. With a recurrent
+    core: ``start``, ``bool``, the observation began an episode (the carry was
+    reset before it); ``carry``, the carry after each step (what the next
+    observation, or ``info.final_obs``, is seen with). ``None`` without.
     """
 
     obs: jax.Array
@@ -240,6 +257,8 @@ class Rollout:
     log_prob: jax.Array
     value: jax.Array
     info: envs.StepInfo
+    start: jax.Array | None = None
+    carry: Any = None
 
 
 def compute_gae(
@@ -342,15 +361,19 @@ class OnPolicyModule(ParamsPolicy, Module):
         self.config = config
         self.env = env if env is not None else envs.make(config.env)
         self.env_steps_per_step = config.num_envs * config.num_steps
-        self.network = ActorCritic(
+        network = config.network
+        self.recurrent = network.core is not None
+        layout = dict(
             action_dim=self.env.num_actions if self.env.discrete else self.env.action_size,
             discrete=self.env.discrete,
             obs_ndim=len(self.env.observation_shape),
             hidden_sizes=config.hidden_sizes,
             critic_hidden_sizes=config.critic_hidden_sizes,
             activation=config.activation,
-            torso=torso_factory(config.network, self.env.observation_shape, math.sqrt(2)),
+            torso=torso_factory(network, self.env.observation_shape, math.sqrt(2)),
         )
+        self.network = (RecurrentActorCritic(**layout, core=network.core, core_size=network.core_size)
+                        if self.recurrent else ActorCritic(**layout))
         # learning_rate and max_grad_norm live in the optimizer state as traced
         # values (optax.inject_hyperparams), set from ``state.hyperparams`` before
         # every update. ``optax.flatten``: the optimizer runs on one vector of all
@@ -461,29 +484,59 @@ class OnPolicyModule(ParamsPolicy, Module):
         """``obs`` normalised with ``obs_stats``; unchanged when ``None``."""
         return obs if obs_stats is None else normalization.normalize(obs_stats, obs)
 
-    def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+    def initial_carry(self, batch: int) -> Carry | None:
+        """The carry ``batch`` episodes start from (zeros; with a recurrent core,
+        :func:`~jaxtrainer.algorithms.cores.initial_carry`); ``None`` without a core."""
+        if not self.recurrent:
+            return None
+        return initial_carry(self.config.network.core, self.config.network.core_size, batch)
+
+    def _policy_step(self, params: Any, obs: jax.Array, carry: Carry,
+                     ) -> tuple[Any, Categorical | DiagGaussian]:
+        """One acting step: ``(carry, dist)`` for ``obs[n, ...]``, ``dist`` of
+        batch shape ``[n]`` (``[1, n]`` with a core, one step of a sequence that
+        continues ``carry``; ``carry`` is ``None`` without a core)."""
+        if self.config.normalize_observations:
+            params, obs_stats = params
+            obs = self._normalize_obs(obs_stats, obs)
+        if not self.recurrent:
+            return None, self.network.apply(params, obs, method=ActorCritic.policy)
+        start = jnp.zeros(obs.shape[:1], jnp.bool_)
+        carry, dist, _ = self.network.apply(params, carry, obs[None], start[None])
+        return carry, dist
+
+    def greedy_policy(self) -> Callable[..., Any]:
         """``policy(params, obs[n, ...], key) -> actions[n, ...]``: argmax or the mean
         action (clipped), for :func:`jaxtrainer.envs.evaluate_policy`. ``params`` is
         :meth:`policy_params`: with ``normalize_observations`` the pair
-        ``(params, obs_stats)``, and raw observations are normalised first."""
+        ``(params, obs_stats)``, and raw observations are normalised first.
+
+        With a recurrent core: ``policy(params, obs[n, ...], key, carry) ->
+        (actions[n, ...], carry)``, ``carry`` as :meth:`initial_carry` ``(n)``
+        (zeros at an episode's first observation)."""
+        if self.recurrent:
+            def recurrent_policy(params, obs, key, carry):
+                del key
+                carry, dist = self._policy_step(params, obs, carry)
+                return self._env_action(dist.mode()[0]), carry
+            return recurrent_policy
+
         def policy(params, obs, key):
             del key
-            if self.config.normalize_observations:
-                params, obs_stats = params
-                obs = self._normalize_obs(obs_stats, obs)
-            dist, _ = self.network.apply(params, obs)
-            return self._env_action(dist.mode())
+            return self._env_action(self._policy_step(params, obs, None)[1].mode())
         return policy
 
-    def sample_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+    def sample_policy(self) -> Callable[..., Any]:
         """As :meth:`greedy_policy`, an action sampled from the policy
         distribution (clipped to the bounds) with ``key``."""
+        if self.recurrent:
+            def recurrent_sample(params, obs, key, carry):
+                carry, dist = self._policy_step(params, obs, carry)
+                return self._env_action(dist.sample(key)[0]), carry
+            return recurrent_sample
+
         def sample(params, obs, key):
-            if self.config.normalize_observations:
-                params, obs_stats = params
-                obs = self._normalize_obs(obs_stats, obs)
-            dist, _ = self.network.apply(params, obs)
-            return self._env_action(dist.sample(key))
+            return self._env_action(self._policy_step(params, obs, None)[1].sample(key))
         return sample
 
     def policy_params(self, state: OnPolicyState) -> Any:
@@ -499,14 +552,20 @@ class OnPolicyModule(ParamsPolicy, Module):
         ``num_envs / num_devices`` envs reset from ``fold_in_device(key)`` (sharded)."""
         params_key, env_key = jax.random.split(key)
         dummy = jnp.zeros(self.env.observation_shape, self.env.observation_dtype)
-        params = self.network.init(params_key, dummy)
+        if self.recurrent:
+            params = self.network.init(params_key, self.initial_carry(1), dummy[None, None],
+                                       jnp.ones((1, 1), jnp.bool_))
+        else:
+            params = self.network.init(params_key, dummy)
         num_envs = local_size(self.config.num_envs, "num_envs")
         env_key = fold_in_device(env_key)
         obs, env_state = self.env.reset_batch(env_key, num_envs)
         obs_stats = (normalization.init(self.env.observation_shape)
                      if self.config.normalize_observations else None)
+        carry = self.initial_carry(num_envs)
+        start = jnp.ones((num_envs,), jnp.bool_) if self.recurrent else None
         return OnPolicyState(params, self.optimizer.init(params), jnp.zeros((), jnp.int32),
-                             env_state, obs, self.initial_hyperparams(), obs_stats)
+                             env_state, obs, self.initial_hyperparams(), obs_stats, carry, start)
 
     def rollout(self, params: Any, env_state: envs.EnvState, obs: jax.Array,
                 key: jax.Array, obs_stats: normalization.RunningStatistics | None = None,
@@ -550,6 +609,58 @@ class OnPolicyModule(ParamsPolicy, Module):
                                    method=ActorCritic.value)
         return env_state, obs, Rollout(traj_obs, action, log_prob, value, info)
 
+    def recurrent_rollout(self, params: Any, env_state: envs.EnvState, obs: jax.Array,
+                          carry: Carry, start: jax.Array, key: jax.Array,
+                          obs_stats: normalization.RunningStatistics | None = None,
+                          ) -> tuple[envs.EnvState, jax.Array, Carry, jax.Array, Rollout]:
+        """:meth:`rollout` with a recurrent core: the carry goes from step to
+        step, reset to zeros before an episode's first observation (``start``,
+        ``bool[n]``: the previous step ended its episode), and the critic's
+        values come from the same core pass as the actions. The actions' noise
+        is drawn before the loop, as :meth:`rollout` does.
+
+        Returns ``(env_state, obs, carry, start)`` after the rollout (what the
+        next rollout continues from) and the :class:`Rollout` with ``start``
+        and ``carry`` (the carry after each step, ``[num_steps, n, ...]``)."""
+        num_envs = obs.shape[0]
+
+        def network_step(carry, obs, start):
+            return self.network.apply(params, carry, self._normalize_obs(obs_stats, obs)[None],
+                                      start[None])
+
+        def one_step(loop, step_draws):
+            env_state, obs, carry, start = loop
+            noise, env_keys = step_draws
+            carry, dist, value = network_step(carry, obs, start)
+            action = dist.sample_with(noise)
+            log_prob = dist.log_prob(action)[0]
+            action = action[0]
+            next_obs, env_state, info = jax.vmap(self.env.step)(
+                env_keys, env_state, self._env_action(action))
+            return ((env_state, next_obs, carry, info.done),
+                    (obs, start, action, log_prob, value[0], carry, info))
+
+        pairs = jax.vmap(jax.random.split)(jax.random.split(key, self.config.num_steps))
+        noise = jax.vmap(jax.eval_shape(network_step, carry, obs, start)[1].noise)(pairs[:, 0])
+        env_keys = jax.vmap(lambda k: jax.random.split(k, num_envs))(pairs[:, 1])
+        (env_state, obs, carry, start), out = jax.lax.scan(
+            one_step, (env_state, obs, carry, start), (noise, env_keys))
+        traj_obs, traj_start, action, log_prob, value, carries, info = out
+        return env_state, obs, carry, start, Rollout(traj_obs, action, log_prob, value, info,
+                                                    traj_start, carries)
+
+    def _values_after(self, params: Any, carry: Carry, obs: jax.Array, start: jax.Array,
+                      obs_stats: normalization.RunningStatistics | None) -> jax.Array:
+        """With a core: the critic's values of ``obs[..., *observation_shape]``,
+        each seen one step after its ``carry`` (leading axes as ``obs``'s),
+        reset where ``start``; ``float32[...]``."""
+        lead = start.shape
+        flat = lambda x: x.reshape((1, -1) + x.shape[len(lead):])  # noqa: E731
+        carry = jax.tree.map(lambda c: c.reshape((-1,) + c.shape[len(lead):]), carry)
+        _, _, value = self.network.apply(params, carry, flat(self._normalize_obs(obs_stats, obs)),
+                                         start.reshape(1, -1))
+        return value.reshape(lead)
+
     def advantages_and_targets(self, params: Any, traj: Rollout,
                                hyperparams: dict[str, jax.Array] | None = None,
                                obs_stats: normalization.RunningStatistics | None = None,
@@ -575,16 +686,24 @@ class OnPolicyModule(ParamsPolicy, Module):
         """
         hp = self.initial_hyperparams() if hyperparams is None else hyperparams
         if self.config.bootstrap_truncation:
-            next_values = self.network.apply(
-                params, self._normalize_obs(obs_stats, traj.info.final_obs),
-                method=ActorCritic.value)
+            if self.recurrent:  # V(final_obs) one step after each step's carry, no reset
+                next_values = self._values_after(params, traj.carry, traj.info.final_obs,
+                                                 jnp.zeros_like(traj.info.done), obs_stats)
+            else:
+                next_values = self.network.apply(
+                    params, self._normalize_obs(obs_stats, traj.info.final_obs),
+                    method=ActorCritic.value)
             terminated = traj.info.terminated
         else:
             if last_obs is None:
                 raise ValueError(f"{type(self).__name__}.advantages_and_targets: "
                                  "bootstrap_truncation=False needs last_obs")
-            last_value = self.network.apply(params, self._normalize_obs(obs_stats, last_obs),
-                                            method=ActorCritic.value)
+            if self.recurrent:
+                last_value = self._values_after(params, jax.tree.map(lambda c: c[-1], traj.carry),
+                                                last_obs, traj.info.done[-1], obs_stats)
+            else:
+                last_value = self.network.apply(params, self._normalize_obs(obs_stats, last_obs),
+                                                method=ActorCritic.value)
             next_values = jnp.concatenate([traj.value[1:], last_value[None]])
             terminated = traj.info.done
         rewards = traj.info.reward
@@ -614,8 +733,14 @@ class OnPolicyModule(ParamsPolicy, Module):
         normalised with the merged statistics, which the new state keeps.
         """
         rollout_key, update_key = self.step_keys(key)
-        env_state, obs, traj = self.rollout(state.params, state.env_state, state.obs,
-                                            rollout_key, state.obs_stats)
+        carry, start = state.carry, state.start
+        if self.recurrent:
+            env_state, obs, carry, start, traj = self.recurrent_rollout(
+                state.params, state.env_state, state.obs, carry, start, rollout_key,
+                state.obs_stats)
+        else:
+            env_state, obs, traj = self.rollout(state.params, state.env_state, state.obs,
+                                                rollout_key, state.obs_stats)
         hp = state.hyperparams
         advantages, targets = self.advantages_and_targets(state.params, traj, hp,
                                                           state.obs_stats, obs)
@@ -625,8 +750,12 @@ class OnPolicyModule(ParamsPolicy, Module):
         batch = {"obs": self._normalize_obs(obs_stats, traj.obs), "action": traj.action,
                  "log_prob": traj.log_prob, "value": traj.value, "advantage": advantages,
                  "target": targets}
-        size = self.config.num_steps * local_size(self.config.num_envs, "num_envs")
-        batch = jax.tree.map(lambda x: x.reshape((size,) + x.shape[2:]), batch)
+        if self.recurrent:  # whole sequences, env-major, with the carry they started from
+            batch = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), {**batch, "start": traj.start})
+            batch["carry"] = state.carry
+        else:
+            size = self.config.num_steps * local_size(self.config.num_envs, "num_envs")
+            batch = jax.tree.map(lambda x: x.reshape((size,) + x.shape[2:]), batch)
         opt_state = self._set_optimizer_hyperparams(state.opt_state, hp, state.update_count)
         params, opt_state, losses = self.update(state.params, opt_state, batch, hp, update_key)
         metrics = {
@@ -635,12 +764,28 @@ class OnPolicyModule(ParamsPolicy, Module):
             "lr": Last.of(self._learning_rate(hp, state.update_count)),
         }
         new_state = OnPolicyState(params, opt_state, state.update_count + 1, env_state, obs, hp,
-                                  obs_stats)
+                                  obs_stats, carry, start)
         return new_state, metrics
+
+    def forward(self, params: Any, batch: dict[str, Any],
+                ) -> tuple[Categorical | DiagGaussian, jax.Array, dict[str, jax.Array]]:
+        """The policy and values of a batch :meth:`update` was given (or a
+        minibatch of it): ``(dist, value, batch)``, the batch's leaves in the
+        shape of ``value``. Feedforward: ``batch`` leaves ``[B, ...]``, as they
+        are. With a core: leaves ``[envs, num_steps, ...]`` with ``start`` and
+        the ``carry`` the sequences started from; the sequences are run again
+        from it and everything returned is time-major, ``[num_steps, envs]``."""
+        if not self.recurrent:
+            dist, value = self.network.apply(params, batch["obs"])
+            return dist, value, batch
+        seq = {k: jnp.swapaxes(v, 0, 1) for k, v in batch.items() if k != "carry"}
+        _, dist, value = self.network.apply(params, batch["carry"], seq["obs"], seq["start"])
+        return dist, value, seq
 
     def evaluation_step(self, state: OnPolicyState, key: jax.Array) -> dict[str, Mean]:
         """The greedy policy on ``eval_episodes`` fresh episodes (split over devices),
         each run up to the env's time limit, completed episodes only:
         ``eval/episode_return``, ``eval/episode_length``."""
         return evaluation_metrics(self.env, self.greedy_policy(), self.policy_params(state),
-                                  key, self.config.eval_episodes)
+                                  key, self.config.eval_episodes,
+                                  self.initial_carry if self.recurrent else None)

@@ -100,6 +100,13 @@ class PPOConfig(GAEConfig, MinibatchConfig):
         super().__post_init__()
         arguments.check_fields(self, arguments.number, ("clip_eps",), low=0)
         arguments.check_fields(self, arguments.flag, ("clip_value_loss",))
+        if self.network.core is not None:
+            if self.num_envs % self.num_minibatches:
+                raise ValueError(
+                    f"PPOConfig: with network.core={self.network.core!r} a minibatch is whole "
+                    f"sequences of num_envs / num_minibatches envs: num_envs={self.num_envs} is "
+                    f"not divisible by num_minibatches={self.num_minibatches}")
+            return
         batch = self.num_envs * self.num_steps
         if batch % self.num_minibatches:
             raise ValueError(
@@ -108,7 +115,7 @@ class PPOConfig(GAEConfig, MinibatchConfig):
 
     @property
     def minibatch_size(self) -> int:
-        """Global minibatch size: ``num_envs * num_steps // num_minibatches``."""
+        """Global minibatch size: ``num_envs * num_steps // num_minibatches`` samples."""
         return self.num_envs * self.num_steps // self.num_minibatches
 
 
@@ -156,6 +163,15 @@ class PPO(OnPolicyModule):
         """
         super().validate(num_devices)
         cfg = self.config
+        if self.recurrent:
+            envs_per_minibatch = cfg.num_envs // cfg.num_minibatches
+            if envs_per_minibatch % num_devices:
+                raise ValueError(
+                    f"PPO: a minibatch's envs, num_envs/num_minibatches = {cfg.num_envs}/"
+                    f"{cfg.num_minibatches} = {envs_per_minibatch}, are not divisible by the "
+                    f"{num_devices} devices (a recurrent core trains on whole sequences); "
+                    "change num_envs or num_minibatches")
+            return
         if cfg.minibatch_size % num_devices:
             raise ValueError(
                 f"PPO: minibatch size num_envs*num_steps/num_minibatches = {cfg.num_envs}*"
@@ -169,11 +185,12 @@ class PPO(OnPolicyModule):
 
         ``total = -mean(min(r A, clip(r, 1 +- clip_eps) A)) + vf_coef * value_loss -
         ent_coef * mean(H)`` with ``r = pi(a|s) / pi_old(a|s)``; coefficients from
-        ``hp``. Returns ``(total, {"policy", "value", "entropy", "approx_kl"})``,
+        ``hp``. With a recurrent core the minibatch is whole sequences
+        (:meth:`~jaxtrainer.algorithms.onpolicy.OnPolicyModule.forward`). Returns ``(total, {"policy", "value", "entropy", "approx_kl"})``,
         all ``float32[]``.
         """
         clip_eps = hp["clip_eps"]
-        dist, value = self.network.apply(params, batch["obs"])
+        dist, value, batch = self.forward(params, batch)
         log_prob = dist.log_prob(batch["action"])
         log_ratio = log_prob - batch["log_prob"]
         ratio = jnp.exp(log_ratio)
@@ -200,7 +217,10 @@ class PPO(OnPolicyModule):
 
         Each device shuffles its own share of the rollout every epoch and
         contributes ``minibatch_size / num_devices`` samples to every global
-        minibatch; advantage statistics and gradients are global. Returns the
+        minibatch; advantage statistics and gradients are global. With a
+        recurrent core the shuffled units are envs, so sequences stay whole
+        (``num_envs / num_minibatches`` envs a minibatch, as PureJaxRL's
+        ``ppo_rnn.py`` and sb3-contrib's RecurrentPPO). Returns the
         losses as ``float32[update_epochs, num_minibatches]``.
         """
         cfg = self.config

@@ -34,6 +34,8 @@ import jax
 import jax.numpy as jnp
 from flax.linen.initializers import constant, orthogonal
 
+from jaxtrainer.algorithms.cores import CORES
+
 TORSOS = ("mlp", "cnn", "minatar_cnn", "nature_cnn")
 """The torsos by name; ``network.torso`` may also be a ``class_path`` mapping."""
 
@@ -192,9 +194,9 @@ class NetworkConfig:
     ``network:`` section); the hidden layers stay the algorithm's
     ``hidden_sizes`` and ``activation``.
 
-    More parts of a network (a recurrent core after the torso) are to become
-    fields of their own here, each ``None`` or a name by default, so that
-    configs written before them keep their meaning.
+    A network is ``torso -> core -> hidden layers -> heads``; every part
+    beyond the torso is ``None`` by default, so configs written before it keep
+    their meaning (and their checkpoints their layout).
 
     Attributes:
       torso: ``mlp`` (default; the observation flattened into the hidden
@@ -205,16 +207,37 @@ class NetworkConfig:
         ``network.torso.init_args.<name>=<value>`` (its keyword arguments), in
         Python ``{"class_path": ..., "init_args": {...}}``; it is called on
         ``float32[batch, *observation_shape]``.
+      core: a recurrent core after the torso, for the on-policy algorithms
+        (PPO, A2C): ``gru`` or ``lstm`` (:mod:`jaxtrainer.algorithms.cores`);
+        ``None`` (default): none, a feedforward network. With a core the
+        actor and the critic share the torso and the core, and the policy
+        carries a state from step to step (``act(obs, carry) -> (action,
+        carry)``).
+      core_size: units of the core (and width of its carry), 128 by default
+        (PureJaxRL's ``ppo_rnn.py``).
     """
 
     torso: str | dict[str, Any] = "mlp"
+    core: str | None = None
+    core_size: int = 128
 
     def __post_init__(self) -> None:
-        """Raises: ValueError: what :func:`check_torso` raises."""
+        """Raises: ValueError: what :func:`check_torso` raises; a ``core`` not in
+        :data:`~jaxtrainer.algorithms.cores.CORES` (listing them) or a
+        ``core_size`` that is not a positive int."""
         object.__setattr__(self, "torso", check_torso(self.torso))
+        if self.core is not None and self.core not in CORES:
+            raise ValueError(f"network.core={self.core!r}: choose one of "
+                             f"{', '.join(map(repr, CORES))}, or null for none")
+        size = self.core_size
+        if isinstance(size, float) and size.is_integer():
+            size = int(size)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"network.core_size={self.core_size!r}: expected a positive int")
+        object.__setattr__(self, "core_size", size)
 
     def __hash__(self) -> int:
-        return hash(repr(self.torso))
+        return hash((repr(self.torso), self.core, self.core_size))
 
 
 def network_config(value: Any, owner: str) -> NetworkConfig:
@@ -239,15 +262,24 @@ def network_config(value: Any, owner: str) -> NetworkConfig:
 
 
 def torso_factory(network: NetworkConfig, observation_shape: Sequence[int],
-                  orthogonal_scale: float | None = None) -> TorsoFactory | None:
+                  orthogonal_scale: float | None = None, *,
+                  owner: str | None = None) -> TorsoFactory | None:
     """The torso of ``network`` for observations of ``observation_shape``:
     ``None`` for ``mlp`` (flattened observations, no parameters), else a
     factory ``(name=...) -> module`` (built-in CNNs get ``orthogonal_scale``).
 
+    Args:
+      owner: the algorithm's name when it takes no recurrent core (the
+        off-policy ones): a ``network.core`` is then an error naming it.
+
     Raises:
       ValueError: a CNN on observations that are not ``[height, width,
-        channels]`` or are too small for it; the message gives the shape.
+        channels]`` or are too small for it (the message gives the shape); a
+        ``network.core`` for ``owner``.
     """
+    if owner is not None and network.core is not None:
+        raise ValueError(f"network.core={network.core!r}: {owner} takes no recurrent core (PPO "
+                         "and A2C do); use network.core=null")
     torso = network.torso
     if isinstance(torso, dict):
         return partial(import_class(torso["class_path"]), **torso["init_args"])

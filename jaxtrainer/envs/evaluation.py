@@ -29,8 +29,25 @@ class Episodes(NamedTuple):
     finished: jax.Array
 
 
+def with_memory(policy_fn: PolicyFn, initial_carry: Callable[[int], Any] | None,
+                ) -> tuple[Callable[[int], Any], Callable[..., tuple[jax.Array, Any]]]:
+    """One form for memoryless policies and policies with memory (a recurrent core).
+
+    Returns ``(start, act)``: ``start(n)`` is the memory ``n`` fresh episodes
+    begin with (``initial_carry(n)``; ``None`` for a memoryless policy) and
+    ``act(params, obs, key, memory) -> (actions, memory)`` one batched step
+    (``policy_fn(params, obs, key, carry)`` with memory, ``policy_fn(params,
+    obs, key)`` and ``None`` without).
+    """
+    if initial_carry is None:
+        return (lambda n: None), (lambda params, obs, key, memory:
+                                  (policy_fn(params, obs, key), None))
+    return initial_carry, policy_fn
+
+
 def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num_episodes: int,
-                 max_steps: int | None = None) -> Episodes:
+                 max_steps: int | None = None,
+                 initial_carry: Callable[[int], Any] | None = None) -> Episodes:
     """The per-episode results that :func:`evaluate_policy` averages.
 
     Each of ``num_episodes`` environments starts a new episode from its own reset
@@ -48,21 +65,23 @@ def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num
     finished = jnp.zeros((num_episodes,), jnp.bool_)
     returns = jnp.zeros((num_episodes,), jnp.float32)
     lengths = jnp.zeros((num_episodes,), jnp.int32)
+    start, act = with_memory(policy_fn, initial_carry)
 
-    def one_step(carry, step_key):
-        obs, state, finished, returns, lengths = carry
+    def one_step(loop, step_key):
+        obs, state, memory, finished, returns, lengths = loop
         act_key, env_key = jax.random.split(step_key)
-        action = policy_fn(params, obs, act_key)
+        # only each env's first episode counts: its memory never needs a reset
+        action, memory = act(params, obs, act_key, memory)
         obs, state, info = env.step_batch(env_key, state, action)
         first_end = jnp.logical_and(info.done, jnp.logical_not(finished))
         returns = jnp.where(first_end, info.episode_return, returns)
         lengths = jnp.where(first_end, info.episode_length, lengths)
-        carry = (obs, state, jnp.logical_or(finished, info.done), returns, lengths)
-        return carry, None
+        loop = (obs, state, memory, jnp.logical_or(finished, info.done), returns, lengths)
+        return loop, None
 
-    carry = (obs, state, finished, returns, lengths)
-    (_, _, finished, returns, lengths), _ = jax.lax.scan(
-        one_step, carry, jax.random.split(run_key, max_steps))
+    loop = (obs, state, start(num_episodes), finished, returns, lengths)
+    (_, _, _, finished, returns, lengths), _ = jax.lax.scan(
+        one_step, loop, jax.random.split(run_key, max_steps))
     return Episodes(returns, lengths, finished)
 
 
@@ -73,6 +92,7 @@ def evaluate_policy(
     key: jax.Array,
     num_episodes: int,
     max_steps: int | None = None,
+    initial_carry: Callable[[int], Any] | None = None,
 ) -> dict[str, Mean]:
     """Run ``num_episodes`` fresh episodes and average the completed ones.
 
@@ -93,12 +113,15 @@ def evaluate_policy(
       num_episodes: number of environments, i.e. episodes at most. Static.
       max_steps: steps to run; ``env.max_episode_steps`` by default (every episode
         then ends by termination or truncation). Static.
+      initial_carry: for a policy with memory (a recurrent core):
+        ``initial_carry(num_episodes)`` is the carry the episodes start from,
+        and ``policy_fn(params, obs, key, carry) -> (actions, carry)``.
 
     Returns:
       ``{"episode_return": Mean, "episode_length": Mean}`` over completed episodes
       (count 0, i.e. not logged, when none completed).
     """
-    episodes = run_episodes(env, policy_fn, params, key, num_episodes, max_steps)
+    episodes = run_episodes(env, policy_fn, params, key, num_episodes, max_steps, initial_carry)
     return {
         "episode_return": Mean.of(episodes.returns, mask=episodes.finished),
         "episode_length": Mean.of(episodes.lengths, mask=episodes.finished),
@@ -106,19 +129,21 @@ def evaluate_policy(
 
 
 def evaluation_metrics(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array,
-                    eval_episodes: int) -> dict[str, Mean]:
+                       eval_episodes: int,
+                       initial_carry: Callable[[int], Any] | None = None) -> dict[str, Mean]:
     """The ``evaluation_step`` metrics of every shipped RL module.
 
     :func:`evaluate_policy` on ``eval_episodes`` fresh episodes over all devices
     (``eval_episodes / num_devices`` on each; :func:`~jaxtrainer.distributed.local_size`
     raises a ValueError naming both numbers when they do not divide), each run
-    up to the env's time limit, completed episodes only.
+    up to the env's time limit, completed episodes only; ``initial_carry``
+    for a policy with memory, as there.
 
     Returns:
       ``{"eval/episode_return": Mean, "eval/episode_length": Mean}``.
     """
     num = local_size(eval_episodes, "eval_episodes")
-    result = evaluate_policy(env, policy_fn, params, key, num)
+    result = evaluate_policy(env, policy_fn, params, key, num, initial_carry=initial_carry)
     return {f"eval/{name}": value for name, value in result.items()}
 
 

@@ -9,6 +9,7 @@ from jaxtrainer import arguments
 from jaxtrainer.envs.base import Env
 from jaxtrainer.envs.brax_env import BRAX_ENV_NAMES, BraxEnv
 from jaxtrainer.envs.gymnax_env import GymnaxEnv, gymnax
+from jaxtrainer.envs.masked import NO_VELOCITY, NO_VELOCITY_SUFFIX, ObservationMask
 from jaxtrainer.envs.playground_env import PLAYGROUND_ENV_NAMES, PLAYGROUND_PREFIX
 
 BRAX_PREFIX = "brax/"
@@ -26,10 +27,12 @@ adapter (and with it the family's package) is imported when one of its names is 
 def available() -> list[str]:
     """Every name :func:`make` accepts: gymnax's ``registered_envs``,
     ``brax/<name>`` for brax's environments and ``playground/<name>`` for MuJoCo
-    Playground 0.2.0's (listed without importing brax or Playground; the
+    Playground 0.2.0's, and ``<name>-NoVelocity`` for the gymnax names in
+    :data:`~jaxtrainer.envs.masked.NO_VELOCITY` (listed without importing brax or Playground; the
     ``playground/`` ones need the ``playground`` extra, and its locomotion and
     manipulation ones the MuJoCo Menagerie assets on disk)."""
-    return (list(gymnax.registered_envs) + [BRAX_PREFIX + n for n in BRAX_ENV_NAMES]
+    return (list(gymnax.registered_envs) + [n + NO_VELOCITY_SUFFIX for n in NO_VELOCITY]
+            + [BRAX_PREFIX + n for n in BRAX_ENV_NAMES]
             + [PLAYGROUND_PREFIX + n for n in PLAYGROUND_ENV_NAMES])
 
 
@@ -46,7 +49,7 @@ def _unknown(name: str) -> ValueError:
                       f"available: {', '.join(names)}")
 
 
-def make(name: str, **kwargs: Any) -> Env:
+def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
     """Build an environment by name.
 
     Args:
@@ -74,6 +77,12 @@ def make(name: str, **kwargs: Any) -> Env:
         observations by default; see ``make_navix``, ``make_xminigrid``,
         ``make_jumanji`` in their ``jaxtrainer.envs.*_env`` modules) and the host
         family ``"gymnasium/<id>"`` (:mod:`jaxtrainer.envs.gymnasium_env`).
+        ``"<gymnax id>-NoVelocity"`` (``"CartPole-v1-NoVelocity"``): the env with
+        its velocities hidden, a memory task
+        (:data:`~jaxtrainer.envs.masked.NO_VELOCITY`).
+      observation_mask: keep only these positions of the env's flat
+        observations (``[0, 2]``: CartPole's cart position and pole angle), as
+        :class:`~jaxtrainer.envs.masked.ObservationMask`; ``None``: all.
 
     Returns:
       An :class:`Env` with auto-reset, terminated/truncated kept apart and
@@ -81,7 +90,8 @@ def make(name: str, **kwargs: Any) -> Env:
       ``float32[obs_dim]``, actions ``float32[action_size]`` in ``[-1, 1]``.
 
     Raises:
-      ValueError: ``name`` is unknown (the message lists the available names;
+      ValueError: a bad ``observation_mask`` (naming it and the observation
+        shape); ``name`` is unknown (the message lists the available names;
         within an optional family it gives the closest of the family's names);
         a bad Playground keyword argument (the message names it), checked
         before anything is loaded or compiled.
@@ -93,6 +103,12 @@ def make(name: str, **kwargs: Any) -> Env:
         run time) are not on disk; raised before any download is attempted,
         the message says how to get them.
     """
+    if observation_mask is not None:
+        env = make(name, **kwargs)
+        return ObservationMask(env, observation_mask, f"{env.name}{list(observation_mask)}")
+    base = name[:-len(NO_VELOCITY_SUFFIX)] if name.endswith(NO_VELOCITY_SUFFIX) else None
+    if base in NO_VELOCITY:
+        return ObservationMask(make(base, **kwargs), NO_VELOCITY[base], name)
     family = next((p for p in FAMILIES if name.startswith(p)), None)
     if family is not None:
         module, function = FAMILIES[family]

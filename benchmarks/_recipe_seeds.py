@@ -1,0 +1,61 @@
+"""Run a shipped recipe once per seed and report its final greedy evaluation.
+
+Shared by the benchmarks that measure what a recipe config reaches
+(``minatar_cnn.py``, ``ppo_memory.py``): each run is a fresh process of
+``python recipes/<recipe>.py --config <config> trainer.seed=<seed> ...`` with the
+progress bar, checkpoints and loggers off, one after the other.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAST_LINE = re.compile(r"eval/episode_return=(-?[\d.]+|nan)")
+
+
+def run_seed(recipe: str, config: Path, seed: int, max_env_steps: int, root: str,
+             overrides: list[str]) -> tuple[float, float]:
+    """``(final greedy return, wall seconds)`` of one recipe run (the recipe's
+    last line, ``eval/episode_return=...``; seconds include compilation).
+
+    Raises:
+      RuntimeError: the run failed or printed no ``eval/episode_return=`` line
+        (the message holds its last output).
+    """
+    command = [sys.executable, str(ROOT / "recipes" / f"{recipe}.py"), "--config", str(config),
+               f"trainer.seed={seed}", f"trainer.max_env_steps={max_env_steps}",
+               f"trainer.default_root_dir={root}/seed{seed}", "trainer.enable_progress_bar=false",
+               "trainer.enable_checkpointing=false", "trainer.logger=false", *overrides]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    found = LAST_LINE.findall(done.stdout)
+    if done.returncode or not found:
+        raise RuntimeError(f"seed {seed}: exit status {done.returncode}\n"
+                           f"{(done.stdout + done.stderr)[-2000:]}")
+    return float(found[-1]), seconds
+
+
+def table(title: str, recipe: str, config: Path, seeds: list[int], max_env_steps: int,
+          overrides: list[str]) -> list[float]:
+    """Print ``title``, then one row per seed (seed, env steps, greedy return,
+    wall seconds) as each run ends, then the mean and minimum; returns the returns."""
+    print(f"{title}, {max_env_steps:,} env steps per seed"
+          + (f" ({' '.join(overrides)})" if overrides else ""))
+    print(f"{'seed':>4}  {'env steps':>10}  {'greedy return':>13}  {'wall s':>8}", flush=True)
+    returns = []
+    with tempfile.TemporaryDirectory(prefix=f"{config.stem}-") as root:
+        for seed in seeds:
+            value, seconds = run_seed(recipe, config, seed, max_env_steps, root, overrides)
+            returns.append(value)
+            print(f"{seed:>4}  {max_env_steps:>10,}  {value:>13.2f}  {seconds:>8.0f}", flush=True)
+    print(f"mean={statistics.mean(returns):.2f} min={min(returns):.2f} "
+          f"over seeds {','.join(map(str, seeds))}", flush=True)
+    return returns
