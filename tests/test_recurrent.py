@@ -179,10 +179,46 @@ def test_a2c_takes_an_lstm_core_and_evaluates_with_it():
     assert 1 <= result["eval/episode_return"] <= 500
 
 
+def test_impala_learner_replays_the_behaviours_sequences():
+    # policy_lag=0, one epoch of one minibatch: the learner's replay of the
+    # rollout's sequences from their first carry gives the behaviour's own
+    # log-probabilities, so every importance ratio is 1.
+    impala = IMPALA(env="CartPole-v1-NoVelocity", num_envs=4, num_steps=32, num_minibatches=1,
+                    update_epochs=1, policy_lag=0, hidden_sizes=(8,), eval_episodes=4, anneal_lr=False,
+                    network={"core": "lstm", "core_size": 8})
+    strategy = SingleDeviceStrategy()
+    state = strategy.init_state(impala, jax.random.key(0))
+    train = strategy.compile_train(impala, state, jax.random.key(1))
+    state, metrics = train.fn(state, jax.random.key(1), jnp.int32(0), jnp.int32(1))
+    metrics = to_host(metrics)
+    assert metrics["loss/rho"] == pytest.approx(1.0, abs=1e-5)
+    assert metrics["loss/approx_kl"] == pytest.approx(0.0, abs=1e-6)
+    state, metrics = train.fn(state, jax.random.key(2), jnp.int32(1), jnp.int32(3))
+    assert all(np.isfinite(v) for v in to_host(metrics).values())
+    result = to_host(strategy.compile_eval(impala, state, jax.random.key(3)).fn(
+        state, jax.random.key(3)))
+    assert 1 <= result["eval/episode_return"] <= 500
+
+
+def test_a_sweep_keeps_a_carry_per_member_and_loads_a_members_recurrent_policy(run_dir):
+    from jaxtrainer.population import Sweep
+
+    ppo = PPO(env="CartPole-v1-NoVelocity", num_envs=2, num_steps=8, update_epochs=1,
+              num_minibatches=1, eval_episodes=2, hidden_sizes=(8,), network=GRU)
+    sweep = Sweep(ppo, seeds=2, hyperparams={"lr": [1e-3]})
+    t = trainer(run_dir, strategy="single", max_steps=2)
+    t.fit(sweep)
+    carry = np.asarray(jax.device_get(t.state).members.carry)
+    assert carry.shape == (2, 2, 16) and not np.array_equal(carry[0], carry[1])
+    act = jt.load_policy(t.log_dir, module=sweep, member=1)
+    assert isinstance(act, jt.RecurrentPolicy)
+    action, memory = act(np.zeros((3, 2)), act.initial_carry(3))
+    assert action.shape == (3,) and memory.shape == (3, 16)
+
+
 @pytest.mark.parametrize("build,match", [
     (lambda: SAC(env="Pendulum-v1", network={"core": "gru"}), "SAC takes no recurrent core"),
     (lambda: DQN(network={"core": "gru"}), "DQN takes no recurrent core"),
-    (lambda: IMPALA(network={"core": "gru"}), "IMPALA takes no recurrent core"),
     (lambda: PPO(network={"core": "rnn"}), r"network.core='rnn': choose one of 'gru', 'lstm'"),
     (lambda: PPO(network={"core": "gru", "core_size": 0}), "network.core_size=0"),
     (lambda: PPO(network=GRU, num_envs=6, num_minibatches=4),

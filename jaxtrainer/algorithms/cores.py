@@ -46,10 +46,11 @@ def initial_carry(core: str, size: int, batch: int) -> Carry:
 class ResetCell(nn.Module):
     """One step of a recurrent cell over a batch, the carry reset where an episode starts.
 
-    ``__call__(carry, (x, start)) -> (carry, out)`` with ``x: float32[batch,
-    features]``, ``start: bool[batch]`` (this step's observation is the first of
-    an episode: the carry going in is replaced by zeros first), ``out:
-    float32[batch, size]``. Wrapped in ``flax.linen.scan`` over a leading time
+    ``__call__(carry, (x, start)) -> (carry, (out, carry))`` with ``x:
+    float32[batch, features]``, ``start: bool[batch]`` (this step's observation
+    is the first of an episode: the carry going in is replaced by zeros first),
+    ``out: float32[batch, size]``; the carry after the step is also an output,
+    so a sequence yields every step's carry (unused ones cost nothing under jit). Wrapped in ``flax.linen.scan`` over a leading time
     axis by :class:`Core`; parameters are the cell's (``cell``).
 
     Attributes:
@@ -65,11 +66,13 @@ class ResetCell(nn.Module):
         carry = jax.tree.map(lambda c: jnp.where(start[:, None], jnp.zeros_like(c), c), carry)
         cell = (nn.GRUCell(self.size, name="cell") if self.core == "gru"
                 else nn.OptimizedLSTMCell(self.size, name="cell"))
-        return cell(carry, x)
+        carry, out = cell(carry, x)
+        return carry, (out, carry)
 
 
 Core = nn.scan(ResetCell, variable_broadcast="params", split_rngs={"params": False},
                in_axes=0, out_axes=0)
-"""``Core(core, size)(carry, (x[T, batch, F], start[T, batch])) -> (carry, out[T,
-batch, size])``: :class:`ResetCell` over a leading time axis (one set of
-parameters for every step; ``T = 1`` is a single step)."""
+"""``Core(core, size)(carry, (x[T, batch, F], start[T, batch])) -> (carry,
+(out[T, batch, size], carries))``: :class:`ResetCell` over a leading time axis
+(one set of parameters for every step; ``T = 1`` is a single step); ``carries``
+is each step's carry after it, leading axes ``[T, batch]``."""

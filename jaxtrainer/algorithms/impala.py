@@ -45,7 +45,7 @@ from flax import struct
 
 from jaxtrainer import arguments
 from jaxtrainer.algorithms import normalization
-from jaxtrainer.algorithms.networks import ActorCritic
+from jaxtrainer.algorithms.networks import ActorCritic, RecurrentActorCritic
 from jaxtrainer.algorithms.onpolicy import (
     MinibatchConfig,
     OnPolicyModule,
@@ -238,14 +238,10 @@ class IMPALAConfig(MinibatchConfig):
         then the lag, V-trace's fields and the minibatch split.
 
         Raises:
-          ValueError: a bad field (named), ``num_envs`` not divisible by
-            ``num_minibatches``, or a recurrent ``network.core`` (PPO and A2C
-            take one; IMPALA's learner does not carry one yet).
+          ValueError: a bad field (named), or ``num_envs`` not divisible by
+            ``num_minibatches``.
         """
         super().__post_init__()
-        if self.network.core is not None:
-            raise ValueError(f"network.core={self.network.core!r}: IMPALA takes no recurrent core "
-                             "yet (PPO and A2C do); use network.core=null")
         arguments.check_fields(self, arguments.non_negative_int, ("policy_lag",))
         arguments.check_fields(self, arguments.number, ("vtrace_lambda",), low=0)
         arguments.check_fields(self, arguments.number, ("rho_bar", "c_bar", "pg_rho_bar"), low=0,
@@ -320,11 +316,22 @@ class IMPALA(OnPolicyModule):
         ``A_t`` (:func:`vtrace`) computed from this ``params``' policy and critic
         (held constant). ``batch``: ``obs``, ``final_obs`` (normalised when
         observations are), ``action``, ``log_prob`` (the behaviour's),
-        ``reward`` (scaled), ``terminated``, ``done``. Returns ``(total,
+        ``reward`` (scaled), ``terminated``, ``done``; with a recurrent core also
+        ``start`` and ``carry`` (the carry the trajectories started from, with a
+        leading axis of 1 so that envs are axis 1 as everywhere else): the
+        learner replays the sequences with its own parameters. Returns ``(total,
         {"policy", "value", "entropy", "rho", "approx_kl"})``, all ``float32[]``.
         """
-        dist, values = self.network.apply(params, batch["obs"])
-        next_values = self.network.apply(params, batch["final_obs"], method=ActorCritic.value)
+        if self.recurrent:  # the sequences again from the carry they started from
+            carry = jax.tree.map(lambda c: c[0], batch["carry"])
+            carries, dist, values = self.network.apply(params, carry, batch["obs"], batch["start"],
+                                                       method=RecurrentActorCritic.sequence)
+            next_values = self._values_after(params, carries, batch["final_obs"],
+                                             jnp.zeros_like(batch["done"]), None)
+        else:
+            dist, values = self.network.apply(params, batch["obs"])
+            next_values = self.network.apply(params, batch["final_obs"],
+                                             method=ActorCritic.value)
         log_prob = dist.log_prob(batch["action"])
         log_rho = jax.lax.stop_gradient(log_prob) - batch["log_prob"]
         targets, advantages = vtrace(values, next_values, batch["reward"], log_rho,
@@ -385,8 +392,13 @@ class IMPALA(OnPolicyModule):
         """
         rollout_key, update_key = self.step_keys(key)
         behaviour = state.behaviour_params[0] if state.behaviour_params else state.params
-        env_state, obs, traj = self.rollout(behaviour, state.env_state, state.obs,
-                                            rollout_key, state.obs_stats)
+        carry, start = state.carry, state.start
+        if self.recurrent:
+            env_state, obs, carry, start, traj = self.recurrent_rollout(
+                behaviour, state.env_state, state.obs, carry, start, rollout_key, state.obs_stats)
+        else:
+            env_state, obs, traj = self.rollout(behaviour, state.env_state, state.obs,
+                                                rollout_key, state.obs_stats)
         hp = state.hyperparams
         obs_stats = state.obs_stats
         if obs_stats is not None:
@@ -398,6 +410,9 @@ class IMPALA(OnPolicyModule):
                  "final_obs": self._normalize_obs(obs_stats, traj.info.final_obs),
                  "action": traj.action, "log_prob": traj.log_prob, "reward": rewards,
                  "terminated": traj.info.terminated, "done": traj.info.done}
+        if self.recurrent:
+            batch["start"] = traj.start
+            batch["carry"] = jax.tree.map(lambda c: c[None], state.carry)
         opt_state = self._set_optimizer_hyperparams(state.opt_state, hp, state.update_count)
         params, opt_state, losses = self.update(state.params, opt_state, batch, hp, update_key)
         metrics = {
@@ -407,7 +422,7 @@ class IMPALA(OnPolicyModule):
         }
         new_state = state.replace(
             params=params, opt_state=opt_state, update_count=state.update_count + 1,
-            env_state=env_state, obs=obs, obs_stats=obs_stats,
+            env_state=env_state, obs=obs, obs_stats=obs_stats, carry=carry, start=start,
             behaviour_params=(*state.behaviour_params[1:], state.params)[:self.config.policy_lag])
         return new_state, metrics
 

@@ -269,10 +269,18 @@ class RecurrentActorCritic(ActorCritic):
         self.core_cell = Core(self.core, self.core_size, name="core")
         self.setup_heads()
 
+    def sequence(self, carry: Carry, obs: jax.Array, start: jax.Array,
+                 ) -> tuple[Carry, Categorical | DiagGaussian, jax.Array]:
+        """As ``__call__``, with every step's carry after it (leading axes
+        ``[T, batch]``) in place of the last one."""
+        x = features(self.shared_torso, obs, self.obs_ndim)
+        _, (h, carries) = self.core_cell(carry, (x, start))
+        return carries, self.policy_head(h), self.value_head(h)
+
     def __call__(self, carry: Carry, obs: jax.Array, start: jax.Array,
                  ) -> tuple[Carry, Categorical | DiagGaussian, jax.Array]:
         x = features(self.shared_torso, obs, self.obs_ndim)
-        carry, h = self.core_cell(carry, (x, start))
+        carry, (h, _) = self.core_cell(carry, (x, start))
         return carry, self.policy_head(h), self.value_head(h)
 
 

@@ -208,7 +208,7 @@ class NetworkConfig:
         Python ``{"class_path": ..., "init_args": {...}}``; it is called on
         ``float32[batch, *observation_shape]``.
       core: a recurrent core after the torso, for the on-policy algorithms
-        (PPO, A2C): ``gru`` or ``lstm`` (:mod:`jaxtrainer.algorithms.cores`);
+        (PPO, A2C, IMPALA): ``gru`` or ``lstm`` (:mod:`jaxtrainer.algorithms.cores`);
         ``None`` (default): none, a feedforward network. With a core the
         actor and the critic share the torso and the core, and the policy
         carries a state from step to step (``act(obs, carry) -> (action,
@@ -278,8 +278,8 @@ def torso_factory(network: NetworkConfig, observation_shape: Sequence[int],
         ``network.core`` for ``owner``.
     """
     if owner is not None and network.core is not None:
-        raise ValueError(f"network.core={network.core!r}: {owner} takes no recurrent core (PPO "
-                         "and A2C do); use network.core=null")
+        raise ValueError(f"network.core={network.core!r}: {owner} takes no recurrent core (PPO, "
+                         "A2C and IMPALA do); use network.core=null")
     torso = network.torso
     if isinstance(torso, dict):
         return partial(import_class(torso["class_path"]), **torso["init_args"])
