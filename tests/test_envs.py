@@ -219,24 +219,41 @@ def test_evaluate_policy_passes_params_and_is_jittable():
 # ---- brax -----------------------------------------------------------------------
 @pytest.mark.timeout(600)  # brax compiles slowly on CPU (~30-50 s)
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
-def test_brax_inverted_pendulum_smoke():
-    env = envs.make("brax/inverted_pendulum", episode_length=3)
+@pytest.mark.parametrize("reset_mode", ["first_state", "exact"])
+def test_brax_inverted_pendulum_smoke(reset_mode):
+    env = envs.make("brax/inverted_pendulum", episode_length=3, reset_mode=reset_mode)
     assert not env.discrete and env.action_size == 1 and env.observation_shape == (4,)
     np.testing.assert_array_equal(env.action_low, [-1.0])
     # jitted: brax's reset run op by op takes ~10 s longer on 2 CPU cores
     obs, state = jax.jit(env.reset_batch, static_argnums=1)(jax.random.key(0), 2)
+    assert (state.env_state.first is None) == (reset_mode == "exact")  # exact: layout as before
 
     @jax.jit
     def run(state):
         def body(state, key):
-            _, state, info = env.step_batch(key, state, jnp.zeros((2, 1)))
-            return state, info
+            next_obs, state, info = env.step_batch(key, state, jnp.zeros((2, 1)))
+            return state, (next_obs, info)
         return jax.lax.scan(body, state, jax.random.split(jax.random.key(1), 5))[1]
 
-    info = run(state)
+    next_obs, info = run(state)
+    # after the truncation at step 3 the next episode starts: from each slot's
+    # first state (brax's training wrapper), or from a fresh random reset
+    restarted = np.asarray(next_obs[2])
+    assert not np.array_equal(np.asarray(obs[0]), np.asarray(obs[1]))  # slots start apart
+    if reset_mode == "first_state":
+        np.testing.assert_array_equal(restarted, np.asarray(obs))
+    else:
+        assert not np.allclose(restarted, np.asarray(obs))
+    assert not np.array_equal(np.asarray(info.final_obs[2]), restarted)
     # Zero torque keeps the pole up for 3 steps: truncated by the time limit at step 3.
     np.testing.assert_array_equal(np.asarray(info.truncated[:, 0]), [0, 0, 1, 0, 0])
     assert not bool(info.terminated.any())
     np.testing.assert_array_equal(np.asarray(info.episode_length[:, 1]), [1, 2, 3, 1, 2])
     np.testing.assert_array_equal(np.asarray(info.episode_return[:, 1]), [1, 2, 3, 1, 2])
     assert info.final_obs.shape == (5, 2, 4) and bool(jnp.isfinite(info.final_obs).all())
+
+
+def test_an_unknown_brax_reset_mode_lists_the_choices():
+    with pytest.raises(ValueError, match=r"^reset_mode='once': choose one of 'first_state', "
+                                         r"'exact'$"):
+        envs.make("brax/inverted_pendulum", reset_mode="once")

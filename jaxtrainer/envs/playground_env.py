@@ -29,7 +29,7 @@ from typing import Any
 import jax
 
 from jaxtrainer import arguments
-from jaxtrainer.envs.brax_env import BraxEnv, make_leaves_local
+from jaxtrainer.envs.brax_env import RESET_MODES, BraxEnv, make_leaves_local
 
 PLAYGROUND_PREFIX = "playground/"
 
@@ -127,8 +127,10 @@ class PlaygroundEnv(BraxEnv):
 
     :class:`~jaxtrainer.envs.BraxEnv`'s stepping (Playground's envs have brax's
     API): ``terminated`` is the env's ``done`` (e.g. a NaN state or a fall),
-    ``truncated`` the time limit, every episode starts from a fresh
-    ``env.reset`` (Playground's ``full_reset=True``). Observations
+    ``truncated`` the time limit; an ended episode restarts from its slot's
+    first state (``reset_mode="first_state"``, as Playground's own training
+    wrapper with ``full_reset=False``) or from a fresh ``env.reset``
+    (``"exact"``, its ``full_reset=True``). Observations
     ``float32[obs_dim]``; actions ``float32[action_size]`` in ``[-1, 1]``.
 
     Args:
@@ -144,13 +146,17 @@ class PlaygroundEnv(BraxEnv):
       observation_key: the entry of a dict observation to use (Playground's
         policy observation is ``"state"``; its asymmetric critics' is
         ``"privileged_state"``).
+      reset_mode: ``"first_state"`` (default) or ``"exact"``
+        (:data:`~jaxtrainer.envs.brax_env.RESET_MODES`).
 
     Raises:
-      ValueError: ``episode_length`` or ``action_repeat`` is not a positive int.
+      ValueError: ``episode_length`` or ``action_repeat`` is not a positive
+        int, or an unknown ``reset_mode``.
     """
 
     def __init__(self, env: Any, episode_length: int | None = None, name: str = "playground",
-                 *, action_repeat: int | None = None, observation_key: str = "state") -> None:
+                 *, action_repeat: int | None = None, observation_key: str = "state",
+                 reset_mode: str = "first_state") -> None:
         config = getattr(getattr(env, "unwrapped", env), "_config", None)
         if config is None:
             config = {}
@@ -159,7 +165,7 @@ class PlaygroundEnv(BraxEnv):
         if action_repeat is None:
             action_repeat = config.get("action_repeat", 1)
         super().__init__(env, episode_length, name, action_repeat=action_repeat,
-                         observation_key=observation_key)
+                         observation_key=observation_key, reset_mode=reset_mode)
 
     def _make_process_local(self) -> None:
         """Rebuild on this process the arrays of the env's mjx model that another
@@ -177,7 +183,8 @@ class PlaygroundEnv(BraxEnv):
 def make_playground(env_name: str, *, episode_length: int | None = None,
                     action_repeat: int | None = None,
                     config_overrides: Mapping[str, Any] | None = None,
-                    observation_key: str = "state") -> PlaygroundEnv:
+                    observation_key: str = "state",
+                    reset_mode: str = "first_state") -> PlaygroundEnv:
     """Load ``mujoco_playground.registry.load(env_name)`` as a :class:`PlaygroundEnv`.
 
     Every argument is checked before the env is loaded (nothing is compiled or
@@ -196,13 +203,16 @@ def make_playground(env_name: str, *, episode_length: int | None = None,
         :data:`DEFAULT_IMPL` (``"jax"``) unless given here (``"warp"``: MuJoCo
         Warp, Playground's own default, for CUDA GPUs).
       observation_key: the entry of a dict observation to use.
+      reset_mode: how an ended episode restarts
+        (:data:`~jaxtrainer.envs.brax_env.RESET_MODES`).
 
     Raises:
       ImportError: MuJoCo Playground is not installed.
       ValueError: ``env_name`` is not in Playground's registry; a key of
         ``config_overrides`` that is not in the env's config (the message lists
         them) or a value its config rejects; ``impl`` not in :data:`IMPLS`;
-        ``episode_length``/``action_repeat`` not a positive int.
+        ``episode_length``/``action_repeat`` not a positive int; an unknown
+        ``reset_mode``.
       FileNotFoundError: a locomotion or manipulation env whose assets (MuJoCo
         Menagerie, which Playground would clone from GitHub) are not on disk;
         raised before any download is attempted.
@@ -213,6 +223,7 @@ def make_playground(env_name: str, *, episode_length: int | None = None,
                          f"its envs: {', '.join(pg.registry.ALL_ENVS)}")
     arguments.positive_int("episode_length", episode_length)
     arguments.positive_int("action_repeat", action_repeat)
+    arguments.one_of("reset_mode", reset_mode, RESET_MODES)
     if config_overrides is None:
         config_overrides = {}
     if not isinstance(config_overrides, Mapping):
@@ -237,4 +248,5 @@ def make_playground(env_name: str, *, episode_length: int | None = None,
         raise missing
     env = pg.registry.load(env_name, config_overrides=overrides)
     return PlaygroundEnv(env, episode_length, name=PLAYGROUND_PREFIX + env_name,
-                         action_repeat=action_repeat, observation_key=observation_key)
+                         action_repeat=action_repeat, observation_key=observation_key,
+                         reset_mode=reset_mode)

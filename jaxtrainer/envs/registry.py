@@ -7,7 +7,7 @@ from typing import Any
 
 from jaxtrainer import arguments
 from jaxtrainer.envs.base import Env
-from jaxtrainer.envs.brax_env import BRAX_ENV_NAMES, BraxEnv
+from jaxtrainer.envs.brax_env import BRAX_ENV_NAMES, RESET_MODES, BraxEnv
 from jaxtrainer.envs.gymnax_env import GymnaxEnv, gymnax
 from jaxtrainer.envs.masked import NO_VELOCITY, NO_VELOCITY_SUFFIX, ObservationMask
 from jaxtrainer.envs.playground_env import PLAYGROUND_ENV_NAMES, PLAYGROUND_PREFIX
@@ -49,6 +49,19 @@ def _unknown(name: str) -> ValueError:
                       f"available: {', '.join(names)}")
 
 
+def _make_brax(name: str, episode_length: int = 1000, reset_mode: str = "first_state",
+               **kwargs: Any) -> BraxEnv:
+    """``brax/<env>`` as :func:`make` builds it (``kwargs``: the env constructor's)."""
+    reset_mode = arguments.one_of("reset_mode", reset_mode, RESET_MODES)
+    import brax.envs  # slow import: only for brax names
+
+    try:
+        env = brax.envs.get_environment(name[len(BRAX_PREFIX):], **kwargs)
+    except KeyError:
+        raise _unknown(name) from None
+    return BraxEnv(env, episode_length=episode_length, name=name, reset_mode=reset_mode)
+
+
 def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
     """Build an environment by name.
 
@@ -59,8 +72,10 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
         :func:`available`.
       **kwargs: for gymnax, ``params=`` (an ``EnvParams`` replacing the defaults)
         and the env constructor's keyword arguments; for brax,
-        ``episode_length=`` (default 1000) and the env constructor's keyword
-        arguments (``backend=``, ...); for MuJoCo Playground,
+        ``episode_length=`` (default 1000), ``reset_mode=`` (``"first_state"``,
+        default, or ``"exact"``: :data:`~jaxtrainer.envs.brax_env.RESET_MODES`)
+        and the env constructor's keyword arguments (``backend=``, ...); for
+        MuJoCo Playground, ``reset_mode=`` as brax's,
         ``episode_length=`` (time limit in control steps; default: the env
         config's, 1000 for the DeepMind Control Suite envs: reaching it is
         ``truncated``, the env's own ``done`` is ``terminated``),
@@ -114,15 +129,7 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
         module, function = FAMILIES[family]
         return getattr(importlib.import_module(module), function)(name[len(family):], **kwargs)
     if name.startswith(BRAX_PREFIX):
-        brax_name = name[len(BRAX_PREFIX):]
-        import brax.envs  # slow import: only for brax names
-
-        episode_length = kwargs.pop("episode_length", 1000)
-        try:
-            env = brax.envs.get_environment(brax_name, **kwargs)
-        except KeyError:
-            raise _unknown(name) from None
-        return BraxEnv(env, episode_length=episode_length, name=name)
+        return _make_brax(name, **kwargs)
     if name.startswith(PLAYGROUND_PREFIX):
         from jaxtrainer.envs import playground_env  # imports Playground (slow) when called
 
