@@ -14,16 +14,18 @@ Brax, ours, ...), each timed after compilation:
 Same sizes means: ``num_envs``, Brax's ``batch_size * num_minibatches /
 num_envs`` unrolls of ``unroll_length`` steps per update (our ``num_steps``, GAE
 per unroll), ``num_minibatches``, 4 epochs, policy 4 x 32 and value 5 x 256
-swish MLPs, observation normalisation and reward scaling on. The policies
-differ (ours a Gaussian with a state-independent log-std, Brax's a tanh-squashed
-Gaussian), so the returns are printed for reference, not compared.
+swish MLPs, observation normalisation and reward scaling on, and the same
+policy (``ppo_brax.yaml``'s ``policy: brax``: Brax's tanh-squashed Gaussian with
+a learned scale and ``lecun_uniform`` layers), so the returns are compared.
 
     python benchmarks/brax_ppo.py --size small   # CPU: inverted_pendulum, 64 envs (minutes)
     python benchmarks/brax_ppo.py --size full    # GPU: ant, 4096 envs, Brax's settings, 5e6 env steps
 
-Prints env steps/s of each run, the medians, both final returns, and last a line
-``ratio=<ours/brax>``: the median over back-to-back pairs of our env steps/s
-over Brax's.
+One pair of runs per seed (``--seeds``, default 0,1,2; the order alternates).
+Prints env steps/s and the final greedy return of each run, the median return
+of each side over the seeds and their difference, and last a line
+``ratio=<ours/brax>``: the median over the back-to-back pairs of our env
+steps/s over Brax's.
 
 Brax 0.14's trainer calls a replication function JAX 0.10 no longer has;
 for the duration of that call only, this script supplies an equivalent (a copy per device, laid out as
@@ -34,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import statistics
 import time
 from pathlib import Path
@@ -132,30 +133,35 @@ def run_brax(size: dict, seed: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
-    parser.add_argument("--repeats", type=int, default=3, help="pairs of runs (alternating)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", default="0,1,2",
+                        help="comma-separated seeds: one pair of runs (ours, Brax) per seed")
     args = parser.parse_args()
     size = SIZES[args.size]
+    seeds = [int(s) for s in args.seeds.split(",")]
     updates = (size["epochs"] + 1) * size["updates_per_epoch"]
     use_compilation_cache()
     print(f"{args.size}: brax/{size['env']} on {jax.devices()[0].device_kind} "
           f"({jax.device_count()} device(s)), {size['num_envs']} envs, "
           f"{steps_per_update(size):,} env steps per update, {updates} updates per run")
-    ours, brax, returns = [], [], {"ours": math.nan, "brax": math.nan}
-    for r in range(args.repeats):
+    sps: dict[str, list[float]] = {"ours": [], "brax": []}
+    returns: dict[str, list[float]] = {"ours": [], "brax": []}
+    for r, seed in enumerate(seeds):
         order = ("ours", "brax") if r % 2 == 0 else ("brax", "ours")
         for name in order:
             start = time.perf_counter()
-            sps, ret = (run_ours(size, updates, args.seed) if name == "ours"
-                        else run_brax(size, args.seed))
-            (ours if name == "ours" else brax).append(sps)
-            returns[name] = ret
-            print(f"  run {r} {name:4s}: {sps:10,.0f} env steps/s  return {ret:9.2f}  "
+            speed, ret = (run_ours(size, updates, seed) if name == "ours"
+                          else run_brax(size, seed))
+            sps[name].append(speed)
+            returns[name].append(ret)
+            print(f"  seed {seed} {name:4s}: {speed:10,.0f} env steps/s  return {ret:9.2f}  "
                   f"({time.perf_counter() - start:.0f} s with compile and evaluation)", flush=True)
-    pairs = [a / b for a, b in zip(ours, brax, strict=True)]
-    print(f"median env steps/s: ours {statistics.median(ours):,.0f}, "
-          f"brax {statistics.median(brax):,.0f}; final return ours {returns['ours']:.2f}, "
-          f"brax {returns['brax']:.2f}; pair ratios {np.round(pairs, 3).tolist()}")
+    pairs = [a / b for a, b in zip(sps["ours"], sps["brax"], strict=True)]
+    ours_ret, brax_ret = statistics.median(returns["ours"]), statistics.median(returns["brax"])
+    gap = abs(ours_ret - brax_ret) / max(abs(brax_ret), 1e-9)
+    print(f"median env steps/s: ours {statistics.median(sps['ours']):,.0f}, "
+          f"brax {statistics.median(sps['brax']):,.0f}; pair ratios {np.round(pairs, 3).tolist()}")
+    print(f"median final return over seeds {args.seeds}: ours {ours_ret:.2f}, brax {brax_ret:.2f} "
+          f"(difference {100 * gap:.1f}% of Brax's)")
     print(f"ratio={statistics.median(pairs):.3f}")
 
 

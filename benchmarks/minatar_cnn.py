@@ -31,7 +31,7 @@ def main() -> None:
                         help="env steps per run (the config's 5e6 by default)")
     parser.add_argument("--torso", default="cnn", help="network.torso (cnn, or mlp to compare)")
     args = parser.parse_args()
-    table(f"PPO on Breakout-MinAtar, network.torso={args.torso}", "ppo", CONFIG,
+    table("PPO on Breakout-MinAtar", "ppo", CONFIG,
           [int(s) for s in args.seeds.split(",")], int(args.max_env_steps),
           [f"network.torso={args.torso}"])
 

@@ -180,4 +180,4 @@ def test_help_lists_the_network_keys_with_docs(capsys, monkeypatch):
     line = next(line for line in out.splitlines() if line.startswith("  network.torso=mlp"))
     assert "mlp (default; the observation flattened into the hidden layers), cnn" in line
     core = next(line for line in out.splitlines() if line.startswith("  network.core=null"))
-    assert "a recurrent core after the torso, for the on-policy algorithms (PPO, A2C):" in core
+    assert "a recurrent core after the torso, for the on-policy algorithms" in core

@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import struct
-from gymnax.environments import environment, spaces
+from gymnax.environments import environment
+from test_envs import FixedLength
 
 import jaxtrainer as jt
 from jaxtrainer import envs
@@ -32,15 +33,14 @@ class CueParams(environment.EnvParams):
     max_steps_in_episode: int = 10
 
 
-class Cue(environment.Environment):
+class Cue(FixedLength):
     """A cue (+1 or -1) shown at an episode's first step only, then zeros; after
     ``length`` steps the episode ends with reward 1 if the last action names the
     cue (action 1 for +1, 0 for -1), else 0. A memoryless policy sees zeros at
     the last step and scores 0.5 on average; one that remembers scores 1."""
 
     def __init__(self, length: int = 3):
-        super().__init__()
-        self.length = length
+        super().__init__(length=length)
 
     @property
     def default_params(self):
@@ -60,16 +60,6 @@ class Cue(environment.Environment):
     def get_obs(self, state, params=None, key=None):
         signal = jnp.where(state.time == 0, 2.0 * state.cue - 1.0, 0.0)
         return jnp.asarray([signal], jnp.float32)
-
-    @property
-    def num_actions(self):
-        return 2
-
-    def action_space(self, params=None):
-        return spaces.Discrete(2)
-
-    def observation_space(self, params):
-        return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
 
 
 def cue_env() -> envs.Env:

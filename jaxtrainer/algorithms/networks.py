@@ -76,18 +76,23 @@ class MLP(nn.Module):
         bias (PPO's and PureJaxRL's layout, scale ``sqrt(2)``); ``None``: flax's
         default LeCun-normal kernels (CleanRL's DQN/SAC/TD3). The head always uses
         flax's default.
+      kernel_init: the hidden layers' kernel initialiser, replacing the above
+        (Brax's networks: ``lecun_uniform``); ``None``: as above.
     """
 
     hidden_sizes: Sequence[int]
     out: int = 0
     activation: str = "tanh"
     orthogonal_scale: float | None = None
+    kernel_init: Callable[..., jax.Array] | None = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         act = activation(self.activation)
         dense = nn.Dense
-        if self.orthogonal_scale is not None:
+        if self.kernel_init is not None:
+            dense = partial(nn.Dense, kernel_init=self.kernel_init)
+        elif self.orthogonal_scale is not None:
             dense = partial(nn.Dense, kernel_init=orthogonal(self.orthogonal_scale),
                             bias_init=constant(0.0))
         for size in self.hidden_sizes:
@@ -127,8 +132,8 @@ class Categorical:
         logp = jax.nn.log_softmax(self.logits)
         return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
-    def entropy(self) -> jax.Array:
-        """``float32[...]``: ``-sum p log p``."""
+    def entropy(self, key: jax.Array | None = None) -> jax.Array:
+        """``float32[...]``: ``-sum p log p`` (``key`` unused: exact)."""
         logp = jax.nn.log_softmax(self.logits)
         return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
 
@@ -162,10 +167,76 @@ class DiagGaussian:
         z = (action - self.mean) * jnp.exp(-self.log_std)
         return jnp.sum(-0.5 * z * z - self.log_std - 0.5 * LOG_2PI, axis=-1)
 
-    def entropy(self) -> jax.Array:
-        """``float32[...]``: ``sum_d (log_std + (1 + log 2 pi) / 2)``."""
+    def entropy(self, key: jax.Array | None = None) -> jax.Array:
+        """``float32[...]``: ``sum_d (log_std + (1 + log 2 pi) / 2)`` (``key`` unused: exact)."""
         ent = jnp.sum(self.log_std + 0.5 * (1.0 + LOG_2PI))
         return jnp.broadcast_to(ent, self.mean.shape[:-1])
+
+
+@struct.dataclass
+class TanhNormal:
+    """Brax's ``NormalTanhDistribution`` (``brax/training/distribution.py``): a
+    normal over pre-tanh actions, ``loc, scale: float32[..., d]``; the
+    environment gets ``tanh`` of a sample (:meth:`squash`).
+
+    As Brax's PPO, samples and log-probabilities are of the pre-tanh action
+    (a rollout stores it), with the tanh's Jacobian in :meth:`log_prob`, and
+    the entropy is the normal's plus the log-Jacobian at one sample (Brax's
+    ``ParametricDistribution.entropy``).
+    """
+
+    loc: jax.Array
+    scale: jax.Array
+
+    def noise(self, key: jax.Array) -> jax.Array:
+        """Standard normal noise ``float32[..., d]`` (only ``loc``'s shape is read)."""
+        return jax.random.normal(key, self.loc.shape, self.loc.dtype)
+
+    def sample_with(self, noise: jax.Array) -> jax.Array:
+        """The pre-tanh action ``loc + scale * noise``, ``float32[..., d]``."""
+        return self.loc + self.scale * noise
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        return self.sample_with(self.noise(key))
+
+    def mode(self) -> jax.Array:
+        """The pre-tanh mode, ``loc`` (the action is its tanh)."""
+        return self.loc
+
+    @staticmethod
+    def squash(raw: jax.Array) -> jax.Array:
+        """The action in ``[-1, 1]``: ``tanh(raw)``."""
+        return jnp.tanh(raw)
+
+    @staticmethod
+    def _log_det_jacobian(raw: jax.Array) -> jax.Array:
+        """``log(1 - tanh(x)^2)``, stably: ``2 (log 2 - x - softplus(-2x))``."""
+        return 2.0 * (math.log(2.0) - raw - jax.nn.softplus(-2.0 * raw))
+
+    def log_prob(self, raw: jax.Array) -> jax.Array:
+        """``float32[...]``: the squashed action's log-density at pre-tanh ``raw``
+        (the normal's, minus the log-Jacobian, summed over ``d``)."""
+        z = (raw - self.loc) / self.scale
+        normal = -0.5 * z * z - jnp.log(self.scale) - 0.5 * LOG_2PI
+        return jnp.sum(normal - self._log_det_jacobian(raw), axis=-1)
+
+    def entropy(self, key: jax.Array | None = None) -> jax.Array:
+        """``float32[...]``: the normal's entropy plus the log-Jacobian at a
+        sample drawn with ``key`` (at ``loc`` without one)."""
+        normal = 0.5 + 0.5 * LOG_2PI + jnp.log(self.scale)
+        at = self.loc if key is None else self.sample(key)
+        return jnp.sum(normal + self._log_det_jacobian(at), axis=-1)
+
+
+Distribution = Categorical | DiagGaussian | TanhNormal
+"""An action distribution of the on-policy networks."""
+
+POLICIES = ("gaussian", "brax")
+"""Continuous-action policies of :class:`ActorCritic` (``distribution``; the
+on-policy configs' ``policy`` field)."""
+
+BRAX_MIN_STD = 0.001
+"""Brax's ``NormalTanhDistribution(min_std=0.001)``: the scale is ``softplus(x) + min_std``."""
 
 
 class ActorCritic(nn.Module):
@@ -192,6 +263,12 @@ class ActorCritic(nn.Module):
         the critic each get one (``actor_torso``, ``critic_torso``) between the
         observation (its shape kept) and the hidden layers; ``None``: the
         observation flattened, no torso parameters.
+      distribution: for continuous actions, ``"gaussian"`` (default: a
+        :class:`DiagGaussian` with a state-independent ``log_std``, PPO
+        paper's and PureJaxRL's, orthogonal initialisation) or ``"brax"``
+        (Brax's ``make_ppo_networks``: a :class:`TanhNormal` whose scale the
+        actor outputs, ``softplus(x) + 0.001``, and every layer
+        ``lecun_uniform`` with zero bias).
     """
 
     action_dim: int
@@ -201,6 +278,7 @@ class ActorCritic(nn.Module):
     activation: str = "tanh"
     critic_hidden_sizes: Sequence[int] | None = None
     torso: TorsoFactory | None = None
+    distribution: str = "gaussian"
 
     def setup(self) -> None:
         self.actor_torso = self.torso() if self.torso is not None else None
@@ -210,35 +288,59 @@ class ActorCritic(nn.Module):
     def setup_heads(self) -> None:
         """The actor's and critic's hidden layers and heads (and ``log_std``)."""
         activation(self.activation)  # an unknown name fails here, before any layer
+        critic_sizes = (self.hidden_sizes if self.critic_hidden_sizes is None
+                        else self.critic_hidden_sizes)
+        if self.tanh_normal:  # Brax's make_ppo_networks: lecun_uniform everywhere
+            init = nn.initializers.lecun_uniform()
+            body = partial(MLP, activation=self.activation, kernel_init=init)
+            self.actor_body = body(self.hidden_sizes)
+            self.actor_head = nn.Dense(2 * self.action_dim, kernel_init=init)
+            self.critic_body = body(critic_sizes)
+            self.critic_head = nn.Dense(1, kernel_init=init)
+            return
         body = partial(MLP, activation=self.activation, orthogonal_scale=math.sqrt(2))
         self.actor_body = body(self.hidden_sizes)
         self.actor_head = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01),
                                    bias_init=constant(0.0))
-        critic_sizes = (self.hidden_sizes if self.critic_hidden_sizes is None
-                        else self.critic_hidden_sizes)
         self.critic_body = body(critic_sizes)
         self.critic_head = nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=constant(0.0))
         if not self.discrete:
             self.log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
 
+    @property
+    def tanh_normal(self) -> bool:
+        """Whether the policy is Brax's :class:`TanhNormal` (continuous actions,
+        ``distribution="brax"``).
+
+        Raises:
+          ValueError: ``distribution`` not in :data:`POLICIES` (listing them).
+        """
+        arguments.one_of("policy", self.distribution, POLICIES)
+        return not self.discrete and self.distribution == "brax"
+
     def value_head(self, x: jax.Array) -> jax.Array:
         """``float32[..., features] -> float32[...]``: the critic's hidden layers and head."""
         return self.critic_head(self.critic_body(x))[..., 0]
 
-    def policy_head(self, x: jax.Array) -> Categorical | DiagGaussian:
+    def policy_head(self, x: jax.Array) -> Distribution:
         """``float32[..., features] ->`` the action distribution, batch shape ``[...]``."""
         out = self.actor_head(self.actor_body(x))
-        return Categorical(out) if self.discrete else DiagGaussian(out, self.log_std)
+        if self.discrete:
+            return Categorical(out)
+        if self.tanh_normal:
+            loc, scale = jnp.split(out, 2, axis=-1)
+            return TanhNormal(loc, jax.nn.softplus(scale) + BRAX_MIN_STD)
+        return DiagGaussian(out, self.log_std)
 
     def value(self, obs: jax.Array) -> jax.Array:
         """The critic alone: ``float32[...]``."""
         return self.value_head(features(self.critic_torso, obs, self.obs_ndim))
 
-    def policy(self, obs: jax.Array) -> Categorical | DiagGaussian:
+    def policy(self, obs: jax.Array) -> Distribution:
         """The actor alone: the action distribution, batch shape ``[...]``."""
         return self.policy_head(features(self.actor_torso, obs, self.obs_ndim))
 
-    def __call__(self, obs: jax.Array) -> tuple[Categorical | DiagGaussian, jax.Array]:
+    def __call__(self, obs: jax.Array) -> tuple[Distribution, jax.Array]:
         return self.policy(obs), self.value(obs)
 
 
@@ -270,7 +372,7 @@ class RecurrentActorCritic(ActorCritic):
         self.setup_heads()
 
     def sequence(self, carry: Carry, obs: jax.Array, start: jax.Array,
-                 ) -> tuple[Carry, Categorical | DiagGaussian, jax.Array]:
+                 ) -> tuple[Carry, Distribution, jax.Array]:
         """As ``__call__``, with every step's carry after it (leading axes
         ``[T, batch]``) in place of the last one."""
         x = features(self.shared_torso, obs, self.obs_ndim)
@@ -278,7 +380,7 @@ class RecurrentActorCritic(ActorCritic):
         return carries, self.policy_head(h), self.value_head(h)
 
     def __call__(self, carry: Carry, obs: jax.Array, start: jax.Array,
-                 ) -> tuple[Carry, Categorical | DiagGaussian, jax.Array]:
+                 ) -> tuple[Carry, Distribution, jax.Array]:
         x = features(self.shared_torso, obs, self.obs_ndim)
         carry, (h, _) = self.core_cell(carry, (x, start))
         return carry, self.policy_head(h), self.value_head(h)

@@ -39,10 +39,11 @@ from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.cores import Carry, initial_carry
 from jaxtrainer.algorithms.networks import (
+    POLICIES,
     ActorCritic,
-    Categorical,
-    DiagGaussian,
+    Distribution,
     RecurrentActorCritic,
+    TanhNormal,
     activation,
 )
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
@@ -91,6 +92,13 @@ class OnPolicyConfig:
         (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`, or a mapping of its
         fields such as ``{"torso": "cnn"}``); default: none, the flattened
         observation (``mlp``).
+      policy: the distribution of continuous actions: ``gaussian`` (default; a
+        Gaussian with a state-independent log standard deviation, PureJaxRL's
+        and the PPO paper's, actions clipped to the bounds) or ``brax``
+        (Brax's ``make_ppo_networks``: a tanh-squashed Gaussian whose scale the
+        actor outputs, ``softplus + 0.001``, actions ``tanh`` of the sample
+        scaled to the bounds, ``lecun_uniform`` layers; PPO's entropy bonus
+        then uses one sample per minibatch, as Brax's). Discrete actions: unused.
     """
 
     env: str = "CartPole-v1"
@@ -111,6 +119,7 @@ class OnPolicyConfig:
     critic_hidden_sizes: tuple[int, ...] | None = None
     eval_episodes: int = 32
     network: NetworkConfig = NetworkConfig()
+    policy: str = "gaussian"
 
     def __post_init__(self) -> None:
         """Check and normalise the fields above: ``hidden_sizes`` (and
@@ -133,6 +142,7 @@ class OnPolicyConfig:
         arguments.check_fields(self, arguments.flag, ("anneal_lr", "normalize_advantages",
                                                       "normalize_observations"))
         activation(self.activation, f"{type(self).__name__}.activation")
+        arguments.one_of(f"{type(self).__name__}.policy", self.policy, POLICIES)
         object.__setattr__(self, "network", network_config(self.network, type(self).__name__))
 
 
@@ -371,6 +381,7 @@ class OnPolicyModule(ParamsPolicy, Module):
             critic_hidden_sizes=config.critic_hidden_sizes,
             activation=config.activation,
             torso=torso_factory(network, self.env.observation_shape, math.sqrt(2)),
+            distribution=config.policy,
         )
         self.network = (RecurrentActorCritic(**layout, core=network.core, core_size=network.core_size)
                         if self.recurrent else ActorCritic(**layout))
@@ -474,10 +485,15 @@ class OnPolicyModule(ParamsPolicy, Module):
 
     # ---- policy helpers --------------------------------------------------
     def _env_action(self, action: jax.Array) -> jax.Array:
-        """Continuous actions clipped to the env's bounds; discrete ones as they are."""
+        """Continuous actions clipped to the env's bounds (with ``policy=brax``:
+        the pre-tanh sample squashed by ``tanh`` and scaled from ``[-1, 1]`` to
+        the bounds); discrete ones as they are."""
         if self.env.discrete:
             return action
-        return jnp.clip(action, self.env.action_low, self.env.action_high)
+        low, high = self.env.action_low, self.env.action_high
+        if self.network.tanh_normal:
+            return low + (TanhNormal.squash(action) + 1.0) * (0.5 * (high - low))
+        return jnp.clip(action, low, high)
 
     def _normalize_obs(self, obs_stats: normalization.RunningStatistics | None,
                        obs: jax.Array) -> jax.Array:
@@ -492,7 +508,7 @@ class OnPolicyModule(ParamsPolicy, Module):
         return initial_carry(self.config.network.core, self.config.network.core_size, batch)
 
     def _policy_step(self, params: Any, obs: jax.Array, carry: Carry,
-                     ) -> tuple[Any, Categorical | DiagGaussian]:
+                     ) -> tuple[Any, Distribution]:
         """One acting step: ``(carry, dist)`` for ``obs[n, ...]``, ``dist`` of
         batch shape ``[n]`` (``[1, n]`` with a core, one step of a sequence that
         continues ``carry``; ``carry`` is ``None`` without a core)."""
@@ -768,7 +784,7 @@ class OnPolicyModule(ParamsPolicy, Module):
         return new_state, metrics
 
     def forward(self, params: Any, batch: dict[str, Any],
-                ) -> tuple[Categorical | DiagGaussian, jax.Array, dict[str, jax.Array]]:
+                ) -> tuple[Distribution, jax.Array, dict[str, jax.Array]]:
         """The policy and values of a batch :meth:`update` was given (or a
         minibatch of it): ``(dist, value, batch)``, the batch's leaves in the
         shape of ``value``. Feedforward: ``batch`` leaves ``[B, ...]``, as they
@@ -778,7 +794,8 @@ class OnPolicyModule(ParamsPolicy, Module):
         if not self.recurrent:
             dist, value = self.network.apply(params, batch["obs"])
             return dist, value, batch
-        seq = {k: jnp.swapaxes(v, 0, 1) for k, v in batch.items() if k != "carry"}
+        seq = {k: jnp.swapaxes(v, 0, 1) if k not in ("carry", "key") else v
+               for k, v in batch.items() if k != "carry"}
         _, dist, value = self.network.apply(params, batch["carry"], seq["obs"], seq["start"])
         return dist, value, seq
 

@@ -205,7 +205,7 @@ class PPO(OnPolicyModule):
             value_err = jnp.maximum(value_err, jnp.square(clipped - batch["target"]))
         value_loss = 0.5 * jnp.mean(value_err)
 
-        entropy = jnp.mean(dist.entropy())
+        entropy = jnp.mean(dist.entropy(batch.get("key")))
         total = policy_loss + hp["vf_coef"] * value_loss - hp["ent_coef"] * entropy
         approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
         return total, {"policy": policy_loss, "value": value_loss, "entropy": entropy,
@@ -240,6 +240,9 @@ class PPO(OnPolicyModule):
             shuffled = jax.tree.map(
                 lambda x: jnp.take(x, perm, axis=0).reshape(
                     (cfg.num_minibatches, -1) + x.shape[1:]), batch)
+            if self.network.tanh_normal:  # Brax's entropy: one sample per minibatch
+                shuffled["key"] = jax.random.split(jax.random.fold_in(epoch_key, 1),
+                                                   cfg.num_minibatches)
             return jax.lax.scan(minibatch_step, carry, shuffled)
 
         (params, opt_state), losses = jax.lax.scan(
