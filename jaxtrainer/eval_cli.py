@@ -241,7 +241,8 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     population = _checked_population(module, member)
     stats = EpisodeStatistics(module, member)
     if video is not None:
-        render.check_video_path(stats.spec.env.name, video)
+        env = stats.spec.env
+        render.check_video_path(getattr(env, "unwrapped", env).name, video)
     trainer.prepare(stats)  # devices and the module's size checks: errors before any line
     ACTIVITY.enter(f"restoring {step_dir}", f"restoring checkpoint {step_dir} ...")
     meta = trainer.restore_checkpoint(stats, step_dir)

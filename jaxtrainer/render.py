@@ -397,13 +397,14 @@ def write_video(env: Env, policy_fn: Any, params: Any, key: jax.Array,
       StorageError: ``path`` cannot be written (:func:`check_output_path`, or
         an OS error while writing: one line naming the path).
     """
-    check_video_path(env.name, path)
+    drawn = getattr(env, "unwrapped", env)  # a masked env's states are its base env's
+    check_video_path(drawn.name, path)
     check_output_path(path)
     episodes = record(env, policy_fn, params, key, num_episodes, initial_carry)
     temporary = temporary_path(path)
     try:
         with writing("the video", path):
-            frames = _write(env, episodes, temporary, path)
+            frames = _write(drawn, episodes, temporary, path)
             os.replace(temporary, path)
     except BaseException:  # an error or a signal: the previous file stays as it was
         remove_temporary(path)

@@ -244,3 +244,18 @@ def test_observation_masks_and_memory_tasks_by_name():
         envs.make("CartPole-v1", observation_mask=[0, 4])
     with pytest.raises(ValueError, match="a mask keeps positions of flat observations"):
         envs.make("Breakout-MinAtar", observation_mask=[0])
+
+
+def test_a_video_of_a_recurrent_policy_on_a_masked_env_draws_the_base_env(tmp_path):
+    from jaxtrainer import render
+    from jaxtrainer.policy import policy_spec
+
+    ppo = PPO(env="CartPole-v1-NoVelocity", num_envs=2, num_steps=8, num_minibatches=1,
+              hidden_sizes=(8,), eval_episodes=2, network=GRU)
+    state = ppo.init_state(jax.random.key(0))
+    spec = policy_spec(ppo)
+    assert spec.initial_carry is not None and ppo.env.unwrapped.name == "CartPole-v1"
+    path = tmp_path / "memory.gif"
+    frames = render.write_video(ppo.env, spec.greedy, spec.params(state), jax.random.key(1), path,
+                                initial_carry=spec.initial_carry)
+    assert frames >= 8 and path.stat().st_size > 1000 and path.read_bytes()[:6] == b"GIF89a"

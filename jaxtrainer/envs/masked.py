@@ -81,6 +81,11 @@ class ObservationMask(Env):
             setattr(self, attr, getattr(env, attr))
         self._index = jnp.asarray(self.mask, jnp.int32)
 
+    @property
+    def unwrapped(self) -> Env:
+        """The environment without its masks: what videos draw (its states are this env's)."""
+        return getattr(self.env, "unwrapped", self.env)
+
     def _keep(self, obs: jax.Array) -> jax.Array:
         return jnp.take(obs, self._index, axis=-1)
 
