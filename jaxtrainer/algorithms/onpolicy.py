@@ -345,10 +345,13 @@ class OnPolicyModule(ParamsPolicy, Module):
     ``max_grad_norm``, ``activation``, ``hidden_sizes``, ``eval_episodes`` and the
     :attr:`TUNABLE` names) and :attr:`TUNABLE`, and implement
     :meth:`base_optimizer` and :meth:`update`. Actor and critic are separate
-    :class:`~jaxtrainer.algorithms.networks.ActorCritic` MLPs; the policy is
-    categorical (discrete actions) or a diagonal Gaussian (continuous; sampled
-    actions are clipped to the env's bounds only when passed to the env, the
-    unclipped action is what the log-probabilities refer to).
+    :class:`~jaxtrainer.algorithms.networks.ActorCritic` MLPs (with a recurrent
+    ``network.core``, a :class:`~jaxtrainer.algorithms.networks.RecurrentActorCritic`
+    sharing torso and core); the policy is categorical (discrete actions) or a
+    diagonal Gaussian (continuous; sampled actions are clipped to the env's
+    bounds only when passed to the env, the unclipped action is what the
+    log-probabilities refer to), or with ``policy="brax"`` Brax's tanh-squashed
+    Gaussian (:class:`~jaxtrainer.algorithms.networks.TanhNormal`).
 
     Args:
       config: hyperparameters; ``config_class()`` defaults when ``None``.
