@@ -268,7 +268,8 @@ class RecurrentPolicy(Policy):
     def __call__(self, obs: Any, carry: Any, key: jax.Array | None = None,
                  ) -> tuple[jax.Array, Any]:
         batch, batched = self._batch(obs)
-        want = jax.tree.map(jnp.shape, self.spec.initial_carry(batch.shape[0]))
+        want = jax.tree.map(lambda c: c.shape, jax.eval_shape(  # shapes only, nothing built
+            functools.partial(self.spec.initial_carry, batch.shape[0])))
         if not batched:
             carry = jax.tree.map(lambda c: jnp.asarray(c)[None], carry)
         got = jax.tree.map(jnp.shape, carry)

@@ -392,13 +392,7 @@ class IMPALA(OnPolicyModule):
         """
         rollout_key, update_key = self.step_keys(key)
         behaviour = state.behaviour_params[0] if state.behaviour_params else state.params
-        carry, start = state.carry, state.start
-        if self.recurrent:
-            env_state, obs, carry, start, traj = self.recurrent_rollout(
-                behaviour, state.env_state, state.obs, carry, start, rollout_key, state.obs_stats)
-        else:
-            env_state, obs, traj = self.rollout(behaviour, state.env_state, state.obs,
-                                                rollout_key, state.obs_stats)
+        env_state, obs, carry, start, traj = self.collect(behaviour, state, rollout_key)
         hp = state.hyperparams
         obs_stats = state.obs_stats
         if obs_stats is not None:

@@ -668,6 +668,19 @@ class OnPolicyModule(ParamsPolicy, Module):
         return env_state, obs, carry, start, Rollout(traj_obs, action, log_prob, value, info,
                                                     traj_start, carries)
 
+    def collect(self, params: Any, state: OnPolicyState, key: jax.Array,
+                ) -> tuple[envs.EnvState, jax.Array, Carry, jax.Array | None, Rollout]:
+        """One rollout from ``state`` acting with ``params``: :meth:`recurrent_rollout`
+        with a core, else :meth:`rollout`. Returns ``(env_state, obs, carry, start,
+        traj)``, what the next state continues from (``carry``, ``start``:
+        ``None`` without a core)."""
+        if self.recurrent:
+            return self.recurrent_rollout(params, state.env_state, state.obs, state.carry,
+                                          state.start, key, state.obs_stats)
+        env_state, obs, traj = self.rollout(params, state.env_state, state.obs, key,
+                                            state.obs_stats)
+        return env_state, obs, None, None, traj
+
     def _values_after(self, params: Any, carry: Carry, obs: jax.Array, start: jax.Array,
                       obs_stats: normalization.RunningStatistics | None) -> jax.Array:
         """With a core: the critic's values of ``obs[..., *observation_shape]``,
@@ -752,14 +765,7 @@ class OnPolicyModule(ParamsPolicy, Module):
         normalised with the merged statistics, which the new state keeps.
         """
         rollout_key, update_key = self.step_keys(key)
-        carry, start = state.carry, state.start
-        if self.recurrent:
-            env_state, obs, carry, start, traj = self.recurrent_rollout(
-                state.params, state.env_state, state.obs, carry, start, rollout_key,
-                state.obs_stats)
-        else:
-            env_state, obs, traj = self.rollout(state.params, state.env_state, state.obs,
-                                                rollout_key, state.obs_stats)
+        env_state, obs, carry, start, traj = self.collect(state.params, state, rollout_key)
         hp = state.hyperparams
         advantages, targets = self.advantages_and_targets(state.params, traj, hp,
                                                           state.obs_stats, obs)

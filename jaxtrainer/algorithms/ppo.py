@@ -186,8 +186,8 @@ class PPO(OnPolicyModule):
         ``total = -mean(min(r A, clip(r, 1 +- clip_eps) A)) + vf_coef * value_loss -
         ent_coef * mean(H)`` with ``r = pi(a|s) / pi_old(a|s)``; coefficients from
         ``hp``. With a recurrent core the minibatch is whole sequences
-        (:meth:`~jaxtrainer.algorithms.onpolicy.OnPolicyModule.forward`). Returns ``(total, {"policy", "value", "entropy", "approx_kl"})``,
-        all ``float32[]``.
+        (:meth:`~jaxtrainer.algorithms.onpolicy.OnPolicyModule.forward`). Returns
+        ``(total, {"policy", "value", "entropy", "approx_kl"})``, all ``float32[]``.
         """
         clip_eps = hp["clip_eps"]
         dist, value, batch = self.forward(params, batch)
