@@ -235,18 +235,26 @@ def _group_curves(kind: RunKind, runs: list[tuple[str, str]], metric: str,
             "x": grid, "mean": ys.mean(0), "low": ys.min(0), "high": ys.max(0)}
 
 
+RUNS_IN_LEGEND = 6
+"""Up to this many runs in a figure, each run's thin line has a legend entry;
+above it only the groups' means and bands do (the legend stays readable)."""
+
+
 def _draw_groups(groups: list[dict[str, Any]], output: str, metric: str, xlabel: str,
-                 title: str | None) -> None:
+                 title: str | None) -> list[str]:
+    """Draw ``groups`` (:func:`_group_curves`) into ``output``; returns the
+    legend's labels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    name_runs = sum(len(g["curves"]) for g in groups) <= RUNS_IN_LEGEND
     for i, g in enumerate(groups):
         color = f"C{i % 10}" if len(groups) > 1 else "black"
         for name, xs, vs in g["curves"]:
-            ax.plot(xs, vs, lw=0.8, alpha=0.6, label=name,
+            ax.plot(xs, vs, lw=0.8, alpha=0.6, label=name if name_runs else "_nolegend_",
                     **({"color": color} if len(groups) > 1 else {}))
         head = f"{g['label']}: " if len(groups) > 1 else ""
         ax.plot(g["x"], g["mean"], lw=2.2, color=color, label=f"{head}mean of {len(g['runs'])} run(s)")
@@ -256,7 +264,9 @@ def _draw_groups(groups: list[dict[str, Any]], output: str, metric: str, xlabel:
     ax.set_xlabel(xlabel)
     ax.set_ylabel(metric)
     ax.set_title(title or metric)
+    labels = ax.get_legend_handles_labels()[1]
     _save(fig, ax, output)
+    return labels
 
 
 def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_return",
@@ -264,7 +274,8 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
     """Write a PNG of ``metric`` against ``x``. Runs are grouped by recipe,
     environment and kind (:func:`group_runs`); per group, every run thin
     (labelled as :func:`find_runs` names it) and the mean over its runs thick
-    with a min-max band, one colour a group. A sweep's ``env_steps`` are drawn
+    with a min-max band, one colour a group; above :data:`RUNS_IN_LEGEND` runs
+    the thin lines have no legend entry. A sweep's ``env_steps`` are drawn
     per member (the run's environment steps over its members), as
     :func:`plot_sweep` draws them. ``run_dirs`` are run directories or roots of
     runs (see :func:`find_runs`); one sweep run alone is drawn by :func:`plot_sweep`.
@@ -273,7 +284,8 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
       ``{"groups": [{"label", "runs", "x", "mean", "low", "high"}, ...]}`` (the
       arrays float64, on the x values of the group's shortest run; ``x`` in env
       steps per member for sweeps), ``"runs"``: every run drawn (runs that never
-      logged ``metric`` are left out), ``"x_label"``; with one group, also its
+      logged ``metric`` are left out), ``"x_label"``, ``"legend"`` (its
+      labels); with one group, also its
       ``"x"``, ``"mean"``, ``"low"`` and ``"high"``.
 
     Raises:
@@ -288,10 +300,11 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
     if not groups:
         raise ValueError(f"no run in {run_dirs} logged {metric!r}")
     xlabel = x_label(x, any(g["kind"].kind != run_kind.SINGLE for g in groups))
-    _draw_groups(groups, output, metric, xlabel, title)
+    legend = _draw_groups(groups, output, metric, xlabel, title)
     out: dict[str, Any] = {"groups": [{k: g[k] for k in ("label", "runs", "x", "mean", "low", "high")}
                                       for g in groups],
-                           "runs": [r for g in groups for r in g["runs"]], "x_label": xlabel}
+                           "runs": [r for g in groups for r in g["runs"]], "x_label": xlabel,
+                           "legend": legend}
     if len(groups) == 1:
         out.update({k: groups[0][k] for k in ("x", "mean", "low", "high")})
     return out

@@ -202,6 +202,19 @@ def module_acceptor(class_path: str | None, members: int | None) -> Callable[[Pa
     return accept
 
 
+def write_members(run_dir: str | os.PathLike, module: Any) -> None:
+    """Write ``<run_dir>/sweep_members.csv`` (member, config, seed,
+    hyperparameters) when ``module`` is a :class:`~jaxtrainer.population.Sweep`
+    (a sweep started from Python is then told apart from a single run, as a
+    recipe's is); nothing for any other module."""
+    from jaxtrainer.population.summary import write_csv
+    from jaxtrainer.population.sweep import Sweep
+
+    if isinstance(module, Sweep):
+        os.makedirs(run_dir, exist_ok=True)
+        write_csv(os.path.join(os.fspath(run_dir), MEMBERS_FILE), module.members())
+
+
 def acceptor_of(module: Any) -> Callable[[Path], str | None]:
     """:func:`module_acceptor` for ``module`` (its recorded class, and its
     member count where it is a :class:`~jaxtrainer.population.Sweep`)."""

@@ -35,6 +35,7 @@ from jaxtrainer.fit_loop import FitLoop, signals_and_phases
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module
 from jaxtrainer.planner import IntervalPlanner, budget_in_steps
+from jaxtrainer.population.members import counted_members
 from jaxtrainer.signals import Preempted
 from jaxtrainer.strategies import Strategy, resolve
 from jaxtrainer.strategies.base import DevicesArg
@@ -419,19 +420,23 @@ class Trainer:
             self.log_dir = os.fspath(resume.parent.parent)
             if step >= self.max_steps:  # load the state, say why, run and write nothing
                 self.restore_checkpoint(module, resume)
-                return trainer_state.report_budget_spent(self, resume, step)
+                return trainer_state.report_budget_spent(self, resume, step, counted_members(module))
         else:  # process 0 reserves a new run directory; every process uses it
             self.log_dir = self.strategy.broadcast(
                 runs.new_run_dir(self.default_root_dir) if self.is_global_zero else "")
             if self.is_global_zero:  # how `jaxtrainer eval` and load_policy rebuild the module
                 module_record.write(self.log_dir, module)
+                run_kind.write_members(self.log_dir, module)
         if self.is_global_zero:
             cache = f"; compilation cache {self.compilation_cache_dir}" if self.compilation_cache_dir else ""
             print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}{cache}",
                   flush=True)
             if resume is not None:
+                members = counted_members(module)
+                per = f" per member x {members} members" if members > 1 else ""
                 print(f"jaxtrainer: resuming from checkpoint {resume} at step {step} "
-                      f"({step * self.env_steps_per_step} env steps) of {self.max_steps}", flush=True)
+                      f"({step * self.env_steps_per_step // members} env steps{per}) of "
+                      f"{self.max_steps}", flush=True)
         with signals_and_phases(self):
             self._run(module, resume)
         self.call_hook("teardown", module, "fit")

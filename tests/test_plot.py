@@ -81,3 +81,18 @@ def test_cli_plot_a_root_draws_every_run_under_it(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert cli.main(["plot", str(tmp_path / "empty"), "-o", out]) == 2
     assert "no metrics.csv in it or below it" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+def test_many_runs_keep_the_legend_to_the_means(tmp_path):
+    """A root of many runs (a seed study) gets a legend entry per group, not per run."""
+    few = [str(tmp_path / f"few/s{i}") for i in range(2)]
+    for i, d in enumerate(few):
+        _fake_run(d, [i, i + 1, i + 2])
+    assert plot.plot_runs(few, str(tmp_path / "few.png"))["legend"] == [
+        "s0", "s1", "mean of 2 run(s)", "min-max over runs"]
+    for i in range(plot.RUNS_IN_LEGEND + 2):
+        _fake_run(str(tmp_path / f"many/s{i}"), [i, i + 1, i + 2])
+    out = plot.plot_runs([str(tmp_path / "many")], str(tmp_path / "many.png"))
+    assert len(out["runs"]) == 8
+    assert out["legend"] == ["mean of 8 run(s)", "min-max over runs"]

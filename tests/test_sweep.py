@@ -287,3 +287,28 @@ def test_a_members_policy_params_are_that_members(runs):
         params_of(sweep, trainer.state, member=10)
     with pytest.raises(ValueError, match="PPO has no members"):
         params_of(runs["single"][0], runs["single"][1].state, member=0)
+
+
+def test_resume_and_progress_count_env_steps_per_member(tmp_path, capsys):
+    """A sweep's budget is per member in a recipe; what is printed counts the
+    same way (the Trainer's counters stay the totals)."""
+    def trainer(steps, ckpt_path=None):
+        t = jt.Trainer(max_steps=steps, log_every_n_steps=1, default_root_dir=tmp_path,
+                       enable_progress_bar=False, logger=False, compile_evaluation_ahead=False)
+        t.fit(Sweep(tiny(), seeds=2), ckpt_path=ckpt_path)
+        return t
+
+    first = trainer(2)
+    assert first.env_steps == 2 * 2 * 16  # the total over both members
+    bar = jt.callbacks.RichProgressBar()
+    bar.on_train_start(first, Sweep(tiny(), seeds=2))
+    line = bar.plain_line(first, {})
+    assert "env steps per member 32/32" in line, line
+    capsys.readouterr()
+    trainer(3, ckpt_path="last")
+    assert "at step 2 (32 env steps per member x 2 members) of 3" in capsys.readouterr().out
+    spent = jt.Trainer(max_env_steps=96, default_root_dir=tmp_path, enable_progress_bar=False,
+                       logger=False, compile_evaluation_ahead=False)
+    spent.fit(Sweep(tiny(), seeds=2), ckpt_path="last")
+    err = capsys.readouterr().err
+    assert "budget of 3 training steps (max_env_steps=48 per member x 2 members)" in err, err

@@ -74,7 +74,7 @@ class RichProgressBar(Callback):
         self.plain_every_n_seconds = float(plain_every_n_seconds)
         self._progress = None
         self._task = None
-        self._use_env_steps = False
+        self._use_env_steps, self._members = False, 1
         self._plain_on = False
         self._last_line: str | None = None
         self._printed_step = -1
@@ -94,7 +94,10 @@ class RichProgressBar(Callback):
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         if not trainer.is_global_zero:
             return
+        from jaxtrainer.population.members import counted_members
+
         self._use_env_steps = trainer.env_steps_per_step > 0
+        self._members = counted_members(module)  # a sweep counts env steps per member
         self._t0 = self._last_print = time.perf_counter()
         self._step0 = trainer.global_step
         self._plain_on, self._last_line, self._printed_step = self._is_plain(), None, -1
@@ -106,15 +109,23 @@ class RichProgressBar(Callback):
 
         from jaxtrainer.callbacks.progress_line import FittedLine
 
-        unit = "env steps" if self._use_env_steps else "steps"
-        total = trainer.max_steps * (trainer.env_steps_per_step if self._use_env_steps else 1)
-        done = trainer.env_steps if self._use_env_steps else trainer.global_step
+        unit = ("env steps" + (" per member" if self._members > 1 else "")
+                if self._use_env_steps else "steps")
+        total, done = self._env_steps(trainer, trainer.max_steps), self._done(trainer)
         console = Console(file=sys.stdout)
         self._progress = Progress(FittedLine(console, unit), console=console,
                                   refresh_per_second=self.refresh_per_second, transient=False)
         self._progress.start()
         self._task = self._progress.add_task("train", total=total, completed=done, start=done,
                                              **self._rates({}), value="")
+
+    def _env_steps(self, trainer: Trainer, steps: int) -> int:
+        """``steps`` training steps in the count's unit (env steps per member
+        for a sweep, steps without env steps)."""
+        return steps * trainer.env_steps_per_step // self._members if self._use_env_steps else steps
+
+    def _done(self, trainer: Trainer) -> int:
+        return self._env_steps(trainer, trainer.global_step)
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         return False  # metrics only: the next interval may run meanwhile
@@ -151,7 +162,8 @@ class RichProgressBar(Callback):
         step, total = trainer.global_step, trainer.max_steps
         parts = [f"step {step:,}/{total:,} ({100 * step / max(total, 1):.0f}%)"]
         if self._use_env_steps:
-            parts.append(f"env steps {trainer.env_steps:,}/{total * trainer.env_steps_per_step:,}")
+            per = " per member" if self._members > 1 else ""
+            parts.append(f"env steps{per} {self._done(trainer):,}/{self._env_steps(trainer, total):,}")
         rate = self._rate(metrics)
         if rate:
             parts.append(rate)
@@ -175,8 +187,7 @@ class RichProgressBar(Callback):
             return
         if self._progress is None:
             return
-        done = trainer.env_steps if self._use_env_steps else trainer.global_step
-        self._progress.update(self._task, completed=done, **self._rates(metrics),
+        self._progress.update(self._task, completed=self._done(trainer), **self._rates(metrics),
                               value=self._value(metrics))
 
     def _print_plain(self, trainer: Trainer) -> None:

@@ -98,16 +98,20 @@ def save_now(trainer: Trainer, module: Module) -> str:
     return path
 
 
-def report_budget_spent(trainer: Trainer, resume: Path, step: int) -> None:
-    """Say (on process 0) why a resume from ``resume`` (at ``step``) runs nothing."""
-    budget = ", ".join(f"{k}={v}" for k, v in (("max_steps", trainer.max_steps_arg),
-                                               ("max_env_steps", trainer.max_env_steps)) if v)
+def report_budget_spent(trainer: Trainer, resume: Path, step: int, members: int = 1) -> None:
+    """Say (on process 0) why a resume from ``resume`` (at ``step``) runs nothing;
+    ``members`` > 1 (a sweep) states ``max_env_steps`` per member as well."""
+    env_budget = trainer.max_env_steps and (
+        f"max_env_steps={trainer.max_env_steps // members} per member x {members} members"
+        if members > 1 else f"max_env_steps={trainer.max_env_steps}")
+    budget = ", ".join(v for v in (trainer.max_steps_arg and f"max_steps={trainer.max_steps_arg}",
+                                   env_budget) if v)
     trainer.stop_reason = (f"the checkpoint is at step {step} and the budget is "
                            f"{trainer.max_steps} training steps")
     if trainer.is_global_zero:
         print(f"jaxtrainer: nothing to train: {resume} is at step {step}, and the budget of "
               f"{trainer.max_steps} training steps ({budget}) is not above it; nothing was "
-              f"run or written. Raise the budget above {step} to continue that run.",
+              f"run or written. Raise the budget above {step} training steps to continue that run.",
               file=sys.stderr, flush=True)
 
 

@@ -82,6 +82,13 @@ def mean_parts(value: Any) -> tuple[jax.Array, jax.Array]:
     return jnp.where(has, value.reduced, 0.0), has.astype(jnp.float32)
 
 
+def counted_members(module: Module) -> int:
+    """How many members a printed env-step count of ``module`` is divided by:
+    ``population_size`` for a population whose budget is per member
+    (``budget_per_member``, a sweep), else 1."""
+    return int(module.population_size) if getattr(module, "budget_per_member", False) else 1
+
+
 class MemberPopulation(Module):
     """Base of the population modes: ``population_size`` members of ``module``
     stacked on a leading axis sharded over ``axis_name`` (module docstring).

@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from jaxtrainer import run_kind
 from jaxtrainer.callbacks.base import Callback
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
     from jaxtrainer.trainer import Trainer
 
-MEMBERS_FILE = "sweep_members.csv"
+MEMBERS_FILE = run_kind.MEMBERS_FILE
 SUMMARY_FILE = "sweep_summary.csv"
 SUMMARY_COLUMNS = ("seeds", "mean", "mean_ci_low", "mean_ci_high", "iqm", "iqm_ci_low",
                    "iqm_ci_high")
@@ -222,8 +223,7 @@ class SweepSummary(Callback):
                             f"{type(module).__name__}")
         self.last_eval, self.rows = None, []
         if stage == "fit" and trainer.is_global_zero:
-            os.makedirs(trainer.log_dir, exist_ok=True)
-            write_csv(os.path.join(trainer.log_dir, MEMBERS_FILE), module.members())
+            run_kind.write_members(trainer.log_dir, module)
 
     def on_evaluation_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
         self.last_eval = dict(metrics)

@@ -158,6 +158,10 @@ class Sweep(MemberPopulation):
     mean over the real members of each member's value (every member weighs
     the same); ``eval/x_min`` and ``eval/x_max`` over members.
 
+    The Trainer's counters are the sweep's totals (``env_steps`` over every
+    member); what is printed (progress, resume messages) and plotted counts
+    env steps per member (``budget_per_member``), the unit of a recipe's budget.
+
     Args:
       module: any :class:`~jaxtrainer.Module`; with ``hyperparams``, one whose
         state has a ``hyperparams: dict[str, float32[]]`` field (or dict key)
@@ -187,6 +191,8 @@ class Sweep(MemberPopulation):
         ones it has), or the wrapped module's own size checks.
       TypeError: ``module`` is not a :class:`~jaxtrainer.Module`.
     """
+
+    budget_per_member = True
 
     def __init__(
         self,
