@@ -13,7 +13,10 @@ count and gathered bit for bit by :class:`~jaxtrainer.distributed.MemberLayout`
 * :class:`PBT` (:mod:`.pbt`): population-based training, exploit/explore of
   traced hyperparameters, and
 * :class:`Sweep` (:mod:`.sweep`): a grid of hyperparameters times seeds, with
-  :class:`SweepSummary` (:mod:`.summary`) writing per-configuration statistics.
+  :class:`SweepSummary` (:mod:`.summary`) writing per-configuration statistics;
+* :class:`Search` (:mod:`.search`): trials drawn from search spaces
+  (:mod:`.spaces`), successive halving at rungs, with :class:`SearchReport`
+  (:mod:`.search_report`) writing ``search.csv``.
 
 Algorithms never import this package; the traced hyperparameters that members
 differ in are read and written through :mod:`jaxtrainer.algorithms.hyperparams`.
@@ -29,5 +32,8 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "pbt": ["PBT", "PBTState", "Hyperparam"],
         "sweep": ["Sweep", "SweepState"],
         "summary": ["SweepSummary"],
+        "search": ["Search", "SearchState"],
+        "search_report": ["SearchReport"],
+        "spaces": ["Choice", "parse_space", "sample_trials"],
     },
 )

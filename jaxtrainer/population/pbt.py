@@ -56,6 +56,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from jaxtrainer.algorithms.hyperparams import get_hyperparams, set_hyperparams
@@ -117,6 +118,15 @@ class Hyperparam:
 
     def clip(self, value: jax.Array) -> jax.Array:
         return jnp.clip(value, self.low, self.high)
+
+    def from_unit(self, u: np.ndarray) -> np.ndarray:
+        """Points ``u: float[n]`` of ``[0, 1)`` mapped onto the space (its
+        inverse CDF: log-uniform when ``log``): ``float32[n]``, host side."""
+        u = np.asarray(u, np.float64)
+        if self.log:
+            lo, hi = np.log(self.low), np.log(self.high)
+            return np.clip(np.exp(lo + u * (hi - lo)), self.low, self.high).astype(np.float32)
+        return (self.low + u * (self.high - self.low)).astype(np.float32)
 
 
 @struct.dataclass
@@ -380,6 +390,12 @@ class PBT(MemberPopulation):
         return out
 
     def _exploit_and_explore(self, state: PBTState, key: jax.Array) -> PBTState:
+        return self.exploit_and_explore(state, key)[0]
+
+    def exploit_and_explore(self, state: Any, key: jax.Array) -> tuple[Any, jax.Array]:
+        """One exploit/explore round on ``state`` (a :class:`PBTState` or a state
+        with its fields): ``(state, copied: bool[P_pad])``, ``copied`` the same
+        on every device (padding members never copy)."""
         layout = self.layout
         size, padded = layout.size, layout.padded_size
         ids = layout.ids()
@@ -404,7 +420,7 @@ class PBT(MemberPopulation):
         return state.replace(
             members=members, fitness=fitness[src], window_total=zeros, window_count=zeros,
             parent=jnp.where(mine, src, state.parent),
-            exploits=state.exploits + jnp.sum(copied).astype(jnp.int32))
+            exploits=state.exploits + jnp.sum(copied).astype(jnp.int32)), copied
 
     # ---- metrics ---------------------------------------------------------------
     def _metrics(self, state: PBTState, ids: jax.Array, inner: dict[str, Any]) -> dict:

@@ -39,7 +39,7 @@ from jaxtrainer.arguments import did_you_mean
 from jaxtrainer.formatting import fixed
 from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
-from jaxtrainer.recipes import command, components, resume, sweep
+from jaxtrainer.recipes import command, components, resume, search, sweep
 from jaxtrainer.recipes.command import CONFIG_FILE, RunRecord, cli, recipe_of  # noqa: F401 (re-exported)
 from jaxtrainer.trainer import Trainer
 
@@ -74,7 +74,7 @@ the user's module's; the algorithm's config checks them)."""
 
 
 def _open_key(dotted: str) -> bool:
-    return sweep.is_open_key(dotted) or dotted.startswith(OPEN_KEYS)
+    return sweep.is_open_key(dotted) or search.is_open_key(dotted) or dotted.startswith(OPEN_KEYS)
 
 
 def _check_key(base: DictConfig, dotted: str, source: str = "") -> None:
@@ -172,12 +172,12 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
                          f"not of {recipe!r}: run recipes/{named}.py --config {os.fspath(path)}")
     recipe = str(named) if named is not None else recipe
     if defaults is not None and os.path.realpath(defaults) != os.path.realpath(path):
-        schema = sweep.with_section(OmegaConf.load(defaults), recipe)
+        schema = search.with_section(sweep.with_section(OmegaConf.load(defaults), recipe), recipe)
         for dotted in _leaf_keys(base):
             if dotted.split(".", 1)[0] not in OPEN_SECTIONS and not _open_key(dotted):
                 _check_key(schema, dotted, source=f"{os.fspath(path)}: ")
         base = OmegaConf.merge(schema, base)
-    base = sweep.with_section(base, recipe)  # sweep.seeds, sweep.hyperparams.<name>
+    base = search.with_section(sweep.with_section(base, recipe), recipe)  # sweep:, search: sections
     for item in overrides:
         if item.startswith("--"):
             raise ValueError(_dashed(item, base))
@@ -426,6 +426,7 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
         :meth:`Trainer.fit`, as do the module's size checks' ``ValueError``).
     """
     sweep.before_fit(trainer, module, recipe_of(cfg))  # a Sweep: budget per member, summary
+    search.before_fit(trainer, module)  # a Search: budget per member, search.csv
     changed = resume.hyperparameter_changes(cfg)  # confirmed changes of a resumed run
     if changed:
         trainer.callbacks.append(resume.ApplyHyperparameters(changed))
@@ -440,6 +441,6 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
     if "eval/episode_return" not in result:
         raise KeyError(f"the evaluation of {type(module).__name__} has no eval/episode_return; "
                        f"its metrics: {', '.join(sorted(result))}")
-    print(f"eval/episode_return={fixed(result['eval/episode_return'])}{sweep.final_note(module)} "
+    print(f"eval/episode_return={fixed(result['eval/episode_return'])}{sweep.final_note(module)}{search.final_note(module)} "
           f"run_dir={trainer.log_dir}")
     return result

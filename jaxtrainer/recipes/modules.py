@@ -24,7 +24,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from jaxtrainer.module import Module, PopulationModule
-from jaxtrainer.recipes import config, sweep
+from jaxtrainer.recipes import config, search, sweep
 
 
 def _from_algorithm(module: str, cls: str) -> Callable[[DictConfig], Module]:
@@ -139,4 +139,4 @@ def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
       TypeError: an ``algorithm:`` or ``env:`` key the module or environment
         does not take.
     """
-    return sweep.wrap(recipe, cfg, BUILDERS[check_recipe(recipe)](cfg))
+    return search.wrap(recipe, cfg, sweep.wrap(recipe, cfg, BUILDERS[check_recipe(recipe)](cfg)))

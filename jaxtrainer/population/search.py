@@ -1,0 +1,252 @@
+"""Hyperparameter search of any :class:`jaxtrainer.Module` in one compiled program.
+
+``members`` trials train at once, as the members of a population (the member
+core of :class:`~jaxtrainer.population.PBT` and
+:class:`~jaxtrainer.population.Sweep`: stacked, sharded over the devices,
+vmapped). Their hyperparameters are traced values of the state, so no trial
+compiles anything: the whole search is one training program.
+
+* Trials are drawn before compiling (:func:`~jaxtrainer.population.spaces.sample_trials`:
+  random or scrambled Sobol) into a table of every trial the search can run;
+  member ``i`` starts as trial ``i``.
+* Without ``rungs`` it is a random (or quasi-random) search: every trial trains
+  the whole budget.
+* With ``rungs`` (training steps per member), successive halving inside the
+  program, as ASHA's rungs (Li et al. 2020, "A System for Massively Parallel
+  Hyperparameter Tuning", Alg. 2) with a fixed member count: at each rung the
+  members are ranked by ``fitness_metric`` averaged since the previous rung (a
+  NaN or infinite value ranks last), and the worst ``fraction`` of them stop.
+  Each stopped member's slot goes on with a new trial: ``replace="sample"``
+  starts the next trial of the table from a fresh initial state (its own
+  key, folded from the trial id); ``replace="exploit"`` copies a member of the
+  best ``fraction`` and perturbs its hyperparameters (PBT's truncation exploit and
+  explore, :meth:`~jaxtrainer.population.PBT.exploit_and_explore`, reused).
+  The count of members and every shape stay fixed, so nothing recompiles.
+* Every trial's history is in the state: its hyperparameters (``table``), its
+  metric at each rung it reached (``history``) and the rung where it was
+  stopped (``stopped``); :class:`~jaxtrainer.population.search_report.SearchReport`
+  writes them to ``search.csv``.
+
+Budget: ``Trainer(max_steps=N)`` trains each member slot for ``N`` updates; a
+trial started at a rung trains for the rest of it. The Trainer's ``env_steps``
+count every member (what is printed counts per member, as for a sweep).
+Evaluation and the default member (``jaxtrainer eval``, ``load_policy``) are
+PBT's: the member with the best current fitness, chosen without looking at the
+evaluation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from jaxtrainer.algorithms.hyperparams import get_hyperparams
+from jaxtrainer.distributed import AXIS_NAME, per_device
+from jaxtrainer.distributed.axis import AxisName
+from jaxtrainer.metrics import Last
+from jaxtrainer.module import Module
+from jaxtrainer.population.members import mean_parts
+from jaxtrainer.population.pbt import PBT, Hyperparam
+from jaxtrainer.population.spaces import Space, parse_space, sample_trials
+
+__all__ = ["REPLACES", "Search", "SearchState"]
+
+REPLACES = ("sample", "exploit")
+"""What a stopped member's slot goes on with: the next sampled trial, or a
+perturbed copy of a better member."""
+
+
+@struct.dataclass
+class SearchState:
+    """State of a search. The first seven fields are :class:`~jaxtrainer.population.PBTState`'s
+    (member leaves ``[P_pad, ...]``, sharded); the rest are the same on every device.
+
+    Attributes:
+      trial: ``int32[P_pad]`` the trial each member slot runs (sharded).
+      table: ``{name: float32[T]}`` every trial's hyperparameters (``T`` trials).
+      history: ``float32[T, R]`` each trial's fitness at each of the ``R`` rungs
+        (NaN where it did not reach it).
+      stopped: ``int32[T]`` the rung where the trial was stopped, ``-1`` if not.
+      next_trial: ``int32[]`` the first trial not started yet.
+    """
+
+    members: Any
+    fitness: jax.Array
+    window_total: jax.Array
+    window_count: jax.Array
+    parent: jax.Array
+    step: jax.Array
+    exploits: jax.Array
+    trial: jax.Array
+    table: dict[str, jax.Array]
+    history: jax.Array
+    stopped: jax.Array
+    next_trial: jax.Array
+
+
+class Search(PBT):
+    """Search ``space`` with ``members`` trials at a time (module docstring).
+
+    Metrics: PBT's (every wrapped-module metric over the members,
+    ``member/<i>/<hyperparameter>``, ``member/<i>/fitness``, ``fitness/*``),
+    plus ``member/<i>/trial`` (``Last``: the trial member slot ``i`` runs) and
+    ``search/trials`` (``Last``: trials started so far). ``evaluation_step``:
+    PBT's (``eval/x`` of the member with the best current fitness).
+
+    Args:
+      module: a :class:`~jaxtrainer.Module` whose state has a ``hyperparams:
+        dict[str, float32[]]`` field read by ``training_step`` (PPO's, A2C's,
+        IMPALA's, DQN's, SAC's, TD3's, DDPG's ``TUNABLE``); its sizes are per member.
+      space: ``{name: space}``, a space in any form of
+        :func:`~jaxtrainer.population.spaces.parse_space` (``"loguniform(1e-5,1e-2)"``).
+      members: trials training at once, ``P >= 2``.
+      rungs: training steps (per member) at which the worst ``fraction`` stop,
+        strictly increasing and >= 1; empty: no stopping.
+      fraction: of the members stopped at each rung, ``0 < fraction <= 0.5``
+        (``max(1, int(fraction * P))`` members).
+      replace: ``"sample"`` or ``"exploit"`` (module docstring).
+      sampler: ``"random"`` or ``"sobol"``.
+      seed: of the sampler (the recipes pass ``trainer.seed``).
+      fitness_metric: the training metric ranked on, higher is better.
+      member_metrics, axis_name, vectorize: as :class:`~jaxtrainer.population.PBT`.
+
+    Raises:
+      ValueError: at construction, an empty or malformed space, ``members < 2``,
+        bad rungs or fraction, an unknown ``replace`` or ``sampler`` (listing the
+        choices); in :meth:`validate`, what PBT's validation raises.
+      TypeError: ``module`` is not a :class:`~jaxtrainer.Module`.
+    """
+
+    budget_per_member = True
+
+    def __init__(self, module: Module, space: Mapping[str, Any], members: int = 8,
+                 rungs: Sequence[int] = (), fraction: float = 0.5, replace: str = "sample",
+                 sampler: str = "random", seed: int = 0,
+                 fitness_metric: str = "train/episode_return",
+                 member_metrics: Sequence[str] = ("train/episode_return",),
+                 axis_name: AxisName = AXIS_NAME, vectorize: bool = True) -> None:
+        if not space:
+            raise ValueError("search: the space is empty: name at least one hyperparameter, "
+                             "e.g. search.space.lr=loguniform(1e-5,1e-2)")
+        spaces: dict[str, Space] = {str(k): parse_space(str(k), v) for k, v in space.items()}
+        if isinstance(members, bool) or not isinstance(members, int) or members < 2:
+            raise ValueError(f"search.members={members!r}: expected an int >= 2")
+        if replace not in REPLACES:
+            raise ValueError(f"search.replace={replace!r}: choose one of {', '.join(REPLACES)}")
+        rungs = tuple(int(r) for r in rungs)
+        if any(r < 1 for r in rungs) or any(b <= a for a, b in zip(rungs, rungs[1:], strict=False)):
+            raise ValueError(f"search.rungs={list(rungs)}: expected strictly increasing "
+                             "training steps >= 1")
+        if not 0.0 < fraction <= 0.5:
+            raise ValueError(f"search.fraction={fraction!r}: expected 0 < fraction <= 0.5")
+        placeholder = {name: Hyperparam(0.0, 1.0, log=False) for name in spaces}  # PBT checks the rest
+        super().__init__(module, placeholder, members, 1, "truncation", "perturb", fraction,
+                         fitness_metric=fitness_metric, member_metrics=member_metrics,
+                         axis_name=axis_name, vectorize=vectorize)
+        self.name, self.spaces = "search", spaces
+        self.rungs, self.replace, self.sampler, self.seed = rungs, replace, sampler, int(seed)
+        self.stopped_per_rung = max(1, int(self.truncation_fraction * members))
+        self.trial_count = members + len(rungs) * self.stopped_per_rung
+        self.trials = sample_trials(spaces, self.trial_count, sampler, self.seed)
+
+    def hparams(self) -> dict[str, Any]:
+        spaces = {n: (f"choice({list(s.values)})" if hasattr(s, "values") else
+                      f"{'loguniform' if s.log else 'uniform'}({s.low},{s.high})")
+                  for n, s in self.spaces.items()}
+        return {"search": {"members": self.population_size, "rungs": list(self.rungs),
+                           "fraction": self.truncation_fraction, "replace": self.replace,
+                           "sampler": self.sampler, "seed": self.seed, "space": spaces,
+                           "fitness_metric": self.fitness_metric},
+                "module": type(self.module).__name__, **self.module.hparams()}
+
+    # ---- Module ----------------------------------------------------------------
+    def init_state(self, key: jax.Array) -> SearchState:
+        """Member ``i`` runs trial ``i`` (a padding member a copy of trial
+        ``i mod P``), its state ``module.init_state(fold_in(fold_in(key, 0), i))``."""
+        layout = self.layout
+        ids = layout.ids()
+        trial = jnp.where(ids < self.population_size, ids, ids % self.population_size)
+        table = {name: jnp.asarray(values) for name, values in self.trials.items()}
+        members = self.init_members(layout.keys(jax.random.fold_in(key, 0), ids), ids,
+                                    {name: column[trial] for name, column in table.items()})
+        local = layout.local_count
+        fitness, window_total, window_count, trial = per_device((
+            jnp.full((local,), -jnp.inf, jnp.float32), jnp.zeros((local,), jnp.float32),
+            jnp.zeros((local,), jnp.float32), trial.astype(jnp.int32)))
+        count = self.trial_count
+        return SearchState(members, fitness, window_total, window_count, ids,
+                           jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), trial, table,
+                           jnp.full((count, len(self.rungs)), jnp.nan, jnp.float32),
+                           jnp.full((count,), -1, jnp.int32),
+                           jnp.asarray(self.population_size, jnp.int32))
+
+    def training_step(self, state: SearchState, key: jax.Array) -> tuple[SearchState, dict]:
+        """One update of every member, then, at a rung, the worst members stop
+        and their slots go on with new trials."""
+        ids = self.layout.ids()
+        keys = self.layout.keys(jax.random.fold_in(key, 0), ids)
+        members, inner = self.train_members(state.members, keys)
+        total, count = mean_parts(inner[self.fitness_metric])
+        step = state.step + 1
+        state = state.replace(members=members, window_total=state.window_total + total,
+                              window_count=state.window_count + count, step=step)
+        metrics = self._metrics(state, ids, inner)
+        if self.rungs:
+            at = jnp.asarray(self.rungs, jnp.int32) == step
+            state = jax.lax.cond(at.any(), lambda s: self._rung(s, jnp.argmax(at),
+                                                                jax.random.fold_in(key, 1)),
+                                 lambda s: s, state)
+        metrics["search/trials"] = Last.of(state.next_trial.astype(jnp.float32))
+        trial = state.trial.astype(jnp.float32)
+        metrics.update(self.per_member("member/", {"trial": Last(trial, jnp.ones_like(trial))}))
+        return state, metrics
+
+    def _rung(self, state: SearchState, rung: jax.Array, key: jax.Array) -> SearchState:
+        """Record every running trial's fitness at ``rung``, stop the worst and
+        start new trials in their slots."""
+        layout, size, cut = self.layout, self.population_size, self.stopped_per_rung
+        fitness = layout.unpad(layout.gather(self.current_fitness(state)))  # [P]
+        trials = layout.gather(state.trial)  # [P_pad]
+        history = state.history.at[trials[:size], rung].set(fitness)
+        if self.replace == "exploit":
+            state, copied = self.exploit_and_explore(state, key)
+        else:
+            losers = layout.rank(fitness, worst_first=True)[:cut]
+            copied = jnp.zeros((layout.padded_size,), bool).at[losers].set(True)
+        slots = jnp.nonzero(copied, size=cut)[0]  # the stopped members, in id order
+        new = state.next_trial + jnp.arange(cut, dtype=jnp.int32)
+        stopped = state.stopped.at[trials[slots]].set(rung.astype(jnp.int32))
+        trial_all = trials.at[slots].set(new)
+        ids = layout.ids()
+        mine, trial = copied[ids], trial_all[ids]
+        table = dict(state.table)
+        if self.replace == "exploit":  # the explored values become the new trials' rows
+            explored = layout.gather(get_hyperparams(state.members))
+            table = {n: column.at[new].set(explored[n][slots].astype(column.dtype))
+                     for n, column in table.items()}
+            zeros = jnp.zeros_like(state.window_total)
+        else:
+            members = self._fresh(state.members, mine, trial, table, key)
+            zeros = jnp.zeros_like(state.window_total)
+            state = state.replace(members=members,
+                                  fitness=jnp.where(mine, -jnp.inf, fitness[jnp.minimum(ids, size - 1)]),
+                                  parent=jnp.where(mine, ids, state.parent))
+        return state.replace(trial=trial, table=table, history=history, stopped=stopped,
+                             next_trial=state.next_trial + cut, window_total=zeros,
+                             window_count=zeros)
+
+    def _fresh(self, members: Any, mine: jax.Array, trial: jax.Array,
+               table: dict[str, jax.Array], key: jax.Array) -> Any:
+        """``members`` with the slots in ``mine`` restarted: a new initial state
+        (key folded from the trial id) with the trial's hyperparameters."""
+        ids = self.layout.ids()
+        fresh = self.init_members(self.layout.keys(key, trial), ids,
+                                  {name: column[trial] for name, column in table.items()})
+        return jax.tree.map(
+            lambda new, old: jnp.where(mine.reshape((-1,) + (1,) * (old.ndim - 1)), new, old),
+            fresh, members)
+

@@ -1,0 +1,160 @@
+"""The ``search:`` section of the recipes whose algorithm has traced
+hyperparameters: a hyperparameter search in one compiled program
+(:class:`~jaxtrainer.population.Search`)::
+
+    jaxtrainer fit ppo search.method=asha search.members=32 \\
+        'search.space.lr=loguniform(1e-5,1e-2)' 'search.space.ent_coef=uniform(0,0.05)'
+
+* ``search.method``: ``random`` or ``sobol`` (every trial trains the whole
+  budget; trials drawn at random or from a scrambled Sobol sequence), or
+  ``asha`` (successive halving at ``search.rungs``; trials drawn by
+  ``search.sampler``); ``null``: no search.
+* ``search.members``: trials training at once.
+* ``search.space.<name>``: ``uniform(low,high)``, ``loguniform(low,high)`` or
+  ``choice([v1,v2,...])`` for an ``algorithm:`` key that is a traced
+  hyperparameter (the algorithm's ``TUNABLE``).
+* ``search.rungs``: env steps per member at which the worst
+  ``search.fraction`` of the members stop (``asha`` only; ``null``: at 1/8,
+  1/4 and 1/2 of the budget), ``search.replace``: ``sample`` (their slots go
+  on with new trials) or ``exploit`` (with perturbed copies of better members).
+
+The budget keys keep their meaning per member, as for a sweep:
+``trainer.max_env_steps`` is what each member slot trains for. The run holds
+``search.csv`` (:class:`~jaxtrainer.population.search_report.SearchReport`);
+the recipe's last line is the evaluation of the member with the best fitness.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+SECTION = "search"
+SEARCH_RECIPES = frozenset({"ppo", "a2c", "impala", "dqn", "sac", "td3", "ddpg"})
+"""Recipes whose module keeps traced hyperparameters in ``state.hyperparams``."""
+
+METHODS = ("random", "sobol", "asha")
+DEFAULTS: dict[str, Any] = {"method": None, "members": 8, "space": {}, "rungs": None,
+                            "fraction": 0.5, "replace": "sample", "sampler": "random"}
+"""The section :func:`with_section` adds: no search."""
+
+DEFAULT_RUNGS = (8, 4, 2)
+"""Without ``search.rungs``, ``asha`` stops members at 1/8, 1/4 and 1/2 of the budget."""
+
+
+def with_section(cfg: Any, recipe: str | None) -> Any:
+    """``cfg`` with a ``search:`` section (:data:`DEFAULTS`) when ``recipe`` is
+    in :data:`SEARCH_RECIPES` and ``cfg`` (a mapping config) has none."""
+    if recipe not in SEARCH_RECIPES or not isinstance(cfg, DictConfig) or SECTION in cfg:
+        return cfg
+    return OmegaConf.merge(cfg, {SECTION: DEFAULTS})
+
+
+def is_open_key(dotted: str) -> bool:
+    """Whether ``dotted`` names a space, ``search.space.<name>`` (any traced
+    hyperparameter may be searched)."""
+    parts = dotted.split(".")
+    return len(parts) == 3 and parts[0] == SECTION and parts[1] == "space" and bool(parts[2])
+
+
+def active(cfg: DictConfig) -> bool:
+    """Whether ``cfg`` asks for a search (``search.method`` set)."""
+    node = cfg.get(SECTION) if isinstance(cfg, DictConfig) else None
+    return isinstance(node, DictConfig) and node.get("method") is not None
+
+
+def _member_steps(cfg: DictConfig, env_steps_per_step: int) -> int | None:
+    """Each member's budget in training steps, from the ``trainer:`` section."""
+    trainer = cfg.get("trainer") or {}
+    if trainer.get("max_steps") is not None:
+        return int(trainer.max_steps)
+    if trainer.get("max_env_steps") is not None:
+        return int(trainer.max_env_steps) // env_steps_per_step
+    return None
+
+
+def rung_steps(cfg: DictConfig, env_steps_per_step: int) -> tuple[int, ...]:
+    """``search.rungs`` (env steps per member) as training steps, or the
+    :data:`DEFAULT_RUNGS` fractions of the member budget; ``()`` unless ``asha``.
+
+    Raises:
+      ValueError: ``search.rungs`` not a list of env steps, or a rung below one
+        training step (``env_steps_per_step`` env steps).
+    """
+    node = cfg[SECTION]
+    if node.method != "asha":
+        return ()
+    if node.get("rungs") is None:
+        budget = _member_steps(cfg, env_steps_per_step) or 0
+        return tuple(sorted({budget // d for d in DEFAULT_RUNGS if budget // d >= 1}))
+    rungs = OmegaConf.to_container(node.rungs) if not isinstance(node.rungs, int) else [node.rungs]
+    if not isinstance(rungs, list) or not all(isinstance(r, int) and not isinstance(r, bool)
+                                              for r in rungs):
+        raise ValueError(f"search.rungs={rungs!r}: expected a list of env steps per member, "
+                         "e.g. search.rungs=[50000,100000]")
+    low = [r for r in rungs if r < env_steps_per_step]
+    if low:
+        raise ValueError(f"search.rungs: {low} env steps is below one training step "
+                         f"({env_steps_per_step} env steps per member)")
+    return tuple(r // env_steps_per_step for r in rungs)
+
+
+def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
+    """``module``, or the :class:`~jaxtrainer.population.Search` of it that
+    ``cfg``'s ``search:`` section asks for (sampler seeded with ``trainer.seed``).
+
+    Raises:
+      ValueError: a search asked of a recipe outside :data:`SEARCH_RECIPES`, an
+        unknown ``search.method`` (listing :data:`METHODS`), a search beside a
+        sweep, a ``search.space`` entry that names no ``algorithm:`` key (the
+        message lists them), or what :class:`~jaxtrainer.population.Search` rejects.
+    """
+    if not active(cfg):
+        return module
+    if recipe not in SEARCH_RECIPES:
+        raise ValueError(f"the {recipe!r} recipe cannot search (search.method): recipes that "
+                         f"can: {', '.join(sorted(SEARCH_RECIPES))}")
+    node = cfg[SECTION]
+    if node.method not in METHODS:
+        raise ValueError(f"search.method={node.method!r}: choose one of {', '.join(METHODS)}")
+    sweep = cfg.get("sweep") or {}
+    if sweep.get("seeds") is not None or sweep.get("hyperparams"):
+        raise ValueError("search.method and a sweep (sweep.seeds, sweep.hyperparams) are both "
+                         "set: a run is either a search or a sweep")
+    algorithm = cfg.get("algorithm") or {}
+    space = OmegaConf.to_container(node.get("space") or {}, resolve=True)
+    for name in space:
+        if name not in algorithm:
+            raise ValueError(f"search.space.{name}: {name!r} is not a key of the algorithm "
+                             f"section; its keys: {', '.join(str(k) for k in algorithm)}")
+    from jaxtrainer.population.search import Search
+
+    sampler = node.method if node.method != "asha" else node.get("sampler", "random")
+    return Search(module, space, members=node.members,
+                  rungs=rung_steps(cfg, int(module.env_steps_per_step)),
+                  fraction=float(node.fraction), replace=str(node.replace), sampler=str(sampler),
+                  seed=int(cfg.trainer.get("seed", 0) or 0))
+
+
+def before_fit(trainer: Any, module: Any) -> None:
+    """Prepare ``trainer`` for a search ``module`` (nothing for any other):
+    ``trainer.max_env_steps``, per member in a recipe, becomes the total over
+    the members, and a :class:`~jaxtrainer.population.search_report.SearchReport`
+    is added unless one is there."""
+    from jaxtrainer.population.search import Search
+    from jaxtrainer.population.search_report import SearchReport
+
+    if not isinstance(module, Search):
+        return
+    if trainer.max_env_steps is not None:
+        trainer.max_env_steps = int(trainer.max_env_steps) * module.population_size
+    if not any(isinstance(cb, SearchReport) for cb in trainer.callbacks):
+        trainer.callbacks.append(SearchReport())
+
+
+def final_note(module: Any) -> str:
+    """For a recipe's last line: ``" (the member with the best fitness)"`` for a search."""
+    from jaxtrainer.population.search import Search
+
+    return f" (the member with the best {module.fitness_metric})" if isinstance(module, Search) else ""

@@ -1,0 +1,210 @@
+"""Hyperparameter search in one program: spaces, sampling, successive halving
+at rungs (new trials or exploited copies), search.csv, the recipe section, and
+the same search on 4 devices.
+
+One module-scoped set of tiny PPO searches (CartPole, 2 envs x 8 steps, 6
+updates, rungs after updates 2 and 4) serves the tests that train:
+
+* ``one``: 6 members on 1 device, members one after another (``vectorize=False``);
+* ``four``: the same search on 4 devices with pmap (padded to 8);
+* ``exploit``: 4 members, ``replace="exploit"``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import jaxtrainer as jt
+from jaxtrainer.algorithms import PPO
+from jaxtrainer.population import Choice, Search, SearchReport, parse_space, sample_trials
+from jaxtrainer.population.pbt import Hyperparam
+from jaxtrainer.recipes import config
+from jaxtrainer.recipes.modules import build_module
+from tests.test_pbt import CountCompiles
+
+RECIPES = Path(__file__).parents[1] / "recipes"
+SPACE = {"lr": "loguniform(1e-4,1e-2)", "ent_coef": "choice([0.0,0.01,0.02])"}
+STEPS, RUNGS = 6, (2, 4)
+
+
+def tiny() -> PPO:
+    return PPO(num_envs=2, num_steps=8, update_epochs=1, num_minibatches=1, eval_episodes=2,
+               hidden_sizes=(8,))
+
+
+def fit(module, root, devices=1, callbacks=(), eval_every=None):
+    trainer = jt.Trainer(strategy="pmap" if devices > 1 else "single", devices=devices,
+                         max_steps=STEPS, log_every_n_steps=1, default_root_dir=root,
+                         eval_every_n_steps=eval_every,
+                         enable_progress_bar=False, logger=False, enable_checkpointing=False,
+                         compile_evaluation_ahead=eval_every is not None,
+                         callbacks=list(callbacks))
+    trainer.fit(module)
+    return trainer
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runs")
+    out = {}
+    compiles = CountCompiles()
+    search = Search(tiny(), SPACE, members=6, rungs=RUNGS, vectorize=False, seed=3)
+    out["one"] = (search, fit(search, root / "one", callbacks=[compiles, SearchReport()],
+                                 eval_every=STEPS))
+    out["compiles"] = compiles.events
+    search = Search(tiny(), SPACE, members=6, rungs=RUNGS, vectorize=False, seed=3)
+    out["four"] = (search, fit(search, root / "four", devices=4))
+    search = Search(tiny(), SPACE, members=4, rungs=RUNGS, replace="exploit")
+    out["exploit"] = (search, fit(search, root / "exploit"))
+    return out
+
+
+# ---- spaces and sampling (no compile) ------------------------------------------------
+def test_spaces_parse_from_their_written_forms():
+    assert parse_space("lr", "loguniform(1e-5,1e-2)") == Hyperparam(1e-5, 1e-2, log=True)
+    assert parse_space("ent_coef", "uniform(0,0.05)") == Hyperparam(0.0, 0.05, log=False)
+    assert parse_space("gamma", "choice([0.95,0.99])") == Choice((0.95, 0.99))
+    assert parse_space("gamma", "choice(0.95, 0.99)") == Choice((0.95, 0.99))
+    assert parse_space("gamma", [0.9, 0.99]) == Choice((0.9, 0.99))
+
+
+@pytest.mark.parametrize("spec, match", [
+    ("gaussian(0,1)", r"search.space.x='gaussian\(0,1\)': expected uniform\(low,high\)"),
+    ("uniform(1)", "takes two numbers"),
+    ("loguniform(0,1)", "log-uniform prior needs low > 0"),
+    ("uniform(2,1)", "need low < high"),
+    ("choice([])", "expected distinct numbers"),
+    ("choice([a,b])", "expected numbers"),
+])
+def test_bad_spaces_name_the_key_and_the_forms(spec, match):
+    with pytest.raises(ValueError, match=match):
+        parse_space("x", spec)
+
+
+def test_trials_are_reproducible_inside_their_spaces_and_sobol_is_even():
+    spaces = {"lr": parse_space("lr", "loguniform(1e-5,1e-2)"),
+              "c": parse_space("c", "choice([1,2,3,4])")}
+    a, b = sample_trials(spaces, 32, "sobol", seed=1), sample_trials(spaces, 32, "sobol", seed=1)
+    np.testing.assert_array_equal(a["lr"], b["lr"])
+    assert a["lr"].dtype == np.float32 and a["lr"].shape == (32,)
+    assert 1e-5 <= a["lr"].min() and a["lr"].max() <= 1e-2
+    # 32 Sobol points put exactly 8 in each quarter of every axis; random ones rarely do
+    np.testing.assert_array_equal(np.unique(a["c"], return_counts=True)[1], [8, 8, 8, 8])
+    decades = np.floor(np.log10(a["lr"]))
+    assert set(decades) == {-5, -4, -3}
+    r = sample_trials(spaces, 32, "random", seed=1)
+    assert not np.array_equal(r["lr"], a["lr"])
+    with pytest.raises(ValueError, match="search.sampler='grid': choose one of random, sobol"):
+        sample_trials(spaces, 4, "grid")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(space={}), "the space is empty"),
+    (dict(members=1), r"search.members=1: expected an int >= 2"),
+    (dict(rungs=(4, 2)), r"search.rungs=\[4, 2\]: expected strictly increasing"),
+    (dict(fraction=0.7), "search.fraction=0.7"),
+    (dict(replace="kill"), "search.replace='kill': choose one of sample, exploit"),
+])
+def test_bad_searches_are_clear_errors(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Search(tiny(), **{"space": SPACE, **kwargs})
+
+
+# ---- one program, rungs, history ---------------------------------------------------
+def test_one_compile_and_the_worst_half_stops_at_each_rung(runs):
+    search, trainer = runs["one"]
+    assert runs["compiles"] == [] and set(trainer.compile_seconds) == {"train", "eval"}
+    state = jax.device_get(trainer.state)
+    assert search.stopped_per_rung == 3 and search.trial_count == 12
+    assert int(state.next_trial) == 12  # 6 first trials + 3 new ones at each of 2 rungs
+    stopped = np.asarray(state.stopped)
+    assert sorted(np.flatnonzero(stopped == 0)) == sorted(np.flatnonzero(stopped == 0)[:3])
+    assert (stopped == 0).sum() == 3 and (stopped == 1).sum() == 3
+    history = np.asarray(state.history)
+    first = history[:6, 0]  # every first trial was ranked at rung 0
+    assert not np.isnan(first).any()
+    losers = np.flatnonzero(stopped == 0)
+    survivors = [t for t in range(6) if t not in losers]
+    ranked = np.where(np.isfinite(first), first, -np.inf)
+    assert ranked[losers].max() <= ranked[survivors].min()
+    # each member runs its trial's hyperparameters
+    hp = state.members.hyperparams
+    for slot, t in enumerate(np.asarray(state.trial)):
+        assert hp["lr"][slot] == pytest.approx(float(state.table["lr"][t]))
+        assert hp["ent_coef"][slot] in np.float32([0.0, 0.01, 0.02])
+
+
+def test_search_csv_holds_every_trial_and_the_final_rows(runs):
+    search, trainer = runs["one"]
+    rows = list(csv.DictReader(open(Path(trainer.log_dir) / "search.csv")))
+    assert list(rows[0]) == ["trial", "lr", "ent_coef", "rung", "step", "env_steps", "fitness",
+                             "status", "eval"]
+    assert {int(r["trial"]) for r in rows} == set(range(12))
+    state = jax.device_get(trainer.state)
+    stopped = [r for r in rows if r["status"] == "stopped"]
+    assert len(stopped) == 6 and {r["step"] for r in stopped} == {"2", "4"}
+    final = [r for r in rows if r["rung"] == "final"]
+    assert sorted(int(r["trial"]) for r in final) == sorted(np.asarray(state.trial).tolist())
+    assert all(r["step"] == str(STEPS) and r["env_steps"] == str(STEPS * 16) for r in final)
+    for r in final:  # eval: that member's own evaluation
+        slot = int(np.flatnonzero(np.asarray(state.trial) == int(r["trial"]))[0])
+        assert math.isclose(float(r["eval"]),
+                            trainer.callback_metrics[f"member/{slot}/eval/episode_return"])
+
+
+def test_six_members_on_four_devices_equal_one_device(runs):
+    (search, four), (_, one) = runs["four"], runs["one"]
+    assert search.layout.padded_size == 8
+    a, b = jax.device_get(one.state), jax.device_get(four.state)
+    for name in ("trial", "fitness"):
+        np.testing.assert_array_equal(np.asarray(getattr(a, name))[:6],
+                                      np.asarray(getattr(b, name))[:6])
+    for name in ("history", "stopped", "next_trial"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    for x, y in zip(jax.tree.leaves(a.members.params), jax.tree.leaves(b.members.params), strict=True):
+        np.testing.assert_array_equal(np.asarray(x)[:6], np.asarray(y)[:6])
+
+
+def test_exploit_copies_better_members_and_records_their_new_values(runs):
+    search, trainer = runs["exploit"]
+    state = jax.device_get(trainer.state)
+    assert int(state.next_trial) == 4 + 2 * 2 and int(state.exploits) == 4
+    hp = state.members.hyperparams
+    for slot, t in enumerate(np.asarray(state.trial)):
+        assert float(hp["lr"][slot]) == float(state.table["lr"][t])
+        assert 1e-4 <= float(hp["lr"][slot]) <= 1e-2
+
+
+# ---- the recipe section ---------------------------------------------------------------
+@pytest.mark.parametrize("overrides, match", [
+    (["search.method=grid"], "search.method='grid': choose one of random, sobol, asha"),
+    (["search.method=random", "search.space.learning_rate=uniform(0,1)"],
+     "search.space.learning_rate: 'learning_rate' is not a key of the algorithm section"),
+    (["search.method=random", "search.space.lr=uniform(0,1)", "sweep.seeds=2"],
+     "a run is either a search or a sweep"),
+    (["search.method=asha", "search.space.lr=uniform(0,1)", "search.rungs=[100]"],
+     r"search.rungs: \[100\] env steps is below one training step \(512"),
+])
+def test_bad_recipe_searches_are_clear_errors(overrides, match):
+    cfg = config.load(RECIPES / "configs" / "ppo.yaml", overrides)
+    with pytest.raises(ValueError, match=match):
+        build_module("ppo", cfg)
+
+
+def test_recipe_search_section_builds_a_search():
+    cfg = config.load(RECIPES / "configs" / "ppo.yaml", [
+        "search.method=asha", "search.members=32", "search.space.lr=loguniform(1e-5,1e-2)",
+        "search.space.ent_coef=uniform(0,0.05)", "trainer.seed=7"])
+    search = build_module("ppo", cfg)
+    assert isinstance(search, Search) and search.population_size == 32
+    assert search.rungs == (122, 244, 488)  # 1/8, 1/4, 1/2 of 976 updates
+    assert search.seed == 7 and search.sampler == "random"
+    assert search.spaces["lr"] == Hyperparam(1e-5, 1e-2, True)
+    with pytest.raises(ValueError, match="unknown config key 'search.method'"):
+        config.load(RECIPES / "configs" / "openes.yaml", ["search.method=random"])
