@@ -432,11 +432,7 @@ class Trainer:
             print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}{cache}",
                   flush=True)
             if resume is not None:
-                members = counted_members(module)
-                per = f" per member x {members} members" if members > 1 else ""
-                print(f"jaxtrainer: resuming from checkpoint {resume} at step {step} "
-                      f"({step * self.env_steps_per_step // members} env steps{per}) of "
-                      f"{self.max_steps}", flush=True)
+                trainer_state.report_resume(self, resume, step, counted_members(module))
         with signals_and_phases(self):
             self._run(module, resume)
         self.call_hook("teardown", module, "fit")

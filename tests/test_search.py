@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import csv
 import math
+import os
+import signal
 from pathlib import Path
 
 import jax
@@ -22,7 +24,14 @@ import pytest
 
 import jaxtrainer as jt
 from jaxtrainer.algorithms import PPO
-from jaxtrainer.population import Choice, Search, SearchReport, parse_space, sample_trials
+from jaxtrainer.population import (
+    Choice,
+    OptunaSearch,
+    Search,
+    SearchReport,
+    parse_space,
+    sample_trials,
+)
 from jaxtrainer.population.pbt import Hyperparam
 from jaxtrainer.recipes import config
 from jaxtrainer.recipes.modules import build_module
@@ -208,3 +217,52 @@ def test_recipe_search_section_builds_a_search():
     assert search.spaces["lr"] == Hyperparam(1e-5, 1e-2, True)
     with pytest.raises(ValueError, match="unknown config key 'search.method'"):
         config.load(RECIPES / "configs" / "openes.yaml", ["search.method=random"])
+
+
+# ---- Optuna's samplers, round by round -------------------------------------------------
+class SendSigterm(jt.Callback):
+    def on_train_steps_end(self, trainer, module, metrics):
+        if trainer.global_step == 6:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def optuna_fit(root, ckpt_path=None, callbacks=()):
+    search = Search(tiny(), SPACE, members=4, rungs=(2,), sampler="optuna", rounds=3)
+    optuna_cb = OptunaSearch("tpe", seed=5)
+    trainer = jt.Trainer(max_steps=12, log_every_n_steps=2, default_root_dir=root,
+                         enable_progress_bar=False, compile_evaluation_ahead=False,
+                         callbacks=[optuna_cb, SearchReport(print_table=False), *callbacks])
+    trainer.fit(search, ckpt_path=ckpt_path)
+    return search, trainer, optuna_cb
+
+
+def test_optuna_rounds_resume_after_sigterm_without_asking_twice(tmp_path):
+    """3 rounds of 4 trials (and 2 more a round, for the slots the rung frees):
+    SIGTERM in round 1; the resumed run tells what was running and asks round 2."""
+    import optuna
+
+    with pytest.raises(jt.Preempted):
+        optuna_fit(tmp_path, callbacks=[SendSigterm()])
+    study_db = tmp_path / "version_0" / "study.db"
+    assert study_db.exists()
+    study = optuna.load_study(study_name="search", storage=f"sqlite:///{study_db}")
+    before = study.get_trials(deepcopy=False)
+    assert len(before) == 12  # rounds 0 and 1 asked
+    assert sum(t.state == optuna.trial.TrialState.RUNNING for t in before) == 6  # round 1
+    search, trainer, cb = optuna_fit(tmp_path, ckpt_path="last")
+    assert trainer.log_dir == str(tmp_path / "version_0") and trainer.global_step == 12
+    after = cb.study.get_trials(deepcopy=False)
+    ids = sorted(t.user_attrs["search_trial"] for t in after)
+    assert len(after) == 18 and ids == list(range(18))  # grown, nothing asked twice
+    states = [t.state for t in after]
+    assert optuna.trial.TrialState.RUNNING not in states
+    assert states.count(optuna.trial.TrialState.PRUNED) == 6  # 2 a round
+    # the state ran what the study asked, and the study holds what search.csv says
+    table = jax.device_get(trainer.state.table)
+    rows = {int(r["trial"]): r for r in csv.DictReader(open(Path(trainer.log_dir) / "search.csv"))
+            if r["rung"] == "final"}
+    for t in after:
+        k = t.user_attrs["search_trial"]
+        assert float(table["lr"][k]) == pytest.approx(t.params["lr"], rel=1e-6)
+        if t.state == optuna.trial.TrialState.COMPLETE:
+            assert t.value == pytest.approx(float(rows[k]["fitness"]))

@@ -52,6 +52,12 @@ from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module
 
+CRITIC_ROWS = 32768
+"""The most observations one critic pass over a rollout values at once
+(:meth:`OnPolicyModule.critic_values`): a larger rollout is valued in chunks of
+whole steps, so the critic's activations take a chunk's memory, not the
+rollout's (at 4096 envs x 80 steps and 256 units, 320 MiB a layer)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class OnPolicyConfig:
@@ -159,8 +165,8 @@ class GAEConfig(OnPolicyConfig):
         must be a multiple of it.
       gae_lambda: GAE's lambda. With 1.0 the advantages are ``n``-step returns.
       bootstrap_truncation: a transition cut by the time limit bootstraps from
-        ``V(final_obs)`` (one extra critic pass over the rollout's final
-        observations per update). ``False``: PureJaxRL's terminal-only
+        ``V(final_obs)`` (the critic values the final observations of the
+        rollout's last step and of its truncated steps). ``False``: PureJaxRL's terminal-only
         bootstrapping, every episode end (time limit included) is terminal and
         only the observations after the rollout are valued; faster, biased on
         time-limited tasks.
@@ -595,8 +601,9 @@ class OnPolicyModule(ParamsPolicy, Module):
         after the rollout and the :class:`Rollout` (``[num_steps, n]``).
 
         Only the actor runs inside the loop; the critic values every observation
-        of the rollout in one batched pass after it (the values do not steer the
-        rollout), which on small env batches saves most of a step's critic cost.
+        of the rollout in batched passes after it (:meth:`critic_values`; the
+        values do not steer the rollout), which on small env batches saves most
+        of a step's critic cost.
         The actions' noise of every step (:meth:`Categorical.noise
         <jaxtrainer.algorithms.networks.Categorical.noise>`) is drawn before the
         loop in one batched call, the same bits as drawing inside it: on CPU
@@ -624,9 +631,23 @@ class OnPolicyModule(ParamsPolicy, Module):
         env_keys = jax.vmap(lambda k: jax.random.split(k, num_envs))(pairs[:, 1])
         (env_state, obs), (traj_obs, action, log_prob, info) = jax.lax.scan(
             one_step, (env_state, obs), (noise, env_keys))
-        value = self.network.apply(params, self._normalize_obs(obs_stats, traj_obs),
-                                   method=ActorCritic.value)
+        value = self.critic_values(params, traj_obs, obs_stats)
         return env_state, obs, Rollout(traj_obs, action, log_prob, value, info)
+
+    def critic_values(self, params: Any, obs: jax.Array,
+                      obs_stats: normalization.RunningStatistics | None = None) -> jax.Array:
+        """The critic's values of ``obs`` (``[steps, n, *observation_shape]``,
+        normalised with ``obs_stats`` when given), ``float32[steps, n]``, for a
+        feedforward network: one batched pass, or with more than
+        :data:`CRITIC_ROWS` observations a ``lax.map`` over chunks of whole steps
+        (the same values: each is a function of its own observation only)."""
+        def value(obs):
+            return self.network.apply(params, self._normalize_obs(obs_stats, obs),
+                                      method=ActorCritic.value)
+
+        steps, n = obs.shape[:2]
+        chunk = max(1, CRITIC_ROWS // n)
+        return value(obs) if chunk >= steps else jax.lax.map(value, obs, batch_size=chunk)
 
     def recurrent_rollout(self, params: Any, env_state: envs.EnvState, obs: jax.Array,
                           carry: Carry, start: jax.Array, key: jax.Array,
@@ -703,8 +724,13 @@ class OnPolicyModule(ParamsPolicy, Module):
         With ``config.bootstrap_truncation`` (default) the next-state value of
         every step is ``V(final_obs)``: inside an episode the value of the next
         observation, on truncation the bootstrap value of the observation the
-        time limit cut, ignored on termination; one batched critic pass over the
-        rollout's ``final_obs``. Without it (PureJaxRL's terminal-only
+        time limit cut, ignored on termination. Without a core only what
+        ``traj.value`` lacks is valued: the last step's ``final_obs`` and those
+        of the truncated steps (:meth:`_bootstrap_truncations`); inside an
+        episode ``final_obs`` is the next step's observation (the
+        :class:`~jaxtrainer.envs.StepInfo` contract), whose value ``traj.value``
+        holds, and on termination any value is multiplied by 0. With a core, one
+        critic pass over the rollout's ``final_obs``. Without it (PureJaxRL's terminal-only
         bootstrapping) every episode end is treated as terminal and the next
         value is the next step's ``traj.value``, the last step's ``V(last_obs)``
         (``last_obs``: ``[num_envs_per_device, ...]``, the observations after the
@@ -722,9 +748,9 @@ class OnPolicyModule(ParamsPolicy, Module):
                 next_values = self._values_after(params, traj.carry, traj.info.final_obs,
                                                  jnp.zeros_like(traj.info.done), obs_stats)
             else:
-                next_values = self.network.apply(
-                    params, self._normalize_obs(obs_stats, traj.info.final_obs),
-                    method=ActorCritic.value)
+                last = self.critic_values(params, traj.info.final_obs[-1:], obs_stats)
+                next_values = self._bootstrap_truncations(
+                    params, traj, obs_stats, jnp.concatenate([traj.value[1:], last]))
             terminated = traj.info.terminated
         else:
             if last_obs is None:
@@ -744,6 +770,31 @@ class OnPolicyModule(ParamsPolicy, Module):
         return compute_gae(rewards, traj.value, next_values, terminated,
                            traj.info.done, hp["gamma"], hp["gae_lambda"],
                            self.config.unroll_length)
+
+    def _bootstrap_truncations(self, params: Any, traj: Rollout,
+                               obs_stats: normalization.RunningStatistics | None,
+                               next_values: jax.Array) -> jax.Array:
+        """``next_values`` (``float32[num_steps, n]``) with ``V(final_obs)`` at
+        every truncated step but the last (which ``next_values`` holds). Each
+        iteration of a ``lax.while_loop`` values every env's first truncated
+        step not yet valued, a critic pass over ``n`` observations; it runs as
+        many times as one env truncated most often in the rollout: at most once
+        when the rollout is shorter than the time limit, not at all without
+        truncations."""
+        todo = traj.info.truncated.at[-1].set(False)
+        steps, n = todo.shape
+        envs_ = jnp.arange(n)
+
+        def value_next_truncation(carry):
+            todo, next_values = carry
+            step = jnp.argmax(todo, axis=0)  # each env's first step still to value (0: none)
+            final_obs = jax.tree.map(lambda x: x[step, envs_][None], traj.info.final_obs)
+            value = self.critic_values(params, final_obs, obs_stats)[0]
+            hit = jnp.logical_and(todo, jnp.arange(steps)[:, None] == step)
+            return jnp.logical_and(todo, ~hit), jnp.where(hit, value, next_values)
+
+        return jax.lax.while_loop(lambda carry: jnp.any(carry[0]), value_next_truncation,
+                                  (todo, next_values))[1]
 
     def step_keys(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``(rollout_key, update_key)`` from a training step's key."""

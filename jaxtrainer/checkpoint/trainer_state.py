@@ -98,6 +98,15 @@ def save_now(trainer: Trainer, module: Module) -> str:
     return path
 
 
+def report_resume(trainer: Trainer, resume: Path, step: int, members: int = 1) -> None:
+    """Say which checkpoint a run resumes from (``members`` > 1, a sweep: its
+    env steps per member)."""
+    per = f" per member x {members} members" if members > 1 else ""
+    print(f"jaxtrainer: resuming from checkpoint {resume} at step {step} "
+          f"({step * trainer.env_steps_per_step // members} env steps{per}) of "
+          f"{trainer.max_steps}", flush=True)
+
+
 def report_budget_spent(trainer: Trainer, resume: Path, step: int, members: int = 1) -> None:
     """Say (on process 0) why a resume from ``resume`` (at ``step``) runs nothing;
     ``members`` > 1 (a sweep) states ``max_env_steps`` per member as well."""

@@ -269,6 +269,14 @@ def size_probe() -> Iterator[None]:
         _SIZE_PROBE.reset(token)
 
 
+def size_probe_active() -> bool:
+    """Whether the current trace is the layout inference's :func:`size_probe`
+    (sizes from :func:`local_size` one larger than the device's share): code
+    that needs its batch in whole groups (a multi-agent env's games) pads the
+    probe's odd size instead of refusing it."""
+    return bool(_SIZE_PROBE.get())
+
+
 # ---- third-party code under check_vma -------------------------------------------
 def _retype_unvarying(tree: Any) -> Any:
     """Inside a ``check_vma=False`` region: give every leaf the device-independent

@@ -19,9 +19,17 @@ FAMILIES = {
     "xminigrid/": ("jaxtrainer.envs.xminigrid_env", "make_xminigrid"),
     "gymnasium/": ("jaxtrainer.envs.gymnasium_env", "make_gymnasium"),
     "jumanji/": ("jaxtrainer.envs.jumanji_env", "make_jumanji"),
+    "jaxmarl/": ("jaxtrainer.envs.jaxmarl_env", "make_jaxmarl"),
 }
 """Optional families by name prefix: ``(adapter module, its make function)``; the
 adapter (and with it the family's package) is imported when one of its names is made."""
+
+MULTI_AGENT_FAMILIES = {
+    "jaxmarl/": ("jaxtrainer.envs.jaxmarl_env", "make_jaxmarl_multi_agent"),
+}
+"""Multi-agent families by name prefix, as :data:`FAMILIES`: what
+:func:`make_multi_agent` builds (:func:`make` gives the same games seen as
+single-agent envs, :class:`~jaxtrainer.envs.agents_as_envs.AgentsAsEnvs`)."""
 
 
 def available() -> list[str]:
@@ -91,7 +99,7 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
         ``"jumanji/<name>"`` (discrete actions, ``float32[size]`` flattened
         observations by default; see ``make_navix``, ``make_xminigrid``,
         ``make_jumanji`` in their ``jaxtrainer.envs.*_env`` modules) and the host
-        family ``"gymnasium/<id>"`` (:mod:`jaxtrainer.envs.gymnasium_env`).
+        family ``"gymnasium/<id>"`` (:mod:`jaxtrainer.envs.gymnasium_env`), ``"jaxmarl/<name>"``.
         ``"<gymnax id>-NoVelocity"`` (``"CartPole-v1-NoVelocity"``): the env with
         its velocities hidden, a memory task
         (:data:`~jaxtrainer.envs.masked.NO_VELOCITY`).
@@ -142,3 +150,27 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
     params = kwargs.pop("params", None)
     env, default_params = gymnax.make(name, **kwargs)
     return GymnaxEnv(env, default_params if params is None else params, name=name)
+
+
+def make_multi_agent(name: str, **kwargs: Any) -> Any:
+    """Build a multi-agent environment by name: a
+    :class:`~jaxtrainer.envs.multi_agent.MultiAgentEnv`, agents on a leading axis.
+
+    Args:
+      name: ``"jaxmarl/<name>"``, a JaxMARL registry name
+        (``"jaxmarl/MPE_simple_spread_v3"``, ``"jaxmarl/ant_4x2"``,
+        ``"jaxmarl/overcooked"``; extra ``marl``).
+      **kwargs: the family's (:func:`jaxtrainer.envs.jaxmarl_env.make_jaxmarl_multi_agent`).
+
+    Raises:
+      ValueError: a name outside the multi-agent families (the message lists
+        their prefixes), or unknown within one (the closest names).
+      ImportError: the family's package is not installed (one line naming the extra).
+    """
+    family = next((p for p in MULTI_AGENT_FAMILIES if name.startswith(p)), None)
+    if family is None:
+        raise ValueError(f"unknown multi-agent environment {name!r}: multi-agent names start "
+                         f"with one of {', '.join(repr(p) for p in MULTI_AGENT_FAMILIES)} "
+                         "(e.g. 'jaxmarl/MPE_simple_spread_v3')")
+    module, function = MULTI_AGENT_FAMILIES[family]
+    return getattr(importlib.import_module(module), function)(name[len(family):], **kwargs)

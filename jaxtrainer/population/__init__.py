@@ -16,7 +16,8 @@ count and gathered bit for bit by :class:`~jaxtrainer.distributed.MemberLayout`
   :class:`SweepSummary` (:mod:`.summary`) writing per-configuration statistics;
 * :class:`Search` (:mod:`.search`): trials drawn from search spaces
   (:mod:`.spaces`), successive halving at rungs, with :class:`SearchReport`
-  (:mod:`.search_report`) writing ``search.csv``.
+  (:mod:`.search_report`) writing ``search.csv`` and :class:`OptunaSearch`
+  (:mod:`.optuna_search`) choosing trials with Optuna's samplers.
 
 Algorithms never import this package; the traced hyperparameters that members
 differ in are read and written through :mod:`jaxtrainer.algorithms.hyperparams`.
@@ -34,6 +35,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "summary": ["SweepSummary"],
         "search": ["Search", "SearchState"],
         "search_report": ["SearchReport"],
+        "optuna_search": ["OptunaSearch"],
         "spaces": ["Choice", "parse_space", "sample_trials"],
     },
 )

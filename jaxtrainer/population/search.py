@@ -22,9 +22,16 @@ compiles anything: the whole search is one training program.
   best ``fraction`` and perturbs its hyperparameters (PBT's truncation exploit and
   explore, :meth:`~jaxtrainer.population.PBT.exploit_and_explore`, reused).
   The count of members and every shape stay fixed, so nothing recompiles.
+* With ``rounds > 1`` the budget is split into rounds of ``max_steps //
+  rounds`` updates (the last takes the remainder); each round every slot
+  starts a new trial from a fresh initial state, and the rungs count from the
+  round's start. ``sampler="optuna"``: the host writes each round's trials
+  into the table before the round starts
+  (:class:`~jaxtrainer.population.optuna_search.OptunaSearch` asks Optuna
+  for them and tells it the results); still one program.
 * Every trial's history is in the state: its hyperparameters (``table``), its
-  metric at each rung it reached (``history``) and the rung where it was
-  stopped (``stopped``); :class:`~jaxtrainer.population.search_report.SearchReport`
+  metric at each rung it reached (``history``), the rung where it was
+  stopped (``stopped``) and its metric when its round ended (``final``); :class:`~jaxtrainer.population.search_report.SearchReport`
   writes them to ``search.csv``.
 
 Budget: ``Trainer(max_steps=N)`` trains each member slot for ``N`` updates; a
@@ -42,6 +49,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from jaxtrainer.algorithms.hyperparams import get_hyperparams
@@ -51,9 +59,12 @@ from jaxtrainer.metrics import Last
 from jaxtrainer.module import Module
 from jaxtrainer.population.members import mean_parts
 from jaxtrainer.population.pbt import PBT, Hyperparam
-from jaxtrainer.population.spaces import Space, parse_space, sample_trials
+from jaxtrainer.population.spaces import SAMPLERS, Space, parse_space, sample_trials
 
 __all__ = ["REPLACES", "Search", "SearchState"]
+
+HOST_SAMPLER = "optuna"
+"""The sampler whose trials the host writes into the table before each round."""
 
 REPLACES = ("sample", "exploit")
 """What a stopped member's slot goes on with: the next sampled trial, or a
@@ -68,9 +79,11 @@ class SearchState:
     Attributes:
       trial: ``int32[P_pad]`` the trial each member slot runs (sharded).
       table: ``{name: float32[T]}`` every trial's hyperparameters (``T`` trials).
-      history: ``float32[T, R]`` each trial's fitness at each of the ``R`` rungs
-        (NaN where it did not reach it).
+      history: ``float32[T, max(R, 1)]`` each trial's fitness at each of the
+        ``R`` rungs (NaN where it did not reach it).
       stopped: ``int32[T]`` the rung where the trial was stopped, ``-1`` if not.
+      final: ``float32[T]`` the trial's fitness when its round ended (NaN while
+        it runs, or when it was stopped).
       next_trial: ``int32[]`` the first trial not started yet.
     """
 
@@ -85,6 +98,7 @@ class SearchState:
     table: dict[str, jax.Array]
     history: jax.Array
     stopped: jax.Array
+    final: jax.Array
     next_trial: jax.Array
 
 
@@ -109,15 +123,19 @@ class Search(PBT):
       fraction: of the members stopped at each rung, ``0 < fraction <= 0.5``
         (``max(1, int(fraction * P))`` members).
       replace: ``"sample"`` or ``"exploit"`` (module docstring).
-      sampler: ``"random"`` or ``"sobol"``.
+      sampler: ``"random"``, ``"sobol"`` or ``"optuna"`` (the host writes the
+        trials: :class:`~jaxtrainer.population.optuna_search.OptunaSearch`).
+      rounds: rounds the budget is split into (>= 1).
       seed: of the sampler (the recipes pass ``trainer.seed``).
       fitness_metric: the training metric ranked on, higher is better.
       member_metrics, axis_name, vectorize: as :class:`~jaxtrainer.population.PBT`.
 
     Raises:
       ValueError: at construction, an empty or malformed space, ``members < 2``,
-        bad rungs or fraction, an unknown ``replace`` or ``sampler`` (listing the
-        choices); in :meth:`validate`, what PBT's validation raises.
+        bad rungs, fraction or rounds, an unknown ``replace`` or ``sampler``
+        (listing the choices); at ``configure_budget``, a budget of fewer
+        updates than rounds, or a rung not inside a round; in :meth:`validate`,
+        what PBT's validation raises.
       TypeError: ``module`` is not a :class:`~jaxtrainer.Module`.
     """
 
@@ -125,7 +143,7 @@ class Search(PBT):
 
     def __init__(self, module: Module, space: Mapping[str, Any], members: int = 8,
                  rungs: Sequence[int] = (), fraction: float = 0.5, replace: str = "sample",
-                 sampler: str = "random", seed: int = 0,
+                 sampler: str = "random", seed: int = 0, rounds: int = 1,
                  fitness_metric: str = "train/episode_return",
                  member_metrics: Sequence[str] = ("train/episode_return",),
                  axis_name: AxisName = AXIS_NAME, vectorize: bool = True) -> None:
@@ -143,15 +161,50 @@ class Search(PBT):
                              "training steps >= 1")
         if not 0.0 < fraction <= 0.5:
             raise ValueError(f"search.fraction={fraction!r}: expected 0 < fraction <= 0.5")
+        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+            raise ValueError(f"search.rounds={rounds!r}: expected an int >= 1")
+        if sampler not in (*SAMPLERS, HOST_SAMPLER):
+            raise ValueError(f"search.sampler={sampler!r}: choose one of "
+                             f"{', '.join((*SAMPLERS, HOST_SAMPLER))}")
         placeholder = {name: Hyperparam(0.0, 1.0, log=False) for name in spaces}  # PBT checks the rest
         super().__init__(module, placeholder, members, 1, "truncation", "perturb", fraction,
                          fitness_metric=fitness_metric, member_metrics=member_metrics,
                          axis_name=axis_name, vectorize=vectorize)
         self.name, self.spaces = "search", spaces
         self.rungs, self.replace, self.sampler, self.seed = rungs, replace, sampler, int(seed)
+        self.rounds, self.round_steps = rounds, None  # round_steps: at configure_budget
         self.stopped_per_rung = max(1, int(self.truncation_fraction * members))
-        self.trial_count = members + len(rungs) * self.stopped_per_rung
-        self.trials = sample_trials(spaces, self.trial_count, sampler, self.seed)
+        self.trials_per_round = members + len(rungs) * self.stopped_per_rung
+        self.trial_count = rounds * self.trials_per_round
+        self.trials = sample_trials(spaces, self.trial_count,
+                                    "random" if sampler == HOST_SAMPLER else sampler, self.seed)
+
+    @property
+    def restarts_at_zero(self) -> bool:
+        """Whether the first step starts round 0 (the host writes its trials)."""
+        return self.sampler == HOST_SAMPLER
+
+    def configure_budget(self, max_steps: int) -> None:
+        """Each member slot trains ``max_steps`` updates: rounds of
+        ``max_steps // rounds`` (the last takes the remainder).
+
+        Raises:
+          ValueError: fewer updates than rounds, or a rung not inside a round.
+        """
+        super().configure_budget(max_steps)
+        if max_steps < self.rounds:
+            raise ValueError(f"search.rounds={self.rounds}: the budget of {max_steps} updates "
+                             "per member is less than one update a round")
+        self.round_steps = max_steps // self.rounds
+        late = [r for r in self.rungs if r >= self.round_steps]
+        if late:
+            raise ValueError(f"search.rungs: {late} updates is not inside a round of "
+                             f"{self.round_steps} updates; rungs count from a round's start")
+
+    def round_of(self, step: jax.Array) -> jax.Array:
+        """The round that the update after ``step`` updates belongs to."""
+        length = self.round_steps or np.iinfo(np.int32).max
+        return jnp.minimum(step // length, self.rounds - 1)
 
     def hparams(self) -> dict[str, Any]:
         spaces = {n: (f"choice({list(s.values)})" if hasattr(s, "values") else
@@ -160,6 +213,7 @@ class Search(PBT):
         return {"search": {"members": self.population_size, "rungs": list(self.rungs),
                            "fraction": self.truncation_fraction, "replace": self.replace,
                            "sampler": self.sampler, "seed": self.seed, "space": spaces,
+                           "rounds": self.rounds,
                            "fitness_metric": self.fitness_metric},
                 "module": type(self.module).__name__, **self.module.hparams()}
 
@@ -180,13 +234,23 @@ class Search(PBT):
         count = self.trial_count
         return SearchState(members, fitness, window_total, window_count, ids,
                            jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), trial, table,
-                           jnp.full((count, len(self.rungs)), jnp.nan, jnp.float32),
-                           jnp.full((count,), -1, jnp.int32),
-                           jnp.asarray(self.population_size, jnp.int32))
+                           # one column at least: checkpoints hold no empty arrays
+                           jnp.full((count, max(len(self.rungs), 1)), jnp.nan, jnp.float32),
+                           jnp.full((count,), -1, jnp.int32), jnp.full((count,), jnp.nan, jnp.float32),
+                           jnp.asarray(0 if self.restarts_at_zero else self.population_size,
+                                       jnp.int32))
 
     def training_step(self, state: SearchState, key: jax.Array) -> tuple[SearchState, dict]:
-        """One update of every member, then, at a rung, the worst members stop
-        and their slots go on with new trials."""
+        """At a round's start every slot starts a new trial; one update of
+        every member; at a rung the worst members stop and their slots go on
+        with new trials."""
+        if self.rounds > 1 or self.restarts_at_zero:
+            length = self.round_steps or np.iinfo(np.int32).max
+            starts = (state.step % length == 0) & (state.step < self.rounds * length)
+            if not self.restarts_at_zero:
+                starts &= state.step > 0
+            state = jax.lax.cond(starts, lambda s: self._new_round(s, jax.random.fold_in(key, 2)),
+                                 lambda s: s, state)
         ids = self.layout.ids()
         keys = self.layout.keys(jax.random.fold_in(key, 0), ids)
         members, inner = self.train_members(state.members, keys)
@@ -196,7 +260,8 @@ class Search(PBT):
                               window_count=state.window_count + count, step=step)
         metrics = self._metrics(state, ids, inner)
         if self.rungs:
-            at = jnp.asarray(self.rungs, jnp.int32) == step
+            in_round = step - self.round_of(step - 1) * (self.round_steps or 0)
+            at = jnp.asarray(self.rungs, jnp.int32) == in_round
             state = jax.lax.cond(at.any(), lambda s: self._rung(s, jnp.argmax(at),
                                                                 jax.random.fold_in(key, 1)),
                                  lambda s: s, state)
@@ -204,6 +269,23 @@ class Search(PBT):
         trial = state.trial.astype(jnp.float32)
         metrics.update(self.per_member("member/", {"trial": Last(trial, jnp.ones_like(trial))}))
         return state, metrics
+
+    def _new_round(self, state: SearchState, key: jax.Array) -> SearchState:
+        """Record the running trials' final fitness (after round 0), then start
+        the round's first ``P`` trials, one a slot, from fresh initial states."""
+        layout, size = self.layout, self.population_size
+        fitness = layout.unpad(layout.gather(self.current_fitness(state)))  # [P]
+        trials = layout.unpad(layout.gather(state.trial))
+        final = jnp.where(state.step > 0, state.final.at[trials].set(fitness), state.final)
+        ids = layout.ids()
+        first = self.round_of(state.step) * self.trials_per_round
+        trial = (first + ids % size).astype(jnp.int32)
+        everyone = jnp.ones_like(ids, dtype=bool)
+        members = self._fresh(state.members, everyone, trial, state.table, key)
+        zeros = jnp.zeros_like(state.window_total)
+        return state.replace(members=members, fitness=jnp.full_like(zeros, -jnp.inf),
+                             window_total=zeros, window_count=zeros, parent=ids, trial=trial,
+                             final=final, next_trial=first + size)
 
     def _rung(self, state: SearchState, rung: jax.Array, key: jax.Array) -> SearchState:
         """Record every running trial's fitness at ``rung``, stop the worst and

@@ -29,13 +29,15 @@ SEARCH_FILE = "search.csv"
 BEST_SHOWN = 5
 
 
-def search_rows(state: SearchState, module: Search,
+def search_rows(state: SearchState, module: Search, global_step: int,
                 evaluation: dict[str, float] | None = None,
                 metric: str = "eval/episode_return") -> list[dict[str, Any]]:
-    """Every started trial's rows (module docstring), host side; ``evaluation``:
-    the last evaluation's metrics (``member/<i>/<metric>`` per member)."""
+    """Every started trial's rows (module docstring), host side, after
+    ``global_step`` updates; ``evaluation``: the last evaluation's metrics
+    (``member/<i>/<metric>`` per member)."""
     host = jax.device_get({"table": state.table, "history": state.history,
                            "stopped": state.stopped, "next": state.next_trial, "trial": state.trial,
+                           "final": state.final,
                            "total": state.window_total, "count": state.window_count,
                            "fitness": state.fitness})
     # the current fitness (Search.current_fitness), on the host: nothing compiles
@@ -43,22 +45,29 @@ def search_rows(state: SearchState, module: Search,
                                host["total"] / np.maximum(host["count"], 1.0), host["fitness"])
     size, per_step = module.population_size, int(module.module.env_steps_per_step)
     running = {int(t): i for i, t in enumerate(np.asarray(host["trial"])[:size])}
+    length = module.round_steps or max(global_step, 1)
+    in_round = global_step - min((global_step - 1) // length, module.rounds - 1) * length
     rows = []
     for t in range(int(host["next"])):
         hp = {name: float(host["table"][name][t]) for name in module.spaces}
         stop = int(host["stopped"][t])
-        for r, value in enumerate(np.asarray(host["history"][t])):
+        for r, value in enumerate(np.asarray(host["history"][t])[:len(module.rungs)]):
             if np.isnan(value) and r != stop:
                 continue
             rows.append({"trial": t, **hp, "rung": r, "step": module.rungs[r],
                          "env_steps": module.rungs[r] * per_step,
                          "fitness": float(value), "status": "stopped" if r == stop else "continued",
                          "eval": ""})
-        if stop < 0 and t in running:
+        if stop < 0 and t in running:  # a trial of the last round: its current fitness
             i = running[t]
             value = (evaluation or {}).get(f"member/{i}/{metric}", "")
-            rows.append({"trial": t, **hp, "rung": "final", "step": "", "env_steps": "", "fitness": float(host["fitness"][i]), "status": "complete",
-                         "eval": value})
+            rows.append({"trial": t, **hp, "rung": "final", "step": in_round,
+                         "env_steps": in_round * per_step, "fitness": float(host["fitness"][i]),
+                         "status": "complete", "eval": value})
+        elif not np.isnan(host["final"][t]):  # a trial of an earlier round
+            rows.append({"trial": t, **hp, "rung": "final", "step": length,
+                         "env_steps": length * per_step, "fitness": float(host["final"][t]),
+                         "status": "complete", "eval": ""})
     return rows
 
 
@@ -112,11 +121,7 @@ class SearchReport(Callback):
         state = trainer.peek_state()
         if state is None or not trainer.is_global_zero:
             return
-        self.rows = search_rows(state, module, self._evaluation, self.metric)
-        for row in self.rows:
-            if row["rung"] == "final":
-                row["step"] = trainer.global_step
-                row["env_steps"] = trainer.global_step * int(module.module.env_steps_per_step)
+        self.rows = search_rows(state, module, trainer.global_step, self._evaluation, self.metric)
         if self.rows:
             write_csv(os.path.join(trainer.log_dir, SEARCH_FILE), self.rows)
 

@@ -426,7 +426,7 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
         :meth:`Trainer.fit`, as do the module's size checks' ``ValueError``).
     """
     sweep.before_fit(trainer, module, recipe_of(cfg))  # a Sweep: budget per member, summary
-    search.before_fit(trainer, module)  # a Search: budget per member, search.csv
+    search.before_fit(trainer, module, cfg)  # a Search: budget per member, search.csv
     changed = resume.hyperparameter_changes(cfg)  # confirmed changes of a resumed run
     if changed:
         trainer.callbacks.append(resume.ApplyHyperparameters(changed))

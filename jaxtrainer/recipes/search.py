@@ -6,9 +6,14 @@ hyperparameters: a hyperparameter search in one compiled program
         'search.space.lr=loguniform(1e-5,1e-2)' 'search.space.ent_coef=uniform(0,0.05)'
 
 * ``search.method``: ``random`` or ``sobol`` (every trial trains the whole
-  budget; trials drawn at random or from a scrambled Sobol sequence), or
+  budget; trials drawn at random or from a scrambled Sobol sequence),
   ``asha`` (successive halving at ``search.rungs``; trials drawn by
-  ``search.sampler``); ``null``: no search.
+  ``search.sampler``: ``random``, the default, or ``sobol``), or ``optuna``
+  (each round's trials asked of an Optuna study, ``search.sampler``: ``tpe``,
+  the default, ``cmaes`` or ``random``; the study in ``search.storage``, by
+  default ``<run>/study.db``); ``null``: no search.
+* ``search.rounds``: rounds the budget is split into; each round every member
+  slot starts a new trial (``optuna`` asks for them between rounds).
 * ``search.members``: trials training at once.
 * ``search.space.<name>``: ``uniform(low,high)``, ``loguniform(low,high)`` or
   ``choice([v1,v2,...])`` for an ``algorithm:`` key that is a traced
@@ -34,9 +39,10 @@ SECTION = "search"
 SEARCH_RECIPES = frozenset({"ppo", "a2c", "impala", "dqn", "sac", "td3", "ddpg"})
 """Recipes whose module keeps traced hyperparameters in ``state.hyperparams``."""
 
-METHODS = ("random", "sobol", "asha")
+METHODS = ("random", "sobol", "asha", "optuna")
 DEFAULTS: dict[str, Any] = {"method": None, "members": 8, "space": {}, "rungs": None,
-                            "fraction": 0.5, "replace": "sample", "sampler": "random"}
+                            "fraction": 0.5, "replace": "sample", "sampler": None, "rounds": 1,
+                            "storage": None}
 """The section :func:`with_section` adds: no search."""
 
 DEFAULT_RUNGS = (8, 4, 2)
@@ -83,10 +89,10 @@ def rung_steps(cfg: DictConfig, env_steps_per_step: int) -> tuple[int, ...]:
         training step (``env_steps_per_step`` env steps).
     """
     node = cfg[SECTION]
-    if node.method != "asha":
+    if node.method not in ("asha", "optuna") or (node.get("rungs") is None and node.method != "asha"):
         return ()
     if node.get("rungs") is None:
-        budget = _member_steps(cfg, env_steps_per_step) or 0
+        budget = (_member_steps(cfg, env_steps_per_step) or 0) // max(int(node.get("rounds", 1)), 1)
         return tuple(sorted({budget // d for d in DEFAULT_RUNGS if budget // d >= 1}))
     rungs = OmegaConf.to_container(node.rungs) if not isinstance(node.rungs, int) else [node.rungs]
     if not isinstance(rungs, list) or not all(isinstance(r, int) and not isinstance(r, bool)
@@ -130,19 +136,31 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
                              f"section; its keys: {', '.join(str(k) for k in algorithm)}")
     from jaxtrainer.population.search import Search
 
-    sampler = node.method if node.method != "asha" else node.get("sampler", "random")
+    sampler = {"asha": node.get("sampler") or "random", "optuna": "optuna"}.get(node.method,
+                                                                                 node.method)
+    if node.method == "optuna":
+        from jaxtrainer.population.optuna_search import check_sampler
+
+        check_sampler(node.get("sampler") or "tpe")
     return Search(module, space, members=node.members,
                   rungs=rung_steps(cfg, int(module.env_steps_per_step)),
                   fraction=float(node.fraction), replace=str(node.replace), sampler=str(sampler),
-                  seed=int(cfg.trainer.get("seed", 0) or 0))
+                  seed=int(cfg.trainer.get("seed", 0) or 0), rounds=node.get("rounds", 1))
 
 
-def before_fit(trainer: Any, module: Any) -> None:
+def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None:
     """Prepare ``trainer`` for a search ``module`` (nothing for any other):
     ``trainer.max_env_steps``, per member in a recipe, becomes the total over
-    the members, and a :class:`~jaxtrainer.population.search_report.SearchReport`
-    is added unless one is there."""
-    from jaxtrainer.population.search import Search
+    the members; a :class:`~jaxtrainer.population.search_report.SearchReport`
+    is added unless one is there; for ``search.method=optuna``, an
+    :class:`~jaxtrainer.population.optuna_search.OptunaSearch` (``cfg``'s
+    sampler and storage, seeded with ``trainer.seed``) and a log interval that
+    divides a round (the greatest common divisor of the two)."""
+    import math
+
+    from jaxtrainer.planner import budget_in_steps
+    from jaxtrainer.population.optuna_search import OptunaSearch
+    from jaxtrainer.population.search import HOST_SAMPLER, Search
     from jaxtrainer.population.search_report import SearchReport
 
     if not isinstance(module, Search):
@@ -151,6 +169,15 @@ def before_fit(trainer: Any, module: Any) -> None:
         trainer.max_env_steps = int(trainer.max_env_steps) * module.population_size
     if not any(isinstance(cb, SearchReport) for cb in trainer.callbacks):
         trainer.callbacks.append(SearchReport())
+    if module.sampler == HOST_SAMPLER and not any(isinstance(cb, OptunaSearch)
+                                                  for cb in trainer.callbacks):
+        node = cfg[SECTION] if cfg is not None else {}
+        trainer.callbacks.append(OptunaSearch(node.get("sampler") or "tpe", node.get("storage"),
+                                              seed=module.seed))
+        steps = budget_in_steps(trainer.max_steps_arg, trainer.max_env_steps,
+                                int(module.env_steps_per_step), type(module).__name__)
+        trainer.log_every_n_steps = math.gcd(trainer.log_every_n_steps,
+                                             max(steps // module.rounds, 1))
 
 
 def final_note(module: Any) -> str:

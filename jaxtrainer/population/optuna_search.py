@@ -1,0 +1,201 @@
+"""Optuna's samplers choosing a :class:`~jaxtrainer.population.Search`'s trials, round by round.
+
+A search with ``sampler="optuna"`` and ``rounds=R`` trains ``P`` trials at a
+time in one compiled program. Before each round :class:`OptunaSearch` asks
+the study for the round's trials (the ``P`` it starts with and one for each
+slot a rung frees) and writes their hyperparameters into the state's trial
+table (same shapes and shardings: nothing recompiles); when the round ends it
+tells the study each trial's result: its fitness (the ranked training metric
+averaged since the last rung), ``PRUNED`` for a trial stopped at a rung,
+``FAIL`` for a non-finite value. The study lives in Optuna's storage, by
+default ``<run>/study.db`` (SQLite), or any database URL Optuna takes; each
+trial records its search trial id and run directory as user attributes, so a
+resumed run (``ckpt_path``) tells the trials it was running and asks only for
+rounds not asked yet: the study grows, and no trial is asked twice.
+
+Samplers: ``tpe`` (``optuna.samplers.TPESampler``, Bergstra et al. 2011,
+"Algorithms for Hyper-Parameter Optimization"), ``cmaes``
+(``CmaEsSampler``, needs the ``cmaes`` package) and ``random``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+
+from jaxtrainer.callbacks.base import Callback
+
+if TYPE_CHECKING:
+    from jaxtrainer.module import Module
+    from jaxtrainer.trainer import Trainer
+
+OPTUNA_SAMPLERS = ("tpe", "cmaes", "random")
+STUDY_FILE = "study.db"
+TRIAL_ATTR, RUN_ATTR = "search_trial", "search_run"
+
+
+def check_sampler(name: str) -> str:
+    """``name`` if it is one of :data:`OPTUNA_SAMPLERS`.
+
+    Raises:
+      ValueError: an unknown name (listing :data:`OPTUNA_SAMPLERS`).
+    """
+    if name not in OPTUNA_SAMPLERS:
+        raise ValueError(f"search.sampler={name!r} with search.method=optuna: choose one of "
+                         f"{', '.join(OPTUNA_SAMPLERS)}")
+    return name
+
+
+def make_sampler(name: str, seed: int) -> Any:
+    """Optuna's sampler ``name`` (:func:`check_sampler`) seeded with ``seed``."""
+    import optuna
+
+    check_sampler(name)
+    samplers = {"tpe": optuna.samplers.TPESampler, "cmaes": optuna.samplers.CmaEsSampler,
+                "random": optuna.samplers.RandomSampler}
+    return samplers[name](seed=seed)
+
+
+def suggest(trial: Any, name: str, space: Any) -> float:
+    """``trial``'s value of hyperparameter ``name`` in ``space`` (a
+    :class:`~jaxtrainer.population.spaces.Choice` is categorical)."""
+    if hasattr(space, "values"):
+        return float(trial.suggest_categorical(name, list(space.values)))
+    return float(trial.suggest_float(name, space.low, space.high, log=space.log))
+
+
+def _with_rows(column: jax.Array, first: int, rows: np.ndarray) -> jax.Array:
+    """``column`` (replicated: every device holds all of it) with ``rows``
+    written from index ``first``, as an array of the same sharding (on any
+    number of processes: built from this process's replica)."""
+    host = np.array(column.addressable_data(0))
+    host[first:first + len(rows)] = rows
+    return jax.make_array_from_callback(host.shape, column.sharding, lambda index: host[index])
+
+
+class OptunaSearch(Callback):
+    """Ask Optuna for a search's trials and tell it their results (module docstring).
+
+    Args:
+      sampler: one of :data:`OPTUNA_SAMPLERS`.
+      storage: Optuna's storage URL; ``None``: ``sqlite:///<run>/study.db``.
+      study_name: the study's name in the storage (loaded if it exists).
+      seed: of the sampler.
+
+    Attributes:
+      study: the ``optuna.Study`` (global-zero process; ``None`` elsewhere).
+
+    Raises:
+      TypeError: in ``setup``, a module that is not a ``Search`` with
+        ``sampler="optuna"``.
+      ValueError: an unknown ``sampler``; in ``setup``, a round length that
+        ``log_every_n_steps`` does not divide (rounds end at log intervals).
+    """
+
+    order = 80  # before the recipes' final evaluation (90): the study is told first
+
+    def __init__(self, sampler: str = "tpe", storage: str | None = None,
+                 study_name: str = "search", seed: int = 0) -> None:
+        check_sampler(sampler)
+        self.sampler, self.storage, self.study_name, self.seed = sampler, storage, study_name, seed
+        self.study: Any = None
+
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        from jaxtrainer.population.search import HOST_SAMPLER, Search
+
+        if not isinstance(module, Search) or module.sampler != HOST_SAMPLER:
+            raise TypeError(f"OptunaSearch chooses the trials of a Search(sampler="
+                            f"{HOST_SAMPLER!r}), got {type(module).__name__}")
+        if stage != "fit":
+            return
+        if module.round_steps % trainer.log_every_n_steps:
+            raise ValueError(f"OptunaSearch: a round of {module.round_steps} updates does not end "
+                             f"on a log interval (trainer.log_every_n_steps="
+                             f"{trainer.log_every_n_steps}): choose a log interval dividing it")
+        if not trainer.is_global_zero:
+            return
+        import optuna
+
+        os.makedirs(trainer.log_dir, exist_ok=True)
+        storage = self.storage or f"sqlite:///{os.path.join(trainer.log_dir, STUDY_FILE)}"
+        self.study = optuna.create_study(storage=storage, study_name=self.study_name,
+                                         sampler=make_sampler(self.sampler, self.seed),
+                                         direction="maximize", load_if_exists=True)
+
+    def needs_state(self, trainer: Trainer, module: Any, step: int) -> bool:
+        return step % module.round_steps == 0
+
+    def on_train_start(self, trainer: Trainer, module: Module) -> None:
+        self._ask_if_due(trainer, module)
+
+    def on_train_steps_end(self, trainer: Trainer, module: Any, metrics: dict[str, float]) -> None:
+        step, length = trainer.global_step, module.round_steps
+        if step % length == 0 and step // length < module.rounds:
+            self._tell(trainer, module, step // length - 1)
+            self._ask_if_due(trainer, module)
+
+    def on_train_end(self, trainer: Trainer, module: Any) -> None:
+        if trainer.global_step >= trainer.max_steps:
+            self._tell(trainer, module, module.rounds - 1)
+
+    # ---- asking and telling --------------------------------------------------------
+    def _numbers(self, trainer: Trainer) -> dict[int, int]:
+        """``{search trial id: Optuna trial number}`` of this run's asked trials."""
+        return {int(t.user_attrs[TRIAL_ATTR]): t.number for t in self.study.get_trials(deepcopy=False)
+                if t.user_attrs.get(RUN_ATTR) == os.path.abspath(trainer.log_dir)}
+
+    def _ask_if_due(self, trainer: Trainer, module: Any) -> None:
+        """At a round's start, write its trials into the table: asked now, or
+        (a resume at that boundary) those asked before it stopped."""
+        step, length = trainer.global_step, module.round_steps
+        if step % length or step // length >= module.rounds:
+            return
+        first = step // length * module.trials_per_round
+        ids = range(first, first + module.trials_per_round)
+        rows = {name: np.zeros(len(ids), np.float32) for name in module.spaces}
+        if self.study is not None:
+            asked = self._numbers(trainer)
+            for k, t in enumerate(ids):
+                if t in asked:
+                    params = self.study.trials[asked[t]].params
+                    values = {n: float(params[n]) for n in module.spaces}
+                else:
+                    trial = self.study.ask()
+                    trial.set_user_attr(TRIAL_ATTR, t)
+                    trial.set_user_attr(RUN_ATTR, os.path.abspath(trainer.log_dir))
+                    values = {n: suggest(trial, n, s) for n, s in module.spaces.items()}
+                for n in module.spaces:
+                    rows[n][k] = values[n]
+        rows = trainer.strategy.broadcast(rows)
+        state = trainer.peek_state()
+        table = {n: _with_rows(column, first, rows[n]) for n, column in state.table.items()}
+        trainer.state = state.replace(table=table)
+
+    def _tell(self, trainer: Trainer, module: Any, round_index: int) -> None:
+        """Tell the study the results of round ``round_index``'s trials."""
+        if self.study is None:
+            return
+        import optuna
+
+        from jaxtrainer.population.search_report import search_rows
+
+        done = {r["trial"]: r for r in search_rows(trainer.peek_state(), module, trainer.global_step)
+                if r["rung"] == "final" or r["status"] == "stopped"}
+        asked = self._numbers(trainer)
+        first = round_index * module.trials_per_round
+        for t in range(first, first + module.trials_per_round):
+            if t not in asked or t not in done:
+                continue
+            number, row = asked[t], done[t]
+            if self.study.trials[number].state != optuna.trial.TrialState.RUNNING:
+                continue  # told before a resume
+            if row["status"] == "stopped":
+                self.study.tell(number, state=optuna.trial.TrialState.PRUNED)
+            elif math.isfinite(row["fitness"]):
+                self.study.tell(number, row["fitness"])
+            else:
+                self.study.tell(number, state=optuna.trial.TrialState.FAIL)
