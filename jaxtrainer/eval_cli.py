@@ -178,25 +178,43 @@ def _check_counts(episodes: Any, seed: Any, video_episodes: Any) -> None:
         raise ValueError(f"--video-episodes {video_episodes!r}: expected a positive int")
 
 
-def _checked_population(module: Any, member: Any) -> Any:
-    """:func:`members_of` ``module``, after checking ``--member`` against it (ValueError)."""
-    if member is not None and (isinstance(member, bool) or not isinstance(member, int)):
-        raise ValueError(f"--member {member!r}: expected an int")
+BEST = "best"
+"""``--member best``: the member with the best current fitness (PBT, a search)."""
+
+
+def member_arg(text: str) -> int | str:
+    """``--member``'s value: an index, or ``best``."""
+    try:
+        return BEST if text == BEST else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an index or 'best'") from None
+
+
+def _checked_population(module: Any, member: Any) -> tuple[Any, int | None]:
+    """``(members_of(module), member)`` after checking ``--member`` against it
+    (ValueError); ``best`` becomes ``None``, the population's default (its best fitness)."""
     population = members_of(module)
+    if member == BEST:
+        if population is None or not hasattr(population, "current_fitness"):
+            raise ValueError(f"--member best: {type(module).__name__} ranks no members by fitness "
+                             "(PBT and searches do); name a member, --member I")
+        return population, None
+    if member is not None and (isinstance(member, bool) or not isinstance(member, int)):
+        raise ValueError(f"--member {member!r}: expected an int or 'best'")
     if member is not None and population is None:
         raise ValueError(f"--member {member}: {type(module).__name__} is one agent, not a "
                          "population of members (PBT or a sweep)")
     if member is not None and not 0 <= member < population.population_size:
         raise ValueError(f"--member {member}: expected an index in "
                          f"[0, {population.population_size})")
-    return population
+    return population, member
 
 
 def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
                  episodes: int | None = None, seed: int | None = None,
                  strategy: Any = "single", devices: Any = "auto",
                  video: str | os.PathLike | None = None, video_episodes: int = 1,
-                 member: int | None = None,
+                 member: int | str | None = None,
                  report: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Evaluate a saved run's checkpoint (what ``jaxtrainer eval`` prints).
 
@@ -209,9 +227,9 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
       strategy, devices: as the Trainer's.
       video: write ``video_episodes`` fresh episodes there (``.gif``/``.mp4``
         for gymnax, ``.html`` for brax).
-      member: for a population of members (PBT, sweeps), the member to
-        evaluate; default the population's ``default_member`` (PBT: the best
-        current fitness; a sweep: member 0), named in the result.
+      member: of a population (PBT, sweeps, searches), the member evaluated, or
+        ``"best"`` (PBT, searches: the best current fitness, also the default;
+        a sweep's default is member 0); named in the result.
       report: called with the result (``video_frames`` ``None``) once the
         evaluation is done, before the video is drawn and written.
 
@@ -238,7 +256,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     overrides = None if episodes is None else {"algorithm.eval_episodes": episodes}
     trainer, module, _, cfg, step_dir = saved_run.prepare(
         path, ckpt, overrides=overrides, strategy=strategy, devices=devices)
-    population = _checked_population(module, member)
+    population, member = _checked_population(module, member)
     stats = EpisodeStatistics(module, member)
     if video is not None:
         env = stats.spec.env
@@ -263,7 +281,9 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
               "episodes": stats.spec.eval_episodes,
               "completed": int(round(metrics.get("eval/episodes", 0.0))),
               "metrics": metrics, "video_frames": None,
-              "member": None if population is None else (member, population.population_size)}
+              "member": None if population is None else (member, population.population_size),
+              "member_note": population.describe_member(trainer.state, member)
+              if hasattr(population, "describe_member") else None}
     if report is not None:
         report(result)
     if video is not None:
@@ -292,8 +312,9 @@ def format_result(result: dict[str, Any]) -> list[str]:
              f"env steps {result['env_steps']}); seed {result['seed']}",
              f"episodes: {result['completed']} completed of {result['episodes']}"]
     if result.get("member") is not None:
-        lines.insert(1, f"member {result['member'][0]} of {result['member'][1]} (--member I for "
-                        "another)")
+        note = f", {result['member_note']}" if result.get("member_note") else ""
+        lines.insert(1, f"member {result['member'][0]} of {result['member'][1]}{note} (--member I "
+                        "for another)")
     for name in STATISTICS:
         if f"eval/{name}" in m:
             lines.append(f"{name}: mean={fixed(m[f'eval/{name}'], 4)} "
@@ -333,9 +354,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ckpt", default=None, metavar="best|last|STEP",
                         help="which checkpoint of a run directory (default: the newest; best: by "
                              "the metric its ModelCheckpoint monitored)")
-    parser.add_argument("--member", type=int, default=None, metavar="I",
-                        help="PBT and sweep runs: the member to evaluate (default: PBT's best "
-                             "current fitness, a sweep's member 0)")
+    parser.add_argument("--member", type=member_arg, default=None, metavar="I|best",
+                        help="PBT, sweep and search runs: the member to evaluate, or best (PBT and "
+                             "searches: the best current fitness, also the default; a sweep's "
+                             "default is member 0)")
     parser.add_argument("--video", default=None, metavar="FILE",
                         help="also render episodes: .gif/.mp4 (gymnax), .html or .gif (brax)")
     parser.add_argument("--video-episodes", type=int, default=1, metavar="K",

@@ -19,7 +19,9 @@ A single run of a sweep (:class:`~jaxtrainer.population.Sweep`, a run directory
 holding ``sweep_members.csv``) is drawn by :func:`plot_sweep`: one line per
 configuration, the interquartile mean over its seeds' ``member/<i>/<metric>``
 with a 95% stratified-bootstrap confidence band, labelled by its
-hyperparameters.
+hyperparameters. A single run of a search (holding ``search.csv``) without
+``--metric`` is drawn by :func:`jaxtrainer.search_plot.plot_search`: each
+trial's result against each hyperparameter.
 """
 
 from __future__ import annotations
@@ -216,7 +218,7 @@ def x_label(x: str, sweeps: bool) -> str:
     ``"env steps per member"`` (a sweep's environment steps over its members)."""
     if x != "env_steps":
         return x
-    return "env steps per member (sweeps)" if sweeps else "env_steps"
+    return "env steps per member (sweeps, searches)" if sweeps else "env_steps"
 
 
 def _group_curves(kind: RunKind, runs: list[tuple[str, str]], metric: str,
@@ -301,8 +303,8 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
         raise ValueError(f"no run in {run_dirs} logged {metric!r}")
     xlabel = x_label(x, any(g["kind"].kind != run_kind.SINGLE for g in groups))
     legend = _draw_groups(groups, output, metric, xlabel, title)
-    out: dict[str, Any] = {"groups": [{k: g[k] for k in ("label", "runs", "x", "mean", "low", "high")}
-                                      for g in groups],
+    out: dict[str, Any] = {"groups": [{**{k: g[k] for k in ("label", "runs", "x", "mean", "low", "high")},
+                                       "members": g["kind"].members} for g in groups],
                            "runs": [r for g in groups for r in g["runs"]], "x_label": xlabel,
                            "legend": legend}
     if len(groups) == 1:
@@ -316,12 +318,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                         help="run directories (version_N) or roots: every run below a root")
     parser.add_argument("-o", "--output", default="curves.png", help="PNG file to write")
-    parser.add_argument("--metric", default="train/episode_return", help="column to plot")
+    parser.add_argument("--metric", default=None,
+                        help="column to plot (default train/episode_return; a search run "
+                             "without --metric: each trial's result against its hyperparameters)")
     parser.add_argument("--x", default="env_steps", help="x-axis column (env_steps or step)")
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
     try:
         args.output = expand_path(args.output)
+        if args.metric is None and len(args.run_dirs) == 1 and os.path.exists(
+                os.path.join(expand_path(args.run_dirs[0]), "search.csv")):
+            from jaxtrainer import search_plot
+
+            found = search_plot.plot_search(expand_path(args.run_dirs[0]), args.output, args.title)
+            print(search_plot.report(found, args.output))
+            return 0
+        args.metric = args.metric or "train/episode_return"
         out = plot_runs(args.run_dirs, args.output, args.metric, args.x, args.title)
     except (FileNotFoundError, KeyError, ValueError) as e:
         print(f"jaxtrainer plot: {e.args[0] if e.args else e}", file=sys.stderr)
@@ -331,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _final(group: dict[str, Any], x: str) -> str:
-    where = "env steps per member" if x == "env_steps" and "sweep" in group["label"] else x
+    where = "env steps per member" if x == "env_steps" and group.get("members", 1) > 1 else x
     return f"final mean {group['mean'][-1]:.4g} at {where}={group['x'][-1]:.0f}"
 
 

@@ -72,13 +72,24 @@ def _sweep_shape(section: Any) -> tuple[int, int] | None:
     return math.prod(sizes), int(seeds) if isinstance(seeds, int) else 1
 
 
+def _search_members(section: Any) -> int | None:
+    """The member count of a config's ``search:`` section, or None (no search)."""
+    if not isinstance(section, Mapping) or section.get("method") is None:
+        return None
+    return int(section.get("members") or 1)
+
+
 def of_config(cfg: Mapping[str, Any]) -> RunKind:
     """The identity of a recipe config (a run's ``config.yaml`` as a dict, or the
     config a command is about to run, with or without its ``recipe`` key)."""
     env = cfg.get("env")
+    name = env.get("name") if isinstance(env, Mapping) else None
+    searched = _search_members(cfg.get("search"))
+    if searched is not None:
+        method = cfg["search"]["method"]
+        return RunKind(cfg.get("recipe"), name, f"{method} search of {searched} members", searched)
     shape = _sweep_shape(cfg.get("sweep"))
-    return RunKind(cfg.get("recipe"), env.get("name") if isinstance(env, Mapping) else None,
-                   SINGLE if shape is None else sweep_kind(*shape),
+    return RunKind(cfg.get("recipe"), name, SINGLE if shape is None else sweep_kind(*shape),
                    1 if shape is None else shape[0] * shape[1])
 
 
@@ -122,7 +133,7 @@ def of_run(run_dir: str | os.PathLike) -> RunKind:
     return found
 
 
-RUN_SECTIONS = ("recipe", "trainer", "logger", "callbacks", "sweep")
+RUN_SECTIONS = ("recipe", "trainer", "logger", "callbacks", "sweep", "search")
 """Sections of a recipe config that say nothing about which recipe it is."""
 
 

@@ -74,7 +74,7 @@ def test_plot_root_draws_recipe_env_and_kind_apart(mixed_root, tmp_path, capsys)
         ("ppo CartPole-v1", [10, 20, 30]), ("ppo Acrobot-v1", [-500, -400, -300]),
         ("ppo CartPole-v1, sweep of 2 seeds", [12, 22, 32])]
     assert list(out["groups"][2]["x"]) == [100, 200, 300]  # env steps per member
-    assert out["x_label"] == "env steps per member (sweeps)" and "mean" not in out
+    assert out["x_label"] == "env steps per member (sweeps, searches)" and "mean" not in out
 
     assert cli.main(["plot", str(mixed_root), "-o", str(tmp_path / "c.png")]) == 0
     said = capsys.readouterr().out.splitlines()

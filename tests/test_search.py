@@ -265,4 +265,34 @@ def test_optuna_rounds_resume_after_sigterm_without_asking_twice(tmp_path):
         k = t.user_attrs["search_trial"]
         assert float(table["lr"][k]) == pytest.approx(t.params["lr"], rel=1e-6)
         if t.state == optuna.trial.TrialState.COMPLETE:
-            assert t.value == pytest.approx(float(rows[k]["fitness"]))
+            assert t.value == pytest.approx(float(rows[k]["eval"]))
+
+
+# ---- reports: plot, eval --member best, run identity -----------------------------------
+def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
+    """A recipe's random search (4 members, 3 updates each): `jaxtrainer plot RUN`
+    draws its trials, `jaxtrainer eval RUN --member best` evaluates the member
+    the run reported, and the run is told apart from single runs."""
+    from jaxtrainer import cli, run_kind
+
+    cfg = config.load(RECIPES / "configs" / "ppo.yaml", [
+        "search.method=random", "search.members=4", "search.space.lr=loguniform(1e-3,1e-2)",
+        "trainer.max_steps=3", "algorithm.num_envs=2", "algorithm.num_steps=8",
+        "algorithm.num_minibatches=1", "algorithm.eval_episodes=2", f"trainer.default_root_dir={tmp_path}",
+        "trainer.devices=1", "trainer.enable_progress_bar=false"])
+    result = config.fit_and_report(config.make_trainer(cfg), build_module("ppo", cfg), cfg)
+    run = tmp_path / "version_0"
+    out = capsys.readouterr().out
+    assert "search: 4 trials started, 4 complete; the best:" in out
+    assert "(the member with the best train/episode_return)" in out
+    assert run_kind.of_run(run).kind == "random search of 4 members"
+    png = tmp_path / "search.png"
+    assert cli.main(["plot", str(run), "-o", str(png)]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"wrote {png}: 4 trials of a search (0 stopped at a rung) against lr")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert cli.main(["eval", str(run), "--member", "best"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("member ") and ", trial " in lines[1] and "lr=" in lines[1]
+    mean = float(lines[3].split("mean=")[1].split()[0])
+    assert mean == pytest.approx(result["eval/episode_return"])

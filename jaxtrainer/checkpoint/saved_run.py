@@ -92,7 +92,8 @@ def make_trainer(module: Any, cfg: DictConfig | None, strategy: Any = "single",
     :class:`~jaxtrainer.PopulationTrainer` for a
     :class:`~jaxtrainer.PopulationModule`, with the module's or the config's
     population size): the run's budget where ``cfg`` gives it (so that
-    schedules match the run's), no loggers, checkpointing, progress bar or
+    schedules match the run's; a sweep's or a search's ``max_env_steps`` per
+    member, as in a recipe), no loggers, checkpointing, progress bar or
     background compile, on ``strategy``/``devices``.
 
     Without a budget the Trainer gets ``max_steps=1`` (it requires one; only
@@ -118,6 +119,8 @@ def make_trainer(module: Any, cfg: DictConfig | None, strategy: Any = "single",
         return PopulationTrainer(int(size), max_generations=_trainer_value(cfg, "max_generations") or 1,
                                  **extra, **quiet)
     max_steps, max_env_steps = _trainer_value(cfg, "max_steps"), _trainer_value(cfg, "max_env_steps")
+    if max_env_steps is not None and getattr(module, "budget_per_member", False):
+        max_env_steps = int(max_env_steps) * module.population_size  # a recipe's is per member
     if max_steps is None and max_env_steps is None:
         max_steps = 1
     return Trainer(max_steps=max_steps, max_env_steps=max_env_steps, **quiet)

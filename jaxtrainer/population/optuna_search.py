@@ -5,9 +5,10 @@ time in one compiled program. Before each round :class:`OptunaSearch` asks
 the study for the round's trials (the ``P`` it starts with and one for each
 slot a rung frees) and writes their hyperparameters into the state's trial
 table (same shapes and shardings: nothing recompiles); when the round ends it
-tells the study each trial's result: its fitness (the ranked training metric
-averaged since the last rung), ``PRUNED`` for a trial stopped at a rung,
-``FAIL`` for a non-finite value. The study lives in Optuna's storage, by
+evaluates every member (the Trainer's evaluation program: greedy episodes,
+compiled once) and tells the study each trial's result: its evaluation
+(``eval/episode_return`` by default), ``PRUNED`` for a trial stopped at a
+rung, ``FAIL`` for a non-finite value. The study lives in Optuna's storage, by
 default ``<run>/study.db`` (SQLite), or any database URL Optuna takes; each
 trial records its search trial id and run directory as user attributes, so a
 resumed run (``ckpt_path``) tells the trials it was running and asks only for
@@ -85,6 +86,7 @@ class OptunaSearch(Callback):
       storage: Optuna's storage URL; ``None``: ``sqlite:///<run>/study.db``.
       study_name: the study's name in the storage (loaded if it exists).
       seed: of the sampler.
+      metric: the evaluation metric told (each member's ``member/<i>/<metric>``).
 
     Attributes:
       study: the ``optuna.Study`` (global-zero process; ``None`` elsewhere).
@@ -96,13 +98,16 @@ class OptunaSearch(Callback):
         ``log_every_n_steps`` does not divide (rounds end at log intervals).
     """
 
-    order = 80  # before the recipes' final evaluation (90): the study is told first
+    order = 80  # before the recipes' final evaluation (90), which reuses this one
 
     def __init__(self, sampler: str = "tpe", storage: str | None = None,
-                 study_name: str = "search", seed: int = 0) -> None:
+                 study_name: str = "search", seed: int = 0,
+                 metric: str = "eval/episode_return") -> None:
         check_sampler(sampler)
         self.sampler, self.storage, self.study_name, self.seed = sampler, storage, study_name, seed
+        self.metric = metric
         self.study: Any = None
+        self._evaluated: tuple[int, dict[str, float]] | None = None
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         from jaxtrainer.population.search import HOST_SAMPLER, Search
@@ -132,15 +137,18 @@ class OptunaSearch(Callback):
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._ask_if_due(trainer, module)
 
+    def on_evaluation_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        self._evaluated = (trainer.global_step, dict(metrics))
+
     def on_train_steps_end(self, trainer: Trainer, module: Any, metrics: dict[str, float]) -> None:
         step, length = trainer.global_step, module.round_steps
-        if step % length == 0 and step // length < module.rounds:
-            self._tell(trainer, module, step // length - 1)
-            self._ask_if_due(trainer, module)
-
-    def on_train_end(self, trainer: Trainer, module: Any) -> None:
-        if trainer.global_step >= trainer.max_steps:
-            self._tell(trainer, module, module.rounds - 1)
+        if trainer.state_ahead or not (step >= trainer.max_steps or
+                                       (step % length == 0 and step // length < module.rounds)):
+            return
+        if self._evaluated is None or self._evaluated[0] != step:
+            trainer.run_evaluation(module)  # every member's greedy return (on_evaluation_end)
+        self._tell(trainer, module, min((step - 1) // length, module.rounds - 1), self._evaluated[1])
+        self._ask_if_due(trainer, module)
 
     # ---- asking and telling --------------------------------------------------------
     def _numbers(self, trainer: Trainer) -> dict[int, int]:
@@ -175,15 +183,19 @@ class OptunaSearch(Callback):
         table = {n: _with_rows(column, first, rows[n]) for n, column in state.table.items()}
         trainer.state = state.replace(table=table)
 
-    def _tell(self, trainer: Trainer, module: Any, round_index: int) -> None:
-        """Tell the study the results of round ``round_index``'s trials."""
+    def _tell(self, trainer: Trainer, module: Any, round_index: int,
+              evaluation: dict[str, float]) -> None:
+        """Tell the study the results of round ``round_index``'s trials: the
+        evaluation of each member still running one, pruned for the others."""
         if self.study is None:
             return
         import optuna
 
-        from jaxtrainer.population.search_report import search_rows
+        from jaxtrainer.population.search_report import search_rows, trial_evals
 
-        done = {r["trial"]: r for r in search_rows(trainer.peek_state(), module, trainer.global_step)
+        state = trainer.peek_state()
+        evals = trial_evals(state, module, evaluation, self.metric)
+        done = {r["trial"]: r for r in search_rows(state, module, trainer.global_step, evals)
                 if r["rung"] == "final" or r["status"] == "stopped"}
         asked = self._numbers(trainer)
         first = round_index * module.trials_per_round
@@ -195,7 +207,7 @@ class OptunaSearch(Callback):
                 continue  # told before a resume
             if row["status"] == "stopped":
                 self.study.tell(number, state=optuna.trial.TrialState.PRUNED)
-            elif math.isfinite(row["fitness"]):
-                self.study.tell(number, row["fitness"])
+            elif isinstance(row["eval"], float) and math.isfinite(row["eval"]):
+                self.study.tell(number, row["eval"])
             else:
                 self.study.tell(number, state=optuna.trial.TrialState.FAIL)

@@ -206,6 +206,14 @@ class Search(PBT):
         length = self.round_steps or np.iinfo(np.int32).max
         return jnp.minimum(step // length, self.rounds - 1)
 
+    def describe_member(self, state: SearchState, member: int) -> str:
+        """``"trial 27: lr=0.003, ent_coef=0.012"``: the trial member slot
+        ``member`` runs and its hyperparameters (host side)."""
+        host = jax.device_get({"trial": state.trial, "table": state.table})
+        trial = int(host["trial"][member])
+        values = ", ".join(f"{n}={float(host['table'][n][trial]):.4g}" for n in self.spaces)
+        return f"trial {trial}: {values}"
+
     def hparams(self) -> dict[str, Any]:
         spaces = {n: (f"choice({list(s.values)})" if hasattr(s, "values") else
                       f"{'loguniform' if s.log else 'uniform'}({s.low},{s.high})")

@@ -6,12 +6,13 @@ its member slot at the rung), ``env_steps`` (the same in env steps per
 member), ``fitness`` (the ranked metric averaged since
 the previous rung), ``status`` (``continued``, ``stopped`` or, on the final
 row, ``complete``) and ``eval`` (on the final row: the last evaluation of the
-member running it). The same rows are rewritten at every evaluation and at
+member that ran it, taken while it ran). The same rows are rewritten at every evaluation and at
 the end of ``fit``, so a stopped run keeps the history up to its last one.
 """
 
 from __future__ import annotations
 
+import csv
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -29,12 +30,20 @@ SEARCH_FILE = "search.csv"
 BEST_SHOWN = 5
 
 
+def trial_evals(state: SearchState, module: Search, evaluation: dict[str, float],
+                metric: str = "eval/episode_return") -> dict[int, float]:
+    """``{trial: value}``: ``evaluation``'s ``member/<i>/<metric>`` of each
+    trial a member slot runs in ``state`` (host side)."""
+    trials = np.asarray(jax.device_get(state.trial))[:module.population_size]
+    return {int(t): float(evaluation[f"member/{i}/{metric}"]) for i, t in enumerate(trials)
+            if f"member/{i}/{metric}" in evaluation}
+
+
 def search_rows(state: SearchState, module: Search, global_step: int,
-                evaluation: dict[str, float] | None = None,
-                metric: str = "eval/episode_return") -> list[dict[str, Any]]:
+                evals: dict[int, float] | None = None) -> list[dict[str, Any]]:
     """Every started trial's rows (module docstring), host side, after
-    ``global_step`` updates; ``evaluation``: the last evaluation's metrics
-    (``member/<i>/<metric>`` per member)."""
+    ``global_step`` updates; ``evals``: ``{trial: evaluation}`` written on the
+    trials' final rows (:func:`trial_evals`)."""
     host = jax.device_get({"table": state.table, "history": state.history,
                            "stopped": state.stopped, "next": state.next_trial, "trial": state.trial,
                            "final": state.final,
@@ -60,21 +69,21 @@ def search_rows(state: SearchState, module: Search, global_step: int,
                          "eval": ""})
         if stop < 0 and t in running:  # a trial of the last round: its current fitness
             i = running[t]
-            value = (evaluation or {}).get(f"member/{i}/{metric}", "")
+            value = (evals or {}).get(t, "")
             rows.append({"trial": t, **hp, "rung": "final", "step": in_round,
                          "env_steps": in_round * per_step, "fitness": float(host["fitness"][i]),
                          "status": "complete", "eval": value})
         elif not np.isnan(host["final"][t]):  # a trial of an earlier round
             rows.append({"trial": t, **hp, "rung": "final", "step": length,
                          "env_steps": length * per_step, "fitness": float(host["final"][t]),
-                         "status": "complete", "eval": ""})
+                         "status": "complete", "eval": (evals or {}).get(t, "")})
     return rows
 
 
 class SearchReport(Callback):
     """Write ``search.csv`` of a :class:`~jaxtrainer.population.Search` at every
-    evaluation and at the end of ``fit``, and print the best trials (by the
-    final fitness, with their evaluation) when ``fit`` ends (global-zero process).
+    evaluation and at the end of ``fit``, and print the best trials (by their
+    evaluation, then by final fitness) when ``fit`` ends (global-zero process).
 
     Args:
       metric: the evaluation metric written as ``eval`` (``member/<i>/<metric>``).
@@ -92,7 +101,7 @@ class SearchReport(Callback):
     def __init__(self, metric: str = "eval/episode_return", print_table: bool = True) -> None:
         self.metric, self.print_table = metric, print_table
         self.rows: list[dict[str, Any]] = []
-        self._evaluation: dict[str, float] | None = None
+        self._evals: dict[int, float] = {}
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         return False
@@ -103,11 +112,16 @@ class SearchReport(Callback):
         if not isinstance(module, Search):
             raise TypeError(f"SearchReport reports a jaxtrainer.population.Search, got "
                             f"{type(module).__name__}")
-        self.rows, self._evaluation = [], None
+        self.rows, self._evals = [], {}
+        if stage == "fit" and trainer.ckpt_path is not None:  # a resume: the evaluations so far
+            self._evals = read_evals(os.path.join(trainer.log_dir, SEARCH_FILE))
 
     def on_evaluation_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
-        self._evaluation = dict(metrics)
-        if not trainer.state_ahead:
+        if trainer.state_ahead:
+            return
+        state = trainer.peek_state()
+        if state is not None:
+            self._evals.update(trial_evals(state, module, metrics, self.metric))
             self._write(trainer, module)
 
     def on_fit_end(self, trainer: Trainer, module: Module) -> None:
@@ -121,21 +135,37 @@ class SearchReport(Callback):
         state = trainer.peek_state()
         if state is None or not trainer.is_global_zero:
             return
-        self.rows = search_rows(state, module, trainer.global_step, self._evaluation, self.metric)
+        self.rows = search_rows(state, module, trainer.global_step, self._evals)
         if self.rows:
             write_csv(os.path.join(trainer.log_dir, SEARCH_FILE), self.rows)
 
 
+def read_evals(path: str | os.PathLike) -> dict[int, float]:
+    """``{trial: eval}`` of the final rows of a ``search.csv`` (empty without one)."""
+    try:
+        with open(path, newline="") as f:
+            return {int(r["trial"]): float(r["eval"]) for r in csv.DictReader(f)
+                    if r.get("rung") == "final" and r.get("eval")}
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
 def best_table(rows: list[dict[str, Any]], names: list[str], shown: int = BEST_SHOWN) -> str:
-    """The best ``shown`` complete trials of ``rows`` (by final fitness, NaN
-    last) as an aligned text table: trial, hyperparameters, fitness, eval."""
+    """The best ``shown`` complete trials of ``rows`` as an aligned text table
+    (trial, hyperparameters, fitness, eval): the evaluated ones by evaluation,
+    then the others by final fitness (NaN last)."""
     final = [r for r in rows if r["rung"] == "final"]
-    final.sort(key=lambda r: -r["fitness"] if np.isfinite(r["fitness"]) else np.inf)
+
+    def rank(r: dict[str, Any]) -> tuple[bool, float]:
+        value = r["eval"] if isinstance(r["eval"], float) else r["fitness"]
+        return (not isinstance(r["eval"], float), -value if np.isfinite(value) else np.inf)
+
+    final.sort(key=rank)
     started = len({r["trial"] for r in rows})
     head = ["trial", *names, "fitness", "eval"]
     body = [[str(r["trial"]), *(f"{r[n]:.4g}" for n in names), f"{r['fitness']:.2f}",
              f"{r['eval']:.2f}" if isinstance(r["eval"], float) else "-"] for r in final[:shown]]
     widths = [max(len(c) for c in col) for col in zip(head, *body, strict=False)]
-    lines = [f"search: {started} trials started, {len(final)} complete; the best by final fitness:"]
+    lines = [f"search: {started} trials started, {len(final)} complete; the best:"]
     lines += ["  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in [head, *body]]
     return "\n".join(lines)

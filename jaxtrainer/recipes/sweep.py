@@ -142,10 +142,11 @@ def changed_settings(cfg: DictConfig, recipe: str) -> list[str]:
     """Every setting of ``cfg`` that differs from ``recipe``'s shipped config
     (what the command line and a ``--config`` file changed), as ``key=value``
     overrides in the config's order, less :data:`NOT_REPEATED`."""
+    from jaxtrainer.recipes import search
     from jaxtrainer.recipes.catalog import config_file
 
-    default = _leaves(OmegaConf.to_container(with_section(OmegaConf.load(config_file(recipe)), recipe),
-                                             resolve=True))
+    sections = search.with_section(with_section(OmegaConf.load(config_file(recipe)), recipe), recipe)
+    default = _leaves(OmegaConf.to_container(sections, resolve=True))
     now = _leaves(OmegaConf.to_container(cfg, resolve=True))
     return [f"{key}={override_text(value)}" for key, value in now.items()
             if not key.startswith(NOT_REPEATED) and (key not in default or default[key] != value)]
