@@ -263,7 +263,8 @@ def make_jaxmarl(name: str, **kwargs: Any) -> Any:
     one agent of a game; ``num_envs`` counts agents, a multiple of ``num_agents``).
 
     Raises:
-      what :func:`make_jaxmarl_multi_agent` raises.
+      ValueError: as :func:`make_jaxmarl_multi_agent` (an unknown name).
+      ImportError: as :func:`make_jaxmarl_multi_agent` (jaxmarl not installed).
     """
     from jaxtrainer.envs.agents_as_envs import AgentsAsEnvs
 
