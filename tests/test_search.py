@@ -226,10 +226,12 @@ class SendSigterm(jt.Callback):
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-def optuna_fit(root, ckpt_path=None, callbacks=()):
-    search = Search(tiny(), SPACE, members=4, rungs=(2,), sampler="optuna", rounds=3)
-    optuna_cb = OptunaSearch("tpe", seed=5)
-    trainer = jt.Trainer(max_steps=12, log_every_n_steps=2, default_root_dir=root,
+def optuna_fit(root, ckpt_path=None, callbacks=(), devices="auto", vectorize=True, members=4,
+               objective="evaluation"):
+    search = Search(tiny(), SPACE, members=members, rungs=(2,), sampler="optuna", rounds=3,
+                    vectorize=vectorize)
+    optuna_cb = OptunaSearch("tpe", seed=5, objective=objective)
+    trainer = jt.Trainer(max_steps=12, log_every_n_steps=2, default_root_dir=root, devices=devices,
                          enable_progress_bar=False, compile_evaluation_ahead=False,
                          callbacks=[optuna_cb, SearchReport(print_table=False), *callbacks])
     trainer.fit(search, ckpt_path=ckpt_path)
@@ -296,3 +298,13 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     assert lines[1].startswith("member ") and ", trial " in lines[1] and "lr=" in lines[1]
     mean = float(lines[3].split("mean=")[1].split()[0])
     assert mean == pytest.approx(result["eval/episode_return"])
+
+
+def test_an_optuna_search_on_four_devices_equals_one_device(tmp_path):
+    """Members one after another (vectorize=False; 6 members, 2 a device over 4
+    with padding), told their training fitness: the same trials are asked and
+    told the same values."""
+    runs = [optuna_fit(tmp_path / str(n), devices=n, vectorize=False, members=6,
+                       objective="fitness")[2].study for n in (1, 4)]
+    one, four = ([(t.params, t.state, t.value) for t in study.trials] for study in runs)
+    assert len(one) == 3 * (6 + 3) and one == four

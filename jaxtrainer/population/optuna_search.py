@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 OPTUNA_SAMPLERS = ("tpe", "cmaes", "random")
+OBJECTIVES = ("evaluation", "fitness")
+"""What a trial's value is: its greedy evaluation when its round ends, or its
+fitness (the ranked training metric averaged since its last rung)."""
 STUDY_FILE = "study.db"
 TRIAL_ATTR, RUN_ATTR = "search_trial", "search_run"
 
@@ -87,6 +90,10 @@ class OptunaSearch(Callback):
       study_name: the study's name in the storage (loaded if it exists).
       seed: of the sampler.
       metric: the evaluation metric told (each member's ``member/<i>/<metric>``).
+      objective: ``"evaluation"`` (each trial's ``metric``, evaluated when its
+        round ends) or ``"fitness"`` (its training fitness: no evaluation runs
+        at round ends; greedy evaluations can differ between device layouts
+        where float rounding flips a nearly tied action, training does not).
 
     Attributes:
       study: the ``optuna.Study`` (global-zero process; ``None`` elsewhere).
@@ -102,8 +109,12 @@ class OptunaSearch(Callback):
 
     def __init__(self, sampler: str = "tpe", storage: str | None = None,
                  study_name: str = "search", seed: int = 0,
-                 metric: str = "eval/episode_return") -> None:
+                 metric: str = "eval/episode_return", objective: str = "evaluation") -> None:
         check_sampler(sampler)
+        if objective not in OBJECTIVES:
+            raise ValueError(f"OptunaSearch: objective={objective!r}: choose one of "
+                             f"{', '.join(OBJECTIVES)}")
+        self.objective = objective
         self.sampler, self.storage, self.study_name, self.seed = sampler, storage, study_name, seed
         self.metric = metric
         self.study: Any = None
@@ -145,9 +156,12 @@ class OptunaSearch(Callback):
         if trainer.state_ahead or not (step >= trainer.max_steps or
                                        (step % length == 0 and step // length < module.rounds)):
             return
-        if self._evaluated is None or self._evaluated[0] != step:
-            trainer.run_evaluation(module)  # every member's greedy return (on_evaluation_end)
-        self._tell(trainer, module, min((step - 1) // length, module.rounds - 1), self._evaluated[1])
+        evaluation: dict[str, float] = {}
+        if self.objective == "evaluation":
+            if self._evaluated is None or self._evaluated[0] != step:
+                trainer.run_evaluation(module)  # every member's greedy return (on_evaluation_end)
+            evaluation = self._evaluated[1]
+        self._tell(trainer, module, min((step - 1) // length, module.rounds - 1), evaluation)
         self._ask_if_due(trainer, module)
 
     # ---- asking and telling --------------------------------------------------------
@@ -207,7 +221,13 @@ class OptunaSearch(Callback):
                 continue  # told before a resume
             if row["status"] == "stopped":
                 self.study.tell(number, state=optuna.trial.TrialState.PRUNED)
-            elif isinstance(row["eval"], float) and math.isfinite(row["eval"]):
-                self.study.tell(number, row["eval"])
+            elif math.isfinite(self._value(row)):
+                self.study.tell(number, self._value(row))
             else:
                 self.study.tell(number, state=optuna.trial.TrialState.FAIL)
+
+    def _value(self, row: dict[str, Any]) -> float:
+        """A final row's value for the study (NaN without one)."""
+        if self.objective == "fitness":
+            return float(row["fitness"])
+        return float(row["eval"]) if isinstance(row["eval"], float) else math.nan
