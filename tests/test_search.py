@@ -308,3 +308,26 @@ def test_an_optuna_search_on_four_devices_equals_one_device(tmp_path):
                        objective="fitness")[2].study for n in (1, 4)]
     one, four = ([(t.params, t.state, t.value) for t in study.trials] for study in runs)
     assert len(one) == 3 * (6 + 3) and one == four
+
+
+@pytest.mark.parametrize("recipe, name", [("a2c", "ent_coef"), ("impala", "lr"), ("dqn", "tau"),
+                                          ("sac", "policy_lr"), ("td3", "actor_lr"),
+                                          ("ddpg", "gamma")])
+def test_every_recipe_with_traced_hyperparameters_can_search_them(recipe, name):
+    cfg = config.load(RECIPES / "configs" / f"{recipe}.yaml", [
+        "search.method=sobol", "search.members=4", f"search.space.{name}=uniform(0.9,0.99)"])
+    search = build_module(recipe, cfg)
+    assert isinstance(search, Search) and search.sampler == "sobol"
+    search.configure_budget(100)
+    search.validate(1)  # the name is one of the module's traced hyperparameters
+    assert 0.9 <= search.trials[name].min() and search.trials[name].max() <= 0.99
+
+
+def test_a_space_over_a_value_that_is_not_traced_is_refused_before_compiling():
+    cfg = config.load(RECIPES / "configs" / "ppo.yaml", [
+        "search.method=random", "search.space.num_envs=choice([4,8])"])
+    with pytest.raises(ValueError, match=r"search: hyperparams \['num_envs'\] are not in PPO's "
+                                         r"state.hyperparams; choose from"):
+        search = build_module("ppo", cfg)
+        search.configure_budget(100)
+        search.validate(1)
