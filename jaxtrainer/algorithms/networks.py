@@ -269,6 +269,10 @@ class ActorCritic(nn.Module):
         (Brax's ``make_ppo_networks``: a :class:`TanhNormal` whose scale the
         actor outputs, ``softplus(x) + 0.001``, and every layer
         ``lecun_uniform`` with zero bias).
+      critic_ndim: number of trailing axes of the critic's input to flatten
+        when it is not the observation (a centralised critic's
+        ``float32[..., critic_input_size]``: 1, with no torso); ``None``: the
+        critic reads the observation, as ``obs_ndim``.
     """
 
     action_dim: int
@@ -279,6 +283,7 @@ class ActorCritic(nn.Module):
     critic_hidden_sizes: Sequence[int] | None = None
     torso: TorsoFactory | None = None
     distribution: str = "gaussian"
+    critic_ndim: int | None = None
 
     def setup(self) -> None:
         self.actor_torso = self.torso() if self.torso is not None else None
@@ -333,15 +338,20 @@ class ActorCritic(nn.Module):
         return DiagGaussian(out, self.log_std)
 
     def value(self, obs: jax.Array) -> jax.Array:
-        """The critic alone: ``float32[...]``."""
-        return self.value_head(features(self.critic_torso, obs, self.obs_ndim))
+        """The critic alone: ``float32[...]`` of its input ``obs`` (the
+        observation, or with ``critic_ndim`` a centralised critic's input)."""
+        ndim = self.obs_ndim if self.critic_ndim is None else self.critic_ndim
+        return self.value_head(features(self.critic_torso, obs, ndim))
 
     def policy(self, obs: jax.Array) -> Distribution:
         """The actor alone: the action distribution, batch shape ``[...]``."""
         return self.policy_head(features(self.actor_torso, obs, self.obs_ndim))
 
-    def __call__(self, obs: jax.Array) -> tuple[Distribution, jax.Array]:
-        return self.policy(obs), self.value(obs)
+    def __call__(self, obs: jax.Array, critic_obs: jax.Array | None = None,
+                 ) -> tuple[Distribution, jax.Array]:
+        """``(policy(obs), value(critic_obs))``; ``critic_obs=None``: the critic
+        values ``obs``."""
+        return self.policy(obs), self.value(obs if critic_obs is None else critic_obs)
 
 
 class RecurrentActorCritic(ActorCritic):

@@ -52,6 +52,9 @@ from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module
 
+CRITIC_INPUTS = ("observation", "global_state")
+"""What the critic of A2C and PPO reads (their configs' ``critic_input``)."""
+
 CRITIC_ROWS = 32768
 """The most observations one critic pass over a rollout values at once
 (:meth:`OnPolicyModule.critic_values`): a larger rollout is valued in chunks of
@@ -170,17 +173,30 @@ class GAEConfig(OnPolicyConfig):
         bootstrapping, every episode end (time limit included) is terminal and
         only the observations after the rollout are valued; faster, biased on
         time-limited tasks.
+      critic_input: what the critic reads. ``"observation"`` (default): each
+        env's own observation, as the actor. ``"global_state"``: a centralised
+        critic (MAPPO: Yu et al. 2022, "The Surprising Effectiveness of PPO in
+        Cooperative Multi-Agent Games", arXiv:2103.01955) on each env's critic
+        input from the env (a multi-agent env seen through
+        :class:`~jaxtrainer.envs.AgentsAsEnvs`: its game's global state and its
+        agent's one-hot id), while the actor reads the agent's own
+        observation. Needs a feedforward network on flat inputs (``network``'s
+        default ``mlp`` torso, no core) and ``normalize_observations=False``.
     """
 
     unroll_length: int | None = None
     gae_lambda: float = 0.95
     bootstrap_truncation: bool = True
+    critic_input: str = "observation"
 
     def __post_init__(self) -> None:
         """:meth:`OnPolicyConfig.__post_init__`, then the fields above.
 
         Raises:
-          ValueError: as there, or ``num_steps`` not a multiple of ``unroll_length``.
+          ValueError: as there, ``num_steps`` not a multiple of ``unroll_length``,
+            ``critic_input`` not in :data:`CRITIC_INPUTS` (listing them), or
+            ``critic_input="global_state"`` with a recurrent core, a torso other
+            than ``mlp`` or ``normalize_observations`` (the message names the field).
         """
         super().__post_init__()
         arguments.check_fields(self, arguments.positive_int, ("unroll_length",))
@@ -190,6 +206,18 @@ class GAEConfig(OnPolicyConfig):
                 f"unroll_length={self.unroll_length}")
         arguments.check_fields(self, arguments.number, ("gae_lambda",), low=0)
         arguments.check_fields(self, arguments.flag, ("bootstrap_truncation",))
+        arguments.check_fields(self, arguments.one_of, ("critic_input",), choices=CRITIC_INPUTS)
+        if self.critic_input == "global_state":
+            name = f"{type(self).__name__}: critic_input='global_state'"
+            if self.network.core is not None:
+                raise ValueError(f"{name} needs a feedforward network; got network.core="
+                                 f"{self.network.core!r} (use network.core=null)")
+            if self.network.torso != "mlp":
+                raise ValueError(f"{name} reads flat inputs; got network.torso="
+                                 f"{self.network.torso!r} (use network.torso='mlp')")
+            if self.normalize_observations:
+                raise ValueError(f"{name} does not normalise its inputs; got "
+                                 "normalize_observations=True (use False)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,6 +294,9 @@ class Rollout:
     core: ``start``, ``bool``, the observation began an episode (the carry was
     reset before it); ``carry``, the carry after each step (what the next
     observation, or ``info.final_obs``, is seen with). ``None`` without.
+    With ``critic_input="global_state"``: ``critic_obs``,
+    ``float32[..., critic_input_size]``, what the critic valued at each step
+    (the env's ``critic_inputs``); ``None`` otherwise.
     """
 
     obs: jax.Array
@@ -275,6 +306,7 @@ class Rollout:
     info: envs.StepInfo
     start: jax.Array | None = None
     carry: Any = None
+    critic_obs: jax.Array | None = None
 
 
 def compute_gae(
@@ -382,6 +414,13 @@ class OnPolicyModule(ParamsPolicy, Module):
         self.env_steps_per_step = config.num_envs * config.num_steps
         network = config.network
         self.recurrent = network.core is not None
+        self.global_critic = getattr(config, "critic_input", "observation") == "global_state"
+        if self.global_critic and not hasattr(self.env, "critic_inputs"):
+            raise ValueError(
+                f"{type(self).__name__}: critic_input='global_state' needs an env with a "
+                f"global state (a multi-agent env through AgentsAsEnvs, e.g. "
+                f"make('jaxmarl/MPE_simple_spread_v3')); {self.env.name!r} "
+                f"({type(self.env).__name__}) has none: use critic_input='observation'")
         layout = dict(
             action_dim=self.env.num_actions if self.env.discrete else self.env.action_size,
             discrete=self.env.discrete,
@@ -391,6 +430,7 @@ class OnPolicyModule(ParamsPolicy, Module):
             activation=config.activation,
             torso=torso_factory(network, self.env.observation_shape, math.sqrt(2)),
             distribution=config.policy,
+            critic_ndim=1 if self.global_critic else None,
         )
         self.network = (RecurrentActorCritic(**layout, core=network.core, core_size=network.core_size)
                         if self.recurrent else ActorCritic(**layout))
@@ -580,6 +620,9 @@ class OnPolicyModule(ParamsPolicy, Module):
         if self.recurrent:
             params = self.network.init(params_key, self.initial_carry(1), dummy[None, None],
                                        jnp.ones((1, 1), jnp.bool_))
+        elif self.global_critic:
+            params = self.network.init(params_key, dummy,
+                                       jnp.zeros((self.env.critic_input_size,), jnp.float32))
         else:
             params = self.network.init(params_key, dummy)
         num_envs = local_size(self.config.num_envs, "num_envs")
@@ -618,26 +661,31 @@ class OnPolicyModule(ParamsPolicy, Module):
         def one_step(carry, step_draws):
             env_state, obs = carry
             noise, env_keys = step_draws
+            critic_obs = self.env.critic_inputs(env_state) if self.global_critic else None
             dist = policy(obs)
             action = dist.sample_with(noise)
             log_prob = dist.log_prob(action)
             next_obs, env_state, info = jax.vmap(self.env.step)(
                 env_keys, env_state, self._env_action(action))
-            return (env_state, next_obs), (obs, action, log_prob, info)
+            return (env_state, next_obs), (obs, action, log_prob, info, critic_obs)
 
         # a step's key -> (action key, env key -> one per env), as drawing inside the loop
         pairs = jax.vmap(jax.random.split)(jax.random.split(key, self.config.num_steps))
         noise = jax.vmap(jax.eval_shape(policy, obs).noise)(pairs[:, 0])
         env_keys = jax.vmap(lambda k: jax.random.split(k, num_envs))(pairs[:, 1])
-        (env_state, obs), (traj_obs, action, log_prob, info) = jax.lax.scan(
+        (env_state, obs), (traj_obs, action, log_prob, info, critic_obs) = jax.lax.scan(
             one_step, (env_state, obs), (noise, env_keys))
-        value = self.critic_values(params, traj_obs, obs_stats)
-        return env_state, obs, Rollout(traj_obs, action, log_prob, value, info)
+        value = self.critic_values(params, traj_obs if critic_obs is None else critic_obs,
+                                   obs_stats)
+        return env_state, obs, Rollout(traj_obs, action, log_prob, value, info,
+                                       critic_obs=critic_obs)
 
     def critic_values(self, params: Any, obs: jax.Array,
                       obs_stats: normalization.RunningStatistics | None = None) -> jax.Array:
         """The critic's values of ``obs`` (``[steps, n, *observation_shape]``,
-        normalised with ``obs_stats`` when given), ``float32[steps, n]``, for a
+        normalised with ``obs_stats`` when given; with
+        ``critic_input="global_state"`` the critic inputs,
+        ``float32[steps, n, critic_input_size]``), ``float32[steps, n]``, for a
         feedforward network: one batched pass, or with more than
         :data:`CRITIC_ROWS` observations a ``lax.map`` over chunks of whole steps
         (the same values: each is a function of its own observation only)."""
@@ -734,7 +782,11 @@ class OnPolicyModule(ParamsPolicy, Module):
         bootstrapping) every episode end is treated as terminal and the next
         value is the next step's ``traj.value``, the last step's ``V(last_obs)``
         (``last_obs``: ``[num_envs_per_device, ...]``, the observations after the
-        rollout, required then): one critic pass over ``last_obs`` only.
+        rollout, required then; with ``critic_input="global_state"`` the
+        critic inputs after it): one critic pass over ``last_obs`` only. With
+        ``critic_input="global_state"`` the critic values the env's critic
+        inputs (``traj.critic_obs``; at ``final_obs`` the env's
+        ``final_critic_inputs`` of ``traj.info``).
         Observations are normalised with ``obs_stats`` (the rollout's
         statistics, as its values). Rewards are multiplied by
         ``config.reward_scaling`` here, for learning only.
@@ -748,9 +800,12 @@ class OnPolicyModule(ParamsPolicy, Module):
                 next_values = self._values_after(params, traj.carry, traj.info.final_obs,
                                                  jnp.zeros_like(traj.info.done), obs_stats)
             else:
-                last = self.critic_values(params, traj.info.final_obs[-1:], obs_stats)
+                final = (self.env.final_critic_inputs(traj.info) if self.global_critic
+                         else traj.info.final_obs)
+                last = self.critic_values(params, jax.tree.map(lambda x: x[-1:], final),
+                                          obs_stats)
                 next_values = self._bootstrap_truncations(
-                    params, traj, obs_stats, jnp.concatenate([traj.value[1:], last]))
+                    params, traj, obs_stats, jnp.concatenate([traj.value[1:], last]), final)
             terminated = traj.info.terminated
         else:
             if last_obs is None:
@@ -773,9 +828,11 @@ class OnPolicyModule(ParamsPolicy, Module):
 
     def _bootstrap_truncations(self, params: Any, traj: Rollout,
                                obs_stats: normalization.RunningStatistics | None,
-                               next_values: jax.Array) -> jax.Array:
+                               next_values: jax.Array, final_obs: Any) -> jax.Array:
         """``next_values`` (``float32[num_steps, n]``) with ``V(final_obs)`` at
-        every truncated step but the last (which ``next_values`` holds). Each
+        every truncated step but the last (which ``next_values`` holds);
+        ``final_obs`` (leaves ``[num_steps, n, ...]``) is what the critic values
+        there: ``traj.info.final_obs``, or the final critic inputs. Each
         iteration of a ``lax.while_loop`` values every env's first truncated
         step not yet valued, a critic pass over ``n`` observations; it runs as
         many times as one env truncated most often in the rollout: at most once
@@ -788,8 +845,8 @@ class OnPolicyModule(ParamsPolicy, Module):
         def value_next_truncation(carry):
             todo, next_values = carry
             step = jnp.argmax(todo, axis=0)  # each env's first step still to value (0: none)
-            final_obs = jax.tree.map(lambda x: x[step, envs_][None], traj.info.final_obs)
-            value = self.critic_values(params, final_obs, obs_stats)[0]
+            final = jax.tree.map(lambda x: x[step, envs_][None], final_obs)
+            value = self.critic_values(params, final, obs_stats)[0]
             hit = jnp.logical_and(todo, jnp.arange(steps)[:, None] == step)
             return jnp.logical_and(todo, ~hit), jnp.where(hit, value, next_values)
 
@@ -818,14 +875,17 @@ class OnPolicyModule(ParamsPolicy, Module):
         rollout_key, update_key = self.step_keys(key)
         env_state, obs, carry, start, traj = self.collect(state.params, state, rollout_key)
         hp = state.hyperparams
+        last_obs = self.env.critic_inputs(env_state) if self.global_critic else obs
         advantages, targets = self.advantages_and_targets(state.params, traj, hp,
-                                                          state.obs_stats, obs)
+                                                          state.obs_stats, last_obs)
         obs_stats = state.obs_stats
         if obs_stats is not None:
             obs_stats = normalization.update(obs_stats, traj.obs)
         batch = {"obs": self._normalize_obs(obs_stats, traj.obs), "action": traj.action,
                  "log_prob": traj.log_prob, "value": traj.value, "advantage": advantages,
                  "target": targets}
+        if self.global_critic:
+            batch["critic_obs"] = traj.critic_obs
         if self.recurrent:  # whole sequences, env-major, with the carry they started from
             batch = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), {**batch, "start": traj.start})
             batch["carry"] = state.carry
@@ -850,9 +910,10 @@ class OnPolicyModule(ParamsPolicy, Module):
         shape of ``value``. Feedforward: ``batch`` leaves ``[B, ...]``, as they
         are. With a core: leaves ``[envs, num_steps, ...]`` with ``start`` and
         the ``carry`` the sequences started from; the sequences are run again
-        from it and everything returned is time-major, ``[num_steps, envs]``."""
+        from it and everything returned is time-major, ``[num_steps, envs]``.
+        With ``critic_input="global_state"`` the critic reads ``batch["critic_obs"]``."""
         if not self.recurrent:
-            dist, value = self.network.apply(params, batch["obs"])
+            dist, value = self.network.apply(params, batch["obs"], batch.get("critic_obs"))
             return dist, value, batch
         seq = {k: jnp.swapaxes(v, 0, 1) if k not in ("carry", "key") else v
                for k, v in batch.items() if k != "carry"}

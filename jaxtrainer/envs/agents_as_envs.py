@@ -21,6 +21,13 @@ The env is only ever stepped as a batch: :meth:`Env.reset_batch` /
 state holds a copy of its game's simulator state; the game steps with the
 key of its first agent. An unbatched ``reset`` / ``step`` of one agent only
 works for a one-agent game.
+
+Centralised critics (MAPPO, PPO's ``critic_input="global_state"``) read each
+env's critic input, ``float32[critic_input_size]``: its game's global state
+followed by the one-hot id of its agent (:meth:`AgentsAsEnvs.critic_inputs` of
+a batch's state, :meth:`AgentsAsEnvs.final_critic_inputs` of a step's
+:class:`AgentsStepInfo`, whose ``final_state`` is the global state the step
+reached before any auto-reset).
 """
 
 from __future__ import annotations
@@ -29,10 +36,26 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from flax import struct
 
-from jaxtrainer.distributed.axis import size_probe_active
+from jaxtrainer.distributed.axis import size_probe_active, without_vma_check
 from jaxtrainer.envs.base import Action, Env, EnvState, Observation, StepInfo
 from jaxtrainer.envs.multi_agent import MultiAgentEnv, MultiAgentState
+
+
+@struct.dataclass
+class AgentsStepInfo(StepInfo):
+    """:class:`~jaxtrainer.envs.StepInfo` of one agent-env, plus its game's
+    global state.
+
+    Attributes:
+      final_state: ``float32[state_size]``, the global state of the env's game
+        that this transition reached, before any auto-reset (the same for every
+        agent of a game; :attr:`MultiAgentInfo.final_state
+        <jaxtrainer.envs.multi_agent.MultiAgentInfo.final_state>`).
+    """
+
+    final_state: jax.Array
 
 
 class AgentsAsEnvs(Env):
@@ -125,12 +148,68 @@ class AgentsAsEnvs(Env):
         obs, game, info = jax.vmap(self.multi_agent.step)(self._first_agents(key, games), game,
                                                           actions)
         obs, next_state = self._to_envs(obs, game, games)
-        step_info = StepInfo(info.reward.reshape(-1), info.terminated.reshape(-1),
-                             info.truncated.reshape(-1), self._flat(info.final_obs),
-                             info.episode_return.reshape(-1),
-                             self._per_agent(info.episode_length, games))
+        step_info = AgentsStepInfo(info.reward.reshape(-1), info.terminated.reshape(-1),
+                                   info.truncated.reshape(-1), self._flat(info.final_obs),
+                                   info.episode_return.reshape(-1),
+                                   self._per_agent(info.episode_length, games),
+                                   self._per_agent(info.final_state, games))
         out = jax.tree.map(lambda x: x[:axis_size], (obs, next_state, step_info))
         return out, jax.tree.map(lambda _: True, out)
+
+    # ---- centralised critics ---------------------------------------------
+    @property
+    def critic_input_size(self) -> int:
+        """Size of one env's critic input: ``state_size + num_agents``."""
+        return self.multi_agent.state_size + self.num_agents
+
+    def _with_agent_ids(self, states: jax.Array) -> jax.Array:
+        """``float32[..., n, state_size]`` (``n`` game-major envs) with each env's
+        agent one-hot appended: ``float32[..., n, critic_input_size]``."""
+        n = states.shape[-2]
+        ids = jax.nn.one_hot(jnp.arange(n) % self.num_agents, self.num_agents, dtype=jnp.float32)
+        ids = jnp.broadcast_to(ids, states.shape[:-1] + (self.num_agents,))
+        return jnp.concatenate([states.astype(jnp.float32), ids], axis=-1)
+
+    def critic_inputs(self, state: EnvState) -> jax.Array:
+        """Each env's centralised-critic input for the current step of a batch.
+
+        The input of agent ``i`` of a game is the game's global state
+        (:meth:`MultiAgentEnv.global_state
+        <jaxtrainer.envs.multi_agent.MultiAgentEnv.global_state>`, computed
+        once per game) followed by the one-hot of ``i``: the agent-specific
+        global state of Yu et al. 2022, "The Surprising Effectiveness of PPO in
+        Cooperative Multi-Agent Games" (MAPPO).
+
+        Args:
+          state: a batch's :class:`~jaxtrainer.envs.EnvState`, leading axis
+            ``[n]`` (game-major, as :meth:`reset_batch` returns it).
+
+        Returns:
+          ``float32[n, critic_input_size]``.
+
+        Raises:
+          ValueError: ``n`` is not a multiple of ``num_agents``.
+        """
+        n = state.episode_length.shape[0]
+        games = self._games(n)
+        game_states = self._whole_games(state.env_state, games)
+        global_state = jax.vmap(without_vma_check(self.multi_agent.global_state_env))(
+            self._first_agents(game_states, games))
+        per_env = self._per_agent(jnp.asarray(global_state, jnp.float32), games)[:n]
+        return self._with_agent_ids(per_env)
+
+    def final_critic_inputs(self, info: AgentsStepInfo) -> jax.Array:
+        """Each env's critic input at the state a step reached, before any
+        auto-reset: ``info.final_state`` with the agent one-hots appended.
+
+        Args:
+          info: the :class:`AgentsStepInfo` of a batch, leaves ``[..., n, ...]``
+            (e.g. ``[num_steps, n]`` for a rollout).
+
+        Returns:
+          ``float32[..., n, critic_input_size]``.
+        """
+        return self._with_agent_ids(info.final_state)
 
     def _refused(self, shapes: Any) -> Any:
         """What an unbatched call of a game of several agents returns: zeros of
