@@ -275,6 +275,42 @@ def test_ppo_targets_bootstrap_on_truncation(fixed_ppo):
     assert not np.allclose(targets[9], 1.0)
 
 
+@pytest.mark.parametrize("terminate", [False, True])
+def test_next_values_are_v_of_final_obs_valued_only_where_needed(monkeypatch, terminate):
+    # the next values come from traj.value inside an episode and from the critic only
+    # at the last step and at truncations (a loop, several per env here), the values
+    # in chunks of whole steps (CRITIC_ROWS=8: 2 steps of 4 envs): the advantages are
+    # those of V(final_obs) at every step, bit for bit.
+    from jaxtrainer.algorithms import onpolicy
+
+    monkeypatch.setattr(onpolicy, "CRITIC_ROWS", 8)
+    env = envs.GymnaxEnv(FixedLength(length=3, terminate=terminate, terminate_at=2),
+                         name="FixedLength")
+    ppo = PPO(PPOConfig(num_envs=4, num_steps=13, hidden_sizes=(8,), reward_scaling=2.0,
+                        normalize_observations=True, unroll_length=None), env=env)
+    state = ppo.init_state(jax.random.key(0))
+    _, _, traj = jax.jit(ppo.rollout)(state.params, state.env_state, state.obs,
+                                      jax.random.key(1), state.obs_stats)
+    done = np.asarray(traj.info.done)
+    assert done.sum(axis=0).min() >= 4 and bool(traj.info.terminated.any()) == terminate
+
+    @jax.jit
+    def reference(traj):  # every step's V(final_obs), in one pass
+        def value(obs):
+            return ppo.network.apply(state.params, ppo._normalize_obs(state.obs_stats, obs),
+                                     method=type(ppo.network).value)
+        values = value(traj.obs)
+        return values, compute_gae(traj.info.reward * 2.0, values, value(traj.info.final_obs),
+                                   traj.info.terminated, traj.info.done, ppo.config.gamma,
+                                   ppo.config.gae_lambda)
+
+    values, want = reference(traj)
+    got = jax.jit(ppo.advantages_and_targets)(state.params, traj, None, state.obs_stats)
+    np.testing.assert_array_equal(traj.value, values)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
 def test_terminal_only_bootstrapping_is_purejaxrl_gae(fixed_ppo):
     # bootstrap_truncation=False: every episode end is terminal, the next value is
     # the next step's V(obs), the rollout's last step bootstraps from V(last_obs):
