@@ -76,7 +76,7 @@ def _search_members(section: Any) -> int | None:
     """The member count of a config's ``search:`` section, or None (no search)."""
     if not isinstance(section, Mapping) or section.get("method") is None:
         return None
-    return int(section.get("members") or 1)
+    return int(section.get("members") or 1) * int(section.get("seeds") or 1)
 
 
 def of_config(cfg: Mapping[str, Any]) -> RunKind:

@@ -331,3 +331,39 @@ def test_a_space_over_a_value_that_is_not_traced_is_refused_before_compiling():
         search = build_module("ppo", cfg)
         search.configure_budget(100)
         search.validate(1)
+
+
+@pytest.mark.timeout(240)
+def test_trials_with_several_seeds_are_ranked_and_reported_over_their_seeds(tmp_path, capsys):
+    """3 trials x 2 seeds (6 members, 2 a device over 4 with padding): a trial's
+    members share its hyperparameters and differ in their seeds; whole trials
+    stop at rungs; search.csv reports each trial's seeds and their IQM; the
+    4-device search equals the 1-device one."""
+    def run(devices):
+        search = Search(tiny(), SPACE, members=3, seeds=2, rungs=RUNGS, vectorize=False, seed=1)
+        report = SearchReport()
+        trainer = fit(search, tmp_path / str(devices), devices=devices, callbacks=[report],
+                      eval_every=STEPS)
+        return search, trainer, report
+
+    search, trainer, report = run(1)
+    assert search.population_size == 6 and search.stopped_per_rung == 1
+    state = jax.device_get(trainer.state)
+    trial = np.asarray(state.trial)
+    assert (trial[0::2] == trial[1::2]).all() and int(state.next_trial) == 3 + 2
+    hp, params = state.members.hyperparams, jax.tree.leaves(state.members.params)[0]
+    for a in (0, 2, 4):
+        assert hp["lr"][a] == hp["lr"][a + 1] and not np.array_equal(params[a], params[a + 1])
+    assert (np.asarray(state.stopped) >= 0).sum() == 2  # one trial at each rung
+    final = [r for r in report.rows if r["rung"] == "final"]
+    assert len(final) == 3
+    for r in final:
+        seeds = [float(v) for v in r["eval_seeds"].split(";")]
+        assert len(seeds) == 2 and r["eval"] == pytest.approx(np.mean(seeds))
+        assert r["eval_iqm_ci_low"] <= r["eval_iqm"] <= r["eval_iqm_ci_high"]
+    assert "IQM [95% CI]" in capsys.readouterr().out
+    _, four, _ = run(4)
+    b = jax.device_get(four.state)
+    for name in ("history", "stopped", "next_trial", "final"):
+        np.testing.assert_array_equal(getattr(state, name), getattr(b, name))
+    np.testing.assert_array_equal(trial, np.asarray(b.trial)[:6])

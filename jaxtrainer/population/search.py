@@ -55,6 +55,7 @@ from flax import struct
 from jaxtrainer.algorithms.hyperparams import get_hyperparams
 from jaxtrainer.distributed import AXIS_NAME, per_device
 from jaxtrainer.distributed.axis import AxisName
+from jaxtrainer.distributed.members import rank
 from jaxtrainer.metrics import Last
 from jaxtrainer.module import Module
 from jaxtrainer.population.members import mean_parts
@@ -117,7 +118,7 @@ class Search(PBT):
         IMPALA's, DQN's, SAC's, TD3's, DDPG's ``TUNABLE``); its sizes are per member.
       space: ``{name: space}``, a space in any form of
         :func:`~jaxtrainer.population.spaces.parse_space` (``"loguniform(1e-5,1e-2)"``).
-      members: trials training at once, ``P >= 2``.
+      members: trials training at once (>= 2).
       rungs: training steps (per member) at which the worst ``fraction`` stop,
         strictly increasing and >= 1; empty: no stopping.
       fraction: of the members stopped at each rung, ``0 < fraction <= 0.5``
@@ -126,6 +127,10 @@ class Search(PBT):
       sampler: ``"random"``, ``"sobol"`` or ``"optuna"`` (the host writes the
         trials: :class:`~jaxtrainer.population.optuna_search.OptunaSearch`).
       rounds: rounds the budget is split into (>= 1).
+      seeds: members a trial runs on, each with its own seed (>= 1): the
+        population is ``members * seeds``; a trial is ranked by the mean of
+        its seeds' fitness, and its evaluation reported per seed (with the IQM
+        over seeds in ``search.csv``). Not with ``replace="exploit"``.
       seed: of the sampler (the recipes pass ``trainer.seed``).
       fitness_metric: the training metric ranked on, higher is better.
       member_metrics, axis_name, vectorize: as :class:`~jaxtrainer.population.PBT`.
@@ -143,7 +148,7 @@ class Search(PBT):
 
     def __init__(self, module: Module, space: Mapping[str, Any], members: int = 8,
                  rungs: Sequence[int] = (), fraction: float = 0.5, replace: str = "sample",
-                 sampler: str = "random", seed: int = 0, rounds: int = 1,
+                 sampler: str = "random", seed: int = 0, rounds: int = 1, seeds: int = 1,
                  fitness_metric: str = "train/episode_return",
                  member_metrics: Sequence[str] = ("train/episode_return",),
                  axis_name: AxisName = AXIS_NAME, vectorize: bool = True) -> None:
@@ -163,16 +168,22 @@ class Search(PBT):
             raise ValueError(f"search.fraction={fraction!r}: expected 0 < fraction <= 0.5")
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
             raise ValueError(f"search.rounds={rounds!r}: expected an int >= 1")
+        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+            raise ValueError(f"search.seeds={seeds!r}: expected an int >= 1")
+        if seeds > 1 and replace == "exploit":
+            raise ValueError(f"search.seeds={seeds} with search.replace=exploit: a copied member "
+                             "is one seed; use replace=sample with several seeds")
         if sampler not in (*SAMPLERS, HOST_SAMPLER):
             raise ValueError(f"search.sampler={sampler!r}: choose one of "
                              f"{', '.join((*SAMPLERS, HOST_SAMPLER))}")
         placeholder = {name: Hyperparam(0.0, 1.0, log=False) for name in spaces}  # PBT checks the rest
-        super().__init__(module, placeholder, members, 1, "truncation", "perturb", fraction,
+        super().__init__(module, placeholder, members * seeds, 1, "truncation", "perturb", fraction,
                          fitness_metric=fitness_metric, member_metrics=member_metrics,
                          axis_name=axis_name, vectorize=vectorize)
         self.name, self.spaces = "search", spaces
         self.rungs, self.replace, self.sampler, self.seed = rungs, replace, sampler, int(seed)
         self.rounds, self.round_steps = rounds, None  # round_steps: at configure_budget
+        self.seeds, self.trial_slots = seeds, members  # member i: trial slot i // seeds
         self.stopped_per_rung = max(1, int(self.truncation_fraction * members))
         self.trials_per_round = members + len(rungs) * self.stopped_per_rung
         self.trial_count = rounds * self.trials_per_round
@@ -212,13 +223,15 @@ class Search(PBT):
         host = jax.device_get({"trial": state.trial, "table": state.table})
         trial = int(host["trial"][member])
         values = ", ".join(f"{n}={float(host['table'][n][trial]):.4g}" for n in self.spaces)
-        return f"trial {trial}: {values}"
+        seed = f" (seed {member % self.seeds + 1} of {self.seeds})" if self.seeds > 1 else ""
+        return f"trial {trial}{seed}: {values}"
 
     def hparams(self) -> dict[str, Any]:
         spaces = {n: (f"choice({list(s.values)})" if hasattr(s, "values") else
                       f"{'loguniform' if s.log else 'uniform'}({s.low},{s.high})")
                   for n, s in self.spaces.items()}
-        return {"search": {"members": self.population_size, "rungs": list(self.rungs),
+        return {"search": {"members": self.trial_slots, "seeds": self.seeds,
+                           "rungs": list(self.rungs),
                            "fraction": self.truncation_fraction, "replace": self.replace,
                            "sampler": self.sampler, "seed": self.seed, "space": spaces,
                            "rounds": self.rounds,
@@ -231,9 +244,9 @@ class Search(PBT):
         ``i mod P``), its state ``module.init_state(fold_in(fold_in(key, 0), i))``."""
         layout = self.layout
         ids = layout.ids()
-        trial = jnp.where(ids < self.population_size, ids, ids % self.population_size)
+        trial = self._trial_slot(ids)
         table = {name: jnp.asarray(values) for name, values in self.trials.items()}
-        members = self.init_members(layout.keys(jax.random.fold_in(key, 0), ids), ids,
+        members = self.init_members(self._keys(jax.random.fold_in(key, 0), trial, ids), ids,
                                     {name: column[trial] for name, column in table.items()})
         local = layout.local_count
         fitness, window_total, window_count, trial = per_device((
@@ -245,8 +258,7 @@ class Search(PBT):
                            # one column at least: checkpoints hold no empty arrays
                            jnp.full((count, max(len(self.rungs), 1)), jnp.nan, jnp.float32),
                            jnp.full((count,), -1, jnp.int32), jnp.full((count,), jnp.nan, jnp.float32),
-                           jnp.asarray(0 if self.restarts_at_zero else self.population_size,
-                                       jnp.int32))
+                           jnp.asarray(0 if self.restarts_at_zero else self.trial_slots, jnp.int32))
 
     def training_step(self, state: SearchState, key: jax.Array) -> tuple[SearchState, dict]:
         """At a round's start every slot starts a new trial; one update of
@@ -278,52 +290,73 @@ class Search(PBT):
         metrics.update(self.per_member("member/", {"trial": Last(trial, jnp.ones_like(trial))}))
         return state, metrics
 
+    def _trial_slot(self, ids: jax.Array) -> jax.Array:
+        """The trial slot member ``ids`` belong to (``id // seeds``; a padding
+        member repeats a real one's): ``int32[...]``."""
+        return ((ids // self.seeds) % self.trial_slots).astype(jnp.int32)
+
+    def _keys(self, key: jax.Array, trial: jax.Array, ids: jax.Array) -> jax.Array:
+        """Initial-state keys of members ``ids`` running ``trial``: folded from
+        the trial and the member's seed, whichever device holds it."""
+        return self.layout.keys(key, trial * self.seeds + ids % self.seeds)
+
+    def _running(self, state: SearchState) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(trials: int32[S_t], fitness: float32[S_t], members: float32[P])``
+        of the ``S_t`` trial slots (each trial's fitness the mean of its seeds'
+        finite ones, ``-inf`` without one) and of every real member."""
+        layout, size = self.layout, self.population_size
+        members = layout.unpad(layout.gather(self.current_fitness(state)))  # [P]
+        per_seed = members.reshape(self.trial_slots, self.seeds)
+        finite = jnp.isfinite(per_seed)
+        count = finite.sum(axis=1)
+        fitness = jnp.where(count > 0, jnp.where(finite, per_seed, 0.0).sum(axis=1) /
+                            jnp.maximum(count, 1), -jnp.inf)
+        trials = layout.unpad(layout.gather(state.trial))[:size:self.seeds]
+        return trials, fitness, members
+
     def _new_round(self, state: SearchState, key: jax.Array) -> SearchState:
         """Record the running trials' final fitness (after round 0), then start
-        the round's first ``P`` trials, one a slot, from fresh initial states."""
-        layout, size = self.layout, self.population_size
-        fitness = layout.unpad(layout.gather(self.current_fitness(state)))  # [P]
-        trials = layout.unpad(layout.gather(state.trial))
+        the round's first trials, one a trial slot, from fresh initial states."""
+        trials, fitness, _ = self._running(state)
         final = jnp.where(state.step > 0, state.final.at[trials].set(fitness), state.final)
-        ids = layout.ids()
+        ids = self.layout.ids()
         first = self.round_of(state.step) * self.trials_per_round
-        trial = (first + ids % size).astype(jnp.int32)
+        trial = first + self._trial_slot(ids)
         everyone = jnp.ones_like(ids, dtype=bool)
         members = self._fresh(state.members, everyone, trial, state.table, key)
         zeros = jnp.zeros_like(state.window_total)
         return state.replace(members=members, fitness=jnp.full_like(zeros, -jnp.inf),
                              window_total=zeros, window_count=zeros, parent=ids, trial=trial,
-                             final=final, next_trial=first + size)
+                             final=final, next_trial=first + self.trial_slots)
 
     def _rung(self, state: SearchState, rung: jax.Array, key: jax.Array) -> SearchState:
         """Record every running trial's fitness at ``rung``, stop the worst and
         start new trials in their slots."""
-        layout, size, cut = self.layout, self.population_size, self.stopped_per_rung
-        fitness = layout.unpad(layout.gather(self.current_fitness(state)))  # [P]
-        trials = layout.gather(state.trial)  # [P_pad]
-        history = state.history.at[trials[:size], rung].set(fitness)
-        if self.replace == "exploit":
+        layout, cut = self.layout, self.stopped_per_rung
+        trials, fitness, members_fitness = self._running(state)
+        history = state.history.at[trials, rung].set(fitness)
+        if self.replace == "exploit":  # one seed: a trial slot is a member
             state, copied = self.exploit_and_explore(state, key)
+            losing = copied[:self.trial_slots]
         else:
-            losers = layout.rank(fitness, worst_first=True)[:cut]
-            copied = jnp.zeros((layout.padded_size,), bool).at[losers].set(True)
-        slots = jnp.nonzero(copied, size=cut)[0]  # the stopped members, in id order
+            losers = rank(fitness, worst_first=True)[:cut]  # trial slots, NaN/inf first
+            losing = jnp.zeros((self.trial_slots,), bool).at[losers].set(True)
+        slots = jnp.nonzero(losing, size=cut)[0]  # the stopped trial slots, in order
         new = state.next_trial + jnp.arange(cut, dtype=jnp.int32)
         stopped = state.stopped.at[trials[slots]].set(rung.astype(jnp.int32))
-        trial_all = trials.at[slots].set(new)
         ids = layout.ids()
-        mine, trial = copied[ids], trial_all[ids]
+        mine = losing[self._trial_slot(ids)] & layout.mask(ids)
+        trial = trials.at[slots].set(new)[self._trial_slot(ids)]
         table = dict(state.table)
+        zeros = jnp.zeros_like(state.window_total)
         if self.replace == "exploit":  # the explored values become the new trials' rows
             explored = layout.gather(get_hyperparams(state.members))
             table = {n: column.at[new].set(explored[n][slots].astype(column.dtype))
                      for n, column in table.items()}
-            zeros = jnp.zeros_like(state.window_total)
         else:
-            members = self._fresh(state.members, mine, trial, table, key)
-            zeros = jnp.zeros_like(state.window_total)
-            state = state.replace(members=members,
-                                  fitness=jnp.where(mine, -jnp.inf, fitness[jnp.minimum(ids, size - 1)]),
+            kept = members_fitness[jnp.minimum(ids, self.population_size - 1)]
+            state = state.replace(members=self._fresh(state.members, mine, trial, table, key),
+                                  fitness=jnp.where(mine, -jnp.inf, kept),
                                   parent=jnp.where(mine, ids, state.parent))
         return state.replace(trial=trial, table=table, history=history, stopped=stopped,
                              next_trial=state.next_trial + cut, window_total=zeros,
@@ -334,7 +367,7 @@ class Search(PBT):
         """``members`` with the slots in ``mine`` restarted: a new initial state
         (key folded from the trial id) with the trial's hyperparameters."""
         ids = self.layout.ids()
-        fresh = self.init_members(self.layout.keys(key, trial), ids,
+        fresh = self.init_members(self._keys(key, trial, ids), ids,
                                   {name: column[trial] for name, column in table.items()})
         return jax.tree.map(
             lambda new, old: jnp.where(mine.reshape((-1,) + (1,) * (old.ndim - 1)), new, old),

@@ -6,13 +6,16 @@ its member slot at the rung), ``env_steps`` (the same in env steps per
 member), ``fitness`` (the ranked metric averaged since
 the previous rung), ``status`` (``continued``, ``stopped`` or, on the final
 row, ``complete``) and ``eval`` (on the final row: the last evaluation of the
-member that ran it, taken while it ran). The same rows are rewritten at every evaluation and at
+members that ran it, taken while they ran: the mean over its seeds; with
+several seeds also ``eval_seeds`` and ``eval_iqm`` with its 95%
+stratified-bootstrap interval, ``eval_iqm_ci_low``/``eval_iqm_ci_high``). The same rows are rewritten at every evaluation and at
 the end of ``fit``, so a stopped run keeps the history up to its last one.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -31,19 +34,43 @@ BEST_SHOWN = 5
 
 
 def trial_evals(state: SearchState, module: Search, evaluation: dict[str, float],
-                metric: str = "eval/episode_return") -> dict[int, float]:
-    """``{trial: value}``: ``evaluation``'s ``member/<i>/<metric>`` of each
-    trial a member slot runs in ``state`` (host side)."""
+                metric: str = "eval/episode_return") -> dict[int, list[float]]:
+    """``{trial: [value per seed]}``: ``evaluation``'s ``member/<i>/<metric>``
+    of the members running each trial in ``state`` (host side)."""
     trials = np.asarray(jax.device_get(state.trial))[:module.population_size]
-    return {int(t): float(evaluation[f"member/{i}/{metric}"]) for i, t in enumerate(trials)
-            if f"member/{i}/{metric}" in evaluation}
+    out: dict[int, list[float]] = {}
+    for i, t in enumerate(trials):
+        if f"member/{i}/{metric}" in evaluation:
+            out.setdefault(int(t), []).append(float(evaluation[f"member/{i}/{metric}"]))
+    return out
+
+
+def _eval_columns(values: list[float] | None, seeds: int) -> dict[str, Any]:
+    """A final row's ``eval`` (the mean over seeds) and, with several seeds,
+    ``eval_seeds`` and the IQM with its 95% stratified-bootstrap interval
+    (rliable, :func:`~jaxtrainer.population.summary.config_statistics`)."""
+    from jaxtrainer.population.summary import config_statistics
+
+    out: dict[str, Any] = {"eval": float(np.mean(values)) if values else ""}
+    if seeds > 1:
+        stats = config_statistics(values) if values else {}
+        out["eval_seeds"] = ";".join(f"{v:g}" for v in values or [])
+        for name in ("iqm", "iqm_ci_low", "iqm_ci_high"):
+            out[f"eval_{name}"] = stats.get(name, "")
+    return out
+
+
+def _current_fitness(host: dict[str, Any], members: list[int]) -> float:
+    """The mean of the finite current fitness of ``members`` (``-inf`` without one)."""
+    values = [v for v in (host["fitness"][i] for i in members) if np.isfinite(v)]
+    return float(np.mean(values)) if values else -math.inf
 
 
 def search_rows(state: SearchState, module: Search, global_step: int,
-                evals: dict[int, float] | None = None) -> list[dict[str, Any]]:
+                evals: dict[int, list[float]] | None = None) -> list[dict[str, Any]]:
     """Every started trial's rows (module docstring), host side, after
-    ``global_step`` updates; ``evals``: ``{trial: evaluation}`` written on the
-    trials' final rows (:func:`trial_evals`)."""
+    ``global_step`` updates; ``evals``: ``{trial: [evaluation per seed]}``
+    written on the trials' final rows (:func:`trial_evals`)."""
     host = jax.device_get({"table": state.table, "history": state.history,
                            "stopped": state.stopped, "next": state.next_trial, "trial": state.trial,
                            "final": state.final,
@@ -53,10 +80,12 @@ def search_rows(state: SearchState, module: Search, global_step: int,
     host["fitness"] = np.where(host["count"] > 0,
                                host["total"] / np.maximum(host["count"], 1.0), host["fitness"])
     size, per_step = module.population_size, int(module.module.env_steps_per_step)
-    running = {int(t): i for i, t in enumerate(np.asarray(host["trial"])[:size])}
+    running: dict[int, list[int]] = {}
+    for i, t in enumerate(np.asarray(host["trial"])[:size]):
+        running.setdefault(int(t), []).append(i)
     length = module.round_steps or max(global_step, 1)
     in_round = global_step - min((global_step - 1) // length, module.rounds - 1) * length
-    rows = []
+    rows, blank = [], _eval_columns(None, module.seeds)
     for t in range(int(host["next"])):
         hp = {name: float(host["table"][name][t]) for name in module.spaces}
         stop = int(host["stopped"][t])
@@ -64,19 +93,18 @@ def search_rows(state: SearchState, module: Search, global_step: int,
             if np.isnan(value) and r != stop:
                 continue
             rows.append({"trial": t, **hp, "rung": r, "step": module.rungs[r],
-                         "env_steps": module.rungs[r] * per_step,
-                         "fitness": float(value), "status": "stopped" if r == stop else "continued",
-                         "eval": ""})
+                         "env_steps": module.rungs[r] * per_step, "fitness": float(value),
+                         "status": "stopped" if r == stop else "continued", **blank})
         if stop < 0 and t in running:  # a trial of the last round: its current fitness
-            i = running[t]
-            value = (evals or {}).get(t, "")
             rows.append({"trial": t, **hp, "rung": "final", "step": in_round,
-                         "env_steps": in_round * per_step, "fitness": float(host["fitness"][i]),
-                         "status": "complete", "eval": value})
+                         "env_steps": in_round * per_step,
+                         "fitness": _current_fitness(host, running[t]), "status": "complete",
+                         **_eval_columns((evals or {}).get(t), module.seeds)})
         elif not np.isnan(host["final"][t]):  # a trial of an earlier round
             rows.append({"trial": t, **hp, "rung": "final", "step": length,
                          "env_steps": length * per_step, "fitness": float(host["final"][t]),
-                         "status": "complete", "eval": (evals or {}).get(t, "")})
+                         "status": "complete",
+                         **_eval_columns((evals or {}).get(t), module.seeds)})
     return rows
 
 
@@ -101,7 +129,7 @@ class SearchReport(Callback):
     def __init__(self, metric: str = "eval/episode_return", print_table: bool = True) -> None:
         self.metric, self.print_table = metric, print_table
         self.rows: list[dict[str, Any]] = []
-        self._evals: dict[int, float] = {}
+        self._evals: dict[int, list[float]] = {}
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         return False
@@ -140,20 +168,23 @@ class SearchReport(Callback):
             write_csv(os.path.join(trainer.log_dir, SEARCH_FILE), self.rows)
 
 
-def read_evals(path: str | os.PathLike) -> dict[int, float]:
-    """``{trial: eval}`` of the final rows of a ``search.csv`` (empty without one)."""
+def read_evals(path: str | os.PathLike) -> dict[int, list[float]]:
+    """``{trial: [evaluation per seed]}`` of the final rows of a ``search.csv``
+    (``eval_seeds`` where written, else ``eval``; empty without a file)."""
     try:
         with open(path, newline="") as f:
-            return {int(r["trial"]): float(r["eval"]) for r in csv.DictReader(f)
-                    if r.get("rung") == "final" and r.get("eval")}
+            return {int(r["trial"]): ([float(v) for v in r["eval_seeds"].split(";")]
+                                      if r.get("eval_seeds") else [float(r["eval"])])
+                    for r in csv.DictReader(f) if r.get("rung") == "final" and r.get("eval")}
     except (OSError, ValueError, KeyError):
         return {}
 
 
 def best_table(rows: list[dict[str, Any]], names: list[str], shown: int = BEST_SHOWN) -> str:
     """The best ``shown`` complete trials of ``rows`` as an aligned text table
-    (trial, hyperparameters, fitness, eval): the evaluated ones by evaluation,
-    then the others by final fitness (NaN last)."""
+    (trial, hyperparameters, fitness, eval, and with several seeds the IQM
+    over seeds and its 95% interval): the evaluated ones by evaluation, then
+    the others by final fitness (NaN last)."""
     final = [r for r in rows if r["rung"] == "final"]
 
     def rank(r: dict[str, Any]) -> tuple[bool, float]:
@@ -162,9 +193,17 @@ def best_table(rows: list[dict[str, Any]], names: list[str], shown: int = BEST_S
 
     final.sort(key=rank)
     started = len({r["trial"] for r in rows})
-    head = ["trial", *names, "fitness", "eval"]
-    body = [[str(r["trial"]), *(f"{r[n]:.4g}" for n in names), f"{r['fitness']:.2f}",
-             f"{r['eval']:.2f}" if isinstance(r["eval"], float) else "-"] for r in final[:shown]]
+    iqm = any(isinstance(r.get("eval_iqm"), float) for r in final)
+    head = ["trial", *names, "fitness", "eval", *(["IQM [95% CI]"] if iqm else [])]
+    body = []
+    for r in final[:shown]:
+        line = [str(r["trial"]), *(f"{r[n]:.4g}" for n in names), f"{r['fitness']:.2f}",
+                f"{r['eval']:.2f}" if isinstance(r["eval"], float) else "-"]
+        if iqm:
+            line.append(f"{r['eval_iqm']:.2f} [{r['eval_iqm_ci_low']:.2f}, "
+                        f"{r['eval_iqm_ci_high']:.2f}]" if isinstance(r.get("eval_iqm"), float)
+                        else "-")
+        body.append(line)
     widths = [max(len(c) for c in col) for col in zip(head, *body, strict=False)]
     lines = [f"search: {started} trials started, {len(final)} complete; the best:"]
     lines += ["  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in [head, *body]]
