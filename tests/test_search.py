@@ -5,7 +5,8 @@ the same search on 4 devices.
 One module-scoped set of tiny PPO searches (CartPole, 2 envs x 8 steps, 6
 updates, rungs after updates 2 and 4) serves the tests that train:
 
-* ``one``: 6 members on 1 device, members one after another (``vectorize=False``);
+* ``one``: 3 trials at a time x 2 seeds (6 members) on 1 device, members one
+  after another (``vectorize=False``), evaluated at the end;
 * ``four``: the same search on 4 devices with pmap (padded to 8);
 * ``exploit``: 4 members, ``replace="exploit"``.
 """
@@ -13,7 +14,6 @@ updates, rungs after updates 2 and 4) serves the tests that train:
 from __future__ import annotations
 
 import csv
-import math
 import os
 import signal
 from pathlib import Path
@@ -63,11 +63,12 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     out = {}
     compiles = CountCompiles()
-    search = Search(tiny(), SPACE, members=6, rungs=RUNGS, vectorize=False, seed=3)
-    out["one"] = (search, fit(search, root / "one", callbacks=[compiles, SearchReport()],
-                                 eval_every=STEPS))
-    out["compiles"] = compiles.events
-    search = Search(tiny(), SPACE, members=6, rungs=RUNGS, vectorize=False, seed=3)
+    search = Search(tiny(), SPACE, members=3, seeds=2, rungs=RUNGS, vectorize=False, seed=3)
+    report = SearchReport()
+    out["one"] = (search, fit(search, root / "one", callbacks=[compiles, report],
+                              eval_every=STEPS))
+    out["compiles"], out["report"] = compiles.events, report
+    search = Search(tiny(), SPACE, members=3, seeds=2, rungs=RUNGS, vectorize=False, seed=3)
     out["four"] = (search, fit(search, root / "four", devices=4))
     search = Search(tiny(), SPACE, members=4, rungs=RUNGS, replace="exploit")
     out["exploit"] = (search, fit(search, root / "exploit"))
@@ -130,41 +131,48 @@ def test_one_compile_and_the_worst_half_stops_at_each_rung(runs):
     search, trainer = runs["one"]
     assert runs["compiles"] == [] and set(trainer.compile_seconds) == {"train", "eval"}
     state = jax.device_get(trainer.state)
-    assert search.stopped_per_rung == 3 and search.trial_count == 12
-    assert int(state.next_trial) == 12  # 6 first trials + 3 new ones at each of 2 rungs
+    assert search.population_size == 6 and search.stopped_per_rung == 1
+    assert search.trial_count == 5 and int(state.next_trial) == 5  # 3 first + 1 a rung
     stopped = np.asarray(state.stopped)
-    assert sorted(np.flatnonzero(stopped == 0)) == sorted(np.flatnonzero(stopped == 0)[:3])
-    assert (stopped == 0).sum() == 3 and (stopped == 1).sum() == 3
-    history = np.asarray(state.history)
-    first = history[:6, 0]  # every first trial was ranked at rung 0
+    assert (stopped == 0).sum() == 1 and (stopped == 1).sum() == 1
+    first = np.asarray(state.history)[:3, 0]  # every first trial was ranked at rung 0
     assert not np.isnan(first).any()
-    losers = np.flatnonzero(stopped == 0)
-    survivors = [t for t in range(6) if t not in losers]
-    ranked = np.where(np.isfinite(first), first, -np.inf)
-    assert ranked[losers].max() <= ranked[survivors].min()
-    # each member runs its trial's hyperparameters
-    hp = state.members.hyperparams
-    for slot, t in enumerate(np.asarray(state.trial)):
+    loser = int(np.flatnonzero(stopped == 0)[0])
+    assert first[loser] == first.min()  # the worst trial (mean over its seeds) stopped
+    # a trial's two members share its hyperparameters and differ in their seeds
+    trial = np.asarray(state.trial)
+    assert (trial[0::2] == trial[1::2]).all()
+    hp, params = state.members.hyperparams, jax.tree.leaves(state.members.params)[0]
+    for slot, t in enumerate(trial):
         assert hp["lr"][slot] == pytest.approx(float(state.table["lr"][t]))
         assert hp["ent_coef"][slot] in np.float32([0.0, 0.01, 0.02])
+    for a in (0, 2, 4):
+        assert not np.array_equal(params[a], params[a + 1])
 
 
-def test_search_csv_holds_every_trial_and_the_final_rows(runs):
+def test_search_csv_holds_every_trial_and_the_final_rows(runs, capsys):
     search, trainer = runs["one"]
     rows = list(csv.DictReader(open(Path(trainer.log_dir) / "search.csv")))
     assert list(rows[0]) == ["trial", "lr", "ent_coef", "rung", "step", "env_steps", "fitness",
-                             "status", "eval"]
-    assert {int(r["trial"]) for r in rows} == set(range(12))
+                             "status", "eval", "eval_seeds", "eval_iqm", "eval_iqm_ci_low",
+                             "eval_iqm_ci_high"]
+    assert {int(r["trial"]) for r in rows} == set(range(5))
     state = jax.device_get(trainer.state)
     stopped = [r for r in rows if r["status"] == "stopped"]
-    assert len(stopped) == 6 and {r["step"] for r in stopped} == {"2", "4"}
+    assert len(stopped) == 2 and {r["step"] for r in stopped} == {"2", "4"}
     final = [r for r in rows if r["rung"] == "final"]
-    assert sorted(int(r["trial"]) for r in final) == sorted(np.asarray(state.trial).tolist())
+    trial = np.asarray(state.trial)
+    assert sorted(int(r["trial"]) for r in final) == sorted(set(trial.tolist()))
     assert all(r["step"] == str(STEPS) and r["env_steps"] == str(STEPS * 16) for r in final)
-    for r in final:  # eval: that member's own evaluation
-        slot = int(np.flatnonzero(np.asarray(state.trial) == int(r["trial"]))[0])
-        assert math.isclose(float(r["eval"]),
-                            trainer.callback_metrics[f"member/{slot}/eval/episode_return"])
+    for r in final:  # eval: the mean of the trial's members' own evaluations, and their IQM
+        slots = np.flatnonzero(trial == int(r["trial"]))
+        seeds = [trainer.callback_metrics[f"member/{i}/eval/episode_return"] for i in slots]
+        assert [float(v) for v in r["eval_seeds"].split(";")] == pytest.approx(seeds)
+        assert float(r["eval"]) == pytest.approx(np.mean(seeds))
+        assert float(r["eval_iqm_ci_low"]) <= float(r["eval_iqm"]) <= float(r["eval_iqm_ci_high"])
+    from jaxtrainer.population.search_report import best_table
+
+    assert "IQM [95% CI]" in best_table(runs["report"].rows, list(search.spaces))
 
 
 def test_six_members_on_four_devices_equal_one_device(runs):
@@ -174,7 +182,7 @@ def test_six_members_on_four_devices_equal_one_device(runs):
     for name in ("trial", "fitness"):
         np.testing.assert_array_equal(np.asarray(getattr(a, name))[:6],
                                       np.asarray(getattr(b, name))[:6])
-    for name in ("history", "stopped", "next_trial"):
+    for name in ("history", "stopped", "final", "next_trial"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
     for x, y in zip(jax.tree.leaves(a.members.params), jax.tree.leaves(b.members.params), strict=True):
         np.testing.assert_array_equal(np.asarray(x)[:6], np.asarray(y)[:6])
@@ -227,11 +235,12 @@ class SendSigterm(jt.Callback):
 
 
 def optuna_fit(root, ckpt_path=None, callbacks=(), devices="auto", vectorize=True, members=4,
-               objective="evaluation"):
-    search = Search(tiny(), SPACE, members=members, rungs=(2,), sampler="optuna", rounds=3,
-                    vectorize=vectorize)
+               objective="evaluation", max_steps=12):
+    search = Search(tiny(), SPACE, members=members, rungs=(2,), sampler="optuna",
+                    rounds=max_steps // 4, vectorize=vectorize)
     optuna_cb = OptunaSearch("tpe", seed=5, objective=objective)
-    trainer = jt.Trainer(max_steps=12, log_every_n_steps=2, default_root_dir=root, devices=devices,
+    trainer = jt.Trainer(max_steps=max_steps, log_every_n_steps=2, default_root_dir=root,
+                         devices=devices,
                          enable_progress_bar=False, compile_evaluation_ahead=False,
                          callbacks=[optuna_cb, SearchReport(print_table=False), *callbacks])
     trainer.fit(search, ckpt_path=ckpt_path)
@@ -305,9 +314,9 @@ def test_an_optuna_search_on_four_devices_equals_one_device(tmp_path):
     with padding), told their training fitness: the same trials are asked and
     told the same values."""
     runs = [optuna_fit(tmp_path / str(n), devices=n, vectorize=False, members=6,
-                       objective="fitness")[2].study for n in (1, 4)]
+                       objective="fitness", max_steps=8)[2].study for n in (1, 4)]
     one, four = ([(t.params, t.state, t.value) for t in study.trials] for study in runs)
-    assert len(one) == 3 * (6 + 3) and one == four
+    assert len(one) == 2 * (6 + 3) and one == four
 
 
 @pytest.mark.parametrize("recipe, name", [("a2c", "ent_coef"), ("impala", "lr"), ("dqn", "tau"),
@@ -332,38 +341,3 @@ def test_a_space_over_a_value_that_is_not_traced_is_refused_before_compiling():
         search.configure_budget(100)
         search.validate(1)
 
-
-@pytest.mark.timeout(240)
-def test_trials_with_several_seeds_are_ranked_and_reported_over_their_seeds(tmp_path, capsys):
-    """3 trials x 2 seeds (6 members, 2 a device over 4 with padding): a trial's
-    members share its hyperparameters and differ in their seeds; whole trials
-    stop at rungs; search.csv reports each trial's seeds and their IQM; the
-    4-device search equals the 1-device one."""
-    def run(devices):
-        search = Search(tiny(), SPACE, members=3, seeds=2, rungs=RUNGS, vectorize=False, seed=1)
-        report = SearchReport()
-        trainer = fit(search, tmp_path / str(devices), devices=devices, callbacks=[report],
-                      eval_every=STEPS)
-        return search, trainer, report
-
-    search, trainer, report = run(1)
-    assert search.population_size == 6 and search.stopped_per_rung == 1
-    state = jax.device_get(trainer.state)
-    trial = np.asarray(state.trial)
-    assert (trial[0::2] == trial[1::2]).all() and int(state.next_trial) == 3 + 2
-    hp, params = state.members.hyperparams, jax.tree.leaves(state.members.params)[0]
-    for a in (0, 2, 4):
-        assert hp["lr"][a] == hp["lr"][a + 1] and not np.array_equal(params[a], params[a + 1])
-    assert (np.asarray(state.stopped) >= 0).sum() == 2  # one trial at each rung
-    final = [r for r in report.rows if r["rung"] == "final"]
-    assert len(final) == 3
-    for r in final:
-        seeds = [float(v) for v in r["eval_seeds"].split(";")]
-        assert len(seeds) == 2 and r["eval"] == pytest.approx(np.mean(seeds))
-        assert r["eval_iqm_ci_low"] <= r["eval_iqm"] <= r["eval_iqm_ci_high"]
-    assert "IQM [95% CI]" in capsys.readouterr().out
-    _, four, _ = run(4)
-    b = jax.device_get(four.state)
-    for name in ("history", "stopped", "next_trial", "final"):
-        np.testing.assert_array_equal(getattr(state, name), getattr(b, name))
-    np.testing.assert_array_equal(trial, np.asarray(b.trial)[:6])
