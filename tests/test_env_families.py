@@ -95,7 +95,7 @@ def _python(code: str) -> subprocess.CompletedProcess:
 def test_import_jaxtrainer_imports_no_family():
     """Neither ``import jaxtrainer`` nor ``jaxtrainer.envs`` imports a family (gymnax,
     imported by ``jaxtrainer.envs``, imports gymnasium's spaces itself)."""
-    families = "{'navix', 'xminigrid', 'gymnasium', 'jumanji'}"
+    families = "{'navix', 'xminigrid', 'gymnasium', 'jumanji', 'craftax', 'envpool', 'kinetix'}"
     done = _python("import sys, jaxtrainer\n"
                    f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {families}))\n"
                    "import jaxtrainer.envs\n"

@@ -74,6 +74,12 @@ class StepInfo:
       episode_return: ``float32[]``, return of the current episode including this
         step; the completed episode's return where :attr:`done`.
       episode_length: ``int32[]``, length of the current episode including this step.
+      extra_statistics: further named ``float32[]`` statistics of the current
+        episode including this step (the completed episode's where :attr:`done`),
+        e.g. ``{"achievements/collect_wood": 1.0}`` for Craftax; reported over
+        completed episodes as ``train/<name>`` by
+        :func:`~jaxtrainer.envs.evaluation.episode_metrics`. Keyword-only; empty
+        (no leaves) for envs that have none, which is most.
     """
 
     reward: jax.Array
@@ -82,6 +88,7 @@ class StepInfo:
     final_obs: Observation
     episode_return: jax.Array
     episode_length: jax.Array
+    extra_statistics: dict[str, jax.Array] = struct.field(default_factory=dict, kw_only=True)
 
     @property
     def done(self) -> jax.Array:
@@ -91,6 +98,7 @@ class StepInfo:
 
 def with_statistics(state: EnvState, env_state: Any, obs: Observation, reward: jax.Array,
                     terminated: jax.Array, truncated: jax.Array, final_obs: Observation,
+                    extra_statistics: dict[str, jax.Array] | None = None,
                     ) -> tuple[Observation, EnvState, StepInfo]:
     """One auto-reset transition of one env with its episode statistics: what
     :meth:`Env.step` returns, from the simulator's outputs.
@@ -102,6 +110,8 @@ def with_statistics(state: EnvState, env_state: Any, obs: Observation, reward: j
       reward: scalar reward (cast to ``float32[]``).
       terminated, truncated: scalar flags; ``truncated`` is dropped where ``terminated``.
       final_obs: the observation reached before any reset.
+      extra_statistics: :attr:`StepInfo.extra_statistics` (cast to ``float32[]``
+        each); ``None``: none.
     """
     reward = jnp.asarray(reward, jnp.float32).reshape(())
     terminated = jnp.asarray(terminated, jnp.bool_).reshape(())
@@ -110,7 +120,9 @@ def with_statistics(state: EnvState, env_state: Any, obs: Observation, reward: j
     done = jnp.logical_or(terminated, truncated)
     episode_return = state.episode_return + reward
     episode_length = state.episode_length + 1
-    info = StepInfo(reward, terminated, truncated, final_obs, episode_return, episode_length)
+    extra = {k: jnp.asarray(v, jnp.float32).reshape(()) for k, v in (extra_statistics or {}).items()}
+    info = StepInfo(reward, terminated, truncated, final_obs, episode_return, episode_length,
+                    extra_statistics=extra)
     next_state = EnvState(
         env_state,
         jnp.where(done, 0.0, episode_return),
@@ -174,7 +186,10 @@ class Env(abc.ABC):
         Returns:
           ``(obs, env_state, reward, terminated, truncated, final_obs)``: ``obs`` and
           ``env_state`` already reset where the episode ended; ``final_obs`` the
-          observation reached before the reset.
+          observation reached before the reset. An env with further episode
+          statistics returns them as a seventh element, a dict of named
+          ``float32[]`` values of the episode so far including this step (taken
+          before the reset): :attr:`StepInfo.extra_statistics`.
         """
 
     # ---- the public API --------------------------------------------------
@@ -204,9 +219,10 @@ class Env(abc.ABC):
           action: ``int32[]`` for discrete envs, ``float32[action_size]`` otherwise
             (not clipped here: clip to ``action_low/high`` before stepping).
         """
-        obs, env_state, reward, terminated, truncated, final_obs = without_vma_check(
+        obs, env_state, reward, terminated, truncated, final_obs, *extra = without_vma_check(
             self.step_env)(key, state.env_state, action)
-        return with_statistics(state, env_state, obs, reward, terminated, truncated, final_obs)
+        return with_statistics(state, env_state, obs, reward, terminated, truncated, final_obs,
+                               *extra)
 
     def reset_batch(self, key: jax.Array, num_envs: int) -> tuple[Observation, EnvState]:
         """``num_envs`` fresh episodes: obs ``[num_envs, *observation_shape]`` and a

@@ -151,6 +151,11 @@ def episode_metrics(info: StepInfo, prefix: str = "train") -> dict[str, Mean]:
     """``{prefix}/episode_return`` and ``{prefix}/episode_length``: the means over
     the episodes that ``info`` (a :class:`~jaxtrainer.envs.StepInfo` with any
     leading axes, e.g. ``[num_steps, num_envs]``) completed; an interval where
-    none completed reports nothing rather than 0."""
+    none completed reports nothing rather than 0. An env's further episode
+    statistics (:attr:`~jaxtrainer.envs.StepInfo.extra_statistics`) are reported
+    the same way as ``{prefix}/<name>`` (Craftax: ``train/achievements/collect_wood``,
+    the fraction of completed episodes that collected wood)."""
     return {f"{prefix}/episode_return": Mean.of(info.episode_return, mask=info.done),
-            f"{prefix}/episode_length": Mean.of(info.episode_length, mask=info.done)}
+            f"{prefix}/episode_length": Mean.of(info.episode_length, mask=info.done),
+            **{f"{prefix}/{name}": Mean.of(value, mask=info.done)
+               for name, value in getattr(info, "extra_statistics", {}).items()}}

@@ -51,6 +51,28 @@ _POOLS: dict[int, Any] = {}
 _HANDLES = itertools.count(1)
 
 
+def register_pool(pool: Any) -> np.ndarray:
+    """Keep a host pool in this process: its handle, ``int32[]``, what env states hold."""
+    handle = next(_HANDLES)
+    _POOLS[handle] = pool
+    return np.int32(handle)
+
+
+def pool_of(handle: np.ndarray, family: str) -> Any:
+    """The pool of a handle (any shape; its first entry is read).
+
+    Raises:
+      RuntimeError: no pool of this process has it (e.g. an env state restored
+        from a checkpoint written by another process).
+    """
+    pool = _POOLS.get(int(np.ravel(handle)[0]))
+    if pool is None:
+        raise RuntimeError(f"this {family} env state belongs to no vector env of this process "
+                           "(host env pools cannot be checkpointed): reset the envs "
+                           "(start training anew) instead of resuming their state")
+    return pool
+
+
 def _new_pool(env_id: str, kwargs: dict[str, Any], seed: np.ndarray, num_envs: int):
     gym = import_family("gymnasium", "gymnasium", "gymnasium")
     pool = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode="sync",
@@ -58,17 +80,11 @@ def _new_pool(env_id: str, kwargs: dict[str, Any], seed: np.ndarray, num_envs: i
                         **kwargs)
     obs, _ = pool.reset(seed=int(seed))
     pool.action_space.seed(int(seed))
-    handle = next(_HANDLES)
-    _POOLS[handle] = pool
-    return np.int32(handle), np.asarray(obs, np.float32)
+    return register_pool(pool), np.asarray(obs, np.float32)
 
 
 def _step_pool(handle: np.ndarray, action: np.ndarray):
-    pool = _POOLS.get(int(np.ravel(handle)[0]))
-    if pool is None:  # e.g. a state restored from a checkpoint written by another process
-        raise RuntimeError("this gymnasium env state belongs to no vector env of this process "
-                           "(host env pools cannot be checkpointed): reset the envs "
-                           "(start training anew) instead of resuming their state")
+    pool = pool_of(handle, "gymnasium")
     obs, reward, terminated, truncated, info = pool.step(np.asarray(action))
     final = np.array(obs, copy=True)
     for i in np.flatnonzero(info.get("_final_obs", np.zeros(len(obs), bool))):
@@ -104,6 +120,21 @@ class GymnasiumEnv(Env):
         self.env_id, self.kwargs, self.name = env_id, kwargs, name
         obs_space, space = probe.observation_space, probe.action_space
         probe.close()
+        self.set_spaces(obs_space, space)
+        spec = gym.spec(env_id)
+        self.max_episode_steps = int(spec.max_episode_steps or 0)
+        self.batch_through_host()
+
+    def set_spaces(self, obs_space: Any, space: Any) -> None:
+        """The spec attributes from Gymnasium spaces (see the class's observations
+        and actions).
+
+        Raises:
+          TypeError: an observation space other than ``Box`` or an action space
+            other than ``Discrete`` or ``Box``.
+        """
+        gym = import_family("gymnasium", "gymnasium", "gymnasium")
+        name = self.name
         if not isinstance(obs_space, gym.spaces.Box):
             raise TypeError(f"{name}: observation space {obs_space} is not supported (Box only)")
         self.observation_shape, self.observation_dtype = tuple(obs_space.shape), jnp.float32
@@ -117,27 +148,38 @@ class GymnasiumEnv(Env):
             self.action_high = np.asarray(space.high, np.float32).reshape(-1)
         else:
             raise TypeError(f"{name}: action space {space} is not supported (Discrete or Box)")
-        spec = gym.spec(env_id)
-        self.max_episode_steps = int(spec.max_episode_steps or 0)
+
+    def batch_through_host(self) -> None:
+        """Route :meth:`reset` and :meth:`step` (and their vmaps) to the host pools."""
         self.reset = jax.custom_batching.custom_vmap(self._reset_one)
         self.reset.def_vmap(self._reset_rule)
         self.step = jax.custom_batching.custom_vmap(self._step_one)
         self.step.def_vmap(self._step_rule)
 
     # ---- host calls ------------------------------------------------------
+    def new_pool(self, seed: np.ndarray, num_envs: int) -> tuple[np.ndarray, np.ndarray]:
+        """On the host: a pool of ``num_envs`` copies seeded with ``seed`` (``int32[]``),
+        reset: ``(handle int32[], obs float32[num_envs, *observation_shape])``."""
+        return _new_pool(self.env_id, self.kwargs, seed, num_envs)
+
+    def step_pool(self, handle: np.ndarray, action: np.ndarray) -> tuple[np.ndarray, ...]:
+        """On the host: one same-step auto-resetting step of the pool of ``handle``:
+        ``(obs, reward, terminated, truncated, final_obs)``, each ``[num_envs, ...]``
+        (``float32``, ``float32``, ``bool``, ``bool``, ``float32``)."""
+        return _step_pool(handle, action)
+
     def _host_reset(self, key: jax.Array, num_envs: int) -> tuple[jax.Array, jax.Array]:
         seed = jax.random.randint(key, (), 0, np.iinfo(np.int32).max)
         shapes = (jax.ShapeDtypeStruct((), jnp.int32),
                   jax.ShapeDtypeStruct((num_envs, *self.observation_shape), jnp.float32))
-        return self._call(lambda s: _new_pool(self.env_id, self.kwargs, s, num_envs),
-                          shapes, seed)
+        return self._call(lambda s: self.new_pool(s, num_envs), shapes, seed)
 
     def _host_step(self, handle: jax.Array, action: jax.Array):
         n = action.shape[0]
         obs = jax.ShapeDtypeStruct((n, *self.observation_shape), jnp.float32)
         shapes = (obs, jax.ShapeDtypeStruct((n,), jnp.float32),
                   jax.ShapeDtypeStruct((n,), jnp.bool_), jax.ShapeDtypeStruct((n,), jnp.bool_), obs)
-        return self._call(_step_pool, shapes, handle, action)
+        return self._call(self.step_pool, shapes, handle, action)
 
     def _call(self, callback, shapes, *args):
         """``io_callback(..., ordered=True)``, or a clear error where it cannot run."""

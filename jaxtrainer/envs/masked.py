@@ -94,9 +94,10 @@ class ObservationMask(Env):
         return self._keep(obs), state
 
     def step_env(self, key: jax.Array, env_state: Any, action: Action):
-        obs, env_state, reward, terminated, truncated, final_obs = self.env.step_env(
+        obs, env_state, reward, terminated, truncated, final_obs, *extra = self.env.step_env(
             key, env_state, action)
-        return self._keep(obs), env_state, reward, terminated, truncated, self._keep(final_obs)
+        return (self._keep(obs), env_state, reward, terminated, truncated, self._keep(final_obs),
+                *extra)
 
     def __getattr__(self, name: str) -> Any:  # render helpers etc. of the wrapped env
         if name == "env":

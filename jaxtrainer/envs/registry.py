@@ -20,6 +20,9 @@ FAMILIES = {
     "gymnasium/": ("jaxtrainer.envs.gymnasium_env", "make_gymnasium"),
     "jumanji/": ("jaxtrainer.envs.jumanji_env", "make_jumanji"),
     "jaxmarl/": ("jaxtrainer.envs.jaxmarl_env", "make_jaxmarl"),
+    "craftax/": ("jaxtrainer.envs.craftax_env", "make_craftax"),
+    "envpool/": ("jaxtrainer.envs.envpool_env", "make_envpool"),
+    "kinetix/": ("jaxtrainer.envs.kinetix_env", "make_kinetix"),
 }
 """Optional families by name prefix: ``(adapter module, its make function)``; the
 adapter (and with it the family's package) is imported when one of its names is made."""
@@ -98,11 +101,11 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
         ``.[envs]`` for all): ``"navix/<name>"``, ``"xminigrid/<name>"``,
         ``"jumanji/<name>"`` (discrete actions, ``float32[size]`` flattened
         observations by default; see ``make_navix``, ``make_xminigrid``,
-        ``make_jumanji`` in their ``jaxtrainer.envs.*_env`` modules) and the host
-        family ``"gymnasium/<id>"`` (:mod:`jaxtrainer.envs.gymnasium_env`), ``"jaxmarl/<name>"``.
+        ``make_jumanji`` in their ``jaxtrainer.envs.*_env`` modules), ``"craftax/<name>"``,
+        ``"jaxmarl/<name>"``, the host families ``"gymnasium/<id>"`` and ``"envpool/<id>"``
+        (``kinetix/`` names raise, see below).
         ``"<gymnax id>-NoVelocity"`` (``"CartPole-v1-NoVelocity"``): the env with
-        its velocities hidden, a memory task
-        (:data:`~jaxtrainer.envs.masked.NO_VELOCITY`).
+        its velocities hidden, a memory task (:data:`~jaxtrainer.envs.masked.NO_VELOCITY`).
       observation_mask: keep only these positions of the env's flat
         observations (``[0, 2]``: CartPole's cart position and pole angle), as
         :class:`~jaxtrainer.envs.masked.ObservationMask`; ``None``: all.
@@ -120,7 +123,7 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
         before anything is loaded or compiled.
       ImportError: a ``playground/`` name without MuJoCo Playground installed
         (``pip install "jaxtrainer[playground]"``), or a family's name without
-        its package (one line naming the extra).
+        its package (one line naming the extra); any ``kinetix/`` name (its jax pin).
       FileNotFoundError: a Playground locomotion or manipulation env whose
         robot assets (MuJoCo Menagerie, which Playground clones from GitHub at
         run time) are not on disk; raised before any download is attempted,

@@ -1,0 +1,129 @@
+"""Adapter for Craftax: ``make("craftax/<name>")``.
+
+Craftax (PyPI ``craftax``, tested with 1.6.1) is imported only when a
+``craftax/...`` environment is made (``pip install -e ".[craftax]"``). Names:
+``craftax/Craftax-Classic-Symbolic-v1``, ``craftax/Craftax-Classic-Pixels-v1``,
+``craftax/Craftax-Symbolic-v1`` and ``craftax/Craftax-Pixels-v1``
+(:data:`CRAFTAX_NAMES`). The pixel variants load (and on first use build and
+cache) Craftax's textures when made, which prints a line and takes about a
+minute the first time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from jaxtrainer.envs.base import Action, Env, Observation, auto_reset
+from jaxtrainer.envs.families import import_family, unknown_name
+
+CRAFTAX_PREFIX = "craftax/"
+
+CRAFTAX_NAMES = ("Craftax-Classic-Symbolic-v1", "Craftax-Classic-Pixels-v1",
+                 "Craftax-Symbolic-v1", "Craftax-Pixels-v1")
+"""The names after ``craftax/`` (Craftax's own, its auto-resetting duplicates left out)."""
+
+
+class CraftaxEnv(Env):
+    """A Craftax environment behind the :class:`~jaxtrainer.envs.Env` interface.
+
+    Craftax steps like gymnax but reports one ``done`` for death (and, in
+    Craftax-Classic, standing in lava; in Craftax, beating the final boss) and
+    for its time limit (``timestep >= max_timesteps``). Here a ``done`` whose
+    state would still be over with its clock set back to 0 is ``terminated``;
+    one that is only the time limit is ``truncated``. The adapter steps
+    Craftax's env without its own reset and resets through
+    :func:`~jaxtrainer.envs.base.auto_reset`, keeping the reached observation in
+    ``final_obs``.
+
+    Observations: ``float32``, Craftax's own: the symbolic variants a flat vector
+    (``Craftax-Classic-Symbolic-v1``: ``float32[1345]``, ``Craftax-Symbolic-v1``:
+    ``float32[8268]``), the pixel variants an image ``float32[H, W, 3]`` with
+    values in ``[0, 1]`` (``Craftax-Classic-Pixels-v1``: ``[63, 63, 3]``,
+    ``Craftax-Pixels-v1``: ``[130, 110, 3]``; for ``network.torso=cnn``).
+    Actions: ``int32[]`` in ``[0, num_actions)`` (17 in Classic, 43 in Craftax).
+    Rewards: Craftax's (1 per achievement unlocked, plus health changes / 10).
+
+    Episode statistics: besides return and length, one
+    ``achievements/<achievement>`` per achievement in
+    :attr:`~jaxtrainer.envs.StepInfo.extra_statistics` (1.0 if the episode
+    unlocked it so far, else 0.0), so training metrics include e.g.
+    ``train/achievements/collect_wood``: the fraction of the completed
+    episodes that collected wood.
+
+    Args:
+      env: a Craftax env without auto-reset (``make_craftax_env_from_name(name,
+        auto_reset=False)``).
+      params: its ``EnvParams``.
+      name: the id reported in :attr:`name`.
+      achievements: the achievement names, lower case, in the order of the
+        state's ``achievements`` flags.
+    """
+
+    def __init__(self, env: Any, params: Any, name: str, achievements: list[str]) -> None:
+        self.env, self.params, self.name = env, params, name
+        self.achievements = list(achievements)
+        self.discrete = True
+        self.num_actions = int(env.action_space(params).n)
+        self.action_size = 1
+        self.action_low = self.action_high = None
+        self.max_episode_steps = int(params.max_timesteps)
+        obs = jax.eval_shape(lambda k: self.reset_env(k)[0], jax.random.key(0))
+        self.observation_shape = tuple(obs.shape)
+        self.observation_dtype = obs.dtype
+
+    def reset_env(self, key: jax.Array) -> tuple[Observation, Any]:
+        return self.env.reset_env(key, self.params)
+
+    def ended(self, state: Any) -> tuple[jax.Array, jax.Array]:
+        """``(terminated, truncated)``, ``bool[]`` each, of a state Craftax stepped to."""
+        over = self.env.is_terminal(state, self.params)
+        terminated = self.env.is_terminal(
+            state.replace(timestep=jnp.zeros_like(state.timestep)), self.params)
+        return terminated, jnp.logical_and(over, jnp.logical_not(terminated))
+
+    def step_env(self, key: jax.Array, env_state: Any, action: Action):
+        step_key, reset_key = jax.random.split(key)
+        obs, stepped, reward, _, _ = self.env.step_env(
+            step_key, env_state, jnp.asarray(action, jnp.int32), self.params)
+        terminated, truncated = self.ended(stepped)
+        done = jnp.logical_or(terminated, truncated)
+        fresh_obs, fresh = self.reset_env(reset_key)
+        flags = jnp.asarray(stepped.achievements, jnp.float32)
+        extra = {f"achievements/{a}": flags[i] for i, a in enumerate(self.achievements)}
+        return (auto_reset(done, fresh_obs, obs), auto_reset(done, fresh, stepped), reward,
+                terminated, truncated, obs, extra)
+
+
+def make_craftax(name: str, params: Any = None, **kwargs: Any) -> CraftaxEnv:
+    """``craftax/<name>`` as a :class:`CraftaxEnv`.
+
+    Args:
+      name: one of :data:`CRAFTAX_NAMES` (``"Craftax-Classic-Symbolic-v1"``).
+      params: Craftax ``EnvParams`` replacing the defaults.
+      **kwargs: ``EnvParams`` fields to replace (``max_timesteps=``, the time
+        limit in steps: 10000 in Classic, 100000 in Craftax by default;
+        ``day_length=``, ...).
+
+    Raises:
+      ImportError: craftax is not installed (one line naming the extra).
+      ValueError: ``name`` is not one of :data:`CRAFTAX_NAMES` (the message gives
+        the closest name).
+      TypeError: an unknown ``EnvParams`` field in ``kwargs``.
+    """
+    import_family("craftax", "craftax", "craftax")
+    craftax_env = importlib.import_module("craftax.craftax_env")
+    if name not in CRAFTAX_NAMES:
+        raise unknown_name(name, "craftax", CRAFTAX_NAMES)
+    env = craftax_env.make_craftax_env_from_name(name, auto_reset=False)
+    params = env.default_params if params is None else params
+    if kwargs:
+        params = dataclasses.replace(params, **kwargs)
+    variant = "craftax_classic" if "Classic" in name else "craftax"
+    achievement = importlib.import_module(f"craftax.{variant}.constants").Achievement
+    names = [a.name.lower() for a in sorted(achievement, key=lambda a: a.value)]
+    return CraftaxEnv(env, params, CRAFTAX_PREFIX + name, names)
