@@ -6,9 +6,6 @@ and the one-line errors of a missing or unusable family."""
 from __future__ import annotations
 
 import csv
-import pathlib
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -18,8 +15,8 @@ from jaxtrainer import envs
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.envs.kinetix_env import KINETIX_UNAVAILABLE
 from tests.commands import recipe_script
+from tests.test_env_families import _python
 
-ROOT = pathlib.Path(__file__).parents[1]
 CLASSIC = "craftax/Craftax-Classic-Symbolic-v1"  # float32[1345], 17 actions, 22 achievements
 
 PMAP_PPO = ["trainer.strategy=pmap", "trainer.devices=4", "trainer.max_steps=2",
@@ -141,11 +138,6 @@ def test_an_unknown_name_in_the_family_names_the_closest(name, close):
     pytest.importorskip(name.split("/")[0])
     with pytest.raises(ValueError, match=f"did you mean '{close}'"):
         envs.make(name)
-
-
-def _python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
-                          text=True, timeout=120, cwd=ROOT)
 
 
 @pytest.mark.timeout(120)

@@ -146,7 +146,26 @@ def auto_reset(done: jax.Array, fresh: Any, stepped: Any) -> Any:
                         fresh, stepped)
 
 
-class Env(abc.ABC):
+class SpecSizes:
+    """What an env's spec fields (``observation_shape``, ``discrete``,
+    ``action_size``) imply, for single- and multi-agent envs alike (one agent's)."""
+
+    observation_shape: tuple[int, ...]
+    discrete: bool
+    action_size: int
+
+    @property
+    def observation_size(self) -> int:
+        """Number of scalars in one observation (``prod(observation_shape)``)."""
+        return math.prod(self.observation_shape)
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """Shape of one action: ``()`` for discrete envs, ``(action_size,)`` otherwise."""
+        return () if self.discrete else (self.action_size,)
+
+
+class Env(SpecSizes, abc.ABC):
     """One environment as pure functions: ``reset(key)`` and ``step(key, state, action)``.
 
     Spec attributes (static Python values, set by subclasses):
@@ -193,16 +212,6 @@ class Env(abc.ABC):
         """
 
     # ---- the public API --------------------------------------------------
-    @property
-    def observation_size(self) -> int:
-        """Number of scalars in one observation (``prod(observation_shape)``)."""
-        return math.prod(self.observation_shape)
-
-    @property
-    def action_shape(self) -> tuple[int, ...]:
-        """Shape of one action: ``()`` for discrete envs, ``(action_size,)`` otherwise."""
-        return () if self.discrete else (self.action_size,)
-
     def reset(self, key: jax.Array) -> tuple[Observation, EnvState]:
         """A fresh episode: ``(obs, state)``; ``obs`` has shape :attr:`observation_shape`."""
         obs, env_state = without_vma_check(self.reset_env)(key)

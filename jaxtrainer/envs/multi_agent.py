@@ -32,7 +32,6 @@ agents as a batch of envs (shared parameters: independent PPO, IPPO).
 from __future__ import annotations
 
 import abc
-import math
 from typing import Any
 
 import jax
@@ -41,7 +40,7 @@ import numpy as np
 from flax import struct
 
 from jaxtrainer.distributed.axis import without_vma_check
-from jaxtrainer.envs.base import Observation
+from jaxtrainer.envs.base import Observation, SpecSizes
 
 __all__ = ["MultiAgentEnv", "MultiAgentInfo", "MultiAgentState", "team_returns"]
 
@@ -124,7 +123,7 @@ def team_returns(info: MultiAgentInfo, teams: dict[str, tuple[int, ...]]) -> dic
             for team, agents in teams.items()}
 
 
-class MultiAgentEnv(abc.ABC):
+class MultiAgentEnv(SpecSizes, abc.ABC):
     """One game of ``num_agents`` agents as pure functions, agents on a leading axis.
 
     Spec attributes (static Python values, set by subclasses):
@@ -187,16 +186,6 @@ class MultiAgentEnv(abc.ABC):
     def num_agents(self) -> int:
         """Number of agents (the length of the agent axis)."""
         return len(self.agents)
-
-    @property
-    def observation_size(self) -> int:
-        """Number of scalars in one agent's (padded) observation."""
-        return math.prod(self.observation_shape)
-
-    @property
-    def action_shape(self) -> tuple[int, ...]:
-        """Shape of one agent's action: ``()`` discrete, ``(action_size,)`` continuous."""
-        return () if self.discrete else (self.action_size,)
 
     @property
     def observation_mask(self) -> np.ndarray:

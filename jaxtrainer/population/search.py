@@ -59,7 +59,7 @@ from jaxtrainer.distributed.members import rank
 from jaxtrainer.metrics import Last
 from jaxtrainer.module import Module
 from jaxtrainer.population.members import mean_parts
-from jaxtrainer.population.pbt import PBT, Hyperparam
+from jaxtrainer.population.pbt import PBT, Hyperparam, PBTState
 from jaxtrainer.population.spaces import SAMPLERS, Space, parse_space, sample_trials
 
 __all__ = ["REPLACES", "Search", "SearchState"]
@@ -73,9 +73,10 @@ perturbed copy of a better member."""
 
 
 @struct.dataclass
-class SearchState:
-    """State of a search. The first seven fields are :class:`~jaxtrainer.population.PBTState`'s
-    (member leaves ``[P_pad, ...]``, sharded); the rest are the same on every device.
+class SearchState(PBTState):
+    """State of a search: :class:`~jaxtrainer.population.PBTState`'s fields
+    (member leaves ``[P_pad, ...]``, sharded) and the trials' (the same on
+    every device but ``trial``).
 
     Attributes:
       trial: ``int32[P_pad]`` the trial each member slot runs (sharded).
@@ -88,13 +89,6 @@ class SearchState:
       next_trial: ``int32[]`` the first trial not started yet.
     """
 
-    members: Any
-    fitness: jax.Array
-    window_total: jax.Array
-    window_count: jax.Array
-    parent: jax.Array
-    step: jax.Array
-    exploits: jax.Array
     trial: jax.Array
     table: dict[str, jax.Array]
     history: jax.Array
