@@ -223,7 +223,9 @@ def test_recipe_search_section_builds_a_search():
     assert search.rungs == (122, 244, 488)  # 1/8, 1/4, 1/2 of 976 updates
     assert search.seed == 7 and search.sampler == "random"
     assert search.spaces["lr"] == Hyperparam(1e-5, 1e-2, True)
-    with pytest.raises(ValueError, match="unknown config key 'search.method'"):
+    with pytest.raises(ValueError, match="unknown config key 'search.method': the 'openes' recipe "
+                                         "cannot search; recipes that can: a2c, ddpg, dqn, "
+                                         "impala, ppo, sac, td3"):
         config.load(RECIPES / "configs" / "openes.yaml", ["search.method=random"])
 
 

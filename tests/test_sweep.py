@@ -265,7 +265,8 @@ def test_bad_recipe_sweeps_are_clear_errors(overrides, match):
 
 
 def test_recipes_without_sweeps_reject_the_section():
-    with pytest.raises(ValueError, match=r"unknown config key 'sweep.seeds'"):
+    with pytest.raises(ValueError, match=r"unknown config key 'sweep.seeds': the 'dqn' recipe "
+                                         r"cannot sweep; recipes that can: a2c, ppo"):
         load("sweep.seeds=2", recipe="dqn")
 
 

@@ -184,6 +184,7 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
         if "=" not in item or item.startswith("="):
             raise ValueError(f"bad override {item!r}: expected key=value, e.g. trainer.seed=1")
         key = item.split("=", 1)[0].lstrip("+")
+        _check_population_section(base, key, recipe)
         if (key.split(".", 1)[0] not in OPEN_SECTIONS or "." not in key) \
                 and not _open_key(key):
             _check_key(base, key)
@@ -204,6 +205,16 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
     OmegaConf.set_struct(cfg, True)
     command.remember(cfg, recipe)
     return cfg
+
+
+def _check_population_section(base: DictConfig, key: str, recipe: str) -> None:
+    """Refuse ``sweep.*``/``search.*`` for a recipe without that section,
+    naming the recipes that have it."""
+    section = key.split(".", 1)[0]
+    if section in (sweep.SECTION, search.SECTION) and section not in base:
+        can = sweep.SWEEP_RECIPES if section == sweep.SECTION else search.SEARCH_RECIPES
+        raise ValueError(f"unknown config key {key!r}: the {recipe!r} recipe cannot {section}; "
+                         f"recipes that can: {', '.join(sorted(can))}")
 
 
 def _keep_entry_mappings(base: DictConfig, overrides: Sequence[str]) -> list[str]:
