@@ -87,7 +87,7 @@ def of_config(cfg: Mapping[str, Any]) -> RunKind:
     searched = _search_members(cfg.get("search"))
     if searched is not None:
         method = cfg["search"]["method"]
-        return RunKind(cfg.get("recipe"), name, f"{method} search of {searched} members", searched)
+        return RunKind(cfg.get("recipe"), name, f"search ({method}) of {searched} members", searched)
     shape = _sweep_shape(cfg.get("sweep"))
     return RunKind(cfg.get("recipe"), name, SINGLE if shape is None else sweep_kind(*shape),
                    1 if shape is None else shape[0] * shape[1])

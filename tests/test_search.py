@@ -298,7 +298,7 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "search: 4 trials started, 4 complete; the best:" in out
     assert "(the member with the best train/episode_return)" in out
-    assert run_kind.of_run(run).kind == "random search of 4 members"
+    assert run_kind.of_run(run).kind == "search (random) of 4 members"
     png = tmp_path / "search.png"
     assert cli.main(["plot", str(run), "-o", str(png)]) == 0
     said = capsys.readouterr().out
@@ -343,3 +343,23 @@ def test_a_space_over_a_value_that_is_not_traced_is_refused_before_compiling():
         search.configure_budget(100)
         search.validate(1)
 
+
+
+@pytest.mark.timeout(120)
+def test_optuna_or_an_env_family_not_installed_is_one_line_and_writes_nothing(tmp_path):
+    """Without the search (or marl) extra: one line naming it, status 2, no run directory."""
+    import subprocess
+    import sys
+
+    for module, args, said in (
+            ("optuna", ["search.method=optuna", "search.space.lr=loguniform(1e-5,1e-2)"],
+             'search.method=optuna needs optuna: pip install -e ".[search]"'),
+            ("jaxmarl", ["env.name=jaxmarl/MPE_simple_spread_v3"], 'pip install -e ".[marl]"')):
+        code = (f"import sys; sys.modules[{module!r}] = None\n"
+                "from jaxtrainer import cli\n"
+                f"sys.exit(cli.main(['fit', 'ppo', *{args!r}, 'trainer.default_root_dir={tmp_path}']))")
+        done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
+                              text=True, timeout=100)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and said in lines[0], done.stderr
+        assert not list(tmp_path.iterdir())

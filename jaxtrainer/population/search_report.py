@@ -183,13 +183,16 @@ def read_evals(path: str | os.PathLike) -> dict[int, list[float]]:
 def best_table(rows: list[dict[str, Any]], names: list[str], shown: int = BEST_SHOWN) -> str:
     """The best ``shown`` complete trials of ``rows`` as an aligned text table
     (trial, hyperparameters, fitness, eval, and with several seeds the IQM
-    over seeds and its 95% interval): the evaluated ones by evaluation, then
-    the others by final fitness (NaN last)."""
+    over seeds and its 95% interval): the evaluated ones by evaluation (ties
+    by final fitness), then the others by final fitness (NaN last)."""
     final = [r for r in rows if r["rung"] == "final"]
 
-    def rank(r: dict[str, Any]) -> tuple[bool, float]:
-        value = r["eval"] if isinstance(r["eval"], float) else r["fitness"]
-        return (not isinstance(r["eval"], float), -value if np.isfinite(value) else np.inf)
+    def rank(r: dict[str, Any]) -> tuple[bool, float, float]:
+        def down(v: float) -> float:
+            return -v if np.isfinite(v) else np.inf
+
+        evaluated = isinstance(r["eval"], float)
+        return (not evaluated, down(r["eval"] if evaluated else r["fitness"]), down(r["fitness"]))
 
     final.sort(key=rank)
     started = len({r["trial"] for r in rows})

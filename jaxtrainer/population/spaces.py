@@ -109,6 +109,8 @@ def parse_space(name: str, spec: Any) -> Space:
             return Choice(tuple(args[0] if len(args) == 1 and isinstance(args[0], list) else args))
         if len(args) != 2:
             raise ValueError(f"{form} takes two numbers, low and high")
+        if form == "loguniform" and float(args[0]) <= 0:
+            raise ValueError("loguniform needs low > 0; use uniform(low,high) for a range from 0")
         return Hyperparam(float(args[0]), float(args[1]), log=form == "loguniform")
     except (yaml.YAMLError, TypeError, ValueError) as e:
         raise ValueError(f"{where}: {e}; expected {_EXAMPLES}") from None

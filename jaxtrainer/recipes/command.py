@@ -153,7 +153,7 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
         gc.freeze()  # the process ends with main: what exists now is never garbage to collect
     try:
         main(argv)
-    except (*CONFIG_ERRORS, *REPORTED_ERRORS, OSError) as e:
+    except (*CONFIG_ERRORS, *REPORTED_ERRORS, OSError, ImportError) as e:
         reported = _reported(e)
         if reported is None or os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
             raise
@@ -172,13 +172,17 @@ def _reported(error: BaseException) -> BaseException | None:
     """The error :func:`cli` reports in one line for ``error``, or ``None``
     (raised with its traceback): one of :data:`REPORTED_ERRORS` (or an
     ``OSError`` that :func:`~jaxtrainer.storage.as_storage_error` takes) at any
-    time, one of :data:`CONFIG_ERRORS` before training starts."""
+    time, one of :data:`CONFIG_ERRORS` or an ``ImportError`` naming the extra to
+    install before training starts."""
     if isinstance(error, REPORTED_ERRORS):
         return error
     storage = as_storage_error(error)
     if storage is not None:
         return storage
     if isinstance(error, CONFIG_ERRORS) and not _Command.training_started:
+        return error
+    if isinstance(error, ImportError) and "pip install" in str(error) \
+            and not _Command.training_started:  # a missing extra, named with its install line
         return error
     return None
 

@@ -68,9 +68,18 @@ def is_open_key(dotted: str) -> bool:
 
 
 def active(cfg: DictConfig) -> bool:
-    """Whether ``cfg`` asks for a search (``search.method`` set)."""
+    """Whether ``cfg`` asks for a search (``search.method`` set).
+
+    Raises:
+      ValueError: ``search.space`` entries without a ``search.method``.
+    """
     node = cfg.get(SECTION) if isinstance(cfg, DictConfig) else None
-    return isinstance(node, DictConfig) and node.get("method") is not None
+    if not isinstance(node, DictConfig):
+        return False
+    if node.get("method") is None and node.get("space"):
+        raise ValueError(f"search.space.{next(iter(node.space))} is set but search.method is "
+                         f"null: choose one of {', '.join(METHODS)}, e.g. search.method=asha")
+    return node.get("method") is not None
 
 
 def _member_steps(cfg: DictConfig, env_steps_per_step: int) -> int | None:
@@ -116,8 +125,10 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
     Raises:
       ValueError: a search asked of a recipe outside :data:`SEARCH_RECIPES`, an
         unknown ``search.method`` (listing :data:`METHODS`), a search beside a
-        sweep, a ``search.space`` entry that names no ``algorithm:`` key (the
-        message lists them), or what :class:`~jaxtrainer.population.Search` rejects.
+        sweep, no ``search.space``, a ``search.space`` entry that names no
+        ``algorithm:`` key (the message lists them), a sampler of another
+        method, or what :class:`~jaxtrainer.population.Search` rejects.
+      ImportError: ``search.method=optuna`` without optuna (naming the extra).
     """
     if not active(cfg):
         return module
@@ -132,7 +143,10 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
         raise ValueError("search.method and a sweep (sweep.seeds, sweep.hyperparams) are both "
                          "set: a run is either a search or a sweep")
     algorithm = cfg.get("algorithm") or {}
-    space = OmegaConf.to_container(node.get("space") or {}, resolve=True)
+    space = OmegaConf.to_container(node.space, resolve=True) if node.get("space") else {}
+    if not space:
+        raise ValueError(f"search.method={node.method} needs at least one search.space.<name>, "
+                         "e.g. 'search.space.lr=loguniform(1e-5,1e-2)'")
     for name in space:
         if name not in algorithm:
             raise ValueError(f"search.space.{name}: {name!r} is not a key of the algorithm "
@@ -145,6 +159,14 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
         from jaxtrainer.population.optuna_search import check_sampler
 
         check_sampler(node.get("sampler") or "tpe")
+        try:
+            import optuna  # noqa: F401
+        except ImportError:
+            raise ImportError('search.method=optuna needs optuna: pip install -e ".[search]" (in a '
+                              'checkout; pip install "jaxtrainer[search]" otherwise)') from None
+    elif node.method == "asha" and node.get("sampler") not in (None, "random", "sobol"):
+        raise ValueError(f"search.sampler={node.sampler!r} with search.method=asha: choose one "
+                         "of random, sobol")
     return Search(module, space, members=node.members,
                   rungs=rung_steps(cfg, int(module.env_steps_per_step)),
                   fraction=float(node.fraction), replace=str(node.replace), sampler=str(sampler),
