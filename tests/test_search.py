@@ -87,7 +87,7 @@ def test_spaces_parse_from_their_written_forms():
 @pytest.mark.parametrize("spec, match", [
     ("gaussian(0,1)", r"search.space.x='gaussian\(0,1\)': expected uniform\(low,high\)"),
     ("uniform(1)", "takes two numbers"),
-    ("loguniform(0,1)", "log-uniform prior needs low > 0"),
+    ("loguniform(0,1)", r"loguniform needs low > 0; use uniform\(low,high\) for a range from 0"),
     ("uniform(2,1)", "need low < high"),
     ("choice([])", "expected distinct numbers"),
     ("choice([a,b])", "expected numbers"),

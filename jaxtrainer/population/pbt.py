@@ -328,20 +328,24 @@ class PBT(MemberPopulation):
     def training_step(self, state: PBTState, key: jax.Array) -> tuple[PBTState, dict]:
         """One update of every member (vmapped over this device's members), then,
         every ``ready_every_n_steps`` updates, exploit and explore."""
-        ids = self.layout.ids()
-        train_key, pbt_key = jax.random.fold_in(key, 0), jax.random.fold_in(key, 1)
-        keys = self.layout.keys(train_key, ids)
-        members, inner = self.train_members(state.members, keys)
-        total, count = mean_parts(inner[self.fitness_metric])
-        step = state.step + 1
-        state = state.replace(members=members, window_total=state.window_total + total,
-                              window_count=state.window_count + count, step=step)
-        metrics = self._metrics(state, ids, inner)
-        ready = step % self.ready_every_n_steps == 0
+        pbt_key = jax.random.fold_in(key, 1)
+        state, metrics = self.train_and_measure(state, jax.random.fold_in(key, 0))
+        ready = state.step % self.ready_every_n_steps == 0
         state = jax.lax.cond(ready, lambda s: self._exploit_and_explore(s, pbt_key),
                              lambda s: s, state)
         metrics["pbt/exploits"] = Last.of(state.exploits.astype(jnp.float32))
         return state, metrics
+
+    def train_and_measure(self, state: Any, key: jax.Array) -> tuple[Any, dict]:
+        """One update of every member (member ``i`` with ``fold_in(key, i)``),
+        the fitness metric added to the window, the step counted: ``(state,
+        metrics)`` (the metrics of the class docstring but ``pbt/exploits``)."""
+        ids = self.layout.ids()
+        members, inner = self.train_members(state.members, self.layout.keys(key, ids))
+        total, count = mean_parts(inner[self.fitness_metric])
+        state = state.replace(members=members, window_total=state.window_total + total,
+                              window_count=state.window_count + count, step=state.step + 1)
+        return state, self._metrics(state, ids, inner)
 
     # ---- exploit / explore ---------------------------------------------------
     def select(self, fitness: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:

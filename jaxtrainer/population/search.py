@@ -58,7 +58,6 @@ from jaxtrainer.distributed.axis import AxisName
 from jaxtrainer.distributed.members import rank
 from jaxtrainer.metrics import Last
 from jaxtrainer.module import Module
-from jaxtrainer.population.members import mean_parts
 from jaxtrainer.population.pbt import PBT, Hyperparam, PBTState
 from jaxtrainer.population.spaces import SAMPLERS, Space, parse_space, sample_trials
 
@@ -265,14 +264,8 @@ class Search(PBT):
                 starts &= state.step > 0
             state = jax.lax.cond(starts, lambda s: self._new_round(s, jax.random.fold_in(key, 2)),
                                  lambda s: s, state)
-        ids = self.layout.ids()
-        keys = self.layout.keys(jax.random.fold_in(key, 0), ids)
-        members, inner = self.train_members(state.members, keys)
-        total, count = mean_parts(inner[self.fitness_metric])
-        step = state.step + 1
-        state = state.replace(members=members, window_total=state.window_total + total,
-                              window_count=state.window_count + count, step=step)
-        metrics = self._metrics(state, ids, inner)
+        state, metrics = self.train_and_measure(state, jax.random.fold_in(key, 0))
+        step = state.step
         if self.rungs:
             in_round = step - self.round_of(step - 1) * (self.round_steps or 0)
             at = jnp.asarray(self.rungs, jnp.int32) == in_round
