@@ -76,15 +76,23 @@ def test_a_failing_rank_is_named_and_the_others_are_stopped(tmp_path):
 
 
 def test_sigterm_is_forwarded_to_every_rank(tmp_path):
-    # Rank 0 hosts the coordination service: it lingers after the signal so that
-    # under load rank 1 runs its handler before the service goes away.
+    # Rank 0 hosts the coordination service, whose end takes rank 1 down with it:
+    # it stays until rank 1 has run its handler too (at most 30 s), so that a slow
+    # machine does not decide the result.
     script = ("import os, signal, sys, time\n"
+              "rank, here = os.environ['JAX_PROCESS_ID'], sys.argv[1]\n"
               "def bye(signum, frame):\n"
               "    print('got', signal.Signals(signum).name, flush=True)\n"
-              "    time.sleep(3 if os.environ['JAX_PROCESS_ID'] == '0' else 0); sys.exit(143)\n"
+              "    open(os.path.join(here, 'got' + rank), 'w').close()\n"
+              "    deadline = time.monotonic() + 30\n"
+              "    while rank == '0' and not os.path.exists(os.path.join(here, 'got1')) \\\n"
+              "            and time.monotonic() < deadline:\n"
+              "        time.sleep(0.05)\n"
+              "    sys.exit(143)\n"
               "signal.signal(signal.SIGTERM, bye)\n"
               "print('ready', flush=True)\n"
-              "time.sleep(600)\n")
+              "for _ in range(6000):\n"  # short sleeps, as a training loop's steps
+              "    time.sleep(0.1)\n")
     proc = run_launcher(tmp_path, script, str(tmp_path), wait=False)
     try:
         ready = 0
@@ -100,7 +108,7 @@ def test_sigterm_is_forwarded_to_every_rank(tmp_path):
             proc.kill()
             proc.wait()
     assert rc == 128 + signal.SIGTERM
-    assert "[rank 0] got SIGTERM" in out and "[rank 1] got SIGTERM" in out
+    assert "[rank 0] got SIGTERM" in out and "[rank 1] got SIGTERM" in out, (out, err)
     assert "stopped by SIGTERM" in err
     assert not leftover(str(tmp_path))
 
