@@ -163,7 +163,10 @@ def test_search_csv_holds_every_trial_and_the_final_rows(runs, capsys):
     final = [r for r in rows if r["rung"] == "final"]
     trial = np.asarray(state.trial)
     assert sorted(int(r["trial"]) for r in final) == sorted(set(trial.tolist()))
-    assert all(r["step"] == str(STEPS) and r["env_steps"] == str(STEPS * 16) for r in final)
+    for r in final:  # 3 trial slots, 1 stopped a rung: trials 3 and 4 train the rest of it
+        start = {3: RUNGS[0], 4: RUNGS[1]}.get(int(r["trial"]), 0)
+        assert (r["step"], r["env_steps"]) == (str(STEPS - start), str((STEPS - start) * 16))
+        assert r["status"] == ("partial" if start else "complete")
     for r in final:  # eval: the mean of the trial's members' own evaluations, and their IQM
         slots = np.flatnonzero(trial == int(r["trial"]))
         seeds = [trainer.callback_metrics[f"member/{i}/eval/episode_return"] for i in slots]
@@ -172,7 +175,13 @@ def test_search_csv_holds_every_trial_and_the_final_rows(runs, capsys):
         assert float(r["eval_iqm_ci_low"]) <= float(r["eval_iqm"]) <= float(r["eval_iqm_ci_high"])
     from jaxtrainer.population.search_report import best_table
 
-    assert "IQM [95% CI]" in best_table(runs["report"].rows, list(search.spaces))
+    table = best_table(runs["report"].rows, list(search.spaces))
+    assert "IQM [95% CI]" in table
+    assert table.splitlines()[0] == ("search: 5 trials started, 2 stopped at a rung, 2 complete, "
+                                     "1 partial; the best by fitness:")
+    shown = [line.split() for line in table.splitlines()[2:]]
+    fitness = [float(line[4]) for line in shown]  # trial, lr, ent_coef, env steps, fitness
+    assert fitness == sorted(fitness, reverse=True) and len(shown) == 3
 
 
 def test_six_members_on_four_devices_equal_one_device(runs):
@@ -220,13 +229,44 @@ def test_recipe_search_section_builds_a_search():
         "search.space.ent_coef=uniform(0,0.05)", "trainer.seed=7"])
     search = build_module("ppo", cfg)
     assert isinstance(search, Search) and search.population_size == 32
-    assert search.rungs == (122, 244, 488)  # 1/8, 1/4, 1/2 of 976 updates
+    # 32 trials share search.runs=8 runs: 125,000 env steps (244 updates) a slot
+    assert search.budget_share == 0.25
+    assert search.rungs == (30, 61, 122)  # 1/8, 1/4, 1/2 of 244 updates
     assert search.seed == 7 and search.sampler == "random"
     assert search.spaces["lr"] == Hyperparam(1e-5, 1e-2, True)
     with pytest.raises(ValueError, match="unknown config key 'search.method': the 'openes' recipe "
                                          "cannot search; recipes that can: a2c, ddpg, dqn, "
                                          "impala, ppo, sac, td3"):
         config.load(RECIPES / "configs" / "openes.yaml", ["search.method=random"])
+
+
+def test_search_runs_share_the_budget_between_member_slots(capsys):
+    from jaxtrainer.checkpoint.saved_run import make_trainer
+    from jaxtrainer.recipes import search as search_section
+
+    space = ["search.method=asha", "search.space.lr=loguniform(1e-5,1e-2)"]
+    cfg = config.load(RECIPES / "configs" / "ppo.yaml", [*space, "search.members=32"])
+    module, trainer = build_module("ppo", cfg), config.make_trainer(cfg)
+    search_section.before_fit(trainer, module, cfg)
+    assert trainer.max_env_steps == 125_000 * 32  # the Trainer counts every member
+    assert ("search of 32 trials at once sharing 8 runs' budget (search.runs): each member slot "
+            "trains 125,000 env steps of a run's 500,000") in capsys.readouterr().out
+    assert make_trainer(module, cfg).max_env_steps == 125_000 * 32  # what eval rebuilds
+    for overrides, per_slot in ((["search.members=8"], 500_000), (["search.members=4"], 500_000),
+                                (["search.members=32", "search.runs=null"], 500_000),
+                                (["search.members=32", "search.runs=16"], 250_000),
+                                (["search.members=16", "trainer.max_env_steps=null",
+                                  "trainer.max_steps=100"], None)):
+        cfg = config.load(RECIPES / "configs" / "ppo.yaml", [*space, *overrides])
+        module, trainer = build_module("ppo", cfg), config.make_trainer(cfg)
+        search_section.before_fit(trainer, module, cfg)
+        if per_slot is None:
+            assert trainer.max_steps_arg == 50 and trainer.max_env_steps is None
+        else:
+            assert trainer.max_env_steps == per_slot * module.population_size
+    cfg = config.load(RECIPES / "configs" / "ppo.yaml", [*space, "search.runs=0"])
+    with pytest.raises(ValueError, match=r"search.runs=0: expected a positive int"):
+        build_module("ppo", cfg)
 
 
 # ---- Optuna's samplers, round by round -------------------------------------------------
@@ -296,7 +336,8 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     result = config.fit_and_report(config.make_trainer(cfg), build_module("ppo", cfg), cfg)
     run = tmp_path / "version_0"
     out = capsys.readouterr().out
-    assert "search: 4 trials started, 4 complete; the best:" in out
+    assert "search: 4 trials started, 0 stopped at a rung, 4 complete; the best by fitness:" in out
+    best_row = out.split("the best by fitness:\n")[1].splitlines()[1].split()
     assert "(the member with the best train/episode_return)" in out
     assert run_kind.of_run(run).kind == "search (random) of 4 members"
     png = tmp_path / "search.png"
@@ -307,6 +348,7 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     assert cli.main(["eval", str(run), "--member", "best"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("member ") and ", trial " in lines[1] and "lr=" in lines[1]
+    assert lines[1].split(", trial ")[1].split(":")[0] == best_row[0]  # the table's first trial
     mean = float(lines[3].split("mean=")[1].split()[0])
     assert mean == pytest.approx(result["eval/episode_return"])
 

@@ -119,8 +119,11 @@ def make_trainer(module: Any, cfg: DictConfig | None, strategy: Any = "single",
         return PopulationTrainer(int(size), max_generations=_trainer_value(cfg, "max_generations") or 1,
                                  **extra, **quiet)
     max_steps, max_env_steps = _trainer_value(cfg, "max_steps"), _trainer_value(cfg, "max_env_steps")
+    share = getattr(module, "budget_share", 1)  # a search's slots train a share of a run
+    if max_steps is not None and share != 1:
+        max_steps = max(int(max_steps * share), 1)
     if max_env_steps is not None and getattr(module, "budget_per_member", False):
-        max_env_steps = int(max_env_steps) * module.population_size  # a recipe's is per member
+        max_env_steps = int(max_env_steps * share) * module.population_size  # a recipe's is per member
     if max_steps is None and max_env_steps is None:
         max_steps = 1
     return Trainer(max_steps=max_steps, max_env_steps=max_env_steps, **quiet)

@@ -138,6 +138,9 @@ class Search(PBT):
     """
 
     budget_per_member = True
+    budget_share: Any = 1
+    """The share of a recipe's per-run budget each member slot trains (the
+    recipes' ``search.runs``: ``min(1, runs / members)``); 1 from Python."""
 
     def __init__(self, module: Module, space: Mapping[str, Any], members: int = 8,
                  rungs: Sequence[int] = (), fraction: float = 0.5, replace: str = "sample",
@@ -209,6 +212,16 @@ class Search(PBT):
         """The round that the update after ``step`` updates belongs to."""
         length = self.round_steps or np.iinfo(np.int32).max
         return jnp.minimum(step // length, self.rounds - 1)
+
+    def trial_start(self, trial: int) -> int:
+        """The update of its round at which ``trial`` started (host side): 0 for
+        a round's first ``members`` trials, rung ``r``'s step for the trials
+        started in the slots stopped there (trial ids are handed out in that
+        order, ``stopped_per_rung`` a rung)."""
+        k = int(trial) % self.trials_per_round
+        if k < self.trial_slots or not self.rungs:
+            return 0
+        return self.rungs[min((k - self.trial_slots) // self.stopped_per_rung, len(self.rungs) - 1)]
 
     def describe_member(self, state: SearchState, member: int) -> str:
         """``"trial 27: lr=0.003, ent_coef=0.012"``: the trial member slot

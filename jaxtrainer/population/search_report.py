@@ -5,7 +5,10 @@ its hyperparameters, ``rung`` (0, 1, ... or ``final``), ``step`` (updates of
 its member slot at the rung), ``env_steps`` (the same in env steps per
 member), ``fitness`` (the ranked metric averaged since
 the previous rung), ``status`` (``continued``, ``stopped`` or, on the final
-row, ``complete``) and ``eval`` (on the final row: the last evaluation of the
+row, ``running`` while its round goes on, then ``complete`` for a trial that
+trained the whole round, ``partial`` for one started in a slot stopped at a
+rung: its ``step`` and ``env_steps`` are then the updates it trained itself,
+the rest of the round) and ``eval`` (on the final row: the last evaluation of the
 members that ran it, taken while they ran: the mean over its seeds; with
 several seeds also ``eval_seeds`` and ``eval_iqm`` with its 95%
 stratified-bootstrap interval, ``eval_iqm_ci_low``/``eval_iqm_ci_high``). The same rows are rewritten at every evaluation and at
@@ -95,23 +98,25 @@ def search_rows(state: SearchState, module: Search, global_step: int,
             rows.append({"trial": t, **hp, "rung": r, "step": module.rungs[r],
                          "env_steps": module.rungs[r] * per_step, "fitness": float(value),
                          "status": "stopped" if r == stop else "continued", **blank})
+        start = module.trial_start(t)
         if stop < 0 and t in running:  # a trial of the last round: its current fitness
-            rows.append({"trial": t, **hp, "rung": "final", "step": in_round,
-                         "env_steps": in_round * per_step,
-                         "fitness": _current_fitness(host, running[t]), "status": "complete",
+            status = "running" if in_round < length else "complete" if start == 0 else "partial"
+            rows.append({"trial": t, **hp, "rung": "final", "step": in_round - start,
+                         "env_steps": (in_round - start) * per_step,
+                         "fitness": _current_fitness(host, running[t]), "status": status,
                          **_eval_columns((evals or {}).get(t), module.seeds)})
         elif not np.isnan(host["final"][t]):  # a trial of an earlier round
-            rows.append({"trial": t, **hp, "rung": "final", "step": length,
-                         "env_steps": length * per_step, "fitness": float(host["final"][t]),
-                         "status": "complete",
+            rows.append({"trial": t, **hp, "rung": "final", "step": length - start,
+                         "env_steps": (length - start) * per_step, "fitness": float(host["final"][t]),
+                         "status": "complete" if start == 0 else "partial",
                          **_eval_columns((evals or {}).get(t), module.seeds)})
     return rows
 
 
 class SearchReport(Callback):
     """Write ``search.csv`` of a :class:`~jaxtrainer.population.Search` at every
-    evaluation and at the end of ``fit``, and print the best trials (by their
-    evaluation, then by final fitness) when ``fit`` ends (global-zero process).
+    evaluation and at the end of ``fit``, and print the best trials
+    (:func:`best_table`) when ``fit`` ends (global-zero process).
 
     Args:
       metric: the evaluation metric written as ``eval`` (``member/<i>/<metric>``).
@@ -181,33 +186,36 @@ def read_evals(path: str | os.PathLike) -> dict[int, list[float]]:
 
 
 def best_table(rows: list[dict[str, Any]], names: list[str], shown: int = BEST_SHOWN) -> str:
-    """The best ``shown`` complete trials of ``rows`` as an aligned text table
-    (trial, hyperparameters, fitness, eval, and with several seeds the IQM
-    over seeds and its 95% interval): the evaluated ones by evaluation (ties
-    by final fitness), then the others by final fitness (NaN last)."""
+    """The best ``shown`` trials of ``rows`` that were not stopped, as an
+    aligned text table (trial, hyperparameters, env steps it trained, fitness,
+    eval, and with several seeds the IQM over seeds and its 95% interval),
+    ranked as the search ranks them: by fitness (NaN last; ties by evaluation).
+    The first row is the trial the recipes' last line and ``jaxtrainer eval
+    --member best`` take, when it still runs at the end."""
     final = [r for r in rows if r["rung"] == "final"]
 
-    def rank(r: dict[str, Any]) -> tuple[bool, float, float]:
-        def down(v: float) -> float:
-            return -v if np.isfinite(v) else np.inf
+    def down(v: Any) -> float:
+        return -v if isinstance(v, float) and np.isfinite(v) else np.inf
 
-        evaluated = isinstance(r["eval"], float)
-        return (not evaluated, down(r["eval"] if evaluated else r["fitness"]), down(r["fitness"]))
-
-    final.sort(key=rank)
+    final.sort(key=lambda r: (down(r["fitness"]), down(r["eval"])))
     started = len({r["trial"] for r in rows})
+    counts = {status: sum(r["status"] == status for r in final)
+              for status in ("complete", "partial", "running")}
+    stopped = sum(r["status"] == "stopped" for r in rows)
     iqm = any(isinstance(r.get("eval_iqm"), float) for r in final)
-    head = ["trial", *names, "fitness", "eval", *(["IQM [95% CI]"] if iqm else [])]
+    head = ["trial", *names, "env steps", "fitness", "eval", *(["IQM [95% CI]"] if iqm else [])]
     body = []
     for r in final[:shown]:
-        line = [str(r["trial"]), *(f"{r[n]:.4g}" for n in names), f"{r['fitness']:.2f}",
-                f"{r['eval']:.2f}" if isinstance(r["eval"], float) else "-"]
+        line = [str(r["trial"]), *(f"{r[n]:.4g}" for n in names), f"{r['env_steps']:,}",
+                f"{r['fitness']:.2f}", f"{r['eval']:.2f}" if isinstance(r["eval"], float) else "-"]
         if iqm:
             line.append(f"{r['eval_iqm']:.2f} [{r['eval_iqm_ci_low']:.2f}, "
                         f"{r['eval_iqm_ci_high']:.2f}]" if isinstance(r.get("eval_iqm"), float)
                         else "-")
         body.append(line)
     widths = [max(len(c) for c in col) for col in zip(head, *body, strict=False)]
-    lines = [f"search: {started} trials started, {len(final)} complete; the best:"]
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+    lines = [f"search: {started} trials started, {stopped} stopped at a rung, {summary or '0 complete'}"
+             f"; the best by fitness:"]
     lines += ["  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in [head, *body]]
     return "\n".join(lines)

@@ -18,6 +18,10 @@ hyperparameters: a hyperparameter search in one compiled program
 * ``search.rounds``: rounds the budget is split into; each round every member
   slot starts a new trial (``optuna`` asks for them between rounds).
 * ``search.members``: trials training at once.
+* ``search.runs``: the search's budget, in runs of ``trainer.max_env_steps``
+  (per seed): each member slot trains ``min(1, runs / members)`` of a run, so
+  32 members share 8 runs' env steps (a quarter of a run each) while 8 or
+  fewer train a whole run each; ``null``: a whole run per member slot.
 * ``search.space.<name>``: ``uniform(low,high)``, ``loguniform(low,high)`` or
   ``choice([v1,v2,...])`` for an ``algorithm:`` key that is a traced
   hyperparameter (the algorithm's ``TUNABLE``).
@@ -26,14 +30,16 @@ hyperparameters: a hyperparameter search in one compiled program
   1/4 and 1/2 of the budget), ``search.replace``: ``sample`` (their slots go
   on with new trials) or ``exploit`` (with perturbed copies of better members).
 
-The budget keys keep their meaning per member, as for a sweep:
-``trainer.max_env_steps`` is what each member slot trains for. The run holds
+The budget keys keep their meaning per run: ``trainer.max_env_steps`` (or
+``trainer.max_steps``) is what one run trains for, and each member slot trains
+its share (``search.runs``; said when ``fit`` starts). The run holds
 ``search.csv`` (:class:`~jaxtrainer.population.search_report.SearchReport`);
 the recipe's last line is the evaluation of the member with the best fitness.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -45,7 +51,7 @@ SEARCH_RECIPES = frozenset({"ppo", "a2c", "impala", "dqn", "sac", "td3", "ddpg"}
 METHODS = ("random", "sobol", "asha", "optuna")
 DEFAULTS: dict[str, Any] = {"method": None, "members": 8, "space": {}, "rungs": None,
                             "fraction": 0.5, "replace": "sample", "sampler": None, "rounds": 1,
-                            "seeds": 1, "storage": None}
+                            "seeds": 1, "storage": None, "runs": 8}
 """The section :func:`with_section` adds: no search."""
 
 DEFAULT_RUNGS = (8, 4, 2)
@@ -82,13 +88,30 @@ def active(cfg: DictConfig) -> bool:
     return node.get("method") is not None
 
 
+def budget_share(node: Any) -> Fraction:
+    """The share of a run each member slot trains: ``min(1, runs / members)``
+    of the ``search:`` section ``node`` (1 when ``runs`` is null).
+
+    Raises:
+      ValueError: ``search.runs`` not a positive int.
+    """
+    runs = node.get("runs")
+    if runs is None:
+        return Fraction(1)
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise ValueError(f"search.runs={runs!r}: expected a positive int (the search's budget "
+                         "in runs of trainer.max_env_steps) or null (a whole run per member)")
+    return min(Fraction(1), Fraction(runs, int(node.members)))
+
+
 def _member_steps(cfg: DictConfig, env_steps_per_step: int) -> int | None:
-    """Each member's budget in training steps, from the ``trainer:`` section."""
-    trainer = cfg.get("trainer") or {}
+    """Each member slot's budget in training steps, from the ``trainer:``
+    section and its :func:`budget_share`."""
+    trainer, share = cfg.get("trainer") or {}, budget_share(cfg[SECTION])
     if trainer.get("max_steps") is not None:
-        return int(trainer.max_steps)
+        return int(trainer.max_steps * share)
     if trainer.get("max_env_steps") is not None:
-        return int(trainer.max_env_steps) // env_steps_per_step
+        return int(trainer.max_env_steps * share) // env_steps_per_step
     return None
 
 
@@ -167,11 +190,13 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
     elif node.method == "asha" and node.get("sampler") not in (None, "random", "sobol"):
         raise ValueError(f"search.sampler={node.sampler!r} with search.method=asha: choose one "
                          "of random, sobol")
-    return Search(module, space, members=node.members,
-                  rungs=rung_steps(cfg, int(module.env_steps_per_step)),
-                  fraction=float(node.fraction), replace=str(node.replace), sampler=str(sampler),
-                  seed=int(cfg.trainer.get("seed", 0) or 0), rounds=node.get("rounds", 1),
-                  seeds=node.get("seeds", 1))
+    found = Search(module, space, members=node.members,
+                   rungs=rung_steps(cfg, int(module.env_steps_per_step)),
+                   fraction=float(node.fraction), replace=str(node.replace), sampler=str(sampler),
+                   seed=int(cfg.trainer.get("seed", 0) or 0), rounds=node.get("rounds", 1),
+                   seeds=node.get("seeds", 1))
+    found.budget_share = budget_share(node)
+    return found
 
 
 def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None:
@@ -184,6 +209,8 @@ def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None
     divides a round (the greatest common divisor of the two)."""
     import math
 
+    import jax
+
     from jaxtrainer.planner import budget_in_steps
     from jaxtrainer.population.optuna_search import OptunaSearch
     from jaxtrainer.population.search import HOST_SAMPLER, Search
@@ -191,8 +218,18 @@ def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None
 
     if not isinstance(module, Search):
         return
+    share = module.budget_share
+    if trainer.max_steps_arg is not None:
+        trainer.max_steps_arg = max(int(trainer.max_steps_arg * share), 1)
     if trainer.max_env_steps is not None:
-        trainer.max_env_steps = int(trainer.max_env_steps) * module.population_size
+        per_run = int(trainer.max_env_steps)
+        trainer.max_env_steps = int(per_run * share) * module.population_size
+    if share < 1 and jax.process_index() == 0:
+        runs = share * module.trial_slots
+        each = (f"{int(per_run * share):,} env steps of a run's {per_run:,}"
+                if trainer.max_env_steps is not None else f"{trainer.max_steps_arg:,} updates")
+        print(f"jaxtrainer: search of {module.trial_slots} trials at once sharing {runs} runs' "
+              f"budget (search.runs): each member slot trains {each}", flush=True)
     if not any(isinstance(cb, SearchReport) for cb in trainer.callbacks):
         trainer.callbacks.append(SearchReport())
     if module.sampler == HOST_SAMPLER and not any(isinstance(cb, OptunaSearch)
