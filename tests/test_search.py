@@ -405,3 +405,20 @@ def test_optuna_or_an_env_family_not_installed_is_one_line_and_writes_nothing(tm
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and said in lines[0], done.stderr
         assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("url, reason", [
+    ("notaurl", "Could not parse SQLAlchemy URL"),
+    ("sqlite:////nonexistent/dir/study.db", "unable to open database file"),
+])
+def test_a_storage_that_cannot_open_is_one_line_and_writes_nothing(tmp_path, capsys, url, reason):
+    from jaxtrainer import cli
+
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["fit", "ppo", "search.method=optuna", "search.space.lr=loguniform(1e-5,1e-2)",
+                  f"search.storage={url}", f"trainer.default_root_dir={tmp_path / 'runs'}"])
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(lines) == 1, lines
+    assert f"search.storage={url!r}: " in lines[0] and reason in lines[0]
+    assert "expected a database URL Optuna can open" in lines[0]
+    assert not (tmp_path / "runs").exists()

@@ -54,6 +54,25 @@ def check_sampler(name: str) -> str:
     return name
 
 
+def check_storage(url: str) -> None:
+    """Open Optuna's storage at ``url`` once (creating its tables, as the run
+    would), so that a URL that cannot serve is refused before anything runs.
+
+    Raises:
+      ValueError: ``url`` is not a database URL, names a driver that is not
+        installed, or a database that cannot be opened (the reason given).
+    """
+    import optuna
+
+    try:
+        optuna.storages.RDBStorage(url).engine.dispose()
+    except Exception as e:  # sqlalchemy's and Optuna's own errors
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise ValueError(f"search.storage={url!r}: {reason}; expected a database URL Optuna can "
+                         "open, e.g. sqlite:///searches/study.db (a file in an existing "
+                         "directory) or postgresql://user@host/db with its driver installed") from None
+
+
 def make_sampler(name: str, seed: int) -> Any:
     """Optuna's sampler ``name`` (:func:`check_sampler`) seeded with ``seed``."""
     import optuna
@@ -101,7 +120,8 @@ class OptunaSearch(Callback):
     Raises:
       TypeError: in ``setup``, a module that is not a ``Search`` with
         ``sampler="optuna"``.
-      ValueError: an unknown ``sampler``; in ``setup``, a round length that
+      ValueError: an unknown ``sampler`` or a ``storage`` that cannot be
+        opened (:func:`check_storage`); in ``setup``, a round length that
         ``log_every_n_steps`` does not divide (rounds end at log intervals).
     """
 
@@ -111,6 +131,8 @@ class OptunaSearch(Callback):
                  study_name: str = "search", seed: int = 0,
                  metric: str = "eval/episode_return", objective: str = "evaluation") -> None:
         check_sampler(sampler)
+        if storage is not None:
+            check_storage(storage)
         if objective not in OBJECTIVES:
             raise ValueError(f"OptunaSearch: objective={objective!r}: choose one of "
                              f"{', '.join(OBJECTIVES)}")
