@@ -45,6 +45,7 @@ from jaxtrainer.envs.evaluation import run_episodes
 from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
 from jaxtrainer.module import Module
+from jaxtrainer.population.members import counted_members
 from jaxtrainer.signals import ACTIVITY, StopOnSignal
 from jaxtrainer.storage import StorageError
 from jaxtrainer.trainer import Trainer
@@ -234,9 +235,11 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
         evaluation is done, before the video is drawn and written.
 
     Returns:
-      ``{"checkpoint", "step", "env_steps", "seed", "episodes", "completed",
-      "metrics", "video_frames", "member"}`` (``member``: ``(index, population
-      size)`` of the member evaluated, or ``None``); ``metrics`` is ``trainer.evaluate``'s dict
+      ``{"checkpoint", "step", "env_steps", "counted_members", "seed",
+      "episodes", "completed", "metrics", "video_frames", "member"}``
+      (``env_steps``: every member's; ``counted_members``: the members a
+      sweep's or search's per-member budget counts, else 1; ``member``:
+      ``(index, population size)`` of the member evaluated, or ``None``); ``metrics`` is ``trainer.evaluate``'s dict
       of :class:`EpisodeStatistics` with ``eval/<x>_std`` (the square root of
       ``_var``, ``float``) added.
 
@@ -278,6 +281,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     used_seed = int(meta.get("seed", 0)) if seed is None else seed
     result = {"checkpoint": os.fspath(step_dir), "step": trainer.global_step,
               "env_steps": trainer.env_steps, "seed": used_seed,
+              "counted_members": 1 if population is None else counted_members(population),
               "episodes": stats.spec.eval_episodes,
               "completed": int(round(metrics.get("eval/episodes", 0.0))),
               "metrics": metrics, "video_frames": None,
@@ -308,8 +312,11 @@ def _video(module: Module, state: Any, member: int | None, seed: int, video: Any
 def format_result(result: dict[str, Any]) -> list[str]:
     """The lines ``jaxtrainer eval`` prints for an :func:`evaluate_run` result."""
     m = result["metrics"]
-    lines = [f"checkpoint {result['checkpoint']} (step {result['step']}, "
-             f"env steps {result['env_steps']}); seed {result['seed']}",
+    counted = result.get("counted_members", 1)  # a sweep's or search's budget is per member
+    env_steps = (f"env steps {result['env_steps']}" if counted == 1 else
+                 f"env steps {result['env_steps'] // counted} per member x {counted} members")
+    lines = [f"checkpoint {result['checkpoint']} (step {result['step']}, {env_steps}); "
+             f"seed {result['seed']}",
              f"episodes: {result['completed']} completed of {result['episodes']}"]
     if result.get("member") is not None:
         note = f", {result['member_note']}" if result.get("member_note") else ""

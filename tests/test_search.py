@@ -347,6 +347,7 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert cli.main(["eval", str(run), "--member", "best"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    assert "(step 3, env steps 48 per member x 4 members); seed 0" in lines[0]
     assert lines[1].startswith("member ") and ", trial " in lines[1] and "lr=" in lines[1]
     assert lines[1].split(", trial ")[1].split(":")[0] == best_row[0]  # the table's first trial
     mean = float(lines[3].split("mean=")[1].split()[0])
