@@ -234,10 +234,10 @@ def test_recipe_search_section_builds_a_search():
     assert search.rungs == (30, 61, 122)  # 1/8, 1/4, 1/2 of 244 updates
     assert search.seed == 7 and search.sampler == "random"
     assert search.spaces["lr"] == Hyperparam(1e-5, 1e-2, True)
-    with pytest.raises(ValueError, match="unknown config key 'search.method': the 'openes' recipe "
+    with pytest.raises(ValueError, match="unknown config key 'search.method': the 'cma_es' recipe "
                                          "cannot search; recipes that can: a2c, ddpg, dqn, "
-                                         "impala, ppo, sac, td3"):
-        config.load(RECIPES / "configs" / "openes.yaml", ["search.method=random"])
+                                         "impala, openes, ppo, sac, td3"):
+        config.load(RECIPES / "configs" / "cma_es.yaml", ["search.method=random"])
 
 
 def test_search_runs_share_the_budget_between_member_slots(capsys):
@@ -423,3 +423,43 @@ def test_a_storage_that_cannot_open_is_one_line_and_writes_nothing(tmp_path, cap
     assert f"search.storage={url!r}: " in lines[0] and reason in lines[0]
     assert "expected a database URL Optuna can open" in lines[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_an_evolution_strategy_searches_its_learning_rate_and_std(tmp_path, capsys):
+    """`openes` with a search: each member a whole ES run (8 solutions a
+    generation), one training step a generation of every member; one compile;
+    `jaxtrainer eval --member best` evaluates the member the run reported."""
+    from jaxtrainer import cli
+    from jaxtrainer.recipes import fit as recipe_fit
+
+    import logging
+
+    compiled: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: compiled.append(record.getMessage())
+    logging.getLogger("jax").addHandler(handler)
+    jax.config.update("jax_log_compiles", True)
+    try:
+        result = recipe_fit.run([
+            "search.method=asha", "search.members=4", "search.space.learning_rate=loguniform(1e-3,1e-1)",
+            "search.space.std=uniform(0.02,0.2)", "trainer.max_generations=8",
+            "trainer.population_size=8", "trainer.log_every_n_generations=2", "trainer.devices=1",
+            "algorithm.hidden_sizes=[4]", "algorithm.eval_episodes=4",
+            "trainer.enable_progress_bar=false", f"trainer.default_root_dir={tmp_path}"], "openes")
+    finally:
+        jax.config.update("jax_log_compiles", False)
+        logging.getLogger("jax").removeHandler(handler)
+    # initial state, training (every rung and replacement in it), evaluation
+    assert sum(m.startswith("Compiling jit(body)") for m in compiled) == 3, compiled
+    out = capsys.readouterr().out
+    assert "search: 10 trials started, 6 stopped at a rung" in out  # rungs at 1, 2, 4 generations
+    assert "(the member with the best fitness/mean)" in out
+    rows = list(csv.DictReader(open(tmp_path / "version_0" / "search.csv")))
+    assert {r["status"] for r in rows} >= {"stopped", "continued", "complete", "partial"}
+    for r in rows:
+        assert 1e-3 <= float(r["learning_rate"]) <= 1e-1 and 0.02 <= float(r["std"]) <= 0.2
+    assert cli.main(["eval", str(tmp_path / "version_0"), "--member", "best"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ", trial " in lines[1] and "learning_rate=" in lines[1] and "std=" in lines[1]
+    assert float(lines[3].split("mean=")[1].split()[0]) == pytest.approx(
+        result["eval/episode_return"])

@@ -119,6 +119,8 @@ def make_trainer(module: Any, cfg: DictConfig | None, strategy: Any = "single",
         return PopulationTrainer(int(size), max_generations=_trainer_value(cfg, "max_generations") or 1,
                                  **extra, **quiet)
     max_steps, max_env_steps = _trainer_value(cfg, "max_steps"), _trainer_value(cfg, "max_env_steps")
+    if max_steps is None:  # a search of an ES recipe: a training step is a generation
+        max_steps = _trainer_value(cfg, "max_generations")
     share = getattr(module, "budget_share", 1)  # a search's slots train a share of a run
     if max_steps is not None and share != 1:
         max_steps = max(int(max_steps * share), 1)

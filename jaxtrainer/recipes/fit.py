@@ -61,7 +61,7 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
         (``jaxtrainer fit`` and the scripts print it on one line, status 2).
       SystemExit: after ``--help`` or ``--print-config`` (status 0).
     """
-    from jaxtrainer.recipes import config, modules
+    from jaxtrainer.recipes import config, modules, search
 
     modules.check_recipe(recipe)
     default = config_file(recipe)
@@ -70,6 +70,8 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
                                    about=about(recipe, prog), prog=prog)
     cfg = config.load(path, argv, defaults=default)
     make = config.make_population_trainer if RECIPES[recipe].population else config.make_trainer
+    if recipe in search.ES_RECIPES and search.active(cfg):  # members are ES runs: a Trainer's
+        make = search.make_trainer
     trainer = make(cfg)
     module = modules.build_module(recipe, cfg)
     return config.fit_and_report(trainer, module, cfg)

@@ -45,8 +45,18 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 SECTION = "search"
-SEARCH_RECIPES = frozenset({"ppo", "a2c", "impala", "dqn", "sac", "td3", "ddpg"})
+SEARCH_RECIPES = frozenset({"ppo", "a2c", "impala", "dqn", "sac", "td3", "ddpg", "openes"})
 """Recipes whose module keeps traced hyperparameters in ``state.hyperparams``."""
+
+ES_RECIPES = frozenset({"openes"})
+"""Recipes of an evolution strategy (a PopulationTrainer run) that can search
+(its ``learning_rate`` and ``std`` are traced; CMA-ES adapts its own): in a
+search each member is a whole ES run, one training step a generation of every
+member (as the ``pbt_openes`` recipe's members)."""
+
+GENERATION_KEYS = {"max_generations": "max_steps", "log_every_n_generations": "log_every_n_steps",
+                   "eval_every_n_generations": "eval_every_n_steps"}
+"""An ES recipe's ``trainer:`` keys and the Trainer's names for them in a search."""
 
 METHODS = ("random", "sobol", "asha", "optuna")
 DEFAULTS: dict[str, Any] = {"method": None, "members": 8, "space": {}, "rungs": None,
@@ -108,8 +118,9 @@ def _member_steps(cfg: DictConfig, env_steps_per_step: int) -> int | None:
     """Each member slot's budget in training steps, from the ``trainer:``
     section and its :func:`budget_share`."""
     trainer, share = cfg.get("trainer") or {}, budget_share(cfg[SECTION])
-    if trainer.get("max_steps") is not None:
-        return int(trainer.max_steps * share)
+    for key in ("max_steps", "max_generations"):
+        if trainer.get(key) is not None:
+            return int(trainer[key] * share)
     if trainer.get("max_env_steps") is not None:
         return int(trainer.max_env_steps * share) // env_steps_per_step
     return None
@@ -176,6 +187,15 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
                              f"section; its keys: {', '.join(str(k) for k in algorithm)}")
     from jaxtrainer.population.search import Search
 
+    fitness: dict[str, Any] = {}
+    if recipe in ES_RECIPES:  # a member is an ES run; its fitness the mean return of a generation
+        from jaxtrainer.distributed import AXIS_NAME
+        from jaxtrainer.population import GenerationModule
+
+        size = int(cfg.trainer.population_size)
+        module.configure_population(size)
+        module = GenerationModule(module, size, (AXIS_NAME,))
+        fitness = {"fitness_metric": "fitness/mean", "member_metrics": ("fitness/mean",)}
     sampler = {"asha": node.get("sampler") or "random", "optuna": "optuna"}.get(node.method,
                                                                                  node.method)
     if node.method == "optuna":
@@ -194,9 +214,33 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
                    rungs=rung_steps(cfg, int(module.env_steps_per_step)),
                    fraction=float(node.fraction), replace=str(node.replace), sampler=str(sampler),
                    seed=int(cfg.trainer.get("seed", 0) or 0), rounds=node.get("rounds", 1),
-                   seeds=node.get("seeds", 1))
+                   seeds=node.get("seeds", 1), **fitness)
     found.budget_share = budget_share(node)
     return found
+
+
+def make_trainer(cfg: DictConfig) -> Any:
+    """The Trainer of a search of an ES recipe (:data:`ES_RECIPES`): its
+    ``trainer:`` section with :data:`GENERATION_KEYS` renamed (a training step
+    is one generation of every member) and without the PopulationTrainer's
+    ``population_size``, ``member_map`` and ``map_batch_size`` (each member's ES
+    population is ``trainer.population_size``, vmapped).
+
+    Raises:
+      ValueError: ``trainer.member_map`` other than ``vmap``, or what
+        :func:`jaxtrainer.recipes.config.make_trainer` rejects.
+    """
+    from jaxtrainer.recipes import config
+
+    section = OmegaConf.to_container(cfg.trainer)
+    for key in ("population_size", "map_batch_size"):
+        section.pop(key, None)
+    if section.pop("member_map", "vmap") != "vmap":
+        raise ValueError(f"trainer.member_map={cfg.trainer.member_map!r} with search.method: a "
+                         "search vmaps every member's ES population; use trainer.member_map=vmap")
+    renamed = OmegaConf.merge({k: v for k, v in cfg.items() if k != "trainer"},
+                              {"trainer": {GENERATION_KEYS.get(k, k): v for k, v in section.items()}})
+    return config.make_trainer(renamed)
 
 
 def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None:
