@@ -429,10 +429,10 @@ def test_an_evolution_strategy_searches_its_learning_rate_and_std(tmp_path, caps
     """`openes` with a search: each member a whole ES run (8 solutions a
     generation), one training step a generation of every member; one compile;
     `jaxtrainer eval --member best` evaluates the member the run reported."""
+    import logging
+
     from jaxtrainer import cli
     from jaxtrainer.recipes import fit as recipe_fit
-
-    import logging
 
     compiled: list[str] = []
     handler = logging.Handler()
