@@ -304,6 +304,9 @@ def test_optuna_rounds_resume_after_sigterm_without_asking_twice(tmp_path):
     assert sum(t.state == optuna.trial.TrialState.RUNNING for t in before) == 6  # round 1
     search, trainer, cb = optuna_fit(tmp_path, ckpt_path="last")
     assert trainer.log_dir == str(tmp_path / "version_0") and trainer.global_step == 12
+    assert search.describe_member(trainer.state, 0).endswith(
+        "(of round 3: earlier rounds' trials are no longer in the state; their results are in "
+        "search.csv)")
     after = cb.study.get_trials(deepcopy=False)
     ids = sorted(t.user_attrs["search_trial"] for t in after)
     assert len(after) == 18 and ids == list(range(18))  # grown, nothing asked twice

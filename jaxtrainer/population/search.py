@@ -225,12 +225,15 @@ class Search(PBT):
 
     def describe_member(self, state: SearchState, member: int) -> str:
         """``"trial 27: lr=0.003, ent_coef=0.012"``: the trial member slot
-        ``member`` runs and its hyperparameters (host side)."""
+        ``member`` runs and its hyperparameters (host side); with ``rounds > 1``
+        also that it is a trial of the last round."""
         host = jax.device_get({"trial": state.trial, "table": state.table})
         trial = int(host["trial"][member])
         values = ", ".join(f"{n}={float(host['table'][n][trial]):.4g}" for n in self.spaces)
         seed = f" (seed {member % self.seeds + 1} of {self.seeds})" if self.seeds > 1 else ""
-        return f"trial {trial}{seed}: {values}"
+        rounds = (f" (of round {self.rounds}: earlier rounds' trials are no longer in the state; "
+                  "their results are in search.csv)" if self.rounds > 1 else "")
+        return f"trial {trial}{seed}: {values}{rounds}"
 
     def hparams(self) -> dict[str, Any]:
         spaces = {n: (f"choice({list(s.values)})" if hasattr(s, "values") else
