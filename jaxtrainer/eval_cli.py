@@ -235,11 +235,9 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
         evaluation is done, before the video is drawn and written.
 
     Returns:
-      ``{"checkpoint", "step", "env_steps", "counted_members", "seed",
-      "episodes", "completed", "metrics", "video_frames", "member"}``
-      (``env_steps``: every member's; ``counted_members``: the members a
-      sweep's or search's per-member budget counts, else 1; ``member``:
-      ``(index, population size)`` of the member evaluated, or ``None``); ``metrics`` is ``trainer.evaluate``'s dict
+      ``{"checkpoint", "step", "env_steps", "counted_members", "seed", "episodes",
+      "completed", "metrics", "video_frames", "member"}`` (``counted_members``:
+      a sweep's or search's members, else 1; ``member``: ``(index, size)`` or ``None``); ``metrics`` is ``trainer.evaluate``'s dict
       of :class:`EpisodeStatistics` with ``eval/<x>_std`` (the square root of
       ``_var``, ``float``) added.
 
@@ -280,9 +278,8 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
             metrics[f"eval/{name}_std"] = math.sqrt(max(metrics[f"eval/{name}_var"], 0.0))
     used_seed = int(meta.get("seed", 0)) if seed is None else seed
     result = {"checkpoint": os.fspath(step_dir), "step": trainer.global_step,
-              "env_steps": trainer.env_steps, "seed": used_seed,
-              "counted_members": 1 if population is None else counted_members(population),
-              "episodes": stats.spec.eval_episodes,
+              "env_steps": trainer.env_steps, "seed": used_seed, "counted_members":
+              1 if population is None else counted_members(population), "episodes": stats.spec.eval_episodes,
               "completed": int(round(metrics.get("eval/episodes", 0.0))),
               "metrics": metrics, "video_frames": None,
               "member": None if population is None else (member, population.population_size),

@@ -150,8 +150,9 @@ class Module:
         Returns ``act(obs, key=None) -> actions``, traceable: ``obs`` a batch
         ``[n, *env.observation_shape]`` of raw observations as the module's
         ``env`` returns them (``float32`` for most environments); ``actions``
-        ``int32[n]`` for a discrete action space, ``float32[n, action_size]``
-        within the action bounds for a continuous one. ``key=None`` acts as the
+        ``int32[n]`` for a discrete action space, ``int32[n, len(action_nvec)]``
+        for a multi-discrete one, ``float32[n, action_size]`` within the action
+        bounds for a continuous one. ``key=None`` acts as the
         module's evaluation does (greedy: the argmax or the mean action); a typed
         PRNG key samples where the policy is stochastic (set
         ``stochastic_policy = True`` then). Return a ``jax.tree_util.Partial``

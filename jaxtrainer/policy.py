@@ -175,8 +175,10 @@ class Policy:
 
     Returns an action the environment's ``step`` accepts, unbatched for an
     unbatched ``obs``: ``int32[]`` for a discrete action space (``int32[n]``
-    batched), ``float32[action_size]`` within the action bounds for a
-    continuous one (``float32[n, action_size]`` batched). For gymnax pass it to
+    batched), ``int32[len(action_nvec)]`` for a multi-discrete one (one value
+    per component, e.g. ``(row, col)`` for Jumanji's Minesweeper;
+    ``int32[n, len(action_nvec)]`` batched), ``float32[action_size]`` within
+    the action bounds for a continuous one (``float32[n, action_size]`` batched). For gymnax pass it to
     ``env.step(key, state, action, params)``; for brax (actions in ``[-1, 1]``)
     to ``env.step(state, action)``.
 

@@ -178,7 +178,8 @@ class DQN(offpolicy.OffPolicyModule):
     Constructed as every :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyModule`
     (``config`` a :class:`DQNConfig`, defaults when ``None``; ``env`` instead of
     ``make(config.env)``; ``**overrides`` replace fields of ``config``); raises
-    ValueError when the env's actions are continuous or a size is not positive.
+    ValueError when the env's actions are continuous or multi-discrete (one line
+    naming its action space) or a size is not positive.
     """
 
     name = "DQN"

@@ -39,7 +39,7 @@ from jax import flatten_util
 
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.hyperparams import set_learning_rate
-from jaxtrainer.algorithms.networks import MLP
+from jaxtrainer.algorithms.networks import MLP, categorical
 from jaxtrainer.algorithms.networks import activation as activation_fn
 from jaxtrainer.distributed import local_size
 from jaxtrainer.metrics import Last, Max, Mean, Min
@@ -473,7 +473,7 @@ class MLPPolicy(MLP):
     :class:`~jaxtrainer.algorithms.networks.MLP` with ``out`` action units.
 
     ``__call__(obs: float32[..., obs_size]) -> float32[..., out]``: logits for
-    discrete actions (act with ``argmax``), ``tanh`` outputs in ``[-1, 1]`` for
+    discrete actions (act with ``argmax``; multi-discrete: per component), ``tanh`` outputs in ``[-1, 1]`` for
     continuous ones (scaled to the bounds by :class:`NeuroES`).
     ``hidden_sizes=()`` is a linear policy.
     """
@@ -555,12 +555,13 @@ class NeuroES(ParamsPolicy, EvosaxES):
         return self.network.init(key, self._obs)
 
     def act(self, params: Any, obs: jax.Array, key: jax.Array | None = None) -> jax.Array:
-        """Greedy actions for ``obs: [B, *observation_shape]``: ``int32[B]`` or
-        ``float32[B, action_size]`` within the action bounds."""
+        """Greedy actions for ``obs: [B, *observation_shape]``: ``int32[B]``,
+        ``int32[B, len(action_nvec)]`` for a multi-discrete env (each
+        component's argmax) or ``float32[B, action_size]`` within the action bounds."""
         out = self.network.apply(params, obs.reshape(obs.shape[0], -1).astype(jnp.float32))
         e = self.env
         if e.discrete:
-            return jnp.argmax(out, axis=-1).astype(jnp.int32)
+            return categorical(out, e.action_nvec).mode()
         low, high = jnp.asarray(e.action_low), jnp.asarray(e.action_high)
         return low + (out + 1.0) * 0.5 * (high - low)
 

@@ -7,9 +7,11 @@
   (:mod:`jaxtrainer.algorithms.torsos`) the observation keeps its shape up to it.
 * :class:`MLP`: dense layers with an activation after each and an optional
   linear head; PPO's orthogonal initialisation or flax's default (CleanRL's).
-* PPO/A2C: :class:`ActorCritic` with the two action distributions written out
+* PPO/A2C: :class:`ActorCritic` with the action distributions written out
   (a few lines each, rather than taken from distrax): :class:`Categorical` over
-  logits and :class:`DiagGaussian` with a state-independent log standard deviation.
+  logits, :class:`MultiCategorical` (independent :class:`Categorical` components,
+  for multi-discrete actions) and :class:`DiagGaussian` with a state-independent
+  log standard deviation.
 * DQN: :class:`QNetwork`. SAC: :class:`SquashedGaussianActor`. TD3, DDPG and
   CEM-RL: :class:`DeterministicActor`. SAC, TD3 and CEM-RL: :class:`TwinCritic`
   (DDPG: its one-critic form).
@@ -20,6 +22,7 @@ Parameter trees keep the names flax gives the submodules (``MLP_0/Dense_0``,
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -139,6 +142,76 @@ class Categorical:
 
 
 @struct.dataclass
+class MultiCategorical:
+    """Factorised categorical over action vectors ``int32[..., k]``: independent
+    :class:`Categorical` components, component ``i`` over ``nvec[i]`` values.
+
+    ``logits: float32[..., sum(nvec)]`` holds the components' logits one after
+    the other (component ``i``'s are ``logits[..., o_i:o_i + nvec[i]]`` with
+    ``o_i = sum(nvec[:i])``); every method is the components' :class:`Categorical`
+    ones, stacked on a last axis (actions) or summed over it (log-probabilities
+    and entropies, the components being independent). ``nvec`` is static.
+    """
+
+    logits: jax.Array
+    nvec: tuple[int, ...] = struct.field(pytree_node=False)
+
+    def components(self, values: jax.Array | None = None) -> list[jax.Array]:
+        """``values`` (default :attr:`logits`), ``[..., sum(nvec)]``, split into the
+        components' ``[..., nvec[i]]`` parts."""
+        values = self.logits if values is None else values
+        return jnp.split(values, list(itertools.accumulate(self.nvec))[:-1], axis=-1)
+
+    def categoricals(self) -> list[Categorical]:
+        """The components as :class:`Categorical` distributions, batch shape ``[...]``."""
+        return [Categorical(logits) for logits in self.components()]
+
+    def noise(self, key: jax.Array) -> jax.Array:
+        """The Gumbel noise ``float32[..., sum(nvec)]`` a sample draws from ``key``
+        (only the shape and dtype of ``logits`` are read)."""
+        return jax.random.gumbel(key, self.logits.shape, self.logits.dtype)
+
+    def sample_with(self, noise: jax.Array) -> jax.Array:
+        """``int32[..., k]``: each component's Gumbel-max sample for its part of
+        :meth:`noise`'s draw."""
+        return jnp.stack([c.sample_with(n) for c, n in
+                          zip(self.categoricals(), self.components(noise), strict=True)], -1)
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        """``int32[..., k]``, :meth:`sample_with` of :meth:`noise`."""
+        return self.sample_with(self.noise(key))
+
+    def mode(self) -> jax.Array:
+        """Greedy action, ``int32[..., k]``: each component's argmax."""
+        return jnp.stack([c.mode() for c in self.categoricals()], -1)
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        """``float32[...]`` for ``action: int32[..., k]``: the components' log-probabilities summed."""
+        return sum(c.log_prob(action[..., i]) for i, c in enumerate(self.categoricals()))
+
+    def entropy(self, key: jax.Array | None = None) -> jax.Array:
+        """``float32[...]``: the components' entropies summed (``key`` unused: exact)."""
+        return sum(c.entropy() for c in self.categoricals())
+
+
+def categorical(logits: jax.Array, nvec: Sequence[int] = ()) -> Categorical | MultiCategorical:
+    """The categorical policy of a discrete env over ``logits``, ``float32[...,
+    num_actions]``: a :class:`Categorical` (``nvec=()``, one action ``int32[...]``)
+    or, for a multi-discrete env (``nvec``: its ``action_nvec``, ``sum(nvec) ==
+    num_actions``), a :class:`MultiCategorical` (actions ``int32[..., len(nvec)]``).
+
+    Raises:
+      ValueError: ``logits``' last axis is not ``sum(nvec)`` wide (naming both).
+    """
+    if not nvec:
+        return Categorical(logits)
+    if logits.shape[-1] != sum(nvec):
+        raise ValueError(f"logits of shape {tuple(logits.shape)}: a MultiCategorical of "
+                         f"nvec={tuple(nvec)} needs a last axis of sum(nvec)={sum(nvec)}")
+    return MultiCategorical(logits, tuple(int(n) for n in nvec))
+
+
+@struct.dataclass
 class DiagGaussian:
     """Diagonal Gaussian: ``mean: float32[..., d]``, ``log_std: float32[d]`` (broadcast)."""
 
@@ -228,7 +301,7 @@ class TanhNormal:
         return jnp.sum(normal + self._log_det_jacobian(at), axis=-1)
 
 
-Distribution = Categorical | DiagGaussian | TanhNormal
+Distribution = Categorical | MultiCategorical | DiagGaussian | TanhNormal
 """An action distribution of the on-policy networks."""
 
 POLICIES = ("gaussian", "brax")
@@ -245,13 +318,17 @@ class ActorCritic(nn.Module):
     ``__call__(obs) -> (dist, value)`` where ``obs`` has shape
     ``[..., *observation_shape]`` (cast to float32, then flattened to
     ``[..., observation_size]`` or given to the torsos as it is), ``dist`` is a
-    :class:`Categorical` or :class:`DiagGaussian` with batch shape ``[...]`` and
-    ``value: float32[...]``. :meth:`policy` runs the actor only, :meth:`value`
+    :class:`Categorical`, :class:`MultiCategorical` (with ``action_nvec``) or
+    :class:`DiagGaussian` with batch shape ``[...]`` and ``value: float32[...]``. :meth:`policy` runs the actor only, :meth:`value`
     the critic only.
 
     Attributes:
-      action_dim: number of discrete actions, or of continuous action dimensions.
+      action_dim: number of discrete actions, or of continuous action dimensions
+        (multi-discrete: ``sum(action_nvec)``, the logits of all components).
       discrete: categorical (True) or diagonal Gaussian (False) policy.
+      action_nvec: with ``discrete``, a multi-discrete env's ``action_nvec``: the
+        policy is a :class:`MultiCategorical` over actions ``int32[...,
+        len(action_nvec)]``; ``()`` (default): one :class:`Categorical`.
       obs_ndim: number of trailing observation axes to flatten.
       hidden_sizes: widths of the actor's hidden layers (and the critic's when
         ``critic_hidden_sizes`` is ``None``).
@@ -284,6 +361,7 @@ class ActorCritic(nn.Module):
     torso: TorsoFactory | None = None
     distribution: str = "gaussian"
     critic_ndim: int | None = None
+    action_nvec: tuple[int, ...] = ()
 
     def setup(self) -> None:
         self.actor_torso = self.torso() if self.torso is not None else None
@@ -331,7 +409,7 @@ class ActorCritic(nn.Module):
         """``float32[..., features] ->`` the action distribution, batch shape ``[...]``."""
         out = self.actor_head(self.actor_body(x))
         if self.discrete:
-            return Categorical(out)
+            return categorical(out, self.action_nvec)
         if self.tanh_normal:
             loc, scale = jnp.split(out, 2, axis=-1)
             return TanhNormal(loc, jax.nn.softplus(scale) + BRAX_MIN_STD)

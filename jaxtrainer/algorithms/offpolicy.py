@@ -52,6 +52,7 @@ from jaxtrainer.algorithms.networks import TwinCritic, activation
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import fold_in_device, local_size
+from jaxtrainer.envs.base import refuse_multi_discrete
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
@@ -370,12 +371,16 @@ def configure(module: Any, config: Any, env: envs.Env | str | None, overrides: d
 
     Raises:
       ValueError: the env's actions are not of the kind the module needs
-        (``discrete_actions``), naming the module and the env.
+        (``discrete_actions``), naming the module and the env; a multi-discrete
+        env, in one line naming its action space and what the module supports
+        (:func:`~jaxtrainer.envs.base.refuse_multi_discrete`).
     """
     if isinstance(env, str):
         overrides, env = {**overrides, "env": env}, None
     module.config = dataclasses.replace(config, **overrides) if overrides else config
     module.env = env if env is not None else envs.make(module.config.env)
+    refuse_multi_discrete(module.env, module.name,
+                          "Discrete(n)" if discrete_actions else "Box (continuous)")
     if discrete_actions and not module.env.discrete:
         raise ValueError(f"{module.name} needs discrete actions; {module.env.name} has a Box "
                          "action space")

@@ -385,7 +385,9 @@ class OnPolicyModule(ParamsPolicy, Module):
     :meth:`base_optimizer` and :meth:`update`. Actor and critic are separate
     :class:`~jaxtrainer.algorithms.networks.ActorCritic` MLPs (with a recurrent
     ``network.core``, a :class:`~jaxtrainer.algorithms.networks.RecurrentActorCritic`
-    sharing torso and core); the policy is categorical (discrete actions) or a
+    sharing torso and core); the policy is categorical (discrete actions), a
+    factorised categorical (multi-discrete actions, ``int32[n, len(action_nvec)]``:
+    :class:`~jaxtrainer.algorithms.networks.MultiCategorical`) or a
     diagonal Gaussian (continuous; sampled actions are clipped to the env's
     bounds only when passed to the env, the unclipped action is what the
     log-probabilities refer to), or with ``policy="brax"`` Brax's tanh-squashed
@@ -431,6 +433,7 @@ class OnPolicyModule(ParamsPolicy, Module):
             torso=torso_factory(network, self.env.observation_shape, math.sqrt(2)),
             distribution=config.policy,
             critic_ndim=1 if self.global_critic else None,
+            action_nvec=self.env.action_nvec,
         )
         self.network = (RecurrentActorCritic(**layout, core=network.core, core_size=network.core_size)
                         if self.recurrent else ActorCritic(**layout))

@@ -176,7 +176,8 @@ class SAC(offpolicy.OffPolicyModule):
       **overrides: replace fields of ``config``.
 
     Raises:
-      ValueError: the env's actions are discrete, or a size is not positive.
+      ValueError: the env's actions are discrete or multi-discrete, or a size is
+        not positive.
     """
 
     name = "SAC"

@@ -76,7 +76,8 @@ class AgentsAsEnvs(Env):
         self.multi_agent = multi_agent
         self.num_agents = multi_agent.num_agents
         for attr in ("name", "observation_shape", "observation_dtype", "discrete", "num_actions",
-                     "action_size", "action_low", "action_high", "max_episode_steps"):
+                     "action_size", "action_nvec", "action_low", "action_high",
+                     "max_episode_steps"):
             setattr(self, attr, getattr(multi_agent, attr))
         self.reset = jax.custom_batching.custom_vmap(self._reset_one)
         self.reset.def_vmap(self._reset_rule)

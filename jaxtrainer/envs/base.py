@@ -148,11 +148,19 @@ def auto_reset(done: jax.Array, fresh: Any, stepped: Any) -> Any:
 
 class SpecSizes:
     """What an env's spec fields (``observation_shape``, ``discrete``,
-    ``action_size``) imply, for single- and multi-agent envs alike (one agent's)."""
+    ``action_size``, ``action_nvec``) imply, for single- and multi-agent envs
+    alike (one agent's)."""
 
     observation_shape: tuple[int, ...]
     discrete: bool
+    num_actions: int
     action_size: int
+    action_low: np.ndarray | None
+    action_high: np.ndarray | None
+    action_nvec: tuple[int, ...] = ()
+    """Multi-discrete envs: the number of values of each action component
+    (Jumanji's Minesweeper: ``(10, 10)``, a row and a column); ``()`` (the
+    default) for every other env."""
 
     @property
     def observation_size(self) -> int:
@@ -160,9 +168,68 @@ class SpecSizes:
         return math.prod(self.observation_shape)
 
     @property
+    def multi_discrete(self) -> bool:
+        """Whether an action is a vector of categorical components (:attr:`action_nvec`)."""
+        return len(self.action_nvec) > 0
+
+    @property
     def action_shape(self) -> tuple[int, ...]:
-        """Shape of one action: ``()`` for discrete envs, ``(action_size,)`` otherwise."""
+        """Shape of one action: ``()`` for discrete envs, ``(len(action_nvec),)``
+        for multi-discrete ones, ``(action_size,)`` for continuous ones."""
+        if self.multi_discrete:
+            return (len(self.action_nvec),)
         return () if self.discrete else (self.action_size,)
+
+    def set_multi_discrete(self, nvec: Any) -> None:
+        """Make this a multi-discrete env with components of ``nvec`` values: set
+        ``discrete=True``, ``action_nvec=tuple(nvec)``, ``num_actions=sum(nvec)``,
+        ``action_size=len(nvec)`` and ``action_low=action_high=None``.
+
+        Args:
+          nvec: the number of values of each component, positive ints (a
+            sequence or a 1-d integer array).
+
+        Raises:
+          ValueError: ``nvec`` is empty, not 1-d, not integers, or has a count
+            below 1 (naming it).
+        """
+        array = np.asarray(nvec)
+        if array.ndim != 1 or array.size == 0 or not np.issubdtype(array.dtype, np.integer) \
+                or np.any(array < 1):
+            raise ValueError(f"action_nvec={nvec!r}: expected a non-empty 1-d sequence of "
+                             "positive ints")
+        self.action_nvec = tuple(int(n) for n in array)
+        self.discrete, self.num_actions = True, sum(self.action_nvec)
+        self.action_size, self.action_low, self.action_high = len(self.action_nvec), None, None
+
+    @property
+    def action_space(self) -> str:
+        """The action space in words, for messages: ``Discrete(4)``,
+        ``MultiDiscrete([10, 10])`` or ``Box(6, low=..., high=...)``."""
+        if self.multi_discrete:
+            return f"MultiDiscrete({list(self.action_nvec)})"
+        if self.discrete:
+            return f"Discrete({self.num_actions})"
+        return f"Box({self.action_size}, low={self.action_low}, high={self.action_high})"
+
+
+def refuse_multi_discrete(env: SpecSizes, owner: str, supported: str) -> None:
+    """Refuse a multi-discrete env in one line, before anything compiles.
+
+    Args:
+      env: the env (or multi-agent env) an algorithm was given.
+      owner: what refuses, for the message (``"DQN"``).
+      supported: the action spaces ``owner`` takes, in words (``"Discrete(n)"``).
+
+    Raises:
+      ValueError: ``env.multi_discrete``: ``DQN supports Discrete(n) actions only;
+        jumanji/Minesweeper-v0 has MultiDiscrete([10, 10]) (int32[2] actions):
+        train it with PPO, A2C or IMPALA``.
+    """
+    if env.multi_discrete:
+        raise ValueError(f"{owner} supports {supported} actions only; {env.name} has "
+                         f"{env.action_space} (int32[{len(env.action_nvec)}] actions): "
+                         "train it with PPO, A2C or IMPALA")
 
 
 class Env(SpecSizes, abc.ABC):
@@ -172,12 +239,22 @@ class Env(SpecSizes, abc.ABC):
       name: the id the env was made from (``"CartPole-v1"``, ``"brax/ant"``).
       observation_shape: shape of one observation.
       observation_dtype: dtype of observations.
-      discrete: ``True`` for a categorical action space.
-      num_actions: number of discrete actions (0 for continuous envs).
+      discrete: ``True`` for a categorical action space (one categorical, or
+        with :attr:`action_nvec` several).
+      num_actions: number of discrete actions (0 for continuous envs); for a
+        multi-discrete env the values of all components together,
+        ``sum(action_nvec)`` (the width of a factorised categorical's logits).
       action_size: number of action dimensions for continuous envs (1 for discrete
-        ones, whose actions are ``int32[]`` scalars).
+        ones, whose actions are ``int32[]`` scalars; ``len(action_nvec)`` for
+        multi-discrete ones).
+      action_nvec: multi-discrete envs only (``()`` otherwise): the number of
+        values of each action component. An action is then ``int32[len(action_nvec)]``,
+        component ``i`` in ``[0, action_nvec[i])`` (batched: ``int32[num_envs,
+        len(action_nvec)]``), and ``discrete`` is ``True``. Set the spec with
+        :meth:`set_multi_discrete`. Jumanji's ``Minesweeper-v0``: ``(10, 10)``,
+        a row and a column.
       action_low, action_high: ``float32[action_size]`` numpy bounds of continuous
-        actions (``None`` for discrete envs).
+        actions (``None`` for discrete and multi-discrete envs).
       max_episode_steps: the time limit after which episodes are truncated.
     """
 
@@ -225,8 +302,9 @@ class Env(SpecSizes, abc.ABC):
         Args:
           key: typed PRNG key (used for stochastic dynamics and the reset).
           state: this env's :class:`EnvState`.
-          action: ``int32[]`` for discrete envs, ``float32[action_size]`` otherwise
-            (not clipped here: clip to ``action_low/high`` before stepping).
+          action: ``int32[]`` for discrete envs, ``int32[len(action_nvec)]`` for
+            multi-discrete ones, ``float32[action_size]`` otherwise (not clipped
+            here: clip to ``action_low/high`` before stepping).
         """
         obs, env_state, reward, terminated, truncated, final_obs, *extra = without_vma_check(
             self.step_env)(key, state.env_state, action)
@@ -247,7 +325,5 @@ class Env(SpecSizes, abc.ABC):
         return jax.vmap(self.step)(jax.random.split(key, num_envs), state, action)
 
     def __repr__(self) -> str:
-        space = (f"Discrete({self.num_actions})" if self.discrete
-                 else f"Box({self.action_size}, low={self.action_low}, high={self.action_high})")
         return (f"{type(self).__name__}({self.name!r}, obs={self.observation_shape}, "
-                f"actions={space}, max_episode_steps={self.max_episode_steps})")
+                f"actions={self.action_space}, max_episode_steps={self.max_episode_steps})")

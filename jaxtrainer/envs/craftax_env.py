@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 from typing import Any
 
 import jax
@@ -22,6 +23,10 @@ from jaxtrainer.envs.base import Action, Env, Observation, auto_reset
 from jaxtrainer.envs.families import import_family, unknown_name
 
 CRAFTAX_PREFIX = "craftax/"
+
+RESET_RATIO = 16
+"""Envs of a batch per fresh world generated each step (:class:`CraftaxEnv`):
+Craftax's own PPO baseline resets optimistically with this ratio."""
 
 CRAFTAX_NAMES = ("Craftax-Classic-Symbolic-v1", "Craftax-Classic-Pixels-v1",
                  "Craftax-Symbolic-v1", "Craftax-Pixels-v1")
@@ -55,6 +60,20 @@ class CraftaxEnv(Env):
     ``train/achievements/collect_wood``: the fraction of the completed
     episodes that collected wood.
 
+    Resets, batched: generating a world costs about 30 steps, and under
+    ``vmap`` an auto-reset generates one for every env at every step (a select
+    keeps it only where the episode ended). A batch of ``B`` envs instead
+    generates ``ceil(B / reset_ratio)`` fresh worlds a step, and the envs that
+    end in that step take them in turn (the ``i``-th to end takes world ``i mod
+    R``): Craftax's optimistic reset (Matthews et al. 2024, "Craftax: A
+    Lightning-Fast Benchmark for Open-Ended Reinforcement Learning", its PPO
+    baseline's reset wrapper). When more envs end in one step than there are
+    fresh worlds, some start in the same world (their later steps draw their
+    own keys). Episodes last hundreds of steps, so that is rare; ``reset_ratio=1``
+    gives every env its own world (exact, and about 15x slower on CPU: 64 envs
+    step at 8.4k env steps/s with 4 worlds, 0.55k with 64). An unbatched step
+    always resets exactly.
+
     Args:
       env: a Craftax env without auto-reset (``make_craftax_env_from_name(name,
         auto_reset=False)``).
@@ -62,10 +81,19 @@ class CraftaxEnv(Env):
       name: the id reported in :attr:`name`.
       achievements: the achievement names, lower case, in the order of the
         state's ``achievements`` flags.
+      reset_ratio: envs of a batch per fresh world a step (>= 1).
+
+    Raises:
+      ValueError: ``reset_ratio`` is not an int >= 1.
     """
 
-    def __init__(self, env: Any, params: Any, name: str, achievements: list[str]) -> None:
+    def __init__(self, env: Any, params: Any, name: str, achievements: list[str],
+                 reset_ratio: int = RESET_RATIO) -> None:
+        if isinstance(reset_ratio, bool) or not isinstance(reset_ratio, int) or reset_ratio < 1:
+            raise ValueError(f"{name}: reset_ratio={reset_ratio!r}: expected an int >= 1 (envs "
+                             "of a batch per fresh world generated each step)")
         self.env, self.params, self.name = env, params, name
+        self.reset_ratio = reset_ratio
         self.achievements = list(achievements)
         self.discrete = True
         self.num_actions = int(env.action_space(params).n)
@@ -75,6 +103,9 @@ class CraftaxEnv(Env):
         obs = jax.eval_shape(lambda k: self.reset_env(k)[0], jax.random.key(0))
         self.observation_shape = tuple(obs.shape)
         self.observation_dtype = obs.dtype
+        exact = CraftaxEnv.step_env.__get__(self)
+        self.step_env = jax.custom_batching.custom_vmap(exact)  # batched: the rule below
+        self.step_env.def_vmap(self._step_rule)
 
     def reset_env(self, key: jax.Array) -> tuple[Observation, Any]:
         return self.env.reset_env(key, self.params)
@@ -86,25 +117,57 @@ class CraftaxEnv(Env):
             state.replace(timestep=jnp.zeros_like(state.timestep)), self.params)
         return terminated, jnp.logical_and(over, jnp.logical_not(terminated))
 
-    def step_env(self, key: jax.Array, env_state: Any, action: Action):
-        step_key, reset_key = jax.random.split(key)
+    def _step_only(self, step_key: jax.Array, env_state: Any, action: Action):
+        """Craftax's step without a reset: ``(obs, stepped, reward, terminated,
+        truncated, achievements)``."""
         obs, stepped, reward, _, _ = self.env.step_env(
             step_key, env_state, jnp.asarray(action, jnp.int32), self.params)
         terminated, truncated = self.ended(stepped)
-        done = jnp.logical_or(terminated, truncated)
-        fresh_obs, fresh = self.reset_env(reset_key)
         flags = jnp.asarray(stepped.achievements, jnp.float32)
         extra = {f"achievements/{a}": flags[i] for i, a in enumerate(self.achievements)}
+        return obs, stepped, reward, terminated, truncated, extra
+
+    def step_env(self, key: jax.Array, env_state: Any, action: Action):
+        """One env's step, reset exactly where its episode ended."""
+        step_key, reset_key = jax.random.split(key)
+        obs, stepped, reward, terminated, truncated, extra = self._step_only(
+            step_key, env_state, action)
+        done = jnp.logical_or(terminated, truncated)
+        fresh_obs, fresh = self.reset_env(reset_key)
         return (auto_reset(done, fresh_obs, obs), auto_reset(done, fresh, stepped), reward,
                 terminated, truncated, obs, extra)
 
+    def _step_rule(self, axis_size: int, in_batched: Any, key: jax.Array, env_state: Any,
+                   action: Action):
+        """A batch's step: ``ceil(B / reset_ratio)`` fresh worlds shared by the
+        envs that end (class docstring); with as many worlds as envs, each
+        env's own, as :meth:`step_env` resets it."""
+        key, env_state, action = jax.tree.map(
+            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
+            (key, env_state, action), tuple(in_batched))
+        keys = jax.vmap(jax.random.split)(key)  # [B, 2]: the step's, the reset's
+        obs, stepped, reward, terminated, truncated, extra = jax.vmap(self._step_only)(
+            keys[:, 0], env_state, action)
+        done = jnp.logical_or(terminated, truncated)
+        worlds = min(math.ceil(axis_size / self.reset_ratio), axis_size)
+        fresh_obs, fresh = jax.vmap(self.reset_env)(keys[:worlds, 1])
+        if worlds < axis_size:  # the i-th env to end takes world i mod R
+            pick = (jnp.cumsum(done) - 1) % worlds
+            fresh_obs, fresh = jax.tree.map(lambda x: x[pick], (fresh_obs, fresh))
+        out = (jax.vmap(auto_reset)(done, fresh_obs, obs), jax.vmap(auto_reset)(done, fresh, stepped),
+               reward, terminated, truncated, obs, extra)
+        return out, jax.tree.map(lambda _: True, out)
 
-def make_craftax(name: str, params: Any = None, **kwargs: Any) -> CraftaxEnv:
+
+def make_craftax(name: str, params: Any = None, reset_ratio: int = RESET_RATIO,
+                 **kwargs: Any) -> CraftaxEnv:
     """``craftax/<name>`` as a :class:`CraftaxEnv`.
 
     Args:
       name: one of :data:`CRAFTAX_NAMES` (``"Craftax-Classic-Symbolic-v1"``).
       params: Craftax ``EnvParams`` replacing the defaults.
+      reset_ratio: envs of a batch per fresh world a step (:class:`CraftaxEnv`;
+        ``env.reset_ratio=1`` in a recipe: every env its own world).
       **kwargs: ``EnvParams`` fields to replace (``max_timesteps=``, the time
         limit in steps: 10000 in Classic, 100000 in Craftax by default;
         ``day_length=``, ...).
@@ -114,6 +177,7 @@ def make_craftax(name: str, params: Any = None, **kwargs: Any) -> CraftaxEnv:
       ValueError: ``name`` is not one of :data:`CRAFTAX_NAMES` (the message gives
         the closest name).
       TypeError: an unknown ``EnvParams`` field in ``kwargs``.
+      ValueError: ``reset_ratio`` is not an int >= 1 (also from :class:`CraftaxEnv`).
     """
     import_family("craftax", "craftax", "craftax")
     craftax_env = importlib.import_module("craftax.craftax_env")
@@ -126,4 +190,4 @@ def make_craftax(name: str, params: Any = None, **kwargs: Any) -> CraftaxEnv:
     variant = "craftax_classic" if "Classic" in name else "craftax"
     achievement = importlib.import_module(f"craftax.{variant}.constants").Achievement
     names = [a.name.lower() for a in sorted(achievement, key=lambda a: a.value)]
-    return CraftaxEnv(env, params, CRAFTAX_PREFIX + name, names)
+    return CraftaxEnv(env, params, CRAFTAX_PREFIX + name, names, reset_ratio)

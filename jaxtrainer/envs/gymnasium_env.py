@@ -99,8 +99,10 @@ class GymnasiumEnv(Env):
 
     Observations: ``float32[*obs_shape]`` (Gymnasium's ``Box`` observation cast;
     CartPole-v1: ``float32[4]``). Actions: ``int32[]`` in ``[0, n)`` for
-    ``Discrete(n)``, ``float32[action_size]`` for ``Box`` (clipped by the
-    caller to :attr:`action_low` / :attr:`action_high`). The time limit is the
+    ``Discrete(n)``; ``int32[k]`` for a ``MultiDiscrete`` of ``k`` components,
+    component ``i`` in ``[0, nvec[i])`` (:attr:`~jaxtrainer.envs.Env.action_nvec`;
+    a space's ``start`` is added on the way to the host); ``float32[action_size]``
+    for ``Box`` (clipped by the caller to :attr:`action_low` / :attr:`action_high`). The time limit is the
     id's registered ``max_episode_steps`` (Gymnasium's ``TimeLimit``:
     ``truncated``); the env's own ends are ``terminated``.
 
@@ -111,7 +113,7 @@ class GymnasiumEnv(Env):
 
     Raises:
       TypeError: an observation space other than ``Box`` or an action space other
-        than ``Discrete`` or ``Box``.
+        than ``Discrete``, a one-axis ``MultiDiscrete`` or ``Box``.
     """
 
     def __init__(self, env_id: str, name: str, **kwargs: Any) -> None:
@@ -131,7 +133,7 @@ class GymnasiumEnv(Env):
 
         Raises:
           TypeError: an observation space other than ``Box`` or an action space
-            other than ``Discrete`` or ``Box``.
+            other than ``Discrete``, a one-axis ``MultiDiscrete`` or ``Box``.
         """
         gym = import_family("gymnasium", "gymnasium", "gymnasium")
         name = self.name
@@ -139,15 +141,21 @@ class GymnasiumEnv(Env):
             raise TypeError(f"{name}: observation space {obs_space} is not supported (Box only)")
         self.observation_shape, self.observation_dtype = tuple(obs_space.shape), jnp.float32
         self.discrete = isinstance(space, gym.spaces.Discrete)
+        self.action_start = None
         if self.discrete:
             self.num_actions, self.action_size = int(space.n), 1
             self.action_low = self.action_high = None
+        elif isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1:
+            self.set_multi_discrete(space.nvec)
+            if np.any(space.start != 0):
+                self.action_start = np.asarray(space.start, np.int32)
         elif isinstance(space, gym.spaces.Box):
             self.num_actions, self.action_size = 0, int(np.prod(space.shape))
             self.action_low = np.asarray(space.low, np.float32).reshape(-1)
             self.action_high = np.asarray(space.high, np.float32).reshape(-1)
         else:
-            raise TypeError(f"{name}: action space {space} is not supported (Discrete or Box)")
+            raise TypeError(f"{name}: action space {space} is not supported (Discrete, "
+                            "MultiDiscrete of one axis, or Box)")
 
     def batch_through_host(self) -> None:
         """Route :meth:`reset` and :meth:`step` (and their vmaps) to the host pools."""
@@ -195,8 +203,13 @@ class GymnasiumEnv(Env):
                 "shard_map strategy") from None
 
     def _action(self, action: Action) -> jax.Array:
-        return (jnp.asarray(action, jnp.int32) if self.discrete
-                else jnp.asarray(action, jnp.float32).reshape(*action.shape[:1], self.action_size))
+        """A batch of actions as the host pool takes them (a ``MultiDiscrete``
+        with a ``start`` gets it added: its component ``i`` is in
+        ``[start[i], start[i] + nvec[i])``)."""
+        if not self.discrete:
+            return jnp.asarray(action, jnp.float32).reshape(*action.shape[:1], self.action_size)
+        action = jnp.asarray(action, jnp.int32)
+        return action if self.action_start is None else action + self.action_start
 
     # ---- batched reset and step (custom_vmap rules) ----------------------
     def _reset_rule(self, axis_size, in_batched, key):

@@ -76,8 +76,8 @@ class ObservationMask(Env):
         self.name = name or f"{env.name}{list(self.mask)}"
         self.observation_shape = (len(self.mask),)
         self.observation_dtype = env.observation_dtype
-        for attr in ("discrete", "num_actions", "action_size", "action_low", "action_high",
-                     "max_episode_steps"):
+        for attr in ("discrete", "num_actions", "action_size", "action_nvec", "action_low",
+                     "action_high", "max_episode_steps"):
             setattr(self, attr, getattr(env, attr))
         self._index = jnp.asarray(self.mask, jnp.int32)
 

@@ -252,9 +252,8 @@ class MultiAgentEnv(SpecSizes, abc.ABC):
         return jax.vmap(self.step)(jax.random.split(key, num_games), state, actions)
 
     def __repr__(self) -> str:
-        space = (f"Discrete({self.num_actions})" if self.discrete
-                 else f"Box({self.action_size}, low={self.action_low}, high={self.action_high})")
         return (f"{type(self).__name__}({self.name!r}, agents={self.num_agents}, "
-                f"obs={self.observation_shape}, actions={space}, state={self.state_size}, "
+                f"obs={self.observation_shape}, actions={self.action_space}, "
+                f"state={self.state_size}, "
                 f"max_episode_steps={self.max_episode_steps})")
 

@@ -99,8 +99,8 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
         ``"state"``); see :func:`jaxtrainer.envs.playground_env.make_playground`.
         Optional families, each an extra (``pip install -e ".[navix]"``;
         ``.[envs]`` for all): ``"navix/<name>"``, ``"xminigrid/<name>"``,
-        ``"jumanji/<name>"`` (discrete actions, ``float32[size]`` flattened
-        observations by default; see ``make_navix``, ``make_xminigrid``,
+        ``"jumanji/<name>"`` (discrete or multi-discrete actions, ``float32[size]``
+        flattened observations by default; see ``make_navix``, ``make_xminigrid``,
         ``make_jumanji`` in their ``jaxtrainer.envs.*_env`` modules), ``"craftax/<name>"``,
         ``"jaxmarl/<name>"``, the host families ``"gymnasium/<id>"`` and ``"envpool/<id>"``
         (``kinetix/`` names raise, see below).

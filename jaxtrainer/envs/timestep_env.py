@@ -59,7 +59,8 @@ class TimestepEnv(Env):
 
     @abc.abstractmethod
     def step_timestep(self, timestep: Any, action: jax.Array) -> Any:
-        """The simulator's next timestep; ``action``: ``int32[]``."""
+        """The simulator's next timestep; ``action``: ``int32[]`` (``int32[len(action_nvec)]``
+        for a multi-discrete env)."""
 
     @abc.abstractmethod
     def ended(self, timestep: Any) -> tuple[jax.Array, jax.Array]:
