@@ -303,11 +303,19 @@ def check_fields(config: Any, check: Any, names: Sequence[str], **kwargs: Any) -
         object.__setattr__(config, name, value)
 
 
-def split_over_devices(owner: str, num_devices: int, **values: int) -> None:
+def split_over_devices(owner: str, num_devices: int, *, multiple: int = 1,
+                       multiple_of: str = "", **values: int) -> None:
     """Raise ValueError naming the first of ``values`` (global sizes such as
     ``num_envs=6``) that is not a multiple of ``num_devices``:
-    ``"{owner}: num_envs=6 is not divisible by the 4 devices; use a multiple of 4"``."""
+    ``"{owner}: num_envs=6 is not divisible by the 4 devices; use a multiple of 4"``,
+    or whose share of a device is not a multiple of ``multiple`` (an env whose
+    batches hold whole games: ``multiple_of`` says what, e.g. ``"the 3 agents of
+    a game"``)."""
     for name, value in values.items():
         if value % num_devices:
             raise ValueError(f"{owner}: {name}={value} is not divisible by the {num_devices} "
                              f"devices; use a multiple of {num_devices}")
+        if (value // num_devices) % multiple:
+            raise ValueError(f"{owner}: {name}={value} gives {value // num_devices} env(s) a "
+                             f"device, not a multiple of {multiple_of or multiple}; use a "
+                             f"multiple of {multiple * num_devices}")

@@ -211,6 +211,18 @@ def _checked_population(module: Any, member: Any) -> tuple[Any, int | None]:
     return population, member
 
 
+def _prepare(trainer: Trainer, stats: EpisodeStatistics, episodes: int | None) -> None:
+    """``trainer.prepare(stats)``: a size the module refuses in ``eval_episodes``
+    is named as the user wrote it, ``--episodes``."""
+    try:
+        trainer.prepare(stats)
+    except ValueError as e:
+        if episodes is None or f"eval_episodes={episodes} " not in str(e):
+            raise
+        raise ValueError(str(e).replace(f"eval_episodes={episodes} ",
+                                        f"--episodes {episodes} ")) from None
+
+
 def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
                  episodes: int | None = None, seed: int | None = None,
                  strategy: Any = "single", devices: Any = "auto",
@@ -262,7 +274,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     if video is not None:
         env = stats.spec.env
         render.check_video_path(getattr(env, "unwrapped", env).name, video)
-    trainer.prepare(stats)  # devices and the module's size checks: errors before any line
+    _prepare(trainer, stats, episodes)  # devices and size checks: errors before any line
     ACTIVITY.enter(f"restoring {step_dir}", f"restoring checkpoint {step_dir} ...")
     meta = trainer.restore_checkpoint(stats, step_dir)
     if population is not None and member is None:

@@ -80,6 +80,17 @@ def test_a_recipe_ippo_run_evaluates_and_loads_as_a_policy(tmp_path, capsys):
     assert lines[1] == "episodes: 6 completed of 6"
     assert float(lines[2].split("mean=")[1].split()[0]) == pytest.approx(
         result["eval/episode_return"], abs=1e-4)
+    # episodes that are not whole games: one line naming --episodes, before compiling
+    assert cli.main(["eval", str(run), "--episodes", "16"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "jaxtrainer eval: error: PPO: --episodes 16 gives 16 env(s) a device, not a multiple of "
+        "the 3 agents of a jaxmarl/MPE_simple_spread_v3 game (each env is one agent); use a "
+        "multiple of 3")
+    with pytest.raises(ValueError, match=r"eval_episodes=4 gives 4 env\(s\) a device, not a "
+                                         r"multiple of the 3 agents"):
+        build_module("ppo", config.load(RECIPES / "configs" / "ippo.yaml", [
+            "algorithm.eval_episodes=4"], defaults=RECIPES / "configs" / "ppo.yaml")).validate(1)
     act = jt.load_policy(run)
     obs = np.zeros((6, 18), np.float32)  # 2 games x 3 agents
     actions = np.asarray(act(obs))

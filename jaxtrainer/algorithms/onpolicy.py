@@ -523,10 +523,15 @@ class OnPolicyModule(ParamsPolicy, Module):
 
         Raises:
           ValueError: ``num_envs`` or ``eval_episodes`` is not a multiple of
-            ``num_devices`` (the message names the value and count).
+            ``num_devices`` (the message names the value and count), or of an
+            env's whole games on each device (``batch_multiple``: a multi-agent
+            game's agents).
         """
-        arguments.split_over_devices(type(self).__name__, num_devices, num_envs=self.config.num_envs,
-                                 eval_episodes=self.config.eval_episodes)
+        multiple = int(getattr(self.env, "batch_multiple", 1))
+        arguments.split_over_devices(
+            type(self).__name__, num_devices, multiple=multiple,
+            multiple_of=f"the {multiple} agents of a {self.env.name} game (each env is one agent)",
+            num_envs=self.config.num_envs, eval_episodes=self.config.eval_episodes)
 
     def hparams(self) -> dict[str, Any]:
         hp = dataclasses.asdict(self.config)

@@ -64,6 +64,10 @@ class AgentsAsEnvs(Env):
     Spec: one agent's (:attr:`observation_shape`, actions, bounds and time
     limit are the multi-agent env's, padded as it pads heterogeneous agents).
 
+    Attributes:
+      batch_multiple: ``num_agents``: what a batch of envs on one device must be
+        a multiple of (modules check their sizes against it before compiling).
+
     Args:
       multi_agent: the :class:`~jaxtrainer.envs.multi_agent.MultiAgentEnv`.
 
@@ -75,6 +79,7 @@ class AgentsAsEnvs(Env):
     def __init__(self, multi_agent: MultiAgentEnv) -> None:
         self.multi_agent = multi_agent
         self.num_agents = multi_agent.num_agents
+        self.batch_multiple = self.num_agents  # a batch holds whole games on every device
         for attr in ("name", "observation_shape", "observation_dtype", "discrete", "num_actions",
                      "action_size", "action_nvec", "action_low", "action_high",
                      "max_episode_steps"):
