@@ -245,8 +245,10 @@ def make_trainer(cfg: DictConfig) -> Any:
 
 def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None:
     """Prepare ``trainer`` for a search ``module`` (nothing for any other):
-    ``trainer.max_env_steps``, per member in a recipe, becomes the total over
-    the members; a :class:`~jaxtrainer.population.search_report.SearchReport`
+    ``trainer.max_steps`` and ``trainer.max_env_steps``, a run's budget in a
+    recipe, become each member slot's share (``module.budget_share``, from
+    ``search.runs``; said in one line when below a whole run), the env steps
+    then totalled over the members; a :class:`~jaxtrainer.population.search_report.SearchReport`
     is added unless one is there; for ``search.method=optuna``, an
     :class:`~jaxtrainer.population.optuna_search.OptunaSearch` (``cfg``'s
     sampler and storage, seeded with ``trainer.seed``) and a log interval that
@@ -268,7 +270,7 @@ def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None
     if trainer.max_env_steps is not None:
         per_run = int(trainer.max_env_steps)
         trainer.max_env_steps = int(per_run * share) * module.population_size
-    if share < 1 and jax.process_index() == 0:
+    if share < 1 and trainer.has_budget and jax.process_index() == 0:
         runs = share * module.trial_slots
         each = (f"{int(per_run * share):,} env steps of a run's {per_run:,}"
                 if trainer.max_env_steps is not None else f"{trainer.max_steps_arg:,} updates")
