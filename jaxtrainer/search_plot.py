@@ -2,7 +2,7 @@
 
 A run holding ``search.csv`` (:class:`~jaxtrainer.population.Search`) is drawn
 as one panel per searched hyperparameter (a log axis where the values span
-more than a factor of 20): every trial is a point at its value, its height the trial's result:
+more than a factor of 20 and crowd its low end, as a ``loguniform`` space's do): every trial is a point at its value, its height the trial's result:
 its final evaluation where it has one (``eval``), else its final fitness;
 trials stopped at a rung are hollow points at their last rung's fitness, so
 the figure shows where in each range the search found good trials and what
@@ -44,13 +44,19 @@ def read_trials(run_dir: str | os.PathLike) -> tuple[list[str], list[dict[str, A
         if r["status"] == "stopped":
             t.update(result=float(r["fitness"]), stopped=True)
         elif r["rung"] == "final":
-            t.update(result=float(r["eval"] or r["fitness"]), stopped=False)
+            t.update(result=float(r["eval"] or r["fitness"]), fitness=float(r["fitness"]),
+                     stopped=False)
     return names, [dict(t, trial=k) for k, t in sorted(trials.items()) if "result" in t]
 
 
 def _log_axis(values: np.ndarray) -> bool:
-    """A log axis for positive values spanning more than a factor of 20."""
-    return bool(values.min() > 0 and values.max() / values.min() > 20)
+    """A log axis for positive values spanning more than a factor of 20 that
+    crowd the low end of a linear axis (their median below its first quarter),
+    as draws of a ``loguniform`` space do; ``uniform(0, 0.05)`` stays linear."""
+    low, high = float(values.min()), float(values.max())
+    if not (low > 0 and high / low > 20):
+        return False
+    return bool((np.median(values) - low) / (high - low) < 0.25)
 
 
 def plot_search(run_dir: str, output: str, title: str | None = None) -> dict[str, Any]:
@@ -58,8 +64,8 @@ def plot_search(run_dir: str, output: str, title: str | None = None) -> dict[str
 
     Returns:
       ``{"trials": the trials drawn (:func:`read_trials`), "names": the
-      hyperparameters, "best": the trial with the best result among those
-      not stopped}``.
+      hyperparameters, "best": the trial not stopped with the best final
+      fitness (ties: result), as the best-trials table ranks them}``.
 
     Raises:
       FileNotFoundError: no ``search.csv``.
@@ -95,17 +101,18 @@ def plot_search(run_dir: str, output: str, title: str | None = None) -> dict[str
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     fig.savefig(output, format="png")
     plt.close(fig)
-    complete = [t for t in trials if not t["stopped"] and math.isfinite(t["result"])]
-    best = max(complete, key=lambda t: t["result"]) if complete else None
+    kept = [t for t in trials if not t["stopped"] and math.isfinite(t["fitness"])]
+    # ranked as the search and its best-trials table rank them: fitness, then result
+    best = max(kept, key=lambda t: (t["fitness"], t["result"])) if kept else None
     return {"trials": trials, "names": names, "best": best}
 
 
 def report(out: dict[str, Any], output: str) -> str:
     """What ``jaxtrainer plot`` prints about a search's figure."""
     best = out["best"]
-    where = (f"; the best complete trial: {best['trial']} ("
-             + ", ".join(f"{n}={best[n]:.4g}" for n in out["names"]) + f") at {best['result']:.2f}"
-             if best else "")
+    where = (f"; the best trial by fitness: {best['trial']} ("
+             + ", ".join(f"{n}={best[n]:.4g}" for n in out["names"])
+             + f"), fitness {best['fitness']:.2f}, result {best['result']:.2f}" if best else "")
     stopped = sum(t["stopped"] for t in out["trials"])
     return (f"wrote {output}: {len(out['trials'])} trials of a search ({stopped} stopped at a "
             f"rung) against {', '.join(out['names'])}{where}")

@@ -267,12 +267,15 @@ def test_search_runs_share_the_budget_between_member_slots(capsys):
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", [*space, "search.runs=0"])
     with pytest.raises(ValueError, match=r"search.runs=0: expected a positive int"):
         build_module("ppo", cfg)
+    cfg = config.load(RECIPES / "configs" / "ppo.yaml", [*space, "search.members=0"])
+    with pytest.raises(ValueError, match=r"search.members=0: expected an int >= 2"):
+        build_module("ppo", cfg)
 
 
 # ---- Optuna's samplers, round by round -------------------------------------------------
 class SendSigterm(jt.Callback):
     def on_train_steps_end(self, trainer, module, metrics):
-        if trainer.global_step == 6:
+        if trainer.global_step == 2:
             os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -291,7 +294,9 @@ def optuna_fit(root, ckpt_path=None, callbacks=(), devices="auto", vectorize=Tru
 
 def test_optuna_rounds_resume_after_sigterm_without_asking_twice(tmp_path):
     """3 rounds of 4 trials (and 2 more a round, for the slots the rung frees):
-    SIGTERM in round 1; the resumed run tells what was running and asks round 2."""
+    SIGTERM in round 0; the resumed run tells what was running and asks rounds 1
+    and 2, with a sampler that does not draw round 0's trials again (fewer
+    trials than TPE's random start-up: a sampler seeded as before would)."""
     import optuna
 
     with pytest.raises(jt.Preempted):
@@ -300,8 +305,8 @@ def test_optuna_rounds_resume_after_sigterm_without_asking_twice(tmp_path):
     assert study_db.exists()
     study = optuna.load_study(study_name="search", storage=f"sqlite:///{study_db}")
     before = study.get_trials(deepcopy=False)
-    assert len(before) == 12  # rounds 0 and 1 asked
-    assert sum(t.state == optuna.trial.TrialState.RUNNING for t in before) == 6  # round 1
+    assert len(before) == 6  # round 0 asked
+    assert sum(t.state == optuna.trial.TrialState.RUNNING for t in before) == 6  # round 0
     search, trainer, cb = optuna_fit(tmp_path, ckpt_path="last")
     assert trainer.log_dir == str(tmp_path / "version_0") and trainer.global_step == 12
     assert search.describe_member(trainer.state, 0).endswith(
@@ -310,6 +315,8 @@ def test_optuna_rounds_resume_after_sigterm_without_asking_twice(tmp_path):
     after = cb.study.get_trials(deepcopy=False)
     ids = sorted(t.user_attrs["search_trial"] for t in after)
     assert len(after) == 18 and ids == list(range(18))  # grown, nothing asked twice
+    drawn = {tuple(sorted(t.params.items())) for t in after}
+    assert len(drawn) == 18  # a resumed sampler does not draw its first trials again
     states = [t.state for t in after]
     assert optuna.trial.TrialState.RUNNING not in states
     assert states.count(optuna.trial.TrialState.PRUNED) == 6  # 2 a round
@@ -347,6 +354,11 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     assert cli.main(["plot", str(run), "-o", str(png)]) == 0
     said = capsys.readouterr().out
     assert said.startswith(f"wrote {png}: 4 trials of a search (0 stopped at a rung) against lr")
+    assert f"the best trial by fitness: {best_row[0]} (lr=" in said  # the table's first
+    from jaxtrainer.search_plot import _log_axis
+
+    draws = np.random.default_rng(0)
+    assert _log_axis(10 ** draws.uniform(-5, -2, 64)) and not _log_axis(draws.uniform(0, 0.05, 64))
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert cli.main(["eval", str(run), "--member", "best"]) == 0
     lines = capsys.readouterr().out.splitlines()

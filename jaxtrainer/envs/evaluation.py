@@ -51,8 +51,12 @@ def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num
     """The per-episode results that :func:`evaluate_policy` averages.
 
     Each of ``num_episodes`` environments starts a new episode from its own reset
-    (never a training env's state) and runs for ``max_steps`` steps in one
-    ``lax.scan``; only its FIRST episode is recorded. Jittable.
+    (never a training env's state) and runs for at most ``max_steps`` steps in
+    one ``lax.while_loop``, which ends as soon as every env has finished its
+    first episode (an env with a long time limit and short episodes, such as
+    Craftax's 10,000 steps, stops early); only its FIRST episode is recorded.
+    Step ``i`` draws the ``i``-th of ``max_steps`` keys, so the results do not
+    depend on when the loop ends. Jittable.
 
     Args: as :func:`evaluate_policy`.
 
@@ -79,9 +83,20 @@ def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num
         loop = (obs, state, memory, jnp.logical_or(finished, info.done), returns, lengths)
         return loop, None
 
+    keys = jax.random.split(run_key, max_steps)  # step i's key, however early the loop ends
+
+    def running(carry):
+        i, loop = carry
+        return jnp.logical_and(i < max_steps, jnp.logical_not(jnp.all(loop[3])))
+
+    def body(carry):
+        i, loop = carry
+        return i + 1, one_step(loop, keys[i])[0]
+
     loop = (obs, state, start(num_episodes), finished, returns, lengths)
-    (_, _, _, finished, returns, lengths), _ = jax.lax.scan(
-        one_step, loop, jax.random.split(run_key, max_steps))
+    # ends once every env has finished its first episode (or at max_steps)
+    _, (_, _, _, finished, returns, lengths) = jax.lax.while_loop(
+        running, body, (jnp.zeros((), jnp.int32), loop))
     return Episodes(returns, lengths, finished)
 
 
@@ -97,8 +112,8 @@ def evaluate_policy(
     """Run ``num_episodes`` fresh episodes and average the completed ones.
 
     Each of ``num_episodes`` environments starts a new episode from its own reset
-    (never a training env's state) and runs for ``max_steps`` steps in one
-    ``lax.scan``; only its FIRST episode counts, and only if it ended within
+    (never a training env's state) and runs for at most ``max_steps`` steps
+    (:func:`run_episodes`); only its FIRST episode counts, and only if it ended within
     ``max_steps``. Counting one episode per env keeps short episodes from being
     over-represented. Jittable; runs per device inside ``evaluation_step``.
     The per-episode values are :func:`run_episodes`'.

@@ -163,6 +163,9 @@ class OptunaSearch(Callback):
         self.study = optuna.create_study(storage=storage, study_name=self.study_name,
                                          sampler=make_sampler(self.sampler, self.seed),
                                          direction="maximize", load_if_exists=True)
+        asked = len(self.study.get_trials(deepcopy=False))
+        if asked:  # a resumed study: a sampler seeded as before would draw its first trials again
+            self.study.sampler = make_sampler(self.sampler, self.seed + asked)
 
     def needs_state(self, trainer: Trainer, module: Any, step: int) -> bool:
         return step % module.round_steps == 0

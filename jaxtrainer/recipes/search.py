@@ -32,7 +32,7 @@ hyperparameters: a hyperparameter search in one compiled program
 
 The budget keys keep their meaning per run: ``trainer.max_env_steps`` (or
 ``trainer.max_steps``) is what one run trains for, and each member slot trains
-its share (``search.runs``; said when ``fit`` starts). The run holds
+its share (``search.runs``; said when ``fit`` starts if below a whole run). The run holds
 ``search.csv`` (:class:`~jaxtrainer.population.search_report.SearchReport`);
 the recipe's last line is the evaluation of the member with the best fitness.
 """
@@ -105,13 +105,13 @@ def budget_share(node: Any) -> Fraction:
     Raises:
       ValueError: ``search.runs`` not a positive int.
     """
-    runs = node.get("runs")
-    if runs is None:
-        return Fraction(1)
+    runs, members = node.get("runs"), node.get("members")
+    if runs is None or isinstance(members, bool) or not isinstance(members, int) or members < 1:
+        return Fraction(1)  # a bad search.members is Search's to name
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise ValueError(f"search.runs={runs!r}: expected a positive int (the search's budget "
                          "in runs of trainer.max_env_steps) or null (a whole run per member)")
-    return min(Fraction(1), Fraction(runs, int(node.members)))
+    return min(Fraction(1), Fraction(runs, members))
 
 
 def _member_steps(cfg: DictConfig, env_steps_per_step: int) -> int | None:
