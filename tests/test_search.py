@@ -216,6 +216,8 @@ def test_exploit_copies_better_members_and_records_their_new_values(runs):
      "a run is either a search or a sweep"),
     (["search.method=asha", "search.space.lr=uniform(0,1)", "search.rungs=[100]"],
      r"search.rungs: \[100\] env steps is below one training step \(512"),
+    (["search.method=asha", "search.space.lr=uniform(0,1)", "search.rungs=[4096,2048]"],
+     r"search.rungs=\[4096, 2048\]: expected strictly increasing env steps per member"),
 ])
 def test_bad_recipe_searches_are_clear_errors(overrides, match):
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", overrides)

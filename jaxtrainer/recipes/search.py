@@ -131,8 +131,8 @@ def rung_steps(cfg: DictConfig, env_steps_per_step: int) -> tuple[int, ...]:
     :data:`DEFAULT_RUNGS` fractions of the member budget; ``()`` unless ``asha``.
 
     Raises:
-      ValueError: ``search.rungs`` not a list of env steps, or a rung below one
-        training step (``env_steps_per_step`` env steps).
+      ValueError: ``search.rungs`` not a strictly increasing list of env
+        steps, or a rung below one training step (``env_steps_per_step`` env steps).
     """
     node = cfg[SECTION]
     if node.method not in ("asha", "optuna") or (node.get("rungs") is None and node.method != "asha"):
@@ -145,6 +145,8 @@ def rung_steps(cfg: DictConfig, env_steps_per_step: int) -> tuple[int, ...]:
                                               for r in rungs):
         raise ValueError(f"search.rungs={rungs!r}: expected a list of env steps per member, "
                          "e.g. search.rungs=[50000,100000]")
+    if any(b <= a for a, b in zip(rungs, rungs[1:], strict=False)):
+        raise ValueError(f"search.rungs={rungs}: expected strictly increasing env steps per member")
     low = [r for r in rungs if r < env_steps_per_step]
     if low:
         raise ValueError(f"search.rungs: {low} env steps is below one training step "
