@@ -12,7 +12,7 @@ checkpoint and stops), then runs the same command plus
 process's log and from the study in ``<run>/study.db``: the programs compiled
 (``jit(body)``: 3 when nothing recompiles: initial state, training,
 evaluation), the study's trials before and after the resume (asked ids are
-unique: no trial asked twice; none left running), the best trial's value
+unique: no trial asked twice, and no hyperparameters drawn twice; none left running), the best trial's value
 (what the study was told: the trial's greedy evaluation when its round ended)
 and the recipe's final greedy evaluation of the member with the best fitness.
 
@@ -60,8 +60,10 @@ def compiles(log: Path) -> int:
 def describe(trials: list) -> str:
     states = Counter(t.state.name for t in trials)
     ids = [t.user_attrs["search_trial"] for t in trials]
+    drawn = {tuple(sorted(t.params.items())) for t in trials}
     return (f"{len(trials)} trials ({', '.join(f'{n} {s}' for s, n in sorted(states.items()))}), "
-            f"asked ids unique: {len(set(ids)) == len(ids)}")
+            f"asked ids unique: {len(set(ids)) == len(ids)}, hyperparameters unique: "
+            f"{len(drawn) == len(trials)}")
 
 
 def main() -> None:
