@@ -39,7 +39,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxtrainer.distributed.axis import size_probe_active, without_vma_check
-from jaxtrainer.envs.base import Action, Env, EnvState, Observation, StepInfo
+from jaxtrainer.envs.base import Action, Env, EnvState, Observation, StepInfo, all_batched
 from jaxtrainer.envs.multi_agent import MultiAgentEnv, MultiAgentState
 
 
@@ -143,9 +143,7 @@ class AgentsAsEnvs(Env):
     def _step_rule(self, axis_size: int, in_batched: Any, key: jax.Array, state: EnvState,
                    action: Action):
         games = self._games(axis_size)
-        key, state, action = jax.tree.map(
-            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
-            (key, state, action), tuple(in_batched))
+        key, state, action = all_batched(axis_size, in_batched, (key, state, action))
         key, state, action = self._whole_games((key, state, action), games)
         game = MultiAgentState(self._first_agents(state.env_state, games),
                                state.episode_return.reshape(games, self.num_agents),

@@ -146,6 +146,14 @@ def auto_reset(done: jax.Array, fresh: Any, stepped: Any) -> Any:
                         fresh, stepped)
 
 
+def all_batched(axis_size: int, in_batched: Any, args: tuple) -> tuple:
+    """The arguments of a ``jax.custom_batching.custom_vmap`` rule, each with a
+    leading ``[axis_size]`` axis: those ``in_batched`` marks unbatched are
+    broadcast to it (an env batch's rules step every env from the same inputs)."""
+    return jax.tree.map(lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
+                        args, tuple(in_batched))
+
+
 class SpecSizes:
     """What an env's spec fields (``observation_shape``, ``discrete``,
     ``action_size``, ``action_nvec``) imply, for single- and multi-agent envs

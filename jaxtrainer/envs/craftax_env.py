@@ -19,7 +19,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer.envs.base import Action, Env, Observation, auto_reset
+from jaxtrainer.envs.base import Action, Env, Observation, all_batched, auto_reset
 from jaxtrainer.envs.families import import_family, unknown_name
 
 CRAFTAX_PREFIX = "craftax/"
@@ -142,9 +142,7 @@ class CraftaxEnv(Env):
         """A batch's step: ``ceil(B / reset_ratio)`` fresh worlds shared by the
         envs that end (class docstring); with as many worlds as envs, each
         env's own, as :meth:`step_env` resets it."""
-        key, env_state, action = jax.tree.map(
-            lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
-            (key, env_state, action), tuple(in_batched))
+        key, env_state, action = all_batched(axis_size, in_batched, (key, env_state, action))
         keys = jax.vmap(jax.random.split)(key)  # [B, 2]: the step's, the reset's
         obs, stepped, reward, terminated, truncated, extra = jax.vmap(self._step_only)(
             keys[:, 0], env_state, action)
