@@ -27,6 +27,7 @@ from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
+from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.checkpoint import runs, trainer_state
 from jaxtrainer.compile_ahead import Programs
@@ -393,7 +394,8 @@ class Trainer:
 
         Raises:
           ValueError: no budget (neither ``max_steps`` nor ``max_env_steps``),
-            sizes that do not split over the devices, a bad budget, or
+            sizes that do not split over the devices, a bad budget, a callback
+            monitoring an ``eval/`` metric in a fit that never evaluates, or
             ``ckpt_path="best"`` where no best checkpoint was recorded; before
             anything compiles or is written. Exceptions from the module or
             callbacks are re-raised unchanged after ``on_exception`` and
@@ -408,6 +410,7 @@ class Trainer:
                              "built with max_steps=None and max_env_steps=None; set max_steps or "
                              "max_env_steps (a trainer without one can only evaluate)")
         self.prepare(module)
+        refuse_unlogged_evaluation_monitors(self, module)
         resume = trainer_state.resolve_ckpt_path(ckpt_path, self.default_root_dir, self.strategy,
                                                  run_kind.acceptor_of(module)) \
             if ckpt_path is not None else None

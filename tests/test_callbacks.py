@@ -52,7 +52,7 @@ def test_hook_order_with_eval_and_checkpoints(run_dir):
 def test_exception_at_step_3_with_unlogged_monitor_surfaces_original_error(run_dir):
     """An error in training: on_exception then teardown, the original exception unchanged."""
     rec = Recorder(fail_at=3)
-    mc = jt.ModelCheckpoint(monitor="eval/never_logged", mode="max", save_top_k=1,
+    mc = jt.ModelCheckpoint(monitor="never_logged", mode="max", save_top_k=1,
                             save_on_exception=True, every_n_steps=1)
     t = toys.trainer(run_dir, max_steps=10, callbacks=[rec, mc, jt.CSVLogger(),
                                                        jt.TensorBoardLogger()])
@@ -304,10 +304,10 @@ def test_guards_that_need_no_state_let_intervals_fuse(run_dir, monkeypatch, caps
     guard, timer = jt.NaNGuard(), jt.Timer(3600)
     es = jt.EarlyStopping(monitor="eval/loss", mode="min")
     csv_logger = jt.CSVLogger()
-    t = toys.trainer(run_dir, max_steps=30, sync_every_n_seconds=60.0,
+    t = toys.trainer(run_dir, max_steps=30, sync_every_n_seconds=60.0, eval_every_n_steps=1000,
                      callbacks=[guard, es, timer, csv_logger,
                                 jt.ModelCheckpoint(save_last=True, async_save=False)])
-    with pytest.warns(UserWarning, match=r"\['eval/loss'\] never appeared"):  # no evaluation ran
+    with pytest.warns(UserWarning, match=r"\['eval/loss'\] never appeared"):  # none within 30 steps
         t.fit(toys.Regression(nan_from_step=5))
     assert calls == [1, 29]                       # 30 log intervals in 2 host syncs
     assert t.stop_reason == "NaNGuard: non-finite metric loss=nan at step 6"
@@ -354,3 +354,22 @@ def test_a_monitor_that_never_appears_warns_at_the_end(run_dir):
     assert any(m.startswith("NaNGuard(monitor=['loss', 'other']): ['other'] never appeared")
                for m in messages)
     assert t.global_step == 3
+
+
+def test_guide_monitor_without_evaluation_is_refused_before_anything_is_written(run_dir):
+    """The checkpoints guide's best-three callback in a fit that never evaluates:
+    refused with the fix named, nothing written; with evaluations it ranks."""
+    best = run_dir / "best"
+    for cb in (jt.ModelCheckpoint(dirpath=best, monitor="eval/episode_return", mode="max",
+                                  save_top_k=3, every_n_steps=100),
+               jt.EarlyStopping(monitor="eval/episode_return", mode="max")):
+        t = toys.trainer(run_dir, max_steps=4, callbacks=[cb, jt.CSVLogger()])
+        with pytest.raises(ValueError, match=r"monitor='eval/episode_return'\): eval/ metrics are "
+                                             r"logged only by evaluations .* eval_every_n_steps"):
+            t.fit(toys.Regression())
+        assert not run_dir.exists()
+    mc = jt.ModelCheckpoint(dirpath=best, monitor="eval/mse", mode="min", save_top_k=1,
+                            every_n_steps=2, async_save=False)
+    toys.trainer(run_dir, max_steps=4, log_every_n_steps=2, eval_every_n_steps=2,
+                 callbacks=[mc]).fit(toys.Regression())
+    assert mc.best_model_score is not None and mc.best_model_path.startswith(str(best))

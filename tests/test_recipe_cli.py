@@ -53,14 +53,15 @@ def leaf_keys(node, prefix=""):
 @pytest.mark.timeout(150)
 def test_ppo_command_line_checkpoints_wandb_config_and_final_evaluation(tmp_path):
     """Must-show 1 at a tiny budget: periodic checkpoints at steps 2, 4, 6, an
-    offline wandb run, the resolved config in the run directory, and the final
-    evaluation at the last step of metrics.csv, TensorBoard and the last checkpoint."""
+    offline wandb run, the resolved config in the run directory, and the evaluation
+    at the last step (the final one: not repeated) in metrics.csv, TensorBoard and
+    the last checkpoint, which it ranks."""
     from tensorboard.backend.event_processing import event_accumulator
 
     overrides = [*TINY_PPO, "trainer.max_steps=6", "trainer.log_every_n_steps=1",
                  f"trainer.default_root_dir={tmp_path}", "callbacks.checkpoint.every_n_steps=2",
                  "callbacks.checkpoint.monitor=eval/episode_return", "callbacks.checkpoint.mode=max",
-                 "logger.wandb.mode=offline", "logger.wandb.tags=[cli,test]"]
+                 "trainer.eval_every_n_steps=6", "logger.wandb.mode=offline", "logger.wandb.tags=[cli,test]"]
     out = run_recipe("ppo", *overrides)
     assert out.returncode == 0, out.stderr
     run = tmp_path / "version_0"
@@ -79,10 +80,10 @@ def test_ppo_command_line_checkpoints_wandb_config_and_final_evaluation(tmp_path
     assert saved["logger"]["wandb"] == {"mode": "offline", "tags": ["cli", "test"]}
 
     rows = list(csv.DictReader(open(run / "metrics.csv")))
-    assert rows[-1]["step"] == "6" and rows[-1]["env_steps"] == "96"   # 6 x 2 envs x 8 steps
-    assert round(float(rows[-1]["eval/episode_return"]), 2) == printed
-    assert rows[-1]["loss/total"] == "" and rows[-2]["step"] == "6" and rows[-2]["loss/total"]
-    assert all(r["eval/episode_return"] == "" for r in rows[:-1])  # evaluated once, at the end
+    (evaluated,) = [r for r in rows if r["eval/episode_return"]]  # once, at step 6
+    assert evaluated["step"] == "6" and evaluated["env_steps"] == "96"   # 6 x 2 envs x 8 steps
+    assert round(float(evaluated["eval/episode_return"]), 2) == printed
+    assert [r["step"] for r in rows if r["loss/total"]] == ["1", "2", "3", "4", "5", "6"]
 
     acc = event_accumulator.EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
     acc.Reload()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable
+from typing import Any
 
 
 def check_mode(owner: str, monitor: str, mode: str | None, default: str) -> str:
@@ -31,6 +32,35 @@ def warn_unseen(owner: str, monitored: Iterable[str], seen: set[str]) -> None:
         warnings.warn(f"{owner}: {missing} never appeared in the metrics, so it did not act on "
                       f"them; the metrics were: {', '.join(sorted(seen))}",
                       UserWarning, stacklevel=3)
+
+
+def refuse_unlogged_evaluation_monitors(trainer: Any, module: Any) -> None:
+    """Refuse, before anything is written or compiled, a callback that monitors
+    an ``eval/`` metric in a fit that never evaluates.
+
+    ``eval/`` metrics come only from evaluations, so a ``ModelCheckpoint`` ranking
+    by one would keep the newest checkpoints instead of the best, and an
+    ``EarlyStopping`` on one would never act. A callback monitors ``name`` when
+    its ``monitor`` attribute is that string.
+
+    Raises:
+      ValueError: such a monitor while ``trainer.eval_every_n_steps`` is None or
+        ``module`` defines no evaluation; the message names the callback, the
+        metric and the fix.
+    """
+    if trainer.eval_every_n_steps is not None and module.has_evaluation():
+        return
+    for cb in trainer.callbacks:
+        name = getattr(cb, "monitor", None)
+        if not (isinstance(name, str) and name.startswith("eval/")):
+            continue
+        if trainer.eval_every_n_steps is None:
+            raise ValueError(
+                f"{type(cb).__name__}(monitor={name!r}): eval/ metrics are logged only by "
+                "evaluations and this fit runs none; set eval_every_n_steps "
+                "(Trainer(eval_every_n_steps=N), in a recipe trainer.eval_every_n_steps=N)")
+        raise ValueError(f"{type(cb).__name__}(monitor={name!r}): {type(module).__name__} defines "
+                         "no evaluation_step (nor policy), so eval/ metrics are never logged")
 
 
 def is_finite(value: float) -> bool:
