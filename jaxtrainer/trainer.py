@@ -29,7 +29,7 @@ from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.callbacks.progress import RichProgressBar
-from jaxtrainer.checkpoint import runs, trainer_state
+from jaxtrainer.checkpoint import run_lock, runs, trainer_state
 from jaxtrainer.compile_ahead import Programs
 from jaxtrainer.distributed import keys
 from jaxtrainer.fit_loop import FitLoop, signals_and_phases
@@ -397,7 +397,10 @@ class Trainer:
             sizes that do not split over the devices, a bad budget, a callback
             monitoring an ``eval/`` metric in a fit that never evaluates, or
             ``ckpt_path="best"`` where no best checkpoint was recorded; before
-            anything compiles or is written. Exceptions from the module or
+            anything compiles or is written.
+          jaxtrainer.checkpoint.run_lock.RunInUseError: another live process
+            owns the run directory (e.g. the same run resumed twice at once);
+            nothing is written. Exceptions from the module or
             callbacks are re-raised unchanged after ``on_exception`` and
             ``teardown``.
           Preempted: after SIGTERM/SIGINT, once the checkpoint is written.
@@ -418,6 +421,7 @@ class Trainer:
         self.global_step, self.env_steps, self.should_stop, self.stop_reason = 0, 0, False, None
         self.state_is_valid, self.received_signal, self.callback_metrics = True, None, {}
         self.state_ahead = self.more_metrics_pending = False
+        step = 0
         if resume is not None:
             step = trainer_state.check_env_steps(resume, self.env_steps_per_step, type(module).__name__)
             self.log_dir = os.fspath(resume.parent.parent)
@@ -427,9 +431,30 @@ class Trainer:
         else:  # process 0 reserves a new run directory; every process uses it
             self.log_dir = self.strategy.broadcast(
                 runs.new_run_dir(self.default_root_dir) if self.is_global_zero else "")
-            if self.is_global_zero:  # how `jaxtrainer eval` and load_policy rebuild the module
-                module_record.write(self.log_dir, module)
-                run_kind.write_members(self.log_dir, module)
+        lock = self._lock_run_dir()
+        try:
+            self._fit_in_run_dir(module, resume, step)
+        finally:
+            run_lock.release(lock)
+
+    def _lock_run_dir(self) -> Path | None:
+        """Process 0 takes the run directory's lock; every process raises when
+        another process owns the directory (:mod:`jaxtrainer.checkpoint.run_lock`)."""
+        lock, refused = None, ""
+        if self.is_global_zero:
+            try:
+                lock = run_lock.acquire(self.log_dir)
+            except run_lock.RunInUseError as e:
+                refused = str(e)
+        refused = self.strategy.broadcast(refused)
+        if refused:
+            raise run_lock.RunInUseError(refused)
+        return lock
+
+    def _fit_in_run_dir(self, module: Module, resume: Path | None, step: int) -> None:
+        if resume is None and self.is_global_zero:  # how `jaxtrainer eval` and load_policy rebuild the module
+            module_record.write(self.log_dir, module)
+            run_kind.write_members(self.log_dir, module)
         if self.is_global_zero:
             cache = f"; compilation cache {self.compilation_cache_dir}" if self.compilation_cache_dir else ""
             print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}{cache}",

@@ -96,3 +96,48 @@ def test_resume_with_the_budget_already_spent_changes_nothing_and_says_why(run_d
     assert toys.files_snapshot(run_dir) == before  # no file added, removed or rewritten
     assert again.global_step == 8 and again.log_dir == first.log_dir
     toys.assert_trees_equal(again.state, first.state)  # the checkpoint's state is loaded
+
+
+@pytest.mark.timeout(180)
+def test_a_run_in_use_by_another_process_refuses_a_second_resume_and_writes_nothing(
+        tmp_path, monkeypatch):
+    """The same run resumed twice at once: the second command says so in one
+    line, exit 2, having written nothing; once the owner is gone its lock is
+    stale and the resume goes on, removing the lock when it ends."""
+    import importlib.util
+    import json
+    import socket
+    from pathlib import Path
+
+    from jaxtrainer.checkpoint import run_lock
+    from tests.commands import TINY_PPO
+
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("ppo_recipe_lock", repo / "recipes" / "ppo.py")
+    ppo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ppo)
+    monkeypatch.chdir(tmp_path)
+    ppo.main([*TINY_PPO, "trainer.max_env_steps=32"])  # 2 updates of 2 envs x 8 steps
+    run = tmp_path / "runs" / "ppo" / "version_0"
+    assert not (run / run_lock.LOCK_FILE).exists()  # released when fit ended
+
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        (run / run_lock.LOCK_FILE).write_text(json.dumps(
+            {"pid": owner.pid, "host": socket.gethostname(), "started": time.time()}))
+        before = toys.files_snapshot(tmp_path)
+        env = {**os.environ, "XLA_FLAGS": xla_flags(1), "JAX_PLATFORMS": "cpu",
+               "PYTHONPATH": str(repo)}
+        out = subprocess.run(["jaxtrainer", "fit", "ppo", "trainer.ckpt_path=last",
+                              "trainer.max_env_steps=1000000"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 2, out.stderr
+        last = out.stderr.strip().splitlines()[-1]
+        assert f"runs/ppo/version_0 is in use by process {owner.pid} on " in last, out.stderr
+        assert "Traceback" not in out.stderr
+        assert toys.files_snapshot(tmp_path) == before
+    finally:
+        owner.kill()
+        owner.wait()
+    result = ppo.main(["trainer.ckpt_path=last", "trainer.max_env_steps=48"])  # the owner is gone
+    assert result["step"] == 3 and not (run / run_lock.LOCK_FILE).exists()

@@ -30,6 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint.files import CheckpointReadError
+from jaxtrainer.checkpoint.run_lock import RunInUseError
 from jaxtrainer.storage import StorageError, as_storage_error, writing
 
 if TYPE_CHECKING:
@@ -46,12 +47,13 @@ CONFIG_ERRORS: tuple[type[BaseException], ...] = (
 """Errors :func:`cli` reports as one line when raised before training starts
 (a bad key, value, environment name, config file or ``ckpt_path``)."""
 
-REPORTED_ERRORS: tuple[type[BaseException], ...] = (StorageError, CheckpointReadError)
+REPORTED_ERRORS: tuple[type[BaseException], ...] = (StorageError, CheckpointReadError, RunInUseError)
 """Errors :func:`cli` reports as one line also once training has started: a
 file of the run that cannot be written (a full disk, a read-only directory:
 :class:`~jaxtrainer.storage.StorageError`), a checkpoint that is damaged or
-does not match the module (:class:`~jaxtrainer.checkpoint.CheckpointReadError`).
-An ``OSError`` of :data:`jaxtrainer.storage.STORAGE_ERRNOS` naming a file counts
+does not match the module (:class:`~jaxtrainer.checkpoint.CheckpointReadError`),
+a run directory that another process is writing
+(:class:`~jaxtrainer.checkpoint.run_lock.RunInUseError`). An ``OSError`` of :data:`jaxtrainer.storage.STORAGE_ERRNOS` naming a file counts
 as a StorageError."""
 
 TRACEBACK_VARIABLE = "JAXTRAINER_TRACEBACK"
