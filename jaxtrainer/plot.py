@@ -1,6 +1,6 @@
 """``jaxtrainer plot``: learning curves from runs' ``metrics.csv``.
 
-    jaxtrainer plot runs/ppo -o curves.png                   # every run under a root
+    jaxtrainer plot runs/ppo                                 # every run under a root: runs/ppo/curves.png
     jaxtrainer plot runs/ppo/version_0 runs/ppo/version_1 -o curves.png
     jaxtrainer plot runs/ppo/version_* -o loss.png --metric train/loss --x step
 
@@ -179,6 +179,9 @@ def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
             curves.setdefault(m["config"], []).append((xs / len(members) if x == "env_steps" else xs, vs))
     if not curves:
         raise ValueError(f"no member of the sweep in {run_dir} logged member/<i>/{metric}")
+    if all(len(c[0]) < 2 for group in curves.values() for c in group):
+        raise ValueError(f"nothing to plot: member/<i>/{metric} has one value per member in "
+                         f"{run_dir}; no figure written")
     end = min(c[0][-1] for group in curves.values() for c in group)
     grid = np.unique(np.concatenate([c[0][c[0] <= end] for g in curves.values() for c in g]))
     labels, rows = [], {"iqm": [], "mean": [], "low": [], "high": []}
@@ -271,6 +274,15 @@ def _draw_groups(groups: list[dict[str, Any]], output: str, metric: str, xlabel:
     return labels
 
 
+def _one_value_each(groups: list[dict[str, Any]], metric: str, x: str) -> str:
+    """Why a figure of ``groups`` would show no line: every run has one value."""
+    where = ", ".join(f"{name} at {x}={xs[0]:g}" for g in groups for name, xs, _ in g["curves"])
+    hint = (" (a run that evaluated only at its end: set trainer.eval_every_n_steps to "
+            "evaluate during training)" if metric.startswith("eval/") else "")
+    return (f"nothing to plot: {metric!r} has one value in each run ({where}){hint}; "
+            "no figure written")
+
+
 def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_return",
               x: str = "env_steps", title: str | None = None) -> dict[str, Any]:
     """Write a PNG of ``metric`` against ``x``. Runs are grouped by recipe,
@@ -292,7 +304,8 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
 
     Raises:
       FileNotFoundError: a path is neither a run nor a root of runs.
-      ValueError: no run has a value of ``metric``.
+      ValueError: no run has a value of ``metric``, or each has one value only
+        (nothing to draw a line through); no file is written.
     """
     run_dirs, output = [expand_path(d) for d in run_dirs], expand_path(output)
     if len(run_dirs) == 1 and os.path.exists(os.path.join(run_dirs[0], "sweep_members.csv")):
@@ -301,6 +314,8 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
                           for kind, runs in group_runs(find_runs(list(run_dirs)))) if g]
     if not groups:
         raise ValueError(f"no run in {run_dirs} logged {metric!r}")
+    if all(len(xs) < 2 for g in groups for _, xs, _ in g["curves"]):
+        raise ValueError(_one_value_each(groups, metric, x))
     xlabel = x_label(x, any(g["kind"].kind != run_kind.SINGLE for g in groups))
     legend = _draw_groups(groups, output, metric, xlabel, title)
     out: dict[str, Any] = {"groups": [{**{k: g[k] for k in ("label", "runs", "x", "mean", "low", "high")},
@@ -312,12 +327,29 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
     return out
 
 
+def default_output(run_dirs: list[str]) -> str:
+    """``curves.png`` in the folder the paths share (the run directory or root
+    when one is given), so that plots of different runs never overwrite one
+    file of the current directory.
+
+    Raises:
+      FileNotFoundError: the paths share no existing folder (name ``-o``).
+    """
+    base = os.path.commonpath([os.path.abspath(expand_path(d)) for d in run_dirs])
+    if not os.path.isdir(base):
+        raise FileNotFoundError(f"{base} is not a folder to write curves.png into: name the "
+                                "figure with -o FILE")
+    return os.path.join(base, "curves.png")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="jaxtrainer plot",
                                      description="Learning curves (mean and spread over runs) from metrics.csv.")
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                         help="run directories (version_N) or roots: every run below a root")
-    parser.add_argument("-o", "--output", default="curves.png", help="PNG file to write")
+    parser.add_argument("-o", "--output", default=None,
+                        help="PNG file to write (default: curves.png in the run directory or "
+                             "root given, or in the folder the given paths share)")
     parser.add_argument("--metric", default=None,
                         help="column to plot (default train/episode_return; a search run "
                              "without --metric: each trial's result against its hyperparameters)")
@@ -325,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
     try:
-        args.output = expand_path(args.output)
+        args.output = expand_path(args.output) if args.output else default_output(args.run_dirs)
         if args.metric is None and len(args.run_dirs) == 1 and os.path.exists(
                 os.path.join(expand_path(args.run_dirs[0]), "search.csv")):
             from jaxtrainer import search_plot

@@ -96,3 +96,26 @@ def test_many_runs_keep_the_legend_to_the_means(tmp_path):
     out = plot.plot_runs([str(tmp_path / "many")], str(tmp_path / "many.png"))
     assert len(out["runs"]) == 8
     assert out["legend"] == ["mean of 8 run(s)", "min-max over runs"]
+
+
+@pytest.mark.timeout(60)
+def test_a_metric_with_one_value_per_run_is_nothing_to_plot_and_the_default_figure_goes_to_the_root(
+        tmp_path, capsys, monkeypatch):
+    """`plot --metric eval/x --x step` of runs that evaluated once: exit 2, said, no
+    file; without -o the figure is the root's curves.png, never the current folder's."""
+    root = tmp_path / "runs"
+    _fake_run(str(root / "version_0"), [1, 2, 3])   # eval/x logged once, at step 3
+    _fake_run(str(root / "version_1"), [2, 3, 4])
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["plot", "runs", "--metric", "eval/x", "--x", "step"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("jaxtrainer plot: nothing to plot: 'eval/x' has one value in each run "
+                   "(version_0 at step=3, version_1 at step=3) (a run that evaluated only at "
+                   "its end: set trainer.eval_every_n_steps to evaluate during training); "
+                   "no figure written\n")
+    assert sorted(os.listdir(tmp_path)) == ["runs"] and not (root / "curves.png").exists()
+    assert cli.main(["plot", "runs"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {root / 'curves.png'}: ")
+    assert (root / "curves.png").is_file() and sorted(os.listdir(tmp_path)) == ["runs"]
+    assert cli.main(["plot", "runs/version_0", "runs/version_1"]) == 0  # the folder they share
+    assert capsys.readouterr().out.startswith(f"wrote {root / 'curves.png'}: ")
