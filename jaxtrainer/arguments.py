@@ -34,6 +34,17 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
 
 
+def closest(word: str, choices: Iterable[str], n: int = 5) -> list[str]:
+    """Up to ``n`` of ``choices`` closest to ``word`` ignoring case, best first
+    (:func:`difflib.get_close_matches` with a low cutoff, so a word that is
+    close to nothing still gets the least distant names)."""
+    by_lower: dict[str, str] = {}
+    for choice in map(str, choices):
+        by_lower.setdefault(choice.lower(), choice)
+    return [by_lower[c] for c in difflib.get_close_matches(str(word).lower(), list(by_lower),
+                                                             n=n, cutoff=0.2)]
+
+
 def positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
     """``value`` as a positive int (``None`` passes when ``allow_none``).
 

@@ -11,6 +11,7 @@ import importlib
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
+    "envs": ("jaxtrainer.envs_cli:main", "the environment names env.name takes (a prefix filters)"),
     "eval": ("jaxtrainer.eval_cli:main", "evaluate a saved run's checkpoint on fresh episodes; "
                                          "--video to watch it"),
     "fit": ("jaxtrainer.recipes.fit:main", "train a shipped recipe (ppo, sac, openes, ...); "

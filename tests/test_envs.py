@@ -91,13 +91,32 @@ def test_make_unknown_name_lists_gymnax_and_brax_names():
     with pytest.raises(ValueError) as err:
         envs.make("NoSuchEnv-v0")
     msg = str(err.value)
-    assert "'NoSuchEnv-v0'" in msg and "CartPole-v1" in msg and "brax/ant" in msg
-    with pytest.raises(ValueError, match="brax/inverted_pendulum"):
-        envs.make("brax/no_such_env")
+    assert "'NoSuchEnv-v0'" in msg and "`jaxtrainer envs` lists all" in msg
+    with pytest.raises(ValueError, match=r"'brax/no_such_env'; closest: brax/\w+, brax/"):
+        envs.make("brax/no_such_env")  # the closest among the names of its prefix
     assert "brax/ant" in envs.available() and "Breakout-MinAtar" in envs.available()
-    with pytest.raises(ValueError, match=r"^unknown environment 'CartPole-v2'; did you mean "
-                                         r"'CartPole-v1'\? available: CartPole-v1, "):
+    with pytest.raises(ValueError) as err:
         envs.make("CartPole-v2")
+    msg = str(err.value)  # one short line: the closest five, how to list all 97+ names
+    assert msg.startswith("unknown environment 'CartPole-v2'; closest: CartPole-v1, ")
+    assert msg.count(",") < 20 and len(msg) < 400
+    assert f"`jaxtrainer envs` lists all {len(envs.available())} (and the families" in msg
+
+
+def test_jaxtrainer_envs_lists_every_name_and_filters_by_prefix(capsys):
+    from jaxtrainer import cli
+
+    assert cli.main(["envs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:-1] == envs.available() and lines[-1].endswith("navix/<name>, xminigrid/<name>, "
+                                                                  "gymnasium/<name>, jumanji/<name>, "
+                                                                  "jaxmarl/<name>, craftax/<name>, "
+                                                                  "envpool/<name>, kinetix/<name>")
+    assert cli.main(["envs", "brax/"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "brax/ant" in out and all(n.startswith("brax/") for n in out)
+    assert cli.main(["envs", "nosuch"]) == 2
+    assert capsys.readouterr().err == "jaxtrainer envs: no name starts with 'nosuch'\n"
 
 
 def test_make_gymnax_does_not_import_brax():

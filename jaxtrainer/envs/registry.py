@@ -54,10 +54,19 @@ def in_family(name: str) -> bool:
     return name.startswith(tuple(FAMILIES))
 
 
-def _unknown(name: str) -> ValueError:
+def unknown(name: str, key: str = "") -> ValueError:
+    """The error for a name no family knows: the closest five names (among the
+    names of its prefix, ``brax/`` or ``playground/``, when it has one) and how
+    to list them all, in one line however many names the packages add.
+    ``key`` is how the caller names the setting (``env.name``)."""
     names = available()
-    return ValueError(f"unknown environment {name!r}{arguments.did_you_mean(name, names) or ';'} "
-                      f"available: {', '.join(names)}")
+    prefix = name.split("/", 1)[0] + "/" if "/" in name else ""
+    pool = [n for n in names if n.startswith(prefix)] if prefix else names
+    near = arguments.closest(name, pool or names)
+    shown = f"{key}={name!r}" if key else repr(name)
+    return ValueError(f"unknown environment {shown}; closest: {', '.join(near) or 'none'}; "
+                      f"`jaxtrainer envs` lists all {len(names)} (and the families named by a "
+                      f"prefix: {', '.join(f'{p}<name>' for p in FAMILIES)})")
 
 
 def _make_brax(name: str, episode_length: int = 1000, reset_mode: str = "first_state",
@@ -69,7 +78,7 @@ def _make_brax(name: str, episode_length: int = 1000, reset_mode: str = "first_s
     try:
         env = brax.envs.get_environment(name[len(BRAX_PREFIX):], **kwargs)
     except KeyError:
-        raise _unknown(name) from None
+        raise unknown(name) from None
     return BraxEnv(env, episode_length=episode_length, name=name, reset_mode=reset_mode)
 
 
@@ -146,10 +155,10 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
 
         playground_name = name[len(PLAYGROUND_PREFIX):]
         if playground_name not in playground_env.registered_names():
-            raise _unknown(name)
+            raise unknown(name)
         return playground_env.make_playground(playground_name, **kwargs)
     if name not in gymnax.registered_envs:
-        raise _unknown(name)
+        raise unknown(name)
     params = kwargs.pop("params", None)
     env, default_params = gymnax.make(name, **kwargs)
     return GymnaxEnv(env, default_params if params is None else params, name=name)

@@ -36,6 +36,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from jaxtrainer import envs
 from jaxtrainer.arguments import did_you_mean
+from jaxtrainer.envs.registry import unknown as unknown_env
 from jaxtrainer.formatting import fixed
 from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
@@ -279,9 +280,21 @@ def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
         class rejects (naming the entry), before anything runs.
     """
     kwargs = {**RECIPE_DEFAULTS, **trainer_kwargs(cfg)}
-    trainer = Trainer(**components.trainer_arguments(cfg, {**kwargs, **overrides}))
+    trainer = _built(Trainer, components.trainer_arguments(cfg, {**kwargs, **overrides}))
     trainer.resume_hint = RESUME_HINT
     return trainer
+
+
+def _built(cls: type[Trainer], arguments: dict[str, Any]) -> Trainer:
+    """``cls(**arguments)``; a ValueError or TypeError naming one of the
+    arguments as ``name=...`` names it by its config key, ``trainer.name=...``."""
+    try:
+        return cls(**arguments)
+    except (ValueError, TypeError) as e:
+        text = str(e)
+        if any(text.startswith(f"{k}=") for k in arguments):
+            raise type(e)(f"trainer.{text}") from None
+        raise
 
 
 def make_population_trainer(cfg: DictConfig, **overrides: Any) -> PopulationTrainer:
@@ -289,7 +302,7 @@ def make_population_trainer(cfg: DictConfig, **overrides: Any) -> PopulationTrai
     ``overrides`` win), converted and checked as in :func:`trainer_kwargs`, with
     the loggers and callbacks of the config as in :func:`make_trainer`."""
     kwargs = {**RECIPE_DEFAULTS, **trainer_kwargs(cfg, POPULATION_TRAINER_KEYS, "PopulationTrainer")}
-    trainer = PopulationTrainer(**components.trainer_arguments(cfg, {**kwargs, **overrides}))
+    trainer = _built(PopulationTrainer, components.trainer_arguments(cfg, {**kwargs, **overrides}))
     trainer.resume_hint = RESUME_HINT
     return trainer
 
@@ -390,7 +403,7 @@ def make_env(cfg: DictConfig) -> envs.Env:
 
     Raises:
       ValueError: no ``env:`` section, no ``env.name``, or an unknown name (the
-        message names the closest one and lists the available names).
+        message names the closest five and how to list them all).
       TypeError: a key that the environment's constructor does not take.
     """
     kwargs = section(cfg, "env")
@@ -400,9 +413,7 @@ def make_env(cfg: DictConfig) -> envs.Env:
     name = kwargs.pop("name")
     available = envs.available()
     if name not in available and not envs.in_family(str(name)):
-        hint = did_you_mean(str(name), available)
-        raise ValueError(f"unknown environment env.name={name!r}{hint or ';'} available: "
-                         f"{', '.join(available)}")
+        raise unknown_env(str(name), "env.name")
     try:
         return envs.make(name, **kwargs)
     except TypeError as e:
