@@ -96,3 +96,21 @@ def test_a_missing_module_is_not_deferred_and_fails_where_imported():
             print("ModuleNotFoundError", e.name)
     """)
     assert out == "ModuleNotFoundError no_such_module_here"
+
+
+@pytest.mark.timeout(120)
+def test_import_jaxtrainer_and_the_commands_help_do_not_import_jax():
+    """`import jaxtrainer` and `jaxtrainer --help` (and `launch --help`) import no JAX:
+    each exported name imports its submodule on first use."""
+    out = run("""
+        import contextlib, io, sys
+        import jaxtrainer as jt
+        from jaxtrainer import cli
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert cli.main(["--help"]) == 0
+            with contextlib.suppress(SystemExit):
+                cli.main(["launch", "--help"])
+        print("jax" in sys.modules, jt.__version__)
+        print(jt.Trainer.__module__, "jax" in sys.modules, jt.envs.make.__module__)
+    """)
+    assert out.splitlines() == ["False 0.2.0", "jaxtrainer.trainer True jaxtrainer.envs.registry"]

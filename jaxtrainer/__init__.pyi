@@ -1,0 +1,74 @@
+"""The names ``jaxtrainer`` exports, each imported on first use (``lazy_loader.attach_stub``)."""
+
+from . import (
+    algorithms,
+    callbacks,
+    checkpoint,
+    distributed,
+    envs,
+    loggers,
+    metrics,
+    population,
+    strategies,
+)
+from .callbacks import (
+    Callback,
+    EarlyStopping,
+    LearningRateMonitor,
+    ModelCheckpoint,
+    NaNGuard,
+    NonFiniteError,
+    RichProgressBar,
+    ThroughputMonitor,
+    Timer,
+)
+from .loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from .metrics import Last, Max, Mean, Min, Sum
+from .module import Module, PopulationModule
+from .policy import Policy, RecurrentPolicy, load_policy
+from .population import PopulationTrainer
+from .strategies import PmapStrategy, ShardMapStrategy, SingleDeviceStrategy, Strategy
+from .trainer import Preempted, Trainer
+
+__version__: str
+
+__all__ = [
+    "algorithms",
+    "callbacks",
+    "checkpoint",
+    "distributed",
+    "envs",
+    "loggers",
+    "metrics",
+    "population",
+    "strategies",
+    "Callback",
+    "EarlyStopping",
+    "LearningRateMonitor",
+    "ModelCheckpoint",
+    "NaNGuard",
+    "NonFiniteError",
+    "RichProgressBar",
+    "ThroughputMonitor",
+    "Timer",
+    "CSVLogger",
+    "TensorBoardLogger",
+    "WandbLogger",
+    "Last",
+    "Max",
+    "Mean",
+    "Min",
+    "Sum",
+    "Module",
+    "PopulationModule",
+    "Policy",
+    "RecurrentPolicy",
+    "load_policy",
+    "PopulationTrainer",
+    "PmapStrategy",
+    "ShardMapStrategy",
+    "SingleDeviceStrategy",
+    "Strategy",
+    "Preempted",
+    "Trainer",
+]
