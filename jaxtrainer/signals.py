@@ -88,38 +88,73 @@ def say(text: str, prefix: str = "jaxtrainer") -> None:
 class Activity:
     """What this process is doing now, and the phase lines.
 
+    Where lines are on (:meth:`showing`), a phase that prints nothing for
+    ``heartbeat_seconds`` gets a line of its own, ``jaxtrainer: still <phase>
+    (0:01:30)``, and again every ``heartbeat_seconds``: piped output (SLURM,
+    ``nohup``) is never silent for longer, whatever is slow (a compile, a host
+    environment, a long fused call). Progress lines count as heard
+    (:meth:`heard`).
+
     Attributes:
       now: the current phase as the signal messages name it, e.g. ``"compiling
         the training program"``.
       lines: whether :meth:`enter` prints its line (see :meth:`showing`).
       prefix: what a phase line starts with (``jaxtrainer``).
+      heartbeat_seconds: the longest silence where lines are on (seconds).
     """
+
+    heartbeat_seconds = 30.0
 
     def __init__(self) -> None:
         self.now, self.lines, self.prefix = "starting", False, "jaxtrainer"
+        self._since = self._heard = time.monotonic()
 
     def enter(self, now: str, line: str | None = None) -> None:
         """Make ``now`` the current phase; print ``line`` (when given) as a
         phase line where lines are on."""
-        self.now = now
+        self.now, self._since = now, time.monotonic()
         if line is not None and self.lines:
-            say(line, self.prefix)
+            self.note(line)
 
     def note(self, line: str) -> None:
         """Print ``line`` as a phase line where lines are on, leaving the phase as it is
         (from any thread)."""
         if self.lines:
             say(line, self.prefix)
+            self.heard()
+
+    def heard(self) -> None:
+        """A line was just printed (a progress line): the silence starts again."""
+        self._heard = time.monotonic()
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        while not stop.wait(min(1.0, self.heartbeat_seconds / 4)):
+            now = time.monotonic()
+            if self.lines and now - self._heard >= self.heartbeat_seconds:
+                seconds = int(now - self._since)
+                say(f"still {self.now} ({seconds // 3600}:{seconds // 60 % 60:02d}:"
+                    f"{seconds % 60:02d})", self.prefix)
+                self._heard = now
 
     @contextlib.contextmanager
     def showing(self, lines: bool, prefix: str = "jaxtrainer") -> Iterator[Activity]:
         """Within the block, phase lines are printed when ``lines`` is true,
-        starting with ``prefix``; the previous setting (and phase) come back after."""
+        starting with ``prefix``, with a heartbeat line after each silence of
+        ``heartbeat_seconds``; the previous setting (and phase) come back after."""
         saved = self.now, self.lines, self.prefix
         self.lines, self.prefix = bool(lines), prefix
+        stop, beat = threading.Event(), None
+        if self.lines:
+            self.heard()
+            beat = threading.Thread(target=self._heartbeat, args=(stop,), daemon=True,
+                                    name="jaxtrainer-heartbeat")
+            beat.start()
         try:
             yield self
         finally:
+            stop.set()
+            if beat is not None:
+                beat.join()
             self.now, self.lines, self.prefix = saved
 
 

@@ -18,7 +18,7 @@ FIELDS = dict(rate="313,498 env steps/s", updates="612.3 updates/s", value="epis
 def _render(width: int, total: int = 51_200, completed: int = 20_480) -> str:
     console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
     progress = Progress(FittedLine(console, "env steps"), console=console, auto_refresh=False)
-    progress.add_task("train", total=total, completed=completed, start=0, **FIELDS)
+    progress.add_task("train", total=total, completed=completed, first=0, **FIELDS)
     console.print(progress.get_renderable())
     return console.file.getvalue().rstrip("\n")
 
@@ -61,3 +61,20 @@ def test_a_trainer_draws_the_fitted_line_at_80_columns(run_dir, monkeypatch, cap
     last = [ln for ln in capsys.readouterr().out.splitlines() if "/72 env steps" in ln][-1]
     assert "72/72 env steps" in last and re.search(r"[\d,]+ env steps/s", last), last
     assert re.search(r"ETA \d:\d\d:\d\d", last) and len(last.strip()) <= 80, last
+
+
+@pytest.mark.timeout(120)
+def test_a_fresh_run_on_a_terminal_counts_elapsed_time_and_the_eta(run_dir):
+    """The bar's task starts when training does (a fresh run showed elapsed
+    0:00:00 and ETA 0:00:00 throughout): its clock runs and its first count is 0."""
+    seen = []
+
+    class Look(jt.Callback):
+        def on_train_steps_end(self, trainer, module, metrics):
+            task = bar._progress.tasks[0]
+            seen.append((task.started, task.fields["first"], task.elapsed > 0))
+
+    bar = jt.RichProgressBar(plain=False)
+    toys.trainer(run_dir, max_steps=4, log_every_n_steps=2,
+                 callbacks=[bar, Look()]).fit(toys.EnvCounter())
+    assert seen == [(True, 0, True), (True, 0, True)]

@@ -93,3 +93,34 @@ def test_stdout_redirected_to_a_file_gets_plain_lines(tmp_path):
     assert [LINE.match(ln)[1] for ln in lines] == ["2", "4", "6"], text
     assert "\x1b[" not in text  # no terminal control sequences in the file
     assert max(len(ln) for ln in lines) > 80
+
+
+def test_a_silent_phase_gets_a_line_every_heartbeat(capsys, monkeypatch):
+    """Piped output is never silent longer than the heartbeat, in any phase: a
+    phase that prints nothing gets `still <phase> (H:MM:SS)` lines."""
+    import time
+
+    from jaxtrainer.signals import ACTIVITY
+
+    monkeypatch.setattr(type(ACTIVITY), "heartbeat_seconds", 0.2)
+    with ACTIVITY.showing(True):
+        ACTIVITY.enter("compiling the training program")
+        time.sleep(0.55)
+    with ACTIVITY.showing(False):
+        ACTIVITY.enter("quiet")
+        time.sleep(0.3)
+    lines = capsys.readouterr().err.splitlines()
+    assert 2 <= len(lines) <= 3
+    assert all(ln == "jaxtrainer: still compiling the training program (0:00:00)" for ln in lines)
+
+
+def test_intervals_reaching_the_host_together_print_one_line_the_last(run_dir, capsys,
+                                                                     no_forced_terminal):
+    """Several log intervals fused in one call reach the host at one moment: one
+    line, the last's (`step 2/6 ... ETA` beside `6/6` said nothing true)."""
+    t = toys.trainer(run_dir, max_steps=6, log_every_n_steps=2, sync_every_n_seconds=60.0,
+                     callbacks=[jt.RichProgressBar(plain_every_n_seconds=1e-6), jt.CSVLogger()])
+    t.fit(toys.EnvCounter())  # the first interval alone, then steps 3-6 in one call
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("jaxtrainer: step")]
+    assert [LINE.match(ln)[1] for ln in lines] == ["2", "6"]
+    assert "ETA 0:00:00" in lines[1]

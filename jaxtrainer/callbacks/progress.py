@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.formatting import fixed
+from jaxtrainer.signals import ACTIVITY
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -42,7 +43,10 @@ class RichProgressBar(Callback):
         jaxtrainer: step 40/100 (40%) | env steps 20,480/51,200 | 612.3 updates/s | 313,498 env steps/s | elapsed 0:00:07 | ETA 0:00:10 | episode_return=182.4
 
     Elapsed time counts from ``on_train_start`` (compilation excluded); the
-    ETA is the steps left at the mean speed since then.
+    ETA is the steps left at the mean speed since then. Intervals that reach
+    the host together (several fused in one call) print one line, the last's.
+    Where phase lines are on, a silence of 30 s in any phase gets a ``still
+    ...`` line (:class:`~jaxtrainer.signals.Activity`).
 
     Only the global-zero process draws. Updated once per log interval, so it
     adds no host synchronisation of its own.
@@ -116,7 +120,9 @@ class RichProgressBar(Callback):
         self._progress = Progress(FittedLine(console, unit), console=console,
                                   refresh_per_second=self.refresh_per_second, transient=False)
         self._progress.start()
-        self._task = self._progress.add_task("train", total=total, completed=done, start=done,
+        # the task starts now: its clock gives the elapsed time and the ETA
+        # (``first``: the count training began at, for a resumed run's ETA)
+        self._task = self._progress.add_task("train", total=total, completed=done, first=done,
                                              **self._rates({}), value="")
 
     def _env_steps(self, trainer: Trainer, steps: int) -> int:
@@ -180,6 +186,8 @@ class RichProgressBar(Callback):
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
         if self._plain_on:
             self._last_line = self.plain_line(trainer, metrics)
+            if trainer.more_metrics_pending and self.plain_every_n_seconds > 0:
+                return  # later intervals of this host sync follow at once: the last one speaks
             now = time.perf_counter()
             if self._printed_step < 0 or now - self._last_print >= self.plain_every_n_seconds:
                 self._print_plain(trainer)
@@ -189,11 +197,13 @@ class RichProgressBar(Callback):
             return
         self._progress.update(self._task, completed=self._done(trainer), **self._rates(metrics),
                               value=self._value(metrics))
+        ACTIVITY.heard()
 
     def _print_plain(self, trainer: Trainer) -> None:
         if self._last_line is not None and self._printed_step != trainer.global_step:
             print(self._last_line, flush=True)
             self._printed_step = trainer.global_step
+            ACTIVITY.heard()
 
     def _stop(self) -> None:
         self._plain_on, self._last_line = False, None

@@ -83,12 +83,12 @@ def line_fields(task: Task, unit: str) -> list[tuple[int, str]]:
 
     ``task.fields`` holds ``rate`` (env steps/s or, without env steps,
     updates/s), ``updates`` (updates/s beside env steps/s; may be empty),
-    ``value`` (the metric) and ``start`` (``completed`` when training began:
+    ``value`` (the metric) and ``first`` (``completed`` when training began:
     the ETA is the rest at the mean speed since then).
     """
     total = int(task.total or 0)
     done, elapsed = int(task.completed), task.elapsed or 0.0
-    since = done - int(task.fields.get("start", 0))
+    since = done - int(task.fields.get("first", 0))
     eta = f"ETA {duration(elapsed / since * (total - done))}" if since > 0 else "ETA -:--:--"
     return [(RANKS["label"], "train"), (RANKS["bar"], BAR),
             (RANKS["count"], f"{done:,}/{total:,} {unit}"),
