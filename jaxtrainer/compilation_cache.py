@@ -1,8 +1,18 @@
 """JAX's persistent compilation cache, for warm starts.
 
-A second run of the same program (another seed, another learning rate: any
-change that does not change shapes, dtypes or the traced computation) loads the
-compiled XLA executables from disk instead of compiling them again. JAX keys
+A second run of the same program loads the compiled XLA executables from
+disk instead of compiling them again. Another seed, or other values of the
+hyperparameters a module keeps in its state (its ``initial_hyperparams``,
+passed to the init program as an argument: for the shipped algorithms their
+``TUNABLE`` learning rates, coefficients, ``gamma``, ``gae_lambda``, clips,
+``tau``, epsilon schedule ends), is the same program on every strategy. Any
+key that changes a shape, a dtype or the traced computation compiles anew:
+network sizes, ``num_envs``, batch and buffer sizes, rollout lengths, epoch
+and minibatch counts, the environment, the device count, switches such as
+``anneal_lr`` or ``autotune``, and numbers the shipped algorithms keep as
+constants (their other config floats, e.g. SAC's ``init_alpha`` with
+``autotune``, DQN's ``epsilon_anneal_steps``, and with ``anneal_lr`` the
+schedule's length: the run's budget unless ``total_updates`` is set). JAX keys
 every entry by the computation, the jax/jaxlib versions, the backend, the
 devices and the XLA flags, so one cache directory is safe to share across jax
 upgrades, flag changes and machines: an entry that does not match is never
@@ -31,11 +41,12 @@ from jaxtrainer.arguments import expand_path
 ENV_VAR = "JAXTRAINER_COMPILATION_CACHE"
 """Environment variable that overrides every setting: off, on, or a directory."""
 
-MIN_COMPILE_SECONDS = 0.05
-"""Programs that compile faster than this are not stored. JAX's default (1 s)
-would leave a recipe's small programs, and the eager key operations before them
-(a ``fold_in`` outside ``jit`` compiles for about 0.2 s on 2 CPU cores), to
-compile on every run; below 0.05 s reading an entry saves next to nothing."""
+MIN_COMPILE_SECONDS = 0.0
+"""Programs are stored however fast they compile. With a threshold (JAX's default
+is 1 s), a small program that compiles in about the threshold's time (an eager
+key or dtype operation before the training program: 0.01-0.07 s on 2 busy CPU
+cores) is stored by one run and not by another, so a rerun compiled it again
+and seemed to add cache entries; reading an entry takes a few milliseconds."""
 
 _OFF = {"0", "false", "off", "no"}
 _ON = {"1", "true", "on", "yes"}
@@ -97,8 +108,8 @@ def enable(setting: bool | str | os.PathLike | None = True) -> Path | None:
     return that directory (``None``: left as it was, off unless the user set it).
 
     Takes effect even after something has compiled (JAX's cache is reset to
-    re-read the configuration). Entries are stored for programs that compile in
-    :data:`MIN_COMPILE_SECONDS` or more.
+    re-read the configuration). Every program compiled from then on is stored
+    (:data:`MIN_COMPILE_SECONDS`).
 
     A directory that cannot be created or written (a read-only home, a full
     disk) is not an error: one line on stderr names it and the error, and the

@@ -100,8 +100,24 @@ class Module:
         """
 
     def init_state(self, key: jax.Array) -> State:
-        """The initial state, traced per device. ``key``: typed key, same on every device."""
+        """The initial state, traced per device. ``key``: typed key, same on every device.
+
+        A module whose :meth:`initial_hyperparams` returns values takes them here
+        as a keyword, ``init_state(key, hyperparams=None)`` (``None``: its own)."""
         raise NotImplementedError
+
+    def initial_hyperparams(self) -> dict[str, Any] | None:
+        """The traced hyperparameters the state starts from, ``{name: float32[]}``
+        (learning rates, coefficients, ``gamma``...), or ``None`` (default: none).
+
+        A module that returns them keeps them in its state (``state.hyperparams``,
+        read by ``training_step``, as populations set them per member) and
+        builds its initial state from its ``init_state(key, hyperparams=...)``
+        argument alone, optimizer states' learning rates included: the strategy
+        passes these values to the init program as an argument, so no compiled
+        program holds them as constants, and a run that changes only them loads
+        every program from the compilation cache."""
+        return None
 
     def training_step(self, state: State, key: jax.Array) -> tuple[State, Metrics]:
         """One update. ``key`` is unique to (seed, global step, device).

@@ -3,6 +3,7 @@ second process that loads the programs the first one compiled."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,11 +11,14 @@ import textwrap
 from pathlib import Path
 
 import jax
+import numpy as np
 import pytest
 
 import jaxtrainer as jt
 from jaxtrainer import compilation_cache
+from jaxtrainer.algorithms import DQN, PPO
 from jaxtrainer.recipes import config
+from tests._xla import xla_flags
 
 RECIPES = Path(__file__).parent.parent / "recipes"
 
@@ -146,3 +150,54 @@ def test_a_damaged_cache_entry_is_compiled_again(tmp_path):
         assert out.returncode == 0, out.stderr[-3000:]
         outs.append(out.stdout.split("RESULT")[-1].strip())
     assert outs[0] == outs[1]
+
+
+HYPERPARAMS_SCRIPT = textwrap.dedent("""
+    import dataclasses, json, sys
+    import jaxtrainer as jt
+    from jaxtrainer.algorithms import DQN, PPO
+    root, cache, changed = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+    modules = [PPO(num_envs=2, num_steps=4, update_epochs=1, num_minibatches=1, hidden_sizes=(4,)),
+               DQN(num_envs=2, batch_size=4, buffer_size=8, learning_starts=4, hidden_sizes=(4,))]
+    for module in modules:
+        if changed:  # every traced hyperparameter of the module to another value
+            new = {n: getattr(module.config, n) * 0.9 for n in type(module).TUNABLE}
+            module = type(module)(dataclasses.replace(module.config, **new), env=module.env)
+        trainer = jt.Trainer(strategy="pmap", devices=2, max_steps=2, log_every_n_steps=1,
+                             seed=int(changed), default_root_dir=root, logger=False,
+                             enable_progress_bar=False, enable_checkpointing=False,
+                             compile_evaluation_ahead=False, compilation_cache=cache)
+        trainer.fit(module)
+        print("RESULT", type(module).__name__,
+              json.dumps({k: float(v) for k, v in trainer.state.hyperparams.items()}))
+""")
+
+
+@pytest.mark.timeout(240)
+def test_another_learning_rate_or_seed_loads_every_program_from_the_cache(tmp_path):
+    """A second process with every traced hyperparameter (learning rates, gamma,
+    lambda, clip, coefficients, tau, epsilon ends) changed and another seed,
+    PPO and DQN under pmap on 2 devices: no program compiles again, so the
+    cache gains no entry (every program compiled after the cache is on is
+    stored, however fast it compiled)."""
+    cache = tmp_path / "cache"
+    env = {**os.environ, "JAX_LOG_COMPILES": "1", "XLA_FLAGS": xla_flags(2)}
+    env.pop(compilation_cache.ENV_VAR)
+    env.pop("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", None)  # jaxtrainer's own threshold
+    entries, outs = [], []
+    for changed in range(2):
+        out = subprocess.run([sys.executable, "-c", HYPERPARAMS_SCRIPT, str(tmp_path / "runs"),
+                              str(cache), str(changed)], env=env, capture_output=True, text=True,
+                             timeout=200, cwd=Path(__file__).parent.parent)
+        assert out.returncode == 0, out.stderr[-3000:]
+        entries.append(sorted(p.name for p in cache.iterdir()))
+        outs.append(out)
+    # the state holds each run's values (float32), as traced hyperparameters
+    held = [[json.loads(line.split(" ", 2)[2]) for line in o.stdout.splitlines()
+             if line.startswith("RESULT")] for o in outs]
+    for algo, first, second in zip((PPO, DQN), held[0], held[1], strict=True):
+        defaults = algo.config_class()
+        assert first == {n: float(np.float32(getattr(defaults, n))) for n in algo.TUNABLE}
+        assert second == {n: float(np.float32(getattr(defaults, n) * 0.9)) for n in algo.TUNABLE}
+    assert entries[1] == entries[0]  # nothing compiled again
+    assert outs[1].stderr.count("Persistent compilation cache hit") >= 6  # init, train x 2 ...

@@ -228,17 +228,22 @@ class DQN(offpolicy.OffPolicyModule):
         return state.params
 
     # ---- Module -------------------------------------------------------------
-    def init_state(self, key: jax.Array) -> DQNState:
-        """Online and target parameters equal (replicated); envs and buffer per device."""
+    def init_state(self, key: jax.Array,
+                   hyperparams: dict[str, jax.Array] | None = None) -> DQNState:
+        """Online and target parameters equal (replicated); envs and buffer per device.
+        ``hyperparams``: the state's :attr:`TUNABLE` values, ``{name: float32[]}``
+        (``None``: :meth:`initial_hyperparams`); the optimizers' learning rates
+        are set from them (:meth:`apply_hyperparams`)."""
+        hp = self.initial_hyperparams() if hyperparams is None else dict(hyperparams)
         params_key, env_key = jax.random.split(key)
         params = self.network.init(params_key, jnp.zeros(self.env.observation_shape,
                                                          self.env.observation_dtype))
         env_state, obs, buffer = self.init_envs(env_key)
         zero = jnp.zeros((), jnp.int32)
-        return DQNState(params=params, target_params=jax.tree.map(jnp.copy, params),
-                        opt_state=self.optimizer.init(params),
-                        hyperparams=self.initial_hyperparams(), step=zero, updates=zero,
-                        env_state=env_state, obs=obs, buffer=buffer)
+        return self.apply_hyperparams(DQNState(
+            params=params, target_params=jax.tree.map(jnp.copy, params),
+            opt_state=self.optimizer.init(params), hyperparams=hp, step=zero, updates=zero,
+            env_state=env_state, obs=obs, buffer=buffer))
 
     def loss(self, params: Any, target_params: Any, batch: Transition,
              hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:

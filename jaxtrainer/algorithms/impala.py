@@ -300,10 +300,11 @@ class IMPALA(OnPolicyModule):
                 f"{cfg.num_minibatches} = {cfg.num_envs // cfg.num_minibatches}, are not "
                 f"divisible by the {num_devices} devices; change num_envs or num_minibatches")
 
-    def init_state(self, key: jax.Array) -> IMPALAState:
+    def init_state(self, key: jax.Array,
+                   hyperparams: dict[str, jax.Array] | None = None) -> IMPALAState:
         """:meth:`OnPolicyModule.init_state` with ``policy_lag`` copies of the
         initial parameters as the behaviour queue."""
-        state = super().init_state(key)
+        state = super().init_state(key, hyperparams)
         fields = {f.name: getattr(state, f.name) for f in dataclasses.fields(state)}
         return IMPALAState(**fields, behaviour_params=(state.params,) * self.config.policy_lag)
 

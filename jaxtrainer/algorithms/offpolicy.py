@@ -481,14 +481,16 @@ class OffPolicyModule(ParamsPolicy, Module):
 
     def initial_hyperparams(self) -> dict[str, jax.Array]:
         """:meth:`hyperparam_defaults` as ``{name: float32[]}``: the state's
-        ``hyperparams`` at ``init_state``."""
+        ``hyperparams`` at ``init_state``, which takes them as an argument (the
+        strategy passes them, so no compiled program holds their values)."""
         return {name: jnp.asarray(value, jnp.float32)
                 for name, value in self.hyperparam_defaults().items()}
 
     def apply_hyperparams(self, carry: Any) -> Any:
         """``carry`` with each optimizer state of :attr:`LEARNING_RATES` set to the
         learning rate in ``carry.hyperparams`` (once per training step, before the
-        updates), so that the optimizers follow ``state.hyperparams``."""
+        updates, and on the state ``init_state`` makes), so that the optimizers
+        follow ``state.hyperparams``."""
         return carry.replace(**{
             field: set_learning_rate(getattr(carry, field), carry.hyperparams[name])
             for field, name in self.LEARNING_RATES})

@@ -473,7 +473,8 @@ class OnPolicyModule(ParamsPolicy, Module):
 
     # ---- configuration ---------------------------------------------------
     def initial_hyperparams(self) -> dict[str, jax.Array]:
-        """``{name: float32[]}`` for every name in :attr:`TUNABLE`, from the config."""
+        """``{name: float32[]}`` for every name in :attr:`TUNABLE`, from the config:
+        the strategy passes them to :meth:`init_state` as an argument."""
         return {name: jnp.asarray(getattr(self.config, name), jnp.float32)
                 for name in self.TUNABLE}
 
@@ -620,9 +621,13 @@ class OnPolicyModule(ParamsPolicy, Module):
         return state.params
 
     # ---- Module ------------------------------------------------------------
-    def init_state(self, key: jax.Array) -> OnPolicyState:
+    def init_state(self, key: jax.Array,
+                   hyperparams: dict[str, jax.Array] | None = None) -> OnPolicyState:
         """Parameters from ``key`` (replicated); this device's
-        ``num_envs / num_devices`` envs reset from ``fold_in_device(key)`` (sharded)."""
+        ``num_envs / num_devices`` envs reset from ``fold_in_device(key)`` (sharded).
+        ``hyperparams``: the state's :attr:`TUNABLE` values, ``{name: float32[]}``
+        (``None``: :meth:`initial_hyperparams`); the optimizer state's learning
+        rate and gradient-norm clip are set from them."""
         params_key, env_key = jax.random.split(key)
         dummy = jnp.zeros(self.env.observation_shape, self.env.observation_dtype)
         if self.recurrent:
@@ -640,8 +645,12 @@ class OnPolicyModule(ParamsPolicy, Module):
                      if self.config.normalize_observations else None)
         carry = self.initial_carry(num_envs)
         start = jnp.ones((num_envs,), jnp.bool_) if self.recurrent else None
-        return OnPolicyState(params, self.optimizer.init(params), jnp.zeros((), jnp.int32),
-                             env_state, obs, self.initial_hyperparams(), obs_stats, carry, start)
+        hp = self.initial_hyperparams() if hyperparams is None else dict(hyperparams)
+        opt_state = self.optimizer.init(params)
+        opt_state = opt_state._replace(hyperparams={
+            **opt_state.hyperparams, "learning_rate": hp["lr"], "max_grad_norm": hp["max_grad_norm"]})
+        return OnPolicyState(params, opt_state, jnp.zeros((), jnp.int32),
+                             env_state, obs, hp, obs_stats, carry, start)
 
     def rollout(self, params: Any, env_state: envs.EnvState, obs: jax.Array,
                 key: jax.Array, obs_stats: normalization.RunningStatistics | None = None,

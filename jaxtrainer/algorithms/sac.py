@@ -240,20 +240,27 @@ class SAC(offpolicy.OffPolicyModule):
         return self.normalizing(policy)
 
     # ---- Module -------------------------------------------------------------
-    def init_state(self, key: jax.Array) -> SACState:
+    def init_state(self, key: jax.Array,
+                   hyperparams: dict[str, jax.Array] | None = None) -> SACState:
         """Networks and temperature (replicated), target critics equal to the
-        critics; this device's envs and buffer share (sharded)."""
+        critics; this device's envs and buffer share (sharded).
+        ``hyperparams``: the state's :attr:`TUNABLE` values, ``{name: float32[]}``
+        (``None``: :meth:`initial_hyperparams`); the optimizers' learning rates
+        (:meth:`apply_hyperparams`) and the fixed temperature without
+        ``autotune`` are set from them."""
         actor_params, critic_params, env_state, env_obs, buffer = self.init_actor_critic(key)
-        log_alpha = jnp.log(jnp.asarray(self.config.init_alpha, jnp.float32))
+        hp = self.initial_hyperparams() if hyperparams is None else dict(hyperparams)
+        log_alpha = jnp.log(hp["init_alpha"] if "init_alpha" in hp
+                            else jnp.asarray(self.config.init_alpha, jnp.float32))
         zero = jnp.zeros((), jnp.int32)
-        return SACState(
+        return self.apply_hyperparams(SACState(
             actor_params=actor_params, critic_params=critic_params,
             target_critic_params=jax.tree.map(jnp.copy, critic_params), log_alpha=log_alpha,
             actor_opt=self.actor_optimizer.init(actor_params),
             critic_opt=self.critic_optimizer.init(critic_params),
             alpha_opt=self.alpha_optimizer.init(log_alpha),
-            hyperparams=self.initial_hyperparams(), step=zero, updates=zero,
-            env_state=env_state, obs=env_obs, buffer=buffer, obs_stats=self.init_obs_stats())
+            hyperparams=hp, step=zero, updates=zero,
+            env_state=env_state, obs=env_obs, buffer=buffer, obs_stats=self.init_obs_stats()))
 
     def critic_loss(self, critic_params: Any, target_critic_params: Any, actor_params: Any,
                     alpha: jax.Array, batch: Transition, key: jax.Array,

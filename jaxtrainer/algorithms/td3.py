@@ -287,19 +287,24 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
         return self.normalizing(policy)
 
     # ---- Module -------------------------------------------------------------
-    def init_state(self, key: jax.Array) -> TD3State:
+    def init_state(self, key: jax.Array,
+                   hyperparams: dict[str, jax.Array] | None = None) -> TD3State:
         """Networks (replicated), target networks equal to them; this device's envs
-        and buffer share (sharded)."""
+        and buffer share (sharded).
+        ``hyperparams``: the state's :attr:`TUNABLE` values, ``{name: float32[]}``
+        (``None``: :meth:`initial_hyperparams`); the optimizers' learning rates
+        are set from them (:meth:`apply_hyperparams`)."""
         actor_params, critic_params, env_state, env_obs, buffer = self.init_actor_critic(key)
+        hp = self.initial_hyperparams() if hyperparams is None else dict(hyperparams)
         zero = jnp.zeros((), jnp.int32)
-        return TD3State(
+        return self.apply_hyperparams(TD3State(
             actor_params=actor_params, critic_params=critic_params,
             target_actor_params=jax.tree.map(jnp.copy, actor_params),
             target_critic_params=jax.tree.map(jnp.copy, critic_params),
             actor_opt=self.actor_optimizer.init(actor_params),
             critic_opt=self.critic_optimizer.init(critic_params), updates=zero,
-            hyperparams=self.initial_hyperparams(), step=zero,
-            env_state=env_state, obs=env_obs, buffer=buffer, obs_stats=self.init_obs_stats())
+            hyperparams=hp, step=zero,
+            env_state=env_state, obs=env_obs, buffer=buffer, obs_stats=self.init_obs_stats()))
 
     def update(self, carry: TD3Carry, key: jax.Array, buffer: Any,
                obs_stats: normalization.RunningStatistics | None = None,

@@ -58,7 +58,7 @@ class Strategy(abc.ABC):
         self._devices_arg = arguments.devices(devices)  # ValueError for a malformed value
         self.jit = jit
         self.mesh: Mesh | None = None
-        self._traced_init: tuple[Module, Any] | None = None  # see abstract_state
+        self._traced_init: tuple[Module, tuple[Any, Any]] | None = None  # see abstract_state
 
     # ---- devices and mesh ------------------------------------------------
     @abc.abstractmethod
@@ -182,12 +182,13 @@ class Strategy(abc.ABC):
         compiled = jax.jit(fn, donate_argnums=donate).lower(*args).compile()
         return compiled, time.perf_counter() - start
 
-    def _probe_init(self, init: Any) -> Any:
-        """``init``'s trace (``jax.jit(...).trace``) on one device of the mesh."""
+    def _probe_init(self, init: Any, hyperparams: Any) -> Any:
+        """``init``'s trace (``jax.jit(...).trace`` of ``init(key, hyperparams)``)
+        on one device of the mesh."""
         found: list[Any] = []
 
         def probe(key):
-            found.append(init.trace(key))
+            found.append(init.trace(key, hyperparams))
             return jnp.zeros((), jnp.float32)
 
         jax.eval_shape(self.shard_map(probe, P(), P()), jax.random.key(0))
@@ -205,18 +206,33 @@ class Strategy(abc.ABC):
         it sizes."""
         return self._layout_entry(module)[1]
 
-    def _layout_entry(self, module: Module) -> tuple[Module, Any, Any]:
-        """``(module, layout, jitted init_state)``, cached per module."""
+    def _layout_entry(self, module: Module) -> tuple[Module, Any, Any, Any]:
+        """``(module, layout, jitted init, hyperparams)``, cached per module:
+        ``init(key, hyperparams)`` is ``module.init_state(key)``, or
+        ``module.init_state(key, hyperparams=hyperparams)`` for a module that
+        takes its traced hyperparameters as an argument
+        (:meth:`~jaxtrainer.Module.initial_hyperparams` as host ``float32``
+        scalars; ``None`` for other modules), so the init program holds no
+        hyperparameter values as constants."""
         self.setup()
         cache = getattr(self, "_layout_cache", {})
         if id(module) in cache:
             return cache[id(module)]
-        init = jax.jit(module.init_state)
-        traced = self._probe_init(init)
-        deps = dependence.tree_dependence(traced, frozenset())
+        values = module.initial_hyperparams() if hasattr(module, "initial_hyperparams") else None
+        hyperparams = (None if values is None else
+                       {name: np.asarray(jax.device_get(v), np.float32) for name, v in values.items()})
+
+        def call(key, hp):
+            return module.init_state(key) if hp is None else module.init_state(key, hyperparams=hp)
+
+        init = jax.jit(call)
+        traced = self._probe_init(init, hyperparams)
+        # the key and the hyperparameters are the same on every device
+        deps = dependence.tree_dependence(
+            traced, (frozenset(), jax.tree.map(lambda _: frozenset(), hyperparams)))
         try:
             with size_probe():  # a new function: jit's trace cache knows nothing of the probe
-                other = self._probe_init(jax.jit(lambda k: module.init_state(k))).out_info
+                other = self._probe_init(jax.jit(lambda k, hp: call(k, hp)), hyperparams).out_info
         except (TypeError, ValueError):  # sizes that only fit as they are: deps decide
             other = None
         if other is not None:
@@ -226,7 +242,7 @@ class Strategy(abc.ABC):
             tree = jax.tree.structure(traced.out_info)
             other = jax.tree.unflatten(tree, leaves) if len(leaves) == tree.num_leaves else None
         found = layout_lib.infer(deps, traced.out_info, other, self.data_axes)
-        cache[id(module)] = (module, found, init)  # keep module alive so its id stays unique
+        cache[id(module)] = (module, found, init, hyperparams)  # module alive: its id stays unique
         self._layout_cache = cache
         return cache[id(module)]
 
@@ -241,15 +257,16 @@ class Strategy(abc.ABC):
         """``PartitionSpec`` of every leaf laid out as ``layout`` on this mesh."""
         return layout_lib.specs(layout, self.data_axes)
 
-    def _init_program(self, module: Module) -> Any:
-        """``jax.jit`` of the init program of ``module``; it reuses the trace of
-        ``init_state`` that :meth:`state_layout` made."""
-        _, layout, init = self._layout_entry(module)
+    def _init_program(self, module: Module) -> tuple[Any, Any]:
+        """``(program, hyperparams)``: ``jax.jit`` of the init program of
+        ``module``, called as ``program(key, hyperparams)``; it reuses the trace
+        of ``init_state`` that :meth:`state_layout` made."""
+        _, layout, init, hyperparams = self._layout_entry(module)
 
-        def body(k):
-            return layout_lib.expand(init(k), layout)
+        def body(k, hp):
+            return layout_lib.expand(init(k, hp), layout)
 
-        return jax.jit(self.shard_map(body, P(), self.specs(layout)))
+        return jax.jit(self.shard_map(body, (P(), P()), self.specs(layout))), hyperparams
 
     def init_state(self, module: Module, key: jax.Array) -> Any:
         """The global initial state on this strategy's mesh. ``key``: typed key.
@@ -257,11 +274,13 @@ class Strategy(abc.ABC):
         Right after ``abstract_state(module, keep=True)`` it runs the program that
         call traced (in one process, one trace of ``init_state`` for both)."""
         kept, self._traced_init = self._traced_init, None
-        fn = kept[1] if kept is not None and kept[0] is module else self._init_program(module)
+        fn, hyperparams = (kept[1] if kept is not None and kept[0] is module
+                           else self._init_program(module))
+        hyperparams = self.to_global(hyperparams)
         if not self.jit:
             with jax.disable_jit():
-                return fn(key)
-        return fn(key)
+                return fn(key, hyperparams)
+        return fn(key, hyperparams)
 
     def abstract_state(self, module: Module, keep: bool = False) -> Any:
         """The global state :meth:`init_state` makes, as ``jax.ShapeDtypeStruct``
@@ -269,9 +288,9 @@ class Strategy(abc.ABC):
         traced program for the next :meth:`init_state` of ``module``, which
         uses it once (a fresh ``fit`` calls the two in this order; another
         ``abstract_state`` call replaces or drops it)."""
-        fn = self._init_program(module)
-        shapes = fn.eval_shape(jax.random.key(0))
-        self._traced_init = (module, fn) if keep else None
+        program = self._init_program(module)
+        shapes = program[0].eval_shape(jax.random.key(0), program[1])
+        self._traced_init = (module, program) if keep else None
         return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh),
                             shapes, self.shardings(module))
 
