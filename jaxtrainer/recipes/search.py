@@ -27,8 +27,15 @@ hyperparameters: a hyperparameter search in one compiled program
   hyperparameter (the algorithm's ``TUNABLE``).
 * ``search.rungs``: env steps per member at which the worst
   ``search.fraction`` of the members stop (``asha`` only; ``null``: at 1/8,
-  1/4 and 1/2 of the budget), ``search.replace``: ``sample`` (their slots go
-  on with new trials) or ``exploit`` (with perturbed copies of better members).
+  1/4 and 1/2 of the budget).
+* ``search.fraction``: the share of the members stopped at each rung (``asha``).
+* ``search.replace``: what a stopped member's slot goes on with: ``sample``
+  (new trials) or ``exploit`` (perturbed copies of better members; ``asha``).
+* ``search.sampler``: how trials are drawn: ``random`` or ``sobol`` for
+  ``asha`` (``null``: ``random``); ``tpe``, ``cmaes`` or ``random`` for
+  ``optuna`` (``null``: ``tpe``).
+* ``search.storage``: the Optuna study's database URL (``optuna`` only;
+  ``null``: ``sqlite`` in ``<run>/study.db``).
 
 The budget keys keep their meaning per run: ``trainer.max_env_steps`` (or
 ``trainer.max_steps``) is what one run trains for, and each member slot trains

@@ -234,6 +234,8 @@ SECTION_ABOUT = {
     "env": "the environment: jaxtrainer.envs.make(name, **the other keys); keys may be added",
     "sweep": ("many seeds and a hyperparameter grid trained side by side in one compiled "
               "program (jaxtrainer.population.Sweep); budgets are per member"),
+    "search": ("a hyperparameter search in one compiled program "
+               "(jaxtrainer.population.Search); budgets are per run"),
     "network": ("what the observation goes through before the algorithm's hidden layers "
                 "(jaxtrainer.algorithms.torsos.NetworkConfig)"),
 }
@@ -257,14 +259,15 @@ def _section_docs(section: str, keys: list[str], candidates: Sequence[type]
                   ) -> tuple[str, dict[str, str]]:
     """``(what documents the section, {key: one-line doc})``."""
     from jaxtrainer import envs
-    from jaxtrainer.recipes import sweep
+    from jaxtrainer.recipes import search, sweep
 
     if section == "trainer":
         return _trainer_docs(keys)
     if section == "env":
         return SECTION_ABOUT["env"], {"name": one_sentence(doc_entries(envs.make).get("name", ""))}
-    if section == sweep.SECTION:
-        return SECTION_ABOUT[sweep.SECTION], bullet_docs(sweep.__doc__, sweep.SECTION)
+    if section in (sweep.SECTION, search.SECTION):
+        source = sweep if section == sweep.SECTION else search
+        return SECTION_ABOUT[section], bullet_docs(source.__doc__, section)
     if section == "network":
         from jaxtrainer.algorithms.torsos import NetworkConfig
 
