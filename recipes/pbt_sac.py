@@ -6,14 +6,14 @@
 
 from __future__ import annotations
 
-import sys
-
-from jaxtrainer.recipes import fit
+from jaxtrainer import startup  # imports no JAX: Ctrl-C is taken from the first line
 
 
 def main(argv: list[str]) -> dict[str, float]:
+    from jaxtrainer.recipes import fit
+
     return fit.run(argv, recipe="pbt_sac")
 
 
 if __name__ == "__main__":
-    fit.script("pbt_sac", sys.argv[1:], prog=sys.argv[0])  # a bad config: one line, status 2
+    startup.script("pbt_sac")  # a bad config: one line, status 2; Ctrl-C while starting: one line

@@ -162,7 +162,8 @@ def test_explore_keeps_hyperparameters_in_their_bounds():
 def test_padding_members_are_never_ranked_copied_or_logged(run_dir):
     """6 members on 4 devices: 2 padding members (ids 6, 7)."""
     record = Record()
-    trainer, state = fit(pbt(size=6, ready=2), run_dir, 8, log=1, callbacks=[record])
+    trainer, state = fit(pbt(size=6, ready=2), run_dir, 8, log=1,
+                         callbacks=[jt.LearningRateMonitor(), record])
     assert state.parent.shape == (8,)
     np.testing.assert_array_equal(state.parent[6:], [6, 7])
     assert (state.parent[:6] < 6).all() and state.exploits == 4  # int(0.25 * 6) = 1 per round
@@ -178,6 +179,12 @@ def test_padding_members_are_never_ranked_copied_or_logged(run_dir):
         rtol=1e-5)
     np.testing.assert_allclose(
         last["score"], np.mean([last[f"member/{i}/score"] for i in range(6)]), rtol=1e-5)
+    # each real member's learning rate (of its last update), and the population's
+    lrs = np.asarray(state.members["opt_state"].hyperparams["learning_rate"], np.float64)[:6]
+    assert [last[f"lr/member/{i}/learning_rate"] for i in range(6)] == lrs.tolist()
+    assert len(set(lrs.tolist())) > 1 and "lr/member/6/learning_rate" not in last
+    assert (last["lr/learning_rate"], last["lr/learning_rate_min"], last["lr/learning_rate_max"]) \
+        == (lrs.mean(), lrs.min(), lrs.max())
 
 
 def test_same_population_on_1_and_4_devices(run_dir):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -294,23 +295,26 @@ def optuna_fit(root, ckpt_path=None, callbacks=(), devices="auto", vectorize=Tru
     return search, trainer, optuna_cb
 
 
-def test_optuna_rounds_resume_after_sigterm_without_asking_twice(tmp_path):
+def test_optuna_rounds_resume_after_sigterm_and_a_move_without_asking_twice(tmp_path):
     """3 rounds of 4 trials (and 2 more a round, for the slots the rung frees):
-    SIGTERM in round 0; the resumed run tells what was running and asks rounds 1
-    and 2, with a sampler that does not draw round 0's trials again (fewer
-    trials than TPE's random start-up: a sampler seeded as before would)."""
+    SIGTERM in round 0; the run directory is moved; the resumed run tells what
+    was running and asks rounds 1 and 2, with a sampler that does not draw round
+    0's trials again (fewer trials than TPE's random start-up: a sampler seeded
+    as before would)."""
     import optuna
 
     with pytest.raises(jt.Preempted):
-        optuna_fit(tmp_path, callbacks=[SendSigterm()])
-    study_db = tmp_path / "version_0" / "study.db"
+        optuna_fit(tmp_path / "here", callbacks=[SendSigterm()])
+    shutil.move(tmp_path / "here", tmp_path / "there")  # or copied to another machine
+    study_db = tmp_path / "there" / "version_0" / "study.db"
     assert study_db.exists()
     study = optuna.load_study(study_name="search", storage=f"sqlite:///{study_db}")
     before = study.get_trials(deepcopy=False)
     assert len(before) == 6  # round 0 asked
     assert sum(t.state == optuna.trial.TrialState.RUNNING for t in before) == 6  # round 0
-    search, trainer, cb = optuna_fit(tmp_path, ckpt_path="last")
-    assert trainer.log_dir == str(tmp_path / "version_0") and trainer.global_step == 12
+    assert not any(str(tmp_path) in str(t.user_attrs) for t in before)  # no path as identity
+    search, trainer, cb = optuna_fit(tmp_path / "there", ckpt_path="last")
+    assert trainer.log_dir == str(tmp_path / "there" / "version_0") and trainer.global_step == 12
     assert search.describe_member(trainer.state, 0).endswith(
         "(of round 3: earlier rounds' trials are no longer in the state; their results are in "
         "search.csv)")

@@ -35,6 +35,13 @@ class LearningRateMonitor(Callback):
     such a metric reads no state, so log intervals may still fuse. Runs before the loggers (``order = -50``); fetching the values is
     one small host transfer per log boundary.
 
+    A population (PBT, a search: a module with ``population_size`` ``P`` whose
+    state stacks its members on a leading axis) holds one value per member:
+    member ``i``'s is logged as ``lr/member/<i>/<name>``, and ``lr/<name>``
+    is the mean over the ``P`` real members, with ``lr/<name>_min`` and
+    ``lr/<name>_max`` (padding members, which a device count that does not
+    divide ``P`` adds, are never logged).
+
     Args:
       names: hyperparameter names to log; ``None`` logs every scalar one.
         Default ``("learning_rate",)``.
@@ -51,21 +58,38 @@ class LearningRateMonitor(Callback):
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         self._warned = False  # warn once per run
 
-    def current(self, state: Any) -> dict[str, float]:
-        """``{"lr/<name>": value}`` of every injected hyperparameter in ``state``."""
+    def current(self, state: Any, members: int | None = None) -> dict[str, float]:
+        """``{"lr/<name>": value}`` of every injected hyperparameter in
+        ``state``; with ``members`` (a population's ``P``), a value per member
+        (``[P_pad]``, real members first) gives the per-member keys and the
+        mean/min/max of the class docstring."""
         found = jax.tree_util.tree_flatten_with_path(state, is_leaf=lambda x: isinstance(x, _INJECTED))[0]
         found = [(p, s) for p, s in found if isinstance(s, _INJECTED)]
         values: dict[str, Any] = {}
         for path, s in found:
             prefix = "lr/" if len(found) == 1 else f"lr/{jax.tree_util.keystr(path).strip('.[]')}/"
             for name, value in s.hyperparams.items():
-                if (self.names is None or name in self.names) and np.size(value) == 1:
+                if self.names is not None and name not in self.names:
+                    continue
+                if np.size(value) == 1 or (members and np.ndim(value) == 1 and len(value) >= members):
                     values[prefix + name] = value
         host = jax.device_get(values)
-        return {k: float(np.asarray(v, np.float64).reshape(())) for k, v in host.items()}
+        out: dict[str, float] = {}
+        for key, value in host.items():
+            value = np.asarray(value, np.float64)
+            if value.size == 1:
+                out[key] = float(value.reshape(()))
+                continue
+            real = value[:members]
+            prefix, name = key.rsplit("/", 1)
+            out.update({f"{prefix}/member/{i}/{name}": float(v) for i, v in enumerate(real)})
+            out.update({key: float(real.mean()), f"{key}_min": float(real.min()),
+                        f"{key}_max": float(real.max())})
+        return out
 
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
-        values = self.current(trainer.peek_state())  # read at once: no copy
+        members = getattr(module, "population_size", None)
+        values = self.current(trainer.peek_state(), members if isinstance(members, int) else None)
         if not values and not self._warned:
             self._warned = True
             warnings.warn("LearningRateMonitor: the state holds no optax.inject_hyperparams optimizer "

@@ -10,9 +10,14 @@ compiled once) and tells the study each trial's result: its evaluation
 (``eval/episode_return`` by default), ``PRUNED`` for a trial stopped at a
 rung, ``FAIL`` for a non-finite value. The study lives in Optuna's storage, by
 default ``<run>/study.db`` (SQLite), or any database URL Optuna takes; each
-trial records its search trial id and run directory as user attributes, so a
-resumed run (``ckpt_path``) tells the trials it was running and asks only for
-rounds not asked yet: the study grows, and no trial is asked twice.
+trial records its search trial id and the run's id (a random token drawn when
+the run starts and kept in its checkpoints, never a path) as user attributes,
+so a resumed run (``ckpt_path``) tells the trials it was running and asks only
+for rounds not asked yet, also when its run directory was moved or copied to
+another machine: the study grows, and no trial is asked twice. A search that
+completes its budget leaves no trial of its own ``RUNNING``: one it asked but
+did not finish (a resume from an earlier checkpoint, with fewer rounds) is
+told ``FAIL``.
 
 Samplers: ``tpe`` (``optuna.samplers.TPESampler``, Bergstra et al. 2011,
 "Algorithms for Hyper-Parameter Optimization"), ``cmaes``
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import math
 import os
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -140,6 +146,7 @@ class OptunaSearch(Callback):
         self.sampler, self.storage, self.study_name, self.seed = sampler, storage, study_name, seed
         self.metric = metric
         self.study: Any = None
+        self.run_id: str | None = None
         self._evaluated: tuple[int, dict[str, float]] | None = None
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
@@ -150,6 +157,9 @@ class OptunaSearch(Callback):
                             f"{HOST_SAMPLER!r}), got {type(module).__name__}")
         if stage != "fit":
             return
+        # a new run draws its id; a resumed one gets it back from the checkpoint
+        # (load_state_dict), or, saved before runs had ids, is known by its path
+        self.run_id = uuid.uuid4().hex if trainer.ckpt_path is None else None
         if module.round_steps % trainer.log_every_n_steps:
             raise ValueError(f"OptunaSearch: a round of {module.round_steps} updates does not end "
                              f"on a log interval (trainer.log_every_n_steps="
@@ -166,6 +176,17 @@ class OptunaSearch(Callback):
         asked = len(self.study.get_trials(deepcopy=False))
         if asked:  # a resumed study: a sampler seeded as before would draw its first trials again
             self.study.sampler = make_sampler(self.sampler, self.seed + asked)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.run_id = state_dict.get("run_id")
+
+    def _run(self, trainer: Trainer) -> str:
+        """This run's identity in the study: its id (an absolute path only for a
+        run saved before runs had ids)."""
+        return self.run_id or os.path.abspath(trainer.log_dir)
 
     def needs_state(self, trainer: Trainer, module: Any, step: int) -> bool:
         return step % module.round_steps == 0
@@ -189,11 +210,22 @@ class OptunaSearch(Callback):
         self._tell(trainer, module, min((step - 1) // length, module.rounds - 1), evaluation)
         self._ask_if_due(trainer, module)
 
+    def on_train_end(self, trainer: Trainer, module: Module) -> None:
+        """A search that spent its budget closes its trials still open (``FAIL``)."""
+        if self.study is None or trainer.global_step < trainer.max_steps:
+            return  # stopped early: a resume finishes them
+        import optuna
+
+        running = optuna.trial.TrialState.RUNNING
+        for number in self._numbers(trainer).values():
+            if self.study.trials[number].state == running:
+                self.study.tell(number, state=optuna.trial.TrialState.FAIL)
+
     # ---- asking and telling --------------------------------------------------------
     def _numbers(self, trainer: Trainer) -> dict[int, int]:
         """``{search trial id: Optuna trial number}`` of this run's asked trials."""
         return {int(t.user_attrs[TRIAL_ATTR]): t.number for t in self.study.get_trials(deepcopy=False)
-                if t.user_attrs.get(RUN_ATTR) == os.path.abspath(trainer.log_dir)}
+                if t.user_attrs.get(RUN_ATTR) == self._run(trainer)}
 
     def _ask_if_due(self, trainer: Trainer, module: Any) -> None:
         """At a round's start, write its trials into the table: asked now, or
@@ -213,7 +245,7 @@ class OptunaSearch(Callback):
                 else:
                     trial = self.study.ask()
                     trial.set_user_attr(TRIAL_ATTR, t)
-                    trial.set_user_attr(RUN_ATTR, os.path.abspath(trainer.log_dir))
+                    trial.set_user_attr(RUN_ATTR, self._run(trainer))
                     values = {n: suggest(trial, n, s) for n, s in module.spaces.items()}
                 for n in module.spaces:
                     rows[n][k] = values[n]

@@ -1,0 +1,79 @@
+"""A command's first lines: a Ctrl-C at any moment of its start-up ends it at once
+in one line, by SIGINT (status 130 in a shell), with nothing trained; a user's own
+torso in the current directory imports without PYTHONPATH."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests._xla import xla_flags
+from tests.commands import ROOT, TINY_PPO
+
+
+def _caught(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (``SigCgt`` of /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt")), 16)
+    return bool(mask >> (signum - 1) & 1)
+
+
+def _wait(proc: subprocess.Popen, ready, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.005)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command,when", [
+    ("recipe", "first line"),  # its handler is in place: before any import of JAX
+    ("recipe", "jax loaded"),  # where JAX's garbage-collection callback could swallow it
+    ("jaxtrainer", "building"),  # half a second later: config, env, module, Trainer
+])
+def test_a_ctrl_c_while_starting_ends_the_command_in_one_line(tmp_path, command, when):
+    root = tmp_path / "runs"
+    args, prog = ([sys.executable, "recipes/ppo.py"], "recipes/ppo.py") if command == "recipe" \
+        else ([sys.executable, "-m", "jaxtrainer.cli", "fit", "ppo"], "jaxtrainer")
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1))
+    proc = subprocess.Popen([*args, *TINY_PPO, "trainer.max_steps=4",
+                             f"trainer.default_root_dir={root}"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(proc, lambda: _caught(proc.pid, signal.SIGTERM))  # the command's first line ran
+        if when != "first line":
+            _wait(proc, lambda: "jaxlib" in Path(f"/proc/{proc.pid}/maps").read_text())
+        if when == "building":
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGINT, err  # ended by the signal: 130 in a shell
+    assert err == f"{prog}: received SIGINT while starting; stopping\n"
+    assert out == "" and not root.exists()  # nothing trained, no run directory
+
+
+@pytest.mark.timeout(120)
+def test_a_users_torso_in_the_current_directory_imports_without_pythonpath(tmp_path):
+    """The class imports (its constructor is checked against init_args): without
+    the current directory on the path it would not ("does not import")."""
+    (tmp_path / "my_torso.py").write_text((ROOT / "tests" / "torsos.py").read_text())
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1), PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, str(ROOT / "recipes" / "ppo.py"), *TINY_PPO,
+                          f"trainer.default_root_dir={tmp_path / 'runs'}",
+                          "network.torso.class_path=my_torso.TinyTorso",
+                          "network.torso.init_args.width=3"],  # checked before anything compiles
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=110)
+    assert out.returncode == 2 and out.stderr.endswith(
+        ": error: network.torso.init_args={'width': 3}: my_torso.TinyTorso rejects them "
+        "(TinyTorso.__init__() got an unexpected keyword argument 'width')\n"), out.stderr
+    assert not (tmp_path / "runs").exists()
