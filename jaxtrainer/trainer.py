@@ -309,6 +309,20 @@ class Trainer:
         """Whether ``max_steps`` or ``max_env_steps`` is set (``fit`` needs one)."""
         return self.max_steps_arg is not None or self.max_env_steps is not None
 
+    def add_callback(self, callback: Callback) -> None:
+        """Insert ``callback`` where its :attr:`Callback.order` puts it: after
+        every callback of an equal or lower order, before the others (as the
+        callbacks given to the constructor are sorted).
+
+        Raises:
+          TypeError: ``callback`` is not a :class:`Callback`.
+        """
+        if not isinstance(callback, Callback):
+            raise TypeError(f"add_callback expects a jaxtrainer.Callback, got {callback!r}")
+        order = int(getattr(callback, "order", 0))
+        at = sum(int(getattr(cb, "order", 0)) <= order for cb in self.callbacks)
+        self.callbacks.insert(at, callback)
+
     def prepare(self, module: Module) -> None:
         """Set up the devices, the budget (``max_steps``) and run the module's
         checks (``validate``) for ``module``, before anything compiles (``fit`` and

@@ -290,3 +290,29 @@ def test_ppo_recipe_with_devices_index_list_runs_on_that_one_device(tmp_path):
     assert (hparams["trainer/devices"], hparams["trainer/num_devices"]) == ("[0]", "1")
     rows = list(csv.DictReader(open(run / "metrics.csv")))
     assert int(rows[-1]["env_steps"]) == 256  # 2 updates x 4 envs x 32 steps
+
+
+def test_add_callback_inserts_by_order_and_is_the_one_way_to_edit_the_list():
+    """The search callbacks run where their orders say: OptunaSearch (80) before the
+    recipes' final evaluation (90), SearchReport (95) after it, both before
+    ModelCheckpoint (100); and no module edits a Trainer's list but add_callback."""
+    import re
+    from pathlib import Path
+
+    from jaxtrainer.population.optuna_search import OptunaSearch
+    from jaxtrainer.population.search_report import SearchReport
+    from jaxtrainer.recipes.command import RunRecord
+
+    t = jt.Trainer(max_steps=1, callbacks=[jt.CSVLogger()], enable_progress_bar=False)
+    for cb in (SearchReport(), OptunaSearch(), RunRecord(None, "ppo")):
+        t.add_callback(cb)
+    names = [type(cb).__name__ for cb in t.callbacks]
+    assert names[-4:] == ["OptunaSearch", "RunRecord", "SearchReport", "ModelCheckpoint"], names
+    orders = [int(getattr(cb, "order", 0)) for cb in t.callbacks]
+    assert orders == sorted(orders)
+    with pytest.raises(TypeError, match="add_callback expects a jaxtrainer.Callback"):
+        t.add_callback(object())
+    package = Path(jt.__file__).parent
+    editing = [str(p.relative_to(package)) for p in package.rglob("*.py")
+               if re.search(r"\.callbacks\.(append|insert)\(", p.read_text())]
+    assert editing == ["trainer.py"]

@@ -260,9 +260,7 @@ class PopulationTrainer(Trainer):
         self.map_batch_size = map_batch_size
         self.config.update(population_size=population_size, max_generations=max_generations,
                            member_map=member_map)
-        self.callbacks.insert(len([c for c in self.callbacks
-                                   if getattr(c, "order", 0) <= GenerationEndDispatcher.order]),
-                              GenerationEndDispatcher())
+        self.add_callback(GenerationEndDispatcher())
         self._wrappers: dict[int, tuple[PopulationModule, GenerationModule]] = {}
 
     @property

@@ -451,10 +451,9 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
     search.before_fit(trainer, module, cfg)  # a Search: budget per member, search.csv
     changed = resume.hyperparameter_changes(cfg)  # confirmed changes of a resumed run
     if changed:
-        trainer.callbacks.append(resume.ApplyHyperparameters(changed))
+        trainer.add_callback(resume.ApplyHyperparameters(changed))
     record = RunRecord(cfg, recipe_of(cfg))
-    trainer.callbacks.insert(sum(getattr(cb, "order", 0) <= record.order for cb in trainer.callbacks),
-                             record)
+    trainer.add_callback(record)
     try:
         trainer.fit(module, ckpt_path=ckpt_path(cfg))
     finally:

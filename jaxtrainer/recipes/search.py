@@ -286,12 +286,12 @@ def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None
         print(f"jaxtrainer: search of {module.trial_slots} trials at once sharing {runs} runs' "
               f"budget (search.runs): each member slot trains {each}", flush=True)
     if not any(isinstance(cb, SearchReport) for cb in trainer.callbacks):
-        trainer.callbacks.append(SearchReport())
+        trainer.add_callback(SearchReport())
     if module.sampler == HOST_SAMPLER and not any(isinstance(cb, OptunaSearch)
                                                   for cb in trainer.callbacks):
         node = cfg[SECTION] if cfg is not None else {}
-        trainer.callbacks.append(OptunaSearch(node.get("sampler") or "tpe", node.get("storage"),
-                                              seed=module.seed))
+        trainer.add_callback(OptunaSearch(node.get("sampler") or "tpe", node.get("storage"),
+                                          seed=module.seed))
         steps = budget_in_steps(trainer.max_steps_arg, trainer.max_env_steps,
                                 int(module.env_steps_per_step), type(module).__name__)
         trainer.log_every_n_steps = math.gcd(trainer.log_every_n_steps,

@@ -208,11 +208,9 @@ def before_fit(trainer: Any, module: Any, recipe: str | None) -> None:
     if trainer.max_env_steps is not None:
         trainer.max_env_steps = int(trainer.max_env_steps) * module.population_size
     if not any(isinstance(cb, SweepSummary) for cb in trainer.callbacks):
-        summary = SweepSummary()
-        at = sum(getattr(cb, "order", 0) <= summary.order for cb in trainer.callbacks)
-        trainer.callbacks.insert(at, summary)
+        trainer.add_callback(SweepSummary())
     if not any(isinstance(cb, MemberHint) for cb in trainer.callbacks):
-        trainer.callbacks.append(MemberHint(recipe))
+        trainer.add_callback(MemberHint(recipe))
 
 
 def final_note(module: Any) -> str:
