@@ -179,9 +179,6 @@ def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
             curves.setdefault(m["config"], []).append((xs / len(members) if x == "env_steps" else xs, vs))
     if not curves:
         raise ValueError(f"no member of the sweep in {run_dir} logged member/<i>/{metric}")
-    if all(len(c[0]) < 2 for group in curves.values() for c in group):
-        raise ValueError(f"nothing to plot: member/<i>/{metric} has one value per member in "
-                         f"{run_dir}; no figure written")
     end = min(c[0][-1] for group in curves.values() for c in group)
     grid = np.unique(np.concatenate([c[0][c[0] <= end] for g in curves.values() for c in g]))
     labels, rows = [], {"iqm": [], "mean": [], "low": [], "high": []}
@@ -194,8 +191,12 @@ def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
         first = next(m for m in members if m["config"] == config)
         label = " ".join(f"{n}={first[n]:g}" for n in names) or metric
         labels.append(f"{label} ({len(ys)} seeds)")
-        line, = ax.plot(grid, iqm, lw=2, label=labels[-1])
+        line, = ax.plot(grid, iqm, lw=2, label=labels[-1], marker="o" if len(grid) == 1 else None)
         ax.fill_between(grid, band[0], band[1], color=line.get_color(), alpha=0.25)
+        if len(grid) == 1:  # one evaluation per member: the IQM and its interval as a point
+            ax.errorbar(grid, iqm, yerr=[np.maximum(iqm - band[0], 0), np.maximum(band[1] - iqm, 0)],
+                        color=line.get_color(),
+                        capsize=4)
         for key, value in zip(rows, (iqm, ys.mean(0), band[0], band[1]), strict=True):
             rows[key].append(value)
     ax.set_xlabel("env steps per member" if x == "env_steps" else x)
