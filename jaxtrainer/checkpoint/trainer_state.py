@@ -19,6 +19,7 @@ import numpy as np
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.checkpoint.resolve import NAMES, Accept, resolve
+from jaxtrainer.distributed import keys
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -75,6 +76,9 @@ def restore(trainer: Trainer, module: Module, path: Path,
     restored, stored = ckpt.restore(path, abstract)
     trainer.state, trainer.root_key = restored["module"], restored["rng"]
     trainer.global_step, trainer.env_steps = int(stored["global_step"]), int(stored["env_steps"])
+    fresh_key = keys.sub_key(keys.stream_key(trainer.root_key, keys.INIT_STREAM), trainer.global_step)
+    trainer.state = module.resumed_state(
+        trainer.state, lambda: trainer.strategy.init_state(module, fresh_key))
     states = stored.get("callbacks", {})
     for cb in trainer.callbacks:
         if cb.state_key in states:

@@ -264,7 +264,11 @@ class Env(SpecSizes, abc.ABC):
       action_low, action_high: ``float32[action_size]`` numpy bounds of continuous
         actions (``None`` for discrete and multi-discrete envs).
       max_episode_steps: the time limit after which episodes are truncated.
+      host: whether the simulators run on the host, outside the compiled
+        program (Gymnasium, EnvPool); their state cannot be checkpointed.
     """
+
+    host: bool = False
 
     name: str
     observation_shape: tuple[int, ...]

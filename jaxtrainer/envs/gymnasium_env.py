@@ -23,8 +23,11 @@ Limits:
     :meth:`Env.step_env` are not available.
   * Pools live in the process: every batched reset makes a new vector env
     (training one per device, each evaluation one); they close at exit. They
-    are not checkpointed: stepping an env state restored in another process
-    (a resumed run) raises an error naming this.
+    are not checkpointed: a resumed run starts fresh envs (the episodes in
+    flight at the checkpoint restart; parameters, optimizer state, counters and
+    replay buffers continue exactly, :meth:`jaxtrainer.Module.resumed_state`).
+    Stepping an env state restored in another process by other means raises
+    an error naming this.
   * Cost per step: one device-to-host round trip plus Gymnasium's Python step
     of every env in turn (CartPole-v1: see the README's table of families).
   * Reproducible: a rerun with the same key gives the same episodes where the
@@ -100,11 +103,17 @@ class GymnasiumEnv(Env):
     Observations: ``float32[*obs_shape]`` (Gymnasium's ``Box`` observation cast;
     CartPole-v1: ``float32[4]``). Actions: ``int32[]`` in ``[0, n)`` for
     ``Discrete(n)``; ``int32[k]`` for a ``MultiDiscrete`` of ``k`` components,
-    component ``i`` in ``[0, nvec[i])`` (:attr:`~jaxtrainer.envs.Env.action_nvec`;
-    a space's ``start`` is added on the way to the host); ``float32[action_size]``
-    for ``Box`` (clipped by the caller to :attr:`action_low` / :attr:`action_high`). The time limit is the
-    id's registered ``max_episode_steps`` (Gymnasium's ``TimeLimit``:
-    ``truncated``); the env's own ends are ``terminated``.
+    component ``i`` in ``[0, nvec[i])`` (:attr:`~jaxtrainer.envs.Env.action_nvec`);
+    a ``Discrete`` or ``MultiDiscrete`` space's ``start`` is added on the way to
+    the host (``Discrete(3, start=-1)``: the agent's ``0, 1, 2`` reach the env as
+    ``-1, 0, 1``); ``float32[action_size]`` for ``Box``, whose bounds are
+    :attr:`action_low` / :attr:`action_high` (the space's ``low`` and ``high``,
+    flattened; algorithms clip or scale their actions to them). The time limit is
+    ``max_episode_steps`` when given, else the id's registered one (Gymnasium's
+    ``TimeLimit``: ``truncated``); the env's own ends are ``terminated``.
+
+    A host env's simulators live in this process (:attr:`host` is true): a
+    resumed run starts fresh envs, see :meth:`jaxtrainer.Module.resumed_state`.
 
     Args:
       env_id: a registered Gymnasium id (``"CartPole-v1"``).
@@ -115,6 +124,8 @@ class GymnasiumEnv(Env):
       TypeError: an observation space other than ``Box`` or an action space other
         than ``Discrete``, a one-axis ``MultiDiscrete`` or ``Box``.
     """
+
+    host = True
 
     def __init__(self, env_id: str, name: str, **kwargs: Any) -> None:
         gym = import_family("gymnasium", "gymnasium", "gymnasium")
@@ -145,6 +156,8 @@ class GymnasiumEnv(Env):
         if self.discrete:
             self.num_actions, self.action_size = int(space.n), 1
             self.action_low = self.action_high = None
+            if int(space.start) != 0:
+                self.action_start = np.int32(space.start)
         elif isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1:
             self.set_multi_discrete(space.nvec)
             if np.any(space.start != 0):
@@ -203,8 +216,9 @@ class GymnasiumEnv(Env):
                 "shard_map strategy") from None
 
     def _action(self, action: Action) -> jax.Array:
-        """A batch of actions as the host pool takes them (a ``MultiDiscrete``
-        with a ``start`` gets it added: its component ``i`` is in
+        """A batch of actions as the host pool takes them: a ``Discrete(n,
+        start=s)`` gets ``s`` added (the host gets ``s..s+n-1``), a
+        ``MultiDiscrete`` with a ``start`` gets it added (component ``i`` in
         ``[start[i], start[i] + nvec[i])``)."""
         if not self.discrete:
             return jnp.asarray(action, jnp.float32).reshape(*action.shape[:1], self.action_size)
