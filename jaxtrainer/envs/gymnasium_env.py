@@ -45,7 +45,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
-from jaxtrainer.envs.base import Action, Env, EnvState, Observation, StepInfo, with_statistics
+from jaxtrainer.envs.base import (
+    Action,
+    Env,
+    EnvState,
+    Observation,
+    StepInfo,
+    positive_steps,
+    with_statistics,
+)
 from jaxtrainer.envs.families import import_family, unknown_name
 
 GYMNASIUM_PREFIX = "gymnasium/"
@@ -135,7 +143,7 @@ class GymnasiumEnv(Env):
         probe.close()
         self.set_spaces(obs_space, space)
         spec = gym.spec(env_id)
-        self.max_episode_steps = int(spec.max_episode_steps or 0)
+        self.max_episode_steps = int(kwargs.get("max_episode_steps") or spec.max_episode_steps or 0)
         self.batch_through_host()
 
     def set_spaces(self, obs_space: Any, space: Any) -> None:
@@ -176,6 +184,18 @@ class GymnasiumEnv(Env):
         self.reset.def_vmap(self._reset_rule)
         self.step = jax.custom_batching.custom_vmap(self._step_one)
         self.step.def_vmap(self._step_rule)
+
+    def set_time_limit(self, max_episode_steps: int) -> None:
+        """Truncate episodes after ``max_episode_steps`` steps: passed to the
+        host library for every pool made from now on (Gymnasium's ``TimeLimit``,
+        EnvPool's ``max_episode_steps``), replacing the registered limit.
+
+        Raises:
+          ValueError: not a positive int (naming it).
+        """
+        limit = positive_steps(max_episode_steps)
+        self.kwargs = {**self.kwargs, "max_episode_steps": limit}
+        self.time_limit = self.max_episode_steps = limit
 
     # ---- host calls ------------------------------------------------------
     def new_pool(self, seed: np.ndarray, num_envs: int) -> tuple[np.ndarray, np.ndarray]:
