@@ -286,10 +286,15 @@ class Env(SpecSizes, abc.ABC):
         program (Gymnasium, EnvPool); their state cannot be checkpointed.
       time_limit: the limit :meth:`set_time_limit` set (``None``: none beyond
         the simulator's own).
+      observation_layout: how 3-d image observations are laid out,
+        ``"channels_last"`` (``[height, width, channels]``, the default) or
+        ``"channels_first"`` (``[channels, height, width]``: EnvPool's Atari
+        frame stacks); what the CNN torsos read unless ``network.layout`` is set.
     """
 
     host: bool = False
     time_limit: int | None = None
+    observation_layout: str = "channels_last"
 
     name: str
     observation_shape: tuple[int, ...]
