@@ -212,7 +212,7 @@ def test_own_flax_module_by_class_path_drives_the_algorithm(run_dir, monkeypatch
      r"^network.torso='cnn' needs image observations \[height, width, channels\]; this "
      r"environment's observations have shape \(4,\): use network.torso=mlp$"),
     ("ppo", "network.core=rnn", r"network.core='rnn': choose one of 'gru', 'lstm', or null"),
-    ("sac", "network.core=gru", r"unknown config key 'network.core': network has keys: torso"),
+    ("sac", "network.core=gru", r"unknown config key 'network.core': network has keys: layout, torso"),
 ])
 def test_bad_network_input_is_one_line_before_anything_compiles(run_dir, recipe, override, match):
     with pytest.raises(ValueError, match=match) as raised:
