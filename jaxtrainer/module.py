@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -72,6 +73,10 @@ class Module:
     env_steps_per_step: int = 0
     step_key_per_device: bool = True
     stochastic_policy: bool = False
+    env_fields: tuple[str, ...] = ("env_state", "obs", "carry", "start")
+    """The fields of a state dataclass that hold the envs in flight (their
+    states, observations and, with memory, the recurrent carry and episode
+    starts): what :meth:`resumed_state` takes afresh for a host env."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Module:
         # the constructor's arguments, so that a run started from Python can be
@@ -118,6 +123,25 @@ class Module:
         program holds them as constants, and a run that changes only them loads
         every program from the compilation cache."""
         return None
+
+    def resumed_state(self, state: State, fresh_state: Callable[[], State]) -> State:
+        """The state a resumed run continues from, given the one its checkpoint
+        restored. ``fresh_state()``: a new initial state (made on the run's
+        devices by ``init_state``) for the parts that cannot be restored.
+
+        Default: ``state`` unchanged, except for a module whose ``env`` is a host
+        environment (``env.host``: Gymnasium, EnvPool), whose simulators live in
+        the process that ran them and are not in the checkpoint: then the fields
+        :attr:`env_fields` of ``state`` (a ``flax.struct`` dataclass) are taken
+        from ``fresh_state()``, fresh envs whose episodes start anew, and all
+        else (parameters, optimizer state, counters, replay buffer, observation
+        statistics) is kept as restored.
+        """
+        if not getattr(getattr(self, "env", None), "host", False) or not hasattr(state, "replace"):
+            return state
+        fresh = fresh_state()
+        return state.replace(**{name: getattr(fresh, name) for name in self.env_fields
+                                if hasattr(state, name)})
 
     def training_step(self, state: State, key: jax.Array) -> tuple[State, Metrics]:
         """One update. ``key`` is unique to (seed, global step, device).

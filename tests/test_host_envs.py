@@ -1,13 +1,21 @@
 """Host environments (``gymnasium/<id>``): the Env contract through host callbacks inside
-compiled programs, reproducible seeding, PPO by env.name under pmap on 4 devices, and the clear error under a vmap of env batches."""
+compiled programs, reproducible seeding, PPO by env.name under pmap on 4 devices, the clear
+error under a vmap of env batches, action-space offsets, and a resume in a new process."""
 
 from __future__ import annotations
 
+import dataclasses
+import pickle
+
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
+import jaxtrainer as jt
 from jaxtrainer import envs
+from tests import toys
 from tests.commands import recipe_script
 
 
@@ -74,3 +82,83 @@ def test_ppo_recipe_runs_gymnasium_under_pmap_on_four_devices(run_dir, capsys):
     assert result["env_steps"] == 64
     assert 8.0 <= result["eval/episode_return"] <= 500.0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("eval/episode_return=")
+
+
+class DiscreteEchoEnv(gym.Env):
+    """A Gymnasium env with a ``Discrete(3, start=-1)`` action space whose
+    observation is the last action it received, as ``float32[1]``."""
+
+    observation_space = gym.spaces.Box(-10.0, 10.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(3, start=-1)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        return np.array([action], np.float32), 1.0, False, False, {}
+
+
+@pytest.mark.timeout(60)
+def test_a_discrete_space_with_a_start_receives_start_to_start_plus_n():
+    if "jaxtrainer-tests/DiscreteEcho-v0" not in gym.registry:
+        gym.register("jaxtrainer-tests/DiscreteEcho-v0", entry_point=DiscreteEchoEnv)
+    env = envs.make("gymnasium/jaxtrainer-tests/DiscreteEcho-v0")
+    assert (env.discrete, env.num_actions, env.action_shape) == (True, 3, ())
+
+    def run(key):
+        _, state = env.reset_batch(key, 3)
+        return env.step_batch(key, state, jnp.arange(3, dtype=jnp.int32))[0]
+
+    assert jax.jit(run)(jax.random.key(0)).tolist() == [[-1.0], [0.0], [1.0]]
+
+
+def _host_dqn():
+    from jaxtrainer.algorithms import DQN, DQNConfig
+
+    return DQN(DQNConfig(env="gymnasium/CartPole-v1", num_envs=2, buffer_size=16, batch_size=4,
+                         learning_starts=0, hidden_sizes=(4,), eval_episodes=2))
+
+
+RESUME_IN_NEW_PROCESS = """
+import pickle, sys
+import jaxtrainer as jt
+from tests import toys
+from tests.test_host_envs import _host_dqn
+
+class Record(jt.Callback):
+    def on_fit_start(self, trainer, module):
+        self.start = (trainer.global_step, trainer.env_steps, toys.leaves(trainer.state))
+
+record = Record()
+trainer = toys.trainer(sys.argv[1], max_steps=3, callbacks=[record], logger=False,
+                       enable_checkpointing=False)
+trainer.fit(_host_dqn(), ckpt_path=sys.argv[2])
+with open(sys.argv[3], "wb") as f:
+    pickle.dump((record.start, trainer.global_step, trainer.env_steps), f)
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_host_env_run_resumed_in_a_new_process_starts_fresh_envs_and_keeps_the_rest(tmp_path):
+    """DQN on ``gymnasium/CartPole-v1``: 2 steps and a checkpoint here; a new
+    process resumes it to step 3. It starts from the checkpoint's parameters,
+    optimizer state, counters and replay buffer, with fresh envs."""
+    first = toys.trainer(tmp_path, strategy="single", max_steps=2, logger=False, callbacks=[
+        jt.ModelCheckpoint(every_n_steps=2, async_save=False)])
+    first.fit(_host_dqn())
+    want = toys.leaves(first.state)
+    out = tmp_path / "resumed.pkl"
+    code = RESUME_IN_NEW_PROCESS.replace("sys.argv[1]", repr(str(tmp_path / "b"))).replace(
+        "sys.argv[2]", repr(f"{first.log_dir}/checkpoints/2")).replace("sys.argv[3]", repr(str(out)))
+    toys.run_python(code, devices=1, timeout=150)
+    with open(out, "rb") as f:
+        (step, env_steps, got), final_step, final_env_steps = pickle.load(f)
+    assert (step, env_steps, final_step, final_env_steps) == (2, 4, 3, 6)
+    fields = [f.name for f in dataclasses.fields(want)]
+    assert {"params", "opt_state", "updates", "buffer"} <= set(fields)
+    for name in set(fields) - {"env_state", "obs"}:  # all but the envs continue exactly
+        toys.assert_trees_equal(getattr(got, name), getattr(want, name))
+    # the envs start anew: fresh episodes in pools of this process
+    assert got.env_state.episode_length.tolist() == [0, 0]
+    assert np.all(np.abs(got.obs) <= 0.05)  # CartPole's first observations

@@ -11,7 +11,14 @@ import numpy as np
 import pytest
 
 from jaxtrainer.algorithms import DQN, PPO, SAC
-from jaxtrainer.algorithms.torsos import MinAtarCNN, NatureCNN, NetworkConfig, PatchConv, features
+from jaxtrainer.algorithms.torsos import (
+    MinAtarCNN,
+    NatureCNN,
+    NetworkConfig,
+    PatchConv,
+    features,
+    torso_factory,
+)
 from jaxtrainer.recipes import fit, modules
 
 
@@ -75,6 +82,59 @@ def test_cnn_layouts_and_leading_axes():
     out = jax.eval_shape(lambda p: features(nature.bind(p), jnp.zeros((3, 5, 84, 84, 4)), 3),
                          params)
     assert out.shape == (3, 5, 3136) and out.dtype == jnp.float32
+
+
+@pytest.mark.timeout(60)
+def test_channels_first_frames_get_the_network_of_their_channels_last_transpose():
+    """``[4, 84, 84]`` (an EnvPool Atari frame stack) is 84x84 pixels of 4
+    channels: ``cnn`` picks ``nature_cnn``, and the CNNs read ``[C, H, W]``
+    frames as their ``[H, W, C]`` transpose, with the same parameters."""
+    from jaxtrainer.envs.gymnasium_env import image_layout
+
+    assert [image_layout(s) for s in [(4, 84, 84), (84, 84, 4), (210, 160, 3), (4,)]] == [
+        "channels_first", "channels_last", "channels_last", "channels_last"]
+    stack = (4, 84, 84)
+    for network, env_layout in [(NetworkConfig(torso="cnn"), "channels_first"),
+                                (NetworkConfig(torso="nature_cnn"), "channels_first"),
+                                (NetworkConfig(torso="cnn", layout="channels_first"), "channels_last")]:
+        torso = torso_factory(network, stack, observation_layout=env_layout)()
+        assert (type(torso), torso.channels_first) == (NatureCNN, True)
+    with pytest.raises(ValueError, match=r"^network.torso='nature_cnn' needs frames of at least "
+                       r"36x36; observations have shape \(4, 84, 84\) \(channels_last\): use "
+                       r"minatar_cnn, or network.layout=channels_first for \[channels, height, "
+                       r"width\] frames$"):
+        torso_factory(NetworkConfig(torso="nature_cnn"), stack)
+    with pytest.raises(ValueError, match=r"network.layout='chw': choose one of 'channels_last', "
+                       r"'channels_first', or null for the env's"):
+        NetworkConfig(layout="chw")
+    init = jax.eval_shape(NatureCNN(channels_first=True).init, jax.random.key(1),
+                          jnp.zeros((1, *stack)))
+    assert tree(init) == tree(jax.eval_shape(NatureCNN().init, jax.random.key(1),
+                                             jnp.zeros((1, 84, 84, 4))))
+    frames = jax.random.uniform(jax.random.key(0), (2, 4, 10, 10))
+    last = jnp.moveaxis(frames, 1, -1)
+    params = MinAtarCNN().init(jax.random.key(1), last)
+    np.testing.assert_array_equal(MinAtarCNN(channels_first=True).apply(params, frames),
+                                  MinAtarCNN().apply(params, last))
+
+
+@pytest.mark.timeout(120)
+def test_an_envpool_atari_env_by_name_gets_a_channels_first_nature_cnn():
+    """``envpool/Pong-v5`` (its ROM ships with envpool's assets): 4 stacked
+    84x84 grey frames, channels first; PPO's ``cnn`` torso is the Nature CNN
+    with 4 input channels (shapes only: its training program takes minutes to
+    compile on a CPU, see the environments guide)."""
+    pytest.importorskip("envpool")
+    from jaxtrainer import envs
+
+    env = envs.make("envpool/Pong-v5")
+    assert (env.observation_shape, env.observation_layout, env.num_actions) == (
+        (4, 84, 84), "channels_first", 6)
+    ppo = PPO(env="envpool/Pong-v5", num_envs=2, num_steps=4, hidden_sizes=(8,),
+              network={"torso": "cnn"})
+    shapes = tree(jax.eval_shape(ppo.init_state, jax.random.key(0)).params)
+    assert [v for k, v in shapes.items() if "actor_torso" in k and k.endswith("kernel")] == [
+        (8, 8, 4, 32), (4, 4, 32, 64), (3, 3, 64, 64)]
 
 
 @pytest.mark.timeout(300)
@@ -152,7 +212,7 @@ def test_own_flax_module_by_class_path_drives_the_algorithm(run_dir, monkeypatch
      r"^network.torso='cnn' needs image observations \[height, width, channels\]; this "
      r"environment's observations have shape \(4,\): use network.torso=mlp$"),
     ("ppo", "network.core=rnn", r"network.core='rnn': choose one of 'gru', 'lstm', or null"),
-    ("sac", "network.core=gru", r"unknown config key 'network.core': network has keys: torso"),
+    ("sac", "network.core=gru", r"unknown config key 'network.core': network has keys: layout, torso"),
 ])
 def test_bad_network_input_is_one_line_before_anything_compiles(run_dir, recipe, override, match):
     with pytest.raises(ValueError, match=match) as raised:

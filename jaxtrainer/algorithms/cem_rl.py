@@ -365,7 +365,8 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
                                          cfg.batch_size * max(self.num_rl_members, 1),
                                          self.num_envs)
         obs_ndim = len(self.env.observation_shape)
-        torso = torso_factory(cfg.network, self.env.observation_shape, owner=type(self).__name__)
+        torso = torso_factory(cfg.network, self.env.observation_shape, owner=type(self).__name__,
+                              observation_layout=self.env.observation_layout)
         self.actor = DeterministicActor(self.env.action_size, obs_ndim, cfg.actor_hidden_sizes,
                                         cfg.actor_activation, torso)
         self.critic = TwinCritic(obs_ndim, cfg.critic_hidden_sizes, cfg.critic_activation,

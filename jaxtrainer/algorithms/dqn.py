@@ -197,7 +197,8 @@ class DQN(offpolicy.OffPolicyModule):
         self.network = QNetwork(self.env.num_actions, len(self.env.observation_shape),
                                 config.hidden_sizes, config.activation,
                                 torso_factory(config.network, self.env.observation_shape,
-                                              owner=type(self).__name__))
+                                              owner=type(self).__name__,
+                                              observation_layout=self.env.observation_layout))
         self.optimizer = offpolicy.adam(config.lr, config.max_grad_norm)
         env_steps.check_interval(config.target_update_interval, self.env_steps_per_step,
                                  "target_update_interval")

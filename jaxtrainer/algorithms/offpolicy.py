@@ -615,7 +615,8 @@ class OffPolicyModule(ParamsPolicy, Module):
         them from ``state.hyperparams``, see :attr:`LEARNING_RATES`)."""
         cfg = self.config
         obs_ndim = len(self.env.observation_shape)
-        torso = torso_factory(cfg.network, self.env.observation_shape, owner=type(self).__name__)
+        torso = torso_factory(cfg.network, self.env.observation_shape, owner=type(self).__name__,
+                              observation_layout=self.env.observation_layout)
         self.actor = actor_type(self.env.action_size, obs_ndim, cfg.hidden_sizes, cfg.activation,
                                 torso)
         self.critic = TwinCritic(obs_ndim, cfg.hidden_sizes, cfg.activation, num_critics, torso)

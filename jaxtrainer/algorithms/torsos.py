@@ -11,6 +11,9 @@ section) chooses the torso:
 * ``nature_cnn``: :class:`NatureCNN`, for ``84x84`` Atari-style frames.
 * ``cnn``: ``minatar_cnn`` for frames under :data:`NATURE_MIN_SIZE` pixels a
   side, ``nature_cnn`` from there.
+
+The CNNs take channels-last (``[H, W, C]``) or channels-first (``[C, H, W]``)
+frames (:data:`LAYOUTS`): ``network.layout``, or the env's ``observation_layout``.
 * a user's flax module in LightningCLI's form, ``{"class_path":
   "my_pkg.MyTorso", "init_args": {"features": 64}}``.
 
@@ -38,6 +41,11 @@ from jaxtrainer.algorithms.cores import CORES
 
 TORSOS = ("mlp", "cnn", "minatar_cnn", "nature_cnn")
 """The torsos by name; ``network.torso`` may also be a ``class_path`` mapping."""
+
+LAYOUTS = ("channels_last", "channels_first")
+"""How an image observation is laid out: ``[height, width, channels]`` (gymnax,
+MinAtar, Craftax's pixels) or ``[channels, height, width]`` (EnvPool's Atari frame
+stacks, ``[4, 84, 84]``); the CNN torsos take either."""
 
 NATURE_MIN_SIZE = 36
 """The smallest frame side :class:`NatureCNN`'s valid convolutions accept (8/4, 4/2, 3/1)."""
@@ -101,13 +109,17 @@ class MinAtarCNN(nn.Module):
       orthogonal_scale: ``orthogonal(scale)`` kernels with zero bias (the
         on-policy algorithms pass ``sqrt(2)``, as their hidden layers);
         ``None``: flax's default.
+      channels_first: the input is ``float32[batch, C, 10, 10]`` (moved to
+        channels-last first; same parameters).
     """
 
     features: int = 16
     orthogonal_scale: float | None = None
+    channels_first: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
+        x = to_channels_last(x, self.channels_first)
         x = nn.relu(_conv(self.features, 3, 1, self.orthogonal_scale, "Conv_0")(x))
         return x.reshape((x.shape[0], -1))
 
@@ -121,15 +133,24 @@ class NatureCNN(nn.Module):
 
     Attributes:
       orthogonal_scale: as :class:`MinAtarCNN`'s.
+      channels_first: the input is ``float32[batch, C, 84, 84]`` (an EnvPool
+        Atari frame stack, ``C = 4``; moved to channels-last first, same parameters).
     """
 
     orthogonal_scale: float | None = None
+    channels_first: bool = False
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
+        x = to_channels_last(x, self.channels_first)
         for i, (features, kernel, stride) in enumerate(((32, 8, 4), (64, 4, 2), (64, 3, 1))):
             x = nn.relu(_conv(features, kernel, stride, self.orthogonal_scale, f"Conv_{i}")(x))
         return x.reshape((x.shape[0], -1))
+
+
+def to_channels_last(x: jax.Array, channels_first: bool) -> jax.Array:
+    """``x: [batch, C, H, W]`` as ``[batch, H, W, C]`` where ``channels_first``; else ``x``."""
+    return jnp.moveaxis(x, 1, -1) if channels_first else x
 
 
 def import_class(path: Any, name: str = "network.torso.class_path") -> type[nn.Module]:
@@ -215,11 +236,17 @@ class NetworkConfig:
         carry)``).
       core_size: units of the core (and width of its carry), 128 by default
         (PureJaxRL's ``ppo_rnn.py``).
+      layout: how image observations are laid out for the CNN torsos,
+        ``channels_last`` (``[height, width, channels]``) or ``channels_first``
+        (``[channels, height, width]``); ``None`` (default): the env's
+        ``observation_layout`` (EnvPool and Gymnasium image spaces infer it,
+        every other env is ``channels_last``).
     """
 
     torso: str | dict[str, Any] = "mlp"
     core: str | None = None
     core_size: int = 128
+    layout: str | None = None
 
     def __post_init__(self) -> None:
         """Raises: ValueError: what :func:`check_torso` raises; a ``core`` not in
@@ -235,9 +262,12 @@ class NetworkConfig:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ValueError(f"network.core_size={self.core_size!r}: expected a positive int")
         object.__setattr__(self, "core_size", size)
+        if self.layout is not None and self.layout not in LAYOUTS:
+            raise ValueError(f"network.layout={self.layout!r}: choose one of "
+                             f"{', '.join(map(repr, LAYOUTS))}, or null for the env's")
 
     def __hash__(self) -> int:
-        return hash((repr(self.torso), self.core, self.core_size))
+        return hash((repr(self.torso), self.core, self.core_size, self.layout))
 
 
 def network_config(value: Any, owner: str) -> NetworkConfig:
@@ -263,18 +293,22 @@ def network_config(value: Any, owner: str) -> NetworkConfig:
 
 def torso_factory(network: NetworkConfig, observation_shape: Sequence[int],
                   orthogonal_scale: float | None = None, *,
-                  owner: str | None = None) -> TorsoFactory | None:
+                  owner: str | None = None,
+                  observation_layout: str = "channels_last") -> TorsoFactory | None:
     """The torso of ``network`` for observations of ``observation_shape``:
     ``None`` for ``mlp`` (flattened observations, no parameters), else a
-    factory ``(name=...) -> module`` (built-in CNNs get ``orthogonal_scale``).
+    factory ``(name=...) -> module`` (built-in CNNs get ``orthogonal_scale``
+    and the layout).
 
     Args:
       owner: the algorithm's name when it takes no recurrent core (the
         off-policy ones): a ``network.core`` is then an error naming it.
+      observation_layout: the env's layout of image observations (one of
+        :data:`LAYOUTS`), used unless ``network.layout`` sets one.
 
     Raises:
-      ValueError: a CNN on observations that are not ``[height, width,
-        channels]`` or are too small for it (the message gives the shape); a
+      ValueError: a CNN on observations that are not 3-d images or are too
+        small for it (the message gives the shape and the layout); a
         ``network.core`` for ``owner``.
     """
     if owner is not None and network.core is not None:
@@ -290,16 +324,22 @@ def torso_factory(network: NetworkConfig, observation_shape: Sequence[int],
         raise ValueError(f"network.torso={torso!r} needs image observations [height, width, "
                          f"channels]; this environment's observations have shape {shape}: use "
                          "network.torso=mlp")
+    layout = network.layout or observation_layout
+    first = layout == "channels_first"
+    side = min(shape[1:] if first else shape[:2])
+    laid = f"shape {shape} ({layout})"
     if torso == "cnn":
-        torso = "nature_cnn" if min(shape[:2]) >= NATURE_MIN_SIZE else "minatar_cnn"
-    if torso == "nature_cnn" and min(shape[:2]) < NATURE_MIN_SIZE:
+        torso = "nature_cnn" if side >= NATURE_MIN_SIZE else "minatar_cnn"
+    if torso == "nature_cnn" and side < NATURE_MIN_SIZE:
         raise ValueError(f"network.torso='nature_cnn' needs frames of at least {NATURE_MIN_SIZE}x"
-                         f"{NATURE_MIN_SIZE}; observations have shape {shape}: use minatar_cnn")
-    if torso == "minatar_cnn" and min(shape[:2]) < 3:
+                         f"{NATURE_MIN_SIZE}; observations have {laid}: use minatar_cnn"
+                         + ("" if first else ", or network.layout=channels_first for "
+                            "[channels, height, width] frames"))
+    if torso == "minatar_cnn" and side < 3:
         raise ValueError(f"network.torso='minatar_cnn' needs frames of at least 3x3; "
-                         f"observations have shape {shape}")
+                         f"observations have {laid}")
     cls = NatureCNN if torso == "nature_cnn" else MinAtarCNN
-    return partial(cls, orthogonal_scale=orthogonal_scale)
+    return partial(cls, orthogonal_scale=orthogonal_scale, channels_first=first)
 
 
 def features(torso: nn.Module | None, obs: jax.Array, obs_ndim: int) -> jax.Array:

@@ -19,6 +19,7 @@ import numpy as np
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.checkpoint.resolve import NAMES, Accept, resolve
+from jaxtrainer.distributed import keys
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -59,7 +60,10 @@ def restore(trainer: Trainer, module: Module, path: Path,
     """Load the checkpoint at ``path`` into ``trainer`` (state, root key,
     counters, callback states); returns its metadata. ``abstract_state``:
     ``trainer.strategy.abstract_state(module)`` when the caller has it already
-    (traced here otherwise).
+    (traced here otherwise). The module's
+    :meth:`~jaxtrainer.Module.resumed_state` then gets the restored state and
+    a maker of fresh ones (keyed by the run's key and the step), e.g. fresh
+    host envs.
 
     Raises:
       FileNotFoundError: ``path`` is not a checkpoint.
@@ -75,6 +79,9 @@ def restore(trainer: Trainer, module: Module, path: Path,
     restored, stored = ckpt.restore(path, abstract)
     trainer.state, trainer.root_key = restored["module"], restored["rng"]
     trainer.global_step, trainer.env_steps = int(stored["global_step"]), int(stored["env_steps"])
+    trainer.state = module.resumed_state(trainer.state, lambda: trainer.strategy.init_state(
+        module, keys.sub_key(keys.stream_key(trainer.root_key, keys.INIT_STREAM),
+                             trainer.global_step)))
     states = stored.get("callbacks", {})
     for cb in trainer.callbacks:
         if cb.state_key in states:

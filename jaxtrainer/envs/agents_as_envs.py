@@ -39,7 +39,15 @@ import jax.numpy as jnp
 from flax import struct
 
 from jaxtrainer.distributed.axis import size_probe_active, without_vma_check
-from jaxtrainer.envs.base import Action, Env, EnvState, Observation, StepInfo, all_batched
+from jaxtrainer.envs.base import (
+    Action,
+    Env,
+    EnvState,
+    Observation,
+    StepInfo,
+    all_batched,
+    positive_steps,
+)
 from jaxtrainer.envs.multi_agent import MultiAgentEnv, MultiAgentState
 
 
@@ -88,6 +96,16 @@ class AgentsAsEnvs(Env):
         self.reset.def_vmap(self._reset_rule)
         self.step = jax.custom_batching.custom_vmap(self._step_one)
         self.step.def_vmap(self._step_rule)
+
+    def set_time_limit(self, max_episode_steps: int) -> None:
+        """Truncate every game after ``max_episode_steps`` steps, all its agents
+        at once (the multi-agent env's own limit, replaced).
+
+        Raises:
+          ValueError: not a positive int (naming it).
+        """
+        limit = positive_steps(max_episode_steps)
+        self.multi_agent.max_episode_steps = self.time_limit = self.max_episode_steps = limit
 
     def __repr__(self) -> str:
         return f"AgentsAsEnvs({self.multi_agent!r})"

@@ -131,6 +131,24 @@ def with_statistics(state: EnvState, env_state: Any, obs: Observation, reward: j
     return obs, next_state, info
 
 
+TIME_LIMIT_RESET = 0x71
+"""What :meth:`Env.step` folds into its key for the reset at a time limit."""
+
+
+def positive_steps(max_episode_steps: Any) -> int:
+    """``max_episode_steps`` as an int.
+
+    Raises:
+      ValueError: not a positive int: ``max_episode_steps=0: expected a
+        positive int (steps after which episodes are truncated)``.
+    """
+    if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, int | np.integer) \
+            or max_episode_steps < 1:
+        raise ValueError(f"max_episode_steps={max_episode_steps!r}: expected a positive int "
+                         "(steps after which episodes are truncated)")
+    return int(max_episode_steps)
+
+
 def auto_reset(done: jax.Array, fresh: Any, stepped: Any) -> Any:
     """The auto-reset of one environment: ``fresh`` where ``done``, else ``stepped``.
 
@@ -264,7 +282,19 @@ class Env(SpecSizes, abc.ABC):
       action_low, action_high: ``float32[action_size]`` numpy bounds of continuous
         actions (``None`` for discrete and multi-discrete envs).
       max_episode_steps: the time limit after which episodes are truncated.
+      host: whether the simulators run on the host, outside the compiled
+        program (Gymnasium, EnvPool); their state cannot be checkpointed.
+      time_limit: the limit :meth:`set_time_limit` set (``None``: none beyond
+        the simulator's own).
+      observation_layout: how 3-d image observations are laid out,
+        ``"channels_last"`` (``[height, width, channels]``, the default) or
+        ``"channels_first"`` (``[channels, height, width]``: EnvPool's Atari
+        frame stacks); what the CNN torsos read unless ``network.layout`` is set.
     """
+
+    host: bool = False
+    time_limit: int | None = None
+    observation_layout: str = "channels_last"
 
     name: str
     observation_shape: tuple[int, ...]
@@ -297,6 +327,27 @@ class Env(SpecSizes, abc.ABC):
         """
 
     # ---- the public API --------------------------------------------------
+    def set_time_limit(self, max_episode_steps: int) -> None:
+        """Truncate every episode, in training and evaluation alike, after
+        ``max_episode_steps`` steps: the step that reaches it sets ``truncated``
+        (not ``terminated``, so value targets bootstrap from ``final_obs``) and
+        auto-resets. The simulator's own limit still ends episodes where it is
+        shorter; :attr:`max_episode_steps` becomes the smaller of the two.
+
+        One mechanism for every env stepped through :meth:`step_env`: the
+        step that reaches the limit is followed by a :meth:`reset_env`
+        (with a key folded from the step's), taken where the episode would
+        go on. Envs that step whole batches (host envs, agents of one game)
+        override it with their own limit.
+
+        Raises:
+          ValueError: ``max_episode_steps`` is not a positive int (naming it).
+        """
+        limit = positive_steps(max_episode_steps)
+        self.time_limit = limit
+        own = int(getattr(self, "max_episode_steps", 0) or 0)
+        self.max_episode_steps = min(own, limit) if own > 0 else limit
+
     def reset(self, key: jax.Array) -> tuple[Observation, EnvState]:
         """A fresh episode: ``(obs, state)``; ``obs`` has shape :attr:`observation_shape`."""
         obs, env_state = without_vma_check(self.reset_env)(key)
@@ -316,6 +367,13 @@ class Env(SpecSizes, abc.ABC):
         """
         obs, env_state, reward, terminated, truncated, final_obs, *extra = without_vma_check(
             self.step_env)(key, state.env_state, action)
+        if self.time_limit is not None:
+            ended = jnp.logical_or(jnp.asarray(terminated, jnp.bool_), truncated).reshape(())
+            cut = jnp.logical_and(state.episode_length + 1 >= self.time_limit,
+                                  jnp.logical_not(ended))
+            fresh = without_vma_check(self.reset_env)(jax.random.fold_in(key, TIME_LIMIT_RESET))
+            obs, env_state = auto_reset(cut, fresh, (obs, env_state))
+            truncated = jnp.logical_or(jnp.asarray(truncated, jnp.bool_).reshape(()), cut)
         return with_statistics(state, env_state, obs, reward, terminated, truncated, final_obs,
                                *extra)
 

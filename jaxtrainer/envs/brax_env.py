@@ -18,7 +18,7 @@ import numpy as np
 from flax import struct
 
 from jaxtrainer import arguments
-from jaxtrainer.envs.base import Action, Env, Observation
+from jaxtrainer.envs.base import Action, Env, Observation, positive_steps
 
 BRAX_ENV_NAMES = (
     "ant", "fast", "halfcheetah", "hopper", "humanoid", "humanoidstandup",
@@ -239,6 +239,15 @@ class BraxEnv(Env):
         start = (state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.bool_))
         (state, reward, ended), _ = jax.lax.scan(sub_step, start, None, self.action_repeat)
         return state, reward, ended
+
+    def set_time_limit(self, max_episode_steps: int) -> None:
+        """Truncate episodes after ``max_episode_steps`` control steps (replaces
+        the limit set from ``episode_length``; the env's own step counter does it).
+
+        Raises:
+          ValueError: not a positive int (naming it).
+        """
+        self.time_limit = self.max_episode_steps = positive_steps(max_episode_steps)
 
     def step_env(self, key: jax.Array, env_state: BraxState, action: Action):
         stepped, reward, terminated = self._simulate(_unpack(env_state.state),

@@ -19,7 +19,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer.envs.base import Action, Env, Observation, all_batched, auto_reset
+from jaxtrainer.envs.base import Action, Env, Observation, all_batched, auto_reset, positive_steps
 from jaxtrainer.envs.families import import_family, unknown_name
 
 CRAFTAX_PREFIX = "craftax/"
@@ -109,6 +109,17 @@ class CraftaxEnv(Env):
 
     def reset_env(self, key: jax.Array) -> tuple[Observation, Any]:
         return self.env.reset_env(key, self.params)
+
+    def set_time_limit(self, max_episode_steps: int) -> None:
+        """Truncate episodes after ``max_episode_steps`` steps: Craftax's own
+        ``max_timesteps`` (replaced), so no extra world is generated.
+
+        Raises:
+          ValueError: not a positive int (naming it).
+        """
+        limit = positive_steps(max_episode_steps)
+        self.params = self.params.replace(max_timesteps=limit)
+        self.time_limit = self.max_episode_steps = limit
 
     def ended(self, state: Any) -> tuple[jax.Array, jax.Array]:
         """``(terminated, truncated)``, ``bool[]`` each, of a state Craftax stepped to."""

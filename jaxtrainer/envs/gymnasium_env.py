@@ -23,8 +23,11 @@ Limits:
     :meth:`Env.step_env` are not available.
   * Pools live in the process: every batched reset makes a new vector env
     (training one per device, each evaluation one); they close at exit. They
-    are not checkpointed: stepping an env state restored in another process
-    (a resumed run) raises an error naming this.
+    are not checkpointed: a resumed run starts fresh envs (the episodes in
+    flight at the checkpoint restart; parameters, optimizer state, counters and
+    replay buffers continue exactly, :meth:`jaxtrainer.Module.resumed_state`).
+    Stepping an env state restored in another process by other means raises
+    an error naming this.
   * Cost per step: one device-to-host round trip plus Gymnasium's Python step
     of every env in turn (CartPole-v1: see the README's table of families).
   * Reproducible: a rerun with the same key gives the same episodes where the
@@ -42,7 +45,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import io_callback
 
-from jaxtrainer.envs.base import Action, Env, EnvState, Observation, StepInfo, with_statistics
+from jaxtrainer.envs.base import (
+    Action,
+    Env,
+    EnvState,
+    Observation,
+    StepInfo,
+    positive_steps,
+    with_statistics,
+)
 from jaxtrainer.envs.families import import_family, unknown_name
 
 GYMNASIUM_PREFIX = "gymnasium/"
@@ -94,17 +105,34 @@ def _step_pool(handle: np.ndarray, action: np.ndarray):
             np.asarray(final, np.float32))
 
 
+def image_layout(shape: tuple[int, ...]) -> str:
+    """The layout of a host library's image observations of ``shape``:
+    ``"channels_first"`` for a 3-d shape whose first axis is shorter than its
+    last (EnvPool's Atari ``[4, 84, 84]``, a ``FrameStackObservation`` of grey
+    frames), else ``"channels_last"`` (``[210, 160, 3]``, ``[84, 84, 4]``)."""
+    return "channels_first" if len(shape) == 3 and shape[0] < shape[-1] else "channels_last"
+
+
 class GymnasiumEnv(Env):
     """A Gymnasium env id as a host :class:`~jaxtrainer.envs.Env` (see the module's limits).
 
     Observations: ``float32[*obs_shape]`` (Gymnasium's ``Box`` observation cast;
     CartPole-v1: ``float32[4]``). Actions: ``int32[]`` in ``[0, n)`` for
     ``Discrete(n)``; ``int32[k]`` for a ``MultiDiscrete`` of ``k`` components,
-    component ``i`` in ``[0, nvec[i])`` (:attr:`~jaxtrainer.envs.Env.action_nvec`;
-    a space's ``start`` is added on the way to the host); ``float32[action_size]``
-    for ``Box`` (clipped by the caller to :attr:`action_low` / :attr:`action_high`). The time limit is the
-    id's registered ``max_episode_steps`` (Gymnasium's ``TimeLimit``:
-    ``truncated``); the env's own ends are ``terminated``.
+    component ``i`` in ``[0, nvec[i])`` (:attr:`~jaxtrainer.envs.Env.action_nvec`);
+    a ``Discrete`` or ``MultiDiscrete`` space's ``start`` is added on the way to
+    the host (``Discrete(3, start=-1)``: the agent's ``0, 1, 2`` reach the env as
+    ``-1, 0, 1``); ``float32[action_size]`` for ``Box``, whose bounds are
+    :attr:`action_low` / :attr:`action_high` (the space's ``low`` and ``high``,
+    flattened; algorithms clip or scale their actions to them). The time limit is
+    ``max_episode_steps`` when given, else the id's registered one (Gymnasium's
+    ``TimeLimit``: ``truncated``); the env's own ends are ``terminated``.
+
+    Image observations (3-d ``Box``) set :attr:`observation_layout` by
+    :func:`image_layout`, so the CNN torsos read ``[C, H, W]`` frames the right way.
+
+    A host env's simulators live in this process (:attr:`host` is true): a
+    resumed run starts fresh envs, see :meth:`jaxtrainer.Module.resumed_state`.
 
     Args:
       env_id: a registered Gymnasium id (``"CartPole-v1"``).
@@ -116,6 +144,8 @@ class GymnasiumEnv(Env):
         than ``Discrete``, a one-axis ``MultiDiscrete`` or ``Box``.
     """
 
+    host = True
+
     def __init__(self, env_id: str, name: str, **kwargs: Any) -> None:
         gym = import_family("gymnasium", "gymnasium", "gymnasium")
         probe = gym.make(env_id, **kwargs)
@@ -124,7 +154,7 @@ class GymnasiumEnv(Env):
         probe.close()
         self.set_spaces(obs_space, space)
         spec = gym.spec(env_id)
-        self.max_episode_steps = int(spec.max_episode_steps or 0)
+        self.max_episode_steps = int(kwargs.get("max_episode_steps") or spec.max_episode_steps or 0)
         self.batch_through_host()
 
     def set_spaces(self, obs_space: Any, space: Any) -> None:
@@ -140,11 +170,14 @@ class GymnasiumEnv(Env):
         if not isinstance(obs_space, gym.spaces.Box):
             raise TypeError(f"{name}: observation space {obs_space} is not supported (Box only)")
         self.observation_shape, self.observation_dtype = tuple(obs_space.shape), jnp.float32
+        self.observation_layout = image_layout(self.observation_shape)
         self.discrete = isinstance(space, gym.spaces.Discrete)
         self.action_start = None
         if self.discrete:
             self.num_actions, self.action_size = int(space.n), 1
             self.action_low = self.action_high = None
+            if int(space.start) != 0:
+                self.action_start = np.int32(space.start)
         elif isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1:
             self.set_multi_discrete(space.nvec)
             if np.any(space.start != 0):
@@ -163,6 +196,18 @@ class GymnasiumEnv(Env):
         self.reset.def_vmap(self._reset_rule)
         self.step = jax.custom_batching.custom_vmap(self._step_one)
         self.step.def_vmap(self._step_rule)
+
+    def set_time_limit(self, max_episode_steps: int) -> None:
+        """Truncate episodes after ``max_episode_steps`` steps: passed to the
+        host library for every pool made from now on (Gymnasium's ``TimeLimit``,
+        EnvPool's ``max_episode_steps``), replacing the registered limit.
+
+        Raises:
+          ValueError: not a positive int (naming it).
+        """
+        limit = positive_steps(max_episode_steps)
+        self.kwargs = {**self.kwargs, "max_episode_steps": limit}
+        self.time_limit = self.max_episode_steps = limit
 
     # ---- host calls ------------------------------------------------------
     def new_pool(self, seed: np.ndarray, num_envs: int) -> tuple[np.ndarray, np.ndarray]:
@@ -203,8 +248,9 @@ class GymnasiumEnv(Env):
                 "shard_map strategy") from None
 
     def _action(self, action: Action) -> jax.Array:
-        """A batch of actions as the host pool takes them (a ``MultiDiscrete``
-        with a ``start`` gets it added: its component ``i`` is in
+        """A batch of actions as the host pool takes them: a ``Discrete(n,
+        start=s)`` gets ``s`` added (the host gets ``s..s+n-1``), a
+        ``MultiDiscrete`` with a ``start`` gets it added (component ``i`` in
         ``[start[i], start[i] + nvec[i])``)."""
         if not self.discrete:
             return jnp.asarray(action, jnp.float32).reshape(*action.shape[:1], self.action_size)

@@ -256,7 +256,7 @@ def make_jaxmarl_multi_agent(name: str, flatten: bool = True,
                       max_episode_steps=max_episode_steps)
 
 
-def make_jaxmarl(name: str, **kwargs: Any) -> Any:
+def make_jaxmarl(name: str, max_episode_steps: int | None = None, **kwargs: Any) -> Any:
     """``jaxmarl/<name>`` as an :class:`~jaxtrainer.envs.Env` for single-agent
     algorithms: :func:`make_jaxmarl_multi_agent` seen through
     :class:`~jaxtrainer.envs.agents_as_envs.AgentsAsEnvs` (each env of a batch is
@@ -268,4 +268,5 @@ def make_jaxmarl(name: str, **kwargs: Any) -> Any:
     """
     from jaxtrainer.envs.agents_as_envs import AgentsAsEnvs
 
-    return AgentsAsEnvs(make_jaxmarl_multi_agent(name, **kwargs))
+    return AgentsAsEnvs(make_jaxmarl_multi_agent(name, max_episode_steps=max_episode_steps,
+                                                 **kwargs))

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from jaxtrainer import arguments
-from jaxtrainer.envs.base import Env
+from jaxtrainer.envs.base import Env, positive_steps
 from jaxtrainer.envs.brax_env import BRAX_ENV_NAMES, RESET_MODES, BraxEnv
 from jaxtrainer.envs.gymnax_env import GymnaxEnv, gymnax
 from jaxtrainer.envs.masked import NO_VELOCITY, NO_VELOCITY_SUFFIX, ObservationMask
@@ -82,7 +83,8 @@ def _make_brax(name: str, episode_length: int = 1000, reset_mode: str = "first_s
     return BraxEnv(env, episode_length=episode_length, name=name, reset_mode=reset_mode)
 
 
-def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
+def make(name: str, observation_mask: Any = None, max_episode_steps: int | None = None,
+         **kwargs: Any) -> Env:
     """Build an environment by name.
 
     Args:
@@ -118,6 +120,13 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
       observation_mask: keep only these positions of the env's flat
         observations (``[0, 2]``: CartPole's cart position and pole angle), as
         :class:`~jaxtrainer.envs.masked.ObservationMask`; ``None``: all.
+      max_episode_steps: truncate every episode, in training and evaluation
+        alike, after this many steps (``truncated``, not ``terminated``), in
+        every family, by :meth:`Env.set_time_limit`: the env's own counter
+        where it has one (brax, Playground, Craftax, JaxMARL; Gymnasium's and
+        EnvPool's ``max_episode_steps``, replacing the registered limit), else
+        a reset at the limit (gymnax, Jumanji, navix, XLand-MiniGrid, masks;
+        an env's own shorter limit still applies). ``None``: the env's own.
 
     Returns:
       An :class:`Env` with auto-reset, terminated/truncated kept apart and
@@ -126,7 +135,7 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
 
     Raises:
       ValueError: a bad ``observation_mask`` (naming it and the observation
-        shape); ``name`` is unknown (the message lists the available names;
+        shape); ``max_episode_steps`` not a positive int; ``name`` is unknown (the message lists the available names;
         within an optional family it gives the closest of the family's names);
         a bad Playground keyword argument (the message names it), checked
         before anything is loaded or compiled.
@@ -138,6 +147,18 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
         run time) are not on disk; raised before any download is attempted,
         the message says how to get them.
     """
+    if max_episode_steps is not None:
+        limit = positive_steps(max_episode_steps)
+        native = {"max_episode_steps": limit} if _takes_limit(name) else {}  # JaxMARL, Jumanji
+        env = _make(name, observation_mask, **native, **kwargs)
+        env.set_time_limit(limit)
+        return env
+    return _make(name, observation_mask, **kwargs)
+
+
+def _make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
+    """:func:`make` without its ``max_episode_steps`` (for a family's
+    constructor that takes one, in ``kwargs``)."""
     if observation_mask is not None:
         env = make(name, **kwargs)
         return ObservationMask(env, observation_mask, f"{env.name}{list(observation_mask)}")
@@ -162,6 +183,17 @@ def make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
     params = kwargs.pop("params", None)
     env, default_params = gymnax.make(name, **kwargs)
     return GymnaxEnv(env, default_params if params is None else params, name=name)
+
+
+def _takes_limit(name: str) -> bool:
+    """Whether the make function of ``name``'s optional family names a
+    ``max_episode_steps`` parameter of its own."""
+    family = next((p for p in FAMILIES if name.startswith(p)), None)
+    if family is None:
+        return False
+    module, function = FAMILIES[family]
+    fn = getattr(importlib.import_module(module), function)
+    return "max_episode_steps" in inspect.signature(fn).parameters
 
 
 def make_multi_agent(name: str, **kwargs: Any) -> Any:
