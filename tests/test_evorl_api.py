@@ -689,6 +689,12 @@ def test_all_gather_is_lax_all_gather_under_pmap_and_shard_map(n):
     with pytest.raises(ValueError, match=r"unexpected keyword argument\(s\) \['axes'\]"):
         all_gather(x, PMAP_AXIS_NAME, axes=0)
 
+    def hidden(v):  # one population member's code: the axis counts as one device
+        with jd.member_scope(PMAP_AXIS_NAME):
+            return all_gather(v, PMAP_AXIS_NAME)
+
+    np.testing.assert_array_equal(_pmap(hidden, n)(xs), np.asarray(xs)[:, None])
+
 
 @pytest.mark.parametrize("n", [1, 4])
 def test_evorl_keyword_forms_under_jax_pmap_match_a_hand_written_pmean(n):
