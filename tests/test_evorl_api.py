@@ -30,6 +30,7 @@ from jaxtrainer.distributed import (
     PMAP_AXIS_NAME,
     agent_gradient_update,
     get_global_ranks,
+    get_process_id,
     gradient_update,
     is_dist_initialized,
     loss_and_pgrad,
@@ -184,6 +185,10 @@ def test_split_key_to_devices_takes_evorl_devices_argument():
                                       jax.random.key_data(jax.random.fold_in(key, d)))
     np.testing.assert_array_equal(jax.random.key_data(keys),
                                   jax.random.key_data(split_key_to_devices(key, 4)))
+    one = split_key_to_devices(key, devices[:1])  # EvoRL's one-device list
+    assert one.shape == (1,) and one.devices() == {devices[0]}
+    np.testing.assert_array_equal(jax.random.key_data(one)[0],
+                                  jax.random.key_data(jax.random.fold_in(key, 0)))
     raw = split_key_to_devices(jax.random.PRNGKey(3), devices[:2])  # EvoRL's raw keys
     assert raw.shape == (2, 2) and raw.dtype == jnp.uint32
     with pytest.raises(ValueError, match=r"distinct jax.Device"):
@@ -535,10 +540,15 @@ RANK_SCRIPT = """
 import json, sys
 import jax
 import numpy as np
-from jaxtrainer.distributed import PMAP_AXIS_NAME, get_global_ranks, is_dist_initialized
+import jaxtrainer.distributed
+
+core_only = "jaxtrainer.compat.evorl" not in sys.modules  # EvoRL's names load on first use
+from jaxtrainer.distributed import (PMAP_AXIS_NAME, get_global_ranks, get_process_id,
+                                    is_dist_initialized)
 
 ranks = get_global_ranks()
 out = {"process": jax.process_index(), "initialized": is_dist_initialized(),
+       "process_id": get_process_id(), "core_only": core_only,
        "first": int(ranks[0]), "ranks": np.asarray(ranks).tolist(), "dtype": str(ranks.dtype),
        "on_local_devices": sorted(d.id for d in ranks.sharding.device_set)
        == sorted(d.id for d in jax.local_devices()),
@@ -550,6 +560,7 @@ with open(f"{sys.argv[1]}/rank{jax.process_index()}.json", "w") as f:
 
 def test_process_helpers_in_one_process():
     assert is_dist_initialized() is False
+    assert get_process_id() == jax.process_index() == 0
     ranks = get_global_ranks()
     assert ranks.dtype == jnp.int32
     np.testing.assert_array_equal(np.asarray(ranks), np.arange(4))
@@ -576,6 +587,8 @@ def test_global_ranks_under_launch_with_two_processes_of_two_devices(tmp_path):
     assert r0["dtype"] == r1["dtype"] == "int32"
     assert r0["on_local_devices"] and r1["on_local_devices"]
     assert r0["axis"] == r1["axis"] == jd.AXIS_NAME
+    assert (r0["process_id"], r1["process_id"]) == (0, 1)
+    assert r0["core_only"] and r1["core_only"]
 
 
 def test_evorls_documented_population_example_with_a_tuple_of_out_specs():
@@ -590,3 +603,127 @@ def test_evorls_documented_population_example_with_a_tuple_of_out_specs():
                          out_specs=(PartitionSpec("gpu",),), check_rep=False)(pop)
     assert fitness.shape == (4, 10)
     np.testing.assert_array_equal(np.asarray(fitness), np.asarray(pop).sum(-1))
+
+
+# ------------------------------------------------------------ EvoRL's whole namespace
+# What EvoRL's evorl/distributed defines, module by module (EMI-Group/evorl, read
+# from its package): each name must be importable from the same path here.
+EVORL_NAMES = {
+    "": ["PMAP_AXIS_NAME", "POP_AXIS_NAME", "agent_gradient_update", "all_gather",
+         "get_global_ranks", "get_process_id", "gradient_update", "is_dist_initialized", "pmax",
+         "pmean", "pmin", "psum", "shmap_map", "shmap_vmap", "split_key_to_devices",
+         "tree_device_put", "unpmap"],
+    ".comm": ["all_gather", "get_global_ranks", "get_process_id", "is_dist_initialized", "pmax",
+              "pmean", "pmin", "psum", "split_key_to_devices", "unpmap"],
+    ".gradients": ["agent_gradient_update", "gradient_update", "loss_and_pgrad"],
+    ".sharding": ["shmap_map", "shmap_vmap", "tree_device_put"],
+}
+
+
+def test_every_evorl_name_is_at_evorls_path_and_is_one_function():
+    import importlib
+
+    from jaxtrainer.compat import evorl
+
+    for sub, names in EVORL_NAMES.items():
+        module = importlib.import_module("jaxtrainer.distributed" + sub)
+        for name in names:
+            assert getattr(module, name) is getattr(evorl, name), (sub, name)
+    assert jd.POP_AXIS_NAME == "POP"  # EvoRL's value
+    assert jd.PMAP_AXIS_NAME == jd.AXIS_NAME
+    assert set(EVORL_NAMES[""]) <= set(jd.__all__) and set(EVORL_NAMES[""]) <= set(dir(jd))
+    with pytest.raises(AttributeError, match=r"has no attribute 'nope'"):
+        jd.nope  # noqa: B018
+
+
+def _pmap(fn, n):
+    return jax.pmap(fn, axis_name=PMAP_AXIS_NAME, devices=jax.devices()[:n])
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_unpmap_is_the_first_replica_of_a_pmap_output(n):
+    """EvoRL's ``unpmap(tree, axis_name)`` after ``jax.pmap``: device 0's values
+    (here its own row and the psum every device holds); ``None`` is the tree."""
+    from jaxtrainer.distributed import unpmap
+
+    xs = jnp.arange(n * 3.0).reshape(n, 3)
+    out = _pmap(lambda x: {"own": x * 2.0, "sum": jax.lax.psum(x, PMAP_AXIS_NAME),
+                           "step": jnp.int32(7)}, n)(xs)
+    got = unpmap(out, PMAP_AXIS_NAME)
+    np.testing.assert_array_equal(got["own"], np.arange(3.0) * 2.0)
+    np.testing.assert_array_equal(got["sum"], np.asarray(xs).sum(0))
+    assert got["step"].shape == () and int(got["step"]) == 7
+    assert unpmap(out, None) is out
+    with pytest.raises(ValueError, match=r"unpmap: a leaf of shape \(\)"):
+        unpmap({"s": jnp.zeros(())}, PMAP_AXIS_NAME)
+    with pytest.raises(ValueError, match=r"unpmap: axis_name=3: expected"):
+        unpmap(out, 3)
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_all_gather_is_lax_all_gather_under_pmap_and_shard_map(n):
+    """EvoRL's ``all_gather(x, axis_name, axis=0, tiled=True)`` (its EC workflow's
+    call) and the other keywords equal ``jax.lax.all_gather`` written by hand."""
+    from jaxtrainer.distributed import all_gather
+
+    xs = jnp.arange(n * 2 * 3.0).reshape(n, 2, 3)
+    forms = ({}, {"axis": 1}, {"axis": 0, "tiled": True})
+
+    def both(x):
+        return ([all_gather(x, PMAP_AXIS_NAME, **kw) for kw in forms],
+                [jax.lax.all_gather(x, PMAP_AXIS_NAME, **kw) for kw in forms])
+
+    mesh = Mesh(jax.devices()[:n], (PMAP_AXIS_NAME,))
+    shard_mapped = jax.jit(jax.shard_map(lambda x: both(x[0]), mesh=mesh, in_specs=P(PMAP_AXIS_NAME),
+                                         out_specs=P(PMAP_AXIS_NAME)))
+    for ours, theirs in (_pmap(both, n)(xs), shard_mapped(xs)):
+        for a, b in zip(ours, theirs, strict=True):
+            assert a.shape == b.shape
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # one device without a mapped axis: the shapes one device gets inside jax.pmap
+    x = xs[0]
+    assert all_gather(x, None) is x
+    np.testing.assert_array_equal(all_gather(x, PMAP_AXIS_NAME), x[None])
+    assert all_gather(x, PMAP_AXIS_NAME, axis=1).shape == (2, 1, 3)
+    assert all_gather(x, PMAP_AXIS_NAME, tiled=True) is x
+    with pytest.raises(ValueError, match=r"unexpected keyword argument\(s\) \['axes'\]"):
+        all_gather(x, PMAP_AXIS_NAME, axes=0)
+
+    def hidden(v):  # one population member's code: the axis counts as one device
+        with jd.member_scope(PMAP_AXIS_NAME):
+            return all_gather(v, PMAP_AXIS_NAME)
+
+    np.testing.assert_array_equal(_pmap(hidden, n)(xs), np.asarray(xs)[:, None])
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_evorl_keyword_forms_under_jax_pmap_match_a_hand_written_pmean(n):
+    """As EvoRL's algorithms call them (``from ...distributed.gradients import``):
+    ``gradient_update(loss, optimizer, pmap_axis_name=..., has_aux=True)`` and
+    ``agent_gradient_update(loss, optimizer, pmap_axis_name=..., has_aux=True,
+    attach_fn=..., detach_fn=...)`` on ``n`` devices equal one SGD step on
+    ``pmean(grad)`` written by hand in the same ``jax.pmap``."""
+    from jaxtrainer.distributed.gradients import agent_gradient_update, gradient_update
+
+    optimizer = optax.sgd(LR)
+    params = {"w": jnp.array([0.5, 0.1, -0.3]), "b": jnp.array(0.2)}
+    opt_state = optimizer.init(params)
+    step = gradient_update(loss_fn, optimizer, pmap_axis_name=PMAP_AXIS_NAME, has_aux=True)
+    agent_step = agent_gradient_update(
+        lambda s, batch, key: loss_fn(s["actor"], batch), optimizer,
+        pmap_axis_name=PMAP_AXIS_NAME, has_aux=True,
+        attach_fn=lambda s, p: {**s, "actor": p}, detach_fn=lambda s: s["actor"])
+
+    def body(x, y):
+        grads = jax.lax.pmean(jax.grad(lambda p: loss_fn(p, (x, y))[0])(params), PMAP_AXIS_NAME)
+        by_hand = jax.tree.map(lambda p, g: p - LR * g, params, grads)
+        _, new, _ = step(opt_state, params, (x, y))
+        _, agent, _ = agent_step(opt_state, {"actor": params, "other": 1.0}, (x, y),
+                                 jax.random.key(0))
+        return by_hand, new, agent["actor"]
+
+    rows = NUM_SAMPLES // n
+    by_hand, new, agent = _pmap(body, n)(X.reshape(n, rows, 3), Y.reshape(n, rows))
+    for a, b, c in zip(*(jax.tree.leaves(t) for t in (by_hand, new, agent)), strict=True):
+        np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
+        np.testing.assert_array_equal(np.asarray(c), np.asarray(a))

@@ -34,7 +34,7 @@ from jaxtrainer.algorithms.onpolicy import (
     Rollout,
     normalize_advantages,
 )
-from jaxtrainer.distributed.gradients import gradient_update
+from jaxtrainer.distributed.gradient_step import gradient_update
 
 
 @dataclasses.dataclass(frozen=True)

@@ -100,7 +100,7 @@ from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.td3 import TD3Losses
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import axis_size, fold_in_device
-from jaxtrainer.distributed.gradients import gradient_update
+from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.distributed.members import MemberLayout, rank
 from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Last, Mean

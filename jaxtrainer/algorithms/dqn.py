@@ -42,7 +42,7 @@ from jaxtrainer.algorithms import env_steps, offpolicy
 from jaxtrainer.algorithms.networks import QNetwork
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.torsos import torso_factory
-from jaxtrainer.distributed.gradients import gradient_update
+from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.metrics import Last
 
 

@@ -53,7 +53,7 @@ from jaxtrainer.algorithms.onpolicy import (
     normalize_advantages,
 )
 from jaxtrainer.algorithms.permutation import permutation
-from jaxtrainer.distributed.gradients import gradient_update
+from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last
 

@@ -46,7 +46,7 @@ from jaxtrainer.algorithms.onpolicy import (
     normalize_advantages,
 )
 from jaxtrainer.algorithms.permutation import permutation
-from jaxtrainer.distributed.gradients import gradient_update
+from jaxtrainer.distributed.gradient_step import gradient_update
 
 PPOState = OnPolicyState
 """PPO's training state: :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyState`."""

@@ -42,7 +42,7 @@ from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms.networks import DeterministicActor
 from jaxtrainer.algorithms.replay import Transition
-from jaxtrainer.distributed.gradients import gradient_update
+from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.metrics import Mean
 
 

@@ -3,32 +3,34 @@
 All of them are no-ops (or return trivial values) outside a mapped axis, so a
 module written with them runs under every strategy.
 
-Code written against ``evorl.distributed`` runs with its import changed to this
-package: :data:`PMAP_AXIS_NAME`, :func:`get_global_ranks` and
-:func:`is_dist_initialized` are EvoRL's names for :data:`AXIS_NAME`,
-:func:`global_ranks` and :func:`is_distributed`; :func:`split_key_to_devices`
-and :func:`pmean`/:func:`psum`/:func:`pmax`/:func:`pmin` take the arguments
-EvoRL's versions take; and EvoRL's call forms of :func:`gradient_update`,
-:func:`loss_and_pgrad`, :func:`agent_gradient_update`, :func:`shmap_vmap`,
-:func:`shmap_map` and :func:`tree_device_put` are those of
-:mod:`jaxtrainer.compat.evorl`, exported here under EvoRL's names: where a name
-is jaxtrainer's too, the function takes both forms and hands jaxtrainer's to
-the core function (:mod:`jaxtrainer.distributed.gradients`,
-:mod:`jaxtrainer.distributed.population`).
+Code written against EvoRL's ``evorl.distributed`` runs with its imports
+changed to ``jaxtrainer.distributed``: every name EvoRL's package exports is
+here, and EvoRL's submodules are at the same paths
+(``jaxtrainer.distributed.comm``, ``.gradients``, ``.sharding``).
+
+* EvoRL's names for jaxtrainer's: :data:`PMAP_AXIS_NAME` (:data:`AXIS_NAME`),
+  :func:`get_global_ranks` (:func:`global_ranks`, as a device array),
+  :func:`is_dist_initialized` (:func:`is_distributed`), :func:`get_process_id`
+  (:func:`process_index`).
+* EvoRL's own: :func:`unpmap` (the first device's copy of a ``jax.pmap``
+  output), :func:`all_gather`, :data:`POP_AXIS_NAME` (``"POP"``),
+  :func:`loss_and_pgrad`, :func:`agent_gradient_update`.
+* Both forms, told apart by the arguments: :func:`gradient_update`,
+  :func:`shmap_vmap`, :func:`shmap_map`, :func:`tree_device_put`,
+  :func:`split_key_to_devices`; jaxtrainer's form goes to the core function
+  (:mod:`jaxtrainer.distributed.gradient_step`,
+  :mod:`jaxtrainer.distributed.population`, :mod:`jaxtrainer.distributed.keys`).
+* :func:`pmean`, :func:`psum`, :func:`pmax`, :func:`pmin` take EvoRL's
+  ``(x, axis_name=None)`` as they are.
+
+The EvoRL names are implemented in :mod:`jaxtrainer.compat.evorl` and loaded
+from there on first use, so importing this package does not import them.
 """
 
-# EvoRL's names, both forms where the name is jaxtrainer's too (after the core modules)
-from jaxtrainer.compat.evorl import (  # noqa: E402
-    agent_gradient_update,
-    gradient_update,
-    loss_and_pgrad,
-    shmap_map,
-    shmap_vmap,
-    tree_device_put,
-)
+from typing import TYPE_CHECKING, Any
+
 from jaxtrainer.distributed.axis import (
     AXIS_NAME,
-    PMAP_AXIS_NAME,
     axis_index,
     axis_size,
     bound_axes,
@@ -45,8 +47,8 @@ from jaxtrainer.distributed.axis import (
     varying_axes,
     without_vma_check,
 )
-from jaxtrainer.distributed.gradients import local_copy
-from jaxtrainer.distributed.keys import fold_in_device, split_key_to_devices
+from jaxtrainer.distributed.gradient_step import local_copy
+from jaxtrainer.distributed.keys import fold_in_device
 from jaxtrainer.distributed.members import (
     MemberLayout,
     gather_members,
@@ -57,20 +59,71 @@ from jaxtrainer.distributed.members import (
 from jaxtrainer.distributed.process import (
     barrier,
     broadcast_from_zero,
-    get_global_ranks,
     global_ranks,
     initialize,
-    is_dist_initialized,
     is_distributed,
     process_count,
     process_index,
 )
 
+if TYPE_CHECKING:
+    from jaxtrainer.compat.evorl import (
+        PMAP_AXIS_NAME,
+        POP_AXIS_NAME,
+        agent_gradient_update,
+        all_gather,
+        get_global_ranks,
+        get_process_id,
+        gradient_update,
+        is_dist_initialized,
+        loss_and_pgrad,
+        shmap_map,
+        shmap_vmap,
+        split_key_to_devices,
+        tree_device_put,
+        unpmap,
+    )
+
+# EvoRL's names, loaded from jaxtrainer.compat.evorl on first use
+_EVORL = (
+    "PMAP_AXIS_NAME",
+    "POP_AXIS_NAME",
+    "agent_gradient_update",
+    "all_gather",
+    "get_global_ranks",
+    "get_process_id",
+    "gradient_update",
+    "is_dist_initialized",
+    "loss_and_pgrad",
+    "shmap_map",
+    "shmap_vmap",
+    "split_key_to_devices",
+    "tree_device_put",
+    "unpmap",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EVORL:
+        from jaxtrainer.compat import evorl
+
+        value = getattr(evorl, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EVORL))
+
+
 __all__ = [
     "AXIS_NAME",
     "MemberLayout",
     "PMAP_AXIS_NAME",
+    "POP_AXIS_NAME",
     "agent_gradient_update",
+    "all_gather",
     "axis_index",
     "axis_size",
     "barrier",
@@ -79,6 +132,7 @@ __all__ = [
     "fold_in_device",
     "gather_members",
     "get_global_ranks",
+    "get_process_id",
     "global_ranks",
     "gradient_update",
     "initialize",
@@ -90,6 +144,7 @@ __all__ = [
     "loss_and_pgrad",
     "member_scope",
     "pad_population",
+    "per_device",
     "pmax",
     "pmean",
     "pmin",
@@ -100,10 +155,10 @@ __all__ = [
     "shmap_map",
     "shmap_vmap",
     "split_key_to_devices",
-    "per_device",
     "to_varying",
     "tree_device_put",
     "tree_varying_axes",
+    "unpmap",
     "vary_like",
     "varying_axes",
     "without_vma_check",

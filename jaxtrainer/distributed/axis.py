@@ -22,12 +22,6 @@ import numpy as np
 AXIS_NAME = "devices"
 """Name of the data-parallel mesh axis every strategy binds."""
 
-PMAP_AXIS_NAME = AXIS_NAME
-"""EvoRL's name for :data:`AXIS_NAME` (``evorl.distributed.PMAP_AXIS_NAME``): the
-axis that ``pmean(grads, axis_name=PMAP_AXIS_NAME)`` averages over. Its value is
-this package's axis name ``"devices"``, not EvoRL's string, so EvoRL code that
-names the axis through this constant reduces over the axis every strategy binds."""
-
 AxisName = str | Sequence[str]
 
 

@@ -21,12 +21,8 @@ device count give the same run, bit for bit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxtrainer import arguments
 from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, axis_index
@@ -80,36 +76,17 @@ def fold_in_device(key: jax.Array, axis_name: AxisName = AXIS_NAME) -> jax.Array
     return device_key(key, axis_index(axis_name))
 
 
-def split_key_to_devices(key: jax.Array, num_devices: int | Sequence[jax.Device]) -> jax.Array:
+def split_key_to_devices(key: jax.Array, num_devices: int) -> jax.Array:
     """Keys for ``num_devices`` devices: ``key[num_devices]``, row ``d`` equal to
     ``fold_in(key, d)``, i.e. what :func:`fold_in_device` gives device ``d``.
 
     Args:
       key: a typed key (``jax.random.key``) or a raw ``uint32[2]`` key
         (``jax.random.PRNGKey``); the rows have the same kind.
-      num_devices: a positive int; or, as EvoRL's
-        ``split_key_to_devices(key, devices)``, a sequence of distinct
-        ``jax.Device``: then there is one row per device and row ``d`` is
-        placed on ``devices[d]`` (sharded over a 1-D mesh of ``devices`` along
-        :data:`~jaxtrainer.distributed.AXIS_NAME`). The rows are this package's
-        ``fold_in`` keys, not EvoRL's ``jax.random.split`` keys, so a run
-        started from them draws what the Trainer's device ``d`` draws.
+      num_devices: a positive int.
 
     Raises:
-      ValueError: ``num_devices`` is neither a positive int nor a non-empty
-        sequence of distinct devices.
+      ValueError: ``num_devices`` is not a positive int.
     """
-    devices = None
-    if isinstance(num_devices, Sequence) and not isinstance(num_devices, str):
-        devices = list(num_devices)
-        if not devices or not all(isinstance(d, jax.Device) for d in devices) \
-                or len(set(devices)) != len(devices):
-            raise ValueError(f"split_key_to_devices: devices={num_devices!r}: expected a "
-                             "non-empty sequence of distinct jax.Device")
-        num_devices = len(devices)
     n = arguments.positive_int("num_devices", num_devices, allow_none=False)
-    keys = jax.vmap(lambda d: device_key(key, d))(jnp.arange(n))
-    if devices is None:
-        return keys
-    mesh = Mesh(np.asarray(devices, dtype=object), (AXIS_NAME,))
-    return jax.device_put(keys, NamedSharding(mesh, PartitionSpec(AXIS_NAME)))
+    return jax.vmap(lambda d: device_key(key, d))(jnp.arange(n))

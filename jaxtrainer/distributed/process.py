@@ -22,9 +22,6 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-from jaxtrainer.distributed.axis import AXIS_NAME
 
 # Environment read when the arguments are not given (set by ``jaxtrainer launch``).
 ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
@@ -410,31 +407,6 @@ def global_ranks(devices: list[jax.Device] | None = None) -> list[int]:
     devices = list(jax.devices() if devices is None else devices)
     me = jax.process_index()
     return [i for i, d in enumerate(devices) if d.process_index == me]
-
-
-def is_dist_initialized() -> bool:
-    """EvoRL's name for :func:`is_distributed` (``evorl.distributed.is_dist_initialized``):
-    True when ``jax.distributed`` is initialised in this process."""
-    return is_distributed()
-
-
-def get_global_ranks() -> jax.Array:
-    """EvoRL's name for :func:`global_ranks`, in EvoRL's return form
-    (``evorl.distributed.get_global_ranks``).
-
-    Returns:
-      ``int32[num_local_devices]``: the global ranks of this process's devices
-      (:func:`global_ranks` over ``jax.devices()``), element ``i`` placed on
-      this process's ``i``-th device (sharded over a 1-D mesh of them along
-      :data:`~jaxtrainer.distributed.AXIS_NAME`). With 2 processes of 2 devices:
-      ``[0, 1]`` on process 0 and ``[2, 3]`` on process 1.
-    """
-    devices = list(jax.devices())
-    me = jax.process_index()
-    local = [d for d in devices if d.process_index == me]
-    mesh = Mesh(np.asarray(local, dtype=object), (AXIS_NAME,))
-    return jax.device_put(np.asarray(global_ranks(devices), np.int32),
-                          NamedSharding(mesh, PartitionSpec(AXIS_NAME)))
 
 
 def barrier(name: str) -> None:
