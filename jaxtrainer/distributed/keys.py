@@ -65,8 +65,8 @@ def episode_key(key: jax.Array, episode: int | jax.Array) -> jax.Array:
 
 
 def device_key(key: jax.Array, device: int | jax.Array) -> jax.Array:
-    """Device ``device``'s own key from a key every device holds (an evaluation
-    key, an init stream): ``fold_in(key, device)``."""
+    """Device ``device``'s own key from a key every device holds (an init
+    stream): ``fold_in(key, device)``."""
     return jax.random.fold_in(key, device)
 
 
