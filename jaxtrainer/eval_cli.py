@@ -9,11 +9,13 @@
 
 The module is rebuilt from the run's ``config.yaml`` (written by the recipes)
 and the checkpoint restored on the chosen strategy. The episodes are those of
-``trainer.evaluate``: the module's own evaluation policy (greedy), keys
-``fold_in(fold_in(fold_in(root, EVAL), step), device)`` with ``root`` the run's
-root key (``--seed S``: ``key(S)``, as a run with ``seed=S`` draws them), so
-the mean return printed is the one ``Trainer.evaluate`` returns for that
-checkpoint with ``eval_episodes = --episodes``, on the same strategy.
+``trainer.evaluate``: the module's own evaluation policy (greedy), episode
+``e`` with the key ``fold_in(fold_in(fold_in(root, EVAL), step), e)`` with
+``root`` the run's root key (``--seed S``: ``key(S)``, as a run with ``seed=S``
+draws them), whatever device runs it. So the mean return printed is the one
+``Trainer.evaluate`` returns for that checkpoint with ``eval_episodes =
+--episodes``, and the one the run's own evaluation at that step logged, on any
+strategy and device count (up to the order of float sums).
 
 The command says what it is doing, one line per phase on stderr (restoring,
 compiling, recording, ``drawing frame i/n``), and stops on the first SIGINT or
@@ -40,8 +42,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrainer import arguments, compilation_cache
-from jaxtrainer.distributed import local_size, member_scope, psum
-from jaxtrainer.envs.evaluation import run_episodes
+from jaxtrainer.distributed import member_scope, psum
+from jaxtrainer.envs.evaluation import episode_share, run_episodes
 from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
 from jaxtrainer.module import Module
@@ -111,9 +113,9 @@ class EpisodeStatistics(Module):
 
     def _episodes(self, params: Any, key: jax.Array):
         spec = self.spec
-        return run_episodes(spec.env, spec.greedy, params,
-                            key, local_size(spec.eval_episodes, "eval_episodes"),
-                            initial_carry=spec.initial_carry)
+        num, first = episode_share(spec.eval_episodes)
+        return run_episodes(spec.env, spec.greedy, params, key, num,
+                            initial_carry=spec.initial_carry, first_episode=first)
 
     def evaluation_step(self, state: Any, key: jax.Array) -> dict[str, Any]:
         module = members_of(self.module)

@@ -96,11 +96,14 @@ class FitLoop:
     Attributes:
       seconds_per_step: device seconds per training step of the last call
         (``None`` before the first), which sizes the next fused call.
+      partial: the metrics of the log interval in progress, pooled over the
+        segments run since its start (``None`` at a log step).
     """
 
     def __init__(self, trainer: Trainer) -> None:
         self.trainer = trainer
         self.seconds_per_step: float | None = None
+        self.partial: dict[str, metrics_lib.Metric] | None = None
 
     def needs_state(self, module: Module, step: int) -> bool:
         """Whether the host must hold the state of ``step`` (beyond the budget
@@ -150,7 +153,7 @@ class FitLoop:
             if self.run_ahead_ok(module, current.end):
                 ahead = self.dispatch(program, train_key, current.end, self.plan(module, current.end))
             rows = metrics_lib.rows_to_host(current.metrics, len(current.lengths),  # host sync
-                                            program.metrics)
+                                            program.metrics, False)
             now = time.perf_counter()
             seconds, last_time = now - last_time, now
             self.seconds_per_step = seconds / (current.end - current.start)
@@ -160,33 +163,64 @@ class FitLoop:
                 continue
             plan = self.at_boundary(module, self.plan(module, t.global_step))
             current = self.dispatch(program, train_key, t.global_step, plan) if plan else None
+        self.flush(module)
         t.stop_reason = stop_reason(t.global_step, t.max_steps, t.should_stop, t.stop_reason)
         if t.should_stop and t.is_global_zero:
             print(f"jaxtrainer: stopping at step {t.global_step}: {t.stop_reason}", flush=True)
         t.call_hook("on_train_end", module)
 
-    def interval_hooks(self, module: Module, call: Call, rows: list[dict[str, float]],
+    def interval_hooks(self, module: Module, call: Call, rows: list[dict[str, Any]],
                        seconds: float, ahead: bool) -> None:
-        """Counters, evaluation and ``on_train_steps_end`` for each log interval
-        of a finished call, in step order."""
+        """Counters, evaluation and ``on_train_steps_end`` for each segment of a
+        finished call, in step order. A segment's metrics (``rows``, host
+        :class:`~jaxtrainer.metrics.Metric` values) are pooled into the log
+        interval in progress (:attr:`partial`) and reported at the interval's end
+        (:meth:`~jaxtrainer.planner.IntervalPlanner.logs_at`), so an evaluation
+        between two log steps cuts no interval; the evaluation runs at its own step."""
         t = self.trainer
         steps = call.end - call.start
         t.global_step = call.start
-        for j, (n, host) in enumerate(zip(call.lengths, rows, strict=True)):
-            t.more_metrics_pending = j < len(call.lengths) - 1
-            t.state_ahead = ahead or t.more_metrics_pending
+        ends = np.cumsum(call.lengths) + call.start
+        last_row = max((j for j, end in enumerate(ends) if t.planner.logs_at(int(end))), default=-1)
+        for j, (n, row) in enumerate(zip(call.lengths, rows, strict=True)):
+            t.more_metrics_pending = j < last_row
+            t.state_ahead = ahead or j < len(call.lengths) - 1
             t.global_step += n
             t.env_steps = t.global_step * t.env_steps_per_step
-            host.update(step=t.global_step, env_steps=t.env_steps,
-                        steps_per_second=steps / seconds,
-                        env_steps_per_second=steps * t.env_steps_per_step / seconds)
-            t.callback_metrics.update(host)
+            self.partial = row if self.partial is None else metrics_lib.merge_rows(self.partial, row)
+            host = None
+            if t.planner.logs_at(t.global_step):
+                host = self.take_row(steps / seconds)
             if not t.state_ahead and t.planner.evaluates_at(t.global_step):
                 ACTIVITY.enter(f"evaluating at step {t.global_step}")
                 t.run_evaluation(module)
-            t.call_hook("on_train_steps_end", module, host)
-            t.callback_metrics.update(host)  # with what callbacks added (lr, throughput)
+            if host is not None:
+                self.report(module, host)
         t.state_ahead = t.more_metrics_pending = False
+
+    def take_row(self, steps_per_second: float) -> dict[str, float]:
+        """The log row of the interval in progress, ending at the current step:
+        its pooled metrics as floats plus ``step``, ``env_steps`` and the
+        throughput; :attr:`partial` starts afresh."""
+        t = self.trainer
+        host = metrics_lib.finish_row(self.partial or {})
+        self.partial = None
+        host.update(step=t.global_step, env_steps=t.env_steps, steps_per_second=steps_per_second,
+                    env_steps_per_second=steps_per_second * t.env_steps_per_step)
+        t.callback_metrics.update(host)
+        return host
+
+    def report(self, module: Module, host: dict[str, float]) -> None:
+        t = self.trainer
+        t.call_hook("on_train_steps_end", module, host)
+        t.callback_metrics.update(host)  # with what callbacks added (lr, throughput)
+
+    def flush(self, module: Module) -> None:
+        """Report the log interval in progress when training ends between two
+        log steps (a stop request or a signal at an evaluation step): its row,
+        pooled over the steps it ran, at the current step."""
+        if self.partial is not None and self.seconds_per_step:
+            self.report(module, self.take_row(1.0 / self.seconds_per_step))
 
     def at_boundary(self, module: Module, plan: list[int]) -> list[int]:
         """Agree with the other processes on stopping, the signal and the next
@@ -213,6 +247,7 @@ class FitLoop:
                       f"steps; the budget of {t.max_steps} steps is done, finishing normally",
                       file=sys.stderr, flush=True)
             return []
+        self.flush(module)
         ACTIVITY.enter(f"saving the checkpoint of step {t.global_step}")
         path = (trainer_state.save_now(t, module) if t.state_is_valid else
                 "(none written: the state is not finite; the last good checkpoint stays)")

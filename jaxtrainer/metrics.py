@@ -40,6 +40,13 @@ Axes = str | Sequence[str]
 _INF = float("inf")
 
 
+def _xp(*arrays: Any) -> Any:
+    """``numpy`` for host values (what :func:`rows_to_host` fetched), else
+    ``jax.numpy``: :meth:`Metric.merge` runs on the devices and on the host."""
+    host = all(isinstance(a, (np.ndarray, np.generic, float, int)) for a in arrays)
+    return np if host else jnp
+
+
 def _flat(values: Any, mask: Any) -> tuple[jax.Array, jax.Array | None]:
     """``values`` as ``float32[n]`` and ``mask`` (broadcast to its shape) as ``bool[n]``."""
     values = jnp.asarray(values, jnp.float32)
@@ -190,7 +197,7 @@ class Sum(_Additive):
 
 
 class _Extremum(Metric):
-    _op = staticmethod(jnp.maximum)
+    _op = "maximum"
     _collective = staticmethod(jax.lax.pmax)
     _reduce = staticmethod(jnp.max)
 
@@ -200,7 +207,8 @@ class _Extremum(Metric):
         return cls._reduce(kept, initial=cls._identity)
 
     def merge(self, later: Any) -> Any:
-        return type(self)(self._op(self.value, later.value), self.count + later.count)
+        op = getattr(_xp(self.value, later.value), self._op)
+        return type(self)(op(self.value, later.value), self.count + later.count)
 
     def over_devices(self, axes: Axes) -> Any:
         return type(self)(self._collective(self.value, axes), jax.lax.psum(self.count, axes))
@@ -237,7 +245,7 @@ class Min(_Extremum):
     count: jax.Array
     reduce_fx = "min"
     _identity = _INF
-    _op = staticmethod(jnp.minimum)
+    _op = "minimum"
     _collective = staticmethod(jax.lax.pmin)
     _reduce = staticmethod(jnp.min)
 
@@ -269,7 +277,8 @@ class Last(Metric):
         return jnp.where(index >= 0, values[jnp.maximum(index, 0)], 0.0)
 
     def merge(self, later: Any) -> Any:
-        return Last(jnp.where(later.count > 0, later.value, self.value), self.count + later.count)
+        where = _xp(self.value, later.value, later.count).where
+        return Last(where(later.count > 0, later.value, self.value), self.count + later.count)
 
     def over_devices(self, axes: Axes) -> Any:
         has = self.count > 0
@@ -335,20 +344,38 @@ def to_host(metrics: dict[str, Metric]) -> dict[str, float]:
 
 def rows_to_host(metrics: Any, num_rows: int,
                  unpack: Callable[[Any], dict[str, Metric]] | None = None,
-                 ) -> list[dict[str, float]]:
+                 finish: bool = True) -> list[dict[str, Any]]:
     """Fetch per-interval metrics (fields ``float32[rows]``) to the host in one
     transfer; return the first ``num_rows`` rows as dicts of Python floats, each
     without the metrics that had no samples in that row. ``unpack`` (e.g.
     :meth:`~jaxtrainer.strategies.program.TrainProgram.metrics`) maps what
-    was fetched to ``{name: Metric}`` first."""
+    was fetched to ``{name: Metric}`` first. ``finish=False`` returns each row's
+    values still as :class:`Metric` (host scalars), for :func:`merge_rows` to
+    pool rows that belong to one log interval, and :func:`finish_row` to report."""
     fetched = jax.device_get(metrics)
     if unpack is not None:
         fetched = unpack(fetched)
-    out: list[dict[str, float]] = [{} for _ in range(num_rows)]
+    out: list[dict[str, Any]] = [{} for _ in range(num_rows)]
     for name, m in fetched.items():
-        values = np.asarray(m.reduced)[:num_rows].tolist()
-        counts = np.asarray(m.count)[:num_rows].tolist()
-        for row, value, count in zip(out, values, counts, strict=True):
-            if count > 0:
-                row[name] = m.finish(value, count)
+        fields, tree = jax.tree.flatten(m)
+        fields = [np.asarray(f, np.float32)[:num_rows] for f in fields]
+        for j, row in enumerate(out):
+            value = tree.unflatten([f[j] for f in fields])
+            if value.count > 0:
+                row[name] = value
+    return [finish_row(row) for row in out] if finish else out
+
+
+def merge_rows(earlier: dict[str, Metric], later: dict[str, Metric]) -> dict[str, Metric]:
+    """Two consecutive rows of host metrics (:func:`rows_to_host` with
+    ``finish=False``) as one: each metric by its own reduction over both
+    (:meth:`Metric.merge`); a metric with samples in one row only keeps that value."""
+    out = dict(earlier)
+    for name, value in later.items():
+        out[name] = out[name].merge(value) if name in out else value
     return out
+
+
+def finish_row(row: dict[str, Metric]) -> dict[str, float]:
+    """A row of host metrics as the Python floats callbacks receive."""
+    return {name: m.finish(float(m.reduced), float(m.count)) for name, m in row.items()}

@@ -161,6 +161,13 @@ class Module:
     def evaluation_step(self, state: State, key: jax.Array) -> Metrics:
         """Evaluate ``state``; metrics as in :meth:`training_step`. Optional.
 
+        ``key`` is the evaluation's key (a function of the seed and the step),
+        the same on every device, so that an evaluation gives the same result
+        on any device count: split episodes over the devices by their number
+        (:func:`jaxtrainer.envs.evaluation.episode_share`) and give episode
+        ``e`` the key ``jaxtrainer.distributed.keys.episode_key(key, e)``, as
+        :func:`~jaxtrainer.envs.evaluation.evaluation_metrics` does.
+
         By default, for a module with :meth:`policy` and ``env``: the greedy
         policy on ``eval_episodes`` fresh episodes over all devices, completed
         episodes only (:func:`jaxtrainer.envs.evaluation.evaluation_metrics`):

@@ -3,15 +3,25 @@
 Plain Python, no JAX: the Trainer asks this planner how many training steps each
 log interval holds and which consecutive intervals one compiled call runs.
 
-- **Log intervals** end on multiples of ``log_every_n_steps`` (and of
-  ``eval_every_n_steps``) and at the budget, so a resumed run logs at the same
-  steps as an uninterrupted one.
-- **Fused intervals.** A call runs consecutive intervals up to the first
+- **Log intervals** end on multiples of ``log_every_n_steps`` and at the
+  budget, so a resumed run logs at the same steps as an uninterrupted one.
+  An evaluation never cuts one: with ``log_every_n_steps=2`` and
+  ``eval_every_n_steps=3`` training rows come at steps 2, 4, 6, ... each the
+  mean of 2 steps, and evaluation rows at 3, 6, ...
+- **Segments.** A compiled call runs *segments*: the steps between consecutive
+  points of either grid (log or evaluation) or the budget, so the host holds
+  the state at each evaluation step. The call's metrics buffer has one row per
+  segment; the host pools the rows of one log interval
+  (:func:`jaxtrainer.metrics.merge_rows`) and reports them at its end
+  (:meth:`IntervalPlanner.logs_at`). Segment lengths are traced values: every
+  mix of lengths (the gcd/lcm pattern of the two grids) runs one compiled
+  program, compiled once before the first step.
+- **Fused segments.** A call runs consecutive segments up to the first
   boundary where the host must hold the state (the budget's end, an evaluation,
   or something the Trainer reports: a stop request, a signal, a callback whose
   ``needs_state`` is True), about ``sync_every_n_seconds`` of device time at the
   last measured speed, and ``max_intervals`` (the rows of the compiled call's
-  metrics buffer). One interval per call while no speed was measured yet, or
+  metrics buffer). One segment per call while no speed was measured yet, or
   when fusing is off (``sync_every_n_seconds`` 0, or no ``jit``).
 - **Run-ahead.** The call after a boundary may be enqueued before that
   boundary's hooks when nothing needs the state there (see :meth:`can_run_ahead`).
@@ -45,12 +55,18 @@ class IntervalPlanner:
     max_intervals: int = 128
 
     def interval_length(self, start: int) -> int:
-        """Steps of the log interval starting at step ``start`` (``>= 1`` while
-        ``start < max_steps``)."""
+        """Steps of the segment starting at step ``start``: up to the next
+        multiple of ``log_every_n_steps`` or ``eval_every_n_steps``, or the
+        budget (``>= 1`` while ``start < max_steps``)."""
         n = min(self.log_every_n_steps - start % self.log_every_n_steps, self.max_steps - start)
         if self.eval_every_n_steps:
             n = min(n, self.eval_every_n_steps - start % self.eval_every_n_steps)
         return n
+
+    def logs_at(self, step: int) -> bool:
+        """Whether a log interval ends at ``step``: a multiple of
+        ``log_every_n_steps``, or the budget's end."""
+        return step % self.log_every_n_steps == 0 or step >= self.max_steps
 
     def evaluates_at(self, step: int) -> bool:
         """Whether a scheduled evaluation runs at the boundary of ``step``."""

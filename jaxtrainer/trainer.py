@@ -107,7 +107,12 @@ class Trainer:
         the Trainer can :meth:`evaluate` but :meth:`fit` raises ValueError.
       log_every_n_steps: training steps per log interval.
       eval_every_n_steps: run ``evaluation_step`` every this many training steps
-        (``None``: only through :meth:`evaluate`).
+        (``None``: only through :meth:`evaluate`). Evaluations cut no log
+        interval: training metrics are reported on their own grid (multiples of
+        ``log_every_n_steps``, each the reduction over the whole interval), and
+        evaluation metrics at their own steps. An evaluation gives the same
+        result on any device count (episodes are numbered over all devices and
+        draw their keys from the seed, the step and their number).
       callbacks: callbacks and loggers.
       seed: root of every PRNG key (init, per-step per-device keys, evaluation).
       default_root_dir: runs go to ``<default_root_dir>/version_<n>``.

@@ -235,6 +235,27 @@ def test_evaluate_policy_passes_params_and_is_jittable():
     assert to_host(run(jnp.int32(0), jax.random.key(3)))["episode_return"] == 0.0
 
 
+def test_an_evaluation_episode_depends_on_the_key_and_its_number_alone():
+    """Episodes 2 and 3 of 4, run as a batch of their own (a second device's
+    share), equal episodes 2 and 3 of the whole batch: start states, the
+    policy's keys (a random policy here) and the env's keys come from
+    episode_key(key, e)."""
+    from jaxtrainer.envs.evaluation import run_episodes
+
+    env = envs.make("CartPole-v1")
+
+    def random_policy(params, obs, key):
+        return jax.random.randint(key, (obs.shape[0],), 0, 2)
+
+    run = jax.jit(lambda n, first: run_episodes(env, random_policy, None, jax.random.key(4), n,
+                                                max_steps=60, first_episode=first),
+                  static_argnums=0)
+    whole, share = run(4, 0), run(2, 2)
+    for a, b in zip(whole, share, strict=True):
+        np.testing.assert_array_equal(np.asarray(a)[2:], np.asarray(b))
+    assert len(set(np.asarray(whole.lengths).tolist())) > 1  # different episodes
+
+
 # ---- brax -----------------------------------------------------------------------
 @pytest.mark.timeout(600)  # brax compiles slowly on CPU (~30-50 s)
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")

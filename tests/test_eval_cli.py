@@ -76,11 +76,12 @@ def ppo_run(tmp_path_factory):
 
 def reference_episodes(run: Path, step_dir: Path, root_key, episodes: int):
     """The episodes of the evaluation at ``step_dir``, recomputed outside any
-    Trainer: run_episodes on device 0's key fold_in(fold_in(fold_in(root, EVAL), step), 0)."""
+    Trainer: run_episodes on the key fold_in(fold_in(root, EVAL), step), the same
+    on every device (episode e draws from fold_in(key, e))."""
     step = int(step_dir.name)
     policy = jt.load_policy(step_dir)
     module = build_module("ppo", saved_run.load_config(run)[1])
-    key = keys.device_key(keys.sub_key(keys.stream_key(root_key, keys.EVAL_STREAM), step), 0)
+    key = keys.sub_key(keys.stream_key(root_key, keys.EVAL_STREAM), step)
     ep = jax.jit(lambda p, k: run_episodes(module.env, module.greedy_policy(), p, k, episodes))(
         policy.params, key)
     assert bool(np.all(ep.finished))

@@ -41,18 +41,30 @@ class DeviceValues(jt.Callback):
 
 
 def test_tensorboard_event_files_read_back_with_tensorboards_reader(run_dir):
+    """Also: an evaluation every 3 steps cuts no log interval of 2 steps. The
+    training rows stay at 2, 4, 6, each the mean over its 2 steps (the metric
+    ``step_number`` is the step's number), and the evaluation rows come at 3
+    and 6, in the CSV file and TensorBoard alike (4 devices; 1 in
+    test_an_evaluation_cuts_no_log_interval_on_one_device)."""
     from tensorboard.backend.event_processing import event_accumulator
 
     tb = jt.TensorBoardLogger()
     t = toys.trainer(run_dir, max_steps=6, log_every_n_steps=2, eval_every_n_steps=3,
                      callbacks=[DeviceValues(), tb, jt.CSVLogger()])
-    t.fit(toys.Regression())
+    t.fit(toys.StepNumbers())
+    assert t.num_devices == 4
     acc = event_accumulator.EventAccumulator(tb.log_dir, size_guidance={"scalars": 0, "tensors": 0})
     acc.Reload()
     tags = acc.Tags()["scalars"]
     for tag in ("loss", "env_steps", "steps_per_second", "dev/f32", "dev/bf16", "dev/int", "eval/mse"):
         assert tag in tags, (tag, tags)
-    assert [(e.step, e.value) for e in acc.Scalars("dev/f32")] == [(2, 1.0), (3, 1.5), (4, 2.0), (6, 3.0)]
+    assert [(e.step, e.value) for e in acc.Scalars("step_number")] == [(2, 1.5), (4, 3.5), (6, 5.5)]
+    assert [e.step for e in acc.Scalars("eval/mse")] == [3, 6]
+    assert [(e.step, e.value) for e in acc.Scalars("dev/f32")] == [(2, 1.0), (4, 2.0), (6, 3.0)]
+    with open(os.path.join(t.log_dir, "metrics.csv")) as f:
+        rows = [(r["step"], r["step_number"], bool(r["eval/mse"])) for r in csv.DictReader(f)]
+    assert rows == [("2", "1.5", False), ("3", "", True), ("4", "3.5", False), ("6", "", True),
+                    ("6", "5.5", False)]
     # evaluation rows carry step and env_steps too (same values at the same step)
     assert sorted({(e.step, e.value) for e in acc.Scalars("env_steps")}) == [(2, 16), (3, 24), (4, 32), (6, 48)]
     with open(os.path.join(t.log_dir, "metrics.csv")) as f:
@@ -112,8 +124,9 @@ def _wandb_records(path):
 def test_wandb_offline_run_directory_holds_history_and_config(run_dir, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     wl = jt.WandbLogger(project="tests")
-    t = toys.trainer(run_dir, max_steps=4, log_every_n_steps=2, callbacks=[DeviceValues(), wl])
-    t.fit(toys.Regression(lr=0.03))
+    t = toys.trainer(run_dir, max_steps=4, log_every_n_steps=2, eval_every_n_steps=3,
+                     callbacks=[DeviceValues(), wl])
+    t.fit(toys.StepNumbers(lr=0.03))
     assert wl.run is None  # finished
     files = glob.glob(os.path.join(t.log_dir, "wandb", "offline-run-*", "run-*.wandb"))
     assert len(files) == 1
@@ -124,10 +137,13 @@ def test_wandb_offline_run_directory_holds_history_and_config(run_dir, monkeypat
             history.append({i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in rec.history.item})
         elif kind == "config":
             config.update({u.key or "/".join(u.nested_key): json.loads(u.value_json) for u in rec.config.update})
-    assert [h["_step"] for h in history] == [2, 4]
-    assert [h["dev/f32"] for h in history] == [1.0, 2.0]
-    assert [h["env_steps"] for h in history] == [16, 32]
-    assert all(isinstance(h["loss"], float) for h in history)
+    # the evaluation at step 3 is a row of its own; the training rows keep 2-step means
+    assert [h["_step"] for h in history] == [2, 3, 4]
+    assert ["eval/mse" in h for h in history] == [False, True, False]
+    assert [h.get("step_number") for h in history] == [1.5, None, 3.5]
+    assert [h["env_steps"] for h in history] == [16, 24, 32]
+    assert [h["dev/f32"] for h in history if "loss" in h] == [1.0, 2.0]
+    assert all(isinstance(h["loss"], float) for h in history if "eval/mse" not in h)
     assert config["module/lr"] == 0.03 and config["trainer/max_steps"] == 4
 
 
@@ -183,6 +199,41 @@ def test_loggers_get_every_fused_interval_at_its_step(run_dir):
         logged[sync] = rows
     assert [s for s, _ in logged[60.0]] == list(range(2, 13, 2))
     assert logged[60.0] == logged[0]
+
+
+def test_an_evaluation_cuts_no_log_interval_on_one_device(run_dir):
+    """log_every_n_steps=2, eval_every_n_steps=3 on one device (a process of its
+    own), one call per segment: training rows at 2, 4, 6 with the means of their
+    two steps, evaluation rows at 3 and 6, in the CSV file and TensorBoard;
+    the budget's end (7) logs the last, shorter interval. One compiled training
+    program serves every segment length (1 and 2 steps)."""
+    code = f"""
+import csv, os
+from tensorboard.backend.event_processing import event_accumulator
+import jaxtrainer as jt
+from tests import toys
+compiles = []
+for sync in (0,):
+    tb = jt.TensorBoardLogger()
+    t = toys.trainer({str(run_dir)!r} + str(sync), max_steps=7, log_every_n_steps=2,
+                     eval_every_n_steps=3, sync_every_n_seconds=sync,
+                     callbacks=[jt.CSVLogger(), tb])
+    compile_train = t.strategy.compile_train
+    t.strategy.compile_train = lambda *a: compiles.append(sync) or compile_train(*a)
+    t.fit(toys.StepNumbers())
+    assert t.num_devices == 1 and compiles.count(sync) == 1, compiles
+    rows = [(r["step"], r["step_number"], bool(r["eval/mse"]))
+            for r in csv.DictReader(open(os.path.join(t.log_dir, "metrics.csv")))]
+    assert rows == [("2", "1.5", False), ("3", "", True), ("4", "3.5", False), ("6", "", True),
+                    ("6", "5.5", False), ("7", "7.0", False)], rows
+    acc = event_accumulator.EventAccumulator(tb.log_dir, size_guidance={{"scalars": 0}})
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("step_number")] == [
+        (2, 1.5), (4, 3.5), (6, 5.5), (7, 7.0)]
+    assert [e.step for e in acc.Scalars("eval/mse")] == [3, 6]
+print("ok")
+"""
+    assert toys.run_python(code, devices=1, timeout=240).stdout.strip().endswith("ok")
 
 
 def test_hparams_csv_keeps_the_hyperparameters_the_run_started_with(run_dir):

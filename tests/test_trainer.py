@@ -86,8 +86,10 @@ def test_log_intervals_are_fused_when_no_callback_needs_the_state(run_dir, monke
 
 
 def test_one_compilation_serves_intervals_of_every_length(run_dir, monkeypatch):
-    """An odd budget leaves a short last interval; nothing recompiles (the
-    strategy compiles ahead of time, so a call needing another program raises)."""
+    """An odd budget leaves a short last interval and the evaluation at 15 a
+    segment of 5 steps; nothing recompiles (the strategy compiles ahead of
+    time, so a call needing another program raises). The evaluation cuts no
+    log interval: rows at 10, 20 and the budget's end."""
     compiles = []
     real = jt.SingleDeviceStrategy._compile
     monkeypatch.setattr(jt.SingleDeviceStrategy, "_compile",
@@ -97,7 +99,7 @@ def test_one_compilation_serves_intervals_of_every_length(run_dir, monkeypatch):
                          eval_every_n_steps=15, default_root_dir=run_dir, callbacks=[rec], **QUIET)
     trainer.fit(Regression())
     assert len(compiles) == 2  # one training program, one evaluation program
-    assert [m["step"] for m in rec.steps] == [10, 15, 20, 25]
+    assert [m["step"] for m in rec.steps] == [10, 20, 25]
     assert [m["step"] for m in rec.evals] == [15]
     assert set(trainer.compile_seconds) == {"train", "eval"}
 

@@ -573,10 +573,12 @@ class NeuroES(ParamsPolicy, EvosaxES):
         """The mean solution (:meth:`mean`): the parameters :meth:`act` takes."""
         return self.mean(state)
 
-    def _rollout(self, params: Any, key: jax.Array, num_episodes: int) -> dict[str, Mean]:
+    def _rollout(self, params: Any, key: jax.Array, num_episodes: int,
+                 first_episode: int | jax.Array = 0) -> dict[str, Mean]:
         from jaxtrainer.envs import evaluate_policy
 
-        return evaluate_policy(self.env, self.act, params, key, num_episodes)
+        return evaluate_policy(self.env, self.act, params, key, num_episodes,
+                               first_episode=first_episode)
 
     def evaluate(self, member: Any, key: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
         """Fitness ``float32[]``: mean return of ``num_episodes`` episodes."""
@@ -586,8 +588,11 @@ class NeuroES(ParamsPolicy, EvosaxES):
         return fitness, {"episode_length": length.total / jnp.maximum(length.count, 1.0)}
 
     def evaluation_step(self, state: ESState, key: jax.Array) -> dict[str, Any]:
-        """The mean policy on this device's share of ``eval_episodes`` episodes."""
-        res = self._rollout(self.mean(state), key, local_size(self.eval_episodes, "eval_episodes"))
+        """The mean policy on ``eval_episodes`` episodes numbered over all
+        devices (each runs its share), the same on any device count."""
+        from jaxtrainer.envs.evaluation import episode_share
+
+        res = self._rollout(self.mean(state), key, *episode_share(self.eval_episodes))
         return {"eval/episode_return": res["episode_return"],
                 "eval/episode_length": res["episode_length"]}
 

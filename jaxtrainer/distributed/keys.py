@@ -9,14 +9,19 @@ device count where the device index does not enter::
     init key                   = stream_key(root, INIT)    same on every device
     step_key(train, t, d)      = fold_in(fold_in(train, t), d)
                                  (fold_in(train, t) with step_key_per_device=False)
-    eval key at step t, dev d  = device_key(fold_in(stream_key(root, EVAL), t), d)
+    eval key at step t         = fold_in(stream_key(root, EVAL), t)   same on every device
+    episode_key(k, e)          = fold_in(k, e)             evaluation episode e (numbered
+                                                           over all devices)
     device_key(k, d)           = fold_in(k, d)
     member_key(k, i)           = fold_in(k, i)             member i of a population
     sub_key(k, j)              = fold_in(k, j)             j-th named use of one key
 
 ``train = stream_key(root, TRAIN)``; ``d`` is the device's index along the data
-axes. Every device (and process) gets its own stream, and the same seed and
-device count give the same run, bit for bit.
+axes. Every device (and process) gets its own training stream, and the same
+seed and device count give the same run, bit for bit. Evaluation keys leave the
+device out: episode ``e`` of an evaluation draws from ``episode_key(eval key,
+e)`` whichever device runs it, so an evaluation gives the same episodes on any
+device count (:mod:`jaxtrainer.envs.evaluation`).
 """
 
 from __future__ import annotations
@@ -49,9 +54,15 @@ def step_key(train_key: jax.Array, step: int | jax.Array, device: int | jax.Arra
     return key if device is None else device_key(key, device)
 
 
+def episode_key(key: jax.Array, episode: int | jax.Array) -> jax.Array:
+    """Evaluation episode ``episode``'s key from the evaluation's ``key``:
+    ``fold_in(key, episode)``, the same whichever device runs the episode."""
+    return jax.random.fold_in(key, episode)
+
+
 def device_key(key: jax.Array, device: int | jax.Array) -> jax.Array:
-    """Device ``device``'s own key from a key every device holds (an evaluation
-    key, an init stream): ``fold_in(key, device)``."""
+    """Device ``device``'s own key from a key every device holds (an init
+    stream): ``fold_in(key, device)``."""
     return jax.random.fold_in(key, device)
 
 

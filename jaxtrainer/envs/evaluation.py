@@ -1,4 +1,13 @@
-"""Policy evaluation on fresh episodes, never the training envs' episodes in progress."""
+"""Policy evaluation on fresh episodes, never the training envs' episodes in progress.
+
+Evaluation episodes are numbered ``0 .. num_episodes - 1`` over all devices,
+and everything about episode ``e`` (its start state, every action and env key
+it draws) comes from ``episode_key(key, e)`` alone
+(:func:`jaxtrainer.distributed.keys.episode_key`). Device ``d`` of ``n`` runs
+episodes ``d * num_episodes / n`` onwards (:func:`episode_share`), so the same
+key evaluates the same episodes on any device count, and the results differ
+only by the order of float sums.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +17,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer.distributed import local_size
+from jaxtrainer.distributed import axis_index, local_size
+from jaxtrainer.distributed.keys import episode_key, sub_key
 from jaxtrainer.envs.base import Env, StepInfo
 from jaxtrainer.metrics import Mean
 
@@ -45,45 +55,84 @@ def with_memory(policy_fn: PolicyFn, initial_carry: Callable[[int], Any] | None,
     return initial_carry, policy_fn
 
 
+RESET_KEY, STEP_KEY = 0, 1
+"""Uses of an episode's key: ``sub_key(k, RESET_KEY)`` resets its env, and step
+``i`` draws ``fold_in(sub_key(k, STEP_KEY), i)``, split into the action's key
+and the env's."""
+
+
+def episode_share(num_episodes: int, what: str = "eval_episodes") -> tuple[int, jax.Array]:
+    """This device's share of ``num_episodes`` episodes numbered over all
+    devices: ``(count, first)``, episodes ``first .. first + count - 1``
+    (``count = num_episodes / num_devices``, ``first = device * count``:
+    ``(num_episodes, 0)`` outside a mapped axis and for a population member,
+    :func:`~jaxtrainer.distributed.member_scope`).
+
+    Raises:
+      ValueError: ``num_episodes`` does not split over the devices; the message
+        names ``what``, the number and the device count.
+    """
+    count = local_size(num_episodes, what)
+    return count, axis_index() * count
+
+
+def _one_by_one(act: Callable[..., tuple[jax.Array, Any]]) -> Callable[..., tuple[jax.Array, Any]]:
+    """``act(params, obs[n], keys[n], memory[n])``: the batched policy ``act``
+    called per episode, each with its own key (vmapped over batches of one), so
+    an episode's actions do not depend on the other episodes of its batch."""
+    def one(params, obs, key, memory):
+        add = lambda tree: jax.tree.map(lambda x: x[None], tree)  # noqa: E731
+        action, memory = act(params, add(obs), key, add(memory))
+        return jax.tree.map(lambda x: x[0], (action, memory))
+
+    return jax.vmap(one, in_axes=(None, 0, 0, 0))
+
+
 def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num_episodes: int,
                  max_steps: int | None = None,
-                 initial_carry: Callable[[int], Any] | None = None) -> Episodes:
+                 initial_carry: Callable[[int], Any] | None = None,
+                 first_episode: int | jax.Array = 0) -> Episodes:
     """The per-episode results that :func:`evaluate_policy` averages.
 
-    Each of ``num_episodes`` environments starts a new episode from its own reset
-    (never a training env's state) and runs for at most ``max_steps`` steps in
-    one ``lax.while_loop``, which ends as soon as every env has finished its
-    first episode (an env with a long time limit and short episodes, such as
-    Craftax's 10,000 steps, stops early); only its FIRST episode is recorded.
-    Step ``i`` draws the ``i``-th of ``max_steps`` keys, so the results do not
-    depend on when the loop ends. Jittable.
+    Runs episodes ``first_episode .. first_episode + num_episodes - 1``, each
+    in an environment of its own from a fresh reset (never a training env's
+    state), for at most ``max_steps`` steps in one ``lax.while_loop``, which
+    ends as soon as every env has finished its first episode (an env with a
+    long time limit and short episodes, such as Craftax's 10,000 steps, stops
+    early); only its FIRST episode is recorded. Episode ``e`` draws every key
+    from ``episode_key(key, e)`` (see :data:`RESET_KEY`), and the policy acts
+    on each episode with that episode's key, so an episode's result depends on
+    ``key`` and ``e`` alone: not on the batch it runs in, the device, or when
+    the loop ends. Jittable.
 
-    Args: as :func:`evaluate_policy`.
+    Args: as :func:`evaluate_policy`, and
+      first_episode: the number of the first episode (``int32[]``; a device's
+        share starts at :func:`episode_share`'s ``first``).
 
     Returns:
       :class:`Episodes` with arrays of shape ``[num_episodes]``.
     """
     max_steps = env.max_episode_steps if max_steps is None else int(max_steps)
-    reset_key, run_key = jax.random.split(key)
-    obs, state = env.reset_batch(reset_key, num_episodes)
+    numbers = jnp.asarray(first_episode, jnp.int32) + jnp.arange(num_episodes, dtype=jnp.int32)
+    own = jax.vmap(lambda e: episode_key(key, e))(numbers)
+    obs, state = jax.vmap(env.reset)(jax.vmap(lambda k: sub_key(k, RESET_KEY))(own))
+    step_streams = jax.vmap(lambda k: sub_key(k, STEP_KEY))(own)
     finished = jnp.zeros((num_episodes,), jnp.bool_)
     returns = jnp.zeros((num_episodes,), jnp.float32)
     lengths = jnp.zeros((num_episodes,), jnp.int32)
     start, act = with_memory(policy_fn, initial_carry)
+    act = _one_by_one(act)
 
-    def one_step(loop, step_key):
+    def one_step(i, loop):
         obs, state, memory, finished, returns, lengths = loop
-        act_key, env_key = jax.random.split(step_key)
+        keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, i)))(step_streams)
         # only each env's first episode counts: its memory never needs a reset
-        action, memory = act(params, obs, act_key, memory)
-        obs, state, info = env.step_batch(env_key, state, action)
+        action, memory = act(params, obs, keys[:, 0], memory)
+        obs, state, info = jax.vmap(env.step)(keys[:, 1], state, action)
         first_end = jnp.logical_and(info.done, jnp.logical_not(finished))
         returns = jnp.where(first_end, info.episode_return, returns)
         lengths = jnp.where(first_end, info.episode_length, lengths)
-        loop = (obs, state, memory, jnp.logical_or(finished, info.done), returns, lengths)
-        return loop, None
-
-    keys = jax.random.split(run_key, max_steps)  # step i's key, however early the loop ends
+        return (obs, state, memory, jnp.logical_or(finished, info.done), returns, lengths)
 
     def running(carry):
         i, loop = carry
@@ -91,7 +140,7 @@ def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num
 
     def body(carry):
         i, loop = carry
-        return i + 1, one_step(loop, keys[i])[0]
+        return i + 1, one_step(i, loop)
 
     loop = (obs, state, start(num_episodes), finished, returns, lengths)
     # ends once every env has finished its first episode (or at max_steps)
@@ -108,6 +157,7 @@ def evaluate_policy(
     num_episodes: int,
     max_steps: int | None = None,
     initial_carry: Callable[[int], Any] | None = None,
+    first_episode: int | jax.Array = 0,
 ) -> dict[str, Mean]:
     """Run ``num_episodes`` fresh episodes and average the completed ones.
 
@@ -131,12 +181,15 @@ def evaluate_policy(
       initial_carry: for a policy with memory (a recurrent core):
         ``initial_carry(num_episodes)`` is the carry the episodes start from,
         and ``policy_fn(params, obs, key, carry) -> (actions, carry)``.
+      first_episode: the number of the first episode (:func:`run_episodes`);
+        episode ``e`` draws its keys from ``episode_key(key, e)``.
 
     Returns:
       ``{"episode_return": Mean, "episode_length": Mean}`` over completed episodes
       (count 0, i.e. not logged, when none completed).
     """
-    episodes = run_episodes(env, policy_fn, params, key, num_episodes, max_steps, initial_carry)
+    episodes = run_episodes(env, policy_fn, params, key, num_episodes, max_steps, initial_carry,
+                            first_episode)
     return {
         "episode_return": Mean.of(episodes.returns, mask=episodes.finished),
         "episode_length": Mean.of(episodes.lengths, mask=episodes.finished),
@@ -148,17 +201,20 @@ def evaluation_metrics(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Arra
                        initial_carry: Callable[[int], Any] | None = None) -> dict[str, Mean]:
     """The ``evaluation_step`` metrics of every shipped RL module.
 
-    :func:`evaluate_policy` on ``eval_episodes`` fresh episodes over all devices
-    (``eval_episodes / num_devices`` on each; :func:`~jaxtrainer.distributed.local_size`
-    raises a ValueError naming both numbers when they do not divide), each run
-    up to the env's time limit, completed episodes only; ``initial_carry``
-    for a policy with memory, as there.
+    :func:`evaluate_policy` on ``eval_episodes`` fresh episodes numbered over
+    all devices (each runs its share, :func:`episode_share`, which raises a
+    ValueError naming both numbers when they do not divide), each run up to the
+    env's time limit, completed episodes only; ``initial_carry`` for a policy
+    with memory, as there. ``key`` is the evaluation's key, the same on every
+    device: the result is the same on any device count (up to the order of
+    float sums).
 
     Returns:
       ``{"eval/episode_return": Mean, "eval/episode_length": Mean}``.
     """
-    num = local_size(eval_episodes, "eval_episodes")
-    result = evaluate_policy(env, policy_fn, params, key, num, initial_carry=initial_carry)
+    num, first = episode_share(eval_episodes)
+    result = evaluate_policy(env, policy_fn, params, key, num, initial_carry=initial_carry,
+                             first_episode=first)
     return {f"eval/{name}": value for name, value in result.items()}
 
 

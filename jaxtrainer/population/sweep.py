@@ -333,9 +333,8 @@ class Sweep(MemberPopulation):
         """Member ``i``'s evaluation key at step ``state.step``: the one a
         one-device run of its seed evaluates with (``key`` is not used)."""
         del key
-        return jax.vmap(lambda r: keys.device_key(
-            keys.sub_key(keys.stream_key(r, keys.EVAL_STREAM), state.step), 0))(
-                self._member_roots(self.layout.ids()))
+        return jax.vmap(lambda r: keys.sub_key(keys.stream_key(r, keys.EVAL_STREAM), state.step))(
+            self._member_roots(self.layout.ids()))
 
     def evaluation_step(self, state: SweepState, key: jax.Array) -> dict[str, Any]:
         """Every member's ``module.evaluation_step``, member ``i`` with the key a

@@ -320,7 +320,7 @@ class Strategy(abc.ABC):
 
     def compile_eval(self, module: Module, state: Any, key: jax.Array) -> EvalProgram:
         """Compile the evaluation program (:class:`~jaxtrainer.strategies.program.EvalProgram`,
-        ``evaluation_step`` on every device with its own key)."""
+        ``evaluation_step`` on every device with the evaluation's key)."""
         layout = self.state_layout(module)
         fn = self.shard_map(program.evaluation(self, module, layout), (self.specs(layout), P()), P())
         compiled, seconds = self._compile(fn, state, key)

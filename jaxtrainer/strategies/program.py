@@ -263,13 +263,14 @@ def fused_intervals(strategy: Strategy, module: Module,
 
 def evaluation(strategy: Strategy, module: Module, layout: Any) -> Callable:
     """The evaluation program's per-device body: ``body(state, key) -> metrics``
-    running ``evaluation_step`` with ``fold_in(key, d)`` on device ``d``, each
-    metric reduced over devices."""
-    axes = strategy.data_axes
+    running ``evaluation_step`` with the same ``key`` on every device (episodes
+    take their keys from it by their number over all devices,
+    :func:`jaxtrainer.envs.evaluation.episode_share`, so an evaluation does
+    not depend on the device count), each metric reduced over devices."""
 
     def body(state, key):
         state = layout_lib.squeeze(state, layout)
-        mets = module.evaluation_step(state, keys.device_key(key, jax.lax.axis_index(axes)))
+        mets = module.evaluation_step(state, key)
         if not isinstance(mets, dict):
             raise TypeError(f"{type(module).__name__}.evaluation_step must return a dict of "
                             f"metrics, got {type(mets).__name__}")
