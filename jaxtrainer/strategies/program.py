@@ -211,8 +211,10 @@ def fused_intervals(strategy: Strategy, module: Module,
     # the same argument types reuses that trace (the step is traced once).
     training_step = jax.jit(checked_step)
 
+    whole = module.global_view  # global arrays, no device axis bound: device 0's key
+
     def step_key(train_key, step):
-        device = jax.lax.axis_index(axes) if module.step_key_per_device else None
+        device = (0 if whole else jax.lax.axis_index(axes)) if module.step_key_per_device else None
         return keys.step_key(train_key, step, device)
 
     key_axes = frozenset(axes) if module.step_key_per_device else frozenset()
@@ -222,9 +224,10 @@ def fused_intervals(strategy: Strategy, module: Module,
         traced = training_step.trace(state, key)
         new, _ = traced.out_info
         layout_lib.check_structure(new, layout, name)
-        deps = dependence.tree_dependence(
-            traced, (layout_lib.input_dependence(layout, axes), key_axes))[0]
-        layout_lib.check_replicated(deps, layout, name)
+        if not whole:  # a global view has no per-device values to check
+            deps = dependence.tree_dependence(
+                traced, (layout_lib.input_dependence(layout, axes), key_axes))[0]
+            layout_lib.check_replicated(deps, layout, name)
         return traced.out_info[1]
 
     def body(state, train_key, start, lengths):
@@ -256,7 +259,8 @@ def fused_intervals(strategy: Strategy, module: Module,
 
         state, _, buffer, _ = jax.lax.fori_loop(
             start, ends[-1], one_step, (state, zero, buffer, jnp.zeros((), jnp.int32)))
-        return layout_lib.expand(state, layout), strategy.reduce_metrics(buffer)
+        state = layout_lib.expand(state, layout)
+        return state, (buffer if whole else strategy.reduce_metrics(buffer))
 
     return body, found
 
@@ -265,14 +269,16 @@ def evaluation(strategy: Strategy, module: Module, layout: Any) -> Callable:
     """The evaluation program's per-device body: ``body(state, key) -> metrics``
     running ``evaluation_step`` with ``fold_in(key, d)`` on device ``d``, each
     metric reduced over devices."""
-    axes = strategy.data_axes
+    axes, whole = strategy.data_axes, module.global_view
 
     def body(state, key):
         state = layout_lib.squeeze(state, layout)
-        mets = module.evaluation_step(state, keys.device_key(key, jax.lax.axis_index(axes)))
+        device = 0 if whole else jax.lax.axis_index(axes)
+        mets = module.evaluation_step(state, keys.device_key(key, device))
         if not isinstance(mets, dict):
             raise TypeError(f"{type(module).__name__}.evaluation_step must return a dict of "
                             f"metrics, got {type(mets).__name__}")
-        return strategy.reduce_metrics(as_metrics(module, "evaluation_step", mets))
+        mets = as_metrics(module, "evaluation_step", mets)
+        return mets if whole else strategy.reduce_metrics(mets)
 
     return body
