@@ -18,7 +18,7 @@ interval, target updates and config keys. The changes, all at the edges:
    observations and the buffer's storage (env-major, ``[NUM_ENVS, ...]``) are
    split over devices. ``env_steps_per_step = NUM_ENVS``.
 3. The runner state lost its ``rng``: ``(train_state, buffer_state, env_state,
-   last_obs)``; the key is ``training_step``'s argument.
+   last_obs, returned)``; the key is ``training_step``'s argument.
 4. The env: ``gymnax.make`` + wrappers became ``jaxtrainer.envs.make``; the
    vmapped reset/step are ``env.reset_batch(key, NUM_ENVS)`` and
    ``env.step_batch(key, env_state, action)`` (``reward, done = info.reward,
@@ -31,9 +31,12 @@ interval, target updates and config keys. The changes, all at the edges:
    functions are used as flashbax makes them (PureJaxRL wrapped them in
    ``jax.jit`` for its own calls outside the compiled loop; inside one compiled
    step that changes nothing).
-6. Metrics: ``train/episode_return`` (episodes completed this step) and the loss
-   (logged when a learning step ran) instead of the LogWrapper's
-   ``returned_episode_returns`` mean and the wandb callback.
+6. Metrics instead of the wandb callback: ``train/episode_return`` (episodes
+   completed this step), the loss (when a learning step ran), and the
+   original's own ``returns``, the LogWrapper's last completed return per env
+   averaged over the envs, as ``train/returned_episode_returns``: for that the
+   state holds ``returned: float32[NUM_ENVS]``, what the LogWrapper kept in its
+   env state (zeros, set where an episode ends).
 7. The outer ``lax.scan`` and ``jax.jit(jax.vmap(train))`` went to
    ``Trainer(max_env_steps=TOTAL_TIMESTEPS)``; seeds: ``Trainer(seed=...)``.
 
@@ -147,7 +150,8 @@ class DQN(jt.Module):
             apply_fn=network.apply, params=network_params,
             target_network_params=jax.tree.map(lambda x: jnp.copy(x), network_params),
             tx=self.tx, timesteps=0, n_updates=0)
-        return (train_state, buffer_state, env_state, init_obs)
+        returned = jnp.zeros((config["NUM_ENVS"],))  # the LogWrapper's returned_episode_returns
+        return (train_state, buffer_state, env_state, init_obs, returned)
 
     def eps_greedy_exploration(self, rng, q_vals, t):
         config = self.config
@@ -165,7 +169,7 @@ class DQN(jt.Module):
     def training_step(self, runner_state, key):
         config, env, buffer, network = self.config, self.env, self.buffer, self.network
         rng = key
-        train_state, buffer_state, env_state, last_obs = runner_state
+        train_state, buffer_state, env_state, last_obs, returned = runner_state
 
         # STEP THE ENV
         rng, rng_a, rng_s = jax.random.split(rng, 3)
@@ -217,9 +221,11 @@ class DQN(jt.Module):
             lambda train_state: train_state,
             operand=train_state)
 
+        returned = jnp.where(done, info.episode_return, returned)
         metrics = {"train/episode_return": jt.Mean.of(info.episode_return, mask=done),
+                   "train/returned_episode_returns": returned.mean(),
                    "train/loss": jt.Mean.of(loss, mask=is_learn_time)}
-        return (train_state, buffer_state, env_state, obs), metrics
+        return (train_state, buffer_state, env_state, obs, returned), metrics
 
 
 def main() -> None:
