@@ -23,15 +23,20 @@ episode's return per env averaged over the envs, then over those updates (ours
 line; the script exits 1 when one fails.
 
 The originals need the packages they were written for: ``ppo.py`` unpacks
-gymnax's 5-tuple ``step`` (gymnax < 0.0.9's), ``ppo_rnn.py`` calls flax's
-pre-0.7.1 ``GRUCell`` API, ``dqn.py`` calls ``jax.tree_map`` (gone since JAX
-0.6), and their ``wrappers.py`` imports brax and navix. ``--python`` names the
-interpreter of a virtual environment holding them (default: this one), e.g.
-``python -m venv /tmp/pjr && /tmp/pjr/bin/pip install "jax[cpu]==0.4.13"
-"jaxlib==0.4.13" "flax==0.7.0" "numpy<1.26" "scipy<1.12" "ml_dtypes<0.3" optax
-chex distrax "tensorflow-probability<0.22" "gymnax<0.0.7" "brax<0.9.2"
-"navix<0.4" "flashbax<0.1.1" wandb``; ``--python-dqn`` another for ``dqn.py``
-(default: ``--python``).
+gymnax's 5-tuple ``step`` (gymnax < 0.0.9), ``ppo_rnn.py`` calls flax's
+pre-0.7 ``GRUCell`` API, ``dqn.py`` calls ``jax.tree_map`` (gone since JAX 0.6),
+and their ``wrappers.py`` imports brax and navix. ``--python`` names the
+interpreter of a virtual environment holding them (default: this one), and
+``--python-dqn`` one for ``dqn.py`` (default: ``--python``). Measured with:
+
+    python -m venv /tmp/pjr_venv2 && /tmp/pjr_venv2/bin/pip install "jax==0.4.13" \
+        "jaxlib==0.4.13" "flax==0.6.11" "numpy<1.26" "scipy<1.12" "ml_dtypes<0.3" optax \
+        chex distrax "tensorflow-probability<0.22" "gymnax<0.0.7" "brax<0.9.2" "navix<0.4"
+    python -m venv /tmp/pjr_venv && /tmp/pjr_venv/bin/pip install "jax[cpu]==0.4.38" \
+        "flax==0.10.2" "optax==0.2.4" "chex==0.1.88" "gymnax==0.0.8" "flashbax==0.1.2" \
+        "distrax==0.1.5" wandb
+    python benchmarks/purejaxrl_ports.py PATH --python /tmp/pjr_venv2/bin/python \
+        --python-dqn /tmp/pjr_venv/bin/python
 """
 
 from __future__ import annotations
