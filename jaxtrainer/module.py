@@ -79,7 +79,8 @@ class Module:
         env states, observations, recurrent carries, done flags, a replay
         buffer stored env-major) is split over the devices on that axis when
         it divides evenly; every other leaf is replicated. The split decides
-        speed only, never values. ``training_step``'s key is the one device 0
+        speed only, never values (a parameter whose leading axis happens to
+        have ``num_envs`` entries is split too, and gathered where used). ``training_step``'s key is the one device 0
         of a per-device run gets. For code written for one device, such as
         PureJaxRL's scripts (see the porting guide).
     """

@@ -73,3 +73,21 @@ def test_port_on_two_devices_is_the_one_device_algorithm(script, run_dir):
     assert single.global_step == pmapped.global_step == 2
     for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(pmap_params), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_global_view_layout_splits_the_per_env_leaves_only():
+    """Leaves with NUM_ENVS rows (env states, observations, done flags, GRU hidden
+    states) are split over the devices; parameters and optimizer state are replicated."""
+    from ppo_rnn import CONFIG, PPORNN
+
+    # 8 envs: with 4 (CartPole's observation size) or 2 (its actions) a kernel or a
+    # bias would have num_envs rows too and be split (values unchanged, only where it lives)
+    module = PPORNN({**CONFIG, **CASES["ppo_rnn"][1], "NUM_ENVS": 8, "TOTAL_TIMESTEPS": 1e3})
+    strategy = jt.strategies.PmapStrategy(devices=2)
+    train_state, env_state, obs, done, hidden = strategy.state_layout(module)
+    assert all(lay.sharded for lay in jax.tree.leaves((env_state, obs, done, hidden),
+                                                      is_leaf=lambda x: hasattr(x, "sharded")))
+    assert not any(lay.sharded for lay in jax.tree.leaves(
+        (train_state.params, train_state.opt_state), is_leaf=lambda x: hasattr(x, "sharded")))
+    state = strategy.abstract_state(module)
+    assert state[4].shape == (8, 128) and state[4].sharding.spec == jax.sharding.PartitionSpec("devices")

@@ -23,7 +23,8 @@ interval, target updates and config keys. The changes, all at the edges:
    vmapped reset/step are ``env.reset_batch(key, NUM_ENVS)`` and
    ``env.step_batch(key, env_state, action)`` (``reward, done = info.reward,
    info.done``). The dummy transition for ``buffer.init`` comes from one
-   ``env.reset`` / ``env.step``; gymnax's ``action_space().sample(rng)`` is
+   ``env.reset`` / ``env.step`` with PureJaxRL's dummy key ``key(0)``, which, as
+   there, then also initialises the network; gymnax's ``action_space().sample(rng)`` is
    ``jax.random.randint(rng, (), 0, env.num_actions)``,
    ``action_space(env_params).n`` is ``env.num_actions`` and
    ``observation_space(env_params).shape`` is ``env.observation_shape``.
@@ -136,11 +137,12 @@ class DQN(jt.Module):
         # INIT ENV
         rng, _rng = jax.random.split(rng)
         init_obs, env_state = env.reset_batch(_rng, config["NUM_ENVS"])
-        # INIT BUFFER: from one dummy transition
-        dummy = jax.random.key(0)
-        _action = jax.random.randint(dummy, (), 0, env.num_actions)
-        _, _env_state = env.reset(dummy)
-        _obs, _, _info = env.step(dummy, _env_state, _action)
+        # INIT BUFFER: from one dummy transition. As in PureJaxRL, the dummy key
+        # stays ``rng`` for the rest of init: the network's init is the same for every seed
+        rng = jax.random.key(0)
+        _action = jax.random.randint(rng, (), 0, env.num_actions)
+        _, _env_state = env.reset(rng)
+        _obs, _, _info = env.step(rng, _env_state, _action)
         _timestep = TimeStep(obs=_obs, action=_action, reward=_info.reward, done=_info.done)
         buffer_state = buffer.init(_timestep)
         # INIT NETWORK AND OPTIMIZER
