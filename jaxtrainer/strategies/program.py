@@ -3,7 +3,9 @@
 A **training program** runs consecutive log intervals of training steps in one
 call; an **evaluation program** runs ``evaluation_step`` once. Both are traced
 per device inside ``jax.shard_map`` by a :class:`~jaxtrainer.strategies.Strategy`,
-which owns the state layout; this module owns what happens inside: the step
+which owns the state layout (a ``global_view`` module's once, over global arrays,
+under ``jax.jit`` with shardings: no device axis is bound, its key is device 0's
+and its metrics need no reduction over devices); this module owns what happens inside: the step
 keys, the checks on what a step returns, and the metric reductions.
 """
 
