@@ -68,10 +68,27 @@ class Module:
         derives per-device or per-member keys itself (e.g. so that results do
         not depend on the device count, as population evaluation needs, or
         so that noise added to replicated parameters is the same everywhere).
+      global_view: ``False`` (default): the per-device view above. ``True``:
+        ``init_state`` and ``training_step`` see the whole run's arrays, as one
+        device would (``num_envs`` envs, whole minibatches, global counters),
+        and XLA's SPMD partitioner splits the compiled step over the devices;
+        the module calls no ``pmean``, ``local_size`` or ``fold_in_device``,
+        and every strategy computes what one device computes (the same
+        algorithm: same minibatch count and size, the same random draws;
+        floating-point sums may differ in their last bits). Layout: a state leaf
+        whose leading axis has ``num_envs`` entries (the module's attribute;
+        env states, observations, recurrent carries, done flags, a replay
+        buffer stored env-major) is split over the devices on that axis when
+        it divides evenly; every other leaf is replicated. The split decides
+        speed only, never values (a parameter whose leading axis happens to
+        have ``num_envs`` entries is split too, and gathered where used). ``training_step``'s key is the one device 0
+        of a per-device run gets. For code written for one device, such as
+        PureJaxRL's scripts (see the porting guide).
     """
 
     env_steps_per_step: int = 0
     step_key_per_device: bool = True
+    global_view: bool = False
     stochastic_policy: bool = False
     env_fields: tuple[str, ...] = ("env_state", "obs", "carry", "start")
     """The fields of a state dataclass that hold the envs in flight (their

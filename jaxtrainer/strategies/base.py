@@ -226,6 +226,13 @@ class Strategy(abc.ABC):
             return module.init_state(key) if hp is None else module.init_state(key, hyperparams=hp)
 
         init = jax.jit(call)
+        if module.global_view:  # global shapes; XLA partitions: the split is for speed only
+            shapes = init.eval_shape(jax.random.key(0), hyperparams)
+            found = layout_lib.infer_global(shapes, getattr(module, "num_envs", None),
+                                            self.num_devices)
+            cache[id(module)] = (module, found, init, hyperparams)
+            self._layout_cache = cache
+            return cache[id(module)]
         traced = self._probe_init(init, hyperparams)
         # the key and the hyperparameters are the same on every device
         deps = dependence.tree_dependence(
@@ -249,8 +256,39 @@ class Strategy(abc.ABC):
     def shardings(self, module: Module) -> Any:
         """``NamedSharding`` of every leaf of the global state."""
         specs = self.specs(self.state_layout(module))
-        return jax.tree.map(lambda s: NamedSharding(self.mesh, s), specs,
+        mesh = self.auto_mesh() if module.global_view else self.mesh
+        return jax.tree.map(lambda s: NamedSharding(mesh, s), specs,
                             is_leaf=lambda x: isinstance(x, P))
+
+    def auto_mesh(self) -> Mesh:
+        """This strategy's mesh (same devices, shape and axis names) with
+        automatic axis types: a ``global_view`` module's programs are
+        partitioned over it by XLA, so its code needs no sharding annotations."""
+        self.setup()
+        if getattr(self, "_auto_mesh", None) is None:
+            self._auto_mesh = Mesh(self.mesh.devices, self.mesh.axis_names,
+                                   axis_types=(jax.sharding.AxisType.Auto,) * self.mesh.devices.ndim)
+        return self._auto_mesh
+
+    def _on_auto_mesh(self, tree: Any) -> Any:
+        """Shapes and dtypes of ``tree``'s leaves (arrays or ``ShapeDtypeStruct``s),
+        their shardings moved to :meth:`auto_mesh`: lowering a ``global_view``
+        program for values on the explicit mesh would type them by it. The
+        compiled program then takes the values themselves."""
+        mesh = self.auto_mesh()
+
+        def move(x):
+            sharding = getattr(x, "sharding", None)
+            if isinstance(sharding, NamedSharding):
+                sharding = NamedSharding(mesh, sharding.spec)
+            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding,
+                                        weak_type=getattr(x, "weak_type", False))
+
+        return jax.tree.map(move, tree)
+
+    def _replicated(self, module: Module) -> NamedSharding:
+        """The sharding of values every device holds whole, on ``module``'s mesh."""
+        return NamedSharding(self.auto_mesh() if module.global_view else self.mesh, P())
 
     # ---- programs --------------------------------------------------------
     def specs(self, layout: Any) -> Any:
@@ -262,6 +300,8 @@ class Strategy(abc.ABC):
         ``module``, called as ``program(key, hyperparams)``; it reuses the trace
         of ``init_state`` that :meth:`state_layout` made."""
         _, layout, init, hyperparams = self._layout_entry(module)
+        if module.global_view:
+            return jax.jit(init, out_shardings=self.shardings(module)), hyperparams
 
         def body(k, hp):
             return layout_lib.expand(init(k, hp), layout)
@@ -309,7 +349,13 @@ class Strategy(abc.ABC):
         layout = self.state_layout(module)
         specs = self.specs(layout)
         body, found = program.fused_intervals(self, module, layout)
-        fn = self.shard_map(body, (specs, P(), P(), P()), (specs, P()))
+        if module.global_view:
+            shardings, rep = self.shardings(module), self._replicated(module)
+            fn = jax.jit(body, in_shardings=(shardings, rep, rep, rep),
+                         out_shardings=(shardings, rep))
+            state, train_key = self._on_auto_mesh((state, train_key))
+        else:
+            fn = self.shard_map(body, (specs, P(), P(), P()), (specs, P()))
         rows = program.MAX_INTERVALS_PER_CALL
         compiled, seconds = self._compile(fn, state, train_key, jnp.zeros((), jnp.int32),
                                           jnp.zeros((rows,), jnp.int32), donate=(0,))
@@ -322,7 +368,13 @@ class Strategy(abc.ABC):
         """Compile the evaluation program (:class:`~jaxtrainer.strategies.program.EvalProgram`,
         ``evaluation_step`` on every device with the evaluation's key)."""
         layout = self.state_layout(module)
-        fn = self.shard_map(program.evaluation(self, module, layout), (self.specs(layout), P()), P())
+        body = program.evaluation(self, module, layout)
+        if module.global_view:
+            rep = self._replicated(module)
+            fn = jax.jit(body, in_shardings=(self.shardings(module), rep), out_shardings=rep)
+            state, key = self._on_auto_mesh((state, key))
+        else:
+            fn = self.shard_map(body, (self.specs(layout), P()), P())
         compiled, seconds = self._compile(fn, state, key)
         return program.EvalProgram(compiled, seconds)
 

@@ -14,6 +14,11 @@ scalar gains a leading axis of one per device. Replicated leaves are stored
 once. The strategies (:class:`~jaxtrainer.strategies.Strategy`) infer the
 layout by tracing ``init_state`` and check every traced ``training_step``
 against it with :mod:`jaxtrainer.strategies.dependence`.
+
+A module with ``global_view = True`` sees global arrays, and XLA partitions its
+compiled step: there a leaf is split on its leading axis when that axis has the
+module's ``num_envs`` entries and divides over the devices (:func:`infer_global`),
+a choice of speed that never changes values.
 """
 
 from __future__ import annotations
@@ -73,6 +78,26 @@ def infer(deps: Any, shapes: Any, other_shapes: Any | None, data_axes: tuple[str
         return LeafLayout(sharded, sharded and len(shape.shape) == 0)
 
     return jax.tree.map(leaf, deps, shapes, other)
+
+
+def infer_global(shapes: Any, num_envs: int | None, num_devices: int) -> Any:
+    """The layout of a ``global_view`` module's state, leaf by leaf.
+
+    Args:
+      shapes: per leaf, its global shape (``jax.ShapeDtypeStruct`` leaves).
+      num_envs: the module's ``num_envs`` (None: every leaf replicated).
+      num_devices: the devices the split axis is divided over.
+
+    Returns:
+      A pytree of :class:`LeafLayout`: sharded where the leaf's leading axis has
+      ``num_envs`` entries and ``num_devices`` divides it, replicated elsewhere.
+    """
+    def leaf(shape: Any) -> LeafLayout:
+        dims = tuple(shape.shape)
+        return LeafLayout(bool(num_envs) and len(dims) > 0 and dims[0] == num_envs
+                          and dims[0] % num_devices == 0)
+
+    return jax.tree.map(leaf, shapes)
 
 
 def input_dependence(layout: Any, data_axes: tuple[str, ...]) -> Any:

@@ -3,7 +3,9 @@
 A **training program** runs consecutive log intervals of training steps in one
 call; an **evaluation program** runs ``evaluation_step`` once. Both are traced
 per device inside ``jax.shard_map`` by a :class:`~jaxtrainer.strategies.Strategy`,
-which owns the state layout; this module owns what happens inside: the step
+which owns the state layout (a ``global_view`` module's once, over global arrays,
+under ``jax.jit`` with shardings: no device axis is bound, its key is device 0's
+and its metrics need no reduction over devices); this module owns what happens inside: the step
 keys, the checks on what a step returns, and the metric reductions.
 """
 
@@ -211,8 +213,10 @@ def fused_intervals(strategy: Strategy, module: Module,
     # the same argument types reuses that trace (the step is traced once).
     training_step = jax.jit(checked_step)
 
+    whole = module.global_view  # global arrays, no device axis bound: device 0's key
+
     def step_key(train_key, step):
-        device = jax.lax.axis_index(axes) if module.step_key_per_device else None
+        device = (0 if whole else jax.lax.axis_index(axes)) if module.step_key_per_device else None
         return keys.step_key(train_key, step, device)
 
     key_axes = frozenset(axes) if module.step_key_per_device else frozenset()
@@ -222,9 +226,10 @@ def fused_intervals(strategy: Strategy, module: Module,
         traced = training_step.trace(state, key)
         new, _ = traced.out_info
         layout_lib.check_structure(new, layout, name)
-        deps = dependence.tree_dependence(
-            traced, (layout_lib.input_dependence(layout, axes), key_axes))[0]
-        layout_lib.check_replicated(deps, layout, name)
+        if not whole:  # a global view has no per-device values to check
+            deps = dependence.tree_dependence(
+                traced, (layout_lib.input_dependence(layout, axes), key_axes))[0]
+            layout_lib.check_replicated(deps, layout, name)
         return traced.out_info[1]
 
     def body(state, train_key, start, lengths):
@@ -256,7 +261,8 @@ def fused_intervals(strategy: Strategy, module: Module,
 
         state, _, buffer, _ = jax.lax.fori_loop(
             start, ends[-1], one_step, (state, zero, buffer, jnp.zeros((), jnp.int32)))
-        return layout_lib.expand(state, layout), strategy.reduce_metrics(buffer)
+        state = layout_lib.expand(state, layout)
+        return state, (buffer if whole else strategy.reduce_metrics(buffer))
 
     return body, found
 
@@ -266,7 +272,9 @@ def evaluation(strategy: Strategy, module: Module, layout: Any) -> Callable:
     running ``evaluation_step`` with the same ``key`` on every device (episodes
     take their keys from it by their number over all devices,
     :func:`jaxtrainer.envs.evaluation.episode_share`, so an evaluation does
-    not depend on the device count), each metric reduced over devices."""
+    not depend on the device count), each metric reduced over devices (a
+    ``global_view`` module's metrics are global already)."""
+    whole = module.global_view
 
     def body(state, key):
         state = layout_lib.squeeze(state, layout)
@@ -274,6 +282,7 @@ def evaluation(strategy: Strategy, module: Module, layout: Any) -> Callable:
         if not isinstance(mets, dict):
             raise TypeError(f"{type(module).__name__}.evaluation_step must return a dict of "
                             f"metrics, got {type(mets).__name__}")
-        return strategy.reduce_metrics(as_metrics(module, "evaluation_step", mets))
+        mets = as_metrics(module, "evaluation_step", mets)
+        return mets if whole else strategy.reduce_metrics(mets)
 
     return body

@@ -12,5 +12,5 @@ class _Unset:
         return "<unset>"
 
 
-_UNSET: Any = _Unset()
+UNSET: Any = _Unset()
 
