@@ -145,9 +145,12 @@ class FitLoop:
         plan = self.plan(module, t.global_step)
         if plan:
             ACTIVITY.enter("training", first_call_line(t, plan))
+        # the first interval's time starts before its dispatch: a program with
+        # host work (an env stepped in Python, an ordered callback) runs inside
+        # the dispatch itself, and its rates would otherwise count none of it
+        last_time = time.perf_counter()
         current = self.dispatch(program, train_key, t.global_step, plan) if plan else None
         t.programs.training_dispatched()
-        last_time = time.perf_counter()
         while current is not None:
             ahead = None
             if self.run_ahead_ok(module, current.end):

@@ -86,8 +86,12 @@ def expected(step: Path, damaged_file: str) -> str:
             rf"resume from: 2 \(e\.g\. {re.escape(str(step.parent / '2'))}\)")
 
 
-def snapshot(directory: Path) -> dict[str, tuple[int, int]]:
-    return {os.fspath(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
+def snapshot(directory: Path) -> dict[str, tuple[int, int] | None]:
+    """Every file (size, mtime) and folder under ``directory``. A folder's own
+    mtime is left out: the run's lock file, held while the command runs and
+    removed when it ends, touches it."""
+    return {os.fspath(p.relative_to(directory)):
+            None if p.is_dir() else (p.stat().st_size, p.stat().st_mtime_ns)
             for p in sorted(directory.rglob("*"))}
 
 

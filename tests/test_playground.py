@@ -126,7 +126,8 @@ def test_names_match_the_installed_registry_and_jaxtrainer_does_not_import_playg
     names = envs.available()
     assert {"playground/CartpoleBalance", "playground/Go1JoystickFlatTerrain",
             "brax/ant", "CartPole-v1"} <= set(names)
-    with pytest.raises(ValueError, match=r"'playground/CartpoleBalanc'.*playground/CheetahRun"):
+    with pytest.raises(ValueError, match=r"'playground/CartpoleBalanc'; closest: "
+                       r"playground/CartpoleBalance, .*`jaxtrainer envs` lists all"):
         envs.make("playground/CartpoleBalanc")
     code = ("import sys, jaxtrainer, jaxtrainer.envs as E; E.available(); E.make('CartPole-v1'); "
             "assert 'mujoco_playground' not in sys.modules, 'mujoco_playground imported'")

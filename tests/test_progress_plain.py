@@ -2,10 +2,15 @@
 periodic plain lines, whole (never cut to 80 columns), rates labelled updates/s
 and env steps/s."""
 
+import csv
 import re
 import textwrap
+import time
 
+import jax
+import jax.numpy as jnp
 import pytest
+from jax.experimental import io_callback
 
 import jaxtrainer as jt
 from tests import toys
@@ -124,3 +129,29 @@ def test_intervals_reaching_the_host_together_print_one_line_the_last(run_dir, c
     lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("jaxtrainer: step")]
     assert [LINE.match(ln)[1] for ln in lines] == ["2", "6"]
     assert "ETA 0:00:00" in lines[1]
+
+
+class SlowHostStep(jt.Module):
+    """Each training step waits 0.05 s in an ordered host callback, as an env
+    stepped on the host does: the program's dispatch returns only when it ends."""
+
+    def init_state(self, key):
+        return {"w": jnp.zeros(())}
+
+    def training_step(self, state, key):
+        def wait(w):
+            time.sleep(0.05)
+            return w
+
+        w = io_callback(wait, jax.ShapeDtypeStruct((), jnp.float32), state["w"], ordered=True)
+        return {"w": w + 1.0}, {"loss": w}
+
+
+def test_the_first_rate_counts_the_first_call_even_when_its_dispatch_runs_it(run_dir):
+    """Host envs' first line used to say 467,305 env steps/s: the clock started
+    after a dispatch that had already run the whole call."""
+    t = toys.trainer(run_dir, max_steps=8, log_every_n_steps=4)
+    t.fit(SlowHostStep())
+    rows = list(csv.DictReader(open(f"{t.log_dir}/metrics.csv")))
+    rates = [float(r["steps_per_second"]) for r in rows if r.get("steps_per_second")]
+    assert len(rates) == 2 and all(0 < r <= 20.0 for r in rates), rates  # 0.05 s a step at best

@@ -77,3 +77,12 @@ def test_a_users_torso_in_the_current_directory_imports_without_pythonpath(tmp_p
         ": error: network.torso.init_args={'width': 3}: my_torso.TinyTorso rejects them "
         "(TinyTorso.__init__() got an unexpected keyword argument 'width')\n"), out.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_warnings_reach_a_piped_log_without_terminal_colour_codes(tmp_path):
+    code = ("import sys, warnings\n"
+            "from jaxtrainer import startup\n"
+            "startup.plain_warnings()\n"
+            "warnings.warn('\\x1b[1m\\x1b[33mslow\\x1b[0m path taken')\n")
+    piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50)
+    assert "UserWarning: slow path taken" in piped.stderr and "\x1b" not in piped.stderr

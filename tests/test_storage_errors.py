@@ -119,7 +119,10 @@ def test_a_full_disk_for_the_event_file_keeps_the_metrics_written_so_far(tmp_pat
     assert steps == sorted(steps) and sorted(set(steps)) == list(range(1, max(steps) + 1))
     acc = event_accumulator.EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
     acc.Reload()  # the file ends with a complete record
-    assert [e.step for e in acc.Scalars(acc.Tags()["scalars"][0])] == [1, 2]
+    kept = [e.step for e in acc.Scalars(acc.Tags()["scalars"][0])]
+    # the rows before the failed write, whole (how many fit depends on the
+    # size of the hyperparameters record, which grows with the config)
+    assert 1 <= len(kept) < 4 and kept == list(range(1, len(kept) + 1))
 
 
 def test_a_metrics_row_cut_short_is_removed_whole(tmp_path, monkeypatch):

@@ -239,15 +239,15 @@ def test_recipe_config_values_reach_the_trainer_as_plain_python():
 
 
 @pytest.mark.parametrize("override,match", [
-    ("trainer.logger=flase", r"^logger='flase': expected True or False"),
-    ("trainer.logger=wandb", r"^logger='wandb': expected True or False"),
-    ("trainer.enable_checkpointing=100", r"^enable_checkpointing=100: expected True or False"),
-    ("trainer.jit=enabled", r"^jit='enabled': expected True or False"),
-    ("trainer.run_ahead=maybe", r"^run_ahead='maybe': expected True, False or 'auto'"),
-    ("trainer.devices=1.5", r"^devices=1.5: a device count must be a whole number"),
-    ("trainer.devices=[0,0]", r"^devices=\[0, 0\]: repeated device index"),
-    ("trainer.devices={ids: [0]}", r"^devices=\{'ids': \[0\]\}: a mapping"),
-    ("trainer.devices=[]", r"^devices=\[\]: an empty list selects no device"),
+    ("trainer.logger=flase", r"^trainer\.logger='flase': expected True or False"),
+    ("trainer.logger=wandb", r"^trainer\.logger='wandb': expected True or False"),
+    ("trainer.enable_checkpointing=100", r"^trainer\.enable_checkpointing=100: expected True or False"),
+    ("trainer.jit=enabled", r"^trainer\.jit='enabled': expected True or False"),
+    ("trainer.run_ahead=maybe", r"^trainer\.run_ahead='maybe': expected True, False or 'auto'"),
+    ("trainer.devices=1.5", r"^trainer\.devices=1.5: a device count must be a whole number"),
+    ("trainer.devices=[0,0]", r"^trainer\.devices=\[0, 0\]: repeated device index"),
+    ("trainer.devices={ids: [0]}", r"^trainer\.devices=\{'ids': \[0\]\}: a mapping"),
+    ("trainer.devices=[]", r"^trainer\.devices=\[\]: an empty list selects no device"),
 ])
 def test_ppo_recipe_rejects_bad_trainer_values_before_writing_anything(run_dir, override, match):
     with pytest.raises(ValueError, match=match):
@@ -257,9 +257,9 @@ def test_ppo_recipe_rejects_bad_trainer_values_before_writing_anything(run_dir, 
 
 
 @pytest.mark.parametrize("override,match", [
-    ("trainer.logger=flase", r"^logger='flase': expected True or False"),
-    ("trainer.enable_checkpointing=100", r"^enable_checkpointing=100: expected True or False"),
-    ("trainer.devices=[-1]", r"^devices=\[-1\]: device indices are >= 0"),
+    ("trainer.logger=flase", r"^trainer\.logger='flase': expected True or False"),
+    ("trainer.enable_checkpointing=100", r"^trainer\.enable_checkpointing=100: expected True or False"),
+    ("trainer.devices=[-1]", r"^trainer\.devices=\[-1\]: device indices are >= 0"),
 ])
 def test_population_recipe_rejects_bad_trainer_values_before_writing_anything(run_dir, override,
                                                                                match):

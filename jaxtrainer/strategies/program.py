@@ -181,6 +181,22 @@ def unpack(groups: dict[str, tuple[str, ...]], packed: dict[str, metrics_lib.Met
             for n in order}
 
 
+def _checked_metric_shapes(traced: Any, layout: Any, name: str,
+                           per_device: tuple[Any, frozenset] | None) -> Any:
+    """The metric shapes of a traced ``training_step``, after checking the state
+    it returns against the layout: its structure always, and, with
+    ``per_device=(axes, key_axes)``, that no replicated leaf comes to differ
+    between devices (a global view has no per-device values to check)."""
+    new, shapes = traced.out_info
+    layout_lib.check_structure(new, layout, name)
+    if per_device is not None:
+        axes, key_axes = per_device
+        deps = dependence.tree_dependence(
+            traced, (layout_lib.input_dependence(layout, axes), key_axes))[0]
+        layout_lib.check_replicated(deps, layout, name)
+    return shapes
+
+
 def fused_intervals(strategy: Strategy, module: Module,
                     layout: Any) -> tuple[Callable, dict[str, Any]]:
     """The training program's per-device body and what its trace found:
@@ -221,20 +237,10 @@ def fused_intervals(strategy: Strategy, module: Module,
 
     key_axes = frozenset(axes) if module.step_key_per_device else frozenset()
 
-    def probe(state, key):
-        """The step's metric shapes, after checking its state against the layout."""
-        traced = training_step.trace(state, key)
-        new, _ = traced.out_info
-        layout_lib.check_structure(new, layout, name)
-        if not whole:  # a global view has no per-device values to check
-            deps = dependence.tree_dependence(
-                traced, (layout_lib.input_dependence(layout, axes), key_axes))[0]
-            layout_lib.check_replicated(deps, layout, name)
-        return traced.out_info[1]
-
     def body(state, train_key, start, lengths):
         state = layout_lib.squeeze(state, layout)
-        shapes = probe(state, step_key(train_key, start))
+        traced = training_step.trace(state, step_key(train_key, start))
+        shapes = _checked_metric_shapes(traced, layout, name, None if whole else (axes, key_axes))
         kinds = {k: metrics_lib.reduction_of(v) for k, v in shapes.items()}
         groups = group_by_reduction(kinds)
         found.update(groups=groups, names=tuple(kinds))

@@ -19,7 +19,7 @@ import jax
 import optax
 
 from jaxtrainer import arguments
-from jaxtrainer.compat.evorl._unset import UNSET as _UNSET
+from jaxtrainer.compat.evorl.unset import UNSET as _UNSET
 from jaxtrainer.distributed import gradient_step
 from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, pmean, trace_axes
 from jaxtrainer.distributed.gradient_step import local_copy

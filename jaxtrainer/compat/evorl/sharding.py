@@ -28,7 +28,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from jaxtrainer import arguments
-from jaxtrainer.compat.evorl._unset import UNSET as _UNSET
+from jaxtrainer.compat.evorl.unset import UNSET as _UNSET
 from jaxtrainer.distributed import population
 from jaxtrainer.distributed.axis import AXIS_NAME, AxisName
 from jaxtrainer.distributed.population import check_not_nested, is_axis_names
