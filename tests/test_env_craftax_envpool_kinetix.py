@@ -110,14 +110,6 @@ def test_craftax_tells_death_from_its_time_limit():
     assert [bool(x) for x in ended(key, 5, 0.0)] == [True, False]
 
 
-@pytest.mark.timeout(60)
-def test_craftax_pixels_are_images_for_a_cnn_torso():
-    pytest.importorskip("craftax")
-    env = envs.make("craftax/Craftax-Classic-Pixels-v1")
-    assert (env.observation_shape, env.observation_dtype) == ((63, 63, 3), jnp.float32)
-    assert env.max_episode_steps == 10000
-
-
 @pytest.mark.timeout(300)
 def test_ppo_recipe_runs_craftax_under_pmap_and_logs_its_achievements(run_dir, capsys):
     pytest.importorskip("craftax")
