@@ -6,7 +6,9 @@ Like ``torchrun``: it starts ``N`` copies of ``SCRIPT`` with the environment
 ``jax.distributed`` needs (``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``,
 ``JAX_PROCESS_ID``; read by :class:`~jaxtrainer.strategies.MultiNodeStrategy`),
 prefixes every output line with ``[rank K]``, forwards SIGINT/SIGTERM to every
-rank, and when one rank fails stops the others and exits non-zero naming it.
+rank, and when one rank fails stops the others and exits non-zero, ending with
+one line per rank: the rank that failed first and its last error line, then
+how each other rank ended.
 Each rank runs in its own process group, so its children are stopped with it;
 nothing is left running when the launcher returns.
 
@@ -72,11 +74,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _pump(stream: IO[bytes], prefix: bytes, out: IO[bytes], lock: threading.Lock) -> None:
+def _pump(stream: IO[bytes], prefix: bytes, out: IO[bytes], lock: threading.Lock,
+          last: list[str] | None = None) -> None:
+    """Copy ``stream`` to ``out`` line by line, each line prefixed; the last
+    non-blank line is kept in ``last[0]`` (the error a failing rank printed last)."""
     for line in iter(stream.readline, b""):
         with lock:
             out.write(prefix + line if line.endswith(b"\n") else prefix + line + b"\n")
             out.flush()
+        if last is not None and line.strip():
+            last[:] = [line.decode(errors="replace").strip()]
     stream.close()
 
 
@@ -95,6 +102,7 @@ class _Ranks:
     def __init__(self) -> None:
         self.procs: dict[int, subprocess.Popen] = {}
         self.threads: list[threading.Thread] = []
+        self.last_error: dict[int, list[str]] = {}  # rank -> [its last stderr line]
 
     def signal_all(self, signum: int, exclude: int | None = None) -> None:
         for rank, proc in self.procs.items():
@@ -156,35 +164,67 @@ def _start_rank(ranks: _Ranks, rank: int, local: int, env: dict[str, str], comma
                             stderr=subprocess.PIPE, start_new_session=True)
     ranks.procs[rank] = proc
     prefix = f"[rank {rank:>{width}}] ".encode()
-    for stream, out in ((proc.stdout, sys.stdout.buffer), (proc.stderr, sys.stderr.buffer)):
-        t = threading.Thread(target=_pump, args=(stream, prefix, out, lock), daemon=True)
+    ranks.last_error[rank] = []
+    for stream, out, last in ((proc.stdout, sys.stdout.buffer, None),
+                              (proc.stderr, sys.stderr.buffer, ranks.last_error[rank])):
+        t = threading.Thread(target=_pump, args=(stream, prefix, out, lock, last), daemon=True)
         t.start()
         ranks.threads.append(t)
 
 
+KILLED_FROM_OUTSIDE = (-signal.SIGKILL,)
+"""Exit codes of a rank killed by something else (the OOM killer, a scheduler):
+the cause of a failure even when that rank is reaped after the others failed
+on the lost connection. A rank that aborts itself (SIGABRT, e.g. a collective
+timing out) is a failure like any exit code: the first one seen is blamed."""
+
+
 def _first_failure(ranks: _Ranks, received: list[int]) -> tuple[int, int] | None:
     """Wait while ranks run; return ``(rank, exit code)`` of the rank to blame
-    when one fails (None when all finish well or a signal arrived)."""
+    when one fails (None when all finish well or a signal arrived): a rank
+    killed from outside (:data:`KILLED_FROM_OUTSIDE`), else the rank whose
+    failure was seen first (the lower rank when seen in the same poll)."""
+    seen: dict[int, tuple[float, int]] = {}  # rank -> (when its failure was seen, exit code)
+
+    def poll() -> None:
+        now = time.monotonic()
+        for rank, proc in ranks.procs.items():
+            code = proc.poll()
+            if code not in (None, 0) and rank not in seen:
+                seen[rank] = (now, code)
+
+    def blame() -> tuple[int, int]:
+        rank = min(seen, key=lambda r: (seen[r][1] not in KILLED_FROM_OUTSIDE, seen[r][0], r))
+        return rank, seen[rank][1]
+
     while ranks.running():
-        codes = {rank: proc.poll() for rank, proc in ranks.procs.items()}
-        failures = [(rank, code) for rank, code in codes.items() if code not in (None, 0)]
-        if failures and not received:
+        poll()
+        if seen and not received:
             # When one rank dies the others soon fail on the lost connection, and
-            # one of them may exit before the killed rank is fully reaped. Give
-            # the ranks a moment to settle, then name a rank killed by a signal
-            # (the cause) before ranks that exited with an error.
+            # one of them may exit before the killed rank is fully reaped: give
+            # the ranks a moment to settle before naming one.
             settle = time.monotonic() + SETTLE_SECONDS
-            while time.monotonic() < settle and ranks.running() \
-                    and not any(code < 0 for _, code in failures):
+            while time.monotonic() < settle and ranks.running() and \
+                    not any(code in KILLED_FROM_OUTSIDE for _, code in seen.values()):
                 time.sleep(POLL_SECONDS)
-                codes = {rank: proc.poll() for rank, proc in ranks.procs.items()}
-                failures = [(r, c) for r, c in codes.items() if c not in (None, 0)]
-            return min(failures, key=lambda rc: (rc[1] >= 0, rc[0]))
+                poll()
+            return blame()
         time.sleep(POLL_SECONDS)
-    for rank, proc in ranks.procs.items():  # a failure can hide in the last poll
-        if proc.returncode not in (None, 0):
-            return rank, proc.returncode
-    return None
+    poll()  # a failure can hide in the last poll
+    return blame() if seen else None
+
+
+def _failure_lines(ranks: _Ranks, rank: int, code: int) -> list[str]:
+    """One line per rank: the rank blamed, why (its exit and the last line it
+    printed on stderr), then how every other rank ended."""
+    why = _signal_name(code)
+    last = ranks.last_error.get(rank) or []
+    lines = [f"rank {rank} failed first ({why})" + (f": {last[0][:300]}" if last else "")]
+    for other, proc in ranks.procs.items():
+        if other != rank:
+            lines.append(f"rank {other} stopped ({_signal_name(proc.returncode)})"
+                         if proc.returncode is not None else f"rank {other} still running")
+    return lines
 
 
 def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
@@ -248,9 +288,8 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
         return 128 + int(received[0])
     if failed is not None:
         rank, code = failed
-        others = [r for r in ranks.procs if r != rank]
-        print(f"jaxtrainer launch: rank {rank} failed ({_signal_name(code)}); stopped rank(s) "
-              f"{', '.join(map(str, others)) or '-'}", file=sys.stderr, flush=True)
+        for line in _failure_lines(ranks, rank, code):
+            print(f"jaxtrainer launch: {line}", file=sys.stderr, flush=True)
         return 128 - code if code < 0 else code
     return 0
 

@@ -7,6 +7,7 @@ jax.distributed run on 127.0.0.1 and a free port); every run has a hard timeout.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,14 +64,17 @@ def test_a_failing_rank_is_named_and_the_others_are_stopped(tmp_path):
     marker = str(tmp_path)
     script = ("import os, subprocess, sys, time\n"
               "if os.environ['JAX_PROCESS_ID'] == '1':\n"
-              "    time.sleep(1); sys.exit(3)\n"
+              "    time.sleep(1); print('ValueError: a bad value', file=sys.stderr); sys.exit(3)\n"
               # rank 0 and a child of it would run for 10 minutes
               f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {marker!r}])\n"
               "time.sleep(600)\n")
     start = time.monotonic()
     proc = run_launcher(tmp_path, script, marker)
     assert proc.returncode == 3
-    assert "rank 1 failed (exit code 3); stopped rank(s) 0" in proc.stderr
+    summary = [ln for ln in proc.stderr.splitlines() if ln.startswith("jaxtrainer launch: rank")]
+    assert summary[0] == "jaxtrainer launch: rank 1 failed first (exit code 3): ValueError: a bad value"
+    assert len(summary) == 2 and re.fullmatch(  # SIGKILL when it outlives the grace period
+        r"jaxtrainer launch: rank 0 stopped \(killed by SIG(TERM|KILL)\)", summary[1])
     assert time.monotonic() - start < 60
     assert not leftover(marker)
 
