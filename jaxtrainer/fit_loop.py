@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from jaxtrainer import metrics as metrics_lib
+from jaxtrainer import run_layout
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.checkpoint import trainer_state
@@ -40,7 +41,7 @@ def checkpoint_dirs(trainer: Trainer) -> list[str]:
     found = [getattr(cb, "dirpath", None) for cb in trainer.callbacks
              if isinstance(cb, ModelCheckpoint)]
     if trainer.log_dir:
-        found.append(os.path.join(trainer.log_dir, "checkpoints"))
+        found.append(os.path.join(trainer.log_dir, run_layout.CHECKPOINTS_DIR))
     return [os.fspath(d) for d in found if d]
 
 

@@ -35,7 +35,9 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-MODULE_FILE = "module.yaml"
+from jaxtrainer import run_layout
+
+MODULE_FILE = run_layout.MODULE_FILE
 """The run directory's record of a module started from Python."""
 
 
@@ -83,7 +85,7 @@ def write(run_dir: str | os.PathLike, module: Any) -> bool:
     it was written."""
     run_dir = Path(run_dir)
     rec = record(module)
-    if rec is None or (run_dir / "config.yaml").exists():
+    if rec is None or (run_dir / run_layout.CONFIG_FILE).exists():
         return False
     try:
         text = OmegaConf.to_yaml(OmegaConf.create(rec))

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxtrainer import run_kind
+from jaxtrainer import run_kind, run_layout
 from jaxtrainer.arguments import expand_path
 from jaxtrainer.run_kind import RunKind
 
@@ -49,7 +49,7 @@ def read_curve(run_dir: str | os.PathLike, metric: str, x: str = "env_steps") ->
       FileNotFoundError: no ``metrics.csv`` in ``run_dir``.
       KeyError: the file has no column ``metric`` or ``x``, listing the columns.
     """
-    path = os.path.join(os.fspath(run_dir), "metrics.csv")
+    path = os.path.join(os.fspath(run_dir), run_layout.METRICS_FILE)
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: no metrics.csv (is {run_dir} a run directory?)")
     with open(path, newline="") as f:
@@ -70,7 +70,7 @@ def read_curve(run_dir: str | os.PathLike, metric: str, x: str = "env_steps") ->
     return xs, np.array([points[v] for v in xs], dtype=np.float64)
 
 
-SKIPPED_DIRS = ("checkpoints", "tensorboard", "wandb")
+SKIPPED_DIRS = (run_layout.CHECKPOINTS_DIR, run_layout.TENSORBOARD_DIR, run_layout.WANDB_DIR)
 """Directories of a run that hold no runs: not searched under a root."""
 
 
@@ -94,7 +94,7 @@ def find_runs(paths: list[str]) -> list[tuple[str, str]]:
     """
     found: list[tuple[str, str, bool]] = []  # run dir, relative label (or ""), under a root
     for path in paths:
-        if os.path.exists(os.path.join(path, "metrics.csv")):
+        if os.path.exists(os.path.join(path, run_layout.METRICS_FILE)):
             found.append((path, "", False))
             continue
         if not os.path.isdir(path):
@@ -102,7 +102,7 @@ def find_runs(paths: list[str]) -> list[tuple[str, str]]:
         runs = []
         for directory, subdirs, files in os.walk(path):
             subdirs[:] = sorted((d for d in subdirs if d not in SKIPPED_DIRS), key=_natural)
-            if "metrics.csv" in files:
+            if run_layout.METRICS_FILE in files:
                 runs.append(directory)
                 subdirs[:] = []  # a run holds no runs
         if not runs:
@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args.output = expand_path(args.output) if args.output else default_output(args.run_dirs)
         if args.metric is None and len(args.run_dirs) == 1 and os.path.exists(
-                os.path.join(expand_path(args.run_dirs[0]), "search.csv")):
+                os.path.join(expand_path(args.run_dirs[0]), run_layout.SEARCH_FILE)):
             from jaxtrainer import search_plot
 
             found = search_plot.plot_search(expand_path(args.run_dirs[0]), args.output, args.title)

@@ -23,8 +23,10 @@ from typing import Any, NamedTuple
 
 import yaml
 
-CONFIG_FILE = "config.yaml"
-MODULE_FILE = "module.yaml"
+from jaxtrainer import run_layout
+
+CONFIG_FILE = run_layout.CONFIG_FILE
+MODULE_FILE = run_layout.MODULE_FILE
 MEMBERS_FILE = "sweep_members.csv"
 SINGLE = "single run"
 """The kind of a run that trains one agent."""

@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from jaxtrainer import run_layout
+
 # Signals that ask a running ``fit`` to checkpoint and exit (preemption).
 PREEMPTION_SIGNALS = ("SIGTERM", "SIGINT")
 
@@ -195,7 +197,7 @@ def partial_checkpoints(directory: str | os.PathLike) -> list[Path]:
     except OSError:
         return []
     return [p for p in entries if not p.name.startswith(".") and (
-        ".orbax-checkpoint-tmp" in p.name
+        run_layout.is_orbax_tmp(p.name)
         or (p.name.isdigit() and p.is_dir() and not (p / "meta").exists()))]
 
 

@@ -144,3 +144,23 @@ def test_the_core_never_imports_the_recipes():
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "RECIPES []" in proc.stdout, proc.stdout
     assert len(modules) > 60
+
+
+def test_every_name_a_run_writes_is_a_literal_in_one_module_only():
+    """``config.yaml``, ``checkpoints``, ``metrics.csv``, ... are spelled once, in
+    :mod:`jaxtrainer.run_layout`; every writer and reader takes them from there."""
+    from jaxtrainer import run_layout
+
+    names = {v for k, v in vars(run_layout).items() if k.isupper() and isinstance(v, str)}
+    assert {"config.yaml", "module.yaml", "checkpoints", "metrics.csv", "tensorboard",
+            "search.csv", ".lock"} <= names
+    found = []
+    for path in _modules():
+        if path.name == "run_layout.py":
+            continue
+        tree = ast.parse(path.read_text())
+        keys = {id(k) for d in ast.walk(tree) if isinstance(d, ast.Dict) for k in d.keys}
+        for node in ast.walk(tree):  # a dict key is a name of its own (logger.tensorboard)
+            if isinstance(node, ast.Constant) and node.value in names and id(node) not in keys:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+    assert found == []

@@ -9,7 +9,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments, storage
+from jaxtrainer import arguments, run_layout, storage
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.base import Callback
 
@@ -179,7 +179,7 @@ class ModelCheckpoint(Callback):
                         "leave it unset: checkpoints, checkpoints_1, ... under the run directory)")
             return arguments.expand_path(self._dirpath_arg)
         i = next(i for i, cb in enumerate(unnamed) if cb is self)
-        return os.path.join(trainer.log_dir, "checkpoints" if i == 0 else f"checkpoints_{i}")
+        return os.path.join(trainer.log_dir, run_layout.checkpoints_dir(i))
 
     def _check_not_another_runs(self, trainer: Trainer) -> None:
         resumed_from = os.path.dirname(trainer.ckpt_path) if trainer.ckpt_path else None

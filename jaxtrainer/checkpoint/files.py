@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from jaxtrainer import storage
+from jaxtrainer import run_layout, storage
 from jaxtrainer.distributed.process import broadcast_from_zero
 
 STATE, META = "state", "meta"
@@ -241,7 +241,7 @@ class Manager:
         if self.is_writer and steps:
             _join_writer_threads()
             for step in steps:
-                for tmp in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
+                for tmp in self.directory.glob(f"{step}{run_layout.ORBAX_TMP_MARK}*"):
                     shutil.rmtree(tmp, ignore_errors=True)
 
     def save(self, step: int, state: Any, meta: dict[str, Any],

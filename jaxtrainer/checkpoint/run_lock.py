@@ -19,7 +19,9 @@ import socket
 import time
 from pathlib import Path
 
-LOCK_FILE = ".lock"
+from jaxtrainer import run_layout
+
+LOCK_FILE = run_layout.LOCK_FILE
 """The lock file's name inside a run directory."""
 
 UNREADABLE_GRACE_S = 30.0

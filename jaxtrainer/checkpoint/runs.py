@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from jaxtrainer import module_record, storage
+from jaxtrainer import module_record, run_layout, storage
 from jaxtrainer.checkpoint.files import read_meta
 from jaxtrainer.checkpoint.resolve import CHECKPOINTS
 
-CONFIG_FILE = "config.yaml"
+CONFIG_FILE = run_layout.CONFIG_FILE
 """The run directory's config file (written by the recipes)."""
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
+from jaxtrainer import run_layout
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.checkpoint.resolve import NAMES, Accept, resolve
@@ -98,7 +99,7 @@ def save_now(trainer: Trainer, module: Module) -> str:
     for cb in savers:
         path = cb.save_now(trainer, module) or path
     if not savers:
-        directory = os.path.join(trainer.log_dir, "checkpoints")
+        directory = os.path.join(trainer.log_dir, run_layout.CHECKPOINTS_DIR)
         with ckpt.manager(directory, async_save=False) as mgr:
             trainer.save_checkpoint(mgr, metrics=dict(trainer.callback_metrics))
         path = os.path.join(directory, str(trainer.global_step))

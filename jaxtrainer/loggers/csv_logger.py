@@ -8,7 +8,7 @@ import io
 import os
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments, storage
+from jaxtrainer import arguments, run_layout, storage
 from jaxtrainer.loggers.base import Logger
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ class CSVLogger(Logger):
         directory = os.fspath(self.save_dir or trainer.log_dir)
         with storage.writing("the metrics directory", directory):
             os.makedirs(directory, exist_ok=True)
-        self.path = os.path.join(directory, "metrics.csv")
+        self.path = os.path.join(directory, run_layout.METRICS_FILE)
         self._columns, self._rows = ["step"], []
         if os.path.exists(self.path):
             with open(self.path, newline="") as f:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments, storage
+from jaxtrainer import arguments, run_layout, storage
 from jaxtrainer.deferred_import import deferred_imports
 from jaxtrainer.loggers.base import Logger
 
@@ -75,7 +75,7 @@ class TensorBoardLogger(Logger):
         self._queued, self._opening, self._opener = [], None, None
 
     def start(self, trainer: Trainer, module: Module) -> None:
-        self.log_dir = os.fspath(self.save_dir or os.path.join(trainer.log_dir, "tensorboard"))
+        self.log_dir = os.fspath(self.save_dir or os.path.join(trainer.log_dir, run_layout.TENSORBOARD_DIR))
         with storage.writing("the TensorBoard directory", self.log_dir):
             os.makedirs(self.log_dir, exist_ok=True)
         resumed = trainer.global_step > 0

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
+from jaxtrainer import run_layout
 from jaxtrainer.callbacks.base import Callback
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from jaxtrainer.population.search import Search, SearchState
     from jaxtrainer.trainer import Trainer
 
-SEARCH_FILE = "search.csv"
+SEARCH_FILE = run_layout.SEARCH_FILE
 BEST_SHOWN = 5
 
 

@@ -28,6 +28,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from jaxtrainer import run_layout
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint.files import CheckpointReadError
 from jaxtrainer.checkpoint.run_lock import RunInUseError
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from jaxtrainer.module import Module
     from jaxtrainer.trainer import Trainer
 
-CONFIG_FILE = "config.yaml"
+CONFIG_FILE = run_layout.CONFIG_FILE
 """The file in a run directory holding the resolved config of the recipe that
 started the run, plus the top-level key ``recipe`` (the recipe's name, the stem
 of its script: ``ppo`` for ``recipes/ppo.py``)."""

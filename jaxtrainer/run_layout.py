@@ -1,0 +1,38 @@
+"""The names of what a run writes, defined once.
+
+A run directory (``<default_root_dir>/version_N``) holds::
+
+    config.yaml          the recipe's resolved config (runs a recipe started)
+    module.yaml          how to rebuild the module (runs started from Python)
+    metrics.csv          CSVLogger's rows
+    tensorboard/         TensorBoardLogger's event files
+    wandb/               WandbLogger's offline files
+    checkpoints/         ModelCheckpoint's step directories (checkpoints_1, ... for
+                         further ModelCheckpoint callbacks)
+    search.csv           a search's trials (searches only)
+    .lock                the owner's pid, host and start time while a process writes it
+
+orbax writes a checkpoint as ``<step>.orbax-checkpoint-tmp*`` and renames it
+when complete. Every module that writes or reads these names takes them from
+here; this module imports nothing.
+"""
+
+CONFIG_FILE = "config.yaml"
+MODULE_FILE = "module.yaml"
+METRICS_FILE = "metrics.csv"
+TENSORBOARD_DIR = "tensorboard"
+WANDB_DIR = "wandb"
+CHECKPOINTS_DIR = "checkpoints"
+SEARCH_FILE = "search.csv"
+LOCK_FILE = ".lock"
+ORBAX_TMP_MARK = ".orbax-checkpoint-tmp"
+
+
+def checkpoints_dir(index: int) -> str:
+    """The folder of the ``index``-th ModelCheckpoint of a Trainer (0: ``checkpoints``)."""
+    return CHECKPOINTS_DIR if index == 0 else f"{CHECKPOINTS_DIR}_{index}"
+
+
+def is_orbax_tmp(name: str) -> bool:
+    """Whether ``name`` is one of orbax's unfinished checkpoint entries."""
+    return ORBAX_TMP_MARK in name
