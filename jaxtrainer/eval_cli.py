@@ -46,8 +46,7 @@ from jaxtrainer.distributed import member_scope, psum
 from jaxtrainer.envs.evaluation import episode_share, run_episodes
 from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
-from jaxtrainer.module import Module
-from jaxtrainer.population.members import counted_members
+from jaxtrainer.module import Module, counted_members
 from jaxtrainer.signals import ACTIVITY, StopOnSignal
 from jaxtrainer.storage import StorageError
 from jaxtrainer.trainer import Trainer

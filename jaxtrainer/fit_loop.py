@@ -21,9 +21,9 @@ import numpy as np
 
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer import run_layout
+from jaxtrainer.callbacks import model_checkpoint
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
-from jaxtrainer.checkpoint import trainer_state
 from jaxtrainer.distributed import keys
 from jaxtrainer.planner import stop_reason
 from jaxtrainer.signals import ACTIVITY, Preempted, SignalHandlers, signal_name
@@ -253,6 +253,6 @@ class FitLoop:
             return []
         self.flush(module)
         ACTIVITY.enter(f"saving the checkpoint of step {t.global_step}")
-        path = (trainer_state.save_now(t, module) if t.state_is_valid else
+        path = (model_checkpoint.save_now(t, module) if t.state_is_valid else
                 "(none written: the state is not finite; the last good checkpoint stays)")
         raise Preempted(t.received_signal, t.global_step, path)

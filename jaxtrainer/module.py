@@ -269,3 +269,10 @@ class PopulationModule:
 
     def hparams(self) -> dict[str, Any]:
         return {}
+
+
+def counted_members(module: Module) -> int:
+    """How many members a printed env-step count of ``module`` is divided by:
+    ``population_size`` for a population whose budget is per member (its
+    ``budget_per_member`` is True: a sweep, a search), else 1."""
+    return int(module.population_size) if getattr(module, "budget_per_member", False) else 1

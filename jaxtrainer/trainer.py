@@ -34,9 +34,8 @@ from jaxtrainer.compile_ahead import Programs
 from jaxtrainer.distributed import keys
 from jaxtrainer.fit_loop import FitLoop, signals_and_phases
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
-from jaxtrainer.module import Module
+from jaxtrainer.module import Module, counted_members
 from jaxtrainer.planner import IntervalPlanner, budget_in_steps
-from jaxtrainer.population.members import counted_members
 from jaxtrainer.signals import Preempted
 from jaxtrainer.strategies import Strategy, resolve
 from jaxtrainer.strategies.base import DevicesArg

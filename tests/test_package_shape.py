@@ -164,3 +164,85 @@ def test_every_name_a_run_writes_is_a_literal_in_one_module_only():
             if isinstance(node, ast.Constant) and node.value in names and id(node) not in keys:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
     assert found == []
+
+
+CORE = ("trainer", "fit_loop", "callbacks", "checkpoint", "strategies", "distributed", "population")
+OUTSIDE_THE_CORE = ("population", "compat", "recipes", "algorithms")
+
+
+def _room(dotted: str) -> str:
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _module_level_imports(path: Path) -> set[str]:
+    """The ``jaxtrainer`` modules ``path`` imports at its top level (not inside
+    functions or ``if TYPE_CHECKING:``), with ``from a import b`` naming ``a.b``
+    when ``b`` is a module."""
+    known = {_dotted(p) for p in _modules()}
+    found = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{a.name}" for a in node.names} & known
+    return {m for m in found if m.startswith("jaxtrainer.")}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of two or more nodes (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_core_has_no_import_cycle_and_imports_nothing_outside_it():
+    """No cycle among trainer, callbacks, checkpoint, strategies, distributed and
+    population (as folders), none among the recipes' modules, and importing the
+    core loads no population, EvoRL compatibility, recipe or algorithm module."""
+    rooms: dict[str, set[str]] = {}
+    recipes: dict[str, set[str]] = {}
+    for path in _modules():
+        me = _dotted(path)
+        for other in _module_level_imports(path):
+            a, b = _room(me), _room(other)
+            if a in CORE and b in CORE and a != b:
+                rooms.setdefault(a, set()).add(b)
+            if a == b == "recipes" and me != other:
+                recipes.setdefault(me, set()).add(other)
+    assert _cycles(rooms) == []
+    assert _cycles(recipes) == []
+    code = ("import sys\n"
+            "import jaxtrainer.trainer, jaxtrainer.fit_loop, jaxtrainer.callbacks, "
+            "jaxtrainer.checkpoint, jaxtrainer.strategies, jaxtrainer.distributed\n"
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] == 'jaxtrainer' and "
+            f"len(m.split('.')) > 1 and m.split('.')[1] in {OUTSIDE_THE_CORE!r}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "[]"

@@ -370,3 +370,19 @@ class ModelCheckpoint(Callback):
         self.best_model_path = state_dict.get("best_model_path")
         self.last_model_path = state_dict.get("last_model_path")
         self._scores = {int(k): v for k, v in state_dict.get("scores", {}).items()}
+
+
+def save_now(trainer: Trainer, module: Module) -> str:
+    """Save the current step with every ModelCheckpoint (or a plain manager
+    under ``<log_dir>/checkpoints`` when there is none), wait until the files
+    are complete, and return the newest checkpoint path (used on preemption)."""
+    savers = [cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint)]
+    path = ""
+    for cb in savers:
+        path = cb.save_now(trainer, module) or path
+    if not savers:
+        directory = os.path.join(trainer.log_dir, run_layout.CHECKPOINTS_DIR)
+        with ckpt.manager(directory, async_save=False) as mgr:
+            trainer.save_checkpoint(mgr, metrics=dict(trainer.callback_metrics))
+        path = os.path.join(directory, str(trainer.global_step))
+    return path

@@ -98,7 +98,7 @@ class RichProgressBar(Callback):
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         if not trainer.is_global_zero:
             return
-        from jaxtrainer.population.members import counted_members
+        from jaxtrainer.module import counted_members
 
         self._use_env_steps = trainer.env_steps_per_step > 0
         self._members = counted_members(module)  # a sweep counts env steps per member

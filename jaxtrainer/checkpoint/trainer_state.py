@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from jaxtrainer import run_layout
-from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.checkpoint.resolve import NAMES, Accept, resolve
 from jaxtrainer.distributed import keys
@@ -88,22 +86,6 @@ def restore(trainer: Trainer, module: Module, path: Path,
         if cb.state_key in states:
             cb.load_state_dict(states[cb.state_key])
     return stored
-
-
-def save_now(trainer: Trainer, module: Module) -> str:
-    """Save the current step with every ModelCheckpoint (or a plain manager
-    under ``<log_dir>/checkpoints`` when there is none), wait until the files
-    are complete, and return the newest checkpoint path (used on preemption)."""
-    savers = [cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint)]
-    path = ""
-    for cb in savers:
-        path = cb.save_now(trainer, module) or path
-    if not savers:
-        directory = os.path.join(trainer.log_dir, run_layout.CHECKPOINTS_DIR)
-        with ckpt.manager(directory, async_save=False) as mgr:
-            trainer.save_checkpoint(mgr, metrics=dict(trainer.callback_metrics))
-        path = os.path.join(directory, str(trainer.global_step))
-    return path
 
 
 def report_resume(trainer: Trainer, resume: Path, step: int, members: int = 1) -> None:

@@ -52,7 +52,7 @@ from jaxtrainer.distributed import AXIS_NAME, member_scope, per_device, pmax, pm
 from jaxtrainer.distributed.axis import AxisName
 from jaxtrainer.distributed.members import MemberLayout
 from jaxtrainer.metrics import Last, Mean, Metric
-from jaxtrainer.module import Module
+from jaxtrainer.module import Module, counted_members  # noqa: F401 (counted_members: its old home)
 
 __all__ = [
     "MemberPopulation",
@@ -80,13 +80,6 @@ def mean_parts(value: Any) -> tuple[jax.Array, jax.Array]:
         return value.total, value.count
     has = value.count > 0
     return jnp.where(has, value.reduced, 0.0), has.astype(jnp.float32)
-
-
-def counted_members(module: Module) -> int:
-    """How many members a printed env-step count of ``module`` is divided by:
-    ``population_size`` for a population whose budget is per member
-    (``budget_per_member``, a sweep), else 1."""
-    return int(module.population_size) if getattr(module, "budget_per_member", False) else 1
 
 
 class MemberPopulation(Module):
