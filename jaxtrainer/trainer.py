@@ -134,7 +134,9 @@ class Trainer:
         while the first training call runs (PPO recipe, 2 CPU cores: 2-3 s less
         wall time when it compiles, about 0.4 s from the compilation cache);
         ``False`` compiles it when first needed (no CPU spent when nothing
-        evaluates).
+        evaluates). ``"auto"`` (default): ahead when ``fit`` evaluates
+        (``eval_every_n_steps`` set); pass ``True`` when :meth:`evaluate`
+        follows ``fit`` (the recipes do).
       compilation_cache: JAX's persistent compilation cache, so a second run of
         the same programs (another seed or learning rate) loads them from disk
         instead of compiling: ``True`` in ``~/.cache/jaxtrainer/jax`` (or
@@ -178,13 +180,13 @@ class Trainer:
         logger: bool = True,
         run_ahead: bool | str = "auto",
         sync_every_n_seconds: float | None = 1.0,
-        compile_evaluation_ahead: bool = True,
+        compile_evaluation_ahead: bool | str = "auto",
         compilation_cache: bool | str | os.PathLike | None = None,
     ) -> None:
         self.run_ahead = arguments.flag("run_ahead", run_ahead, also=("auto",))
         self.jit = arguments.flag("jit", jit)
         self.compile_evaluation_ahead = arguments.flag("compile_evaluation_ahead",
-                                                   compile_evaluation_ahead)
+                                                   compile_evaluation_ahead, also=("auto",))
         if sync_every_n_seconds is not None and (
                 isinstance(sync_every_n_seconds, bool) or not isinstance(sync_every_n_seconds, numbers.Real)
                 or not sync_every_n_seconds >= 0):
@@ -494,7 +496,7 @@ class Trainer:
             if resume is not None:  # a damaged or mismatched checkpoint fails before any compile
                 trainer_state.check(self, resume, abstract)
             self.programs.compile_ahead(module, abstract, trainer_state.abstract_key(self.strategy),
-                                        module.has_evaluation() and self.compile_evaluation_ahead)
+                                        module.has_evaluation() and self._evaluates_ahead())
             if resume is not None:
                 self.call_hook("on_load_checkpoint", module, self.restore_checkpoint(module, resume, abstract))
             else:
@@ -513,6 +515,14 @@ class Trainer:
                 print(f"jaxtrainer: {exc}. Loggers are closed. Resume with "
                       f"{self._resume_hint(exc.checkpoint)}.", file=sys.stderr, flush=True)
             raise
+
+    def _evaluates_ahead(self) -> bool:
+        """Whether ``fit`` compiles the evaluation program while training starts:
+        ``compile_evaluation_ahead``, where ``"auto"`` means when ``fit`` itself
+        evaluates (``eval_every_n_steps`` set)."""
+        if self.compile_evaluation_ahead == "auto":
+            return self.eval_every_n_steps is not None
+        return bool(self.compile_evaluation_ahead)
 
     def _resume_hint(self, checkpoint: str) -> str:
         """How to resume, in the form the user launched with (see ``resume_hint``)."""

@@ -32,6 +32,7 @@ def test_a2c_loss_by_hand():
     assert float(total) == pytest.approx(policy + 0.5 * vloss - 0.1 * ent, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_a2c_learns_the_rewarding_action_and_replicas_agree_on_4_devices():
     # Reward = action, episodes of 5 steps: the greedy policy must pick action 1
     # every step (return 5) after a few hundred updates; replicas stay bitwise equal.
@@ -62,6 +63,7 @@ def test_a2c_rejects_sizes_that_do_not_split():
     A2C(A2CConfig(num_envs=6, eval_episodes=6)).validate(2)
 
 
+@pytest.mark.slow
 def test_a2c_continuous_actions_run_and_stay_finite():
     a2c = A2C(A2CConfig(env="Pendulum-v1", num_envs=2, num_steps=4, hidden_sizes=(8,),
                         eval_episodes=2))
@@ -72,6 +74,7 @@ def test_a2c_continuous_actions_run_and_stay_finite():
     assert all(np.isfinite(v) for v in to_host(m).values())
 
 
+@pytest.mark.slow
 def test_a2c_recipe_tiny_run_on_4_devices(run_dir, capsys):
     from test_dqn import run_recipe
 

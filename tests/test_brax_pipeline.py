@@ -87,6 +87,7 @@ def test_without_vma_check_types_values_and_gradients():
 
 
 # ---- brax ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_generalized_pipeline_steps_under_shard_map_as_outside_it(pendulum):
     """4 devices, 2 envs each, 5 steps with per-device actions (a time limit of 4:
     one auto-reset): observations, rewards and truncations equal those of the same
@@ -116,6 +117,7 @@ def test_generalized_pipeline_steps_under_shard_map_as_outside_it(pendulum):
     assert truncated[:, 3].all() and not truncated[:, [0, 1, 2, 4]].any()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["single", "pmap", "shard_map"])
 def test_ppo_trains_on_the_generalized_pipeline(pendulum, strategy, run_dir):
     config = PPOConfig(env=pendulum.name, **PPO_CONFIG)
@@ -129,6 +131,7 @@ def test_ppo_trains_on_the_generalized_pipeline(pendulum, strategy, run_dir):
     assert pendulum.env.backend == "generalized"
 
 
+@pytest.mark.slow
 def test_ppo_trains_on_the_generalized_pipeline_over_two_processes(tmp_path):
     """multi_node: 2 processes x 2 devices. mjx puts brax's model on jax.devices()[0],
     process 0's device; process 1 makes its own copy (BraxEnv) and trains."""

@@ -30,6 +30,7 @@ def test_tanh_normal_is_braxs_normal_tanh_distribution():
     np.testing.assert_array_equal(TanhNormal.squash(ours.mode()), brax.mode(params))
 
 
+@pytest.mark.slow
 def test_ppo_with_braxs_policy_acts_within_the_bounds_and_trains():
     ppo = PPO(env="Pendulum-v1", num_envs=4, num_steps=16, num_minibatches=2, policy="brax",
               anneal_lr=False, hidden_sizes=(16,), critic_hidden_sizes=(16, 16), activation="silu",

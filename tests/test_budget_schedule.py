@@ -29,6 +29,7 @@ class Rows(jt.Callback):
         self.rows.append(dict(metrics))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ppo_anneals_over_the_trainers_budget(tmp_path):
     # max_env_steps=45 at 8 env steps per update: 5 updates; the rate of update k is

@@ -324,6 +324,7 @@ def test_guards_that_need_no_state_let_intervals_fuse(run_dir, monkeypatch, caps
     assert jt.EarlyStopping(monitor="loss", mode="min").needs_state(t, None, 1)
 
 
+@pytest.mark.slow
 def test_timer_asks_for_every_boundary_only_near_its_limit(run_dir):
     class T:
         sync_every_n_seconds = 1.0

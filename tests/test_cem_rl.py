@@ -91,6 +91,7 @@ def fit(strategy, config=TINY, **budget):
     return trainer, keep.states
 
 
+@pytest.mark.slow
 def test_one_and_four_devices_agree_replicas_stay_bitwise_and_env_steps_are_exact():
     four, states4 = fit(PmapStrategy(devices=4), max_env_steps=250)   # 80 env steps a generation
     # generation 0 never learns, so it does not depend on num_rl_members (0 here: a

@@ -116,6 +116,7 @@ def test_top_k_without_monitor_keeps_newest(run_dir):
     assert _steps(mc.dirpath) == [8, 9]
 
 
+@pytest.mark.slow
 def test_every_n_seconds_saves_by_wall_time(run_dir):
     class Slow(jt.Callback):
         def on_train_steps_end(self, trainer, module, metrics):

@@ -44,6 +44,7 @@ except Exception as error:
 """
 
 
+@pytest.mark.slow
 def test_a_failed_save_keeps_the_last_good_checkpoint(tmp_path):
     proc = subprocess.run([sys.executable, "-c", FAILING_SAVE, str(tmp_path)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=200)
@@ -110,6 +111,7 @@ print("BEST", trainer.callbacks[1].best_model_path == os.path.join(run, "checkpo
 """
 
 
+@pytest.mark.slow
 def test_two_checkpoint_callbacks_in_one_run_keep_their_own_directories(tmp_path):
     proc = subprocess.run([sys.executable, "-c", TWO_CALLBACKS, str(tmp_path)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=200)  # the process exits

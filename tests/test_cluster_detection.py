@@ -113,6 +113,7 @@ def test_auto_is_one_process_in_an_allocation_shell(env, tasks):
     assert lines["trainers"] == "pmap single 4 1 False"  # 4 local devices; no distributed run
 
 
+@pytest.mark.slow
 def test_auto_is_multi_node_for_a_task_of_an_srun_step():
     """Judged from the environment alone: no JAX backend, no distributed runtime."""
     code = """
@@ -206,6 +207,7 @@ def test_explicit_multi_node_in_the_salloc_shell_fails_at_once_naming_the_variab
     assert seconds < 60
 
 
+@pytest.mark.slow
 def test_multi_node_whose_peers_never_start_fails_within_the_timeout_naming_the_variables():
     """Process 0 of 2 hosts the coordinator; process 1 never starts. JAX ends
     process 0 after the initialization timeout (2 s); just before, a message
@@ -224,6 +226,7 @@ def test_multi_node_whose_peers_never_start_fails_within_the_timeout_naming_the_
     assert seconds < 2 + 45
 
 
+@pytest.mark.slow
 def test_multi_node_without_its_coordinator_fails_within_the_timeout_naming_the_variables():
     """Process 1 of 2: nothing listens at the coordinator's address."""
     address = f"127.0.0.1:{free_port()}"
@@ -238,6 +241,7 @@ def test_multi_node_without_its_coordinator_fails_within_the_timeout_naming_the_
     assert seconds < 2 + 45
 
 
+@pytest.mark.slow
 def test_an_interactive_srun_shell_is_not_a_launch():
     """`srun -n 4 --pty bash`: auto picks a one-process strategy (as Lightning decides
     it, a job named bash or interactive is not a managed launch), and an explicit

@@ -81,6 +81,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_second_process_loads_the_compiled_programs(tmp_path):
     cache = tmp_path / "cache"
@@ -103,6 +104,7 @@ def test_second_process_loads_the_compiled_programs(tmp_path):
     assert results[0] == results[1]  # the same numbers from the cached programs
 
 
+@pytest.mark.slow
 def test_an_unwritable_cache_directory_is_one_line_and_the_run_goes_on(tmp_path):
     """~/.cache that cannot hold the cache, with the cache on as the recipes have it:
     one line naming the directory, then the run trains without the cache. (Root
@@ -134,6 +136,7 @@ def test_an_unwritable_cache_directory_is_one_line_and_the_run_goes_on(tmp_path)
                      "turn it off)"]
 
 
+@pytest.mark.slow
 def test_a_damaged_cache_entry_is_compiled_again(tmp_path):
     cache = tmp_path / "cache"
     env = {**os.environ, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
@@ -173,6 +176,7 @@ HYPERPARAMS_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_another_learning_rate_or_seed_loads_every_program_from_the_cache(tmp_path):
     """A second process with every traced hyperparameter (learning rates, gamma,

@@ -95,6 +95,7 @@ def snapshot(directory: Path) -> dict[str, tuple[int, int] | None]:
             for p in sorted(directory.rglob("*"))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", list(DAMAGE))
 def test_resuming_a_damaged_checkpoint_is_one_line_and_writes_nothing(saved, tmp_path, damage):
     root, step = copy_of(saved, tmp_path)
@@ -134,6 +135,7 @@ def test_a_damaged_node_of_the_array_store_is_named(saved, tmp_path):
         jt.load_policy(step)
 
 
+@pytest.mark.slow
 def test_resuming_with_another_environment_is_one_line(saved, tmp_path):
     """Confirmed with resume_overrides=apply, the checkpoint's arrays do not fit
     the other environment's state: one line listing them, status 2, and the

@@ -44,6 +44,7 @@ def test_ddpg_is_td3_with_one_critic_no_smoothing_and_no_delay():
             ddpg.target_action(state.target_actor_params, obs, jax.random.key(k)), clean)
 
 
+@pytest.mark.slow
 def test_ddpg_critic_target_and_loss_match_a_hand_computation():
     ddpg = DDPG(DDPGConfig(gamma=0.9, **TINY))
     state = jax.jit(ddpg.init_state)(jax.random.key(0))
@@ -92,6 +93,7 @@ def test_ddpg_moves_actor_and_targets_after_every_critic_update():
     assert int(carry.updates) == 2
 
 
+@pytest.mark.slow
 def test_ddpg_replicas_stay_bitwise_equal_over_2_devices():
     ddpg = DDPG(DDPGConfig(**TINY))
     ddpg.validate(2)

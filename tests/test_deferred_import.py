@@ -19,6 +19,7 @@ def run(code: str) -> str:
     return out.stdout.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_gymnax_environments_import_without_their_plotting_libraries():
     out = run("""
@@ -38,6 +39,7 @@ def test_gymnax_environments_import_without_their_plotting_libraries():
     assert out == ["[]", "module True", "matplotlib.colors matplotlib.pyplot", "module True True"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_algorithms_import_on_first_use():
     out = run("""
@@ -98,6 +100,7 @@ def test_a_missing_module_is_not_deferred_and_fails_where_imported():
     assert out == "ModuleNotFoundError no_such_module_here"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_import_jaxtrainer_and_the_commands_help_do_not_import_jax():
     """`import jaxtrainer` and `jaxtrainer --help` (and `launch --help`) import no JAX:

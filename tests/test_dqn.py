@@ -77,6 +77,7 @@ def run_steps(module, strategy, n):
     return train.fn(state, jax.random.key(1), jnp.int32(0), jnp.int32(n))
 
 
+@pytest.mark.slow
 def test_hard_target_update_every_interval_env_steps():
     # 4 env steps per training step, interval 8 env steps: copy after steps 2, 4, ...
     dqn = tiny(1.0, 8)
@@ -94,6 +95,7 @@ def test_hard_target_update_every_interval_env_steps():
     assert int(s3.updates) == 3 and int(s3.step) == 3
 
 
+@pytest.mark.slow
 def test_soft_target_update_polyak_averages():
     dqn = tiny(0.25, 4)                                  # every step: t <- 0.25 p + 0.75 t
     strategy = SingleDeviceStrategy()
@@ -103,6 +105,7 @@ def test_soft_target_update_polyak_averages():
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), s2.target_params, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("terminate", [False, True])
 def test_learned_q_values_bootstrap_on_truncation_only(terminate):
     # Reward = action (1 is best), gamma 0.5, episodes of 5 steps. With truncation the
@@ -123,6 +126,7 @@ def test_learned_q_values_bootstrap_on_truncation_only(terminate):
     assert to_host(m)["train/episode_length"] == 5.0
 
 
+@pytest.mark.slow
 def test_dqn_replicas_stay_equal_and_buffer_is_sharded_over_4_devices():
     dqn = tiny(1.0, 8)
     strategy = PmapStrategy(devices=4)
@@ -148,6 +152,7 @@ def test_dqn_rejects_sizes_and_continuous_actions():
         DQN(DQNConfig(env="Pendulum-v1", num_envs=4, buffer_size=8))
 
 
+@pytest.mark.slow
 def test_dqn_resumes_exactly_with_its_replay_buffer(tmp_path):
     # 3 steps + checkpoint + resume + 3 steps equals 6 straight on 2 devices, buffer
     # included; the same checkpoint also restores on 1 device (the buffer's global
@@ -195,6 +200,7 @@ def run_recipe(name, run_dir, capsys, *overrides):
     return result, rows
 
 
+@pytest.mark.slow
 def test_dqn_recipe_tiny_run_on_4_devices(run_dir, capsys):
     result, rows = run_recipe("dqn", run_dir, capsys, "trainer.max_env_steps=1000",
                               "trainer.log_every_n_steps=31", "algorithm.learning_starts=320",
@@ -205,6 +211,7 @@ def test_dqn_recipe_tiny_run_on_4_devices(run_dir, capsys):
     assert trained[-1]["step"] == rows[-1]["step"] and rows[-1]["eval/episode_return"]
 
 
+@pytest.mark.slow
 def test_dqn_hyperparameters_are_read_from_the_state_without_recompiling():
     """``lr``, ``gamma``, ``tau`` and the epsilon rates are traced values in
     ``state.hyperparams`` (PBT changes them): other numbers there give another

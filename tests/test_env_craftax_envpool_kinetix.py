@@ -44,6 +44,7 @@ def _rollout(env, num_envs, steps, seed=0):
     return jax.jit(run)(jax.random.key(seed))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_craftax_truncates_at_its_limit_resets_and_reports_its_achievements():
     pytest.importorskip("craftax")
@@ -65,6 +66,7 @@ def test_craftax_truncates_at_its_limit_resets_and_reports_its_achievements():
     assert "train/achievements/collect_wood" in metrics and "train/episode_return" in metrics
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_craftax_batches_share_fresh_worlds_and_reset_ratio_one_is_exact():
     """4 envs that all reach the time limit together take the batch's 2 fresh
@@ -97,6 +99,7 @@ def test_craftax_batches_share_fresh_worlds_and_reset_ratio_one_is_exact():
         envs.make(CLASSIC, reset_ratio=0)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_craftax_tells_death_from_its_time_limit():
     """A state whose player has no health is terminated; one at the time limit truncated."""
@@ -110,6 +113,7 @@ def test_craftax_tells_death_from_its_time_limit():
     assert [bool(x) for x in ended(key, 5, 0.0)] == [True, False]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ppo_recipe_runs_craftax_under_pmap_and_logs_its_achievements(run_dir, capsys):
     pytest.importorskip("craftax")
@@ -123,6 +127,7 @@ def test_ppo_recipe_runs_craftax_under_pmap_and_logs_its_achievements(run_dir, c
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("eval/episode_return=")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_envpool_cartpole_follows_the_env_contract_and_reruns_reproduce():
     pytest.importorskip("envpool")
@@ -145,6 +150,7 @@ def test_envpool_cartpole_follows_the_env_contract_and_reruns_reproduce():
     assert not bool(jnp.array_equal(obs0, _rollout(env, num_envs=3, steps=1, seed=1)[0]))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_ppo_recipe_runs_envpool_under_pmap_on_four_devices(run_dir, capsys):
     pytest.importorskip("envpool")

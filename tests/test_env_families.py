@@ -37,6 +37,7 @@ def _rollout(env, num_envs, steps, seed=0):
     return obs0, obs, infos
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("name", sorted(FAMILIES))
 def test_family_env_truncates_at_its_limit_resets_and_keeps_statistics(name):
@@ -58,6 +59,7 @@ def test_family_env_truncates_at_its_limit_resets_and_keeps_statistics(name):
     assert bool(jnp.allclose(info.episode_return[5], info.reward[:6].sum(0)))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_jumanji_snake_flattens_its_structured_observation_and_terminates():
     env = envs.make(SNAKE, time_limit=30)
@@ -122,6 +124,7 @@ def test_a_missing_family_is_one_line_naming_its_extra():
         f'pip install "jaxtrainer[{m}]" otherwise)' for m in names]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", [*sorted(FAMILIES), SNAKE])
 def test_ppo_recipe_runs_the_family_under_pmap_on_four_devices(name, run_dir, capsys):

@@ -257,6 +257,7 @@ def test_an_evaluation_episode_depends_on_the_key_and_its_number_alone():
 
 
 # ---- brax -----------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # brax compiles slowly on CPU (~30-50 s)
 @pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")
 @pytest.mark.parametrize("reset_mode", ["first_state", "exact"])

@@ -37,6 +37,7 @@ def _random_policy(env):
     return act
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", FAMILIES)
 def test_max_episode_steps_truncates_training_and_evaluation_episodes(name):

@@ -126,6 +126,7 @@ def fit(strategy, **budget):
     return trainer, keep.states
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_two_devices_keep_the_learner_bitwise_and_agree_with_one_device():
     two, states2 = fit(PmapStrategy(devices=2), max_env_steps=400)   # 3 generations of 120

@@ -30,6 +30,7 @@ def evolve(module, population_size, generations, strategy="shard_map", seed=0, *
 
 
 # ------------------------------------------------------------- optimisation
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["CMA_ES", "Sep_CMA_ES"])
 def test_solves_10d_sphere_to_1e_minus_6(algorithm):
     es = FunctionES(sphere, 10, algorithm, init_mean=3.0, std=1.0)
@@ -39,6 +40,7 @@ def test_solves_10d_sphere_to_1e_minus_6(algorithm):
     assert result["eval/distance_to_origin"] < 1e-3
 
 
+@pytest.mark.slow
 def test_cma_es_reaches_rastrigin_global_optimum_region_in_fixed_budget():
     # 10-d Rastrigin from a random start in [-4, 4]^10: every local minimum but the
     # global one has f >= 0.99 (a coordinate near +-1); 150 generations of 512.
@@ -110,6 +112,7 @@ def test_bad_options_are_clear_errors_before_compiling():
     assert trainer.compile_seconds == {}
 
 
+@pytest.mark.slow
 def test_any_evosax_algorithm_runs_including_population_based():
     for name in ("SNES", "SimpleGA"):  # distribution-based and population-based
         es = FunctionES(sphere, 4, name, init_mean=2.0)
@@ -120,6 +123,7 @@ def test_any_evosax_algorithm_runs_including_population_based():
 
 
 # ------------------------------------------------------------ neuroevolution
+@pytest.mark.slow
 def test_neuroevolution_evaluates_the_mean_policy_on_fresh_episodes():
     es = NeuroES("CartPole-v1", "Open_ES", hidden_sizes=(4,), eval_episodes=8, population_size=4)
     trainer = PopulationTrainer(4, strategy="pmap", devices=2, max_generations=1, **QUIET)
@@ -130,6 +134,7 @@ def test_neuroevolution_evaluates_the_mean_policy_on_fresh_episodes():
     assert float(direct.count) == 8.0  # every episode ends within max_episode_steps
 
 
+@pytest.mark.slow
 def test_neuroevolution_is_device_count_independent_and_maximises_return():
     def run(devices):
         es = NeuroES("CartPole-v1", "Open_ES", hidden_sizes=(), learning_rate=0.05, std=0.5,

@@ -102,6 +102,7 @@ def test_every_recipe_script_builds_its_module_through_the_registry():
         build_module("ppo2", None)
 
 
+@pytest.mark.slow
 def test_eval_prints_the_mean_of_trainer_evaluate_for_the_same_checkpoint(ppo_run):
     run, cfg, _ = ppo_run
     got = evaluate_run(run, episodes=8)  # what `jaxtrainer eval RUN --episodes 8` prints
@@ -128,6 +129,7 @@ def test_eval_prints_the_mean_of_trainer_evaluate_for_the_same_checkpoint(ppo_ru
             f"std={m['eval/episode_return_std']:.4f} min={returns.min():g} max={returns.max():g}") in out
 
 
+@pytest.mark.slow
 def test_seed_draws_the_episodes_a_run_with_that_seed_draws(ppo_run):
     run, _, _ = ppo_run
     step_dir = run / "checkpoints" / "8"
@@ -139,6 +141,7 @@ def test_seed_draws_the_episodes_a_run_with_that_seed_draws(ppo_run):
         assert got["metrics"]["eval/episode_return_max"] == returns.max()
 
 
+@pytest.mark.slow
 def test_eval_under_pmap_equals_trainer_evaluate_under_pmap(ppo_run):
     run, cfg, _ = ppo_run
     got = evaluate_run(run / "checkpoints", ckpt="4", episodes=8, strategy="pmap", devices=2)
@@ -180,6 +183,7 @@ def test_best_without_a_monitored_checkpoint_says_how_to_get_one(tmp_path):
     assert "ckpt_path='best'" not in str(err.value)  # said once, not with the Trainer's wording too
 
 
+@pytest.mark.slow
 def test_video_gif_of_cartpole_has_changing_frames(ppo_run, tmp_path, capsys):
     run, _, _ = ppo_run
     gif = tmp_path / "cartpole.gif"
@@ -215,6 +219,7 @@ def test_a_run_without_config_yaml_is_named(tmp_path, capsys):
     assert f"no config.yaml in {run}: runs started by a recipe" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_population_recipe_evaluates_the_mean_policy(tmp_path):
     cfg = config.load(RECIPES / "configs" / "openes.yaml", [
         "algorithm.hidden_sizes=[4]", "trainer.population_size=4"])
@@ -227,6 +232,7 @@ def test_population_recipe_evaluates_the_mean_policy(tmp_path):
     assert got["metrics"]["eval/episode_return"] == expected["eval/episode_return"]
 
 
+@pytest.mark.slow
 def test_pbt_run_is_evaluated_and_loaded_as_its_best_member(tmp_path):
     cfg = config.load(RECIPES / "configs" / "pbt_ppo.yaml", [
         *PPO_SIZES, "pbt.population_size=2", "algorithm.num_envs=2"])
@@ -258,6 +264,7 @@ def test_video_formats_are_checked_before_anything_runs():
         render.check_video_path("DeepSea-bsuite", "x.gif")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)  # brax compiles slowly on 2 CPU cores
 @pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
 def test_video_of_a_brax_run_is_brax_html_viewer_with_the_system_json(tmp_path):
@@ -278,6 +285,7 @@ def test_video_of_a_brax_run_is_brax_html_viewer_with_the_system_json(tmp_path):
     assert system["states"]["x"][0] != system["states"]["x"][-1]
 
 
+@pytest.mark.slow
 def test_a_sweep_run_is_evaluated_member_by_member(tmp_path, capsys):
     """A sweep (sweep.seeds=2) evaluates its member 0 by default and says so; --member 1
     evaluates member 1 as Trainer.evaluate reports it; one agent has no --member."""

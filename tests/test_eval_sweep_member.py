@@ -24,6 +24,7 @@ TINY = ["trainer.strategy=single", "trainer.max_env_steps=null", "trainer.max_st
         "algorithm.hidden_sizes=[8]", "algorithm.eval_episodes=4"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_eval_member_2_of_a_4_seed_sweep_prints_what_trainer_evaluate_reports(tmp_path, capsys):
     fit.run([f"trainer.default_root_dir={tmp_path}", *TINY, "sweep.seeds=4"], "ppo")

@@ -567,6 +567,7 @@ def test_process_helpers_in_one_process():
     assert [s.device for s in ranks.addressable_shards] == jax.devices()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(HARD_TIMEOUT + 60)
 def test_global_ranks_under_launch_with_two_processes_of_two_devices(tmp_path):
     script = tmp_path / "ranks.py"

@@ -79,6 +79,7 @@ def test_print_config_is_a_config_to_start_from(tmp_path, capsys, monkeypatch):
     assert "  name: brax/inverted_pendulum\n" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_wheel_holds_the_recipe_configs(tmp_path):
     """A wheel built from the checkout (a copy: building writes build/ beside the
@@ -101,6 +102,7 @@ def test_the_wheel_holds_the_recipe_configs(tmp_path):
     assert "recipes = jaxtrainer.recipes.modules:build_module" in entry_points
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_the_documented_way_to_start_ones_own_config(tmp_path):
     """As the README writes it, through the shell: ``jaxtrainer fit ppo --print-config >

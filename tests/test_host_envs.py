@@ -35,6 +35,7 @@ def _rollout(env, key, num_envs=4, steps=60):
     return jax.jit(run)(key)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_cartpole_follows_the_env_contract_and_reruns_reproduce():
     env = envs.make("gymnasium/CartPole-v1")
@@ -68,6 +69,7 @@ def test_an_unknown_gymnasium_id_names_the_closest():
         envs.make("gymnasium/CartPole-v2")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_ppo_recipe_runs_gymnasium_under_pmap_on_four_devices(run_dir, capsys):
     """Two PPO updates of 4 envs x 8 steps by ``env.name``, one host pool per device."""
@@ -139,6 +141,7 @@ with open(sys.argv[3], "wb") as f:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_host_env_run_resumed_in_a_new_process_starts_fresh_envs_and_keeps_the_rest(tmp_path):
     """DQN on ``gymnasium/CartPole-v1``: 2 steps and a checkpoint here; a new

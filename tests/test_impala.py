@@ -170,6 +170,7 @@ def test_impala_loss_by_hand():
     assert float(total) == pytest.approx(policy + 0.5 * vloss - 0.1 * ent, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_lagged_behaviour_learns_and_replicas_stay_bitwise_equal_on_2_devices():
     # Reward = action, episodes of 5 steps: the policy must learn to pick action 1
     # every step (return 5). Behaviour 2 updates behind the learner, 2 epochs x 2
@@ -202,6 +203,7 @@ def test_lagged_behaviour_learns_and_replicas_stay_bitwise_equal_on_2_devices():
     assert to_host(m)["train/episode_return"] > 4.0          # mean over the 150 updates
 
 
+@pytest.mark.slow
 def test_on_policy_continuous_actions_have_rho_one_and_stay_finite():
     # policy_lag=0 and one minibatch step per update: the rollout's policy is the
     # learner's, so every importance ratio is exactly 1
@@ -238,6 +240,7 @@ def test_impala_rejects_bad_values_before_compiling():
     IMPALA(IMPALAConfig(num_envs=8, num_minibatches=2)).validate(4)
 
 
+@pytest.mark.slow
 def test_impala_recipe_tiny_run_on_4_devices(run_dir, capsys):
     from test_dqn import run_recipe
 

@@ -89,6 +89,7 @@ def test_nan_guard_stops_a_run_whose_every_member_failed():
     assert trainer.global_step == 1 and "fitness/mean=nan" in trainer.stop_reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("devices", [1, 4])
 def test_nan_members_of_pbt_rank_last_and_do_not_stop_the_run(devices, run_dir):
     """PBT of a module whose score is NaN for members with noise > 0.5 (a diverged

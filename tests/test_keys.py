@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 import jaxtrainer as jt
 from jaxtrainer.distributed import keys
@@ -66,6 +67,7 @@ def evaluations(devices):
 '''
 
 
+@pytest.mark.slow
 def test_an_evaluation_gives_the_same_episodes_on_1_and_4_devices():
     """The same state (init, seed 5) evaluated on 4 devices here and on 1
     device in a process of its own: the same returns (they differed before:

@@ -43,6 +43,7 @@ def leftover(marker: str) -> list[str]:
             if marker in line and " Z" not in line and "ps -eo" not in line]
 
 
+@pytest.mark.slow
 def test_every_rank_gets_its_environment_and_a_prefixed_output(tmp_path):
     script = ("import os, sys, jax\n"
               "print(os.environ['JAX_PROCESS_ID'], os.environ['JAX_NUM_PROCESSES'],\n"
@@ -60,6 +61,7 @@ def test_every_rank_gets_its_environment_and_a_prefixed_output(tmp_path):
     assert "[rank 0] to stderr" in proc.stderr and "[rank 1] to stderr" in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_failing_rank_is_named_and_the_others_are_stopped(tmp_path):
     marker = str(tmp_path)
     script = ("import os, subprocess, sys, time\n"
@@ -79,6 +81,7 @@ def test_a_failing_rank_is_named_and_the_others_are_stopped(tmp_path):
     assert not leftover(marker)
 
 
+@pytest.mark.slow
 def test_sigterm_is_forwarded_to_every_rank(tmp_path):
     # Rank 0 hosts the coordination service, whose end takes rank 1 down with it:
     # it stays until rank 1 has run its handler too (at most 30 s), so that a slow
@@ -117,6 +120,7 @@ def test_sigterm_is_forwarded_to_every_rank(tmp_path):
     assert not leftover(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_a_second_signal_is_forwarded_and_ranks_still_running_are_killed_after_a_grace(tmp_path):
     """A rank stops itself on the second signal (its own cleanup); one that does not
     is killed SECOND_SIGNAL_GRACE seconds later, not at once."""

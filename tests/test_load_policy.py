@@ -41,6 +41,7 @@ def observations(n: int) -> jax.Array:
         jnp.array([10.0, 5.0, 1.0, 5.0])
 
 
+@pytest.mark.slow
 def test_policy_saved_under_pmap_acts_on_one_device_as_the_trained_module(pmap_run):
     run, module, trainer = pmap_run
     act = jt.load_policy(run)

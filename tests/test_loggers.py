@@ -201,6 +201,7 @@ def test_loggers_get_every_fused_interval_at_its_step(run_dir):
     assert logged[60.0] == logged[0]
 
 
+@pytest.mark.slow
 def test_an_evaluation_cuts_no_log_interval_on_one_device(run_dir):
     """log_every_n_steps=2, eval_every_n_steps=3 on one device (a process of its
     own), one call per segment: training rows at 2, 4, 6 with the means of their

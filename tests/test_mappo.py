@@ -24,6 +24,7 @@ def _game_states(obs: jax.Array, games: int) -> np.ndarray:
     return np.repeat(np.asarray(obs).reshape(games, -1), 3, axis=0)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_the_critic_reads_each_games_global_state_and_the_agent_id():
     env = envs.make(SPREAD)
@@ -65,6 +66,7 @@ def test_a_global_critic_needs_an_env_with_a_global_state_and_a_plain_network():
         PPOConfig(critic_input="global_state", normalize_observations=True)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_mappo_trains_on_simple_spread(run_dir):
     """Truncations bootstrapped (the default): every episode is cut at 26 steps,
@@ -80,6 +82,7 @@ def test_mappo_trains_on_simple_spread(run_dir):
         assert all(np.isfinite(row[f"loss/{name}"]) for name in ("total", "value", "policy"))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_mappo_under_pmap_keeps_replicas_bitwise_equal(run_dir):
     """4 fake devices, one 3-agent game each, terminal-only GAE (the critic

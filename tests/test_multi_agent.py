@@ -24,6 +24,7 @@ def spread():
     return envs.make_multi_agent(SPREAD)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_contract_shapes_dtypes_and_global_state(spread):
     assert spread.agents == ("agent_0", "agent_1", "agent_2") and spread.num_agents == 3
@@ -81,6 +82,7 @@ def test_auto_reset_truncates_every_agent_at_the_time_limit(spread):
     assert not np.array_equal(obs, info.final_obs)  # the next episode's first observations
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_agents_as_envs_steps_equal_the_raw_jaxmarl_steps():
     """Game g of an AgentsAsEnvs batch is JaxMARL's env stepped (with its own
@@ -129,6 +131,7 @@ def _ippo(env_name: str, **overrides):
     return PPO(PPOConfig(env=env_name, **{**sizes, **overrides}))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_ppo_trains_ippo_on_simple_spread(run_dir):
     """num_envs counts agents: 12 envs are 4 games of 3 agents; the logged
@@ -146,6 +149,7 @@ def test_ppo_trains_ippo_on_simple_spread(run_dir):
     assert metrics["eval/episode_length"] == 26.0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ippo_on_ant_4x2_under_pmap_keeps_replicas_equal_and_resumes_exactly(run_dir):
     """4 fake devices, one 4-agent game per device: replicated parameters are

@@ -30,6 +30,7 @@ def quiet(root, **kw):
                       compile_evaluation_ahead=False, **kw)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_ippo_under_shard_map_keeps_every_replica_equal(tmp_path):
     """4 devices of a shard_map mesh, 3 games a device (a game's agents stay on
@@ -44,6 +45,7 @@ def test_ippo_under_shard_map_keeps_every_replica_equal(tmp_path):
             np.testing.assert_array_equal(buffers[0], other)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_sweep_of_ippo_members_trains_each_on_its_own_games(tmp_path):
     """Two seeds of IPPO as vmapped members on 2 devices: each member's
@@ -59,6 +61,7 @@ def test_a_sweep_of_ippo_members_trains_each_on_its_own_games(tmp_path):
     assert metrics["member/0/eval/episode_length"] == 26.0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_a_recipe_ippo_run_evaluates_and_loads_as_a_policy(tmp_path, capsys):
     """`jaxtrainer fit ppo --config ippo.yaml` (tiny): `jaxtrainer eval RUN` prints

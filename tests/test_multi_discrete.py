@@ -81,6 +81,7 @@ def _greedy_accuracy(module, params):
     return module.greedy_policy()(params, obs, None).tolist()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_ppo_learns_the_right_action_vector():
     env = CueVectorEnv()
@@ -104,6 +105,7 @@ def test_ppo_learns_the_right_action_vector():
     assert _greedy_accuracy(ppo, state.params) == [list(t) for t in TARGETS]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("algorithm", ["a2c", "impala", "ppo_gru"])
 def test_on_policy_algorithms_learn_it_under_pmap_on_4_devices(algorithm):
@@ -130,6 +132,7 @@ def test_on_policy_algorithms_learn_it_under_pmap_on_4_devices(algorithm):
     assert learned >= LENGTH - 0.5 > 3 * random_return()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_a_saved_policy_acts_with_int32_vectors(run_dir):
     module = PPO(PPOConfig(num_envs=4, num_steps=8, num_minibatches=1, update_epochs=1,
@@ -147,6 +150,7 @@ def test_a_saved_policy_acts_with_int32_vectors(run_dir):
     assert bool(jnp.all((sampled >= 0) & (sampled < jnp.asarray(NVEC))))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_minesweeper_by_name_trains_evaluates_and_loads(tmp_path, capsys):
     env = envs.make("jumanji/Minesweeper-v0")

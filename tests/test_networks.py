@@ -58,6 +58,7 @@ def test_default_mlp_parameter_trees_are_unchanged():
     assert tree(jax.eval_shape(explicit.init_state, key).params) == PPO_CARTPOLE
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("shape,kernel,stride", [((10, 10, 4), 3, 1), ((40, 40, 2), 8, 4),
                                                  ((12, 12, 3), 4, 2)])
@@ -137,6 +138,7 @@ def test_an_envpool_atari_env_by_name_gets_a_channels_first_nature_cnn():
         (8, 8, 4, 32), (4, 4, 32, 64), (3, 3, 64, 64)]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("algorithm", ["ppo", "dqn"])
 def test_cnn_torso_trains_two_steps_on_minatar(algorithm):
@@ -176,6 +178,7 @@ COMMON = ["trainer.max_steps=2", "trainer.enable_progress_bar=false", "trainer.s
           "network.torso.class_path=tests.torsos.TinyTorso", "network.torso.init_args.features=5"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("recipe,argv,torsos", [
     ("ppo", ["algorithm.num_steps=16", "algorithm.hidden_sizes=[8]"], ["actor_torso", "critic_torso"]),

@@ -7,6 +7,7 @@ import os
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
@@ -79,6 +80,7 @@ def _trainer(root, max_steps, save=False):
                       compile_evaluation_ahead=False)
 
 
+@pytest.mark.slow
 def test_ppo_keeps_statistics_in_state_and_resumes_them_exactly(tmp_path):
     straight = _trainer(tmp_path, 2, save=True)
     straight.fit(_ppo())

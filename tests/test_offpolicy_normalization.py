@@ -50,6 +50,7 @@ def stats_match(stats, observations):
     np.testing.assert_allclose(np.asarray(stats.var), seen.var(0), rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_statistics_replicas_raw_returns_normalised_policy_and_scaled_learning(name):
     cls, config = MODULES[name]
@@ -114,6 +115,7 @@ def test_statistics_replicas_raw_returns_normalised_policy_and_scaled_learning(n
     assert float(got[1]["critic"]) > 2.0 * float(unscaled[1]["critic"])   # 3x the rewards
 
 
+@pytest.mark.slow
 def test_cem_rl_keeps_and_uses_its_actors_statistics_on_2_devices():
     module = CEMRL(CEMRLConfig(
         population_size=4, rollout_steps=4, critic_steps=2, actor_steps=2,

@@ -46,6 +46,7 @@ def test_pmean_of_per_device_gradients_is_their_average(strategy, run_dir):
     assert float(trainer.state["w"]) == -2.5  # the mean of 1, 2, 3, 4; not their sum, -10
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("strategy,devices", [("single", 1), ("pmap", 4), ("shard_map", 4)])
 def test_plain_actor_critic_learns_cartpole_under_every_strategy(strategy, devices, run_dir):
@@ -77,6 +78,7 @@ def test_state_layout_follows_the_one_line_rule():
     assert sharded["['env'].env_state.time"]  # int32 zeros: sharded because sized by local_size
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_plain_modules_under_multi_node_two_processes_of_two_devices(tmp_path):
     worker = str(Path(__file__).with_name("own_algorithm_worker.py"))
@@ -94,6 +96,7 @@ def test_plain_modules_under_multi_node_two_processes_of_two_devices(tmp_path):
     assert result["greedy"] >= 150, result
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_eval_command_and_load_policy_work_on_a_run_started_from_python(tmp_path):
     """Module.policy is the whole contract: the run records how to rebuild the
@@ -224,6 +227,7 @@ trainer.fit(Counter(step=2.0))                  # at top level: no __main__ guar
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_recorded_script_without_a_main_guard_is_not_trained_again(tmp_path):
     """Rebuilding a module whose class lives in a script (recorded as ``__main__``)

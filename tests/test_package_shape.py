@@ -126,6 +126,7 @@ def test_no_function_is_longer_than_80_lines():
     assert long == []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_core_never_imports_the_recipes():
     """Every module of the package but jaxtrainer.recipes is imported in a fresh
@@ -146,6 +147,7 @@ def test_the_core_never_imports_the_recipes():
     assert len(modules) > 60
 
 
+@pytest.mark.slow
 def test_every_name_a_run_writes_is_a_literal_in_one_module_only():
     """``config.yaml``, ``checkpoints``, ``metrics.csv``, ... are spelled once, in
     :mod:`jaxtrainer.run_layout`; every writer and reader takes them from there."""
@@ -222,6 +224,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_core_has_no_import_cycle_and_imports_nothing_outside_it():
     """No cycle among trainer, callbacks, checkpoint, strategies, distributed and
     population (as folders), none among the recipes' modules, and importing the

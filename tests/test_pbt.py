@@ -103,6 +103,7 @@ def test_member_scope_makes_collectives_local():
     np.testing.assert_array_equal(info, np.full(4, 100 + 0 + 8))
 
 
+@pytest.mark.slow
 def test_exploit_copies_the_whole_member_state_across_devices(run_dir):
     """4 members on 4 devices: every copy crosses devices. Compare the state right
     after the first ready step with the same run without exploit (identical keys)."""
@@ -159,6 +160,7 @@ def test_explore_keeps_hyperparameters_in_their_bounds():
     assert -4 <= logs.min() and logs.max() <= -2 and abs(np.median(logs) + 3) < 0.1  # log-uniform
 
 
+@pytest.mark.slow
 def test_padding_members_are_never_ranked_copied_or_logged(run_dir):
     """6 members on 4 devices: 2 padding members (ids 6, 7)."""
     record = Record()
@@ -187,6 +189,7 @@ def test_padding_members_are_never_ranked_copied_or_logged(run_dir):
         == (lrs.mean(), lrs.min(), lrs.max())
 
 
+@pytest.mark.slow
 def test_same_population_on_1_and_4_devices(run_dir):
     """Member i's keys depend on (seed, step, i) only: bitwise equal states."""
     states = [fit(pbt(size=6, ready=2), run_dir / str(n), 6, devices=n)[1] for n in (1, 4)]
@@ -219,6 +222,7 @@ class CountCompiles(jt.Callback):
         self.counting = False
 
 
+@pytest.mark.slow
 def test_pbt_ppo_tunes_lr_without_recompiling(run_dir):
     """Tiny PPO members: logged learning rates move within their space,
     per-member columns in metrics.csv, and 6 exploit rounds in 3 intervals

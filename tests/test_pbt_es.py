@@ -45,6 +45,7 @@ def generations(es, n, state=None, hyperparams=None):
     return state, step
 
 
+@pytest.mark.slow
 def test_learning_rate_and_std_are_traced_and_the_given_values_are_the_constant_program():
     es = openes()
     state, step = generations(es, 3)
@@ -87,6 +88,7 @@ def test_only_what_was_given_is_traced():
     assert ESState.__dataclass_fields__["hyperparams"].default is None
 
 
+@pytest.mark.slow
 def test_pbt_over_openes_runs_compiles_once_and_copies_es_states(run_dir):
     """2 OpenAI-ES runs on 2 devices (each device ``lax.map``s its run: the
     centered-rank shaping cannot be vmapped inside shard_map), exploit at the

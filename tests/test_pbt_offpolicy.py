@@ -76,6 +76,7 @@ def pbt_fit(member, hyperparams, fitness, run_dir, steps=4, **pbt):
     return trainer, jax.device_get(trainer.state), compiles, lowered
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["sac", "dqn"])
 def test_pbt_over_off_policy_members_compiles_once_and_copies_member_states(name, run_dir):
     """2 members on 2 devices, exploit at the last step: the loser's whole state

@@ -125,6 +125,7 @@ print(frames)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_brax_episode_is_drawn_offline_as_a_gif_frame_by_frame(tmp_path):
     """The offline alternative to brax's HTML viewer: frames drawn here by

@@ -118,6 +118,7 @@ def test_termination_inside_an_action_repeat_ends_the_step():
 
 
 # ---- names, lazy import, arguments, assets ---------------------------------------------
+@pytest.mark.slow
 def test_names_match_the_installed_registry_and_jaxtrainer_does_not_import_playground():
     from mujoco_playground._src import dm_control_suite
 
@@ -181,6 +182,7 @@ def test_env_with_downloaded_assets_fails_clearly_before_any_download(monkeypatc
     assert not absent.exists()
 
 
+@pytest.mark.slow
 def test_time_limit_and_action_repeat_default_to_the_env_config():
     default = envs.make("playground/CartpoleBalance")
     assert isinstance(default, envs.PlaygroundEnv) and isinstance(default, envs.BraxEnv)
@@ -196,6 +198,7 @@ def test_time_limit_and_action_repeat_default_to_the_env_config():
 
 
 # ---- MJX: the real env ---------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.timeout(300)  # MJX compiles slowly on 2 CPU cores (~1 minute here)
 def test_cartpole_shapes_truncation_final_obs_auto_reset_and_statistics(cartpole):
     env = cartpole
@@ -264,6 +267,7 @@ def _recipe():
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)  # MJX compiles slowly on 2 CPU cores (2-3 minutes here)
 def test_ppo_recipe_runs_on_playground_under_shard_map_on_two_devices(run_dir, capsys):
     """The recipe's tiny check (2 updates of 4 envs x 5 steps, 2 eval episodes) under

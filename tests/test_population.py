@@ -81,6 +81,7 @@ def assert_bitwise_equal(a, b):
         np.testing.assert_array_equal(np.atleast_1d(x).view(np.uint8), np.atleast_1d(y).view(np.uint8))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm,population_size,devices",
                          [("Open_ES", 10, (1, 2, 4)), ("CMA_ES", 10, (1, 4))])
 def test_fitness_and_final_state_bitwise_equal_on_1_2_4_devices(algorithm, population_size, devices):
@@ -116,12 +117,14 @@ def test_population_on_a_2x2_mesh_equals_one_device():
     assert_bitwise_equal(two_d.state, one.state)
 
 
+@pytest.mark.slow
 def test_lax_map_members_are_device_count_independent_too():
     a, _ = evolve(Recording(), 1, 10, member_map="map", map_batch_size=2)
     b, _ = evolve(Recording(), 4, 10, member_map="map", map_batch_size=2)
     assert_bitwise_equal(a.state, b.state)
 
 
+@pytest.mark.slow
 def test_on_generation_end_once_per_generation_with_interval_one():
     calls = []
 

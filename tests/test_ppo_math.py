@@ -179,6 +179,7 @@ def test_samples_from_noise_drawn_ahead_are_the_same_bits():
             np.testing.assert_array_equal(dist.sample_with(n), dist.sample(k))
 
 
+@pytest.mark.slow
 def test_rollout_actions_are_the_policy_samples_of_each_step_key():
     module = PPO(PPOConfig(env="CartPole-v1", num_envs=2, num_steps=6))
     state = module.init_state(jax.random.key(0))
@@ -225,6 +226,7 @@ def fixed_ppo():
     return ppo, fresh, train.fn, evaluate.fn
 
 
+@pytest.mark.slow
 def test_ppo_reports_completed_episodes_only(fixed_ppo):
     # a 5-step rollout completes no episode; 25 steps complete 2 per env, each 10.
     _, fresh, train, _ = fixed_ppo
@@ -255,6 +257,7 @@ def test_ppo_replicas_stay_equal_over_4_devices(fixed_ppo):
     assert all(math.isfinite(v) for v in to_host(m).values())
 
 
+@pytest.mark.slow
 def test_ppo_targets_bootstrap_on_truncation(fixed_ppo):
     # truncation through the module: at the time limit the target is r + gamma V(final_obs).
     ppo = fixed_ppo[0]
@@ -356,6 +359,7 @@ def test_ppo_evaluation_uses_fresh_episodes(fixed_ppo):
     assert to_host(m) == {"eval/episode_return": 10.0, "eval/episode_length": 10.0}
 
 
+@pytest.mark.slow
 def test_ppo_continuous_actions_run_and_stay_finite():
     ppo = PPO(PPOConfig(env="Pendulum-v1", num_envs=2, num_steps=8, num_minibatches=2,
                         update_epochs=1, hidden_sizes=(8,), eval_episodes=2, total_updates=3))

@@ -90,6 +90,7 @@ print("done", t.global_step, t.env_steps, flush=True)
 """
 
 
+@pytest.mark.slow
 def test_external_sigterm_exits_143_and_rerun_with_last_finishes(tmp_path):
     root, out = str(tmp_path / "runs"), str(tmp_path / "final.npz")
     env = dict(os.environ, XLA_FLAGS=xla_flags(1), JAX_PLATFORMS="cpu")

@@ -76,6 +76,7 @@ t.fit(toys.EnvCounter())
 """
 
 
+@pytest.mark.slow
 def test_stdout_redirected_to_a_file_gets_plain_lines(tmp_path):
     """A real process whose stdout is a file, with an 80-column terminal in the
     environment (as a batch job inherits it)."""

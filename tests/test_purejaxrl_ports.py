@@ -62,6 +62,7 @@ def run(script, strategy, run_dir, steps=2):
     return module.network.shapes, jax.device_get(trainer.state[0].params), trainer
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", sorted(CASES))
 def test_port_on_two_devices_is_the_one_device_algorithm(script, run_dir):
     shapes, params, single = run(script, "single", run_dir)

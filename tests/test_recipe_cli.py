@@ -50,6 +50,7 @@ def leaf_keys(node, prefix=""):
     return [prefix[:-1]]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_ppo_command_line_checkpoints_wandb_config_and_final_evaluation(tmp_path):
     """Must-show 1 at a tiny budget: periodic checkpoints at steps 2, 4, 6, an
@@ -96,6 +97,7 @@ def test_ppo_command_line_checkpoints_wandb_config_and_final_evaluation(tmp_path
     assert state["best_model_path"] == str(run / "checkpoints" / "6")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_help_lists_every_key_with_its_doc_and_a_typo_is_one_line_with_exit_2(tmp_path):
     helped = subprocess.Popen([sys.executable, "recipes/ppo.py", "--help"], cwd=ROOT,
@@ -357,6 +359,7 @@ def test_callback_keys_are_read_from_the_signatures(run_dir, monkeypatch):
         tiny(run_dir, "callbacks.checkpoint.every=1")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_resume_takes_the_saved_config_and_refuses_or_applies_changed_settings(run_dir, capsys):
     """trainer.ckpt_path=last alone resumes with the run's saved settings; a changed

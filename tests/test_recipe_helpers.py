@@ -190,6 +190,7 @@ def test_a_new_trainer_argument_is_a_config_key_with_no_list_to_update():
     assert config.accepted_keys(Wider) == ("new_knob",)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_ppo_recipe_takes_another_yaml_with_config(run_dir, capsys, tmp_path):
     """Every recipe accepts ``--config FILE`` first (README), here a file holding

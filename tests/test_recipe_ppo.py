@@ -20,6 +20,7 @@ def recipe():
     return module
 
 
+@pytest.mark.slow
 def test_tiny_run_leaves_logs_and_a_checkpoint(run_dir, capsys):
     result = recipe().main([
         f"trainer.default_root_dir={run_dir}", "trainer.max_env_steps=1024",

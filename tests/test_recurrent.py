@@ -72,6 +72,7 @@ def trainer(run_dir, **kwargs) -> jt.Trainer:
                       **kwargs)
 
 
+@pytest.mark.slow
 def test_the_update_replays_the_rollouts_sequences_exactly():
     # Episodes end inside the rollout (CartPole without velocities, random
     # policy: about 20 steps), so carries are reset mid-sequence: the update's
@@ -94,6 +95,7 @@ def test_the_update_replays_the_rollouts_sequences_exactly():
         np.testing.assert_array_equal(after, last[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("core,expected", [("gru", 0.95), (None, 0.75)])
 def test_memory_learns_the_cue_a_memoryless_policy_cannot(core, expected):
     ppo = PPO(env=cue_env(), num_envs=16, num_steps=12, num_minibatches=2, lr=3e-3,
@@ -111,6 +113,7 @@ def test_memory_learns_the_cue_a_memoryless_policy_cannot(core, expected):
         assert ret <= expected          # a coin flip at the last step (0.5 expected)
 
 
+@pytest.mark.slow
 def test_recurrent_ppo_on_4_devices_replicas_resume_and_load_policy(run_dir):
     def module():
         return PPO(env="CartPole-v1-NoVelocity", num_envs=8, num_steps=16, num_minibatches=2,
@@ -156,6 +159,7 @@ def test_recurrent_ppo_on_4_devices_replicas_resume_and_load_policy(run_dir):
     assert int(batch_action[0]) == int(single_action)
 
 
+@pytest.mark.slow
 def test_a2c_takes_an_lstm_core_and_evaluates_with_it():
     a2c = A2C(env="CartPole-v1-NoVelocity", num_envs=4, num_steps=8, hidden_sizes=(8,),
               eval_episodes=4, bootstrap_truncation=False, network={"core": "lstm", "core_size": 8})
@@ -169,6 +173,7 @@ def test_a2c_takes_an_lstm_core_and_evaluates_with_it():
     assert 1 <= result["eval/episode_return"] <= 500
 
 
+@pytest.mark.slow
 def test_impala_learner_replays_the_behaviours_sequences():
     # policy_lag=0, one epoch of one minibatch: the learner's replay of the
     # rollout's sequences from their first carry gives the behaviour's own
@@ -190,6 +195,7 @@ def test_impala_learner_replays_the_behaviours_sequences():
     assert 1 <= result["eval/episode_return"] <= 500
 
 
+@pytest.mark.slow
 def test_a_sweep_keeps_a_carry_per_member_and_loads_a_members_recurrent_policy(run_dir):
     from jaxtrainer.population import Sweep
 
@@ -246,6 +252,7 @@ def test_observation_masks_and_memory_tasks_by_name():
         envs.make("Breakout-MinAtar", observation_mask=[0])
 
 
+@pytest.mark.slow
 def test_a_video_of_a_recurrent_policy_on_a_masked_env_draws_the_base_env(tmp_path):
     from jaxtrainer import render
     from jaxtrainer.policy import policy_spec

@@ -31,6 +31,7 @@ def sampled_ids(buffer, state, draws: int) -> np.ndarray:
     return np.asarray(batch.reward).ravel()
 
 
+@pytest.mark.slow
 def test_sampling_never_returns_unwritten_slots_and_covers_what_was_written():
     buffer = ReplayBuffer(capacity=12, batch_size=16, num_envs=3)   # 3 rows of 4 slots
     state = buffer.init(example())

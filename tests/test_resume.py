@@ -17,6 +17,7 @@ def _steps_logged(log_dir):
         return [(int(r["step"]), int(r["env_steps"]), r["loss"]) for r in csv.DictReader(f)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("devices", [1, 2])
 def test_eight_steps_straight_equal_four_save_resume_four(tmp_path, devices):
     strategy = "single" if devices == 1 else "pmap"
@@ -81,6 +82,7 @@ print("OK", {n})
 """
 
 
+@pytest.mark.slow
 def test_pmap_on_4_restores_on_2_and_1_in_fresh_processes(tmp_path):
     # written here (this process has 4 devices), read in processes with 2 and 1
     root, ref = str(tmp_path / "runs"), str(tmp_path / "ref.npz")

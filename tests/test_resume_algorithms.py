@@ -23,6 +23,7 @@ def _ppo():
                          num_minibatches=2, hidden_sizes=(16,), eval_episodes=4))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("strategy,devices", [("single", 1), ("pmap", 2)])
 def test_ppo_three_plus_three_equals_six(tmp_path, strategy, devices):
     # One straight run of 6 that also checkpoints at step 3; a fresh Trainer then
@@ -45,6 +46,7 @@ def test_ppo_three_plus_three_equals_six(tmp_path, strategy, devices):
             == [{k: v for k, v in r.items() if k not in drop} for r in want_rows])
 
 
+@pytest.mark.slow
 def test_population_trainer_two_plus_two_equals_four(tmp_path):
     from jaxtrainer.algorithms.es import FunctionES, sphere
     from jaxtrainer.population import PopulationTrainer
@@ -66,6 +68,7 @@ def test_population_trainer_two_plus_two_equals_four(tmp_path):
             == [{k: v for k, v in r.items() if k not in drop} for r in _rows(straight.log_dir)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["pbt", "cem_rl"])
 def test_evolutionary_rl_two_plus_two_equals_four(tmp_path, name):
     """PBT (exploit and explore every step, members on 2 devices) and CEM-RL

@@ -31,6 +31,7 @@ _RUN = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_three_processes_started_at_one_instant_get_three_run_directories(tmp_path):
     root, go = tmp_path / "runs", tmp_path / "go"
     env = {**os.environ, "XLA_FLAGS": xla_flags(1), "JAX_PLATFORMS": "cpu"}
@@ -98,6 +99,7 @@ def test_resume_with_the_budget_already_spent_changes_nothing_and_says_why(run_d
     toys.assert_trees_equal(again.state, first.state)  # the checkpoint's state is loaded
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_run_in_use_by_another_process_refuses_a_second_resume_and_writes_nothing(
         tmp_path, monkeypatch):

@@ -67,6 +67,7 @@ def test_squashed_gaussian_log_prob_is_the_change_of_variables():
     assert np.all(np.abs(np.asarray(many) - np.asarray(bias)) <= np.asarray(scale))
 
 
+@pytest.mark.slow
 def test_sac_temperature_falls_toward_the_entropy_target_and_replicas_agree_on_4_devices():
     # The initial policy's entropy is above -1, so 60 updates must lower alpha from 1.
     sac = SAC(SACConfig(gamma=0.0, **{**TINY, "batch_size": 32, "buffer_size": 256}))
@@ -82,6 +83,7 @@ def test_sac_temperature_falls_toward_the_entropy_target_and_replicas_agree_on_4
     assert set(m) >= {"loss/critic", "loss/actor", "loss/alpha", "alpha", "entropy"}
 
 
+@pytest.mark.slow
 def test_td3_target_policy_smoothing_is_clipped():
     td3 = TD3(TD3Config(policy_noise=10.0, noise_clip=0.25, **TINY))
     state = SingleDeviceStrategy().init_state(td3, jax.random.key(0))
@@ -94,6 +96,7 @@ def test_td3_target_policy_smoothing_is_clipped():
     assert np.all(np.abs(smooth) <= 2.0)
 
 
+@pytest.mark.slow
 def test_td3_delays_actor_and_target_updates():
     td3 = TD3(TD3Config(policy_delay=3, **TINY))
     state = jax.jit(td3.init_state)(jax.random.key(0))              # one device, no mesh
@@ -127,6 +130,7 @@ def test_td3_delays_actor_and_target_updates():
     assert int(c3.updates) == 3
 
 
+@pytest.mark.slow
 def test_td3_replicas_stay_equal_over_4_devices():
     td3 = TD3(TD3Config(**TINY))
     td3.validate(4)
@@ -147,6 +151,7 @@ def test_continuous_modules_reject_discrete_envs():
         TD3(TD3Config(env="CartPole-v1", **TINY))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sac_runs_a_few_updates_on_a_brax_env():
     from jaxtrainer import envs
@@ -161,6 +166,7 @@ def test_sac_runs_a_few_updates_on_a_brax_env():
     assert m["train/episode_length"] <= 10
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["sac", "td3"])
 def test_recipe_tiny_run_on_4_devices(name, run_dir, capsys):
     from test_dqn import run_recipe
@@ -253,6 +259,7 @@ class ConstantSAC(SAC):
         return new.replace(hyperparams=carry.hyperparams), losses
 
 
+@pytest.mark.slow
 def test_sac_with_config_hyperparams_is_the_constant_program_bit_for_bit():
     """5 steps (10 updates) of the default SAC: traced hyperparameters equal to
     the config's give exactly the numbers of the constant program (XLA:CPU fuses

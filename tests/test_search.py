@@ -128,6 +128,7 @@ def test_bad_searches_are_clear_errors(kwargs, match):
 
 
 # ---- one program, rungs, history ---------------------------------------------------
+@pytest.mark.slow
 def test_one_compile_and_the_worst_half_stops_at_each_rung(runs):
     search, trainer = runs["one"]
     assert runs["compiles"] == [] and set(trainer.compile_seconds) == {"train", "eval"}
@@ -295,6 +296,7 @@ def optuna_fit(root, ckpt_path=None, callbacks=(), devices="auto", vectorize=Tru
     return search, trainer, optuna_cb
 
 
+@pytest.mark.slow
 def test_optuna_rounds_resume_after_sigterm_and_a_move_without_asking_twice(tmp_path):
     """3 rounds of 4 trials (and 2 more a round, for the slots the rung frees):
     SIGTERM in round 0; the run directory is moved; the resumed run tells what
@@ -338,6 +340,7 @@ def test_optuna_rounds_resume_after_sigterm_and_a_move_without_asking_twice(tmp_
 
 
 # ---- reports: plot, eval --member best, run identity -----------------------------------
+@pytest.mark.slow
 def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     """A recipe's random search (4 members, 3 updates each): `jaxtrainer plot RUN`
     draws its trials, `jaxtrainer eval RUN --member best` evaluates the member
@@ -375,6 +378,7 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     assert mean == pytest.approx(result["eval/episode_return"])
 
 
+@pytest.mark.slow
 def test_an_optuna_search_on_four_devices_equals_one_device(tmp_path):
     """Members one after another (vectorize=False; 6 members, 2 a device over 4
     with padding), told their training fitness: the same trials are asked and
@@ -409,6 +413,7 @@ def test_a_space_over_a_value_that_is_not_traced_is_refused_before_compiling():
 
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_optuna_or_an_env_family_not_installed_is_one_line_and_writes_nothing(tmp_path):
     """Without the search (or marl) extra: one line naming it, status 2, no run directory."""
@@ -446,6 +451,7 @@ def test_a_storage_that_cannot_open_is_one_line_and_writes_nothing(tmp_path, cap
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_an_evolution_strategy_searches_its_learning_rate_and_std(tmp_path, capsys):
     """`openes` with a search: each member a whole ES run (8 solutions a
     generation), one training step a generation of every member; one compile;

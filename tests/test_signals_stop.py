@@ -90,6 +90,7 @@ def _no_partial(root):
     assert left == [] and tmp == [], (left, tmp)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_recipe_first_sigint_during_compile_names_it_and_second_ends_it_at_once(tmp_path):
     root = tmp_path / "runs"
@@ -137,6 +138,7 @@ t.fit(toys.Regression(per_device=False, big={big}))
 BIG = 1 << 21  # 8 MB written every step
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("grace", [signals.GRACE_SECONDS, 0.0])
 def test_second_sigint_during_training_keeps_the_last_checkpoint_and_no_partial_write(tmp_path, grace):
@@ -216,6 +218,7 @@ def test_a_stuck_cleanup_ends_at_the_deadline_and_a_third_signal_at_once(tmp_pat
         assert signals.DEADLINE_SECONDS - 0.3 < seconds < SECOND_SIGNAL_SECONDS, seconds
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("signum,during", [
     (signal.SIGINT, "compiling the evaluation program ..."),  # XLA compiles in the main thread

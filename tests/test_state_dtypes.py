@@ -166,6 +166,7 @@ print("RESULTS " + json.dumps(results))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_every_shipped_algorithm_runs_under_x64(tmp_path):
     """One interpreter with jax_enable_x64 set before jax loads: the widening toy

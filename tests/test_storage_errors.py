@@ -73,6 +73,7 @@ def complete_rows(path: Path) -> list[int]:
     return [int(r[0]) for r in rows[1:]]
 
 
+@pytest.mark.slow
 def test_a_read_only_root_is_one_line_and_creates_nothing(tmp_path):
     read_only = tmp_path / "read_only"
     read_only.mkdir()
@@ -91,6 +92,7 @@ def test_a_read_only_root_is_one_line_and_creates_nothing(tmp_path):
     assert list(read_only.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_a_checkpoint_is_one_line_and_leaves_no_temporary_directory(tmp_path):
     """The first checkpoint (step 2, written in the background) cannot be written
     (its array metadata is larger than the limit); the save of step 4 finds it."""
@@ -104,6 +106,7 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_leaves_no_temporary_directo
     assert complete_rows(run / "metrics.csv") == [2, 4, 4]  # the last step's evaluation too
 
 
+@pytest.mark.slow
 def test_a_full_disk_for_the_event_file_keeps_the_metrics_written_so_far(tmp_path):
     from tensorboard.backend.event_processing import event_accumulator
 

@@ -122,6 +122,7 @@ def test_unknown_hyperparameter_or_metric_is_rejected_before_compiling():
 
 
 # ---- training: one program, reproducibility, layouts ------------------------------
+@pytest.mark.slow
 def test_one_compile_trains_every_member_with_its_own_hyperparameters(runs):
     sweep, trainer = runs["map1"]
     assert runs["compiles"] == [] and set(trainer.compile_seconds) == {"train"}
@@ -290,6 +291,7 @@ def test_a_members_policy_params_are_that_members(runs):
         params_of(runs["single"][0], runs["single"][1].state, member=0)
 
 
+@pytest.mark.slow
 def test_resume_and_progress_count_env_steps_per_member(tmp_path, capsys):
     """A sweep's budget is per member in a recipe; what is printed counts the
     same way (the Trainer's counters stay the totals)."""

@@ -116,6 +116,7 @@ def test_same_seed_same_run_different_seed_different_run(run_dir):
     assert not np.array_equal(a[0], c[0])
 
 
+@pytest.mark.slow
 def test_eager_mode_matches_compiled(run_dir):
     compiled = jt.Trainer(strategy="single", max_steps=1, default_root_dir=run_dir, **QUIET)
     compiled.fit(Regression(optimizer="sgd"))

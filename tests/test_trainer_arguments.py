@@ -145,7 +145,8 @@ def test_devices_beyond_the_machine_fail_before_compiling_or_writing(run_dir, mo
 @pytest.mark.parametrize("name", SWITCHES)
 @pytest.mark.parametrize("value", ["flase", "wandb", "true", 100, 1, 0, None, 1.0])
 def test_switches_take_real_bools_only(name, value, run_dir):
-    expected = r"expected True, False or 'auto'" if name == "run_ahead" else r"expected True or False"
+    expected = (r"expected True, False or 'auto'" if name in ("run_ahead", "compile_evaluation_ahead")
+                else r"expected True or False")
     with pytest.raises(ValueError) as info:
         jt.Trainer(max_steps=1, default_root_dir=run_dir, **{**QUIET, name: value})
     assert str(info.value).startswith(f"{name}={value!r}: ")
@@ -269,6 +270,7 @@ def test_population_recipe_rejects_bad_trainer_values_before_writing_anything(ru
     assert not run_dir.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_ppo_recipe_with_devices_index_list_runs_on_that_one_device(tmp_path):
     """``python recipes/ppo.py trainer.devices=[0]`` (it used to end in

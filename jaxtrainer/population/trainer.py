@@ -232,7 +232,7 @@ class PopulationTrainer(Trainer):
                  default_root_dir: str | os.PathLike = "runs", jit: bool = True,
                  enable_progress_bar: bool = True, enable_checkpointing: bool = True,
                  logger: bool = True, run_ahead: bool | str = "auto",
-                 sync_every_n_seconds: float | None = 1.0, compile_evaluation_ahead: bool = True,
+                 sync_every_n_seconds: float | None = 1.0, compile_evaluation_ahead: bool | str = "auto",
                  compilation_cache: bool | str | os.PathLike | None = None) -> None:
         # Checked here under their own names; the Trainer checks everything it is passed.
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
