@@ -21,7 +21,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments, module_record, run_kind
+from jaxtrainer import arguments, fit_setup, module_record
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer import metrics as metrics_lib
@@ -29,7 +29,7 @@ from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.callbacks.progress import RichProgressBar
-from jaxtrainer.checkpoint import run_lock, runs, trainer_state
+from jaxtrainer.checkpoint import run_lock, trainer_state
 from jaxtrainer.compile_ahead import Programs
 from jaxtrainer.distributed import keys
 from jaxtrainer.fit_loop import FitLoop, signals_and_phases
@@ -39,7 +39,6 @@ from jaxtrainer.planner import IntervalPlanner, budget_in_steps
 from jaxtrainer.signals import Preempted
 from jaxtrainer.strategies import Strategy, resolve
 from jaxtrainer.strategies.base import DevicesArg
-from jaxtrainer.strategies.layout import LeafLayout
 from jaxtrainer.strategies.program import MAX_INTERVALS_PER_CALL
 
 __all__ = ["Preempted", "Trainer"]
@@ -434,56 +433,22 @@ class Trainer:
                              "max_env_steps (a trainer without one can only evaluate)")
         self.prepare(module)
         refuse_unlogged_evaluation_monitors(self, module)
-        resume = trainer_state.resolve_ckpt_path(ckpt_path, self.default_root_dir, self.strategy,
-                                                 run_kind.acceptor_of(module)) \
-            if ckpt_path is not None else None
+        resume, step = fit_setup.resolve_resume(self, module, ckpt_path)
         self.ckpt_path = os.fspath(resume) if resume is not None else None
         self.global_step, self.env_steps, self.should_stop, self.stop_reason = 0, 0, False, None
         self.state_is_valid, self.received_signal, self.callback_metrics = True, None, {}
         self.state_ahead = self.more_metrics_pending = False
-        step = 0
-        if resume is not None:
-            step = trainer_state.check_env_steps(resume, self.env_steps_per_step, type(module).__name__)
-            self.log_dir = os.fspath(resume.parent.parent)
-            if step >= self.max_steps:  # load the state, say why, run and write nothing
-                self.restore_checkpoint(module, resume)
-                return trainer_state.report_budget_spent(self, resume, step, counted_members(module))
-        else:  # process 0 reserves a new run directory; every process uses it
-            self.log_dir = self.strategy.broadcast(
-                runs.new_run_dir(self.default_root_dir) if self.is_global_zero else "")
-        lock = self._lock_run_dir()
+        if resume is not None and step >= self.max_steps:  # load the state, say why, write nothing
+            self.restore_checkpoint(module, resume)
+            return trainer_state.report_budget_spent(self, resume, step, counted_members(module))
+        lock = fit_setup.lock_run_dir(self)
         try:
-            self._fit_in_run_dir(module, resume, step)
+            fit_setup.announce(self, module, resume, step)
+            with signals_and_phases(self):
+                self._run(module, resume)
+            self.call_hook("teardown", module, "fit")
         finally:
             run_lock.release(lock)
-
-    def _lock_run_dir(self) -> Path | None:
-        """Process 0 takes the run directory's lock; every process raises when
-        another process owns the directory (:mod:`jaxtrainer.checkpoint.run_lock`)."""
-        lock, refused = None, ""
-        if self.is_global_zero:
-            try:
-                lock = run_lock.acquire(self.log_dir)
-            except run_lock.RunInUseError as e:
-                refused = str(e)
-        refused = self.strategy.broadcast(refused)
-        if refused:
-            raise run_lock.RunInUseError(refused)
-        return lock
-
-    def _fit_in_run_dir(self, module: Module, resume: Path | None, step: int) -> None:
-        if resume is None and self.is_global_zero:  # how `jaxtrainer eval` and load_policy rebuild the module
-            module_record.write(self.log_dir, module)
-            run_kind.write_members(self.log_dir, module)
-        if self.is_global_zero:
-            cache = f"; compilation cache {self.compilation_cache_dir}" if self.compilation_cache_dir else ""
-            print(f"jaxtrainer: {self.strategy.describe()}; run directory {self.log_dir}{cache}",
-                  flush=True)
-            if resume is not None:
-                trainer_state.report_resume(self, resume, step, counted_members(module))
-        with signals_and_phases(self):
-            self._run(module, resume)
-        self.call_hook("teardown", module, "fit")
 
     def _run(self, module: Module, resume: Path | None) -> None:
         """setup -> (restore | init) -> on_fit_start -> train -> on_fit_end; on
@@ -513,7 +478,7 @@ class Trainer:
             self._call_all_safely("teardown", module, "fit")
             if isinstance(exc, Preempted) and self.is_global_zero:
                 print(f"jaxtrainer: {exc}. Loggers are closed. Resume with "
-                      f"{self._resume_hint(exc.checkpoint)}.", file=sys.stderr, flush=True)
+                      f"{fit_setup.resume_hint(self, exc.checkpoint)}.", file=sys.stderr, flush=True)
             raise
 
     def _evaluates_ahead(self) -> bool:
@@ -523,13 +488,6 @@ class Trainer:
         if self.compile_evaluation_ahead == "auto":
             return self.eval_every_n_steps is not None
         return bool(self.compile_evaluation_ahead)
-
-    def _resume_hint(self, checkpoint: str) -> str:
-        """How to resume, in the form the user launched with (see ``resume_hint``)."""
-        if self.resume_hint is None:
-            return (f"fit(..., ckpt_path='last') (default_root_dir={self.default_root_dir!r}) "
-                    f"or ckpt_path={checkpoint!r}")
-        return self.resume_hint.format(checkpoint=checkpoint, default_root_dir=self.default_root_dir)
 
     # -------------------------------------------------------------- evaluate
     def run_evaluation(self, module: Module) -> dict[str, float]:
@@ -569,21 +527,9 @@ class Trainer:
         """
         self.prepare(module)
         if ckpt_path is not None:
-            self.restore_checkpoint(module, trainer_state.resolve_ckpt_path(
-                ckpt_path, self.default_root_dir, self.strategy, run_kind.acceptor_of(module)))
+            self.restore_checkpoint(module, fit_setup.checkpoint_of(self, module, ckpt_path))
         elif self._state is None:
             self._init_state(module)
         else:
-            self._state = self._adopt(module, self._state)
+            self._state = fit_setup.adopt(self, module, self._state)
         return self.run_evaluation(module)
-
-    def _adopt(self, module: Module, state: Any) -> Any:
-        """``state`` in ``module``'s tree structure: another instance of the module
-        that made it may hold equal leaves under other static metadata (a flax
-        TrainState's optimizer functions are new objects in each instance)."""
-        want = jax.tree.structure(self.strategy.state_layout(module),
-                                  is_leaf=lambda x: isinstance(x, LeafLayout))
-        leaves = jax.tree.leaves(state)
-        if jax.tree.structure(state) == want or len(leaves) != want.num_leaves:
-            return state
-        return jax.tree.unflatten(want, leaves)

@@ -1,0 +1,112 @@
+"""What ``Trainer.fit`` does before its first hook: the run directory.
+
+:func:`open_run` resolves ``ckpt_path`` (or reserves a new ``version_N`` on
+process 0), takes the directory's lock (:mod:`jaxtrainer.checkpoint.run_lock`)
+and records and announces the run; :func:`resume_hint` is how a preemption
+message says to resume. Every function takes the Trainer and acts for it on
+every process (process 0 writes, the others learn the result by broadcast).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jax
+
+from jaxtrainer import module_record, run_kind
+from jaxtrainer.checkpoint import run_lock, runs, trainer_state
+from jaxtrainer.module import Module, counted_members
+from jaxtrainer.strategies.layout import LeafLayout
+
+if TYPE_CHECKING:
+    from jaxtrainer.trainer import Trainer
+
+
+def resolve_resume(trainer: Trainer, module: Module,
+                   ckpt_path: str | os.PathLike | None) -> tuple[Path | None, int]:
+    """``(checkpoint step directory or None, its step)``; sets ``log_dir`` to
+    the resumed run, or to a new run directory reserved by process 0.
+
+    Raises:
+      FileNotFoundError, ValueError: from
+        :func:`jaxtrainer.checkpoint.trainer_state.resolve_ckpt_path` and
+        :func:`~jaxtrainer.checkpoint.trainer_state.check_env_steps`.
+    """
+    if ckpt_path is None:
+        trainer.log_dir = trainer.strategy.broadcast(
+            runs.new_run_dir(trainer.default_root_dir) if trainer.is_global_zero else "")
+        return None, 0
+    resume = checkpoint_of(trainer, module, ckpt_path)
+    step = trainer_state.check_env_steps(resume, trainer.env_steps_per_step, type(module).__name__)
+    trainer.log_dir = os.fspath(resume.parent.parent)
+    return resume, step
+
+
+def checkpoint_of(trainer: Trainer, module: Module, ckpt_path: str | os.PathLike) -> Path:
+    """The checkpoint step directory ``ckpt_path`` names for ``module``
+    (``"last"``, ``"best"``, a run's ``checkpoints`` folder or a step directory;
+    resolved on process 0, broadcast to the others).
+
+    Raises:
+      FileNotFoundError: it names no checkpoint.
+      ValueError: ``"best"`` where no best checkpoint was recorded.
+    """
+    return trainer_state.resolve_ckpt_path(ckpt_path, trainer.default_root_dir, trainer.strategy,
+                                           run_kind.acceptor_of(module))
+
+
+def lock_run_dir(trainer: Trainer) -> Path | None:
+    """Process 0 takes the run directory's lock; every process raises when
+    another process owns the directory.
+
+    Raises:
+      jaxtrainer.checkpoint.run_lock.RunInUseError: another live process owns it.
+    """
+    lock, refused = None, ""
+    if trainer.is_global_zero:
+        try:
+            lock = run_lock.acquire(trainer.log_dir)
+        except run_lock.RunInUseError as e:
+            refused = str(e)
+    refused = trainer.strategy.broadcast(refused)
+    if refused:
+        raise run_lock.RunInUseError(refused)
+    return lock
+
+
+def announce(trainer: Trainer, module: Module, resume: Path | None, step: int) -> None:
+    """On process 0: a new run records how to rebuild its module (what
+    ``jaxtrainer eval`` and ``load_policy`` read); print the strategy, the run
+    directory and, resuming, the checkpoint and its step."""
+    if not trainer.is_global_zero:
+        return
+    if resume is None:
+        module_record.write(trainer.log_dir, module)
+        run_kind.write_members(trainer.log_dir, module)
+    cache = f"; compilation cache {trainer.compilation_cache_dir}" if trainer.compilation_cache_dir else ""
+    print(f"jaxtrainer: {trainer.strategy.describe()}; run directory {trainer.log_dir}{cache}",
+          flush=True)
+    if resume is not None:
+        trainer_state.report_resume(trainer, resume, step, counted_members(module))
+
+
+def resume_hint(trainer: Trainer, checkpoint: str) -> str:
+    """How to resume, in the form the user launched with (``trainer.resume_hint``)."""
+    if trainer.resume_hint is None:
+        return (f"fit(..., ckpt_path='last') (default_root_dir={trainer.default_root_dir!r}) "
+                f"or ckpt_path={checkpoint!r}")
+    return trainer.resume_hint.format(checkpoint=checkpoint, default_root_dir=trainer.default_root_dir)
+
+
+def adopt(trainer: Trainer, module: Module, state: Any) -> Any:
+    """``state`` in ``module``'s tree structure: another instance of the module
+    that made it may hold equal leaves under other static metadata (a flax
+    TrainState's optimizer functions are new objects in each instance)."""
+    want = jax.tree.structure(trainer.strategy.state_layout(module),
+                              is_leaf=lambda x: isinstance(x, LeafLayout))
+    leaves = jax.tree.leaves(state)
+    if jax.tree.structure(state) == want or len(leaves) != want.num_leaves:
+        return state
+    return jax.tree.unflatten(want, leaves)
