@@ -149,6 +149,8 @@ class FitLoop:
         # the first interval's time starts before its dispatch: a program with
         # host work (an env stepped in Python, an ordered callback) runs inside
         # the dispatch itself, and its rates would otherwise count none of it
+        if plan:  # compiles end at different times: the processes start the program together
+            t.rendezvous("training")
         last_time = time.perf_counter()
         current = self.dispatch(program, train_key, t.global_step, plan) if plan else None
         t.programs.training_dispatched()

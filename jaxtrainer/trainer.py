@@ -228,6 +228,7 @@ class Trainer:
         self.state_is_valid, self.state_ahead, self.more_metrics_pending = True, False, False
         self.received_signal: int | None = None
         self.callback_metrics: dict[str, float] = {}
+        self.rendezvous_count = 0  # how many rendezvous this Trainer held (their names differ)
 
     # ------------------------------------------------------------------ info
     @property
@@ -309,6 +310,12 @@ class Trainer:
                       f"error:\n{traceback.format_exc()}", file=sys.stderr)
 
     # ---------------------------------------------------------------- state
+    def rendezvous(self, what: str) -> None:
+        """With several processes, wait for every process here before the first
+        collective of ``what`` (:meth:`Strategy.rendezvous`)."""
+        self.rendezvous_count += 1
+        self.strategy.rendezvous(f"jaxtrainer {self.log_dir} {what} {self.rendezvous_count}")
+
     @property
     def has_budget(self) -> bool:
         """Whether ``max_steps`` or ``max_env_steps`` is set (``fit`` needs one)."""
@@ -503,6 +510,7 @@ class Trainer:
                              "evaluate (Trainer.evaluate, eval_every_n_steps)")
         key = keys.sub_key(keys.stream_key(self._root_key, keys.EVAL_STREAM), self.global_step)
         program = self.programs.evaluation(module, self._state, key)
+        self.rendezvous("evaluation")  # the processes enter its collectives together
         result = metrics_lib.to_host(program.fn(self._state, key))
         result.update(step=self.global_step, env_steps=self.env_steps)
         self.callback_metrics.update(result)

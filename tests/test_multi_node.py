@@ -222,6 +222,19 @@ def test_population_fitness_bitwise_equal_to_one_process_one_device(two_process_
 
 
 @pytest.mark.slow
+@pytest.mark.slow
+def test_a_rank_35_s_late_to_the_first_collective_still_trains(tmp_path):
+    """Rank 1 reaches the training program 35 s after rank 0 (it compiled slower,
+    or a hook was busy). XLA's CPU collectives give up after 30 s whatever
+    --timeout says (``Gloo context initialization failed: DEADLINE_EXCEEDED``);
+    the ranks now meet before the program starts, within --timeout."""
+    proc = subprocess.run(launch_cmd("late", str(tmp_path), timeout=120), cwd=tmp_path,
+                          env=env_for(), capture_output=True, text=True, timeout=HARD_TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(ln for ln in proc.stdout.splitlines() if "done at step" in ln) == [
+        "[rank 0] done at step 4", "[rank 1] done at step 4"]
+
+
 def test_killing_rank_1_mid_run_stops_the_launcher_and_every_process(tmp_path):
     proc = subprocess.Popen(launch_cmd("forever", str(tmp_path), timeout=5), cwd=tmp_path,
                             env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -168,6 +168,21 @@ def forever(out):
     trainer.fit(Toy())
 
 
+def late(out):
+    """Rank 1 reaches the training program 35 s after rank 0: longer than XLA's
+    CPU collectives (gloo) wait for a peer, shorter than the launch timeout."""
+    class Late(jt.Callback):
+        def on_fit_start(self, trainer, module):
+            if jd.process_index() == 1:
+                time.sleep(35)
+
+    trainer = jt.Trainer(strategy="multi_node", max_steps=4, log_every_n_steps=2,
+                         default_root_dir=os.path.join(out, "runs"), callbacks=[Late()],
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    trainer.fit(Toy())
+    print(f"done at step {trainer.global_step}", flush=True)
+
+
 if __name__ == "__main__":
     mode, out, *rest = sys.argv[1:]
     # What rank 1 creates is unreadable to others (mode 600/700, tensorstore's files
@@ -183,5 +198,7 @@ if __name__ == "__main__":
         population(out)
     elif mode == "forever":
         forever(out)
+    elif mode == "late":
+        late(out)
     else:
         raise SystemExit(f"unknown mode {mode!r}")

@@ -436,6 +436,36 @@ def _broadcast_str(value: str | None) -> str:
     return bytes(out[:length]).decode()
 
 
+def rendezvous(name: str, timeout: float | None = None) -> None:
+    """Block until every process has reached the rendezvous called ``name``,
+    through ``jax.distributed``'s coordination service (no collective runs).
+
+    Call it right before a program's first collective: XLA's CPU collectives
+    (gloo) give up after 30 s when one process enters a collective that long
+    before another (one compiled faster, one was busy in a hook), whatever the
+    launcher's timeout; after a rendezvous the processes enter it together.
+    ``name`` must be new to this run and the same on every process.
+
+    Args:
+      name: the rendezvous's id.
+      timeout: seconds to wait for the other processes
+        (default: ``JAXTRAINER_INIT_TIMEOUT``, else 300).
+
+    Raises:
+      RuntimeError: (``XlaRuntimeError``, DEADLINE_EXCEEDED) a process did not
+        arrive in time. No-op in a single process.
+    """
+    if jax.process_count() == 1:
+        return
+    from jax._src import distributed as jax_distributed  # the client orbax waits on too
+
+    client = jax_distributed.global_state.client
+    if client is None:
+        return
+    seconds = timeout if timeout is not None else (_env_int(ENV_INIT_TIMEOUT) or DEFAULT_INIT_TIMEOUT)
+    client.wait_at_barrier(name, timeout_in_ms=int(seconds * 1000))
+
+
 def broadcast_from_zero(value: Any) -> Any:
     """Process 0's ``value`` on every process.
 

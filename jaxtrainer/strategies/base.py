@@ -25,7 +25,7 @@ from jaxtrainer import arguments
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import AXIS_NAME
 from jaxtrainer.distributed.axis import size_probe
-from jaxtrainer.distributed.process import broadcast_from_zero
+from jaxtrainer.distributed.process import broadcast_from_zero, rendezvous
 from jaxtrainer.module import Module
 from jaxtrainer.strategies import dependence, program
 from jaxtrainer.strategies import layout as layout_lib
@@ -118,6 +118,13 @@ class Strategy(abc.ABC):
         pytree of arrays of the same shapes everywhere); ``value`` itself with one
         process. A collective: every process calls it (as Fabric's ``broadcast``)."""
         return broadcast_from_zero(value) if self.process_count > 1 else value
+
+    def rendezvous(self, name: str) -> None:
+        """Every process waits here for the others (through the coordination
+        service, not a collective; :func:`jaxtrainer.distributed.process.rendezvous`)
+        before a program's first collective. Nothing happens with one process."""
+        if self.process_count > 1:
+            rendezvous(name)
 
     def all_gather_host(self, value: np.ndarray) -> np.ndarray:
         """Every process's ``value`` (a small host array, same shape everywhere)
