@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from jaxtrainer import compile_ahead, eval_cli, render, signals
+from jaxtrainer import compile_ahead, eval_cli, eval_run, render, signals
 from jaxtrainer.storage import StorageError
 
 
@@ -54,7 +54,7 @@ def test_the_numbers_are_printed_before_a_video_write_error(monkeypatch, tmp_pat
         raise StorageError(f"could not write the video {tmp_path / 'v.gif'}: [Errno 27] "
                            "File too large")
 
-    monkeypatch.setattr(eval_cli, "evaluate_run", evaluate_run)
+    monkeypatch.setattr(eval_run, "evaluate_run", evaluate_run)
     code = eval_cli.main(["run", "--video", str(tmp_path / "v.gif")])
     out, err = capsys.readouterr()
     assert code == 2

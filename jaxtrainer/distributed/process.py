@@ -457,13 +457,10 @@ def rendezvous(name: str, timeout: float | None = None) -> None:
     """
     if jax.process_count() == 1:
         return
-    from jax._src import distributed as jax_distributed  # the client orbax waits on too
+    from orbax.checkpoint import multihost  # the coordination-service barrier orbax waits on
 
-    client = jax_distributed.global_state.client
-    if client is None:
-        return
     seconds = timeout if timeout is not None else (_env_int(ENV_INIT_TIMEOUT) or DEFAULT_INIT_TIMEOUT)
-    client.wait_at_barrier(name, timeout_in_ms=int(seconds * 1000))
+    multihost.get_barrier_sync_fn()(key=name, timeout_ms=int(seconds * 1000))
 
 
 def broadcast_from_zero(value: Any) -> Any:
