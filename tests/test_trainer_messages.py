@@ -121,8 +121,12 @@ def test_ckpt_path_best_in_evaluate_fit_and_resolve_checkpoint(run_dir, capsys):
 def test_ckpt_path_best_without_monitor_is_a_clear_error(run_dir):
     _best_run(run_dir, monitor=False)
     with pytest.raises(ValueError, match=r"ckpt_path='best': the checkpoint .*/6 records no best "
-                                         r"checkpoint: its ModelCheckpoint had no monitor"):
+                                         r"checkpoint: its ModelCheckpoint had no monitor") as info:
         jt.Trainer(default_root_dir=run_dir, **QUIET).evaluate(toys.Regression(), ckpt_path="best")
+    # the way out it names is one ckpt_path takes (a step number alone is not a path)
+    suggested = str(info.value).split("pass 'last' or a checkpoint directory, e.g. ")[1].split(" (")[0]
+    assert jt.Trainer(default_root_dir=run_dir, **QUIET).evaluate(
+        toys.Regression(), ckpt_path=suggested)["step"] == 6
     with pytest.raises(FileNotFoundError, match=r"ckpt_path='best': no checkpoint under"):
         trainer_state.resolve_ckpt_path("best", run_dir / "nothing")
 

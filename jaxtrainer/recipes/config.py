@@ -89,7 +89,9 @@ def _check_key(base: DictConfig, dotted: str, source: str = "") -> None:
     for part in dotted.split("."):
         if not isinstance(node, DictConfig) or part not in node:
             where = ".".join(walked) or "<top level>"
-            choices = ", ".join(sorted(str(k) for k in node)) if isinstance(node, DictConfig) else "none"
+            taken_before = [resume.KEY.split(".", 1)[1]] if where == "trainer" else []  # not in the YAML
+            choices = (", ".join(sorted([*(str(k) for k in node), *taken_before]))
+                       if isinstance(node, DictConfig) else "none")
             known = _leaf_keys(base) + [str(k) for k in base] + components.known_keys()
             raise ValueError(f"{source}unknown config key {dotted!r}: {where} has keys: {choices}"
                              + (_near_in_section(walked, part, node) or same_name(dotted, known)
