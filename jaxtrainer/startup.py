@@ -73,13 +73,3 @@ def begin(prog: str) -> None:
     if not _GUARD:
         guard = signals.StopOnSignal(prefix=prog)
         _GUARD.append(guard.__enter__())  # left only when the process ends
-
-
-def script(recipe: str) -> None:
-    """The ``__main__`` of ``recipes/<recipe>.py``: :func:`begin`, then the
-    recipe as a command (:func:`jaxtrainer.recipes.fit.script`)."""
-    prog = sys.argv[0]
-    begin(prog)
-    from jaxtrainer.recipes import fit  # the heavy imports, after the guard
-
-    fit.script(recipe, sys.argv[1:], prog=prog)

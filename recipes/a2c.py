@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from jaxtrainer import startup  # imports no JAX: Ctrl-C is taken from the first line
+from jaxtrainer.recipes import script  # imports no JAX: Ctrl-C is taken from the first line
 
 
 def main(argv: list[str]) -> dict[str, float]:
@@ -16,4 +16,4 @@ def main(argv: list[str]) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    startup.script("a2c")  # a bad config: one line, status 2; Ctrl-C while starting: one line
+    script.main("a2c")  # a bad config: one line, status 2; Ctrl-C while starting: one line

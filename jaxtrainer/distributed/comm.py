@@ -3,18 +3,13 @@ jaxtrainer.distributed.comm import psum, unpmap`` where EvoRL's code writes
 ``from evorl.distributed.comm import psum, unpmap``. The functions are
 :mod:`jaxtrainer.compat.evorl.comm`'s."""
 
-from jaxtrainer.compat.evorl.comm import (
-    all_gather,
-    get_global_ranks,
-    get_process_id,
-    is_dist_initialized,
-    pmax,
-    pmean,
-    pmin,
-    psum,
-    split_key_to_devices,
-    unpmap,
-)
+from jaxtrainer.distributed.forwarding import forward
 
-__all__ = ["all_gather", "get_global_ranks", "get_process_id", "is_dist_initialized", "pmax",
-           "pmean", "pmin", "psum", "split_key_to_devices", "unpmap"]
+EVORL_NAMES = (
+    "all_gather", "get_global_ranks", "get_process_id", "is_dist_initialized", "pmax",
+    "pmean", "pmin", "psum", "split_key_to_devices", "unpmap")
+"""EvoRL's names at this path."""
+__all__ = list(EVORL_NAMES)
+
+__getattr__, __dir__ = forward(
+    "jaxtrainer.compat.evorl.comm", [n for n in __all__ if n not in globals()], __name__)

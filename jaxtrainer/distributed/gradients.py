@@ -6,7 +6,12 @@ jaxtrainer's own one-call ``gradient_update`` and ``local_copy`` are in
 :mod:`jaxtrainer.distributed.gradient_step` (``local_copy`` is importable from
 here as well)."""
 
-from jaxtrainer.compat.evorl.gradients import agent_gradient_update, gradient_update, loss_and_pgrad
-from jaxtrainer.distributed.gradient_step import local_copy
+from jaxtrainer.distributed.forwarding import forward
 
-__all__ = ["agent_gradient_update", "gradient_update", "local_copy", "loss_and_pgrad"]
+EVORL_NAMES = (
+    "agent_gradient_update", "gradient_update", "local_copy", "loss_and_pgrad")
+"""The names at this path (EvoRL's; ``local_copy`` is jaxtrainer's own)."""
+__all__ = list(EVORL_NAMES)
+
+__getattr__, __dir__ = forward(
+    "jaxtrainer.compat.evorl.gradients", [n for n in __all__ if n not in globals()], __name__)

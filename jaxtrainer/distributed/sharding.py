@@ -3,6 +3,12 @@
 :mod:`jaxtrainer.compat.evorl.sharding` (jaxtrainer's own forms only:
 :mod:`jaxtrainer.distributed.population`)."""
 
-from jaxtrainer.compat.evorl.sharding import shmap_map, shmap_vmap, tree_device_put
+from jaxtrainer.distributed.forwarding import forward
 
-__all__ = ["shmap_map", "shmap_vmap", "tree_device_put"]
+EVORL_NAMES = (
+    "shmap_map", "shmap_vmap", "tree_device_put")
+"""EvoRL's names at this path."""
+__all__ = list(EVORL_NAMES)
+
+__getattr__, __dir__ = forward(
+    "jaxtrainer.compat.evorl.sharding", [n for n in __all__ if n not in globals()], __name__)
