@@ -309,7 +309,7 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
         (nothing to draw a line through); no file is written.
     """
     run_dirs, output = [expand_path(d) for d in run_dirs], expand_path(output)
-    if len(run_dirs) == 1 and os.path.exists(os.path.join(run_dirs[0], "sweep_members.csv")):
+    if len(run_dirs) == 1 and os.path.exists(os.path.join(run_dirs[0], run_layout.SWEEP_MEMBERS_FILE)):
         return plot_sweep(run_dirs[0], output, metric, x, title)  # one line per configuration
     groups = [g for g in (_group_curves(kind, runs, metric, x)
                           for kind, runs in group_runs(find_runs(list(run_dirs)))) if g]

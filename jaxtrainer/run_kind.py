@@ -27,7 +27,7 @@ from jaxtrainer import run_layout
 
 CONFIG_FILE = run_layout.CONFIG_FILE
 MODULE_FILE = run_layout.MODULE_FILE
-MEMBERS_FILE = "sweep_members.csv"
+MEMBERS_FILE = run_layout.SWEEP_MEMBERS_FILE
 SINGLE = "single run"
 """The kind of a run that trains one agent."""
 

@@ -5,11 +5,14 @@ A run directory (``<default_root_dir>/version_N``) holds::
     config.yaml          the recipe's resolved config (runs a recipe started)
     module.yaml          how to rebuild the module (runs started from Python)
     metrics.csv          CSVLogger's rows
+    hparams.csv          CSVLogger's hyperparameters (written once per run)
     tensorboard/         TensorBoardLogger's event files
     wandb/               WandbLogger's offline files
     checkpoints/         ModelCheckpoint's step directories (checkpoints_1, ... for
                          further ModelCheckpoint callbacks)
     search.csv           a search's trials (searches only)
+    sweep_members.csv    a sweep's or search's members and their settings
+    sweep_summary.csv    a sweep's final evaluation per member
     .lock                the owner's pid, host and start time while a process writes it
 
 orbax writes a checkpoint as ``<step>.orbax-checkpoint-tmp*`` and renames it
@@ -20,10 +23,13 @@ here; this module imports nothing.
 CONFIG_FILE = "config.yaml"
 MODULE_FILE = "module.yaml"
 METRICS_FILE = "metrics.csv"
+HPARAMS_FILE = "hparams.csv"
 TENSORBOARD_DIR = "tensorboard"
 WANDB_DIR = "wandb"
 CHECKPOINTS_DIR = "checkpoints"
 SEARCH_FILE = "search.csv"
+SWEEP_MEMBERS_FILE = "sweep_members.csv"
+SWEEP_SUMMARY_FILE = "sweep_summary.csv"
 LOCK_FILE = ".lock"
 ORBAX_TMP_MARK = ".orbax-checkpoint-tmp"
 

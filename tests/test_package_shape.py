@@ -154,8 +154,8 @@ def test_every_name_a_run_writes_is_a_literal_in_one_module_only():
     from jaxtrainer import run_layout
 
     names = {v for k, v in vars(run_layout).items() if k.isupper() and isinstance(v, str)}
-    assert {"config.yaml", "module.yaml", "checkpoints", "metrics.csv", "tensorboard",
-            "search.csv", ".lock"} <= names
+    assert {"config.yaml", "module.yaml", "checkpoints", "metrics.csv", "hparams.csv", "sweep_members.csv",
+            "tensorboard", "search.csv", ".lock"} <= names
     found = []
     for path in _modules():
         if path.name == "run_layout.py":

@@ -78,7 +78,7 @@ class CSVLogger(Logger):
 
     def log_hyperparams(self, params: dict[str, Any]) -> None:
         assert self.path is not None
-        path = os.path.join(os.path.dirname(self.path), "hparams.csv")
+        path = os.path.join(os.path.dirname(self.path), run_layout.HPARAMS_FILE)
         if self._resumed and os.path.exists(path):
             return  # the run's hyperparameters are those it started with
         text = io.StringIO()

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jaxtrainer import run_kind
+from jaxtrainer import run_kind, run_layout
 from jaxtrainer.callbacks.base import Callback
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 MEMBERS_FILE = run_kind.MEMBERS_FILE
-SUMMARY_FILE = "sweep_summary.csv"
+SUMMARY_FILE = run_layout.SWEEP_SUMMARY_FILE
 SUMMARY_COLUMNS = ("seeds", "mean", "mean_ci_low", "mean_ci_high", "iqm", "iqm_ci_low",
                    "iqm_ci_high")
 """Statistics columns of ``sweep_summary.csv``: ``seeds`` (members with a finite
