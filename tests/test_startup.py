@@ -86,3 +86,22 @@ def test_warnings_reach_a_piped_log_without_terminal_colour_codes(tmp_path):
             "warnings.warn('\\x1b[1m\\x1b[33mslow\\x1b[0m path taken')\n")
     piped = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=50)
     assert "UserWarning: slow path taken" in piped.stderr and "\x1b" not in piped.stderr
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("recipe,needs", [("ppo", set()), ("openes", {"evosax"})])
+def test_help_imports_only_what_it_documents(recipe, needs):
+    """``jaxtrainer fit NAME --help`` documents the recipe's keys without loading
+    the packages of saving (orbax), logging (wandb) or other algorithms (evosax):
+    each costs a tenth of a second or more of every help and config error."""
+    code = (f"import sys, runpy; sys.argv = ['jaxtrainer', 'fit', {recipe!r}, '--help']\n"
+            "try:\n    runpy.run_module('jaxtrainer.cli', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print('LOADED', sorted(m for m in ('orbax.checkpoint', 'wandb', 'evosax', "
+            "'tensorboardX') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=100)
+    assert done.returncode == 0, done.stderr
+    assert "algorithm:" in done.stdout and "logger.wandb.<key>=..." in done.stdout
+    loaded = eval(done.stdout.rsplit("LOADED", 1)[1])
+    assert set(loaded) == needs, loaded

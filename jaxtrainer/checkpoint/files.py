@@ -40,15 +40,25 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 
 from jaxtrainer import run_layout, storage
 from jaxtrainer.distributed.process import broadcast_from_zero
+
+if TYPE_CHECKING:
+    import orbax.checkpoint as ocp
+
+
+def _ocp():
+    """orbax.checkpoint, imported on the first save or restore (it takes 1/8 s to
+    import: commands that only print or check a config never pay it)."""
+    import orbax.checkpoint
+
+    return orbax.checkpoint
 
 STATE, META = "state", "meta"
 
@@ -94,7 +104,7 @@ def decode_keys(tree: Any, impls: dict[str, str]) -> Any:
 def _only(process: int) -> ocp.options.MultiprocessingOptions:
     """orbax options for a manager that runs on ``process`` alone (no barrier
     with, and no files from, any other process)."""
-    return ocp.options.MultiprocessingOptions(primary_host=process, active_processes={process})
+    return _ocp().options.MultiprocessingOptions(primary_host=process, active_processes={process})
 
 
 class CheckpointWriteError(storage.StorageError):
@@ -173,7 +183,7 @@ class Manager:
         def create(_: Any) -> None:
             with storage.writing("the checkpoint directory", self.directory):
                 self.directory.mkdir(parents=True, exist_ok=True)
-            options = ocp.CheckpointManagerOptions(
+            options = _ocp().CheckpointManagerOptions(
                 max_to_keep=max_to_keep,
                 best_fn=best_fn,
                 best_mode=best_mode,
@@ -182,9 +192,9 @@ class Manager:
                 create=False,  # made above: orbax cannot create it with active_processes set
                 multiprocessing_options=_only(0),
             )
-            self._orbax = ocp.CheckpointManager(
+            self._orbax = _ocp().CheckpointManager(
                 self.directory, options=options,
-                item_handlers=_handlers(0, ocp.StandardCheckpointHandler))
+                item_handlers=_handlers(0, _ocp().StandardCheckpointHandler))
 
         self._on_zero("setup", create, run=self.is_writer)
         _quiet_orbax_write_errors()
@@ -259,8 +269,8 @@ class Manager:
         host = host_copy(state, self.is_writer)
 
         def write(mgr: ocp.CheckpointManager) -> bool:
-            started = mgr.save(step, args=ocp.args.Composite(
-                **{STATE: ocp.args.StandardSave(host), META: ocp.args.JsonSave(meta)}),
+            started = mgr.save(step, args=_ocp().args.Composite(
+                **{STATE: _ocp().args.StandardSave(host), META: _ocp().args.JsonSave(meta)}),
                 metrics=metrics, force=force)
             if not self.async_save:
                 mgr.wait_until_finished()
@@ -396,7 +406,7 @@ def _join_writer_threads(timeout: float = 60.0) -> None:
 def _handlers(process: int, state_handler) -> dict[str, Any]:
     options = _only(process)
     return {STATE: state_handler(multiprocessing_options=options),
-            META: ocp.JsonCheckpointHandler(multiprocessing_options=options)}
+            META: _ocp().JsonCheckpointHandler(multiprocessing_options=options)}
 
 
 @functools.lru_cache(maxsize=64)
@@ -463,8 +473,8 @@ def save(mgr: Manager | ocp.CheckpointManager, step: int, state: Any, meta: dict
         raise TypeError("jaxtrainer.checkpoint.save: with several processes pass a "
                         "jaxtrainer.checkpoint.manager(...), not an orbax CheckpointManager, "
                         "so that only process 0 writes")
-    return mgr.save(step, args=ocp.args.Composite(
-        **{STATE: ocp.args.StandardSave(host_copy(encoded)), META: ocp.args.JsonSave(meta)}),
+    return mgr.save(step, args=_ocp().args.Composite(
+        **{STATE: _ocp().args.StandardSave(host_copy(encoded)), META: _ocp().args.JsonSave(meta)}),
         metrics=metrics, force=force)
 
 
@@ -474,9 +484,9 @@ def _read(path: Path, item: str, args: ocp.args.CheckpointArgs | None = None) ->
     barrier with, and nothing written for, any other process)."""
     only_me = _only(jax.process_index())
     if item == META:
-        handler = ocp.JsonCheckpointHandler(multiprocessing_options=only_me)
+        handler = _ocp().JsonCheckpointHandler(multiprocessing_options=only_me)
     else:
-        handler = ocp.PyTreeCheckpointHandler(multiprocessing_options=only_me)
+        handler = _ocp().PyTreeCheckpointHandler(multiprocessing_options=only_me)
     try:
         return handler.restore(path / item, args=args)
     finally:
@@ -625,7 +635,7 @@ def _mismatch(path: Path, target: Any, limit: int = 8) -> str | None:
     """Leaf-by-leaf differences between the stored tree at ``path/state`` and
     ``target`` (names, shapes, dtypes), or None when they agree or the stored
     metadata cannot be read (the restore then reports what it finds)."""
-    handler = ocp.PyTreeCheckpointHandler(multiprocessing_options=_only(jax.process_index()))
+    handler = _ocp().PyTreeCheckpointHandler(multiprocessing_options=_only(jax.process_index()))
     try:
         stored_tree = handler.metadata(path / STATE).tree
     except Exception:  # noqa: BLE001 - only an aid to the message; restore still checks
@@ -720,9 +730,9 @@ def _read_arrays(path: Path, target: Any) -> Any:
       DamagedCheckpointError: a stored array cannot be read back (naming its file).
     """
     item = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), target)
-    as_numpy = jax.tree.map(lambda x: ocp.RestoreArgs(restore_type=np.ndarray), target)
+    as_numpy = jax.tree.map(lambda x: _ocp().RestoreArgs(restore_type=np.ndarray), target)
     try:
-        return _read(path, STATE, ocp.args.PyTreeRestore(item=item, restore_args=as_numpy))
+        return _read(path, STATE, _ocp().args.PyTreeRestore(item=item, restore_args=as_numpy))
     except Exception as e:  # the tree matches (checked first): the files are damaged
         _drop_closed_loop_reports()
         raise DamagedCheckpointError(path, _file_in(str(e), path / STATE), _short(e)) from e
@@ -755,7 +765,7 @@ def steps_of_other_runs(directory: str | os.PathLike, run_dir: str | os.PathLike
     directory, mine = Path(directory), os.path.realpath(run_dir)
     steps: list[int] = []
     if jax.process_index() == 0 and directory.is_dir():
-        for s in sorted(int(s) for s in ocp.utils.checkpoint_steps(directory)):
+        for s in sorted(int(s) for s in _ocp().utils.checkpoint_steps(directory)):
             try:
                 owner = read_meta(directory / str(s)).get("run_dir")
             except (FileNotFoundError, ValueError, OSError):

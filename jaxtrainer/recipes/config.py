@@ -28,7 +28,7 @@ import difflib
 import inspect
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -314,7 +314,8 @@ def ckpt_path(cfg: DictConfig) -> str | None:
 
 
 def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | None = None,
-               prog: str | None = None) -> tuple[str | os.PathLike, list[str]]:
+               prog: str | None = None, classes: Callable[[], Sequence[type]] = tuple,
+               ) -> tuple[str | os.PathLike, list[str]]:
     """``--config PATH`` (or ``--config=PATH``) anywhere in ``argv`` picks another
     YAML file; returns ``(path, the other arguments)``.
 
@@ -326,7 +327,9 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | 
     overrides) as YAML with ``recipe: <name>`` first (what the run's
     ``config.yaml`` will hold). Both exit with status 0. ``about`` is the
     recipe's description in ``--help`` (default: the calling script's
-    docstring) and ``prog`` its command (default ``sys.argv[0]``).
+    docstring) and ``prog`` its command (default ``sys.argv[0]``); ``classes()``
+    gives the classes that document the recipe's sections, looked at first
+    (called only for ``--help``).
 
     Raises:
       ValueError: ``--config`` without a path, or given twice; with ``--help``
@@ -350,7 +353,8 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | 
             sources = [default] + ([path] if os.path.realpath(path) != os.path.realpath(default) else [])
             prog = prog or (sys.argv[0] if main is not None else "recipe")
             print(usage.help_text(cfg, prog, sources,
-                                  usage.candidate_classes([caller.f_locals, caller.f_globals]),
+                                  usage.candidate_classes([{c.__name__: c for c in classes()},
+                                                          caller.f_locals, caller.f_globals]),
                                   about), end="")
         else:
             print(usage.config_text(cfg, recipe_of(cfg)), end="")

@@ -67,7 +67,8 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
     default = config_file(recipe)
     prog = prog or f"{PROG} {recipe}"
     path, argv = config.config_arg([_shipped_arg(argv, i) for i in range(len(argv))], default,
-                                   about=about(recipe, prog), prog=prog)
+                                   about=about(recipe, prog), prog=prog,
+                                   classes=lambda: modules.documenting_classes(recipe))
     cfg = config.load(path, argv, defaults=default)
     make = config.make_population_trainer if RECIPES[recipe].population else config.make_trainer
     if recipe in search.ES_RECIPES and search.active(cfg):  # members are ES runs: a Trainer's

@@ -41,6 +41,7 @@ def _from_algorithm(module: str, cls: str) -> Callable[[DictConfig], Module]:
             kwargs["network"] = config.section(cfg, "network")
         return getattr(algorithms, cls)(config_class(env=cfg.env.name, **kwargs),
                                         env=config.make_env(cfg))
+    build.config_class = (module, f"{cls}Config")
     return build
 
 
@@ -106,6 +107,26 @@ BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
 POPULATION_RECIPES = frozenset({"openes", "cma_es"})
 """Recipes whose module is a :class:`~jaxtrainer.PopulationModule`, trained by a
 :class:`~jaxtrainer.PopulationTrainer` (``trainer:`` keys in generations)."""
+
+
+def documenting_classes(recipe: str) -> tuple[type, ...]:
+    """The classes whose arguments are ``recipe``'s sections' keys, as ``--help``
+    documents them: the algorithm's config class (``PPOConfig`` for ``ppo`` and
+    ``pbt_ppo``), :class:`~jaxtrainer.population.PBT` for the ``pbt_*`` recipes,
+    :class:`~jaxtrainer.algorithms.es.NeuroES` for the ES ones. Imports only those."""
+    builder = {"pbt_ppo": _ppo, "pbt_sac": _sac}.get(recipe, BUILDERS.get(recipe))
+    where = getattr(builder, "config_class", None)
+    found = [getattr(importlib.import_module(f"jaxtrainer.algorithms.{where[0]}"), where[1])] \
+        if where else []
+    if recipe.startswith("pbt_"):
+        from jaxtrainer.population import PBT
+
+        found.append(PBT)
+    if builder is _neuro_es or recipe == "pbt_openes":
+        from jaxtrainer.algorithms.es import NeuroES
+
+        found.append(NeuroES)
+    return tuple(found)
 
 
 def check_recipe(recipe: str) -> str:

@@ -19,7 +19,7 @@ import os
 import re
 import shutil
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +138,7 @@ def _documented(cls: type) -> set[str]:
     return set(doc_entries(cls)) | set(_parameters(cls))
 
 
-def pick_class(keys: Iterable[str], candidates: Sequence[type]) -> type | None:
+def pick_class(keys: Iterable[str], candidates: Iterable[type]) -> type | None:
     """The first of ``candidates`` that documents or takes the most of ``keys``
     (``None`` when none takes any)."""
     keys = set(keys)
@@ -147,6 +147,8 @@ def pick_class(keys: Iterable[str], candidates: Sequence[type]) -> type | None:
         covered = len(keys & _documented(cls))
         if covered > score:
             best, score = cls, covered
+        if score == len(keys):  # none later can do better: stop importing
+            break
     return best
 
 
@@ -218,11 +220,11 @@ def _component_lines(section: str, node: Any) -> list[str]:
         extra = [k for k in given if k not in params]
         for key in extra:
             lines.append(_line(f"{section}.{name}.{key}", given[key], "passed on"))
-        passed = components.passed_on_keys(cls)
-        if passed:
+        if cls in components.PASSED_ON:  # named, not listed: listing imports that package
             target = components.PASSED_ON[cls].replace(":", ".")
             lines.append(_beside(f"  {section}.{name}.<key>=...",
-                                 f"also {target}'s keyword arguments: {', '.join(passed)}"))
+                                 f"also {target}'s keyword arguments (a wrong one is named "
+                                 "with the closest)"))
     return lines
 
 
@@ -255,7 +257,7 @@ def bullet_docs(doc: str | None, section: str) -> dict[str, str]:
             for m in re.finditer(pattern, inspect.cleandoc(doc or ""), re.M | re.S)}
 
 
-def _section_docs(section: str, keys: list[str], candidates: Sequence[type]
+def _section_docs(section: str, keys: list[str], candidates: Iterable[type]
                   ) -> tuple[str, dict[str, str]]:
     """``(what documents the section, {key: one-line doc})``."""
     from jaxtrainer import envs
@@ -279,7 +281,7 @@ def _section_docs(section: str, keys: list[str], candidates: Sequence[type]
 
 
 def help_text(cfg: DictConfig, prog: str, sources: Sequence[str | os.PathLike],
-              candidates: Sequence[type], about: str | None = None) -> str:
+              candidates: Iterable[type], about: str | None = None) -> str:
     """The text of ``--help``: usage, ``about`` (the recipe's docstring), then
     every key of ``cfg`` (and every ``logger:``/``callbacks:`` entry) as
     ``key=value`` with its one-line doc. ``sources`` are the YAML files (the
@@ -336,19 +338,37 @@ def config_text(cfg: DictConfig, recipe: str | None) -> str:
     return OmegaConf.to_yaml(OmegaConf.create({"recipe": recipe, **body} if recipe else body))
 
 
-def candidate_classes(namespaces: Iterable[dict[str, Any]]) -> list[type]:
+def candidate_classes(namespaces: Iterable[dict[str, Any]]) -> Iterable[type]:
     """Classes that may document a recipe's sections: those in ``namespaces``
     (the recipe's names, first) defined in jaxtrainer, then the public classes
-    of :mod:`jaxtrainer.algorithms`."""
-    import jaxtrainer.algorithms as algorithms
+    of :mod:`jaxtrainer.algorithms`. Lazy and re-iterable: a class of the
+    library is imported only when the ones before it left a section's keys
+    undocumented (``--help`` stays fast; evosax loads only for an ES recipe)."""
+    return _Candidates([*namespaces])
 
-    seen: list[type] = []
-    moved = getattr(algorithms, "MOVED", {})  # deprecated aliases: looked up where they live now
-    pools = [*namespaces, {n: getattr(algorithms, n) for n in getattr(algorithms, "__all__", [])
-                           if n not in moved}]
-    for pool in pools:
-        for value in list(pool.values()):
+
+class _Candidates:
+    """The iterable :func:`candidate_classes` returns (classes found so far are kept)."""
+
+    def __init__(self, namespaces: list[dict[str, Any]]):
+        self._found: list[type] = []
+        self._pending = self._walk(namespaces)
+
+    @staticmethod
+    def _walk(namespaces: list[dict[str, Any]]) -> Iterator[type]:
+        import jaxtrainer.algorithms as algorithms
+
+        for pool in namespaces:
+            yield from (v for v in list(pool.values()) if isinstance(v, type))
+        moved = getattr(algorithms, "MOVED", {})  # deprecated aliases: looked up where they live
+        for name in getattr(algorithms, "__all__", []):
+            if name not in moved:
+                yield getattr(algorithms, name)
+
+    def __iter__(self) -> Iterator[type]:
+        yield from list(self._found)
+        for value in self._pending:
             if isinstance(value, type) and value.__module__.startswith("jaxtrainer") \
-                    and value not in seen:
-                seen.append(value)
-    return seen
+                    and value not in self._found:
+                self._found.append(value)
+                yield value
