@@ -40,7 +40,7 @@ from jaxtrainer.envs.registry import unknown as unknown_env
 from jaxtrainer.formatting import fixed
 from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
-from jaxtrainer.recipes import command, components, resume, search, sweep
+from jaxtrainer.recipes import command, components, presets, resume, search, sweep
 from jaxtrainer.recipes.command import CONFIG_FILE, RunRecord, cli, recipe_of  # noqa: F401 (re-exported)
 from jaxtrainer.trainer import Trainer
 
@@ -154,6 +154,10 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
     (:mod:`jaxtrainer.recipes.components`) instead, in every file and override;
     ``<entry>=true`` over an entry the file gives as a mapping keeps the mapping.
 
+    Loaded from the recipe's own YAML (``path`` is ``defaults``), the recipe's
+    preset for the env it trains is applied over it, under the overrides
+    (:mod:`jaxtrainer.recipes.presets`; :func:`preset_of`).
+
     A top-level ``recipe:`` key (as in a run's ``config.yaml``) is taken out of
     the config; :func:`recipe_of` returns it (or the stem of ``defaults``, else
     of ``path``: ``ppo`` for ``recipes/configs/ppo.yaml``).
@@ -181,6 +185,10 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
                 _check_key(schema, dotted, source=f"{os.fspath(path)}: ")
         base = OmegaConf.merge(schema, base)
     base = search.with_section(sweep.with_section(base, recipe), recipe)  # sweep:, search: sections
+    chosen = preset_of(recipe, path, defaults, presets.env_of(overrides, base.get("env", {}).get("name")))
+    for dotted, value in (chosen.settings if chosen else {}).items():
+        _check_key(base, dotted, source=f"{presets.file_of(recipe)} ({chosen.env}): ")
+        OmegaConf.update(base, dotted, value, merge=False)
     for item in overrides:
         if item.startswith("--"):
             raise ValueError(_dashed(item, base))
@@ -208,6 +216,14 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
     OmegaConf.set_struct(cfg, True)
     command.remember(cfg, recipe)
     return cfg
+
+
+def preset_of(recipe: str, path: str | os.PathLike, defaults: str | os.PathLike | None,
+              env: str | None) -> presets.Preset | None:
+    """The preset :func:`load` applies to a config of ``recipe`` loaded from
+    ``path`` over ``defaults`` that trains ``env`` (:mod:`jaxtrainer.recipes.presets`:
+    none with a ``--config`` file)."""
+    return presets.pick(recipe, env) if presets.applies(path, defaults) else None
 
 
 def _check_population_section(base: DictConfig, key: str, recipe: str) -> None:
@@ -357,6 +373,10 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | 
                                                           caller.f_locals, caller.f_globals]),
                                   about), end="")
         else:
+            chosen = None if ckpt_path(cfg) else preset_of(recipe_of(cfg), path, default,
+                                                           cfg.env.get("name"))
+            if chosen is not None:
+                print(f"# {chosen.describe()}")
             print(usage.config_text(cfg, recipe_of(cfg)), end="")
         sys.stdout.flush()
         raise SystemExit(0)

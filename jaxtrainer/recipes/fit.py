@@ -70,6 +70,10 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
                                    about=about(recipe, prog), prog=prog,
                                    classes=lambda: modules.documenting_classes(recipe))
     cfg = config.load(path, argv, defaults=default)
+    chosen = None if config.ckpt_path(cfg) else config.preset_of(recipe, path, default,
+                                                                 cfg.env.get("name"))
+    if chosen is not None:
+        print(f"jaxtrainer: {chosen.describe()}; a key given on the command line wins", flush=True)
     make = config.make_population_trainer if RECIPES[recipe].population else config.make_trainer
     if recipe in search.ES_RECIPES and search.active(cfg):  # members are ES runs: a Trainer's
         make = search.make_trainer
@@ -99,7 +103,11 @@ def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
 def listing() -> str:
     """``jaxtrainer fit --list``: every recipe with its one-line summary."""
     width = max(map(len, RECIPES))
-    lines = [f"  {name:<{width}}  {entry.summary}" for name, entry in RECIPES.items()]
+    from jaxtrainer.recipes import presets
+
+    lines = [f"  {name:<{width}}  {entry.summary}"
+             + (f" ({presets.listing(name)})" if presets.listing(name) else "")
+             for name, entry in RECIPES.items()]
     return "\n".join(["recipes (jaxtrainer fit RECIPE --help for every key):", *lines]) + "\n"
 
 

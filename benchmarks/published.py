@@ -1,0 +1,260 @@
+"""Our recipes against published results, at the published budget.
+
+    python benchmarks/published.py                       # every row, 5 seeds
+    python benchmarks/published.py --rows sac-pendulum --seeds 5 --jobs 2
+
+For each row of ``benchmarks/published.yaml`` (recipe, env, budget in env steps,
+the published figure with its spread and source) this runs ``--seeds`` seeds,
+each one process of exactly what a user types::
+
+    jaxtrainer fit <recipe> env.name=<env> trainer.max_env_steps=<budget> trainer.seed=<s>
+
+(so the recipe's preset for that env applies; only the run directory, the
+progress bar, checkpoints and TensorBoard are set besides), ``--jobs`` at a time.
+Per row it reports the final greedy evaluation of every seed (the command's last
+line), their mean and IQM with 95% stratified-bootstrap confidence intervals
+(rliable, :func:`jaxtrainer.population.summary.config_statistics`), the training
+return over the last 10% of the budget (CleanRL's statistic: the mean of the
+logged ``train/episode_return`` rows at or after 90% of the env steps), the
+wall seconds per seed (compilation included), and whether the row is at or above
+the published figure (the rule is in ``published.yaml``).
+
+Results accumulate in ``docs/baselines/results.json`` (a row run again replaces
+its entry); ``docs/baselines.md`` and one learning-curve figure per row
+(``docs/baselines/<row>.png``: each seed's training return against env steps,
+their mean, the published figure and the pass line) are written from it after
+every row. Exits 1 when a row run now is below its published figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = Path(__file__).with_name("published.yaml")
+DOCS = ROOT / "docs"
+LAST_LINE = re.compile(r"eval/episode_return=(-?[\d.]+|nan)(?:.*run_dir=(\S+))?")
+
+
+def threshold(published: dict[str, Any]) -> float:
+    """The lowest mean that is at the published figure: its mean minus its
+    standard deviation over seeds, else minus 10% of its magnitude."""
+    mean, std = float(published["mean"]), published.get("std")
+    if published.get("over") == "seeds" and std is not None:
+        return mean - float(std)
+    return mean - 0.1 * abs(mean)
+
+
+def run_seed(row: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
+    """One seed of ``row``: ``{"seed", "final", "seconds", "curve": [[env_steps, return], ...]}``.
+
+    Raises:
+      RuntimeError: the command failed or printed no ``eval/episode_return=`` line.
+    """
+    command = [sys.executable, "-m", "jaxtrainer.cli", "fit", row["recipe"],
+               f"env.name={row['env']}", f"trainer.max_env_steps={row['budget']}",
+               f"trainer.seed={seed}", f"trainer.default_root_dir={root / row['id'] / f'seed{seed}'}",
+               "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",
+               "logger.tensorboard=false", *row.get("overrides", [])]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+    seconds = time.perf_counter() - start
+    found = LAST_LINE.findall(done.stdout)
+    if done.returncode or not found:
+        raise RuntimeError(f"{row['id']} seed {seed}: exit status {done.returncode}\n"
+                           f"{' '.join(command)}\n{(done.stdout + done.stderr)[-3000:]}")
+    final, run_dir = found[-1]
+    preset = next((ln.split("preset ", 1)[1] for ln in done.stdout.splitlines()
+                   if ln.startswith("jaxtrainer: preset ")), None)
+    return {"seed": seed, "final": float(final), "seconds": round(seconds, 1),
+            "curve": curve(Path(run_dir)) if run_dir else [], "preset": preset}
+
+
+def curve(run_dir: Path) -> list[list[float]]:
+    """``[[env_steps, train/episode_return], ...]`` of a run's ``metrics.csv`` (rows that have both)."""
+    path = run_dir / "metrics.csv"
+    if not path.is_file():
+        return []
+    out = []
+    with path.open() as f:
+        for record in csv.DictReader(f):
+            steps, ret = record.get("env_steps"), record.get("train/episode_return")
+            if steps and ret and math.isfinite(float(ret)):
+                out.append([float(steps), float(ret)])
+    return out
+
+
+def last_tenth(points: list[list[float]], budget: int) -> float:
+    """The mean training return of the rows at or after 90% of ``budget`` (NaN if none)."""
+    tail = [r for s, r in points if s >= 0.9 * budget]
+    return sum(tail) / len(tail) if tail else math.nan
+
+
+def summarise(row: dict[str, Any], seeds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The row's entry of ``results.json``."""
+    from jaxtrainer.population.summary import config_statistics
+
+    finals = [s["final"] for s in seeds]
+    stats = config_statistics(finals)
+    tails = [last_tenth(s["curve"], row["budget"]) for s in seeds]
+    tails = [t for t in tails if math.isfinite(t)]
+    floor = threshold(row["published"])
+    passed = stats["mean"] >= floor and min(finals) >= row.get("min_seed", -math.inf)
+    return {**{k: row[k] for k in ("id", "recipe", "env", "budget", "published", "source", "url")},
+            "min_seed": row.get("min_seed"), "threshold": floor, "finals": finals, **stats,
+            "last_tenth_train": sum(tails) / len(tails) if tails else math.nan,
+            "seconds_per_seed": sorted(s["seconds"] for s in seeds)[len(seeds) // 2],
+            "passed": bool(passed), "preset": seeds[0].get("preset"),
+            "date": datetime.date.today().isoformat(), "machine": machine(),
+            "curves": [s["curve"] for s in seeds]}
+
+
+def machine() -> str:
+    import jax
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True, cwd=ROOT).stdout.strip() or "?"
+    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU cores, "
+            f"jax {jax.__version__} ({jax.default_backend()}), jaxtrainer {commit}")
+
+
+def figure(entry: dict[str, Any], path: Path) -> None:
+    """Each seed's training return against env steps, their mean, the published figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 3.4), dpi=100)
+    curves = [c for c in entry["curves"] if c]
+    for i, points in enumerate(curves):
+        ax.plot([p[0] for p in points], [p[1] for p in points], color="tab:blue", alpha=0.3, lw=1,
+                label="ours, each seed (training return)" if i == 0 else None)
+    common = min((len(c) for c in curves), default=0)
+    if common and len(curves) > 1:  # the seeds log at the same env steps
+        ax.plot([p[0] for p in curves[0][:common]],
+                [sum(c[j][1] for c in curves) / len(curves) for j in range(common)],
+                color="tab:blue", lw=2, label="ours, mean over seeds")
+    published = entry["published"]["mean"]
+    ax.axhline(published, color="black", ls="--", lw=1, label=f"published {published:g}")
+    ax.axhline(entry["threshold"], color="tab:red", ls=":", lw=1,
+               label=f"pass line {entry['threshold']:g}")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("episode return")
+    ax.set_title(f"{entry['recipe']} {entry['env']}: final greedy mean {entry['mean']:.1f}",
+                 fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def page(results: dict[str, dict[str, Any]], order: list[str]) -> str:
+    """``docs/baselines.md`` from the accumulated results, rows in table order."""
+    lines = [
+        "# Baselines",
+        "",
+        "Every row: `jaxtrainer fit <recipe> env.name=<env> trainer.max_env_steps=<budget> "
+        "trainer.seed=<s>` for each seed, as a user types it (the recipe's preset for the env "
+        "applies), against a published figure at the same budget. *Final* is the greedy "
+        "evaluation the command prints last; mean and IQM with 95% stratified-bootstrap "
+        "confidence intervals (rliable). *Last 10%* is the training return over the last 10% "
+        "of the budget (CleanRL's statistic). A row passes when the mean final return is at "
+        "least the published mean minus its standard deviation over seeds (minus 10% of its "
+        "magnitude where the source gives none over seeds). Seeds differ from the published "
+        "ones: the claim is about the mean and its interval.",
+        "",
+        "Generated by `python benchmarks/published.py` (rows and sources: "
+        "`benchmarks/published.yaml`; presets: `jaxtrainer/recipes/presets/`).",
+        "",
+        "| row | budget (env steps) | published | pass line | ours: final mean [95% CI] | IQM [95% CI] "
+        "| last 10% | min seed | seeds | s/seed | |",
+        "|---|--:|---|--:|---|---|--:|--:|--:|--:|---|",
+    ]
+    for rid in order:
+        e = results.get(rid)
+        if e is None:
+            continue
+        p = e["published"]
+        spread = f" ± {p['std']:g} ({p['over']})" if p.get("std") is not None else ""
+        lines.append(
+            f"| {e['recipe']} {e['env']} | {e['budget']:,} | [{p['mean']:g}{spread}]({e['url']}) "
+            f"| {e['threshold']:.1f} | {e['mean']:.1f} [{e['mean_ci_low']:.1f}, {e['mean_ci_high']:.1f}] "
+            f"| {e['iqm']:.1f} [{e['iqm_ci_low']:.1f}, {e['iqm_ci_high']:.1f}] "
+            f"| {e['last_tenth_train']:.1f} | {min(e['finals']):.1f} | {len(e['finals'])} "
+            f"| {e['seconds_per_seed']:.0f} | {'at or above' if e['passed'] else '**below**'} |")
+    missing = [rid for rid in order if rid not in results]
+    if missing:
+        lines += ["", f"Not measured yet: {', '.join(missing)}."]
+    lines += ["", "## Rows", ""]
+    for rid in order:
+        e = results.get(rid)
+        if e is None:
+            continue
+        lines += [f"### {e['recipe']} {e['env']}", "",
+                  f"Published: {e['source']} ({e['url']}). Measured {e['date']} on {e['machine']}.",
+                  f"Final greedy returns by seed: {', '.join(f'{x:.1f}' for x in e['finals'])}.",
+                  f"Preset: {e['preset'] or 'none (the recipe YAML as shipped)'}.", "",
+                  f"![{e['id']}](baselines/{e['id']}.png)", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", nargs="*", help="row ids (default: all)")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=2, help="seeds run at once")
+    parser.add_argument("--root", default=str(ROOT / "runs" / "published"))
+    parser.add_argument("--docs", default=str(DOCS), help="where baselines.md and baselines/ go")
+    args = parser.parse_args(argv)
+    rows = yaml.safe_load(TABLE.read_text())["rows"]
+    order = [r["id"] for r in rows]
+    unknown = sorted(set(args.rows or []) - set(order))
+    if unknown:
+        parser.error(f"unknown rows {unknown}; the rows are {', '.join(order)}")
+    docs = Path(args.docs)
+    store = docs / "baselines" / "results.json"
+    results = json.loads(store.read_text()) if store.is_file() else {}
+    below = []
+    for row in rows:
+        if args.rows and row["id"] not in args.rows:
+            continue
+        with ThreadPoolExecutor(args.jobs) as pool:
+            seeds = list(pool.map(run_seed, [row] * args.seeds, range(args.seeds),
+                                  [Path(args.root)] * args.seeds))
+        entry = summarise(row, seeds)
+        results[row["id"]] = entry
+        figure(entry, docs / "baselines" / f"{row['id']}.png")
+        store.parent.mkdir(parents=True, exist_ok=True)
+        store.write_text(json.dumps(results, indent=1))
+        (docs / "baselines.md").write_text(page(results, order))
+        mark = "at or above" if entry["passed"] else "BELOW"
+        print(f"{row['id']:<16} published {row['published']['mean']:>8g} pass line "
+              f"{entry['threshold']:8.1f} | ours mean {entry['mean']:8.1f} "
+              f"[{entry['mean_ci_low']:.1f}, {entry['mean_ci_high']:.1f}] IQM {entry['iqm']:8.1f} "
+              f"min {min(entry['finals']):8.1f} last10% {entry['last_tenth_train']:8.1f} "
+              f"{entry['seconds_per_seed']:5.0f} s/seed  {mark}", flush=True)
+        if not entry["passed"]:
+            below.append(row["id"])
+    print(f"{len(below)} row(s) below the published figure" + (f": {', '.join(below)}" if below else ""))
+    return 1 if below else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,96 @@
+"""Per-environment presets: picked by env.name under the recipe's own YAML, an
+override wins, a --config file runs exactly as written, every preset key exists."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from jaxtrainer import envs
+from jaxtrainer.recipes import config, presets
+from jaxtrainer.recipes.catalog import RECIPES, config_file
+from tests.commands import ROOT
+
+ENV = dict(os.environ, JAX_PLATFORMS="cpu")
+
+
+def _command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jaxtrainer.cli", "fit", *args], cwd=ROOT,
+                          env=ENV, capture_output=True, text=True, timeout=200)
+
+
+def test_every_preset_names_a_known_env_and_keys_of_its_recipe():
+    found = 0
+    for recipe in RECIPES:
+        for env_name, settings in presets.of(recipe).items():
+            assert env_name in envs.available(), (recipe, env_name)
+            cfg = config.load(config_file(recipe), [f"env.name={env_name}"],
+                              defaults=config_file(recipe))  # raises on a key the recipe lacks
+            for dotted, value in settings.items():
+                assert OmegaConf.to_container(OmegaConf.create({"v": OmegaConf.select(cfg, dotted)}))["v"] \
+                    == value, (recipe, dotted)
+            found += 1
+    assert found >= 3
+
+
+def test_the_preset_applies_to_its_env_only_and_an_override_wins():
+    default = config_file("sac")
+    shipped = OmegaConf.load(default)
+    tuned = config.load(default, [], defaults=default)  # Pendulum-v1: the recipe's env
+    assert tuned.trainer.max_env_steps == 20000 and list(tuned.algorithm.hidden_sizes) == [256, 256]
+    mine = config.load(default, ["algorithm.batch_size=64"], defaults=default)
+    assert mine.algorithm.batch_size == 64 and mine.algorithm.gradient_steps == 4
+    other = config.load(default, ["env.name=MountainCarContinuous-v0"], defaults=default)
+    assert other.algorithm.hidden_sizes == shipped.algorithm.hidden_sizes
+    assert other.trainer.max_env_steps == shipped.trainer.max_env_steps
+
+
+@pytest.mark.timeout(300)
+def test_a_config_file_runs_exactly_as_written_and_a_preset_is_printed_at_start(tmp_path):
+    """``jaxtrainer fit sac --config mine.yaml`` trains what mine.yaml says, no
+    preset key added; without --config the preset's settings are printed first."""
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({
+        "trainer": {"max_env_steps": 64, "default_root_dir": str(tmp_path / "runs"),
+                    "enable_progress_bar": False, "enable_checkpointing": False,
+                    "log_every_n_steps": 4, "strategy": "single"},
+        "env": {"name": "Pendulum-v1"},
+        "algorithm": {"learning_starts": 16, "batch_size": 8, "hidden_sizes": [8],
+                      "eval_episodes": 2}}))
+    done = _command("sac", "--config", str(mine))
+    assert done.returncode == 0, done.stderr
+    assert "preset" not in done.stdout
+    saved = OmegaConf.load(tmp_path / "runs" / "version_0" / "config.yaml")
+    written = OmegaConf.merge(OmegaConf.load(config_file("sac")), OmegaConf.load(mine))
+    saved.pop("recipe")
+    assert saved.pop("search").method is None  # the section every recipe that can search has: off
+    assert OmegaConf.to_container(saved) == OmegaConf.to_container(written)
+
+    shown = _command("sac", "--print-config")
+    assert shown.returncode == 0, shown.stderr
+    first = shown.stdout.splitlines()[0]
+    assert first.startswith("# preset sac/Pendulum-v1 (sac.yaml): trainer.max_env_steps=20000, ")
+    assert "algorithm.hidden_sizes=[256, 256]" in first
+    started = _command("sac", *[f"{k}={v}" for k, v in {
+        "trainer.max_env_steps": 64, "trainer.default_root_dir": tmp_path / "tuned",
+        "trainer.strategy": "single",
+        "trainer.enable_progress_bar": "false", "trainer.enable_checkpointing": "false",
+        "algorithm.learning_starts": 16, "algorithm.batch_size": 8, "algorithm.hidden_sizes": "[8]",
+        "algorithm.gradient_steps": 1, "algorithm.eval_episodes": 2}.items()])
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.splitlines()[0].startswith(
+        "jaxtrainer: preset sac/Pendulum-v1 (sac.yaml): trainer.max_env_steps=20000, ")
+    tuned = OmegaConf.load(tmp_path / "tuned" / "version_0" / "config.yaml")
+    assert tuned.algorithm.q_lr == 1e-3 and tuned.algorithm.batch_size == 8  # preset, then override
+
+
+def test_the_recipe_list_names_the_presets():
+    done = subprocess.run([sys.executable, "-m", "jaxtrainer.cli", "fit", "--list"], cwd=ROOT,
+                          env=ENV, capture_output=True, text=True, timeout=60)
+    sac = next(line for line in done.stdout.splitlines() if line.strip().startswith("sac "))
+    assert sac.endswith("(presets: Pendulum-v1)")
