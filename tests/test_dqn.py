@@ -203,6 +203,8 @@ def run_recipe(name, run_dir, capsys, *overrides):
 @pytest.mark.slow
 def test_dqn_recipe_tiny_run_on_4_devices(run_dir, capsys):
     result, rows = run_recipe("dqn", run_dir, capsys, "trainer.max_env_steps=1000",
+                              "trainer.devices=auto", "algorithm.num_envs=16",  # over the preset's
+                              "algorithm.train_frequency=1", "algorithm.anneal_lr=false",
                               "trainer.log_every_n_steps=31", "algorithm.learning_starts=320",
                               "algorithm.hidden_sizes=[16]", "algorithm.eval_episodes=4")
     assert int(rows[-1]["env_steps"]) == 992                 # 62 steps x 16 env steps
@@ -238,3 +240,22 @@ def test_dqn_hyperparameters_are_read_from_the_state_without_recompiling():
     for a, b in ((base.params, changed.params), (base.buffer, changed.buffer)):
         assert any(not np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a),
                                                              jax.tree.leaves(b), strict=True))
+
+
+def test_anneal_lr_lowers_the_rate_linearly_over_the_budget_and_needs_one():
+    """With ``anneal_lr`` the rate of training step k is ``lr * (1 - k / budget)``
+    (the same optax schedule as PPO's); outside a Trainer it is an error."""
+    cfg = DQNConfig(num_envs=4, buffer_size=64, batch_size=8, learning_starts=0,
+                    hidden_sizes=(8,), eval_episodes=4, lr=1e-3, anneal_lr=True)
+    module = DQN(cfg, env=fixed_env())
+    state = module.init_state(jax.random.key(0))
+    with pytest.raises(ValueError, match=r"DQN: anneal_lr=True needs the run's budget"):
+        module.training_step(state, jax.random.key(1))
+    module.configure_budget(8)
+    step = jax.jit(module.training_step)
+    rates = []
+    for k in range(4):
+        state, _ = step(state, jax.random.key(k))
+        rates.append(float(state.opt_state.hyperparams["learning_rate"]))
+    np.testing.assert_allclose(rates, [1e-3 * (1 - k / 8) for k in range(4)], rtol=1e-6)
+    assert float(state.hyperparams["lr"]) == pytest.approx(1e-3)  # the base rate is kept

@@ -57,7 +57,11 @@ class DQNConfig(offpolicy.OffPolicyConfig):
     Attributes:
       env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
         (CleanRL's CartPole defaults here; ``env`` with discrete actions).
-      lr: Adam learning rate.
+      lr: Adam learning rate (the initial one with ``anneal_lr``).
+      anneal_lr: anneal the learning rate linearly to 0 over the Trainer's budget
+        (PureJaxRL's ``LR_LINEAR_DECAY``): the greedy policy stops drifting as the
+        run ends, where a constant rate lets CartPole's Q-values forget the failure
+        states its replay buffer no longer holds.
       tau: target-network Polyak rate; 1.0 copies the online network (hard update).
       target_update_interval: env steps between target updates.
       epsilon_start, epsilon_end: exploration rate at the start and after annealing.
@@ -82,6 +86,7 @@ class DQNConfig(offpolicy.OffPolicyConfig):
     hidden_sizes: tuple[int, ...] = (120, 84)
     eval_episodes: int = 32
     lr: float = 2.5e-4
+    anneal_lr: bool = False
     target_update_interval: int = 1000
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
@@ -98,7 +103,7 @@ class DQNConfig(offpolicy.OffPolicyConfig):
         arguments.check_fields(self, arguments.number, ("lr",), low=0)
         arguments.check_fields(self, arguments.number, ("max_grad_norm",), low=0, low_open=True,
                            allow_none=True)
-        arguments.check_fields(self, arguments.flag, ("double",))
+        arguments.check_fields(self, arguments.flag, ("double", "anneal_lr"))
 
 
 @struct.dataclass

@@ -13,8 +13,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import optax
 
-__all__ = ["get_hyperparams", "set_hyperparams", "set_learning_rate"]
+__all__ = ["annealed", "get_hyperparams", "set_hyperparams", "set_learning_rate"]
 
 
 def get_hyperparams(state: Any) -> Any:
@@ -38,3 +40,11 @@ def set_learning_rate(opt_state: Any, learning_rate: jax.Array) -> Any:
     learning rate in ``state.hyperparams`` reaches an optimizer."""
     return opt_state._replace(hyperparams={**opt_state.hyperparams,
                                            "learning_rate": learning_rate})
+
+
+def annealed(learning_rate: jax.Array, update: jax.Array, total: int) -> jax.Array:
+    """``learning_rate`` annealed linearly to 0 over ``total`` updates, at update
+    number ``update`` (``int32[]``, from 0): ``optax.linear_schedule(lr, 0, total)``,
+    i.e. ``lr * (1 - update / total)``, 0 after it (PPO's ``anneal_lr``, as
+    CleanRL's and PureJaxRL's; DQN's, as PureJaxRL's ``LR_LINEAR_DECAY``)."""
+    return optax.linear_schedule(learning_rate, 0.0, total)(jnp.asarray(update, jnp.float32))

@@ -47,7 +47,7 @@ import optax
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
-from jaxtrainer.algorithms.hyperparams import set_learning_rate
+from jaxtrainer.algorithms.hyperparams import annealed, set_learning_rate
 from jaxtrainer.algorithms.networks import TwinCritic, activation
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
@@ -486,6 +486,13 @@ class OffPolicyModule(ParamsPolicy, Module):
         return {name: jnp.asarray(value, jnp.float32)
                 for name, value in self.hyperparam_defaults().items()}
 
+    _budget: int | None = None
+
+    def configure_budget(self, max_steps: int) -> None:
+        """The Trainer's budget in training steps: the learning rates anneal over
+        it with the config's ``anneal_lr``."""
+        self._budget = int(max_steps)
+
     def apply_hyperparams(self, carry: Any) -> Any:
         """``carry`` with each optimizer state of :attr:`LEARNING_RATES` set to the
         learning rate in ``carry.hyperparams`` (once per training step, before the
@@ -493,6 +500,26 @@ class OffPolicyModule(ParamsPolicy, Module):
         follow ``state.hyperparams``."""
         return carry.replace(**{
             field: set_learning_rate(getattr(carry, field), carry.hyperparams[name])
+            for field, name in self.LEARNING_RATES})
+
+    def anneal_learning_rates(self, carry: Any, step: jax.Array) -> Any:
+        """With the config's ``anneal_lr``: ``carry`` with each rate of
+        :attr:`LEARNING_RATES` annealed linearly to 0 over the Trainer's budget, as
+        of training step ``step`` (``int32[]``;
+        :func:`~jaxtrainer.algorithms.hyperparams.annealed`); else ``carry``.
+
+        Raises:
+          ValueError: ``anneal_lr`` outside a Trainer (no budget set).
+        """
+        if not getattr(self.config, "anneal_lr", False):
+            return carry
+        if self._budget is None:
+            raise ValueError(f"{type(self).__name__}: anneal_lr=True needs the run's budget: train "
+                             "it with a Trainer (which calls configure_budget(max_steps)), or "
+                             "anneal_lr=False")
+        return carry.replace(**{
+            field: set_learning_rate(getattr(carry, field),
+                                     annealed(carry.hyperparams[name], step, self._budget))
             for field, name in self.LEARNING_RATES})
 
     # ---- to implement -----------------------------------------------------
@@ -705,7 +732,7 @@ class OffPolicyModule(ParamsPolicy, Module):
         else:
             def update(c, k):
                 return self.update(c, k, buffer, obs_stats)
-        carry = self.apply_hyperparams(self.carry_of(state))
+        carry = self.anneal_learning_rates(self.apply_hyperparams(self.carry_of(state)), state.step)
         carry, losses = self.learn(update, carry, state.step, learn_key)
         learned = self.learning(state.step).astype(jnp.int32) * self.config.gradient_steps
         stats = {} if obs_stats is None else {"obs_stats": obs_stats}

@@ -38,6 +38,7 @@ from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.cores import Carry, initial_carry
+from jaxtrainer.algorithms.hyperparams import annealed
 from jaxtrainer.algorithms.networks import (
     POLICIES,
     ActorCritic,
@@ -509,8 +510,7 @@ class OnPolicyModule(ParamsPolicy, Module):
                 f"{type(self).__name__}: anneal_lr=True with total_updates=None needs the run's "
                 "budget: train it with a Trainer (which calls configure_budget(max_steps)), "
                 "or set total_updates, or anneal_lr=False")
-        schedule = optax.linear_schedule(lr, 0.0, self.total_updates)
-        return schedule(update.astype(jnp.float32))
+        return annealed(lr, update, self.total_updates)
 
     def _set_optimizer_hyperparams(self, opt_state: Any, hyperparams: dict[str, jax.Array],
                                    update: jax.Array) -> Any:
