@@ -242,6 +242,7 @@ def test_dqn_hyperparameters_are_read_from_the_state_without_recompiling():
                                                              jax.tree.leaves(b), strict=True))
 
 
+@pytest.mark.slow
 def test_anneal_lr_lowers_the_rate_linearly_over_the_budget_and_needs_one():
     """With ``anneal_lr`` the rate of training step k is ``lr * (1 - k / budget)``
     (the same optax schedule as PPO's); outside a Trainer it is an error."""

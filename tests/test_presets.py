@@ -50,6 +50,7 @@ def test_the_preset_applies_to_its_env_only_and_an_override_wins():
     assert other.trainer.max_env_steps == shipped.trainer.max_env_steps
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_config_file_runs_exactly_as_written_and_a_preset_is_printed_at_start(tmp_path):
     """``jaxtrainer fit sac --config mine.yaml`` trains what mine.yaml says, no
@@ -94,3 +95,23 @@ def test_the_recipe_list_names_the_presets():
                           env=ENV, capture_output=True, text=True, timeout=60)
     sac = next(line for line in done.stdout.splitlines() if line.strip().startswith("sac "))
     assert sac.endswith("(presets: Pendulum-v1)")
+
+
+def test_every_published_row_names_a_recipe_an_env_a_budget_and_its_source():
+    """``benchmarks/published.py`` runs ``jaxtrainer fit <recipe> env.name=<env>`` per row of
+    its table: each names a shipped recipe and env, a budget, a figure and where it is published;
+    the pass line is the mean minus its spread over seeds, else minus 10% of its magnitude."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("published", ROOT / "benchmarks" / "published.py")
+    published = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(published)
+    rows = yaml.safe_load((ROOT / "benchmarks" / "published.yaml").read_text())["rows"]
+    assert len({r["id"] for r in rows}) == len(rows) >= 9
+    for row in rows:
+        assert row["recipe"] in RECIPES and row["env"] in envs.available(), row["id"]
+        assert row["budget"] > 0 and row["source"] and row["url"].startswith("https://"), row["id"]
+    cleanrl = next(r for r in rows if r["id"] == "dqn-cartpole")["published"]
+    assert published.threshold(cleanrl) == pytest.approx(498.38 - 2.29)
+    zoo = next(r for r in rows if r["id"] == "sac-pendulum")["published"]  # spread over episodes
+    assert published.threshold(zoo) == pytest.approx(-156.995 * 1.1)
