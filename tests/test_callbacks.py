@@ -374,3 +374,14 @@ def test_guide_monitor_without_evaluation_is_refused_before_anything_is_written(
     toys.trainer(run_dir, max_steps=4, log_every_n_steps=2, eval_every_n_steps=2,
                  callbacks=[mc]).fit(toys.Regression())
     assert mc.best_model_score is not None and mc.best_model_path.startswith(str(best))
+
+
+def test_a_monitor_without_mode_is_ranked_alike_by_every_callback():
+    """EarlyStopping and ModelCheckpoint on the same metric without ``mode`` agree:
+    a return is maximised, a loss minimised (each with a warning naming the choice)."""
+    for monitor, want in (("eval/episode_return", "max"), ("loss/critic", "min")):
+        with pytest.warns(UserWarning, match=f"assuming mode='{want}'"):
+            stop = jt.EarlyStopping(monitor=monitor)
+        with pytest.warns(UserWarning, match=f"assuming mode='{want}'"):
+            keep = jt.ModelCheckpoint(monitor=monitor, save_top_k=2)
+        assert stop.mode == keep.mode == want

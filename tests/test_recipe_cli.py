@@ -377,6 +377,9 @@ def test_a_resume_takes_the_saved_config_and_refuses_or_applies_changed_settings
     assert cfg.algorithm.ent_coef == 0.02 and cfg.algorithm.num_envs == 2  # the saved settings
     assert cfg.trainer.max_steps == 3 and not cfg.algorithm.anneal_lr
     capsys.readouterr()
+    config.load(CONFIGS / "ppo.yaml", [f"trainer.default_root_dir={os.path.relpath(run_dir)}",
+                                       "trainer.ckpt_path=last", "trainer.max_steps=3"])
+    assert "default_root_dir" not in capsys.readouterr().err  # one directory, spelled two ways
     with pytest.raises(SystemExit) as exit_:
         config.cli(ppo.main, [*base, "trainer.max_steps=3", "algorithm.lr=0.01"], prog="ppo.py")
     err = capsys.readouterr().err

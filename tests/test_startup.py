@@ -105,3 +105,21 @@ def test_help_imports_only_what_it_documents(recipe, needs):
     assert "algorithm:" in done.stdout and "logger.wandb.<key>=..." in done.stdout
     loaded = eval(done.stdout.rsplit("LOADED", 1)[1])
     assert set(loaded) == needs, loaded
+
+
+@pytest.mark.timeout(120)
+def test_a_closed_pipe_and_an_unavailable_env_family_end_in_one_line_or_none():
+    """``--print-config | head -1`` ends quietly (status 141, as a pipe's writer
+    killed by SIGPIPE); a kinetix/ name, which the env list offers but no
+    installable release supports, is one line and status 2."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    piped = subprocess.run(f"{sys.executable} -m jaxtrainer.cli fit sac --print-config | head -1; "
+                           "exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash", cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=100)
+    assert piped.returncode == 141 and piped.stderr == "", piped.stderr
+    assert piped.stdout.startswith("# preset sac/Pendulum-v1")
+    done = subprocess.run([sys.executable, "-m", "jaxtrainer.cli", "fit", "ppo",
+                           "env.name=kinetix/foo"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=100)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "kinetix-env" in done.stderr

@@ -35,7 +35,8 @@ class EarlyStopping(Callback):
 
     Args:
       monitor: metric name, e.g. ``"eval/episode_return"``.
-      mode: ``"max"`` (higher is better) or ``"min"``; ``None`` warns and uses ``"min"``.
+      mode: ``"max"`` (higher is better) or ``"min"``; ``None`` warns and uses ``"min"`` for
+        a loss or an error, ``"max"`` for other metrics (as ModelCheckpoint).
       patience: checks without an improvement of more than ``min_delta`` after
         which training stops (as in Lightning and Keras: ``patience=3`` stops at
         the third such check in a row; ``0`` and ``1`` at the first).
@@ -58,7 +59,7 @@ class EarlyStopping(Callback):
         if not min_delta >= 0:
             raise ValueError(f"min_delta={min_delta!r}: expected a number >= 0")
         self.monitor = monitor
-        self.mode = check_mode("EarlyStopping", monitor, mode, "min")
+        self.mode = check_mode("EarlyStopping", monitor, mode)
         self.patience = patience
         self.min_delta = float(min_delta)
         self.stopping_threshold = stopping_threshold

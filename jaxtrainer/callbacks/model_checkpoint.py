@@ -6,12 +6,12 @@ import math
 import os
 import sys
 import time
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from jaxtrainer import arguments, run_layout, storage
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.callbacks.monitor import check_mode
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -72,7 +72,8 @@ class ModelCheckpoint(Callback):
         last save; ``None`` = not by time.
       monitor: metric name ranking checkpoints for ``save_top_k``. A checkpoint
         saved before the metric was first logged ranks last.
-      mode: ``"max"`` or ``"min"``; a ``monitor`` without ``mode`` warns and uses ``"max"``.
+      mode: ``"max"`` or ``"min"``; a ``monitor`` without ``mode`` warns and uses ``"min"`` for a
+        loss or an error, ``"max"`` for other metrics (as EarlyStopping).
       save_top_k: keep the best ``k`` checkpoints by ``monitor`` plus the newest
         (``-1`` = keep all); without ``monitor``, keep the newest ``k``.
       save_last: save when training ends (budget spent or ``should_stop``).
@@ -109,10 +110,8 @@ class ModelCheckpoint(Callback):
             raise ValueError(f"mode={mode!r}: expected 'max' or 'min'")
         if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1 or save_top_k == 0:
             raise ValueError(f"save_top_k={save_top_k!r}: expected -1 (keep all) or a positive int")
-        if monitor is not None and mode is None:
-            warnings.warn(f"ModelCheckpoint(monitor={monitor!r}) has no mode; assuming mode='max'. "
-                          "Pass mode='max' or mode='min'.", UserWarning, stacklevel=2)
-            mode = "max"
+        if monitor is not None:
+            mode = check_mode("ModelCheckpoint", monitor, mode)
         self._dirpath_arg = dirpath
         self.dirpath: str | None = None if dirpath is None else arguments.expand_path(dirpath)
         self.every_n_steps = every_n_steps

@@ -8,12 +8,22 @@ from collections.abc import Iterable
 from typing import Any
 
 
-def check_mode(owner: str, monitor: str, mode: str | None, default: str) -> str:
-    """Validate ``mode``; warn and use ``default`` when it is None.
+def default_mode(monitor: str) -> str:
+    """The mode a metric named ``monitor`` is ranked in when none is given, the
+    same for every callback: ``"min"`` for a loss or an error, ``"max"`` for the
+    rest (returns, fitness: what RL runs rank on)."""
+    name = monitor.lower()
+    return "min" if "loss" in name or "error" in name else "max"
+
+
+def check_mode(owner: str, monitor: str, mode: str | None, default: str | None = None) -> str:
+    """Validate ``mode``; warn and use ``default`` (:func:`default_mode` of
+    ``monitor`` when ``None``) when ``mode`` is None.
 
     Raises:
       ValueError: ``mode`` is neither ``"max"`` nor ``"min"``.
     """
+    default = default_mode(monitor) if default is None else default
     if mode is None:
         warnings.warn(f"{owner}(monitor={monitor!r}) has no mode; assuming mode={default!r}. "
                       "Pass mode='max' or mode='min'.", UserWarning, stacklevel=3)

@@ -156,6 +156,9 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
         gc.freeze()  # the process ends with main: what exists now is never garbage to collect
     try:
         main(argv)
+    except BrokenPipeError:  # the reader went away (``| head``): end as a pipe's writer does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(128 + signal.SIGPIPE) from None
     except (*CONFIG_ERRORS, *REPORTED_ERRORS, OSError, ImportError) as e:
         reported = _reported(e)
         if reported is None or os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):
@@ -176,7 +179,8 @@ def _reported(error: BaseException) -> BaseException | None:
     (raised with its traceback): one of :data:`REPORTED_ERRORS` (or an
     ``OSError`` that :func:`~jaxtrainer.storage.as_storage_error` takes) at any
     time, one of :data:`CONFIG_ERRORS` or an ``ImportError`` naming the extra to
-    install before training starts."""
+    install (or raised by jaxtrainer itself, explaining why an env family is
+    unavailable) before training starts."""
     if isinstance(error, REPORTED_ERRORS):
         return error
     storage = as_storage_error(error)
@@ -184,10 +188,19 @@ def _reported(error: BaseException) -> BaseException | None:
         return storage
     if isinstance(error, CONFIG_ERRORS) and not _Command.training_started:
         return error
-    if isinstance(error, ImportError) and "pip install" in str(error) \
-            and not _Command.training_started:  # a missing extra, named with its install line
+    if isinstance(error, ImportError) and ("pip install" in str(error) or _raised_here(error)) \
+            and not _Command.training_started:  # a missing extra, or an env family we explain
         return error
     return None
+
+
+def _raised_here(error: BaseException) -> bool:
+    """Whether ``error`` was raised by jaxtrainer's own code (its message is
+    written for the user, e.g. why an env family cannot be installed)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and "jaxtrainer" in Path(tb.tb_frame.f_code.co_filename).parts
 
 
 def write_config(path: str | os.PathLike, cfg: DictConfig, recipe: str | None) -> None:

@@ -360,6 +360,8 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | 
         from jaxtrainer.recipes import usage
 
         cfg = load(path, rest, defaults=default)
+        chosen = None if ckpt_path(cfg) else preset_of(recipe_of(cfg), path, default,
+                                                       cfg.env.get("name"))
         if any(a in ("-h", "--help") for a in wants):
             caller = inspect.currentframe().f_back  # the recipe script that called load_cli
             main = sys.modules.get("__main__")
@@ -371,10 +373,8 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | 
             print(usage.help_text(cfg, prog, sources,
                                   usage.candidate_classes([{c.__name__: c for c in classes()},
                                                           caller.f_locals, caller.f_globals]),
-                                  about), end="")
+                                  about, preset=chosen), end="")
         else:
-            chosen = None if ckpt_path(cfg) else preset_of(recipe_of(cfg), path, default,
-                                                           cfg.env.get("name"))
             if chosen is not None:
                 print(f"# {chosen.describe()}")
             print(usage.config_text(cfg, recipe_of(cfg)), end="")

@@ -17,6 +17,7 @@ The rule, for ``trainer.ckpt_path=...`` with a run that has a ``config.yaml``:
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -93,6 +94,15 @@ def saved_config(cfg: DictConfig) -> tuple[DictConfig, str, str] | None:
     return saved, str(file), str(step_dir)
 
 
+def _same(key: str, saved: Any, given: Any) -> bool:
+    """Equal values, or for a directory key (``..._dir``) two spellings of one
+    directory (the saved absolute path and the relative one typed again)."""
+    if saved == given:
+        return True
+    return key.endswith("_dir") and isinstance(saved, str) and isinstance(given, str) \
+        and os.path.realpath(saved) == os.path.realpath(given)
+
+
 def resumed(cfg: DictConfig, given: DictConfig, setting: str | None) -> DictConfig:
     """The config a resume runs with: the run's saved config with ``given``
     (what the command line and ``--config`` file set) over it, or ``cfg``
@@ -114,7 +124,7 @@ def resumed(cfg: DictConfig, given: DictConfig, setting: str | None) -> DictConf
     OmegaConf.set_struct(out, struct)
     changes = [(key, _get(saved, key), _get(out, key)) for key in _leaves(given)
                if key != "trainer.ckpt_path" and _get(saved, key) is not _UNSET
-               and _get(saved, key) != _get(out, key)]
+               and not _same(key, _get(saved, key), _get(out, key))]
     for key, was, now in changes:
         print(f"jaxtrainer: resume: {key}: {was!r} -> {now!r}", file=sys.stderr, flush=True)
     learning = [f"{key}: {was!r} -> {now!r}" for key, was, now in changes

@@ -281,13 +281,15 @@ def _section_docs(section: str, keys: list[str], candidates: Iterable[type]
 
 
 def help_text(cfg: DictConfig, prog: str, sources: Sequence[str | os.PathLike],
-              candidates: Iterable[type], about: str | None = None) -> str:
+              candidates: Iterable[type], about: str | None = None,
+              preset: Any = None) -> str:
     """The text of ``--help``: usage, ``about`` (the recipe's docstring), then
     every key of ``cfg`` (and every ``logger:``/``callbacks:`` entry) as
     ``key=value`` with its one-line doc. ``sources`` are the YAML files (the
     recipe's and a ``--config`` one) whose end-of-line comments document keys
     the classes do not; ``candidates`` are the classes that may document the
-    recipe's own sections (``algorithm:``, ...), best first."""
+    recipe's own sections (``algorithm:``, ...), best first; ``preset`` the
+    :class:`~jaxtrainer.recipes.presets.Preset` applied over the recipe's YAML, if any."""
     from jaxtrainer.recipes import resume
 
     comments: dict[str, str] = {}
@@ -297,10 +299,13 @@ def help_text(cfg: DictConfig, prog: str, sources: Sequence[str | os.PathLike],
     out = [f"usage: {prog} [--config FILE] [--print-config] [-h] [section.key=value ...]", ""]
     if about:
         out += [inspect.cleandoc(about), ""]
+    preset = (f", then its preset for {preset.env} (jaxtrainer/recipes/presets/{preset.recipe}.yaml)"
+              if preset is not None else "")
     shown = ", ".join(os.path.relpath(p) if not os.path.relpath(p).startswith("..") else os.fspath(p)
                       for p in sources)
     out += [_paragraph(text) for text in (
-        f"Keys with their values ({shown}, then the overrides); set any as section.key=value.",
+        f"Keys with their values ({shown}{preset}, then the overrides); set any as "
+        "section.key=value.",
         "--config FILE merges FILE (only what differs) over the recipe's YAML file; "
         "--print-config prints the resolved config and exits.",
         "A bad key or value prints one line and exits with status 2 "
