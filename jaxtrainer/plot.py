@@ -228,15 +228,17 @@ def x_label(x: str, sweeps: bool) -> str:
 def _group_curves(kind: RunKind, runs: list[tuple[str, str]], metric: str,
                   x: str) -> dict[str, Any] | None:
     """One group's curves (a sweep's env steps per member) and their mean, min
-    and max on the x values of its shortest run; None when none logged ``metric``."""
+    and max on the x values where every run has data (from the latest first
+    value to the earliest last one: no run is extended past its own points);
+    None when none logged ``metric``."""
     scale = kind.members if x == "env_steps" and kind.kind != run_kind.SINGLE else 1
     curves = [(label, xs / scale, vs) for label, (xs, vs) in
               ((label, read_curve(d, metric, x)) for d, label in runs) if len(xs)]
     if not curves:
         return None
-    end = min(c[1][-1] for c in curves)
-    grid = np.unique(np.concatenate([c[1][c[1] <= end] for c in curves]))
-    ys = np.stack([np.interp(grid, xs, vs) for _, xs, vs in curves])
+    start, end = max(c[1][0] for c in curves), min(c[1][-1] for c in curves)
+    grid = np.unique(np.concatenate([c[1][(c[1] >= start) & (c[1] <= end)] for c in curves]))
+    ys = np.stack([np.interp(grid, xs, vs) for _, xs, vs in curves])  # [runs, len(grid)]
     return {"label": kind.label(), "kind": kind, "curves": curves, "runs": [c[0] for c in curves],
             "x": grid, "mean": ys.mean(0), "low": ys.min(0), "high": ys.max(0)}
 
@@ -261,9 +263,11 @@ def _draw_groups(groups: list[dict[str, Any]], output: str, metric: str, xlabel:
         color = f"C{i % 10}" if len(groups) > 1 else "black"
         for name, xs, vs in g["curves"]:
             ax.plot(xs, vs, lw=0.8, alpha=0.6, label=name if name_runs else "_nolegend_",
+                    marker="o" if len(xs) == 1 else None,  # one point: a dot, not nothing
                     **({"color": color} if len(groups) > 1 else {}))
         head = f"{g['label']}: " if len(groups) > 1 else ""
-        ax.plot(g["x"], g["mean"], lw=2.2, color=color, label=f"{head}mean of {len(g['runs'])} run(s)")
+        ax.plot(g["x"], g["mean"], lw=2.2, color=color, label=f"{head}mean of {len(g['runs'])} run(s)",
+                marker="o" if len(g["x"]) == 1 else None)
         if len(g["runs"]) > 1:
             ax.fill_between(g["x"], g["low"], g["high"], color=color if len(groups) > 1 else "gray",
                             alpha=0.2, label=f"{head}min-max over runs")

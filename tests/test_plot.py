@@ -34,6 +34,20 @@ def test_mean_and_spread_over_runs(tmp_path):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.timeout(60)
+def test_the_mean_covers_only_where_every_run_has_points(tmp_path):
+    """A run whose points start later (a resumed run's evaluations) is not held
+    at its first value backwards: the mean starts where every run has data."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    _fake_run(a, [1, 2, 3, 4])
+    os.makedirs(b)
+    with open(os.path.join(b, "metrics.csv"), "w") as f:
+        f.write("step,env_steps,train/episode_return\n3,300,7\n4,400,9\n")
+    out = plot.plot_runs([a, b], str(tmp_path / "c.png"))
+    np.testing.assert_array_equal(out["x"], [300, 400])
+    np.testing.assert_array_equal(out["mean"], [5, 6.5])
+
+
 @pytest.mark.timeout(120)
 def test_cli_plot_writes_png_from_two_trainer_runs(tmp_path, capsys):
     dirs = []
