@@ -229,8 +229,9 @@ def _group_curves(kind: RunKind, runs: list[tuple[str, str]], metric: str,
                   x: str) -> dict[str, Any] | None:
     """One group's curves (a sweep's env steps per member) and their mean, min
     and max on the x values where every run has data (from the latest first
-    value to the earliest last one: no run is extended past its own points);
-    None when none logged ``metric``."""
+    value to the earliest last one: no run is extended past its own points;
+    runs that share no such step: up to the shortest run); None when none
+    logged ``metric``."""
     scale = kind.members if x == "env_steps" and kind.kind != run_kind.SINGLE else 1
     curves = [(label, xs / scale, vs) for label, (xs, vs) in
               ((label, read_curve(d, metric, x)) for d, label in runs) if len(xs)]
@@ -238,6 +239,8 @@ def _group_curves(kind: RunKind, runs: list[tuple[str, str]], metric: str,
         return None
     start, end = max(c[1][0] for c in curves), min(c[1][-1] for c in curves)
     grid = np.unique(np.concatenate([c[1][(c[1] >= start) & (c[1] <= end)] for c in curves]))
+    if not len(grid):  # no step where every run has points: up to the shortest run, as before
+        grid = np.unique(np.concatenate([c[1][c[1] <= end] for c in curves]))
     ys = np.stack([np.interp(grid, xs, vs) for _, xs, vs in curves])  # [runs, len(grid)]
     return {"label": kind.label(), "kind": kind, "curves": curves, "runs": [c[0] for c in curves],
             "x": grid, "mean": ys.mean(0), "low": ys.min(0), "high": ys.max(0)}
