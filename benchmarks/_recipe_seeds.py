@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAST_LINE = re.compile(r"eval/episode_return=(-?[\d.]+|nan)")
+LAST_LINE = re.compile(r"eval/episode_return=(-?[\d.]+|nan)(?:.*run_dir=(\S+))?")
 
 
 def run_seed(recipe: str, config: Path, seed: int, max_env_steps: int, root: str,
@@ -33,14 +33,28 @@ def run_seed(recipe: str, config: Path, seed: int, max_env_steps: int, root: str
                f"trainer.seed={seed}", f"trainer.max_env_steps={max_env_steps}",
                f"trainer.default_root_dir={root}/seed{seed}", "trainer.enable_progress_bar=false",
                "trainer.enable_checkpointing=false", "trainer.logger=false", *overrides]
+    final, _, _, seconds = run_command(command, f"seed {seed}")
+    return final, seconds
+
+
+def run_command(command: list[str], label: str) -> tuple[float, str | None, str, float]:
+    """Run one recipe command from the repository root: ``(final greedy return,
+    its run directory or None, its stdout, wall seconds)``, read from its last
+    line ``eval/episode_return=<x> run_dir=<dir>``.
+
+    Raises:
+      RuntimeError: the command failed or printed no ``eval/episode_return=`` line
+        (the message names ``label`` and holds the command's last output).
+    """
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
     seconds = time.perf_counter() - start
     found = LAST_LINE.findall(done.stdout)
     if done.returncode or not found:
-        raise RuntimeError(f"seed {seed}: exit status {done.returncode}\n"
-                           f"{(done.stdout + done.stderr)[-2000:]}")
-    return float(found[-1]), seconds
+        raise RuntimeError(f"{label}: exit status {done.returncode}\n{' '.join(command)}\n"
+                           f"{(done.stdout + done.stderr)[-3000:]}")
+    final, run_dir = found[-1]
+    return float(final), run_dir or None, done.stdout, seconds
 
 
 def table(title: str, recipe: str, config: Path, seeds: list[int], max_env_steps: int,

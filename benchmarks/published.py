@@ -35,20 +35,17 @@ import json
 import math
 import os
 import platform
-import re
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import yaml
+from _recipe_seeds import ROOT, run_command
 
-ROOT = Path(__file__).resolve().parents[1]
 TABLE = Path(__file__).with_name("published.yaml")
 DOCS = ROOT / "docs"
-LAST_LINE = re.compile(r"eval/episode_return=(-?[\d.]+|nan)(?:.*run_dir=(\S+))?")
 
 
 def threshold(published: dict[str, Any]) -> float:
@@ -71,17 +68,10 @@ def run_seed(row: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
                f"trainer.seed={seed}", f"trainer.default_root_dir={root / row['id'] / f'seed{seed}'}",
                "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",
                "logger.tensorboard=false", *row.get("overrides", [])]
-    start = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-    seconds = time.perf_counter() - start
-    found = LAST_LINE.findall(done.stdout)
-    if done.returncode or not found:
-        raise RuntimeError(f"{row['id']} seed {seed}: exit status {done.returncode}\n"
-                           f"{' '.join(command)}\n{(done.stdout + done.stderr)[-3000:]}")
-    final, run_dir = found[-1]
-    preset = next((ln.split("preset ", 1)[1] for ln in done.stdout.splitlines()
+    final, run_dir, stdout, seconds = run_command(command, f"{row['id']} seed {seed}")
+    preset = next((ln.split("preset ", 1)[1] for ln in stdout.splitlines()
                    if ln.startswith("jaxtrainer: preset ")), None)
-    return {"seed": seed, "final": float(final), "seconds": round(seconds, 1),
+    return {"seed": seed, "final": final, "seconds": round(seconds, 1),
             "curve": curve(Path(run_dir)) if run_dir else [], "preset": preset}
 
 

@@ -97,12 +97,13 @@ def test_the_recipe_list_names_the_presets():
     assert sac.endswith("(presets: Pendulum-v1)")
 
 
-def test_every_published_row_names_a_recipe_an_env_a_budget_and_its_source():
+def test_every_published_row_names_a_recipe_an_env_a_budget_and_its_source(monkeypatch):
     """``benchmarks/published.py`` runs ``jaxtrainer fit <recipe> env.name=<env>`` per row of
     its table: each names a shipped recipe and env, a budget, a figure and where it is published;
     the pass line is the mean minus its spread over seeds, else minus 10% of its magnitude."""
     import importlib.util
 
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # as when run as a script
     spec = importlib.util.spec_from_file_location("published", ROOT / "benchmarks" / "published.py")
     published = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(published)
