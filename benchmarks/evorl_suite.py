@@ -149,7 +149,7 @@ def check_imports(statements: list[ImportLine], python: str) -> list[str]:
     failures = []
     for statement in statements:
         done = subprocess.run([python, "-c", rewritten(statement)], capture_output=True,
-                              text=True, env=_env([ROOT], 1), timeout=300)
+                              text=True, env=_env([ROOT / "src"], 1), timeout=300)
         if done.returncode:
             last = (done.stderr.strip().splitlines() or ["?"])[-1]
             failures.append(f"{statement.path}:{statement.line}: {rewritten(statement)}: {last}")
@@ -183,7 +183,7 @@ def check_names(names: dict[str, list[str]], python: str) -> list[str]:
             "    missing += [f'{module.__name__}.{n}' for n in names if not hasattr(module, n)]\n"
             "print(json.dumps(missing))")
     done = subprocess.run([python, "-c", code], capture_output=True, text=True,
-                          env=_env([ROOT], 1), timeout=300)
+                          env=_env([ROOT / "src"], 1), timeout=300)
     if done.returncode:
         return [f"names check failed: {(done.stderr.strip().splitlines() or ['?'])[-1]}"]
     return __import__("json").loads(done.stdout.strip().splitlines()[-1])
@@ -196,7 +196,7 @@ def run_tests(copy: Path, devices: int, python: str, per_test: int) -> dict[str,
     done = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            "--continue-on-collection-errors", f"--timeout={per_test}",
                            f"--junitxml={report}", "tests"],
-                          cwd=copy, env=_env([copy, ROOT], devices), capture_output=True,
+                          cwd=copy, env=_env([copy, ROOT / "src"], devices), capture_output=True,
                           text=True)
     if not report.exists():
         return {"(pytest)": f"crashed, exit {done.returncode}"}

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "jaxtrainer"
+SRC = ROOT / "src"
+PACKAGE = SRC / "jaxtrainer"
 
 NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make"}
 """``typing.NamedTuple``'s documented methods, underscored only so that they
@@ -42,7 +43,7 @@ def _modules() -> list[Path]:
 
 
 def _dotted(path: Path) -> str:
-    parts = path.relative_to(ROOT).with_suffix("").parts
+    parts = path.relative_to(SRC).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -71,7 +72,7 @@ def _private_accesses(path: Path) -> list[tuple[str, int, str]]:
     """``(file, line, expression)`` for every use of another module's private name."""
     tree = ast.parse(path.read_text(), filename=str(path))
     own = _own_names(tree)
-    rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+    rel = path.relative_to(SRC).as_posix() if path.is_relative_to(SRC) else path.name
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -122,7 +123,7 @@ def test_no_function_is_longer_than_80_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 lines = node.end_lineno - node.lineno + 1
                 if lines > 80:
-                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+                    long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name} ({lines} lines)")
     assert long == []
 
 
@@ -164,7 +165,7 @@ def test_every_name_a_run_writes_is_a_literal_in_one_module_only():
         keys = {id(k) for d in ast.walk(tree) if isinstance(d, ast.Dict) for k in d.keys}
         for node in ast.walk(tree):  # a dict key is a name of its own (logger.tensorboard)
             if isinstance(node, ast.Constant) and node.value in names and id(node) not in keys:
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+                found.append(f"{path.relative_to(SRC)}:{node.lineno}: {node.value!r}")
     assert found == []
 
 

@@ -26,7 +26,7 @@ EXPECTED = ("error: JAX_PLATFORMS='cuda': JAX cannot start cuda here; installed:
     ([sys.executable, "-m", "jaxtrainer.cli", "eval", "runs/ppo/version_0"], "jaxtrainer eval"),
 ])
 def test_an_unavailable_platform_is_one_line_before_anything_runs(command, prog, tmp_path):
-    env = {**os.environ, "JAX_PLATFORMS": "cuda", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "JAX_PLATFORMS": "cuda", "PYTHONPATH": str(ROOT / "src")}
     env.pop("XLA_FLAGS", None)
     proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=180)

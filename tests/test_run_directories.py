@@ -129,7 +129,7 @@ def test_a_run_in_use_by_another_process_refuses_a_second_resume_and_writes_noth
             {"pid": owner.pid, "host": socket.gethostname(), "started": time.time()}))
         before = toys.files_snapshot(tmp_path)
         env = {**os.environ, "XLA_FLAGS": xla_flags(1), "JAX_PLATFORMS": "cpu",
-               "PYTHONPATH": str(repo)}
+               "PYTHONPATH": str(repo / "src")}
         out = subprocess.run(["jaxtrainer", "fit", "ppo", "trainer.ckpt_path=last",
                               "trainer.max_env_steps=1000000"], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=120)

@@ -67,7 +67,7 @@ def test_a_users_torso_in_the_current_directory_imports_without_pythonpath(tmp_p
     """The class imports (its constructor is checked against init_args): without
     the current directory on the path it would not ("does not import")."""
     (tmp_path / "my_torso.py").write_text((ROOT / "tests" / "torsos.py").read_text())
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1), PYTHONPATH=str(ROOT))
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1), PYTHONPATH=str(ROOT / "src"))
     out = subprocess.run([sys.executable, str(ROOT / "recipes" / "ppo.py"), *TINY_PPO,
                           f"trainer.default_root_dir={tmp_path / 'runs'}",
                           "network.torso.class_path=my_torso.TinyTorso",
@@ -123,3 +123,24 @@ def test_a_closed_pipe_and_an_unavailable_env_family_end_in_one_line_or_none():
                           text=True, timeout=100)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1 and "kinetix-env" in done.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_script_beside_a_clone_named_jaxtrainer_imports_the_installed_package(tmp_path):
+    """A clone is a folder named ``jaxtrainer`` without ``__init__.py``; a script in
+    the folder that holds it found that folder first (an empty namespace package:
+    ``module 'jaxtrainer' has no attribute 'load_policy'``)."""
+    clone = tmp_path / "jaxtrainer"
+    (clone / "recipes").mkdir(parents=True)
+    (clone / "README.md").write_text("# jaxtrainer\n")
+    (tmp_path / "script.py").write_text(
+        "import jaxtrainer\n"
+        "from jaxtrainer import load_policy\n"
+        "print(jaxtrainer.__file__, callable(load_policy))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0, out.stderr[-2000:]
+    path, is_callable = out.stdout.split()
+    assert Path(path).name == "__init__.py" and not Path(path).is_relative_to(tmp_path)
+    assert is_callable == "True"
