@@ -410,3 +410,46 @@ def recipe_module(run):
 
     name, cfg = saved_run.load_config(run)
     return build_module(name, cfg)
+
+
+_OPENED: list[str] = []  # files opened for reading while a test below listens
+_LISTENING: list[bool] = []
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _LISTENING and event == "open" and isinstance(args[0], str | bytes | os.PathLike) \
+            and "r" in str(args[1] or "r") and "w" not in str(args[1] or ""):
+        _OPENED.append(os.fsdecode(args[0]))
+
+
+@pytest.mark.timeout(120)
+def test_one_resume_resolves_the_checkpoint_once_and_reads_config_yaml_once(tmp_path, monkeypatch):
+    """``jaxtrainer fit ppo trainer.ckpt_path=last``: the recipes look up the
+    checkpoint and the run's saved config once and hand both on (the Trainer
+    restores the step directory they found; the run record compares against
+    the config they read)."""
+    from jaxtrainer.checkpoint import trainer_state
+    from jaxtrainer.recipes import fit
+
+    base = [*TINY_PPO, "trainer.strategy=single", f"trainer.default_root_dir={tmp_path}"]
+    fit.run([*base, "trainer.max_steps=2"], "ppo")
+    searched = []
+    real = trainer_state.resolve
+
+    def counted(*args, **kwargs):
+        searched.append(args[:2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer_state, "resolve", counted)
+    sys.addaudithook(_audit)
+    _OPENED.clear()
+    _LISTENING.append(True)
+    try:
+        result = fit.run([*base, "trainer.max_steps=4", "trainer.ckpt_path=last"], "ppo")
+    finally:
+        _LISTENING.clear()
+    assert result["step"] == 4
+    assert searched == [(str(tmp_path), "last")]
+    reads = [p for p in _OPENED if os.path.basename(p) == "config.yaml"]
+    assert reads == [str(tmp_path / "version_0" / "config.yaml")]
+    assert not (tmp_path / "version_1").exists()

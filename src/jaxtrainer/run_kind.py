@@ -97,8 +97,15 @@ def of_config(cfg: Mapping[str, Any]) -> RunKind:
 
 def _read_yaml(path: Path) -> dict[str, Any] | None:
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+        return _parsed(path.read_text())
+    except OSError:
+        return None
+
+
+def _parsed(text: str | None) -> dict[str, Any] | None:
+    try:
+        data = yaml.safe_load(text) if text is not None else None
+    except yaml.YAMLError:
         return None
     return data if isinstance(data, dict) else None
 
@@ -175,12 +182,22 @@ def config_refusal(run_cfg: Mapping[str, Any], current: Mapping[str, Any]) -> st
     return None
 
 
-def config_acceptor(current: Mapping[str, Any]) -> Callable[[Path], str | None]:
+def config_acceptor(current: Mapping[str, Any], read: dict[Path, str | None] | None = None
+                    ) -> Callable[[Path], str | None]:
     """``accept(run_dir)``: None where a command running the config ``current``
     can resume that run, else why not (:func:`config_refusal`; a run without a
-    ``config.yaml`` is taken: the Trainer checks it against the module)."""
+    ``config.yaml`` is taken: the Trainer checks it against the module).
+    ``read``: where given, ``accept`` keeps each ``config.yaml``'s text it read
+    there, by run directory (None for a run without one), so that the caller
+    need not read the chosen run's again."""
     def accept(run_dir: Path) -> str | None:
-        saved = _read_yaml(Path(run_dir) / CONFIG_FILE)
+        try:
+            text = (Path(run_dir) / CONFIG_FILE).read_text()
+        except OSError:
+            text = None
+        if read is not None:
+            read[Path(run_dir)] = text
+        saved = _parsed(text)
         return None if saved is None else config_refusal(saved, current)
     return accept
 

@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from jaxtrainer.checkpoint import files as ckpt
-from jaxtrainer.checkpoint.resolve import NAMES, Accept, resolve
+from jaxtrainer.checkpoint.resolve import NAMES, Accept, Resolved, resolve
 from jaxtrainer.distributed import keys
 
 if TYPE_CHECKING:
@@ -141,8 +141,9 @@ def resolve_ckpt_path(ckpt_path: str | os.PathLike, root: str | os.PathLike,
 
     ``"last"`` and ``"best"`` name the newest checkpoint of the newest run under
     ``root`` (a ``default_root_dir``, or one run directory) and its recorded
-    best; anything else is a path (a run, checkpoints or step directory), as
-    :func:`jaxtrainer.checkpoint.resolve` takes them.
+    best; a :class:`~jaxtrainer.checkpoint.resolve.Resolved` is the step
+    directory it holds, taken without a search; anything else is a path (a run,
+    checkpoints or step directory), as :func:`jaxtrainer.checkpoint.resolve` takes them.
 
     With ``strategy`` and several processes, process 0 resolves it and every
     process uses that path, which must be visible on each of them (a shared
@@ -159,6 +160,8 @@ def resolve_ckpt_path(ckpt_path: str | os.PathLike, root: str | os.PathLike,
     prefix = f"ckpt_path={name!r}: "
 
     def here() -> Path:
+        if isinstance(ckpt_path, Resolved):  # chosen by an earlier resolve: not searched again
+            return ckpt_path.path
         if name in NAMES:
             return resolve(root, name, across_runs=True, prefix=prefix, accept=accept)
         return resolve(ckpt_path, prefix=prefix)

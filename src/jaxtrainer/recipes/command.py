@@ -67,19 +67,27 @@ class _Command:
     training_started = False
 
 
-_RECIPES: list[tuple[DictConfig, str]] = []  # the configs :func:`remember` saw, newest last
+_RECIPES: list[tuple[DictConfig, str, Any]] = []  # what :func:`remember` saw, newest last
 _KEPT = 32
 
 
-def remember(cfg: DictConfig, recipe: str) -> None:
-    """Record that ``cfg`` (the object) is the config of recipe ``recipe``."""
-    _RECIPES[:] = [(c, r) for c, r in _RECIPES if c is not cfg][-(_KEPT - 1):] + [(cfg, recipe)]
+def remember(cfg: DictConfig, recipe: str, resume: Any = None) -> None:
+    """Record that ``cfg`` (the object) is the config of recipe ``recipe``,
+    and what it resumes (:class:`jaxtrainer.recipes.resume.Found`, or None)."""
+    _RECIPES[:] = [e for e in _RECIPES if e[0] is not cfg][-(_KEPT - 1):] + [(cfg, recipe, resume)]
 
 
 def recipe_of(cfg: DictConfig) -> str | None:
     """The recipe name :func:`jaxtrainer.recipes.config.load` recorded for
     ``cfg`` (the same object), or ``None``."""
-    return next((r for c, r in reversed(_RECIPES) if c is cfg), None)
+    return next((r for c, r, _ in reversed(_RECIPES) if c is cfg), None)
+
+
+def resume_of(cfg: DictConfig) -> Any:
+    """What :func:`jaxtrainer.recipes.config.load` found ``cfg`` resumes
+    (:class:`jaxtrainer.recipes.resume.Found`), or ``None`` (it resumes
+    nothing, or ``load`` did not make it)."""
+    return next((f for c, _, f in reversed(_RECIPES) if c is cfg), None)
 
 
 def one_line(error: BaseException) -> str:
@@ -247,6 +255,8 @@ class RunRecord(Callback):
     Args:
       cfg: the recipe's resolved config.
       recipe: the recipe's name, written as ``recipe:`` (``None``: no such key).
+      saved: a resumed run's saved config, as the resume read it (``None``:
+        read ``config.yaml`` when a resume needs it).
 
     Attributes:
       result: the metrics of the last evaluation of this ``fit`` (Python
@@ -255,9 +265,10 @@ class RunRecord(Callback):
 
     order = 90
 
-    def __init__(self, cfg: DictConfig, recipe: str | None) -> None:
+    def __init__(self, cfg: DictConfig, recipe: str | None, saved: DictConfig | None = None) -> None:
         self.cfg = cfg
         self.recipe = recipe
+        self.saved = saved  # the resumed run's config as it was read (not read again)
         self.result: dict[str, float] | None = None
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
@@ -279,8 +290,10 @@ class RunRecord(Callback):
         if not trainer.is_global_zero:
             return
         path = Path(trainer.log_dir) / CONFIG_FILE
-        if trainer.ckpt_path is not None and path.exists():
-            saved = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+        if trainer.ckpt_path is not None and (self.saved is not None or path.exists()):
+            saved = OmegaConf.to_container(self.saved if self.saved is not None
+                                           else OmegaConf.load(path), resolve=True)
+            saved.pop("recipe", None)
             now = OmegaConf.to_container(self.cfg, resolve=True)
             kept = ("recipe", "trainer", "logger", "callbacks")  # a resume may change these
             if {k: v for k, v in saved.items() if k not in kept} == \

@@ -206,15 +206,16 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
                              f"e.g. {key}.{next(iter(OmegaConf.select(base, key)), 'name')}=...")
     given = OmegaConf.from_dotlist(_keep_entry_mappings(base, overrides))
     cfg = OmegaConf.merge(base, given)
-    if cfg.trainer.get("ckpt_path") is not None:  # resume with the run's saved config
+    found = resume.find(cfg)  # the checkpoint and its run's saved config, looked up once
+    if found is not None:  # resume with the run's saved config
         from_file = (OmegaConf.load(path) if defaults is not None
                      and os.path.realpath(defaults) != os.path.realpath(path) else {})
         if isinstance(from_file, DictConfig):
             from_file.pop("recipe", None)
-        cfg = resume.resumed(cfg, OmegaConf.merge(from_file, given), setting)
+        cfg = resume.resumed(cfg, OmegaConf.merge(from_file, given), setting, found)
     components.check_entries(cfg)
     OmegaConf.set_struct(cfg, True)
-    command.remember(cfg, recipe)
+    command.remember(cfg, recipe, found)
     return cfg
 
 
@@ -475,13 +476,14 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
     """
     sweep.before_fit(trainer, module, recipe_of(cfg))  # a Sweep: budget per member, summary
     search.before_fit(trainer, module, cfg)  # a Search: budget per member, search.csv
-    changed = resume.hyperparameter_changes(cfg)  # confirmed changes of a resumed run
+    found = command.resume_of(cfg) or resume.find(cfg)  # looked up by load, else here
+    changed = resume.hyperparameter_changes(cfg, found)  # confirmed changes of a resumed run
     if changed:
         trainer.add_callback(resume.ApplyHyperparameters(changed))
-    record = RunRecord(cfg, recipe_of(cfg))
+    record = RunRecord(cfg, recipe_of(cfg), found.saved if found is not None else None)
     trainer.add_callback(record)
     try:
-        trainer.fit(module, ckpt_path=ckpt_path(cfg))
+        trainer.fit(module, ckpt_path=found.checkpoint if found is not None else None)
     finally:
         trainer.callbacks.remove(record)
     result = record.evaluated_at(trainer.global_step) or trainer.evaluate(module)

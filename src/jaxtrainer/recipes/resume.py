@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -28,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from jaxtrainer import run_kind
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint import runs, trainer_state
+from jaxtrainer.checkpoint.resolve import Resolved
 
 KEY = "trainer.resume_overrides"
 """The override that confirms changes to what a resumed run learns (``=apply``)."""
@@ -70,11 +73,29 @@ def _get(cfg: DictConfig, key: str) -> Any:
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value
 
 
-def saved_config(cfg: DictConfig) -> tuple[DictConfig, str, str] | None:
-    """``(the config the checkpoint's run saved, its path, the checkpoint)`` for
-    ``cfg``'s ``trainer.ckpt_path``, or None (no ``ckpt_path``, or a run without
-    one). ``last`` and ``best`` look at the newest run of ``cfg``'s recipe,
-    environment and kind (:func:`jaxtrainer.run_kind.config_acceptor`).
+@dataclass(frozen=True)
+class Found:
+    """What a resume of a recipe run resumes, found once per command.
+
+    Attributes:
+      checkpoint: the step directory, resolved (``Trainer.fit`` takes it
+        without searching again).
+      saved: the config the run saved (its ``recipe:`` key dropped), or None
+        for a run without a ``config.yaml``.
+      file: that ``config.yaml``'s path (``""`` without one).
+    """
+
+    checkpoint: Resolved
+    saved: DictConfig | None
+    file: str
+
+
+def find(cfg: DictConfig) -> Found | None:
+    """The checkpoint ``cfg``'s ``trainer.ckpt_path`` names and its run's
+    saved config, or None without a ``ckpt_path``: the path is resolved once
+    and the run's ``config.yaml`` read once. ``last`` and ``best`` look at the
+    newest run of ``cfg``'s recipe, environment and kind
+    (:func:`jaxtrainer.run_kind.config_acceptor`).
 
     Raises:
       FileNotFoundError: ``trainer.ckpt_path`` names no checkpoint, or no run
@@ -83,15 +104,20 @@ def saved_config(cfg: DictConfig) -> tuple[DictConfig, str, str] | None:
     path = cfg.trainer.get("ckpt_path")
     if path is None:
         return None
-    accept = run_kind.config_acceptor(OmegaConf.to_container(cfg, resolve=True))
+    read: dict[Path, str | None] = {}  # each config.yaml the acceptor read, by run
+    accept = run_kind.config_acceptor(OmegaConf.to_container(cfg, resolve=True), read)
     step_dir = trainer_state.resolve_ckpt_path(str(path), cfg.trainer.get("default_root_dir") or "runs",
                                                accept=accept)
     file = runs.run_dir_of(step_dir) / runs.CONFIG_FILE
-    if not file.is_file():
-        return None
-    saved = OmegaConf.load(file)
+    if file.parent in read:
+        text = read[file.parent]
+    else:  # a path, not last or best: no run was looked at
+        text = file.read_text() if file.is_file() else None
+    if text is None:
+        return Found(Resolved(step_dir), None, "")
+    saved = OmegaConf.create(text)
     saved.pop("recipe", None)
-    return saved, str(file), str(step_dir)
+    return Found(Resolved(step_dir), saved, str(file))
 
 
 def _same(key: str, saved: Any, given: Any) -> bool:
@@ -103,20 +129,21 @@ def _same(key: str, saved: Any, given: Any) -> bool:
         and os.path.realpath(saved) == os.path.realpath(given)
 
 
-def resumed(cfg: DictConfig, given: DictConfig, setting: str | None) -> DictConfig:
-    """The config a resume runs with: the run's saved config with ``given``
-    (what the command line and ``--config`` file set) over it, or ``cfg``
-    unchanged when it resumes nothing that saved a config. Prints every
-    changed setting as ``jaxtrainer: resume: key: saved -> given`` (stderr).
+def resumed(cfg: DictConfig, given: DictConfig, setting: str | None,
+            found: Found | None) -> DictConfig:
+    """The config a resume runs with: the run's saved config (``found``, from
+    :func:`find`) with ``given`` (what the command line and ``--config`` file
+    set) over it, or ``cfg`` unchanged when it resumes nothing that saved a
+    config. Prints every changed setting as ``jaxtrainer: resume: key: saved ->
+    given`` (stderr).
 
     Raises:
       ValueError: a changed setting outside :data:`APPLIED_SECTIONS` without
         ``trainer.resume_overrides=apply`` (one line listing them).
     """
-    found = saved_config(cfg)
-    if found is None:
+    if found is None or found.saved is None:
         return cfg
-    saved, file, step_dir = found
+    saved, file, step_dir = found.saved, found.file, str(found.checkpoint)
     struct = OmegaConf.is_struct(cfg)
     out = OmegaConf.merge(cfg, saved, given)  # the saved settings, then what was given
     if str(cfg.trainer.ckpt_path) in trainer_state.NAMES:
@@ -160,13 +187,12 @@ class ApplyHyperparameters(Callback):
         trainer.state = state.replace(hyperparams=new)
 
 
-def hyperparameter_changes(cfg: DictConfig) -> dict[str, float]:
+def hyperparameter_changes(cfg: DictConfig, found: Found | None) -> dict[str, float]:
     """``{name: value}`` of the ``algorithm:`` settings that differ from the
-    saved config of the run ``cfg`` resumes (empty when it resumes nothing)."""
-    found = saved_config(cfg)
-    if found is None or "algorithm" not in cfg:
+    saved config of the run ``cfg`` resumes (``found``, from :func:`find`;
+    empty when it resumes nothing)."""
+    if found is None or found.saved is None or "algorithm" not in cfg:
         return {}
-    saved = found[0]
     return {str(k): v for k, v in OmegaConf.to_container(cfg.algorithm, resolve=True).items()
             if isinstance(v, int | float) and not isinstance(v, bool)
-            and _get(saved, f"algorithm.{k}") not in (_UNSET, v)}
+            and _get(found.saved, f"algorithm.{k}") not in (_UNSET, v)}
