@@ -18,7 +18,7 @@ from PIL import Image, ImageChops
 
 import jaxtrainer as jt
 from jaxtrainer import checkpoint as ckpt
-from jaxtrainer import cli, eval_cli, render
+from jaxtrainer import cli, eval_cli, fit_run, render
 from jaxtrainer.checkpoint import runs, saved_run
 from jaxtrainer.distributed import keys
 from jaxtrainer.envs.evaluation import run_episodes
@@ -50,7 +50,7 @@ def init_only_run(root: Path, recipe: str, cfg, config_file: bool = True, edit=N
     else:
         trainer = jt.Trainer(strategy="single", max_steps=1, default_root_dir=root, **QUIET)
     trainer.prepare(module)  # as fit does before it initialises
-    trainer._init_state(module)
+    fit_run.init_state(trainer, module)
     if edit is not None:
         trainer.state = edit(trainer.state)
     trainer.log_dir = runs.new_run_dir(root)

@@ -35,7 +35,7 @@ def test_eight_steps_straight_equal_four_save_resume_four(tmp_path, devices):
     assert second.log_dir == first.log_dir  # same run directory, logs appended
     assert (second.global_step, second.env_steps) == (straight.global_step, straight.env_steps) == (8, 64)
     toys.assert_trees_equal(second.state, straight.state)  # params, opt state, keys, counters
-    toys.assert_trees_equal(second._root_key, straight._root_key)
+    toys.assert_trees_equal(second.root_key, straight.root_key)
     assert _steps_logged(second.log_dir) == _steps_logged(straight.log_dir)
     assert [s for s, _, _ in _steps_logged(second.log_dir)] == [2, 4, 6, 8]
 

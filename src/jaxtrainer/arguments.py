@@ -61,6 +61,14 @@ def positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
     return int(value)
 
 
+def integer(name: str, value: Any) -> int:
+    """``value`` as an int (a seed: any sign); bools, floats and strings raise
+    ValueError naming the value."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}={value!r}: expected an int")
+    return int(value)
+
+
 def expand_path(value: str | os.PathLike) -> str:
     """``value`` with ``~`` (the user's home) and environment variables (``$RUNS``,
     ``${RUNS}``) expanded, as a shell would: every path the project takes goes

@@ -24,6 +24,15 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
+def require_budget(trainer: Trainer) -> None:
+    """Raises ValueError when ``trainer`` has neither ``max_steps`` nor
+    ``max_env_steps`` (``fit`` needs one; such a trainer can only evaluate)."""
+    if not trainer.has_budget:
+        raise ValueError(f"{type(trainer).__name__}.fit needs a training budget: this trainer was "
+                         "built with max_steps=None and max_env_steps=None; set max_steps or "
+                         "max_env_steps (a trainer without one can only evaluate)")
+
+
 def resolve_resume(trainer: Trainer, module: Module,
                    ckpt_path: str | os.PathLike | None) -> tuple[Path | None, int]:
     """``(checkpoint step directory or None, its step)``; sets ``log_dir`` to

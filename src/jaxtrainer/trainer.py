@@ -11,27 +11,22 @@ The Trainer is a facade over small pieces, each in its own module:
 
 from __future__ import annotations
 
-import numbers
 import os
-import sys
-import traceback
 from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments, fit_setup, module_record
+from jaxtrainer import arguments, fit_run, fit_setup, module_record
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import compilation_cache as compilation_cache_lib
-from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.checkpoint import run_lock, trainer_state
 from jaxtrainer.compile_ahead import Programs
-from jaxtrainer.distributed import keys
 from jaxtrainer.fit_loop import FitLoop, signals_and_phases
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module, counted_members
@@ -146,6 +141,9 @@ class Trainer:
         (:mod:`jaxtrainer.compilation_cache`).
 
     Attributes:
+      root_key: the run's root PRNG key (``key(seed)``, replicated; restored
+        from a checkpoint on resume): every training, evaluation and init key
+        is folded from it. ``None`` before ``fit``/``evaluate``.
       resume_hint: how the preemption message tells the user to resume:
         ``None`` names the Python call (``fit(..., ckpt_path='last')``); a
         string replaces it, formatted with ``{checkpoint}`` (the checkpoint
@@ -186,19 +184,13 @@ class Trainer:
         self.jit = arguments.flag("jit", jit)
         self.compile_evaluation_ahead = arguments.flag("compile_evaluation_ahead",
                                                    compile_evaluation_ahead, also=("auto",))
-        if sync_every_n_seconds is not None and (
-                isinstance(sync_every_n_seconds, bool) or not isinstance(sync_every_n_seconds, numbers.Real)
-                or not sync_every_n_seconds >= 0):
-            raise ValueError(f"sync_every_n_seconds={sync_every_n_seconds!r}: expected seconds "
-                             ">= 0 or None")
-        self.sync_every_n_seconds = float(sync_every_n_seconds or 0.0)
+        self.sync_every_n_seconds = float(arguments.number(
+            "sync_every_n_seconds", sync_every_n_seconds, low=0, allow_none=True) or 0.0)
         self.max_steps_arg = arguments.positive_int("max_steps", max_steps)
         self.max_env_steps = arguments.positive_int("max_env_steps", max_env_steps)
         self.log_every_n_steps = arguments.positive_int("log_every_n_steps", log_every_n_steps, False)
         self.eval_every_n_steps = arguments.positive_int("eval_every_n_steps", eval_every_n_steps)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"seed={seed!r}: expected an int")
-        self.seed = seed
+        self.seed = arguments.integer("seed", seed)
         self.default_root_dir = arguments.directory("default_root_dir", default_root_dir)
         devices = arguments.devices(devices)  # ValueError naming the value and the accepted forms
         self.callbacks = _with_defaults(
@@ -219,7 +211,7 @@ class Trainer:
         self._state_copy: Any = None  # what hooks read while the loop donates ``_state``
         self._donating = False
         self._module: Module | None = None
-        self._root_key: jax.Array | None = None
+        self.root_key: jax.Array | None = None
         self.ckpt_path: str | None = None
         self.resume_hint: str | None = None
         self.log_dir = ""
@@ -282,32 +274,11 @@ class Trainer:
         self.programs.wait()
 
     # ----------------------------------------------------------------- hooks
-    @property
-    def root_key(self) -> jax.Array | None:
-        """The run's root PRNG key (``key(seed)``, replicated; restored from a
-        checkpoint on resume): every training, evaluation and init key is folded
-        from it. ``None`` before ``fit``/``evaluate``."""
-        return self._root_key
-
-    @root_key.setter
-    def root_key(self, key: jax.Array) -> None:
-        self._root_key = key
-
     def call_hook(self, hook: str, module: Module, *args: Any) -> None:
         """Call callback hook ``hook`` (e.g. ``"on_train_start"``) on every
         callback, in order, with ``(trainer, module, *args)``."""
         for cb in self.callbacks:
             getattr(cb, hook)(self, module, *args)
-
-    def _call_all_safely(self, hook: str, module: Module, *args: Any) -> None:
-        """Call ``hook`` on every callback even if some raise (error paths: the
-        original exception is never hidden)."""
-        for cb in self.callbacks:
-            try:
-                getattr(cb, hook)(self, module, *args)
-            except Exception:
-                print(f"jaxtrainer: {type(cb).__name__}.{hook} raised while handling another "
-                      f"error:\n{traceback.format_exc()}", file=sys.stderr)
 
     # ---------------------------------------------------------------- state
     def rendezvous(self, what: str) -> None:
@@ -356,10 +327,6 @@ class Trainer:
             self.max_steps, self.log_every_n_steps, self.eval_every_n_steps,
             self.sync_every_n_seconds, fuse=self.strategy.jit, max_intervals=MAX_INTERVALS_PER_CALL)
 
-    def _init_state(self, module: Module) -> None:
-        self._root_key = self.strategy.to_global(jax.random.key(self.seed))
-        self.state = self.strategy.init_state(module, keys.stream_key(self._root_key, keys.INIT_STREAM))
-
     def restore_checkpoint(self, module: Module, path: Path, abstract_state: Any = None) -> dict[str, Any]:
         """Load the checkpoint step directory ``path`` (state, root key, counters,
         callback states) for ``module``, after :meth:`prepare`; returns its metadata.
@@ -382,7 +349,7 @@ class Trainer:
         """
         meta = trainer_state.meta(self)
         self.call_hook("on_save_checkpoint", self._module, meta)
-        ckpt.save(manager, self.global_step, {"module": self._state, "rng": self._root_key}, meta,
+        ckpt.save(manager, self.global_step, {"module": self._state, "rng": self.root_key}, meta,
                   metrics=metrics)
 
     # ------------------------------------------------------------------- fit
@@ -434,17 +401,12 @@ class Trainer:
         """
         if not isinstance(module, Module):
             raise TypeError(f"fit expects a jaxtrainer.Module, got {type(module).__name__}")
-        if not self.has_budget:
-            raise ValueError(f"{type(self).__name__}.fit needs a training budget: this trainer was "
-                             "built with max_steps=None and max_env_steps=None; set max_steps or "
-                             "max_env_steps (a trainer without one can only evaluate)")
+        fit_setup.require_budget(self)
         self.prepare(module)
         refuse_unlogged_evaluation_monitors(self, module)
         resume, step = fit_setup.resolve_resume(self, module, ckpt_path)
         self.ckpt_path = os.fspath(resume) if resume is not None else None
-        self.global_step, self.env_steps, self.should_stop, self.stop_reason = 0, 0, False, None
-        self.state_is_valid, self.received_signal, self.callback_metrics = True, None, {}
-        self.state_ahead = self.more_metrics_pending = False
+        fit_run.reset(self)
         if resume is not None and step >= self.max_steps:  # load the state, say why, write nothing
             self.restore_checkpoint(module, resume)
             return trainer_state.report_budget_spent(self, resume, step, counted_members(module))
@@ -460,19 +422,9 @@ class Trainer:
     def _run(self, module: Module, resume: Path | None) -> None:
         """setup -> (restore | init) -> on_fit_start -> train -> on_fit_end; on
         an exception every callback's ``on_exception`` and ``teardown`` run and
-        the exception is re-raised unchanged."""
+        the exception is re-raised unchanged (:mod:`jaxtrainer.fit_run`)."""
         try:
-            self.call_hook("setup", module, "fit")
-            # one trace of init_state for the shapes, the programs and the restore (or init)
-            abstract = self.strategy.abstract_state(module, keep=resume is None)
-            if resume is not None:  # a damaged or mismatched checkpoint fails before any compile
-                trainer_state.check(self, resume, abstract)
-            self.programs.compile_ahead(module, abstract, trainer_state.abstract_key(self.strategy),
-                                        module.has_evaluation() and self._evaluates_ahead())
-            if resume is not None:
-                self.call_hook("on_load_checkpoint", module, self.restore_checkpoint(module, resume, abstract))
-            else:
-                self._init_state(module)
+            fit_run.start(self, module, resume)
             self._donating = True  # hooks now read copies (see ``state``)
             self.call_hook("on_fit_start", module)
             FitLoop(self).run(module)
@@ -480,21 +432,8 @@ class Trainer:
             self.call_hook("on_fit_end", module)
         except BaseException as exc:
             self._donating = False
-            self.programs.cancel()  # an evaluation compile waiting for training
-            self._call_all_safely("on_exception", module, exc)
-            self._call_all_safely("teardown", module, "fit")
-            if isinstance(exc, Preempted) and self.is_global_zero:
-                print(f"jaxtrainer: {exc}. Loggers are closed. Resume with "
-                      f"{fit_setup.resume_hint(self, exc.checkpoint)}.", file=sys.stderr, flush=True)
+            fit_run.fail(self, module, exc)
             raise
-
-    def _evaluates_ahead(self) -> bool:
-        """Whether ``fit`` compiles the evaluation program while training starts:
-        ``compile_evaluation_ahead``, where ``"auto"`` means when ``fit`` itself
-        evaluates (``eval_every_n_steps`` set)."""
-        if self.compile_evaluation_ahead == "auto":
-            return self.eval_every_n_steps is not None
-        return bool(self.compile_evaluation_ahead)
 
     # -------------------------------------------------------------- evaluate
     def run_evaluation(self, module: Module) -> dict[str, float]:
@@ -505,17 +444,7 @@ class Trainer:
         Raises:
           ValueError: ``module`` has no ``evaluation_step``.
         """
-        if not module.has_evaluation():
-            raise ValueError(f"{type(module).__name__} has no evaluation_step: define it to "
-                             "evaluate (Trainer.evaluate, eval_every_n_steps)")
-        key = keys.sub_key(keys.stream_key(self._root_key, keys.EVAL_STREAM), self.global_step)
-        program = self.programs.evaluation(module, self._state, key)
-        self.rendezvous("evaluation")  # the processes enter its collectives together
-        result = metrics_lib.to_host(program.fn(self._state, key))
-        result.update(step=self.global_step, env_steps=self.env_steps)
-        self.callback_metrics.update(result)
-        self.call_hook("on_evaluation_end", module, result)
-        return result
+        return fit_run.evaluate(self, module)
 
     def evaluate(self, module: Module, ckpt_path: str | os.PathLike | None = None) -> dict[str, float]:
         """Run ``module.evaluation_step`` once on the current state (after
@@ -537,7 +466,7 @@ class Trainer:
         if ckpt_path is not None:
             self.restore_checkpoint(module, fit_setup.checkpoint_of(self, module, ckpt_path))
         elif self._state is None:
-            self._init_state(module)
+            fit_run.init_state(self, module)
         else:
             self._state = fit_setup.adopt(self, module, self._state)
         return self.run_evaluation(module)

@@ -1,0 +1,117 @@
+"""One ``Trainer.fit`` around its loop: what runs before the first step (the
+``setup`` hook, one trace of ``init_state``, checking the checkpoint, compiling
+ahead, then restoring or initialising the state) and what runs when it fails
+(every callback's ``on_exception`` and ``teardown``, however many raise), and
+one evaluation of the current state.
+
+:meth:`jaxtrainer.Trainer.fit` calls :func:`start`, runs the
+:class:`~jaxtrainer.fit_loop.FitLoop`, and on any exception :func:`fail` before
+re-raising it unchanged; the loop and :meth:`jaxtrainer.Trainer.evaluate`
+evaluate through :func:`evaluate`.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jax
+
+from jaxtrainer import fit_setup
+from jaxtrainer import metrics as metrics_lib
+from jaxtrainer.checkpoint import trainer_state
+from jaxtrainer.distributed import keys
+from jaxtrainer.signals import Preempted
+
+if TYPE_CHECKING:
+    from jaxtrainer.module import Module
+    from jaxtrainer.trainer import Trainer
+
+
+def evaluates_ahead(trainer: Trainer) -> bool:
+    """Whether ``fit`` compiles the evaluation program while training starts:
+    ``compile_evaluation_ahead``, where ``"auto"`` means when ``fit`` itself
+    evaluates (``eval_every_n_steps`` set)."""
+    if trainer.compile_evaluation_ahead == "auto":
+        return trainer.eval_every_n_steps is not None
+    return bool(trainer.compile_evaluation_ahead)
+
+
+def init_state(trainer: Trainer, module: Module) -> None:
+    """A fresh run's root key (``key(seed)``, replicated) and ``init_state``
+    from its init stream (:mod:`jaxtrainer.distributed.keys`)."""
+    trainer.root_key = trainer.strategy.to_global(jax.random.key(trainer.seed))
+    trainer.state = trainer.strategy.init_state(module, keys.stream_key(trainer.root_key,
+                                                                        keys.INIT_STREAM))
+
+
+def reset(trainer: Trainer) -> None:
+    """The counters and flags a new ``fit`` starts from (step 0, nothing stopped)."""
+    trainer.global_step, trainer.env_steps, trainer.should_stop, trainer.stop_reason = 0, 0, False, None
+    trainer.state_is_valid, trainer.received_signal, trainer.callback_metrics = True, None, {}
+    trainer.state_ahead = trainer.more_metrics_pending = False
+
+
+def start(trainer: Trainer, module: Module, resume: Path | None) -> None:
+    """``setup("fit")``, then the state: ``init_state`` traced once for the
+    shapes, the programs (compiled in the background) and the restore, so that
+    a damaged or mismatched checkpoint fails before any compile; then the
+    checkpoint restored (``on_load_checkpoint``) or a fresh state."""
+    trainer.call_hook("setup", module, "fit")
+    abstract = trainer.strategy.abstract_state(module, keep=resume is None)
+    if resume is not None:
+        trainer_state.check(trainer, resume, abstract)
+    trainer.programs.compile_ahead(module, abstract, trainer_state.abstract_key(trainer.strategy),
+                                   module.has_evaluation() and evaluates_ahead(trainer))
+    if resume is not None:
+        trainer.call_hook("on_load_checkpoint", module,
+                          trainer.restore_checkpoint(module, resume, abstract))
+    else:
+        init_state(trainer, module)
+
+
+def call_all_safely(trainer: Trainer, hook: str, module: Module, *args: Any) -> None:
+    """Call ``hook`` on every callback even if some raise (error paths: the
+    original exception is never hidden; each failure is printed on stderr)."""
+    for cb in trainer.callbacks:
+        try:
+            getattr(cb, hook)(trainer, module, *args)
+        except Exception:
+            print(f"jaxtrainer: {type(cb).__name__}.{hook} raised while handling another "
+                  f"error:\n{traceback.format_exc()}", file=sys.stderr)
+
+
+def fail(trainer: Trainer, module: Module, exc: BaseException) -> None:
+    """After ``exc`` ended a fit: cancel a compile waiting for training, run
+    every callback's ``on_exception`` and ``teardown``, and after a preemption
+    say (process 0, stderr) how to resume."""
+    trainer.programs.cancel()
+    call_all_safely(trainer, "on_exception", module, exc)
+    call_all_safely(trainer, "teardown", module, "fit")
+    if isinstance(exc, Preempted) and trainer.is_global_zero:
+        print(f"jaxtrainer: {exc}. Loggers are closed. Resume with "
+              f"{fit_setup.resume_hint(trainer, exc.checkpoint)}.", file=sys.stderr, flush=True)
+
+
+def evaluate(trainer: Trainer, module: Module) -> dict[str, float]:
+    """Run ``module.evaluation_step`` once on the current state with the key
+    of (seed, step), report the metrics to ``on_evaluation_end`` and return
+    them (Python floats, plus ``step`` and ``env_steps``).
+
+    Raises:
+      ValueError: ``module`` has no ``evaluation_step``.
+    """
+    if not module.has_evaluation():
+        raise ValueError(f"{type(module).__name__} has no evaluation_step: define it to "
+                         "evaluate (Trainer.evaluate, eval_every_n_steps)")
+    key = keys.sub_key(keys.stream_key(trainer.root_key, keys.EVAL_STREAM), trainer.global_step)
+    state = trainer.peek_state()
+    program = trainer.programs.evaluation(module, state, key)
+    trainer.rendezvous("evaluation")  # the processes enter its collectives together
+    result = metrics_lib.to_host(program.fn(state, key))
+    result.update(step=trainer.global_step, env_steps=trainer.env_steps)
+    trainer.callback_metrics.update(result)
+    trainer.call_hook("on_evaluation_end", module, result)
+    return result
