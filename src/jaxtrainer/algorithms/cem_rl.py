@@ -87,6 +87,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms.hyperparams import config_record
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.networks import DeterministicActor, TwinCritic, activation
 from jaxtrainer.algorithms.offpolicy import (
@@ -397,15 +398,11 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
                 f"the {num_devices} devices; use a multiple of {num_devices}")
 
     def hparams(self) -> dict[str, Any]:
-        hp = dataclasses.asdict(self.config)
-        for name in ("actor_hidden_sizes", "critic_hidden_sizes"):
-            hp[name] = list(hp[name])
-        hp["network"] = dataclasses.asdict(self.config.network)
-        hp.update(num_params=self.num_params, num_rl_members=self.num_rl_members,
-                  num_elites=self.num_elites, rollout_steps=self.rollout_steps,
-                  critic_steps=self.critic_steps, actor_steps=self.actor_steps,
-                  env_steps_per_generation=self.env_steps_per_step)
-        return hp
+        return config_record(
+            self.config, num_params=self.num_params, num_rl_members=self.num_rl_members,
+            num_elites=self.num_elites, rollout_steps=self.rollout_steps,
+            critic_steps=self.critic_steps, actor_steps=self.actor_steps,
+            env_steps_per_generation=self.env_steps_per_step)
 
     # ---- parameters -------------------------------------------------------
     def unravel(self, flat: jax.Array) -> Any:

@@ -84,6 +84,7 @@ from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.genetic import ga_step, inject, num_elites
+from jaxtrainer.algorithms.hyperparams import config_record
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.offpolicy import configure
 from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config, TD3LearnerConfig
@@ -328,14 +329,10 @@ class ERL(ParamsPolicy, Module):
         arguments.split_over_devices(self.name, num_devices, eval_episodes=self.config.eval_episodes)
 
     def hparams(self) -> dict[str, Any]:
-        hp = dataclasses.asdict(self.config)
-        hp["hidden_sizes"] = list(hp["hidden_sizes"])
-        hp["network"] = dataclasses.asdict(self.config.network)
-        hp.update(num_params=self.num_params, num_elites=self.num_elites,
-                  rollout_steps=self.rollout_steps, critic_steps=self.critic_steps,
-                  buffer_capacity=self.buffer.capacity,
-                  env_steps_per_generation=self.env_steps_per_step)
-        return hp
+        return config_record(
+            self.config, num_params=self.num_params, num_elites=self.num_elites,
+            rollout_steps=self.rollout_steps, critic_steps=self.critic_steps,
+            buffer_capacity=self.buffer.capacity, env_steps_per_generation=self.env_steps_per_step)
 
     # ---- policies -----------------------------------------------------------
     def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:

@@ -9,6 +9,7 @@ compiled program trains them all.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,7 +17,20 @@ import jax
 import jax.numpy as jnp
 import optax
 
-__all__ = ["annealed", "get_hyperparams", "set_hyperparams", "set_learning_rate"]
+__all__ = ["annealed", "config_record", "get_hyperparams", "set_hyperparams", "set_learning_rate"]
+
+
+def config_record(config: Any, **extra: Any) -> dict[str, Any]:
+    """An algorithm's config dataclass as the hyperparameters a logger records
+    (``Module.hparams``): its fields, tuples as lists (layer widths), the
+    ``network`` section as a dict, then ``extra`` (derived sizes such as
+    ``total_updates``)."""
+    record = {k: list(v) if isinstance(v, tuple) else v
+              for k, v in dataclasses.asdict(config).items()}
+    if getattr(config, "network", None) is not None:
+        record["network"] = dataclasses.asdict(config.network)
+    record.update(extra)
+    return record
 
 
 def get_hyperparams(state: Any) -> Any:

@@ -521,16 +521,22 @@ class TwinCritic(nn.Module):
         return jnp.stack(q)
 
 
-class DeterministicActor(nn.Module):
-    """TD3's and CEM-RL's actor: ``obs -> tanh(MLP(obs))``, ``float32[..., action_dim]``
-    in ``[-1, 1]`` (scaled to the action box by the algorithm); ``torso``: as
-    :class:`QNetwork`'s."""
+class _ContinuousActor(nn.Module):
+    """The fields of a continuous-action actor: ``action_dim`` outputs per
+    head, an MLP of ``hidden_sizes`` over the features of ``obs`` (``obs_ndim``
+    trailing observation axes; ``torso``: as :class:`QNetwork`'s)."""
 
     action_dim: int
     obs_ndim: int = 1
     hidden_sizes: Sequence[int] = (256, 256)
     activation: str = "relu"
     torso: TorsoFactory | None = None
+
+
+class DeterministicActor(_ContinuousActor):
+    """TD3's and CEM-RL's actor: ``obs -> tanh(MLP(obs))``, ``float32[..., action_dim]``
+    in ``[-1, 1]`` (scaled to the action box by the algorithm); ``torso``: as
+    :class:`QNetwork`'s."""
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
@@ -541,17 +547,11 @@ class DeterministicActor(nn.Module):
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
-class SquashedGaussianActor(nn.Module):
+class SquashedGaussianActor(_ContinuousActor):
     """SAC's actor: ``obs -> (mean, log_std)``, each ``float32[..., action_dim]``;
     ``log_std`` is squashed into ``[LOG_STD_MIN, LOG_STD_MAX]`` with a tanh
     (SpinningUp's and CleanRL's ``sac_continuous_action.py``); ``torso``: as
     :class:`QNetwork`'s."""
-
-    action_dim: int
-    obs_ndim: int = 1
-    hidden_sizes: Sequence[int] = (256, 256)
-    activation: str = "relu"
-    torso: TorsoFactory | None = None
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:

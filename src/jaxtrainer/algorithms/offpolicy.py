@@ -47,7 +47,7 @@ import optax
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
-from jaxtrainer.algorithms.hyperparams import annealed, set_learning_rate
+from jaxtrainer.algorithms.hyperparams import annealed, config_record, set_learning_rate
 from jaxtrainer.algorithms.networks import TwinCritic, activation
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
@@ -462,10 +462,7 @@ class OffPolicyModule(ParamsPolicy, Module):
         arguments.split_over_devices(self.name, num_devices, eval_episodes=self.config.eval_episodes)
 
     def hparams(self) -> dict[str, Any]:
-        hp = dataclasses.asdict(self.config)
-        hp["hidden_sizes"] = list(hp["hidden_sizes"])
-        hp["network"] = dataclasses.asdict(self.config.network)
-        return hp
+        return config_record(self.config)
 
     # ---- traced hyperparameters -------------------------------------------
     def hyperparam_defaults(self) -> dict[str, float]:

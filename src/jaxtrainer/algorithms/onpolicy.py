@@ -38,7 +38,7 @@ from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.cores import Carry, initial_carry
-from jaxtrainer.algorithms.hyperparams import annealed
+from jaxtrainer.algorithms.hyperparams import annealed, config_record
 from jaxtrainer.algorithms.networks import (
     POLICIES,
     ActorCritic,
@@ -536,11 +536,7 @@ class OnPolicyModule(ParamsPolicy, Module):
             num_envs=self.config.num_envs, eval_episodes=self.config.eval_episodes)
 
     def hparams(self) -> dict[str, Any]:
-        hp = dataclasses.asdict(self.config)
-        hp["hidden_sizes"] = list(hp["hidden_sizes"])
-        hp["network"] = dataclasses.asdict(self.config.network)
-        hp["total_updates"] = self.total_updates
-        return hp
+        return config_record(self.config, total_updates=self.total_updates)
 
     # ---- policy helpers --------------------------------------------------
     def _env_action(self, action: jax.Array) -> jax.Array:

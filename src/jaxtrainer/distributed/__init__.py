@@ -84,8 +84,7 @@ if TYPE_CHECKING:
         unpmap,
     )
 
-# EvoRL's names, loaded from jaxtrainer.compat.evorl on first use
-_EVORL = (
+EVORL_NAMES = (
     "PMAP_AXIS_NAME",
     "POP_AXIS_NAME",
     "agent_gradient_update",
@@ -101,10 +100,12 @@ _EVORL = (
     "tree_device_put",
     "unpmap",
 )
+"""EvoRL's ``evorl.distributed`` names exported here, loaded from
+:mod:`jaxtrainer.compat.evorl` on first use (the core never imports it)."""
 
 
 def __getattr__(name: str) -> Any:
-    if name in _EVORL:
+    if name in EVORL_NAMES:
         from jaxtrainer.compat import evorl
 
         value = getattr(evorl, name)
@@ -114,7 +115,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EVORL))
+    return sorted(set(globals()) | set(EVORL_NAMES))
 
 
 __all__ = [

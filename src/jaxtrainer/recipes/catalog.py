@@ -152,3 +152,11 @@ def about(recipe: str, prog: str) -> str:
     notes.append(LAST_LINE.format(what=entry.last_line, config=f"configs/{recipe}.yaml"))
     return "\n\n".join([entry.summary + ".", "\n".join(lines),
                         *(textwrap.fill(n, 88) for n in notes)])
+
+
+def refuse_recipe(recipe: str, doing: str, can: frozenset[str] | set[str], prefix: str = "") -> None:
+    """Raises ValueError when ``recipe`` is not one of ``can``: ``the 'sac'
+    recipe cannot sweep; recipes that can: a2c, ppo`` (after ``prefix``)."""
+    if recipe not in can:
+        raise ValueError(f"{prefix}the {recipe!r} recipe cannot {doing}; "
+                         f"recipes that can: {', '.join(sorted(can))}")

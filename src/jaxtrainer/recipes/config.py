@@ -40,7 +40,7 @@ from jaxtrainer.envs.registry import unknown as unknown_env
 from jaxtrainer.formatting import fixed
 from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
-from jaxtrainer.recipes import command, components, presets, resume, search, sweep
+from jaxtrainer.recipes import catalog, command, components, presets, resume, search, sweep
 from jaxtrainer.recipes.command import CONFIG_FILE, RunRecord, cli, recipe_of  # noqa: F401 (re-exported)
 from jaxtrainer.trainer import Trainer
 
@@ -233,8 +233,7 @@ def _check_population_section(base: DictConfig, key: str, recipe: str) -> None:
     section = key.split(".", 1)[0]
     if section in (sweep.SECTION, search.SECTION) and section not in base:
         can = sweep.SWEEP_RECIPES if section == sweep.SECTION else search.SEARCH_RECIPES
-        raise ValueError(f"unknown config key {key!r}: the {recipe!r} recipe cannot {section}; "
-                         f"recipes that can: {', '.join(sorted(can))}")
+        catalog.refuse_recipe(recipe, section, can, prefix=f"unknown config key {key!r}: ")
 
 
 def _keep_entry_mappings(base: DictConfig, overrides: Sequence[str]) -> list[str]:

@@ -51,6 +51,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from jaxtrainer.recipes import catalog
+
 SECTION = "search"
 SEARCH_RECIPES = frozenset({"ppo", "a2c", "impala", "dqn", "sac", "td3", "ddpg", "openes"})
 """Recipes whose module keeps traced hyperparameters in ``state.hyperparams``."""
@@ -175,9 +177,7 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
     """
     if not active(cfg):
         return module
-    if recipe not in SEARCH_RECIPES:
-        raise ValueError(f"the {recipe!r} recipe cannot search (search.method): recipes that "
-                         f"can: {', '.join(sorted(SEARCH_RECIPES))}")
+    catalog.refuse_recipe(recipe, "search (search.method)", SEARCH_RECIPES)
     node = cfg[SECTION]
     if node.method not in METHODS:
         raise ValueError(f"search.method={node.method!r}: choose one of {', '.join(METHODS)}")

@@ -39,6 +39,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.recipes import catalog
 
 SECTION = "sweep"
 SWEEP_RECIPES = frozenset({"ppo", "a2c"})
@@ -83,9 +84,7 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
     """
     if not active(cfg):
         return module
-    if recipe not in SWEEP_RECIPES:
-        raise ValueError(f"the {recipe!r} recipe cannot sweep (sweep.seeds, sweep.hyperparams): "
-                         f"recipes that can: {', '.join(sorted(SWEEP_RECIPES))}")
+    catalog.refuse_recipe(recipe, "sweep (sweep.seeds, sweep.hyperparams)", SWEEP_RECIPES)
     from jaxtrainer.population.sweep import Sweep
 
     node = cfg[SECTION]

@@ -35,6 +35,7 @@ from jaxtrainer.compat.evorl.comm import (
 )
 from jaxtrainer.compat.evorl.gradients import agent_gradient_update, gradient_update, loss_and_pgrad
 from jaxtrainer.compat.evorl.sharding import shmap_map, shmap_vmap, tree_device_put
+from jaxtrainer.distributed import EVORL_NAMES
 from jaxtrainer.distributed.axis import AXIS_NAME
 
 PMAP_AXIS_NAME = AXIS_NAME
@@ -51,23 +52,4 @@ POP_AXIS_NAME = "POP"
 it itself (``jax.pmap(..., axis_name=POP_AXIS_NAME)``) and gathers over it
 (:func:`all_gather`); no jaxtrainer strategy binds it."""
 
-__all__ = [
-    "PMAP_AXIS_NAME",
-    "POP_AXIS_NAME",
-    "agent_gradient_update",
-    "all_gather",
-    "get_global_ranks",
-    "get_process_id",
-    "gradient_update",
-    "is_dist_initialized",
-    "loss_and_pgrad",
-    "pmax",
-    "pmean",
-    "pmin",
-    "psum",
-    "shmap_map",
-    "shmap_vmap",
-    "split_key_to_devices",
-    "tree_device_put",
-    "unpmap",
-]
+__all__ = [*EVORL_NAMES, "pmax", "pmean", "pmin", "psum"]
