@@ -63,7 +63,7 @@ def run_seed(row: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
     Raises:
       RuntimeError: the command failed or printed no ``eval/episode_return=`` line.
     """
-    command = [sys.executable, "-m", "jaxtrainer.cli", "fit", row["recipe"],
+    command = [sys.executable, "-m", "jaxtrainer.commands.cli", "fit", row["recipe"],
                f"env.name={row['env']}", f"trainer.max_env_steps={row['budget']}",
                f"trainer.seed={seed}", f"trainer.default_root_dir={root / row['id'] / f'seed{seed}'}",
                "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",

@@ -25,7 +25,7 @@ import sys
 import time
 
 PY = sys.executable
-CLI = [PY, "-m", "jaxtrainer.cli"]
+CLI = [PY, "-m", "jaxtrainer.commands.cli"]
 
 
 def rows() -> list[tuple[str, list[str], int]]:

@@ -1,16 +1,18 @@
-"""A2C on a gymnax environment: ``jaxtrainer fit a2c`` as a script.
+"""A2C on a gymnax environment (CartPole-v1): ``jaxtrainer fit a2c`` as a script.
 
     python recipes/a2c.py --help            # the examples, and every key with its value
     python recipes/a2c.py [--config FILE] [section.key=value ...]
+
+Generated from the recipe catalog by ``python -m jaxtrainer.commands.script recipes``.
 """
 
 from __future__ import annotations
 
-from jaxtrainer.recipes import script  # imports no JAX: Ctrl-C is taken from the first line
+from jaxtrainer.commands import script  # imports no JAX: Ctrl-C is taken from the first line
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    from jaxtrainer.recipes import fit
+    from jaxtrainer.commands import fit
 
     return fit.run(argv, recipe="a2c")
 

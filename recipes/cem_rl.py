@@ -1,16 +1,18 @@
-"""CEM-RL on a continuous-control environment: ``jaxtrainer fit cem_rl`` as a script.
+"""CEM-RL: cross-entropy method + TD3 gradient steps (Pendulum-v1): ``jaxtrainer fit cem_rl`` as a script.
 
     python recipes/cem_rl.py --help            # the examples, and every key with its value
     python recipes/cem_rl.py [--config FILE] [section.key=value ...]
+
+Generated from the recipe catalog by ``python -m jaxtrainer.commands.script recipes``.
 """
 
 from __future__ import annotations
 
-from jaxtrainer.recipes import script  # imports no JAX: Ctrl-C is taken from the first line
+from jaxtrainer.commands import script  # imports no JAX: Ctrl-C is taken from the first line
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    from jaxtrainer.recipes import fit
+    from jaxtrainer.commands import fit
 
     return fit.run(argv, recipe="cem_rl")
 

@@ -1,16 +1,18 @@
-"""Population-based training of OpenAI-ES runs: ``jaxtrainer fit pbt_openes`` as a script.
+"""Population-based training of OpenAI-ES runs (CartPole-v1, 4 runs): ``jaxtrainer fit pbt_openes`` as a script.
 
     python recipes/pbt_openes.py --help            # the examples, and every key with its value
     python recipes/pbt_openes.py [--config FILE] [section.key=value ...]
+
+Generated from the recipe catalog by ``python -m jaxtrainer.commands.script recipes``.
 """
 
 from __future__ import annotations
 
-from jaxtrainer.recipes import script  # imports no JAX: Ctrl-C is taken from the first line
+from jaxtrainer.commands import script  # imports no JAX: Ctrl-C is taken from the first line
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    from jaxtrainer.recipes import fit
+    from jaxtrainer.commands import fit
 
     return fit.run(argv, recipe="pbt_openes")
 

@@ -1,16 +1,18 @@
-"""Population-based training of PPO agents: ``jaxtrainer fit pbt_ppo`` as a script.
+"""Population-based training of PPO agents (CartPole-v1, 8 members): ``jaxtrainer fit pbt_ppo`` as a script.
 
     python recipes/pbt_ppo.py --help            # the examples, and every key with its value
     python recipes/pbt_ppo.py [--config FILE] [section.key=value ...]
+
+Generated from the recipe catalog by ``python -m jaxtrainer.commands.script recipes``.
 """
 
 from __future__ import annotations
 
-from jaxtrainer.recipes import script  # imports no JAX: Ctrl-C is taken from the first line
+from jaxtrainer.commands import script  # imports no JAX: Ctrl-C is taken from the first line
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    from jaxtrainer.recipes import fit
+    from jaxtrainer.commands import fit
 
     return fit.run(argv, recipe="pbt_ppo")
 

@@ -1,16 +1,18 @@
-"""PPO on a gymnax environment: ``jaxtrainer fit ppo`` as a script.
+"""PPO on a gymnax environment (CartPole-v1): ``jaxtrainer fit ppo`` as a script.
 
     python recipes/ppo.py --help            # the examples, and every key with its value
     python recipes/ppo.py [--config FILE] [section.key=value ...]
+
+Generated from the recipe catalog by ``python -m jaxtrainer.commands.script recipes``.
 """
 
 from __future__ import annotations
 
-from jaxtrainer.recipes import script  # imports no JAX: Ctrl-C is taken from the first line
+from jaxtrainer.commands import script  # imports no JAX: Ctrl-C is taken from the first line
 
 
 def main(argv: list[str]) -> dict[str, float]:
-    from jaxtrainer.recipes import fit
+    from jaxtrainer.commands import fit
 
     return fit.run(argv, recipe="ppo")
 

@@ -21,8 +21,8 @@ import time
 
 import pytest
 
+from jaxtrainer.commands.launch import free_port
 from jaxtrainer.distributed import process
-from jaxtrainer.launch import free_port
 from jaxtrainer.strategies import registry
 from tests._xla import xla_flags
 

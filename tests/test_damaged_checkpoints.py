@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer import eval_cli
+from jaxtrainer.commands import eval_cli
 from tests._xla import xla_flags
 from tests.commands import ROOT, TINY_PPO
 

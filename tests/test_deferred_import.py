@@ -108,7 +108,7 @@ def test_import_jaxtrainer_and_the_commands_help_do_not_import_jax():
     out = run("""
         import contextlib, io, sys
         import jaxtrainer as jt
-        from jaxtrainer import cli
+        from jaxtrainer.commands import cli
         with contextlib.redirect_stdout(io.StringIO()):
             assert cli.main(["--help"]) == 0
             with contextlib.suppress(SystemExit):

@@ -18,11 +18,12 @@ from PIL import Image, ImageChops
 
 import jaxtrainer as jt
 from jaxtrainer import checkpoint as ckpt
-from jaxtrainer import cli, eval_cli, fit_run, render
+from jaxtrainer import fit_run
 from jaxtrainer.checkpoint import runs, saved_run
+from jaxtrainer.commands import cli, eval_cli, render
+from jaxtrainer.commands.eval_cli import evaluate_run, format_result
 from jaxtrainer.distributed import keys
 from jaxtrainer.envs.evaluation import run_episodes
-from jaxtrainer.eval_cli import evaluate_run, format_result
 from jaxtrainer.policy import policy_spec
 from jaxtrainer.recipes import config
 from jaxtrainer.recipes.modules import BUILDERS, POPULATION_RECIPES, build_module

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from jaxtrainer import compile_ahead, eval_cli, eval_run, render, signals
+from jaxtrainer import compile_ahead, signals
+from jaxtrainer.commands import eval_cli, eval_run, render
 from jaxtrainer.storage import StorageError
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxtrainer import cli
+from jaxtrainer.commands import cli
 from jaxtrainer.recipes import catalog, fit
 from jaxtrainer.recipes.modules import BUILDERS
 
@@ -27,7 +27,7 @@ def test_every_recipe_has_a_builder_a_shipped_config_and_a_script():
 
 @pytest.mark.timeout(120)
 def test_fit_list_names_every_recipe():
-    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.cli", "fit", "--list"],
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "--list"],
                           capture_output=True, text=True, timeout=100, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     listed = [line.split()[0] for line in proc.stdout.splitlines()[1:]]
@@ -49,7 +49,7 @@ def test_every_recipe_help_through_fit_exits_0(recipe, capsys, monkeypatch):
 
 @pytest.mark.timeout(120)
 def test_an_unknown_recipe_is_one_line_and_status_2():
-    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.cli", "fit", "ppo2"],
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo2"],
                           capture_output=True, text=True, timeout=100, cwd=ROOT)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
@@ -98,7 +98,7 @@ def test_the_wheel_holds_the_recipe_configs(tmp_path):
     assert "jaxtrainer/recipes/configs/ars.yaml" in names
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "jaxtrainer = jaxtrainer.cli:main" in entry_points
+    assert "jaxtrainer = jaxtrainer.commands.cli:main" in entry_points
     assert "recipes = jaxtrainer.recipes.modules:build_module" in entry_points
 
 

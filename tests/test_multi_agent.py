@@ -184,7 +184,7 @@ def test_ippo_on_ant_4x2_under_pmap_keeps_replicas_equal_and_resumes_exactly(run
 @pytest.mark.timeout(60)
 def test_the_shipped_ippo_config_is_ppo_on_simple_spread(capsys):
     """ippo.yaml merges over ppo.yaml: JaxMARL's IPPO MPE settings, sizes in agents."""
-    from jaxtrainer.recipes import fit
+    from jaxtrainer.commands import fit
 
     with pytest.raises(SystemExit):
         fit.run(["--config=ippo.yaml", "--print-config"], recipe="ppo")

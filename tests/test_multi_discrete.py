@@ -24,7 +24,7 @@ from jaxtrainer.algorithms.impala import IMPALA, IMPALAConfig
 from jaxtrainer.algorithms.networks import Categorical, MultiCategorical, categorical
 from jaxtrainer.algorithms.ppo import PPO, PPOConfig
 from jaxtrainer.algorithms.sac import SAC
-from jaxtrainer.eval_cli import evaluate_run
+from jaxtrainer.commands.eval_cli import evaluate_run
 from jaxtrainer.metrics import to_host
 from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
 from tests.commands import recipe_script

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer.launch import free_port
+from jaxtrainer.commands.launch import free_port
 from tests._xla import xla_flags
 
 WORKER = str(Path(__file__).with_name("test_multi_node_worker.py"))
@@ -43,7 +43,7 @@ def env_for(devices_per_process: int = 2, **extra: str) -> dict[str, str]:
 
 
 def launch_cmd(*args: str, timeout: float = 10) -> list[str]:
-    return [sys.executable, "-m", "jaxtrainer.cli", "launch", "--nproc-per-node", "2",
+    return [sys.executable, "-m", "jaxtrainer.commands.cli", "launch", "--nproc-per-node", "2",
             "--timeout", str(timeout), "--grace", "3", WORKER, *args]
 
 
@@ -300,7 +300,7 @@ def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound(tmp_path):
                       JAX_PROCESS_ID=str(rank), JAXTRAINER_HEARTBEAT_TIMEOUT="5",
                       JAXTRAINER_INIT_TIMEOUT="60")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "jaxtrainer.launch", WORKER, "forever", str(tmp_path)],
+            [sys.executable, "-m", "jaxtrainer.commands.launch", WORKER, "forever", str(tmp_path)],
             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True))
     try:

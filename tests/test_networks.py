@@ -19,7 +19,8 @@ from jaxtrainer.algorithms.torsos import (
     features,
     torso_factory,
 )
-from jaxtrainer.recipes import fit, modules
+from jaxtrainer.commands import fit
+from jaxtrainer.recipes import modules
 
 
 def tree(params) -> dict[str, tuple[int, ...]]:

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer import plot
+from jaxtrainer.commands import plot
 
 
 class Counter(jt.Module):

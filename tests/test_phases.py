@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from jaxtrainer import cli, compile_ahead, render, signals
+from jaxtrainer import compile_ahead, signals
+from jaxtrainer.commands import cli, render
 from jaxtrainer.population import PopulationTrainer
 from tests import toys
 from tests.test_population import GENERATIONS, Recording
@@ -102,7 +103,8 @@ import sys
 from types import SimpleNamespace
 from typing import NamedTuple
 import numpy as np
-from jaxtrainer import render, signals
+from jaxtrainer import signals
+from jaxtrainer.commands import render
 render.headless_gl()  # as jaxtrainer eval does, before brax imports MuJoCo
 import mujoco
 

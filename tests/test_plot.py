@@ -6,7 +6,7 @@ import shutil
 import numpy as np
 import pytest
 
-from jaxtrainer import cli, plot
+from jaxtrainer.commands import cli, plot
 from tests import toys
 
 

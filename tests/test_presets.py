@@ -20,7 +20,7 @@ ENV = dict(os.environ, JAX_PLATFORMS="cpu")
 
 
 def _command(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jaxtrainer.cli", "fit", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", *args], cwd=ROOT,
                           env=ENV, capture_output=True, text=True, timeout=200)
 
 
@@ -91,7 +91,7 @@ def test_a_config_file_runs_exactly_as_written_and_a_preset_is_printed_at_start(
 
 
 def test_the_recipe_list_names_the_presets():
-    done = subprocess.run([sys.executable, "-m", "jaxtrainer.cli", "fit", "--list"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "--list"], cwd=ROOT,
                           env=ENV, capture_output=True, text=True, timeout=60)
     sac = next(line for line in done.stdout.splitlines() if line.strip().startswith("sac "))
     assert sac.endswith("(presets: Pendulum-v1)")

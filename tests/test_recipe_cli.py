@@ -429,7 +429,7 @@ def test_one_resume_resolves_the_checkpoint_once_and_reads_config_yaml_once(tmp_
     restores the step directory they found; the run record compares against
     the config they read)."""
     from jaxtrainer.checkpoint import trainer_state
-    from jaxtrainer.recipes import fit
+    from jaxtrainer.commands import fit
 
     base = [*TINY_PPO, "trainer.strategy=single", f"trainer.default_root_dir={tmp_path}"]
     fit.run([*base, "trainer.max_steps=2"], "ppo")

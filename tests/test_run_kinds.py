@@ -16,8 +16,9 @@ import yaml
 from omegaconf import OmegaConf
 
 import jaxtrainer as jt
-from jaxtrainer import cli, plot, run_kind
+from jaxtrainer import run_kind
 from jaxtrainer.checkpoint.resolve import NotResumable
+from jaxtrainer.commands import cli, plot
 from jaxtrainer.population import Sweep
 from jaxtrainer.population import summary as sweep_summary
 from jaxtrainer.recipes import command, config, fit

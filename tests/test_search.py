@@ -345,7 +345,8 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     """A recipe's random search (4 members, 3 updates each): `jaxtrainer plot RUN`
     draws its trials, `jaxtrainer eval RUN --member best` evaluates the member
     the run reported, and the run is told apart from single runs."""
-    from jaxtrainer import cli, run_kind
+    from jaxtrainer import run_kind
+    from jaxtrainer.commands import cli
 
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", [
         "search.method=random", "search.members=4", "search.space.lr=loguniform(1e-3,1e-2)",
@@ -364,7 +365,7 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     said = capsys.readouterr().out
     assert said.startswith(f"wrote {png}: 4 trials of a search (0 stopped at a rung) against lr")
     assert f"the best trial by fitness: {best_row[0]} (lr=" in said  # the table's first
-    from jaxtrainer.search_plot import _log_axis
+    from jaxtrainer.commands.search_plot import _log_axis
 
     draws = np.random.default_rng(0)
     assert _log_axis(10 ** draws.uniform(-5, -2, 64)) and not _log_axis(draws.uniform(0, 0.05, 64))
@@ -425,7 +426,7 @@ def test_optuna_or_an_env_family_not_installed_is_one_line_and_writes_nothing(tm
              'search.method=optuna needs optuna: pip install -e ".[search]"'),
             ("jaxmarl", ["env.name=jaxmarl/MPE_simple_spread_v3"], 'pip install -e ".[marl]"')):
         code = (f"import sys; sys.modules[{module!r}] = None\n"
-                "from jaxtrainer import cli\n"
+                "from jaxtrainer.commands import cli\n"
                 f"sys.exit(cli.main(['fit', 'ppo', *{args!r}, 'trainer.default_root_dir={tmp_path}']))")
         done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
                               text=True, timeout=100)
@@ -439,7 +440,7 @@ def test_optuna_or_an_env_family_not_installed_is_one_line_and_writes_nothing(tm
     ("sqlite:////nonexistent/dir/study.db", "unable to open database file"),
 ])
 def test_a_storage_that_cannot_open_is_one_line_and_writes_nothing(tmp_path, capsys, url, reason):
-    from jaxtrainer import cli
+    from jaxtrainer.commands import cli
 
     with pytest.raises(SystemExit) as stop:
         cli.main(["fit", "ppo", "search.method=optuna", "search.space.lr=loguniform(1e-5,1e-2)",
@@ -458,8 +459,8 @@ def test_an_evolution_strategy_searches_its_learning_rate_and_std(tmp_path, caps
     `jaxtrainer eval --member best` evaluates the member the run reported."""
     import logging
 
-    from jaxtrainer import cli
-    from jaxtrainer.recipes import fit as recipe_fit
+    from jaxtrainer.commands import cli
+    from jaxtrainer.commands import fit as recipe_fit
 
     compiled: list[str] = []
     handler = logging.Handler()

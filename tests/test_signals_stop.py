@@ -228,7 +228,7 @@ def test_eval_video_stops_on_the_first_signal_with_no_video_written(tmp_path, si
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", PPO_SIZES)
     run = init_only_run(tmp_path, "ppo", cfg)  # its greedy policy balances: a long episode
     gif = tmp_path / "cartpole.gif"
-    child = Child([sys.executable, "-m", "jaxtrainer.cli", "eval", str(run), "--episodes", "4",
+    child = Child([sys.executable, "-m", "jaxtrainer.commands.cli", "eval", str(run), "--episodes", "4",
                    "--video", str(gif)])
     phases = [f"jaxtrainer eval: restoring checkpoint {run}/checkpoints/0 ...",
               "jaxtrainer eval: evaluating 4 episodes of step 0 ...",

@@ -25,8 +25,8 @@ from scipy.stats import trim_mean
 
 import jaxtrainer as jt
 from jaxtrainer.algorithms import PPO
+from jaxtrainer.commands.plot import plot_runs
 from jaxtrainer.loggers import CSVLogger
-from jaxtrainer.plot import plot_runs
 from jaxtrainer.population import Sweep
 from jaxtrainer.population import summary as sweep_summary
 from jaxtrainer.population.sweep import grid

@@ -7,8 +7,6 @@ The names and their submodules are listed in ``__init__.pyi``, which type
 checkers and the API reference read.
 """
 
-import warnings
-
 import lazy_loader
 
 _getattr, _dir, __all__ = lazy_loader.attach_stub(__name__, __file__)
@@ -29,7 +27,8 @@ def __getattr__(name: str):
     if name in MOVED:
         import importlib
 
-        warnings.warn(f"jaxtrainer.algorithms.{name} moved to {MOVED[name]}.{name}; import it "
-                      "from there (the old name goes in 0.3.0)", DeprecationWarning, stacklevel=2)
+        from jaxtrainer.deprecation import warn_moved
+
+        warn_moved(f"jaxtrainer.algorithms.{name}", f"{MOVED[name]}.{name}")
         return getattr(importlib.import_module(MOVED[name]), name)
     return _getattr(name)

@@ -38,6 +38,7 @@ import re
 import shutil
 import sys
 import threading
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -357,19 +358,28 @@ def _os_error(error: BaseException) -> OSError | None:
 
 class _OrbaxWriteErrors(logging.Filter):
     """Drops orbax's error records (a traceback each, from its writer
-    threads): a failed write reaches the caller as one
+    threads, or asyncio's "Task exception was never retrieved" for one of
+    orbax's write tasks): a failed write reaches the caller as one
     :class:`CheckpointWriteError` line instead."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.levelno >= logging.ERROR
-                    and f"{os.sep}orbax{os.sep}" in (record.pathname or ""))
+        if record.levelno < logging.ERROR:
+            return True
+        orbax = f"{os.sep}orbax{os.sep}"
+        if orbax in (record.pathname or ""):
+            return False
+        error = record.exc_info[1] if record.exc_info else None
+        frames = traceback.extract_tb(error.__traceback__) if error is not None else []
+        return not any(orbax in frame.filename for frame in frames)
 
 
 def _quiet_orbax_write_errors() -> None:
-    """Add :class:`_OrbaxWriteErrors` to the ``absl`` logger orbax logs to (once)."""
-    logger = logging.getLogger("absl")
-    if not any(isinstance(f, _OrbaxWriteErrors) for f in logger.filters):
-        logger.addFilter(_OrbaxWriteErrors())
+    """Add :class:`_OrbaxWriteErrors` to the loggers orbax's failures reach
+    (``absl``, and ``asyncio`` for its write tasks), once each."""
+    for name in ("absl", "asyncio"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _OrbaxWriteErrors) for f in logger.filters):
+            logger.addFilter(_OrbaxWriteErrors())
 
 
 def _tensorstore_os_error(message: str) -> OSError | None:

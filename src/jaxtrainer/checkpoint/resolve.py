@@ -328,6 +328,12 @@ def incomplete_after(directory: str | os.PathLike, step: int = -1) -> list[Path]
                   key=lambda p: int(p.name))
 
 
+def _old_order(path: str | os.PathLike, which: object) -> bool:
+    """Whether ``resolve(path, which)`` is the 0.1.0 call ``resolve("last", root)``."""
+    return (isinstance(path, str) and path in NAMES and not os.path.exists(path)
+            and isinstance(which, str | os.PathLike) and os.path.isdir(which))
+
+
 def resolve(path: str | os.PathLike, which: str | int | None = None, *,
             across_runs: bool = False, prefix: str = "", accept: Accept | None = None) -> Path:
     """The step directory that ``path`` and ``which`` name.
@@ -352,7 +358,16 @@ def resolve(path: str | os.PathLike, which: str | int | None = None, *,
         without ``across_runs`` is named as such), or none at that step (listing
         the steps there).
       ValueError: a bad ``which``, or ``"best"`` where no best was recorded.
+
+    The 0.1.0 order, ``resolve("last", root)``, still works until 0.3.0, with a
+    DeprecationWarning: a first argument ``"last"`` or ``"best"`` (no such
+    file here) before a directory is read as ``resolve(root, "last")``.
     """
+    if _old_order(path, which):
+        from jaxtrainer.deprecation import warn_changed
+
+        warn_changed(f"resolve({os.fspath(path)!r}, root)", f"resolve(root, {os.fspath(path)!r})")
+        path, which = which, os.fspath(path)
     which = parse_which(which)
     directory, step_dir = _locate(Path(expand_path(path)), across_runs, prefix, accept)
     if which is None and step_dir is not None:

@@ -26,7 +26,7 @@ before anything runs; the video is written to a temporary file in its directory
 and replaces the file of that name only when complete, so a signal or an error
 while writing (a full disk: one line naming the path, status 2) leaves a
 previous file of that name intact. Brax's ``.html``
-viewer needs internet access in the browser (:data:`jaxtrainer.render.BRAX_HTML_NOTE`).
+viewer needs internet access in the browser (:data:`jaxtrainer.commands.render.BRAX_HTML_NOTE`).
 """
 
 from __future__ import annotations
@@ -85,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--video-episodes", type=int, default=1, metavar="K",
                         help="episodes in the video (default 1)")
     args = parser.parse_args(argv)
-    from jaxtrainer import arguments, compilation_cache, eval_run  # JAX from here on
+    from jaxtrainer import arguments, compilation_cache
+    from jaxtrainer.commands import eval_run  # JAX from here on
     from jaxtrainer.storage import StorageError
 
     devices: Any = args.devices
@@ -100,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if result["video_frames"] is not None:
         print(f"wrote {arguments.expand_path(args.video)} ({result['video_frames']} frames)")
         if str(args.video).lower().endswith(".html"):
-            from jaxtrainer.render import BRAX_HTML_NOTE
+            from jaxtrainer.commands.render import BRAX_HTML_NOTE
 
             print(f"note: {BRAX_HTML_NOTE}")
     return 0
@@ -108,10 +109,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def __getattr__(name: str) -> Any:
     """What the command runs (``evaluate_run``, ``format_result``, ...) lives in
-    :mod:`jaxtrainer.eval_run`, imported on first use (``--help`` imports no JAX)."""
-    from jaxtrainer import eval_run
+    :mod:`jaxtrainer.commands.eval_run`, imported on first use (``--help`` imports no JAX)."""
+    from jaxtrainer.commands import eval_run
 
     try:
         return getattr(eval_run, name)
     except AttributeError:
-        raise AttributeError(f"module 'jaxtrainer.eval_cli' has no attribute {name!r}") from None
+        raise AttributeError(f"module 'jaxtrainer.commands.eval_cli' has no attribute {name!r}") from None

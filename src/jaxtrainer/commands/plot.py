@@ -20,7 +20,7 @@ holding ``sweep_members.csv``) is drawn by :func:`plot_sweep`: one line per
 configuration, the interquartile mean over its seeds' ``member/<i>/<metric>``
 with a 95% stratified-bootstrap confidence band, labelled by its
 hyperparameters. A single run of a search (holding ``search.csv``) without
-``--metric`` is drawn by :func:`jaxtrainer.search_plot.plot_search`: each
+``--metric`` is drawn by :func:`jaxtrainer.commands.search_plot.plot_search`: each
 trial's result against each hyperparameter.
 """
 
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         args.output = expand_path(args.output) if args.output else default_output(args.run_dirs)
         if args.metric is None and len(args.run_dirs) == 1 and os.path.exists(
                 os.path.join(expand_path(args.run_dirs[0]), run_layout.SEARCH_FILE)):
-            from jaxtrainer import search_plot
+            from jaxtrainer.commands import search_plot
 
             found = search_plot.plot_search(expand_path(args.run_dirs[0]), args.output, args.title)
             print(search_plot.report(found, args.output))

@@ -157,7 +157,7 @@ def _coordinator(nproc_per_node: int, coordinator: str | None, nnodes: int, node
 def _start_rank(ranks: _Ranks, rank: int, local: int, env: dict[str, str], command: list[str],
                 width: int, lock: threading.Lock) -> None:
     """Start one rank in its own process group, its output lines prefixed with
-    ``[rank K]``. ``-m jaxtrainer.launch`` starts jax.distributed, then runs the
+    ``[rank K]``. ``-m jaxtrainer.commands.launch`` starts jax.distributed, then runs the
     script as ``__main__`` (scripts may use JAX before building a Trainer)."""
     env = dict(env, **{ENV_LOCAL_RANK: str(local)})
     proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -267,7 +267,7 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
     if threading.current_thread() is threading.main_thread():
         for s in (signal.SIGINT, signal.SIGTERM):
             previous[s] = signal.signal(s, forward)
-    command = [python or sys.executable, "-m", "jaxtrainer.launch", script, *(args or [])]
+    command = [python or sys.executable, "-m", "jaxtrainer.commands.launch", script, *(args or [])]
     try:
         for local in range(nproc_per_node):
             rank = node_rank * nproc_per_node + local

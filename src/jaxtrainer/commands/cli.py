@@ -13,13 +13,13 @@ import importlib
 import sys
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "envs": ("jaxtrainer.envs_cli:main", "the environment names env.name takes (a prefix filters)"),
-    "eval": ("jaxtrainer.eval_cli:main", "evaluate a saved run's checkpoint on fresh episodes; "
+    "envs": ("jaxtrainer.commands.envs_cli:main", "the environment names env.name takes (a prefix filters)"),
+    "eval": ("jaxtrainer.commands.eval_cli:main", "evaluate a saved run's checkpoint on fresh episodes; "
                                          "--video to watch it"),
-    "fit": ("jaxtrainer.recipes.fit:main", "train a shipped recipe (ppo, sac, openes, ...); "
+    "fit": ("jaxtrainer.commands.fit:main", "train a shipped recipe (ppo, sac, openes, ...); "
                                            "--list names them"),
-    "launch": ("jaxtrainer.launch:main", "start N processes of one multi-node run on this machine"),
-    "plot": ("jaxtrainer.plot:main", "learning curves (mean and spread over runs) from metrics.csv; "
+    "launch": ("jaxtrainer.commands.launch:main", "start N processes of one multi-node run on this machine"),
+    "plot": ("jaxtrainer.commands.plot:main", "learning curves (mean and spread over runs) from metrics.csv; "
                                      "run directories or roots of runs"),
 }
 

@@ -1,4 +1,4 @@
-"""What ``jaxtrainer eval`` runs (:mod:`jaxtrainer.eval_cli` parses its
+"""What ``jaxtrainer eval`` runs (:mod:`jaxtrainer.commands.eval_cli` parses its
 arguments without importing JAX, then imports this): the checkpoint restored
 into its module, the episodes, their statistics and the video."""
 
@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrainer import arguments
+from jaxtrainer.commands.eval_cli import BEST
 from jaxtrainer.distributed import member_scope, psum
 from jaxtrainer.envs.evaluation import episode_share, run_episodes
-from jaxtrainer.eval_cli import BEST
 from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
 from jaxtrainer.module import Module, counted_members
@@ -220,8 +220,8 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
       StorageError: the video cannot be written there (checked before anything
         runs) or writing it failed (the previous file of that name intact).
     """
-    from jaxtrainer import render
     from jaxtrainer.checkpoint import saved_run
+    from jaxtrainer.commands import render
 
     _check_counts(episodes, seed, video_episodes)
     video = None if video is None else arguments.expand_path(video)
@@ -269,7 +269,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
 def _video(module: Module, state: Any, member: int | None, seed: int, video: Any,
            episodes: int) -> int:
     """Write ``episodes`` fresh episodes of the module's greedy policy to ``video``."""
-    from jaxtrainer import render
+    from jaxtrainer.commands import render
     from jaxtrainer.policy import params_of
 
     spec, params = params_of(module, state, member)
@@ -312,7 +312,7 @@ def evaluate_stopping_on_signal(args: argparse.Namespace, devices: Any) -> dict[
     printed once evaluated (before the video), and the first SIGINT/SIGTERM
     ends the process (status 128 + signal), removing the temporary file of a
     video it was writing (a previous file of that name stays)."""
-    from jaxtrainer.render import headless_gl, remove_temporary
+    from jaxtrainer.commands.render import headless_gl, remove_temporary
 
     headless_gl()  # before brax imports MuJoCo: a brax .gif is drawn without a display
     video = None if args.video is None else arguments.expand_path(args.video)

@@ -1,0 +1,32 @@
+"""What ``import jaxtrainer.runs`` gives until 0.3.0 (with a DeprecationWarning):
+:mod:`jaxtrainer.checkpoint.runs`, where the module moved in 0.2.0, plus its two
+functions that the checkpoint resolver replaced."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from jaxtrainer.checkpoint.runs import *  # noqa: F403
+from jaxtrainer.deprecation import warn_moved
+
+
+def resolve_checkpoint(ckpt_path: str | os.PathLike, root: str | os.PathLike,
+                       strategy: Any = None) -> Path:
+    """``ckpt_path`` as a step directory: now
+    :func:`jaxtrainer.checkpoint.trainer_state.resolve_ckpt_path` (same arguments)."""
+    from jaxtrainer.checkpoint import trainer_state
+
+    warn_moved("jaxtrainer.runs.resolve_checkpoint",
+               "jaxtrainer.checkpoint.trainer_state.resolve_ckpt_path")
+    return trainer_state.resolve_ckpt_path(ckpt_path, root, strategy)
+
+
+def best_checkpoint(path: str | os.PathLike) -> Path:
+    """The best checkpoint recorded in the checkpoint at ``path``: now
+    ``jaxtrainer.checkpoint.best(path).path`` (which also gives its score)."""
+    from jaxtrainer.checkpoint import best
+
+    warn_moved("jaxtrainer.runs.best_checkpoint", "jaxtrainer.checkpoint.best")
+    return best(path).path

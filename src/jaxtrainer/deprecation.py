@@ -1,0 +1,102 @@
+"""Old import paths kept working, with a warning, until 0.3.0.
+
+Every module path that moved is listed in :data:`MOVED_MODULES`, old path to new
+home. ``import jaxtrainer`` adds one import finder (:class:`MovedModules`) that
+answers those old paths only: importing one warns with a ``DeprecationWarning``
+naming the new home and gives the new module itself, so the old and the new
+name are one module object (``isinstance`` checks and monkeypatching keep
+working). ``python -m <old path>`` of a command runs the new one, after a line
+on stderr. No file stays at an old path.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
+from types import ModuleType
+from typing import Any
+
+REMOVED_IN = "0.3.0"
+"""The release whose import paths no longer include the old ones."""
+
+MOVED_MODULES = {
+    # 0.2.0: populations in one package, checkpoints in one package, no private module names
+    "jaxtrainer.algorithms.pbt": "jaxtrainer.population.pbt",
+    "jaxtrainer.algorithms.sweep": "jaxtrainer.population.sweep",
+    "jaxtrainer.algorithms.population_core": "jaxtrainer.population.members",
+    "jaxtrainer.sweep_summary": "jaxtrainer.population.summary",
+    "jaxtrainer.runs": "jaxtrainer.compat.runs_v01",  # checkpoint.runs + 2 old functions
+    "jaxtrainer.run_checkpoint": "jaxtrainer.checkpoint.trainer_state",
+    "jaxtrainer.saved_run": "jaxtrainer.checkpoint.saved_run",
+    "jaxtrainer._args": "jaxtrainer.arguments",
+    "jaxtrainer.callbacks._monitor": "jaxtrainer.callbacks.monitor",
+    # after 0.2.0: the commands in one package
+    "jaxtrainer.cli": "jaxtrainer.commands.cli",
+    "jaxtrainer.eval_cli": "jaxtrainer.commands.eval_cli",
+    "jaxtrainer.eval_run": "jaxtrainer.commands.eval_run",
+    "jaxtrainer.envs_cli": "jaxtrainer.commands.envs_cli",
+    "jaxtrainer.plot": "jaxtrainer.commands.plot",
+    "jaxtrainer.search_plot": "jaxtrainer.commands.search_plot",
+    "jaxtrainer.launch": "jaxtrainer.commands.launch",
+    "jaxtrainer.render": "jaxtrainer.commands.render",
+    "jaxtrainer.recipes.fit": "jaxtrainer.commands.fit",
+    "jaxtrainer.recipes.script": "jaxtrainer.commands.script",
+}
+"""Every module path that moved since 0.1.0 and its new home
+(``jaxtrainer.runs``: :mod:`jaxtrainer.checkpoint.runs` with the two functions
+the checkpoint resolver replaced, :mod:`jaxtrainer.compat.runs_v01`)."""
+
+
+def warn_moved(old: str, new: str, stacklevel: int = 3) -> None:
+    """Warn (``DeprecationWarning``) that ``old`` is now ``new``."""
+    warnings.warn(f"{old} moved to {new}; import it from there (the old path goes in "
+                  f"{REMOVED_IN})", DeprecationWarning, stacklevel=stacklevel)
+
+
+def warn_changed(old: str, new: str, stacklevel: int = 3) -> None:
+    """Warn (``DeprecationWarning``) that the call form ``old`` is now ``new``."""
+    warnings.warn(f"{old} is now written {new} (the old form goes in {REMOVED_IN})",
+                  DeprecationWarning, stacklevel=stacklevel)
+
+
+class _Loader(importlib.abc.Loader):
+    """Loads an old path as its new module (see :class:`MovedModules`)."""
+
+    def __init__(self, old: str, new: str) -> None:
+        self.old, self.new = old, new
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        warn_moved(self.old, self.new, stacklevel=3)  # the importing line (import frames skipped)
+        return importlib.import_module(self.new)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Nothing to run: the new module is imported already."""
+
+    def get_code(self, fullname: str) -> Any:
+        """``python -m <old path>``: say where it moved, then run the new one."""
+        return compile(f"import sys, runpy\n"
+                       f"print({self.old!r} + ' moved to ' + {self.new!r} + ': run python -m ' + "
+                       f"{self.new!r} + ' (the old path goes in {REMOVED_IN})', file=sys.stderr)\n"
+                       f"runpy.run_module({self.new!r}, run_name='__main__', alter_sys=True)\n",
+                       f"<{self.old}>", "exec")
+
+
+class MovedModules(importlib.abc.MetaPathFinder):
+    """The import finder of :data:`MOVED_MODULES`' old paths (nothing else)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        new = MOVED_MODULES.get(fullname)
+        if new is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _Loader(fullname, new))
+
+
+def install() -> None:
+    """Add :class:`MovedModules` to ``sys.meta_path`` once (after the finders
+    of real files, so it answers only paths that no file has)."""
+    if not any(isinstance(f, MovedModules) for f in sys.meta_path):
+        sys.meta_path.append(MovedModules())
