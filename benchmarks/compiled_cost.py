@@ -98,7 +98,7 @@ from brax_ppo import EPOCHS_PER_UPDATE, ROOT, UNROLL, _brax_replication_shim, st
 from brax_ppo import SIZES as PPO_SIZES
 
 import jaxtrainer as jt
-from jaxtrainer.checkpoint import trainer_state
+from jaxtrainer import checkpoint_connector
 from jaxtrainer.recipes import config, modules
 
 SAC_SIZES = {
@@ -304,7 +304,7 @@ def compile_ours(algorithm: str, size: dict, run_calls: int) -> tuple[Measured, 
     strategy = trainer.strategy
     begin = time.perf_counter()
     program = strategy.compile_train(module, strategy.abstract_state(module),
-                                     trainer_state.abstract_key(strategy))
+                                     checkpoint_connector.abstract_key(strategy))
     measured = measure(program.program, module.env_steps_per_step, time.perf_counter() - begin)
     if not run_calls:
         return measured, None

@@ -19,7 +19,7 @@ NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make"}
 cannot clash with field names (optax's states are NamedTuples)."""
 
 ALLOWED = {
-    ("jaxtrainer/launch.py", "os._exit"):
+    ("jaxtrainer/commands/launch.py", "os._exit"):
         "a launcher child must exit at once after forwarding a signal, without running "
         "the parent's atexit handlers a second time (os._exit is the documented way)",
     ("jaxtrainer/recipes/command.py", "os._exit"):

@@ -428,19 +428,19 @@ def test_one_resume_resolves_the_checkpoint_once_and_reads_config_yaml_once(tmp_
     checkpoint and the run's saved config once and hand both on (the Trainer
     restores the step directory they found; the run record compares against
     the config they read)."""
-    from jaxtrainer.checkpoint import trainer_state
+    from jaxtrainer import checkpoint_connector
     from jaxtrainer.commands import fit
 
     base = [*TINY_PPO, "trainer.strategy=single", f"trainer.default_root_dir={tmp_path}"]
     fit.run([*base, "trainer.max_steps=2"], "ppo")
     searched = []
-    real = trainer_state.resolve
+    real = checkpoint_connector.resolve
 
     def counted(*args, **kwargs):
         searched.append(args[:2])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(trainer_state, "resolve", counted)
+    monkeypatch.setattr(checkpoint_connector, "resolve", counted)
     sys.addaudithook(_audit)
     _OPENED.clear()
     _LISTENING.append(True)

@@ -10,7 +10,7 @@ import pytest
 
 import jaxtrainer as jt
 from jaxtrainer import checkpoint as ckpt
-from jaxtrainer.checkpoint import trainer_state
+from jaxtrainer import checkpoint_connector
 from jaxtrainer.recipes import config
 from tests import toys
 
@@ -105,10 +105,10 @@ def test_ckpt_path_best_in_evaluate_fit_and_resolve_checkpoint(run_dir, capsys):
     t, mc = _best_run(run_dir)
     steps = ckpt.find_last(run_dir).parent
     assert mc.best_model_path == os.path.join(steps, "2") and sorted(os.listdir(steps)) == ["2", "4", "6"]
-    assert trainer_state.resolve_ckpt_path("best", run_dir) == steps / "2"
-    assert trainer_state.resolve_ckpt_path("best", t.log_dir) == steps / "2"  # a run directory as root
+    assert checkpoint_connector.resolve_ckpt_path("best", run_dir) == steps / "2"
+    assert checkpoint_connector.resolve_ckpt_path("best", t.log_dir) == steps / "2"  # a run directory as root
     assert ckpt.best(steps / "6").path == steps / "2"
-    assert trainer_state.resolve_ckpt_path("last", run_dir) == steps / "6"
+    assert checkpoint_connector.resolve_ckpt_path("last", run_dir) == steps / "6"
     at_best = jt.Trainer(default_root_dir=run_dir, **QUIET).evaluate(toys.Regression(), ckpt_path="best")
     assert at_best["step"] == 2
     capsys.readouterr()
@@ -128,7 +128,7 @@ def test_ckpt_path_best_without_monitor_is_a_clear_error(run_dir):
     assert jt.Trainer(default_root_dir=run_dir, **QUIET).evaluate(
         toys.Regression(), ckpt_path=suggested)["step"] == 6
     with pytest.raises(FileNotFoundError, match=r"ckpt_path='best': no checkpoint under"):
-        trainer_state.resolve_ckpt_path("best", run_dir / "nothing")
+        checkpoint_connector.resolve_ckpt_path("best", run_dir / "nothing")
 
 
 def test_best_recorded_as_a_relative_path_is_found_from_anywhere(tmp_path, monkeypatch):
@@ -141,5 +141,5 @@ def test_best_recorded_as_a_relative_path_is_found_from_anywhere(tmp_path, monke
     assert recorded == os.path.join("runs", "version_0", "checkpoints", "2")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    found = trainer_state.resolve_ckpt_path("best", tmp_path / "runs")
+    found = checkpoint_connector.resolve_ckpt_path("best", tmp_path / "runs")
     assert found == tmp_path / "runs" / "version_0" / "checkpoints" / "2"

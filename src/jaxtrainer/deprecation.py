@@ -29,7 +29,7 @@ MOVED_MODULES = {
     "jaxtrainer.algorithms.population_core": "jaxtrainer.population.members",
     "jaxtrainer.sweep_summary": "jaxtrainer.population.summary",
     "jaxtrainer.runs": "jaxtrainer.compat.runs_v01",  # checkpoint.runs + 2 old functions
-    "jaxtrainer.run_checkpoint": "jaxtrainer.checkpoint.trainer_state",
+    "jaxtrainer.run_checkpoint": "jaxtrainer.checkpoint_connector",
     "jaxtrainer.saved_run": "jaxtrainer.checkpoint.saved_run",
     "jaxtrainer._args": "jaxtrainer.arguments",
     "jaxtrainer.callbacks._monitor": "jaxtrainer.callbacks.monitor",
@@ -44,6 +44,8 @@ MOVED_MODULES = {
     "jaxtrainer.render": "jaxtrainer.commands.render",
     "jaxtrainer.recipes.fit": "jaxtrainer.commands.fit",
     "jaxtrainer.recipes.script": "jaxtrainer.commands.script",
+    # the Trainer's side of a checkpoint beside the Trainer; checkpoint/ keeps files and runs
+    "jaxtrainer.checkpoint.trainer_state": "jaxtrainer.checkpoint_connector",
 }
 """Every module path that moved since 0.1.0 and its new home
 (``jaxtrainer.runs``: :mod:`jaxtrainer.checkpoint.runs` with the two functions

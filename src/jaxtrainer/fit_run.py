@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jaxtrainer import fit_setup
+from jaxtrainer import checkpoint_connector, fit_setup
 from jaxtrainer import metrics as metrics_lib
-from jaxtrainer.checkpoint import trainer_state
 from jaxtrainer.distributed import keys
 from jaxtrainer.signals import Preempted
 
@@ -62,8 +61,8 @@ def start(trainer: Trainer, module: Module, resume: Path | None) -> None:
     trainer.call_hook("setup", module, "fit")
     abstract = trainer.strategy.abstract_state(module, keep=resume is None)
     if resume is not None:
-        trainer_state.check(trainer, resume, abstract)
-    trainer.programs.compile_ahead(module, abstract, trainer_state.abstract_key(trainer.strategy),
+        checkpoint_connector.check(trainer, resume, abstract)
+    trainer.programs.compile_ahead(module, abstract, checkpoint_connector.abstract_key(trainer.strategy),
                                    module.has_evaluation() and evaluates_ahead(trainer))
     if resume is not None:
         trainer.call_hook("on_load_checkpoint", module,

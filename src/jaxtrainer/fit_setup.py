@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jaxtrainer import module_record, run_kind
-from jaxtrainer.checkpoint import run_lock, runs, trainer_state
+from jaxtrainer import checkpoint_connector, module_record, run_kind
+from jaxtrainer.checkpoint import run_lock, runs
 from jaxtrainer.module import Module, counted_members
 from jaxtrainer.strategies.layout import LeafLayout
 
@@ -40,15 +40,15 @@ def resolve_resume(trainer: Trainer, module: Module,
 
     Raises:
       FileNotFoundError, ValueError: from
-        :func:`jaxtrainer.checkpoint.trainer_state.resolve_ckpt_path` and
-        :func:`~jaxtrainer.checkpoint.trainer_state.check_env_steps`.
+        :func:`jaxtrainer.checkpoint_connector.resolve_ckpt_path` and
+        :func:`~jaxtrainer.checkpoint_connector.check_env_steps`.
     """
     if ckpt_path is None:
         trainer.log_dir = trainer.strategy.broadcast(
             runs.new_run_dir(trainer.default_root_dir) if trainer.is_global_zero else "")
         return None, 0
     resume = checkpoint_of(trainer, module, ckpt_path)
-    step = trainer_state.check_env_steps(resume, trainer.env_steps_per_step, type(module).__name__)
+    step = checkpoint_connector.check_env_steps(resume, trainer.env_steps_per_step, type(module).__name__)
     trainer.log_dir = os.fspath(resume.parent.parent)
     return resume, step
 
@@ -62,7 +62,7 @@ def checkpoint_of(trainer: Trainer, module: Module, ckpt_path: str | os.PathLike
       FileNotFoundError: it names no checkpoint.
       ValueError: ``"best"`` where no best checkpoint was recorded.
     """
-    return trainer_state.resolve_ckpt_path(ckpt_path, trainer.default_root_dir, trainer.strategy,
+    return checkpoint_connector.resolve_ckpt_path(ckpt_path, trainer.default_root_dir, trainer.strategy,
                                            run_kind.acceptor_of(module))
 
 
@@ -98,7 +98,7 @@ def announce(trainer: Trainer, module: Module, resume: Path | None, step: int) -
     print(f"jaxtrainer: {trainer.strategy.describe()}; run directory {trainer.log_dir}{cache}",
           flush=True)
     if resume is not None:
-        trainer_state.report_resume(trainer, resume, step, counted_members(module))
+        checkpoint_connector.report_resume(trainer, resume, step, counted_members(module))
 
 
 def resume_hint(trainer: Trainer, checkpoint: str) -> str:

@@ -18,14 +18,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments, fit_run, fit_setup, module_record
+from jaxtrainer import arguments, checkpoint_connector, fit_run, fit_setup, module_record
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.callbacks.progress import RichProgressBar
-from jaxtrainer.checkpoint import run_lock, trainer_state
+from jaxtrainer.checkpoint import run_lock
 from jaxtrainer.compile_ahead import Programs
 from jaxtrainer.fit_loop import FitLoop, signals_and_phases
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
@@ -335,7 +335,7 @@ class Trainer:
           FileNotFoundError: ``path`` is not a checkpoint.
           ValueError: its arrays do not match ``module``'s state.
         """
-        return trainer_state.restore(self, module, path, abstract_state)
+        return checkpoint_connector.restore(self, module, path, abstract_state)
 
     def save_checkpoint(self, manager: Any, metrics: dict[str, float] | None = None) -> None:
         """Write the current state, counters, root key and callback states with
@@ -347,7 +347,7 @@ class Trainer:
           TypeError: a plain orbax manager with several processes.
           RuntimeError: on every process but 0, when writing failed on process 0.
         """
-        meta = trainer_state.meta(self)
+        meta = checkpoint_connector.meta(self)
         self.call_hook("on_save_checkpoint", self._module, meta)
         ckpt.save(manager, self.global_step, {"module": self._state, "rng": self.root_key}, meta,
                   metrics=metrics)
@@ -409,7 +409,7 @@ class Trainer:
         fit_run.reset(self)
         if resume is not None and step >= self.max_steps:  # load the state, say why, write nothing
             self.restore_checkpoint(module, resume)
-            return trainer_state.report_budget_spent(self, resume, step, counted_members(module))
+            return checkpoint_connector.report_budget_spent(self, resume, step, counted_members(module))
         lock = fit_setup.lock_run_dir(self)
         try:
             fit_setup.announce(self, module, resume, step)

@@ -1,17 +1,17 @@
 """Checkpoints: the files, the run directories, and which checkpoint a path names.
 
-One package holds the whole checkpoint story:
-
 * :mod:`~jaxtrainer.checkpoint.files`: what a checkpoint holds and how it is
   written and read (orbax-checkpoint, one logical copy, process 0 writes);
 * :mod:`~jaxtrainer.checkpoint.resolve`: the one resolver of ``"last"``,
   ``"best"`` and a step, used by ``Trainer.fit``/``evaluate``, ``jaxtrainer
   eval``, :func:`jaxtrainer.load_policy` and the recipes;
 * :mod:`~jaxtrainer.checkpoint.runs`: run directories (``version_<n>``);
-* :mod:`~jaxtrainer.checkpoint.trainer_state`: a Trainer's checkpoint (state,
-  root key, counters, callback states) saved and restored;
 * :mod:`~jaxtrainer.checkpoint.saved_run`: a saved run restored into the module
-  that wrote it.
+  that wrote it;
+* :mod:`~jaxtrainer.checkpoint.run_lock`: one process owns a run directory.
+
+The Trainer's side (what its checkpoint holds, saved and restored) is
+:mod:`jaxtrainer.checkpoint_connector`, beside the Trainer.
 
 The names below are the files' and the resolver's; import the other modules
 by name.

@@ -15,12 +15,12 @@ from jaxtrainer.deprecation import warn_moved
 def resolve_checkpoint(ckpt_path: str | os.PathLike, root: str | os.PathLike,
                        strategy: Any = None) -> Path:
     """``ckpt_path`` as a step directory: now
-    :func:`jaxtrainer.checkpoint.trainer_state.resolve_ckpt_path` (same arguments)."""
-    from jaxtrainer.checkpoint import trainer_state
+    :func:`jaxtrainer.checkpoint_connector.resolve_ckpt_path` (same arguments)."""
+    from jaxtrainer import checkpoint_connector
 
     warn_moved("jaxtrainer.runs.resolve_checkpoint",
-               "jaxtrainer.checkpoint.trainer_state.resolve_ckpt_path")
-    return trainer_state.resolve_ckpt_path(ckpt_path, root, strategy)
+               "jaxtrainer.checkpoint_connector.resolve_ckpt_path")
+    return checkpoint_connector.resolve_ckpt_path(ckpt_path, root, strategy)
 
 
 def best_checkpoint(path: str | os.PathLike) -> Path:

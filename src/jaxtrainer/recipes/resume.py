@@ -27,9 +27,9 @@ from typing import Any
 import jax
 from omegaconf import DictConfig, OmegaConf
 
-from jaxtrainer import run_kind
+from jaxtrainer import checkpoint_connector, run_kind
 from jaxtrainer.callbacks.base import Callback
-from jaxtrainer.checkpoint import runs, trainer_state
+from jaxtrainer.checkpoint import runs
 from jaxtrainer.checkpoint.resolve import Resolved
 
 KEY = "trainer.resume_overrides"
@@ -106,7 +106,7 @@ def find(cfg: DictConfig) -> Found | None:
         return None
     read: dict[Path, str | None] = {}  # each config.yaml the acceptor read, by run
     accept = run_kind.config_acceptor(OmegaConf.to_container(cfg, resolve=True), read)
-    step_dir = trainer_state.resolve_ckpt_path(str(path), cfg.trainer.get("default_root_dir") or "runs",
+    step_dir = checkpoint_connector.resolve_ckpt_path(str(path), cfg.trainer.get("default_root_dir") or "runs",
                                                accept=accept)
     file = runs.run_dir_of(step_dir) / runs.CONFIG_FILE
     if file.parent in read:
@@ -146,7 +146,7 @@ def resumed(cfg: DictConfig, given: DictConfig, setting: str | None,
     saved, file, step_dir = found.saved, found.file, str(found.checkpoint)
     struct = OmegaConf.is_struct(cfg)
     out = OmegaConf.merge(cfg, saved, given)  # the saved settings, then what was given
-    if str(cfg.trainer.ckpt_path) in trainer_state.NAMES:
+    if str(cfg.trainer.ckpt_path) in checkpoint_connector.NAMES:
         out.trainer.ckpt_path = step_dir  # the run chosen here is the one the Trainer resumes
     OmegaConf.set_struct(out, struct)
     changes = [(key, _get(saved, key), _get(out, key)) for key in _leaves(given)

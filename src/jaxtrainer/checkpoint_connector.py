@@ -1,4 +1,4 @@
-"""A Trainer's checkpoint: what a run saves and how it comes back.
+"""The Trainer's checkpoint connector: what a run saves and how it comes back.
 
 A checkpoint holds the module state (one logical copy), the root PRNG key, the
 counters (``global_step``, ``env_steps``), the run directory that wrote it and
