@@ -23,6 +23,8 @@ PPO_TINY = dict(num_envs=4, num_steps=4, num_minibatches=1, update_epochs=1, hid
 A2C_TINY = dict(num_envs=4, num_steps=4, hidden_sizes=(4,), eval_episodes=4, anneal_lr=True)
 IMPALA_TINY = dict(num_envs=4, num_steps=4, policy_lag=1, update_epochs=2, num_minibatches=1,
                    hidden_sizes=(4,), eval_episodes=4)
+PQN_TINY = dict(num_envs=4, num_steps=4, num_minibatches=1, update_epochs=2, hidden_sizes=(4,),
+                eval_episodes=4)
 OFF_TINY = dict(num_envs=4, buffer_size=16, batch_size=4, learning_starts=0, gradient_steps=1,
                 hidden_sizes=(4,), eval_episodes=4)
 CEMRL_TINY = dict(population_size=4, rollout_steps=4, critic_steps=2, actor_steps=2,
@@ -41,6 +43,16 @@ def _ppo() -> Any:
 def _a2c() -> Any:
     from jaxtrainer.algorithms import A2C, A2CConfig
     return A2C(A2CConfig(**A2C_TINY))
+
+
+def _c51() -> Any:
+    from jaxtrainer.algorithms import DQN, DQNConfig
+    return DQN(DQNConfig(**OFF_TINY, distributional="c51", num_atoms=5, v_min=-10.0, v_max=10.0))
+
+
+def _pqn() -> Any:
+    from jaxtrainer.algorithms import PQN, PQNConfig
+    return PQN(PQNConfig(**PQN_TINY))
 
 
 def _impala() -> Any:
@@ -96,7 +108,7 @@ def _neuro_es() -> Any:
 
 
 MODULES: dict[str, Callable[[], Any]] = {
-    "PPO": _ppo, "A2C": _a2c, "IMPALA": _impala, "DQN": _dqn, "SAC": _sac, "TD3": _td3,
+    "PPO": _ppo, "A2C": _a2c, "IMPALA": _impala, "DQN": _dqn, "C51": _c51, "PQN": _pqn, "SAC": _sac, "TD3": _td3,
     "DDPG": _ddpg, "PBT": _pbt, "CEMRL": _cemrl, "ERL": _erl}
 """``jt.Module`` s, for a ``Trainer``: name -> factory."""
 

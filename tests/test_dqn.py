@@ -260,3 +260,45 @@ def test_anneal_lr_lowers_the_rate_linearly_over_the_budget_and_needs_one():
         rates.append(float(state.opt_state.hyperparams["learning_rate"]))
     np.testing.assert_allclose(rates, [1e-3 * (1 - k / 8) for k in range(4)], rtol=1e-6)
     assert float(state.hyperparams["lr"]) == pytest.approx(1e-3)  # the base rate is kept
+
+
+def test_c51_projection_keeps_the_mass_and_moves_it_to_the_shifted_atoms():
+    """Bellemare et al. 2017, Algorithm 1 on a 5-atom support [-2, 2]: a point
+    mass on z=1 after r=0.5, gamma=1 lands halfway between atoms 1 and 2 (split
+    evenly); a terminal step puts all mass on r; mass beyond v_max is clipped onto it."""
+    from jaxtrainer.algorithms.dqn import categorical_projection
+
+    atoms = jnp.linspace(-2.0, 2.0, 5)
+    point = jnp.zeros((3, 5)).at[:, 3].set(1.0)  # all mass on z = 1
+    target = categorical_projection(point, jnp.array([0.5, 1.0, 3.0]),
+                                    jnp.array([False, True, False]), 1.0, atoms)
+    np.testing.assert_allclose(np.asarray(target), [[0, 0, 0, 0.5, 0.5],   # 1.5
+                                                    [0, 0, 0, 1.0, 0],     # terminal: r = 1
+                                                    [0, 0, 0, 0, 1.0]],    # 4 -> clipped to 2
+                               atol=1e-6)
+    pmf = jax.nn.softmax(jax.random.normal(jax.random.key(0), (4, 5)))
+    spread = categorical_projection(pmf, jnp.array([0.3, -0.7, 0.0, 0.1]),
+                                    jnp.zeros(4, bool), 0.9, atoms)
+    np.testing.assert_allclose(np.asarray(spread.sum(-1)), 1.0, rtol=1e-6)
+
+
+def test_c51_needs_a_support_and_is_named_in_the_error():
+    with pytest.raises(ValueError, match=r"DQNConfig.distributional='qr': choose one of 'c51'"):
+        DQNConfig(distributional="qr")
+    with pytest.raises(ValueError, match=r"C51 needs num_atoms >= 2 and v_min < v_max"):
+        DQNConfig(distributional="c51", v_min=1.0, v_max=1.0)
+
+
+@pytest.mark.timeout(200)
+def test_c51_acts_greedily_on_the_mean_of_its_distributions():
+    module = DQN(DQNConfig(distributional="c51", num_atoms=11, v_min=-5.0, v_max=5.0,
+                           hidden_sizes=(8,)))
+    state = module.init_state(jax.random.key(0))
+    obs = jnp.ones((3, 4))
+    logits = module.logits(state.params, obs)
+    assert logits.shape == (3, 2, 11)
+    means = (jax.nn.softmax(logits, -1) * jnp.linspace(-5, 5, 11)).sum(-1)
+    np.testing.assert_allclose(np.asarray(module.q_values(state.params, obs)), np.asarray(means),
+                               rtol=1e-6)
+    act = module.greedy_policy()(state.params, obs, None)
+    np.testing.assert_array_equal(np.asarray(act), np.asarray(jnp.argmax(means, -1)))

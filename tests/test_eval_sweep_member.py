@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer.recipes import config, fit
+from jaxtrainer.commands import fit
+from jaxtrainer.recipes import config
 from jaxtrainer.recipes.modules import build_module
 from tests._xla import xla_flags
 

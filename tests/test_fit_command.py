@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxtrainer.commands import cli
-from jaxtrainer.recipes import catalog, fit
+from jaxtrainer.commands import cli, fit
+from jaxtrainer.recipes import catalog
 from jaxtrainer.recipes.modules import BUILDERS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,10 +18,10 @@ from omegaconf import OmegaConf
 import jaxtrainer as jt
 from jaxtrainer import run_kind
 from jaxtrainer.checkpoint.resolve import NotResumable
-from jaxtrainer.commands import cli, plot
+from jaxtrainer.commands import cli, fit, plot
 from jaxtrainer.population import Sweep
 from jaxtrainer.population import summary as sweep_summary
-from jaxtrainer.recipes import command, config, fit
+from jaxtrainer.recipes import command, config
 from jaxtrainer.recipes import sweep as recipe_sweep
 from jaxtrainer.recipes.catalog import CONFIGS
 from tests import toys

@@ -18,6 +18,7 @@ from .es import (
 )
 from .impala import IMPALA, IMPALAConfig, IMPALAState
 from .ppo import PPO, PPOConfig, PPOState
+from .pqn import PQN, PQNConfig, PQNState
 from .replay import ReplayBuffer, Transition
 from .sac import SAC, SACConfig, SACState
 from .td3 import TD3, TD3Config, TD3State
@@ -56,6 +57,9 @@ __all__ = [
     "PPO",
     "PPOConfig",
     "PPOState",
+    "PQN",
+    "PQNConfig",
+    "PQNState",
     "rastrigin",
     "resolve_algorithm",
     "sphere",

@@ -45,6 +45,9 @@ from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.metrics import Last
 
+DISTRIBUTIONAL = ("c51",)
+"""The return distributions :class:`DQN` learns besides the expected value."""
+
 
 @dataclasses.dataclass(frozen=True)
 class DQNConfig(offpolicy.OffPolicyConfig):
@@ -70,6 +73,15 @@ class DQNConfig(offpolicy.OffPolicyConfig):
       double: double-DQN target (online argmax, target value); ``False``: max of
         the target network.
       max_grad_norm: global gradient-norm clip (``None``: no clipping).
+      adam_eps: Adam's epsilon (``None``: optax's 1e-8; CleanRL's C51: ``0.01 / batch_size``).
+      distributional: ``None`` (expected values, DQN) or ``"c51"``: a categorical
+        return distribution on ``num_atoms`` evenly spaced atoms in
+        ``[v_min, v_max]``, trained by cross-entropy to the projected target
+        distribution (Bellemare, Dabney and Munos 2017, "A Distributional
+        Perspective on Reinforcement Learning", arXiv:1707.06887, Algorithm 1;
+        CleanRL's ``c51_jax.py``). Actions are greedy in the expected value.
+      num_atoms, v_min, v_max: C51's support (CleanRL's CartPole: 101 atoms in
+        ``[-100, 100]``).
       hidden_sizes: Q-network hidden widths. activation: their activation.
       network: the Q-network's torso (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`;
         default ``mlp``: the flattened observation).
@@ -93,6 +105,11 @@ class DQNConfig(offpolicy.OffPolicyConfig):
     epsilon_anneal_steps: int = 250_000
     double: bool = True
     max_grad_norm: float | None = None
+    adam_eps: float | None = None
+    distributional: str | None = None
+    num_atoms: int = 101
+    v_min: float = -100.0
+    v_max: float = 100.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -104,6 +121,17 @@ class DQNConfig(offpolicy.OffPolicyConfig):
         arguments.check_fields(self, arguments.number, ("max_grad_norm",), low=0, low_open=True,
                            allow_none=True)
         arguments.check_fields(self, arguments.flag, ("double", "anneal_lr"))
+        arguments.check_fields(self, arguments.number, ("adam_eps",), low=0, low_open=True,
+                               allow_none=True)
+        if self.distributional is not None:
+            arguments.one_of(f"{type(self).__name__}.distributional", self.distributional,
+                             DISTRIBUTIONAL)
+        arguments.check_fields(self, arguments.positive_int, ("num_atoms",), allow_none=False)
+        arguments.check_fields(self, arguments.number, ("v_min", "v_max"))
+        if self.distributional is not None and not (self.num_atoms >= 2 and self.v_min < self.v_max):
+            raise ValueError(f"{type(self).__name__}: C51 needs num_atoms >= 2 and v_min < v_max; "
+                             f"got num_atoms={self.num_atoms}, v_min={self.v_min}, "
+                             f"v_max={self.v_max}")
 
 
 @struct.dataclass
@@ -157,6 +185,27 @@ def td_targets(q_next_online: jax.Array, q_next_target: jax.Array, reward: jax.A
     return offpolicy.bootstrap(reward, terminated, gamma, q_next)
 
 
+def categorical_projection(next_pmf: jax.Array, reward: jax.Array, terminated: jax.Array,
+                           gamma: Any, atoms: jax.Array) -> jax.Array:
+    """C51's target distribution ``float32[B, N]``: the distribution of
+    ``r + gamma (1 - terminated) z`` (``z`` on ``atoms``, probabilities
+    ``next_pmf: float32[B, N]``) projected onto ``atoms`` (evenly spaced),
+    each shifted atom's mass split between its two neighbours
+    (Bellemare et al. 2017, Algorithm 1; a shifted atom that lands on an atom
+    keeps all its mass there, as CleanRL's ``c51_jax.py``)."""
+    num_atoms = atoms.shape[0]
+    v_min, v_max = atoms[0], atoms[-1]
+    delta = (v_max - v_min) / (num_atoms - 1)
+    shifted = reward[:, None] + gamma * (1.0 - terminated.astype(atoms.dtype))[:, None] * atoms
+    b = (jnp.clip(shifted, v_min, v_max) - v_min) / delta
+    lower, upper = jnp.floor(b), jnp.ceil(b)
+    to_lower = (upper + (lower == upper) - b) * next_pmf
+    to_upper = (b - lower) * next_pmf
+    one_hot = lambda i: jax.nn.one_hot(i.astype(jnp.int32), num_atoms, dtype=next_pmf.dtype)  # noqa: E731
+    return jnp.einsum("bj,bji->bi", to_lower, one_hot(lower)) + \
+        jnp.einsum("bj,bji->bi", to_upper, one_hot(upper))
+
+
 def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: jax.Array) -> jax.Array:
     """``int32[B]``: a uniform random action with probability ``epsilon``, else argmax."""
     explore_key, action_key = jax.random.split(key)
@@ -199,12 +248,15 @@ class DQN(offpolicy.OffPolicyModule):
                  **overrides: Any) -> None:
         super().__init__(config, env=env, **overrides)
         config = self.config
-        self.network = QNetwork(self.env.num_actions, len(self.env.observation_shape),
+        self.atoms = (jnp.linspace(config.v_min, config.v_max, config.num_atoms)
+                      if config.distributional == "c51" else None)
+        outputs = self.env.num_actions * (1 if self.atoms is None else config.num_atoms)
+        self.network = QNetwork(outputs, len(self.env.observation_shape),
                                 config.hidden_sizes, config.activation,
                                 torso_factory(config.network, self.env.observation_shape,
                                               owner=type(self).__name__,
                                               observation_layout=self.env.observation_layout))
-        self.optimizer = offpolicy.adam(config.lr, config.max_grad_norm)
+        self.optimizer = offpolicy.adam(config.lr, config.max_grad_norm, config.adam_eps)
         env_steps.check_interval(config.target_update_interval, self.env_steps_per_step,
                                  "target_update_interval")
 
@@ -218,16 +270,30 @@ class DQN(offpolicy.OffPolicyModule):
                                          offpolicy.hyperparam(cfg, hyperparams, "epsilon_end"),
                                          cfg.epsilon_anneal_steps, env_steps)
 
+    # ---- values -------------------------------------------------------------
+    def logits(self, params: Any, obs: jax.Array) -> jax.Array:
+        """C51's return distributions of ``obs[B, ...]``: logits ``float32[B,
+        num_actions, num_atoms]``."""
+        out = self.network.apply(params, obs)
+        return out.reshape(out.shape[:-1] + (self.env.num_actions, self.config.num_atoms))
+
+    def q_values(self, params: Any, obs: jax.Array) -> jax.Array:
+        """Action values ``float32[B, num_actions]`` of ``obs[B, ...]``: the
+        network's outputs, or with C51 the means of its return distributions."""
+        if self.atoms is None:
+            return self.network.apply(params, obs)
+        return jnp.sum(jax.nn.softmax(self.logits(params, obs), axis=-1) * self.atoms, axis=-1)
+
     # ---- policies -----------------------------------------------------------
     def explore(self, state: DQNState, obs: jax.Array, key: jax.Array) -> jax.Array:
-        q = self.network.apply(state.params, obs)
+        q = self.q_values(state.params, obs)
         return epsilon_greedy(key, q, self.epsilon(self.env_steps_before(state.step),
                                                    state.hyperparams))
 
     def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
         def policy(params, obs, key):
             del key
-            return jnp.argmax(self.network.apply(params, obs), axis=-1).astype(jnp.int32)
+            return jnp.argmax(self.q_values(params, obs), axis=-1).astype(jnp.int32)
         return policy
 
     def policy_params(self, state: DQNState) -> Any:
@@ -253,8 +319,11 @@ class DQN(offpolicy.OffPolicyModule):
 
     def loss(self, params: Any, target_params: Any, batch: Transition,
              hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:
-        """Mean squared TD error on ``batch`` (leaves ``[B, ...]``) and the mean Q;
-        ``gamma`` from ``hyperparams`` (the config's when ``None``)."""
+        """Mean squared TD error on ``batch`` (leaves ``[B, ...]``) and the mean Q
+        (with C51 :meth:`c51_loss`); ``gamma`` from ``hyperparams`` (the config's
+        when ``None``)."""
+        if self.atoms is not None:
+            return self.c51_loss(params, target_params, batch, hyperparams)
         q = self.network.apply(params, batch.obs)
         q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
         q_next_target = self.network.apply(target_params, batch.next_obs)
@@ -264,6 +333,27 @@ class DQN(offpolicy.OffPolicyModule):
             q_next_online, q_next_target, batch.reward, batch.terminated,
             offpolicy.hyperparam(self.config, hyperparams, "gamma"), self.config.double))
         return jnp.mean(jnp.square(q_taken - target)), {"q": jnp.mean(q_taken)}
+
+    def c51_loss(self, params: Any, target_params: Any, batch: Transition,
+                 hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:
+        """C51's loss on ``batch``: the cross-entropy of the taken action's
+        distribution to the projected target distribution
+        (:func:`categorical_projection`) of the next action's, picked greedily
+        by the online network's means (``double``) or the target network's
+        (CleanRL's ``c51_jax.py``); and the taken actions' mean values."""
+        action = batch.action[:, None].astype(jnp.int32)
+        logits = jnp.take_along_axis(self.logits(params, batch.obs), action[..., None], axis=1)[:, 0]
+        next_pmfs = jax.nn.softmax(self.logits(target_params, batch.next_obs), axis=-1)
+        picker = (self.q_values(params, batch.next_obs) if self.config.double
+                  else jnp.sum(next_pmfs * self.atoms, axis=-1))
+        best = jnp.argmax(picker, axis=-1)[:, None, None]
+        next_pmf = jnp.take_along_axis(next_pmfs, best, axis=1)[:, 0]
+        target = jax.lax.stop_gradient(categorical_projection(
+            next_pmf, batch.reward, batch.terminated,
+            offpolicy.hyperparam(self.config, hyperparams, "gamma"), self.atoms))
+        cross_entropy = -jnp.sum(target * jax.nn.log_softmax(logits, axis=-1), axis=-1)
+        q_taken = jnp.sum(jax.nn.softmax(logits, axis=-1) * self.atoms, axis=-1)
+        return jnp.mean(cross_entropy), {"q": jnp.mean(q_taken)}
 
     def update(self, carry: DQNCarry, key: jax.Array, buffer: Any) -> tuple[DQNCarry, dict]:
         """One TD update on a batch sampled from ``buffer`` with ``key``."""

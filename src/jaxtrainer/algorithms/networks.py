@@ -81,6 +81,10 @@ class MLP(nn.Module):
         flax's default.
       kernel_init: the hidden layers' kernel initialiser, replacing the above
         (Brax's networks: ``lecun_uniform``); ``None``: as above.
+      layer_norm: a ``LayerNorm`` after each hidden layer, before its activation
+        (PQN's Q-network, Gallici et al. 2024, arXiv:2407.04811; CleanRL's ``pqn.py``).
+      head_scale: the head initialised ``orthogonal(head_scale)`` with zero bias;
+        ``None``: flax's default.
     """
 
     hidden_sizes: Sequence[int]
@@ -88,6 +92,8 @@ class MLP(nn.Module):
     activation: str = "tanh"
     orthogonal_scale: float | None = None
     kernel_init: Callable[..., jax.Array] | None = None
+    layer_norm: bool = False
+    head_scale: float | None = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -99,9 +105,12 @@ class MLP(nn.Module):
             dense = partial(nn.Dense, kernel_init=orthogonal(self.orthogonal_scale),
                             bias_init=constant(0.0))
         for size in self.hidden_sizes:
-            x = act(dense(size)(x))
+            x = dense(size)(x)
+            x = act(nn.LayerNorm()(x) if self.layer_norm else x)
         if self.out:
-            x = nn.Dense(self.out)(x)
+            head = {} if self.head_scale is None else dict(
+                kernel_init=orthogonal(self.head_scale), bias_init=constant(0.0))
+            x = nn.Dense(self.out, **head)(x)
         return x
 
 
@@ -475,19 +484,27 @@ class RecurrentActorCritic(ActorCritic):
 
 
 class QNetwork(nn.Module):
-    """DQN's action values: ``obs[..., *observation_shape] -> float32[..., num_actions]``
-    (an :class:`MLP` with a ``num_actions`` head, flax's default init as CleanRL;
-    ``torso``: as :class:`ActorCritic`'s, one named ``torso``)."""
+    """DQN's and PQN's action values: ``obs[..., *observation_shape] ->
+    float32[..., num_actions]`` (an :class:`MLP` with a ``num_actions`` head,
+    flax's default init as CleanRL's ``dqn_jax.py``; ``torso``: as
+    :class:`ActorCritic`'s, one named ``torso``). ``layer_norm``,
+    ``orthogonal_scale`` and ``head_scale``: as :class:`MLP`'s (PQN: all three,
+    CleanRL's ``layer_init``)."""
 
     num_actions: int
     obs_ndim: int = 1
     hidden_sizes: Sequence[int] = (120, 84)
     activation: str = "relu"
     torso: TorsoFactory | None = None
+    layer_norm: bool = False
+    orthogonal_scale: float | None = None
+    head_scale: float | None = None
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
-        return MLP(self.hidden_sizes, self.num_actions, self.activation)(
+        return MLP(self.hidden_sizes, self.num_actions, self.activation,
+                   orthogonal_scale=self.orthogonal_scale, layer_norm=self.layer_norm,
+                   head_scale=self.head_scale)(
             features(_torso(self.torso, "torso"), obs, self.obs_ndim))
 
 

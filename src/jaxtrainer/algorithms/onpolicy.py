@@ -47,6 +47,7 @@ from jaxtrainer.algorithms.networks import (
     TanhNormal,
     activation,
 )
+from jaxtrainer.algorithms.permutation import permutation
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import fold_in_device, local_size, pmean
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
@@ -376,6 +377,32 @@ def normalize_advantages(advantages: jax.Array, eps: float = 1e-8) -> jax.Array:
     return (advantages - mean) / (jnp.sqrt(var) + eps)
 
 
+def minibatch_epochs(step: Callable[[Any, dict[str, jax.Array]], tuple[Any, dict]],
+                     carry: Any, batch: dict[str, jax.Array], key: jax.Array, epochs: int,
+                     num_minibatches: int,
+                     extra: Callable[[jax.Array], dict[str, jax.Array]] | None = None,
+                     ) -> tuple[Any, dict[str, jax.Array]]:
+    """``epochs`` passes over ``batch`` (leaves ``[n, ...]``, this device's
+    share), each shuffled with its own key and cut into ``num_minibatches``
+    minibatches, ``carry, aux = step(carry, minibatch)`` on each in a
+    ``lax.scan`` (PPO's and PQN's updates, as CleanRL's and PureJaxRL's).
+    ``extra(epoch_key)``: leaves ``[num_minibatches, ...]`` added to the
+    minibatches (PPO's Brax entropy keys). Returns the carry and ``aux`` stacked
+    as ``[epochs, num_minibatches, ...]``."""
+    size = jax.tree.leaves(batch)[0].shape[0]
+
+    def epoch(carry, epoch_key):
+        perm = permutation(epoch_key, size)
+        shuffled = jax.tree.map(
+            lambda x: jnp.take(x, perm, axis=0).reshape((num_minibatches, -1) + x.shape[1:]),
+            batch)
+        if extra is not None:
+            shuffled = {**shuffled, **extra(epoch_key)}
+        return jax.lax.scan(step, carry, shuffled)
+
+    return jax.lax.scan(epoch, carry, jax.random.split(key, epochs))
+
+
 class OnPolicyModule(ParamsPolicy, Module):
     """Base of :class:`~jaxtrainer.algorithms.PPO` and :class:`~jaxtrainer.algorithms.A2C`.
 
@@ -424,6 +451,24 @@ class OnPolicyModule(ParamsPolicy, Module):
                 f"global state (a multi-agent env through AgentsAsEnvs, e.g. "
                 f"make('jaxmarl/MPE_simple_spread_v3')); {self.env.name!r} "
                 f"({type(self.env).__name__}) has none: use critic_input='observation'")
+        self.network = self.make_network()
+        # learning_rate and max_grad_norm live in the optimizer state as traced
+        # values (optax.inject_hyperparams), set from ``state.hyperparams`` before
+        # every update. ``optax.flatten``: the optimizer runs on one vector of all
+        # parameters, the same elementwise math in a few fused ops instead of a
+        # few per parameter array (on CPU, 3-8% of a CartPole PPO update).
+        def flat_optimizer(learning_rate: Any, max_grad_norm: Any) -> optax.GradientTransformation:
+            return optax.flatten(self.base_optimizer(learning_rate, max_grad_norm))
+
+        self.optimizer = optax.inject_hyperparams(flat_optimizer)(
+            learning_rate=config.lr, max_grad_norm=config.max_grad_norm)
+
+    def make_network(self) -> Any:
+        """The flax module :meth:`init_state` initialises: an
+        :class:`~jaxtrainer.algorithms.networks.ActorCritic` (with ``network.core``
+        a :class:`~jaxtrainer.algorithms.networks.RecurrentActorCritic`) laid out
+        from the config and the env."""
+        config, network = self.config, self.config.network
         layout = dict(
             action_dim=self.env.num_actions if self.env.discrete else self.env.action_size,
             discrete=self.env.discrete,
@@ -437,18 +482,9 @@ class OnPolicyModule(ParamsPolicy, Module):
             critic_ndim=1 if self.global_critic else None,
             action_nvec=self.env.action_nvec,
         )
-        self.network = (RecurrentActorCritic(**layout, core=network.core, core_size=network.core_size)
-                        if self.recurrent else ActorCritic(**layout))
-        # learning_rate and max_grad_norm live in the optimizer state as traced
-        # values (optax.inject_hyperparams), set from ``state.hyperparams`` before
-        # every update. ``optax.flatten``: the optimizer runs on one vector of all
-        # parameters, the same elementwise math in a few fused ops instead of a
-        # few per parameter array (on CPU, 3-8% of a CartPole PPO update).
-        def flat_optimizer(learning_rate: Any, max_grad_norm: Any) -> optax.GradientTransformation:
-            return optax.flatten(self.base_optimizer(learning_rate, max_grad_norm))
-
-        self.optimizer = optax.inject_hyperparams(flat_optimizer)(
-            learning_rate=config.lr, max_grad_norm=config.max_grad_norm)
+        if self.recurrent:
+            return RecurrentActorCritic(**layout, core=network.core, core_size=network.core_size)
+        return ActorCritic(**layout)
 
     # ---- to implement -----------------------------------------------------
     def base_optimizer(self, learning_rate: Any, max_grad_norm: Any) -> optax.GradientTransformation:

@@ -43,9 +43,9 @@ from jaxtrainer.algorithms.onpolicy import (
     MinibatchConfig,
     OnPolicyModule,
     OnPolicyState,
+    minibatch_epochs,
     normalize_advantages,
 )
-from jaxtrainer.algorithms.permutation import permutation
 from jaxtrainer.distributed.gradient_step import gradient_update
 
 PPOState = OnPolicyState
@@ -224,7 +224,6 @@ class PPO(OnPolicyModule):
         losses as ``float32[update_epochs, num_minibatches]``.
         """
         cfg = self.config
-        size = jax.tree.leaves(batch)[0].shape[0]
 
         def minibatch_step(carry, minibatch):
             params, opt_state = carry
@@ -235,16 +234,10 @@ class PPO(OnPolicyModule):
                 self.loss, params, opt_state, self.optimizer, minibatch, hp)
             return (params, opt_state), {"total": loss, **aux}
 
-        def epoch(carry, epoch_key):
-            perm = permutation(epoch_key, size)
-            shuffled = jax.tree.map(
-                lambda x: jnp.take(x, perm, axis=0).reshape(
-                    (cfg.num_minibatches, -1) + x.shape[1:]), batch)
-            if self.network.tanh_normal:  # Brax's entropy: one sample per minibatch
-                shuffled["key"] = jax.random.split(jax.random.fold_in(epoch_key, 1),
-                                                   cfg.num_minibatches)
-            return jax.lax.scan(minibatch_step, carry, shuffled)
+        def entropy_keys(epoch_key):  # Brax's entropy: one sample per minibatch
+            return {"key": jax.random.split(jax.random.fold_in(epoch_key, 1), cfg.num_minibatches)}
 
-        (params, opt_state), losses = jax.lax.scan(
-            epoch, (params, opt_state), jax.random.split(key, cfg.update_epochs))
+        (params, opt_state), losses = minibatch_epochs(
+            minibatch_step, (params, opt_state), batch, key, cfg.update_epochs,
+            cfg.num_minibatches, entropy_keys if self.network.tanh_normal else None)
         return params, opt_state, losses

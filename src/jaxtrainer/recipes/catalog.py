@@ -75,6 +75,13 @@ RECIPES: dict[str, Recipe] = {
     "dqn": Recipe("Double DQN on a gymnax environment (CartPole-v1)", (
         "                                          # CartPole-v1, every local device",
         "algorithm.tau=0.005 algorithm.target_update_interval=8")),
+    "c51": Recipe("C51: DQN with a categorical return distribution (CartPole-v1)", (
+        "                                          # CartPole-v1, CleanRL c51_jax.py's settings",
+        "algorithm.num_atoms=51 algorithm.v_min=0 algorithm.v_max=100")),
+    "pqn": Recipe("PQN: Q-learning on parallel envs without replay or target network (CartPole-v1)", (
+        "                                          # CartPole-v1, CleanRL pqn.py's settings",
+        "--config pqn_minatar.yaml                 # CNN torso on Breakout-MinAtar",
+        "trainer.strategy=pmap trainer.seed=3")),
     "sac": Recipe("Soft Actor-Critic on continuous control (Pendulum-v1)", (
         "                                          # gymnax Pendulum-v1, CPU",
         "--config sac_brax.yaml                    # brax (GPU): a file from --print-config")),

@@ -91,6 +91,8 @@ BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
     "a2c": _from_algorithm("a2c", "A2C"),
     "impala": _from_algorithm("impala", "IMPALA"),
     "dqn": _from_algorithm("dqn", "DQN"),
+    "pqn": _from_algorithm("pqn", "PQN"),
+    "c51": _from_algorithm("dqn", "DQN"),
     "sac": _sac,
     "td3": _from_algorithm("td3", "TD3"),
     "ddpg": _from_algorithm("ddpg", "DDPG"),

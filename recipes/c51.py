@@ -1,0 +1,21 @@
+"""C51: DQN with a categorical return distribution (CartPole-v1): ``jaxtrainer fit c51`` as a script.
+
+    python recipes/c51.py --help            # the examples, and every key with its value
+    python recipes/c51.py [--config FILE] [section.key=value ...]
+
+Generated from the recipe catalog by ``python -m jaxtrainer.commands.script recipes``.
+"""
+
+from __future__ import annotations
+
+from jaxtrainer.commands import script  # imports no JAX: Ctrl-C is taken from the first line
+
+
+def main(argv: list[str]) -> dict[str, float]:
+    from jaxtrainer.commands import fit
+
+    return fit.run(argv, recipe="c51")
+
+
+if __name__ == "__main__":
+    script.main("c51")  # a bad config: one line, status 2; Ctrl-C while starting: one line

@@ -1,0 +1,21 @@
+"""PQN: Q-learning on parallel envs without replay or target network (CartPole-v1): ``jaxtrainer fit pqn`` as a script.
+
+    python recipes/pqn.py --help            # the examples, and every key with its value
+    python recipes/pqn.py [--config FILE] [section.key=value ...]
+
+Generated from the recipe catalog by ``python -m jaxtrainer.commands.script recipes``.
+"""
+
+from __future__ import annotations
+
+from jaxtrainer.commands import script  # imports no JAX: Ctrl-C is taken from the first line
+
+
+def main(argv: list[str]) -> dict[str, float]:
+    from jaxtrainer.commands import fit
+
+    return fit.run(argv, recipe="pqn")
+
+
+if __name__ == "__main__":
+    script.main("pqn")  # a bad config: one line, status 2; Ctrl-C while starting: one line
