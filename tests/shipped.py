@@ -50,6 +50,14 @@ def _c51() -> Any:
     return DQN(DQNConfig(**OFF_TINY, distributional="c51", num_atoms=5, v_min=-10.0, v_max=10.0))
 
 
+def _rainbow() -> Any:
+    from jaxtrainer.algorithms import DQN, DQNConfig
+    # 3 env steps per env a step: the first step's update already samples 3-step runs
+    return DQN(DQNConfig(**{**OFF_TINY, "learning_starts": 12}, train_frequency=3,
+                         distributional="c51", num_atoms=5, v_min=-10.0, v_max=10.0, n_step=3,
+                         dueling=True))
+
+
 def _pqn() -> Any:
     from jaxtrainer.algorithms import PQN, PQNConfig
     return PQN(PQNConfig(**PQN_TINY))
@@ -108,7 +116,7 @@ def _neuro_es() -> Any:
 
 
 MODULES: dict[str, Callable[[], Any]] = {
-    "PPO": _ppo, "A2C": _a2c, "IMPALA": _impala, "DQN": _dqn, "C51": _c51, "PQN": _pqn, "SAC": _sac, "TD3": _td3,
+    "PPO": _ppo, "A2C": _a2c, "IMPALA": _impala, "DQN": _dqn, "C51": _c51, "Rainbow": _rainbow, "PQN": _pqn, "SAC": _sac, "TD3": _td3,
     "DDPG": _ddpg, "PBT": _pbt, "CEMRL": _cemrl, "ERL": _erl}
 """``jt.Module`` s, for a ``Trainer``: name -> factory."""
 

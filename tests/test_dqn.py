@@ -302,3 +302,29 @@ def test_c51_acts_greedily_on_the_mean_of_its_distributions():
                                rtol=1e-6)
     act = module.greedy_policy()(state.params, obs, None)
     np.testing.assert_array_equal(np.asarray(act), np.asarray(jnp.argmax(means, -1)))
+
+
+def test_n_step_runs_fold_into_one_transition_up_to_the_episode_end():
+    """Rewards 1, 2, 4 at gamma 0.5: a run whose 2nd step ended its episode sums
+    1 + 0.5 * 2 and bootstraps (not at all: terminated) from that step's
+    next_obs with discount 0.25; an unbroken run sums all three, discount 0.125."""
+    from jaxtrainer.algorithms.dqn import n_step_transition
+    from jaxtrainer.algorithms.replay import Transition
+
+    reward = jnp.array([[1.0, 2.0, 4.0]] * 3)
+    done = jnp.array([[False, True, False], [False, False, False], [True, False, False]])
+    terminated = jnp.array([[False, True, False], [False, False, False], [False, False, False]])
+    obs = jnp.arange(9.0).reshape(3, 3, 1)
+    runs = Transition(obs, jnp.arange(9).reshape(3, 3), reward, obs + 100, terminated, done)
+    folded, discount = n_step_transition(runs, 0.5)
+    np.testing.assert_allclose(np.asarray(folded.reward), [2.0, 3.0, 1.0])
+    np.testing.assert_allclose(np.asarray(discount), [0.25, 0.125, 0.5])
+    np.testing.assert_array_equal(np.asarray(folded.next_obs[:, 0]), [101.0, 105.0, 106.0])
+    np.testing.assert_array_equal(np.asarray(folded.terminated), [True, False, False])
+    np.testing.assert_array_equal(np.asarray(folded.action), [0, 3, 6])  # the run's first
+
+
+def test_n_step_needs_the_buffer_to_hold_a_run_before_learning():
+    with pytest.raises(ValueError, match=r"n_step=3 .* learning_starts=8 must be at least "
+                                         r"n_step \* num_envs = 12"):
+        DQNConfig(n_step=3, num_envs=4, learning_starts=8)

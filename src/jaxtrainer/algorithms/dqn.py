@@ -74,6 +74,13 @@ class DQNConfig(offpolicy.OffPolicyConfig):
         the target network.
       max_grad_norm: global gradient-norm clip (``None``: no clipping).
       adam_eps: Adam's epsilon (``None``: optax's 1e-8; CleanRL's C51: ``0.01 / batch_size``).
+      n_step: the TD target sums this many rewards before bootstrapping
+        (multi-step returns, Sutton 1988; Rainbow's, Hessel et al. 2018,
+        arXiv:1710.02298), stopping at an episode's end; the buffer samples
+        runs of ``n_step`` consecutive transitions of one env. Needs
+        ``learning_starts >= n_step * num_envs``.
+      dueling: a dueling Q-network (value and advantage heads, Wang et al. 2016;
+        :class:`~jaxtrainer.algorithms.networks.QNetwork`).
       distributional: ``None`` (expected values, DQN) or ``"c51"``: a categorical
         return distribution on ``num_atoms`` evenly spaced atoms in
         ``[v_min, v_max]``, trained by cross-entropy to the projected target
@@ -106,6 +113,8 @@ class DQNConfig(offpolicy.OffPolicyConfig):
     double: bool = True
     max_grad_norm: float | None = None
     adam_eps: float | None = None
+    n_step: int = 1
+    dueling: bool = False
     distributional: str | None = None
     num_atoms: int = 101
     v_min: float = -100.0
@@ -120,13 +129,19 @@ class DQNConfig(offpolicy.OffPolicyConfig):
         arguments.check_fields(self, arguments.number, ("lr",), low=0)
         arguments.check_fields(self, arguments.number, ("max_grad_norm",), low=0, low_open=True,
                            allow_none=True)
-        arguments.check_fields(self, arguments.flag, ("double", "anneal_lr"))
+        arguments.check_fields(self, arguments.flag, ("double", "anneal_lr", "dueling"))
         arguments.check_fields(self, arguments.number, ("adam_eps",), low=0, low_open=True,
                                allow_none=True)
         if self.distributional is not None:
             arguments.one_of(f"{type(self).__name__}.distributional", self.distributional,
                              DISTRIBUTIONAL)
-        arguments.check_fields(self, arguments.positive_int, ("num_atoms",), allow_none=False)
+        arguments.check_fields(self, arguments.positive_int, ("num_atoms", "n_step"),
+                               allow_none=False)
+        if self.n_step > 1 and self.learning_starts < self.n_step * self.num_envs:
+            raise ValueError(f"{type(self).__name__}: n_step={self.n_step} samples runs of "
+                             f"{self.n_step} transitions per env: learning_starts="
+                             f"{self.learning_starts} must be at least n_step * num_envs = "
+                             f"{self.n_step * self.num_envs}")
         arguments.check_fields(self, arguments.number, ("v_min", "v_max"))
         if self.distributional is not None and not (self.num_atoms >= 2 and self.v_min < self.v_max):
             raise ValueError(f"{type(self).__name__}: C51 needs num_atoms >= 2 and v_min < v_max; "
@@ -185,10 +200,36 @@ def td_targets(q_next_online: jax.Array, q_next_target: jax.Array, reward: jax.A
     return offpolicy.bootstrap(reward, terminated, gamma, q_next)
 
 
+def n_step_transition(runs: Transition, gamma: Any) -> tuple[Transition, jax.Array]:
+    """Runs of ``n`` consecutive transitions (leaves ``[B, n, ...]``, with
+    ``done``) as one ``n``-step transition each, and its bootstrap discount.
+
+    The rewards are summed with discount ``gamma`` up to and including the
+    first step that ended its episode (``done``; the whole run when none did),
+    ``next_obs`` and ``terminated`` are that step's, and the discount of the
+    bootstrap value is ``gamma ** (steps summed)``: the target is
+    ``R + discount * (1 - terminated) * Q(next_obs)``. Returns the transition
+    (leaves ``[B, ...]``, ``done`` dropped) and ``float32[B]`` discounts.
+    """
+    n = runs.reward.shape[1]
+    ended = runs.done.astype(jnp.int32)
+    # steps summed: up to the first end (inclusive), else all n
+    last = jnp.where(jnp.any(runs.done, axis=1), jnp.argmax(ended, axis=1), n - 1)
+    k = jnp.arange(n)
+    weights = jnp.where(k[None, :] <= last[:, None], gamma ** k[None, :].astype(jnp.float32), 0.0)
+    reward = jnp.sum(weights * runs.reward, axis=1)
+    pick = lambda x: jnp.take_along_axis(  # noqa: E731
+        x, last.reshape((-1, 1) + (1,) * (x.ndim - 2)), axis=1)[:, 0]
+    folded = Transition(runs.obs[:, 0], runs.action[:, 0], reward, pick(runs.next_obs),
+                        pick(runs.terminated))
+    return folded, gamma ** (last + 1).astype(jnp.float32)
+
+
 def categorical_projection(next_pmf: jax.Array, reward: jax.Array, terminated: jax.Array,
                            gamma: Any, atoms: jax.Array) -> jax.Array:
     """C51's target distribution ``float32[B, N]``: the distribution of
-    ``r + gamma (1 - terminated) z`` (``z`` on ``atoms``, probabilities
+    ``r + gamma (1 - terminated) z`` (``gamma`` a number or ``float32[B]``;
+    ``z`` on ``atoms``, probabilities
     ``next_pmf: float32[B, N]``) projected onto ``atoms`` (evenly spaced),
     each shifted atom's mass split between its two neighbours
     (Bellemare et al. 2017, Algorithm 1; a shifted atom that lands on an atom
@@ -196,7 +237,8 @@ def categorical_projection(next_pmf: jax.Array, reward: jax.Array, terminated: j
     num_atoms = atoms.shape[0]
     v_min, v_max = atoms[0], atoms[-1]
     delta = (v_max - v_min) / (num_atoms - 1)
-    shifted = reward[:, None] + gamma * (1.0 - terminated.astype(atoms.dtype))[:, None] * atoms
+    discount = jnp.broadcast_to(jnp.asarray(gamma, atoms.dtype), reward.shape)[:, None]
+    shifted = reward[:, None] + discount * (1.0 - terminated.astype(atoms.dtype))[:, None] * atoms
     b = (jnp.clip(shifted, v_min, v_max) - v_min) / delta
     lower, upper = jnp.floor(b), jnp.ceil(b)
     to_lower = (upper + (lower == upper) - b) * next_pmf
@@ -250,12 +292,13 @@ class DQN(offpolicy.OffPolicyModule):
         config = self.config
         self.atoms = (jnp.linspace(config.v_min, config.v_max, config.num_atoms)
                       if config.distributional == "c51" else None)
-        outputs = self.env.num_actions * (1 if self.atoms is None else config.num_atoms)
-        self.network = QNetwork(outputs, len(self.env.observation_shape),
+        self.network = QNetwork(self.env.num_actions, len(self.env.observation_shape),
                                 config.hidden_sizes, config.activation,
                                 torso_factory(config.network, self.env.observation_shape,
                                               owner=type(self).__name__,
-                                              observation_layout=self.env.observation_layout))
+                                              observation_layout=self.env.observation_layout),
+                                num_atoms=1 if self.atoms is None else config.num_atoms,
+                                dueling=config.dueling)
         self.optimizer = offpolicy.adam(config.lr, config.max_grad_norm, config.adam_eps)
         env_steps.check_interval(config.target_update_interval, self.env_steps_per_step,
                                  "target_update_interval")
@@ -319,20 +362,32 @@ class DQN(offpolicy.OffPolicyModule):
 
     def loss(self, params: Any, target_params: Any, batch: Transition,
              hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:
-        """Mean squared TD error on ``batch`` (leaves ``[B, ...]``) and the mean Q
-        (with C51 :meth:`c51_loss`); ``gamma`` from ``hyperparams`` (the config's
-        when ``None``)."""
+        """Mean squared TD error on ``batch`` (leaves ``[B, ...]``; with
+        ``n_step`` runs ``[B, n_step, ...]``, :func:`n_step_transition`) and the
+        mean Q (with C51 :meth:`c51_loss`); ``gamma`` from ``hyperparams`` (the
+        config's when ``None``)."""
         if self.atoms is not None:
             return self.c51_loss(params, target_params, batch, hyperparams)
+        batch, gamma = self.discounted(batch, hyperparams)
         q = self.network.apply(params, batch.obs)
         q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
         q_next_target = self.network.apply(target_params, batch.next_obs)
         q_next_online = (self.network.apply(params, batch.next_obs) if self.config.double
                          else q_next_target)
         target = jax.lax.stop_gradient(td_targets(
-            q_next_online, q_next_target, batch.reward, batch.terminated,
-            offpolicy.hyperparam(self.config, hyperparams, "gamma"), self.config.double))
+            q_next_online, q_next_target, batch.reward, batch.terminated, gamma,
+            self.config.double))
         return jnp.mean(jnp.square(q_taken - target)), {"q": jnp.mean(q_taken)}
+
+    def discounted(self, batch: Transition, hyperparams: dict[str, jax.Array] | None = None,
+                   ) -> tuple[Transition, jax.Array]:
+        """``(transitions [B, ...], discount of their bootstrap value)``: the
+        batch and ``gamma`` as they are, or with ``n_step > 1`` the sampled runs
+        folded into n-step transitions (:func:`n_step_transition`)."""
+        gamma = offpolicy.hyperparam(self.config, hyperparams, "gamma")
+        if self.config.n_step == 1:
+            return batch, gamma
+        return n_step_transition(batch, gamma)
 
     def c51_loss(self, params: Any, target_params: Any, batch: Transition,
                  hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:
@@ -341,6 +396,7 @@ class DQN(offpolicy.OffPolicyModule):
         (:func:`categorical_projection`) of the next action's, picked greedily
         by the online network's means (``double``) or the target network's
         (CleanRL's ``c51_jax.py``); and the taken actions' mean values."""
+        batch, gamma = self.discounted(batch, hyperparams)
         action = batch.action[:, None].astype(jnp.int32)
         logits = jnp.take_along_axis(self.logits(params, batch.obs), action[..., None], axis=1)[:, 0]
         next_pmfs = jax.nn.softmax(self.logits(target_params, batch.next_obs), axis=-1)
@@ -349,8 +405,7 @@ class DQN(offpolicy.OffPolicyModule):
         best = jnp.argmax(picker, axis=-1)[:, None, None]
         next_pmf = jnp.take_along_axis(next_pmfs, best, axis=1)[:, 0]
         target = jax.lax.stop_gradient(categorical_projection(
-            next_pmf, batch.reward, batch.terminated,
-            offpolicy.hyperparam(self.config, hyperparams, "gamma"), self.atoms))
+            next_pmf, batch.reward, batch.terminated, gamma, self.atoms))
         cross_entropy = -jnp.sum(target * jax.nn.log_softmax(logits, axis=-1), axis=-1)
         q_taken = jnp.sum(jax.nn.softmax(logits, axis=-1) * self.atoms, axis=-1)
         return jnp.mean(cross_entropy), {"q": jnp.mean(q_taken)}

@@ -489,7 +489,13 @@ class QNetwork(nn.Module):
     flax's default init as CleanRL's ``dqn_jax.py``; ``torso``: as
     :class:`ActorCritic`'s, one named ``torso``). ``layer_norm``,
     ``orthogonal_scale`` and ``head_scale``: as :class:`MLP`'s (PQN: all three,
-    CleanRL's ``layer_init``)."""
+    CleanRL's ``layer_init``).
+
+    ``num_atoms > 1`` (C51): ``num_atoms`` outputs per action, flattened
+    action-major, ``float32[..., num_actions * num_atoms]``. ``dueling``: a value
+    head and an advantage head over the hidden layers, combined as
+    ``V + A - mean_a A`` (per atom) (Wang et al. 2016, "Dueling Network
+    Architectures for Deep Reinforcement Learning", arXiv:1511.06581, eq. 9)."""
 
     num_actions: int
     obs_ndim: int = 1
@@ -499,13 +505,24 @@ class QNetwork(nn.Module):
     layer_norm: bool = False
     orthogonal_scale: float | None = None
     head_scale: float | None = None
+    num_atoms: int = 1
+    dueling: bool = False
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> jax.Array:
-        return MLP(self.hidden_sizes, self.num_actions, self.activation,
-                   orthogonal_scale=self.orthogonal_scale, layer_norm=self.layer_norm,
-                   head_scale=self.head_scale)(
-            features(_torso(self.torso, "torso"), obs, self.obs_ndim))
+        x = features(_torso(self.torso, "torso"), obs, self.obs_ndim)
+        outputs = self.num_actions * self.num_atoms
+        if not self.dueling:
+            return MLP(self.hidden_sizes, outputs, self.activation,
+                       orthogonal_scale=self.orthogonal_scale, layer_norm=self.layer_norm,
+                       head_scale=self.head_scale)(x)
+        x = MLP(self.hidden_sizes, 0, self.activation, orthogonal_scale=self.orthogonal_scale,
+                layer_norm=self.layer_norm)(x)
+        value = nn.Dense(self.num_atoms, name="value")(x)[..., None, :]
+        advantage = nn.Dense(outputs, name="advantage")(x).reshape(
+            x.shape[:-1] + (self.num_actions, self.num_atoms))
+        q = value + advantage - jnp.mean(advantage, axis=-2, keepdims=True)
+        return q.reshape(x.shape[:-1] + (outputs,))
 
 
 class TwinCritic(nn.Module):

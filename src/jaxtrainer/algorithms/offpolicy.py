@@ -450,8 +450,14 @@ class OffPolicyModule(ParamsPolicy, Module):
                  **overrides: Any) -> None:
         configure(self, config or self.config_class(), env, overrides, self.discrete_actions)
         config = self.config
-        self.buffer = ReplayBuffer(config.buffer_size, config.batch_size, config.num_envs)
+        self.buffer = ReplayBuffer(config.buffer_size, config.batch_size, config.num_envs,
+                                   self.sequence_length)
         self.env_steps_per_step = config.num_envs * config.train_frequency
+
+    @property
+    def sequence_length(self) -> int:
+        """Consecutive transitions an update samples at a time (1; DQN's ``n_step``)."""
+        return int(getattr(self.config, "n_step", 1))
 
     def validate(self, num_devices: int) -> None:
         """Reject global sizes that do not split over ``num_devices``.
@@ -626,8 +632,9 @@ class OffPolicyModule(ParamsPolicy, Module):
                                                                   "num_envs"))
         action = jnp.zeros(self.env.action_shape,
                            jnp.int32 if self.env.discrete else jnp.float32)
+        ends = jnp.zeros((), jnp.bool_) if self.sequence_length > 1 else None
         example = Transition(obs[0], action, jnp.zeros((), jnp.float32), obs[0],
-                             jnp.zeros((), jnp.bool_))
+                             jnp.zeros((), jnp.bool_), ends)
         return env_state, obs, self.buffer.init(example)
 
     def setup_actor_critic(self, actor_type: type, actor_lr: float, critic_lr: float,
@@ -677,7 +684,8 @@ class OffPolicyModule(ParamsPolicy, Module):
             action = self.explore(state, normalize_obs(obs_stats, obs), act_key)
             next_obs, env_state, info = self.env.step_batch(env_key, env_state, action)
             buffer = self.buffer.add(buffer, Transition(
-                obs, action, info.reward, info.final_obs, info.terminated))
+                obs, action, info.reward, info.final_obs, info.terminated,
+                info.done if self.sequence_length > 1 else None))
             if obs_stats is not None:
                 obs_stats = normalization.update(obs_stats, obs)
             return (env_state, next_obs, buffer, obs_stats), info

@@ -41,6 +41,9 @@ class Transition:
       next_obs: the observation reached, before any auto-reset (the env's
         ``final_obs``), so time-limit truncation can bootstrap from it.
       terminated: ``bool[]``, a terminal state was reached (no bootstrap).
+      done: ``bool[]``, the episode ended here (terminated or cut by the time
+        limit), or ``None``: stored only by learners that need episode
+        boundaries inside a sampled sequence (n-step returns).
     """
 
     obs: jax.Array
@@ -48,6 +51,7 @@ class Transition:
     reward: jax.Array
     next_obs: jax.Array
     terminated: jax.Array
+    done: jax.Array | None = None
 
 
 class ReplayBuffer:
@@ -64,12 +68,16 @@ class ReplayBuffer:
       batch_size: global sample size per :meth:`sample`.
       num_envs: environments that each :meth:`add` brings one transition from,
         over all devices.
+      sequence_length: :meth:`sample` draws runs of this many consecutive
+        transitions of one env (n-step returns); 1: single transitions.
 
     Raises:
-      ValueError: ``capacity`` is not a positive multiple of ``num_envs``.
+      ValueError: ``capacity`` is not a positive multiple of ``num_envs``, or
+        ``sequence_length`` is not a positive int smaller than ``capacity / num_envs``.
     """
 
-    def __init__(self, capacity: int, batch_size: int, num_envs: int) -> None:
+    def __init__(self, capacity: int, batch_size: int, num_envs: int,
+                 sequence_length: int = 1) -> None:
         if num_envs < 1 or capacity < num_envs or capacity % num_envs:
             raise ValueError(
                 f"ReplayBuffer: capacity={capacity} must be a positive multiple of "
@@ -80,6 +88,11 @@ class ReplayBuffer:
         self.batch_size = int(batch_size)
         self.num_envs = int(num_envs)
         self.slots_per_env = self.capacity // self.num_envs
+        if isinstance(sequence_length, bool) or not isinstance(sequence_length, int) \
+                or not 1 <= sequence_length < self.slots_per_env:
+            raise ValueError(f"ReplayBuffer: sequence_length={sequence_length!r}: expected an int "
+                             f"in [1, {self.slots_per_env}) (capacity / num_envs slots per env)")
+        self.sequence_length = sequence_length
 
     def validate(self, num_devices: int, owner: str = "ReplayBuffer") -> None:
         """Raise ValueError naming the size when ``num_envs`` or ``batch_size``
@@ -94,9 +107,9 @@ class ReplayBuffer:
         return flashbax.make_trajectory_buffer(
             add_batch_size=local_size(self.num_envs, "num_envs"),
             sample_batch_size=local_size(self.batch_size, "batch_size"),
-            sample_sequence_length=1,
+            sample_sequence_length=self.sequence_length,
             period=1,
-            min_length_time_axis=1,
+            min_length_time_axis=self.sequence_length,
             max_length_time_axis=self.slots_per_env,
         )
 
@@ -126,8 +139,14 @@ class ReplayBuffer:
 
     def sample(self, state: Any, key: jax.Array) -> Transition:
         """``batch_size / num_devices`` transitions drawn uniformly, with replacement,
-        from this device's written slots. Call only after at least one :meth:`add`."""
-        return jax.tree.map(lambda x: x[:, 0], self._fbx().sample(state, key).experience)
+        from this device's written slots (leaves ``[B, ...]``); with
+        ``sequence_length`` L > 1, runs of L consecutive transitions of one env
+        (leaves ``[B, L, ...]``, flashbax's sequences: never across the write
+        position). Call only after at least :meth:`add` L times."""
+        experience = self._fbx().sample(state, key).experience
+        if self.sequence_length > 1:
+            return experience
+        return jax.tree.map(lambda x: x[:, 0], experience)
 
     @staticmethod
     def size(state: Any) -> jax.Array:

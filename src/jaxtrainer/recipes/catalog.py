@@ -78,6 +78,9 @@ RECIPES: dict[str, Recipe] = {
     "c51": Recipe("C51: DQN with a categorical return distribution (CartPole-v1)", (
         "                                          # CartPole-v1, CleanRL c51_jax.py's settings",
         "algorithm.num_atoms=51 algorithm.v_min=0 algorithm.v_max=100")),
+    "rainbow": Recipe("Rainbow's parts: C51 + 3-step returns + dueling + double DQN (CartPole-v1)", (
+        "                                          # CartPole-v1, the c51 recipe's settings",
+        "algorithm.n_step=5 algorithm.dueling=false")),
     "pqn": Recipe("PQN: Q-learning on parallel envs without replay or target network (CartPole-v1)", (
         "                                          # CartPole-v1, CleanRL pqn.py's settings",
         "--config pqn_minatar.yaml                 # CNN torso on Breakout-MinAtar",

@@ -93,6 +93,7 @@ BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
     "dqn": _from_algorithm("dqn", "DQN"),
     "pqn": _from_algorithm("pqn", "PQN"),
     "c51": _from_algorithm("dqn", "DQN"),
+    "rainbow": _from_algorithm("dqn", "DQN"),
     "sac": _sac,
     "td3": _from_algorithm("td3", "TD3"),
     "ddpg": _from_algorithm("ddpg", "DDPG"),
