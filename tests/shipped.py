@@ -78,6 +78,14 @@ def _sac() -> Any:
     return SAC(SACConfig(**OFF_TINY))
 
 
+def _crossq() -> Any:
+    from jaxtrainer.algorithms import CrossQ, CrossQConfig
+    # policy_delay 2 and warmup 1: the first steps run the delayed actor update and the
+    # renormalisation corrections
+    return CrossQ(CrossQConfig(**OFF_TINY, critic_hidden_sizes=(4,), policy_delay=2,
+                               renorm_warmup_steps=1))
+
+
 def _td3() -> Any:
     from jaxtrainer.algorithms import TD3, TD3Config
     return TD3(TD3Config(**OFF_TINY))
@@ -116,8 +124,8 @@ def _neuro_es() -> Any:
 
 
 MODULES: dict[str, Callable[[], Any]] = {
-    "PPO": _ppo, "A2C": _a2c, "IMPALA": _impala, "DQN": _dqn, "C51": _c51, "Rainbow": _rainbow, "PQN": _pqn, "SAC": _sac, "TD3": _td3,
-    "DDPG": _ddpg, "PBT": _pbt, "CEMRL": _cemrl, "ERL": _erl}
+    "PPO": _ppo, "A2C": _a2c, "IMPALA": _impala, "DQN": _dqn, "C51": _c51, "Rainbow": _rainbow,
+    "PQN": _pqn, "SAC": _sac, "CrossQ": _crossq, "TD3": _td3, "DDPG": _ddpg, "PBT": _pbt, "CEMRL": _cemrl, "ERL": _erl}
 """``jt.Module`` s, for a ``Trainer``: name -> factory."""
 
 POPULATION: dict[str, Callable[[], Any]] = {

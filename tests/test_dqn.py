@@ -328,3 +328,22 @@ def test_n_step_needs_the_buffer_to_hold_a_run_before_learning():
     with pytest.raises(ValueError, match=r"n_step=3 .* learning_starts=8 must be at least "
                                          r"n_step \* num_envs = 12"):
         DQNConfig(n_step=3, num_envs=4, learning_starts=8)
+
+
+@pytest.mark.timeout(200)
+def test_a_rainbow_config_resumes_exactly_on_four_devices_with_the_replicas_equal(tmp_path):
+    """C51 + 3-step returns + dueling + double DQN (the rainbow recipe's parts,
+    tiny): 4 steps straight equal 2 + resume + 2, learning from step 2 on and
+    the target network copied at 24 env steps (step 2), across the resume."""
+    from tests import toys
+
+    def make():
+        return DQN(DQNConfig(num_envs=4, train_frequency=3, buffer_size=64, batch_size=8,
+                             learning_starts=12, hidden_sizes=(8,), distributional="c51",
+                             num_atoms=5, v_min=-10.0, v_max=10.0, n_step=3, dueling=True,
+                             double=True, target_update_interval=24, eval_episodes=4))
+
+    straight = toys.two_plus_two_on_four_devices(tmp_path, make)
+    toys.replicas_equal((straight.state.params, straight.state.target_params))
+    loss = straight.callback_metrics["loss/td"]
+    assert np.isfinite(loss) and loss > 0  # step 4 learned (a cross-entropy)

@@ -52,9 +52,10 @@ def test_an_unknown_recipe_is_one_line_and_status_2():
     proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo2"],
                           capture_output=True, text=True, timeout=100, cwd=ROOT)
     assert proc.returncode == 2
+    names = ", ".join(sorted(catalog.RECIPES))
+    assert names.startswith("a2c, c51, cem_rl, cma_es, crossq, ddpg, dqn, erl, impala, openes, ")
     assert proc.stderr.strip().splitlines() == [
-        "jaxtrainer fit: error: unknown recipe 'ppo2': expected one of a2c, cem_rl, cma_es, ddpg, "
-        "dqn, erl, impala, openes, pbt_openes, pbt_ppo, pbt_sac, ppo, sac, td3 "
+        f"jaxtrainer fit: error: unknown recipe 'ppo2': expected one of {names} "
         "(jaxtrainer fit --list)"]
 
 

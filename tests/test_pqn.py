@@ -4,7 +4,6 @@ replicas equal, a wrong action space named in one line, and learning CartPole.""
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -60,24 +59,10 @@ TINY = dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2, hidden_
             eval_episodes=4)
 
 
-def _trainer(root, steps, callbacks=()):
-    return jt.Trainer(strategy="pmap", devices=4, max_steps=steps, log_every_n_steps=1,
-                      default_root_dir=root, callbacks=list(callbacks), logger=False,
-                      enable_progress_bar=False, compile_evaluation_ahead=False)
-
-
 @pytest.mark.timeout(200)
 def test_two_plus_two_steps_equal_four_on_four_devices_with_the_replicas_equal(tmp_path):
-    straight = _trainer(tmp_path / "a", 4)
-    straight.fit(PQN(PQNConfig(**TINY)))
-    first = _trainer(tmp_path / "b", 2, [jt.ModelCheckpoint(async_save=False)])
-    first.fit(PQN(PQNConfig(**TINY)))
-    second = _trainer(tmp_path / "b", 4)
-    second.fit(PQN(PQNConfig(**TINY)), ckpt_path="last")
-    toys.assert_trees_equal(second.state, straight.state)
-    for leaf in jax.tree.leaves(straight.state.params):  # replicated: one copy per device, equal
-        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
-        assert len(shards) == 4 and all(np.array_equal(shards[0], s) for s in shards[1:])
+    straight = toys.two_plus_two_on_four_devices(tmp_path, lambda: PQN(PQNConfig(**TINY)))
+    toys.replicas_equal(straight.state.params)
     envs = [np.asarray(s.data) for s in straight.state.obs.addressable_shards]
     assert not np.array_equal(envs[0], envs[1])  # each device steps its own envs
 

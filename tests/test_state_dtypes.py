@@ -171,12 +171,12 @@ print("RESULTS " + json.dumps(results))
 def test_every_shipped_algorithm_runs_under_x64(tmp_path):
     """One interpreter with jax_enable_x64 set before jax loads: the widening toy
     keeps its float32/int32 state (float64/int64 cast back), and PPO, A2C, IMPALA, DQN,
-    SAC, TD3, DDPG, PBT, CEM-RL, ERL, OpenAI-ES, CMA-ES and NeuroES each take 2 steps with
-    finite metrics."""
+    C51, Rainbow, PQN, SAC, CrossQ, TD3, DDPG, PBT, CEM-RL, ERL, OpenAI-ES, CMA-ES and
+    NeuroES each take 2 steps with finite metrics."""
     out = toys.run_python(textwrap.dedent(_X64.format(root=str(tmp_path))), devices=2,
                           timeout=240)
     line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULTS ")][-1]
     results = json.loads(line[len("RESULTS "):])
     assert results == {name: "ok" for name in (
-        "Widening", "PPO", "A2C", "IMPALA", "DQN", "SAC", "TD3", "DDPG", "PBT", "CEMRL", "ERL",
-        "OpenES", "CMA_ES", "NeuroES")}
+        "Widening", "PPO", "A2C", "IMPALA", "DQN", "C51", "Rainbow", "PQN", "SAC", "CrossQ",
+        "TD3", "DDPG", "PBT", "CEMRL", "ERL", "OpenES", "CMA_ES", "NeuroES")}

@@ -148,6 +148,32 @@ def trainer(run_dir, **kw):
     return jt.Trainer(default_root_dir=run_dir, **kw)
 
 
+def two_plus_two_on_four_devices(root, make) -> jt.Trainer:
+    """Fit ``make()`` 4 steps straight and 2 + checkpoint + resume + 2 under pmap
+    on 4 devices (metrics every step, no loggers); assert the two final states
+    equal leaf for leaf and return the straight run's Trainer."""
+    def run(where, steps, callbacks=()):
+        return jt.Trainer(strategy="pmap", devices=4, max_steps=steps, log_every_n_steps=1,
+                          default_root_dir=root / where, callbacks=list(callbacks),
+                          logger=False, enable_progress_bar=False,
+                          compile_evaluation_ahead=False)
+
+    straight = run("straight", 4)
+    straight.fit(make())
+    run("resumed", 2, [jt.ModelCheckpoint(async_save=False)]).fit(make())
+    second = run("resumed", 4)
+    second.fit(make(), ckpt_path="last")
+    assert_trees_equal(second.state, straight.state)
+    return straight
+
+
+def replicas_equal(tree) -> None:
+    """Assert every leaf of ``tree`` has 4 device copies, all equal."""
+    for leaf in jax.tree.leaves(tree):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        assert len(shards) == 4 and all(np.array_equal(shards[0], s) for s in shards[1:])
+
+
 def no_compile_trainer(monkeypatch, devices: int = 4) -> jt.Trainer:
     """A quiet pmap Trainer on ``devices`` devices whose training program must not
     compile: a test of errors raised before compiling fails if it does."""

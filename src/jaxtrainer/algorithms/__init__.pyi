@@ -2,6 +2,7 @@
 
 from .a2c import A2C, A2CConfig
 from .cem_rl import CEMRL, CEMRLConfig, CEMRLState
+from .crossq import CrossQ, CrossQConfig, CrossQState
 from .ddpg import DDPG, DDPGConfig
 from .dqn import DQN, DQNConfig, DQNState
 from .erl import ERL, ERLConfig, ERLState
@@ -31,6 +32,9 @@ __all__ = [
     "CEMRLState",
     "DDPG",
     "DDPGConfig",
+    "CrossQ",
+    "CrossQConfig",
+    "CrossQState",
     "DQN",
     "DQNConfig",
     "DQNState",

@@ -290,7 +290,8 @@ class DQN(offpolicy.OffPolicyModule):
                  **overrides: Any) -> None:
         super().__init__(config, env=env, **overrides)
         config = self.config
-        self.atoms = (jnp.linspace(config.v_min, config.v_max, config.num_atoms)
+        self.atoms = (jnp.linspace(config.v_min, config.v_max, config.num_atoms,
+                                   dtype=jnp.float32)
                       if config.distributional == "c51" else None)
         self.network = QNetwork(self.env.num_actions, len(self.env.observation_shape),
                                 config.hidden_sizes, config.activation,

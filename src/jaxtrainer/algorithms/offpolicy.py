@@ -225,15 +225,16 @@ def hyperparam(config: Any, hyperparams: Mapping[str, jax.Array] | None, name: s
 
 
 def adam(learning_rate: float, max_grad_norm: float | None = None,
-         eps: float | None = None) -> optax.GradientTransformation:
-    """``optax.adam(learning_rate)`` (with Adam's ``eps`` when given), after
+         eps: float | None = None, b1: float | None = None) -> optax.GradientTransformation:
+    """``optax.adam(learning_rate)`` (with Adam's ``eps`` and ``b1`` where given), after
     ``optax.clip_by_global_norm(max_grad_norm)`` when given, built by
     ``optax.inject_hyperparams`` so that the learning rate is a number in the
     optimizer state (:func:`~jaxtrainer.algorithms.hyperparams.set_learning_rate`),
     not a constant of the compiled program. Same updates as the plain optimizer,
     bit for bit."""
     def make(learning_rate):
-        tx = optax.adam(learning_rate) if eps is None else optax.adam(learning_rate, eps=eps)
+        given = {"eps": eps, "b1": b1}
+        tx = optax.adam(learning_rate, **{k: v for k, v in given.items() if v is not None})
         if max_grad_norm is None:
             return tx
         return optax.chain(optax.clip_by_global_norm(max_grad_norm), tx)

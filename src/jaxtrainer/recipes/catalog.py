@@ -88,6 +88,9 @@ RECIPES: dict[str, Recipe] = {
     "sac": Recipe("Soft Actor-Critic on continuous control (Pendulum-v1)", (
         "                                          # gymnax Pendulum-v1, CPU",
         "--config sac_brax.yaml                    # brax (GPU): a file from --print-config")),
+    "crossq": Recipe("CrossQ: SAC without target networks, batch-renormalised (Pendulum-v1)", (
+        "                                          # gymnax Pendulum-v1, 20k env steps",
+        "trainer.max_env_steps=50000 trainer.seed=3")),
     "td3": Recipe("TD3 on continuous control (Pendulum-v1)", (
         "                                          # gymnax Pendulum-v1, CPU",
         "trainer.strategy=pmap trainer.seed=3")),

@@ -95,6 +95,7 @@ BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
     "c51": _from_algorithm("dqn", "DQN"),
     "rainbow": _from_algorithm("dqn", "DQN"),
     "sac": _sac,
+    "crossq": _from_algorithm("crossq", "CrossQ"),
     "td3": _from_algorithm("td3", "TD3"),
     "ddpg": _from_algorithm("ddpg", "DDPG"),
     "cem_rl": _from_algorithm("cem_rl", "CEMRL"),
