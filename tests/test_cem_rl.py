@@ -73,7 +73,7 @@ class KeepStates(jt.Callback):
 
     def on_train_steps_end(self, trainer, module, metrics):
         s = trainer.state
-        self.states.append((jax.tree.map(np.asarray, (s.mean, s.var, s.damp)), dict(metrics)))
+        self.states.append((toys.leaves((s.mean, s.var, s.damp, s.search)), dict(metrics)))
 
 
 class TrainOnly(CEMRL):
@@ -124,6 +124,39 @@ def test_one_and_four_devices_agree_replicas_stay_bitwise_and_env_steps_are_exac
     assert four.env_steps == 240 and [int(s[1]["env_steps"]) for s in states4] == [80, 160, 240]
     assert int(ReplayBuffer.size(state.buffer)) * 4 == 240
     assert state.buffer.experience.obs.shape[:2] == (4, 100)   # 4 member rows x 100 slots
+
+
+@pytest.mark.slow
+def test_cemrl_openes_is_bitwise_on_one_and_four_devices():
+    openes = {**TINY, "evolution": "Open_ES", "es_std": 0.05, "es_learning_rate": 0.05}
+    four, states4 = fit(PmapStrategy(devices=4), openes, max_env_steps=250)
+    one, states1 = fit(SingleDeviceStrategy(), {**openes, "num_rl_members": 0}, max_steps=1)
+    for a, b in zip(jax.tree.leaves(states1[0][0]), jax.tree.leaves(states4[0][0]), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert "es/best_fitness" in states4[0][1] and "cem/std" not in states4[0][1]
+    state = four.state
+    np.testing.assert_array_equal(state.mean, state.search.es.mean)
+    toys.replicas_equal((state.search, state.critic_params, state.critic_opt))
+    assert int(state.generation) == 3 and four.env_steps == 240
+    assert np.isfinite(states4[-1][1]["loss/actor"])          # the RL members learned
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_cemrl_openes_two_plus_two_generations_equal_four_on_four_devices(tmp_path):
+    openes = {**TINY, "evolution": "Open_ES"}
+    straight = toys.two_plus_two_on_four_devices(tmp_path, lambda: TrainOnly(CEMRLConfig(**openes)))
+    state = straight.state
+    assert int(state.generation) == 4 and int(state.search.es.generation_counter) == 4
+    toys.replicas_equal((state.search, state.critic_params))
+
+
+def test_cemrl_openes_config():
+    assert CEMRLConfig(population_size=5, evolution="Open_ES", antithetic=False).evolution
+    with pytest.raises(ValueError, match="SimpleGA"):
+        CEMRL(CEMRLConfig(**{**TINY, "evolution": "SimpleGA"}))
+    with pytest.raises(ValueError, match=r"es_std=0"):
+        CEMRLConfig(evolution="Open_ES", es_std=0)
 
 
 def test_bad_sizes_are_errors_before_compiling(monkeypatch):

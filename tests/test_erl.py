@@ -100,14 +100,15 @@ def test_crossover_and_mutation_match_a_hand_computation():
 
 
 class KeepStates(jt.Callback):
-    """Host copies of the population and the critic after every logged interval."""
+    """Host copies of ``((population, search), critic)`` and the metrics after every
+    logged interval."""
 
     def __init__(self):
         self.states = []
 
     def on_train_steps_end(self, trainer, module, metrics):
         s = trainer.state
-        self.states.append((jax.tree.map(np.asarray, (s.population, s.rl.critic_params)),
+        self.states.append((toys.leaves(((s.population, s.search), s.rl.critic_params)),
                             dict(metrics)))
 
 
@@ -117,12 +118,14 @@ class TrainOnly(ERL):
     evaluation_step = jt.Module.evaluation_step
 
 
-def fit(strategy, **budget):
+def fit(strategy, overrides=None, **budget):
+    """A quiet ERL fit of ``TINY`` (with ``overrides``); the Trainer and
+    :class:`KeepStates`' states."""
     keep = KeepStates()
     trainer = jt.Trainer(strategy=strategy, log_every_n_steps=1, callbacks=[keep], logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
                          compile_evaluation_ahead=False, **budget)
-    trainer.fit(TrainOnly(ERLConfig(**TINY)))
+    trainer.fit(TrainOnly(ERLConfig(**{**TINY, **(overrides or {})})))
     return trainer, keep.states
 
 

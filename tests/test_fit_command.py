@@ -32,7 +32,8 @@ def test_fit_list_names_every_recipe():
     assert proc.returncode == 0, proc.stderr
     listed = [line.split()[0] for line in proc.stdout.splitlines()[1:]]
     assert listed == list(catalog.RECIPES)
-    assert "ppo         PPO on a gymnax environment (CartPole-v1)" in proc.stdout
+    width = max(map(len, catalog.RECIPES)) + 2        # names in one column
+    assert f"  {'ppo':<{width}}PPO on a gymnax environment (CartPole-v1)" in proc.stdout
 
 
 @pytest.mark.parametrize("recipe", list(catalog.RECIPES))
@@ -53,7 +54,7 @@ def test_an_unknown_recipe_is_one_line_and_status_2():
                           capture_output=True, text=True, timeout=100, cwd=ROOT)
     assert proc.returncode == 2
     names = ", ".join(sorted(catalog.RECIPES))
-    assert names.startswith("a2c, c51, cem_rl, cma_es, crossq, ddpg, dqn, erl, impala, openes, ")
+    assert names.startswith("a2c, c51, cem_rl, cemrl_openes, cma_es, crossq, ddpg, dqn, erl, erl_eda, ")
     assert proc.stderr.strip().splitlines() == [
         f"jaxtrainer fit: error: unknown recipe 'ppo2': expected one of {names} "
         "(jaxtrainer fit --list)"]

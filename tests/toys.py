@@ -168,8 +168,11 @@ def two_plus_two_on_four_devices(root, make) -> jt.Trainer:
 
 
 def replicas_equal(tree) -> None:
-    """Assert every leaf of ``tree`` has 4 device copies, all equal."""
+    """Assert every leaf of ``tree`` has 4 device copies, all equal (typed keys
+    compared by their key data)."""
     for leaf in jax.tree.leaves(tree):
+        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
         shards = [np.asarray(s.data) for s in leaf.addressable_shards]
         assert len(shards) == 4 and all(np.array_equal(shards[0], s) for s in shards[1:])
 

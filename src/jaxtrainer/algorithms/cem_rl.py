@@ -79,7 +79,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
@@ -87,6 +86,8 @@ from jax.flatten_util import ravel_pytree
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms.es import ESState
+from jaxtrainer.algorithms.evolution import ParamsSearch, elite_weights
 from jaxtrainer.algorithms.hyperparams import config_record
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.networks import DeterministicActor, TwinCritic, activation
@@ -109,19 +110,6 @@ from jaxtrainer.module import Module
 
 
 # ---- the CEM ------------------------------------------------------------------
-def elite_weights(num_elites: int) -> np.ndarray:
-    """``float32[num_elites]``: ``log((K_e + 1) / i)`` for ranks ``i = 1..K_e``,
-    normalised to sum 1 (``sepCEM``'s weights; the best member weighs most).
-
-    Raises:
-      ValueError: ``num_elites < 1``.
-    """
-    if num_elites < 1:
-        raise ValueError(f"num_elites={num_elites}: expected >= 1")
-    w = np.log((num_elites + 1) / np.arange(1, num_elites + 1, dtype=np.float64))
-    return (w / w.sum()).astype(np.float32)
-
-
 def sample_population(mean: jax.Array, var: jax.Array, key: jax.Array, population_size: int,
                       antithetic: bool = True) -> jax.Array:
     """``P`` samples of ``N(mean, diag(var))``: ``float32[P, D]``.
@@ -215,6 +203,18 @@ class CEMRLConfig:
       network: the torso of the actor and of each critic before their hidden
         layers (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`; default
         ``mlp``: the flattened observation).
+      evolution: the search distribution: ``"sep_cem"`` (the CEM above) or a
+        distribution-based evosax algorithm
+        (:class:`~jaxtrainer.algorithms.evolution.ParamsSearch`), e.g.
+        ``"Open_ES"``: EvoRL's CEMRL-OpenES (``EMI-Group/evorl``,
+        ``cemrl_openes.py``): OpenAI-ES samples (antithetic, its own), the RL
+        members improved as here, and the ES's gradient estimate taken from
+        every member's actual offset from the mean, the improved ones' included.
+        ``antithetic``, ``num_elites`` (but for SimpleES), ``init_variance`` and
+        the ``damp_*`` fields are the CEM's.
+      es_std: the search's standard deviation (EvoRL's cemrl-openes: 0.03).
+      es_learning_rate: the search's Adam step size (EvoRL: 0.05); ``None``:
+        the algorithm's own update.
     """
 
     env: str = "Pendulum-v1"
@@ -247,9 +247,15 @@ class CEMRLConfig:
     normalize_observations: bool = False
     reward_scaling: float = 1.0
     network: NetworkConfig = NetworkConfig()
+    evolution: str = "sep_cem"
+    es_std: float = 0.03
+    es_learning_rate: float | None = 0.05
 
     def __post_init__(self) -> None:
         arguments.check_fields(self, arguments.sizes, ("actor_hidden_sizes", "critic_hidden_sizes"))
+        arguments.check_fields(self, arguments.number, ("es_std",), low=0, low_open=True)
+        arguments.check_fields(self, arguments.number, ("es_learning_rate",), low=0,
+                               low_open=True, allow_none=True)
         object.__setattr__(self, "network", network_config(self.network, "CEMRLConfig"))
         arguments.check_fields(self, arguments.positive_int, ("population_size", "episodes_per_member",
                                                       "batch_size", "buffer_size",
@@ -258,7 +264,7 @@ class CEMRLConfig:
         if p < 2:
             raise ValueError(f"CEMRL: population_size={p!r}: expected an int >= 2 "
                              "(at least one elite and one RL member)")
-        if self.antithetic and p % 2:
+        if self.antithetic and p % 2 and self.evolution == "sep_cem":
             raise ValueError(f"CEMRL: population_size={p} is odd; antithetic sampling pairs "
                              "members (use an even size or antithetic=False)")
         arguments.check_fields(self, arguments.non_negative_int, ("num_rl_members", "critic_steps",
@@ -297,6 +303,9 @@ class CEMRLState:
       obs_stats: :class:`~jaxtrainer.algorithms.normalization.RunningStatistics`
         of every observation the rollouts collected, with
         ``normalize_observations``; ``None`` (no leaves) without.
+      search: with ``evolution`` other than ``"sep_cem"``, the search's
+        :class:`~jaxtrainer.algorithms.es.ESState` (``mean`` is its mean; ``var``
+        and ``damp`` stay unused), else ``None``.
 
     There are no env states: every generation starts fresh episodes (step 3).
     """
@@ -310,6 +319,7 @@ class CEMRLState:
     generation: jax.Array
     buffer: Any
     obs_stats: normalization.RunningStatistics | None = None
+    search: ESState | None = None
 
 
 class CEMRL(ParamsPolicy, TD3Losses, Module):
@@ -378,6 +388,10 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
         self._actor_shapes = jax.eval_shape(lambda: self.actor.init(
             jax.random.key(0), jnp.zeros(self.env.observation_shape, self.env.observation_dtype)))
         self.num_params = sum(math.prod(s.shape) for s in jax.tree.leaves(self._actor_shapes))
+        obs = jnp.zeros(self.env.observation_shape, self.env.observation_dtype)
+        self.search = None if cfg.evolution == "sep_cem" else ParamsSearch(
+            cfg.evolution, lambda k: ravel_pytree(self.actor.init(k, obs))[0], p,
+            std=cfg.es_std, learning_rate=cfg.es_learning_rate, num_elites=self.num_elites)
 
     def validate(self, num_devices: int) -> None:
         """Reject global sizes that do not split over ``num_devices`` (before compiling).
@@ -453,8 +467,11 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
         example = Transition(obs, action, jnp.zeros((), jnp.float32), obs,
                              jnp.zeros((), jnp.bool_))
         buffer = self.buffer.init(example)
+        search = None if self.search is None else self.search.init_state(actor_key)
+        if search is not None:
+            mean = search.es.mean
         return CEMRLState(
-            mean=mean, var=jnp.full_like(mean, cfg.init_variance),
+            mean=mean, var=jnp.full_like(mean, cfg.init_variance), search=search,
             damp=jnp.asarray(cfg.damp_init, jnp.float32), critic_params=critic_params,
             target_critic_params=jax.tree.map(jnp.copy, critic_params),
             critic_opt=self.critic_optimizer.init(critic_params),
@@ -557,7 +574,11 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
         cfg = self.config
         p, num_rl = self.population_size, self.num_rl_members
         sample_key, rollout_key, learn_key = (jax.random.fold_in(key, i) for i in range(3))
-        members = sample_population(state.mean, state.var, sample_key, p, cfg.antithetic)
+        search = state.search
+        if self.search is None:
+            members = sample_population(state.mean, state.var, sample_key, p, cfg.antithetic)
+        else:
+            members, search = self.search.ask(search, sample_key)
 
         critic = (state.critic_params, state.target_critic_params, state.critic_opt)
         zero = Mean(jnp.zeros((), jnp.float32), jnp.zeros((), jnp.float32))
@@ -579,11 +600,19 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
             layout.local(members), layout.keys(rollout_key), state.buffer, state.obs_stats)
         fitness = layout.gather(local_fitness)
 
-        mean, var, damp = sep_cem_update(state.mean, members, fitness, state.damp,
-                                         jnp.asarray(self.weights), cfg.damp_limit, cfg.damp_tau)
-        new_state = CEMRLState(mean, var, damp, *critic, state.generation + 1, buffer, obs_stats)
+        if self.search is None:
+            mean, var, damp = sep_cem_update(state.mean, members, fitness, state.damp,
+                                             jnp.asarray(self.weights), cfg.damp_limit,
+                                             cfg.damp_tau)
+            search_metrics = {"cem/std": Last.of(jnp.mean(jnp.sqrt(var))),
+                              "cem/damp": Last.of(damp)}
+        else:  # the ES's update reads each member's offset from the mean, improved or not
+            search, search_metrics = self.search.tell(search, members, fitness)
+            mean, var, damp = search.es.mean, state.var, state.damp
+        new_state = CEMRLState(mean, var, damp, *critic, state.generation + 1, buffer, obs_stats,
+                               search)
         metrics = {**episode_metrics, **losses, **layout.fitness_metrics(fitness),
-                   "cem/std": Last.of(jnp.mean(jnp.sqrt(var))), "cem/damp": Last.of(damp)}
+                   **search_metrics}
         if 0 < num_rl < p:
             metrics["fitness/rl_mean"] = jnp.mean(fitness[:num_rl])
             metrics["fitness/es_mean"] = jnp.mean(fitness[num_rl:])

@@ -83,13 +83,15 @@ from flax import struct
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms.es import ESState
+from jaxtrainer.algorithms.evolution import ParamsSearch, move_mean_toward
 from jaxtrainer.algorithms.genetic import ga_step, inject, num_elites
 from jaxtrainer.algorithms.hyperparams import config_record
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.offpolicy import configure
 from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config, TD3LearnerConfig
 from jaxtrainer.distributed import axis_size, fold_in_device
-from jaxtrainer.distributed.members import MemberLayout
+from jaxtrainer.distributed.members import MemberLayout, rank
 from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
@@ -129,6 +131,22 @@ class ERLConfig(TD3LearnerConfig):
         multiple of ``episodes_per_member``, and ``rl_episodes /
         episodes_per_member`` a multiple of the device count).
       rl_injection_every: generations between injections of the RL actor (>= 1).
+      evolution: how the population changes: ``"ga"`` (the genetic algorithm
+        above, ERL's) or a distribution-based evosax algorithm sampling the
+        population around a mean (:class:`~jaxtrainer.algorithms.evolution.ParamsSearch`):
+        ``"SimpleES"`` is EvoRL's ERL-ES (the mean becomes the log-weighted top
+        ``K`` members, a fixed ``es_std``), ``"Open_ES"`` its ERL-EDA (OpenAI-ES,
+        Adam at ``es_learning_rate``). With a search the champion is its mean.
+      rl_injection: ``"member"``: the RL actor replaces a member (the GA's worst
+        slot; with a search, the last member of the next population, which the
+        search's update then weighs by its fitness as any sample: EvoRL's ERL-ES);
+        ``"mean"`` (a search only): the search's mean moves ``rl_injection_stepsize``
+        of the way to the RL actor (EvoRL's ERL-EDA).
+      rl_injection_stepsize: in [0, 1]; 1 puts the mean on the RL actor.
+      es_std: the search's standard deviation (EvoRL: 0.02 for ERL-ES, 0.03 for ERL-EDA).
+      es_learning_rate: Adam's step size for the search's mean (OpenAI-ES; EvoRL's
+        ERL-EDA: 0.05); ``None``: the algorithm's own update (SimpleES: the
+        weighted elites).
       critic_steps: TD3 updates per generation once learning started (>= 1);
         ``None``: the env steps of one generation.
       buffer_size: replay capacity in transitions, rounded down to a multiple of
@@ -171,6 +189,11 @@ class ERLConfig(TD3LearnerConfig):
     rollout_steps: int | None = None
     rl_episodes: int = 1
     rl_injection_every: int = 1
+    evolution: str = "ga"
+    rl_injection: str = "member"
+    rl_injection_stepsize: float = 1.0
+    es_std: float = 0.02
+    es_learning_rate: float | None = None
     critic_steps: int | None = None
     # the learner's defaults that differ from TD3's
     buffer_size: int = 1_000_000
@@ -190,7 +213,17 @@ class ERLConfig(TD3LearnerConfig):
             allow_none=False)
         arguments.check_fields(self, arguments.positive_int, ("rollout_steps", "critic_steps"))
         arguments.check_fields(self, arguments.non_negative_int, ("rl_episodes",))
-        arguments.check_fields(self, arguments.number, _PROBABILITIES, low=0, high=1)
+        arguments.check_fields(self, arguments.number, (*_PROBABILITIES, "rl_injection_stepsize"),
+                               low=0, high=1)
+        arguments.check_fields(self, arguments.number, ("es_std",), low=0, low_open=True)
+        arguments.check_fields(self, arguments.number, ("es_learning_rate",), low=0,
+                               low_open=True, allow_none=True)
+        arguments.check_fields(self, arguments.one_of, ("rl_injection",),
+                               choices=("member", "mean"))
+        if self.rl_injection == "mean" and self.evolution == "ga":
+            raise ValueError(f"{name}.rl_injection='mean' moves a search distribution's mean; "
+                             "evolution='ga' has none: set evolution (e.g. 'Open_ES') or "
+                             "rl_injection='member'")
         arguments.check_fields(self, arguments.number, ("weight_limit",), low=0, low_open=True)
         arguments.check_fields(self, arguments.number,
                                ("mutation_strength", "super_mutation_strength"), low=0)
@@ -233,6 +266,9 @@ class ERLState:
       buffer: the replay buffer of raw transitions (sharded: each device stores
         its own rollouts; :class:`~jaxtrainer.algorithms.replay.ReplayBuffer`).
       obs_stats: observation statistics with ``normalize_observations``, else ``None``.
+      search: with ``evolution`` other than ``"ga"``, the search distribution's
+        :class:`~jaxtrainer.algorithms.es.ESState` (its mean is the champion),
+        else ``None``.
     """
 
     population: Any
@@ -242,6 +278,7 @@ class ERLState:
     injected: jax.Array
     buffer: Any
     obs_stats: normalization.RunningStatistics | None = None
+    search: ESState | None = None
 
 
 class ERL(ParamsPolicy, Module):
@@ -309,6 +346,9 @@ class ERL(ParamsPolicy, Module):
         obs = jnp.zeros(self.env.observation_shape, self.env.observation_dtype)
         shapes = jax.eval_shape(lambda: self.learner.actor.init(jax.random.key(0), obs))
         self.num_params = sum(math.prod(s.shape) for s in jax.tree.leaves(shapes))
+        self.search = None if cfg.evolution == "ga" else ParamsSearch(
+            cfg.evolution, lambda k: self.learner.actor.init(k, obs), self.population_size,
+            std=cfg.es_std, learning_rate=cfg.es_learning_rate, num_elites=self.num_elites)
 
     def validate(self, num_devices: int) -> None:
         """Reject global sizes that do not split over ``num_devices`` (before compiling).
@@ -344,9 +384,12 @@ class ERL(ParamsPolicy, Module):
 
     def policy_params(self, state: ERLState) -> Any:
         """What :meth:`greedy_policy` takes: the champion's parameters
-        (``state.population`` at ``state.champion``), or with
-        ``normalize_observations`` the pair ``(params, state.obs_stats)``."""
-        champion = jax.tree.map(lambda x: x[state.champion], state.population)
+        (``state.population`` at ``state.champion``; with a search, its mean), or
+        with ``normalize_observations`` the pair ``(params, state.obs_stats)``."""
+        if self.search is not None:
+            champion = self.search.mean(state.search)
+        else:
+            champion = jax.tree.map(lambda x: x[state.champion], state.population)
         if self.config.normalize_observations:
             return champion, state.obs_stats
         return champion
@@ -358,13 +401,18 @@ class ERL(ParamsPolicy, Module):
         <jaxtrainer.algorithms.td3.TD3.init_state>`, whose envs are not kept)."""
         population_key, learner_key = jax.random.split(key)
         obs = jnp.zeros(self.env.observation_shape, self.env.observation_dtype)
-        population = jax.vmap(lambda k: self.learner.actor.init(k, obs))(
-            jax.random.split(population_key, self.population_size))
+        search = None
+        if self.search is None:
+            population = jax.vmap(lambda k: self.learner.actor.init(k, obs))(
+                jax.random.split(population_key, self.population_size))
+        else:
+            init_key, ask_key = jax.random.split(population_key)
+            population, search = self.search.ask(self.search.init_state(init_key), ask_key)
         learner = self.learner.init_state(learner_key)
         return ERLState(population=population, rl=self.learner.carry_of(learner),
                         generation=jnp.zeros((), jnp.int32), champion=jnp.zeros((), jnp.int32),
                         injected=jnp.full((), -1, jnp.int32), buffer=learner.buffer,
-                        obs_stats=learner.obs_stats)
+                        obs_stats=learner.obs_stats, search=search)
 
     def rollout(self, state: ERLState, key: jax.Array) -> tuple[
             jax.Array, jax.Array, Any, normalization.RunningStatistics | None, dict]:
@@ -403,7 +451,12 @@ class ERL(ParamsPolicy, Module):
         rollout_key, ga_key, learn_key = (jax.random.fold_in(key, i) for i in range(3))
         fitness, rl_returns, buffer, obs_stats, metrics = self.rollout(state, rollout_key)
 
-        population, order = ga_step(state.population, fitness, ga_key, cfg)
+        search, es_metrics = state.search, {}
+        if self.search is None:
+            population, order = ga_step(state.population, fitness, ga_key, cfg)
+        else:
+            search, es_metrics = self.search.tell(state.search, state.population, fitness)
+            order = rank(fitness)
 
         def update(carry, k):
             return self.learner.update(carry, k, buffer, obs_stats)
@@ -412,20 +465,30 @@ class ERL(ParamsPolicy, Module):
                                         fold_in_device(learn_key))
         due = (state.generation + 1) % cfg.rl_injection_every == 0
         do = jnp.logical_and(self.learner.learning(state.generation), due)
-        worst = order[-1]
-        population = inject(population, rl.actor_params, worst, do)
+        if self.search is None:
+            slot = order[-1]  # the worst member's
+        else:
+            if cfg.rl_injection == "mean":
+                search = jax.tree.map(lambda a, b: jnp.where(do, a, b),
+                                      move_mean_toward(search, rl.actor_params,
+                                                       cfg.rl_injection_stepsize), search)
+                do = jnp.zeros((), bool)
+            population, search = self.search.ask(search, ga_key)
+            slot = jnp.asarray(self.population_size - 1, jnp.int32)
+        population = inject(population, rl.actor_params, slot, do)
 
         was = state.injected >= 0  # did last generation's injected actor stay an elite?
         elite = jnp.any(order[:self.num_elites] == state.injected)
         metrics.update(losses)
+        metrics.update(es_metrics)
         metrics.update(MemberLayout(self.population_size).fitness_metrics(fitness))
         metrics["ga/rl_elite"] = Mean(jnp.where(was, elite, False).astype(jnp.float32),
                                       was.astype(jnp.float32))
         if self.rl_actors:
             metrics["rl/episode_return"] = Mean.of(rl_returns)
         new_state = ERLState(population=population, rl=rl, generation=state.generation + 1,
-                             champion=order[0], injected=jnp.where(do, worst, -1),
-                             buffer=buffer, obs_stats=obs_stats)
+                             champion=order[0], injected=jnp.where(do, slot, -1),
+                             buffer=buffer, obs_stats=obs_stats, search=search)
         return new_state, metrics
 
     def evaluation_step(self, state: ERLState, key: jax.Array) -> dict[str, Mean]:

@@ -68,7 +68,7 @@ from jaxtrainer.population.members import MemberPopulation, mean_parts
 
 __all__ = ["EXPLOITS", "EXPLORES", "PBT", "Hyperparam", "PBTState"]
 
-EXPLOITS = ("truncation", "binary_tournament")
+EXPLOITS = ("truncation", "binary_tournament", "cso")
 EXPLORES = ("perturb", "resample")
 
 
@@ -143,6 +143,9 @@ class PBTState:
         when it has not copied yet).
       step: ``int32[]`` updates done (replicated).
       exploits: ``int32[]`` member copies made so far (replicated).
+      velocity: with ``exploit="cso"``, ``{name: float32[P_pad]}`` each member's
+        velocity of each tuned hyperparameter (in log space for a log space;
+        sharded); ``None`` otherwise.
     """
 
     members: Any
@@ -152,6 +155,7 @@ class PBTState:
     parent: jax.Array
     step: jax.Array
     exploits: jax.Array
+    velocity: dict[str, jax.Array] | None
 
 
 class PBT(MemberPopulation):
@@ -192,7 +196,17 @@ class PBT(MemberPopulation):
       exploit: ``"truncation"`` (the bottom ``truncation_fraction`` of members
         each copy a uniformly drawn member of the top fraction) or
         ``"binary_tournament"`` (each member copies a uniformly drawn other
-        member whose fitness is higher). Jaderberg et al. Sec. 4.1.
+        member whose fitness is higher). Jaderberg et al. Sec. 4.1. Or
+        ``"cso"``, the competitive swarm optimiser (Cheng & Jin 2015, "A Competitive
+        Swarm Optimizer for Large Scale Optimization", Eq. 4-5 without the
+        swarm-mean term; EvoRL's PBT-CSO, ``EMI-Group/evorl``,
+        ``pbt_cso_param_ppo.py``), replacing exploit *and* explore: members meet
+        in random pairs; the loser of each pair copies the winner's state and
+        takes the hyperparameters ``x_l + v_l'``, ``v_l' = r1 v_l + r2 (x_w - x_l)``
+        (``r1, r2 ~ U[0, 1)`` per member and hyperparameter; ``x`` in log space
+        for a log space; clipped to the space), its velocity kept in the state.
+        Needs an even ``population_size``; ``explore``, ``perturb_factors`` and
+        ``resample_probability`` are unused.
       explore: ``"perturb"`` (multiply by a factor drawn from
         ``perturb_factors``, clip to the space; with probability
         ``resample_probability`` redraw from the prior instead) or
@@ -256,6 +270,9 @@ class PBT(MemberPopulation):
         if not 0.0 <= resample_probability <= 1.0:
             raise ValueError(f"PBT: resample_probability={resample_probability!r}: "
                              "expected a probability in [0, 1]")
+        if exploit == "cso" and population_size % 2:
+            raise ValueError(f"PBT: exploit='cso' meets members in pairs: population_size="
+                             f"{population_size} is odd (use an even size)")
         if not hyperparams:
             raise ValueError("PBT: hyperparams is empty: name at least one hyperparameter "
                              "to tune, e.g. {'lr': (1e-4, 1e-2)}")
@@ -311,8 +328,10 @@ class PBT(MemberPopulation):
         per_member = per_device((jnp.full((local,), -jnp.inf, jnp.float32),
                                  jnp.zeros((local,), jnp.float32),
                                  jnp.zeros((local,), jnp.float32)))
+        velocity = None if self.exploit != "cso" else per_device(
+            {name: jnp.zeros((local,), jnp.float32) for name in self.spaces})
         return PBTState(members, *per_member, ids, jnp.zeros((), jnp.int32),
-                        jnp.zeros((), jnp.int32))
+                        jnp.zeros((), jnp.int32), velocity)
 
     def default_member(self, state: PBTState) -> int:
         """The member with the best current fitness (:meth:`current_fitness`),
@@ -368,10 +387,15 @@ class PBT(MemberPopulation):
             losers, winners = order[:cut], order[size - cut:]
             picks = winners[jax.random.randint(key, (cut,), 0, cut)]
             source = own.at[losers].set(picks.astype(jnp.int32))
-        else:  # binary tournament: compare with one uniformly drawn other member
+        elif self.exploit == "binary_tournament":  # compare with one drawn other member
             offset = jax.random.randint(key, (size,), 1, size)
             other = (own + offset) % size
             source = jnp.where(fitness[other] > fitness, other, own).astype(jnp.int32)
+        else:  # cso: random pairs; the loser (the second on a tie) copies the winner
+            first, second = jax.random.permutation(key, size).reshape(2, size // 2)
+            wins = fitness[first] > fitness[second]
+            winner, loser = jnp.where(wins, first, second), jnp.where(wins, second, first)
+            source = own.at[loser].set(winner.astype(jnp.int32))
         return source, source != own
 
     def explore_hyperparams(self, hyperparams: dict[str, jax.Array],
@@ -392,6 +416,24 @@ class PBT(MemberPopulation):
                 new = jnp.where(redraw, prior, perturbed)
             out[name] = new.astype(hyperparams[name].dtype)
         return out
+
+    def swarm_step(self, own: dict[str, jax.Array], winner: dict[str, jax.Array],
+                   velocity: dict[str, jax.Array],
+                   key: jax.Array) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
+        """The competitive swarm optimiser's move of ONE losing member
+        (``exploit="cso"``): ``(hyperparams, velocity)``, each ``{name:
+        float32[]}`` over the tuned names, from its own values ``own``, its
+        winner's ``winner`` and its ``velocity`` (class docstring)."""
+        new_x, new_v = {}, {}
+        for j, (name, space) in enumerate(self.spaces.items()):
+            r1, r2 = jax.random.uniform(jax.random.fold_in(key, j), (2,))
+            to = (lambda x: jnp.log(x)) if space.log else (lambda x: x)
+            x, x_win = to(own[name].astype(jnp.float32)), to(winner[name].astype(jnp.float32))
+            v = r1 * velocity[name] + r2 * (x_win - x)
+            moved = jnp.exp(x + v) if space.log else x + v
+            new_x[name] = space.clip(moved).astype(own[name].dtype)
+            new_v[name] = v
+        return new_x, new_v
 
     def _exploit_and_explore(self, state: PBTState, key: jax.Array) -> PBTState:
         return self.exploit_and_explore(state, key)[0]
@@ -416,13 +458,24 @@ class PBT(MemberPopulation):
                                           jnp.take(all_, src, axis=0), local),
             everyone, state.members)
         current = get_hyperparams(members)
-        explored = jax.vmap(self.explore_hyperparams)(
-            current, layout.keys(jax.random.fold_in(key, 1), ids))
-        hp = {name: jnp.where(mine, explored[name], value) for name, value in current.items()}
+        velocity = state.velocity
+        if self.exploit == "cso":
+            own = get_hyperparams(state.members)
+            winner = {name: layout.gather(own[name])[src] for name in self.spaces}
+            explored, moved = jax.vmap(self.swarm_step)(
+                {name: own[name] for name in self.spaces}, winner, velocity,
+                layout.keys(jax.random.fold_in(key, 1), ids))
+            velocity = {name: jnp.where(mine, moved[name], v) for name, v in velocity.items()}
+        else:
+            explored = jax.vmap(self.explore_hyperparams)(
+                current, layout.keys(jax.random.fold_in(key, 1), ids))
+        hp = {name: jnp.where(mine, explored[name], value) if name in explored else value
+              for name, value in current.items()}
         members = set_hyperparams(members, hp)
         zeros = jnp.zeros_like(state.window_total)
         return state.replace(
             members=members, fitness=fitness[src], window_total=zeros, window_count=zeros,
+            velocity=velocity,
             parent=jnp.where(mine, src, state.parent),
             exploits=state.exploits + jnp.sum(copied).astype(jnp.int32)), copied
 

@@ -263,7 +263,8 @@ class Search(PBT):
             jnp.zeros((local,), jnp.float32), trial.astype(jnp.int32)))
         count = self.trial_count
         return SearchState(members, fitness, window_total, window_count, ids,
-                           jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), trial, table,
+                           jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32), None, trial,
+                           table,
                            # one column at least: checkpoints hold no empty arrays
                            jnp.full((count, max(len(self.rungs), 1)), jnp.nan, jnp.float32),
                            jnp.full((count,), -1, jnp.int32), jnp.full((count,), jnp.nan, jnp.float32),

@@ -104,6 +104,13 @@ RECIPES: dict[str, Recipe] = {
         "trainer.strategy=pmap trainer.seed=3"),
         notes="One training step is one generation.",
         last_line=" (the CEM mean actor, greedy)"),
+    "cemrl_openes": Recipe("CEMRL-OpenES: OpenAI-ES + TD3 gradient steps (Pendulum-v1)", (
+        "                                          # gymnax Pendulum-v1, CPU",
+        "algorithm.es_learning_rate=0.02 algorithm.es_std=0.05"),
+        notes="CEM-RL with OpenAI-ES as its search distribution: half of each generation's "
+              "samples take TD3 actor steps before they are evaluated; one training step is "
+              "one generation.",
+        last_line=" (the search's mean, greedy)"),
     "erl": Recipe("ERL: a genetic algorithm of actors + a TD3 learner (Pendulum-v1)", (
         "                                          # gymnax Pendulum-v1, CPU",
         "algorithm.twin_critics=false algorithm.policy_noise=0 algorithm.policy_delay=1"),
@@ -120,11 +127,33 @@ RECIPES: dict[str, Recipe] = {
         "                                          # CartPole-v1",
         "algorithm.hidden_sizes=[8] trainer.population_size=64"),
         notes=FAST_COMPILE, population=True, fast_compile=True),
+    "erl_es": Recipe("ERL-ES: an evolution strategy's samples + a TD3 learner (Pendulum-v1)", (
+        "                                          # gymnax Pendulum-v1, CPU",
+        "algorithm.population_size=16 algorithm.es_std=0.05"),
+        notes="The TD3 learner's actor is one of each generation's samples; the champion is "
+              "the search's mean; one training step is one generation.",
+        last_line=" (the search's mean, greedy)"),
+    "erl_eda": Recipe("ERL-EDA: OpenAI-ES whose mean follows a TD3 learner (Pendulum-v1)", (
+        "                                          # gymnax Pendulum-v1, CPU",
+        "algorithm.rl_injection_stepsize=0.5"),
+        notes="The search's mean moves to the TD3 learner's actor every generation; one "
+              "training step is one generation.",
+        last_line=" (the search's mean, greedy)"),
     "pbt_ppo": Recipe("Population-based training of PPO agents (CartPole-v1, 8 members)", (
         "                                          # every local device",
         _DEVICES4,
         "pbt.population_size=16 pbt.ready_every_n_steps=10"),
         notes=_pbt("PPO agent"), last_line=_BEST_MEMBER),
+    "pbt_cso": Recipe("PBT-CSO: PPO agents tuned by a competitive swarm (CartPole-v1, 8 members)", (
+        "                                          # every local device",
+        _DEVICES4,
+        "pbt.population_size=16 pbt.ready_every_n_steps=10"),
+        notes="The members (each one single-device PPO agent with the sizes under "
+              "``algorithm:``) are sharded over the devices; every "
+              "``pbt.ready_every_n_steps`` training steps they meet in random pairs and "
+              "each pair's loser copies the winner's state and moves its hyperparameters "
+              "toward the winner's (the competitive swarm optimiser).",
+        last_line=_BEST_MEMBER),
     "pbt_sac": Recipe("Population-based training of SAC agents (Pendulum-v1, 4 members)", (
         "                                          # every local device",
         _DEVICES4,

@@ -1,0 +1,21 @@
+"""ERL-EDA: OpenAI-ES whose mean follows a TD3 learner (Pendulum-v1): ``jaxtrainer fit erl_eda`` as a script.
+
+    python recipes/erl_eda.py --help            # the examples, and every key with its value
+    python recipes/erl_eda.py [--config FILE] [section.key=value ...]
+
+Generated from the recipe catalog by ``python -m jaxtrainer.commands.script recipes``.
+"""
+
+from __future__ import annotations
+
+from jaxtrainer.commands import script  # imports no JAX: Ctrl-C is taken from the first line
+
+
+def main(argv: list[str]) -> dict[str, float]:
+    from jaxtrainer.commands import fit
+
+    return fit.run(argv, recipe="erl_eda")
+
+
+if __name__ == "__main__":
+    script.main("erl_eda")  # a bad config: one line, status 2; Ctrl-C while starting: one line

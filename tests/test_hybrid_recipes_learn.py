@@ -1,0 +1,36 @@
+"""The evolutionary recipes learn, run as a user runs them (``jaxtrainer fit
+NAME``) at a fraction of their default budget: the evolution + RL hybrids on
+Pendulum-v1 at 40,000 env steps (a fifth), where a random actor scores about
+-1,200 and the full runs reach -150 to -190 (see the benchmarks page), on one
+device as on a CPU machine (the tests' 4 fake devices would have to divide the
+populations and RL episodes); PBT-CSO's 8 PPO members on CartPole-v1 at 100 of
+its 200 updates, over the 4 fake devices."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+PENDULUM = ("trainer.max_env_steps=40000", "trainer.devices=1")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("recipe, budget, floor", [
+    ("erl_es", PENDULUM, -500.0), ("erl_eda", PENDULUM, -500.0),
+    ("cemrl_openes", PENDULUM, -500.0), ("pbt_cso", ("trainer.max_steps=100",), 450.0)])
+def test_the_recipe_learns_at_a_fraction_of_its_budget(recipe, budget, floor, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxtrainer.commands.cli", "fit", recipe, *budget,
+         "trainer.seed=0", f"trainer.default_root_dir={tmp_path}",
+         "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",
+         "trainer.logger=false"],
+        capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    found = re.fullmatch(r"eval/episode_return=(-?[\d.]+) (.* )?run_dir=\S+", last)
+    assert found, last
+    assert float(found.group(1)) >= floor, last
