@@ -6,12 +6,20 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 from test_envs import FixedLength
 
 from jaxtrainer import envs
-from jaxtrainer.algorithms.dqn import DQN, DQNConfig, epsilon_greedy, td_targets
+from jaxtrainer.algorithms.dqn import (
+    DQN,
+    DQNConfig,
+    epsilon_greedy,
+    quantile_huber_loss,
+    td_targets,
+)
 from jaxtrainer.algorithms.offpolicy import linear_schedule, periodic_soft_update, soft_update
+from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.metrics import to_host
 from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
 
@@ -283,10 +291,67 @@ def test_c51_projection_keeps_the_mass_and_moves_it_to_the_shifted_atoms():
 
 
 def test_c51_needs_a_support_and_is_named_in_the_error():
-    with pytest.raises(ValueError, match=r"DQNConfig.distributional='qr': choose one of 'c51'"):
-        DQNConfig(distributional="qr")
+    with pytest.raises(ValueError, match=r"DQNConfig.distributional='iqn': choose one of 'c51', "
+                                         r"'qr'"):
+        DQNConfig(distributional="iqn")
     with pytest.raises(ValueError, match=r"C51 needs num_atoms >= 2 and v_min < v_max"):
         DQNConfig(distributional="c51", v_min=1.0, v_max=1.0)
+    with pytest.raises(ValueError, match=r"QR-DQN needs num_atoms >= 2 quantiles; got num_atoms=1"):
+        DQNConfig(distributional="qr", num_atoms=1)
+    with pytest.raises(ValueError, match=r"huber_kappa=0"):
+        DQNConfig(distributional="qr", huber_kappa=0)
+
+
+def test_the_quantile_huber_loss_by_hand():
+    """Two quantiles (tau 1/4, 3/4) of one sample, two target samples, kappa 1:
+    u = T_j - theta_i; rho = |tau - 1{u<0}| * huber(u); sum over i, mean over j."""
+    theta = jnp.array([[0.0, 1.0]])
+    target = jnp.array([[0.5, 3.0]])
+    huber = lambda u: 0.5 * u * u if abs(u) <= 1 else abs(u) - 0.5  # noqa: E731
+    want = 0.0
+    for tau, th in ((0.25, 0.0), (0.75, 1.0)):
+        want += np.mean([abs(tau - (t - th < 0)) * huber(t - th) for t in (0.5, 3.0)])
+    got = quantile_huber_loss(theta, target, 1.0)
+    np.testing.assert_allclose(np.asarray(got), [want], rtol=1e-6)
+    # kappa 2: L_2(u) / 2 (quadratic up to |u| = 2)
+    got2 = quantile_huber_loss(theta, target, 2.0)
+    h2 = lambda u: (0.5 * u * u if abs(u) <= 2 else 2 * (abs(u) - 1.0)) / 2  # noqa: E731
+    want2 = sum(np.mean([abs(tau - (t - th < 0)) * h2(t - th) for t in (0.5, 3.0)])
+                for tau, th in ((0.25, 0.0), (0.75, 1.0)))
+    np.testing.assert_allclose(np.asarray(got2), [want2], rtol=1e-6)
+
+
+@pytest.mark.timeout(200)
+def test_qr_dqn_acts_on_the_mean_quantile_and_its_quantiles_learn_the_return_spread():
+    """Q-values are the quantiles' means; on a batch whose targets are the
+    rewards 0 and 10 alike (terminal transitions), gradient steps take the
+    quantiles to the loss's minimiser: the low ones near 0, the high near 10."""
+    module = DQN(DQNConfig(distributional="qr", num_atoms=4, hidden_sizes=(16,), lr=3e-2))
+    state = module.init_state(jax.random.key(0))
+    obs = jnp.ones((3, 4))
+    quantiles = module.logits(state.params, obs)
+    assert quantiles.shape == (3, 2, 4)
+    np.testing.assert_allclose(np.asarray(module.q_values(state.params, obs)),
+                               np.asarray(quantiles.mean(-1)), rtol=1e-6)
+    batch = Transition(obs=jnp.zeros((64, 4)), action=jnp.zeros((64,), jnp.int32),
+                       reward=jnp.tile(jnp.array([0.0, 10.0]), 32), next_obs=jnp.zeros((64, 4)),
+                       terminated=jnp.ones((64,), bool))
+    params, opt_state = state.params, state.opt_state
+
+    def step(_, carry):
+        params, opt_state = carry
+        grads = jax.grad(lambda p: module.loss(p, p, batch)[0])(params)
+        updates, opt_state = module.optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state
+
+    params, _ = jax.jit(lambda c: jax.lax.fori_loop(0, 2000, step, c))((params, opt_state))
+    learned = np.asarray(module.logits(params, jnp.zeros((1, 4)))[0, 0])
+    # the minimiser of the quantile Huber loss (kappa 1) for the returns {0, 10}:
+    # tau < 1/2 balances (1 - tau) theta (the quadratic pull to 0) against tau (the
+    # linear pull to 10), theta = tau / (1 - tau); symmetric above 1/2
+    tau = (np.arange(4) + 0.5) / 4
+    want = np.where(tau < 0.5, tau / (1 - tau), 10 - (1 - tau) / tau)
+    np.testing.assert_allclose(learned, want, atol=1e-3)
 
 
 @pytest.mark.timeout(200)

@@ -45,7 +45,7 @@ from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.metrics import Last
 
-DISTRIBUTIONAL = ("c51",)
+DISTRIBUTIONAL = ("c51", "qr")
 """The return distributions :class:`DQN` learns besides the expected value."""
 
 
@@ -86,9 +86,16 @@ class DQNConfig(offpolicy.OffPolicyConfig):
         ``[v_min, v_max]``, trained by cross-entropy to the projected target
         distribution (Bellemare, Dabney and Munos 2017, "A Distributional
         Perspective on Reinforcement Learning", arXiv:1707.06887, Algorithm 1;
-        CleanRL's ``c51_jax.py``). Actions are greedy in the expected value.
+        CleanRL's ``c51_jax.py``). Or ``"qr"``: QR-DQN (Dabney et al. 2018,
+        "Distributional Reinforcement Learning with Quantile Regression",
+        arXiv:1710.10044): ``num_atoms`` quantiles of the return at the
+        midpoints ``(2i + 1) / 2N``, trained by the quantile Huber loss (Eq. 10,
+        ``huber_kappa``) to the target's quantiles. Actions are greedy in the
+        expected value (the mean of the atoms or quantiles).
       num_atoms, v_min, v_max: C51's support (CleanRL's CartPole: 101 atoms in
-        ``[-100, 100]``).
+        ``[-100, 100]``); with ``"qr"`` the number of quantiles (the paper's
+        Atari: 200), ``v_min``/``v_max`` unused.
+      huber_kappa: QR-DQN's Huber threshold kappa (the paper's: 1).
       hidden_sizes: Q-network hidden widths. activation: their activation.
       network: the Q-network's torso (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`;
         default ``mlp``: the flattened observation).
@@ -119,6 +126,7 @@ class DQNConfig(offpolicy.OffPolicyConfig):
     num_atoms: int = 101
     v_min: float = -100.0
     v_max: float = 100.0
+    huber_kappa: float = 1.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -143,7 +151,11 @@ class DQNConfig(offpolicy.OffPolicyConfig):
                              f"{self.learning_starts} must be at least n_step * num_envs = "
                              f"{self.n_step * self.num_envs}")
         arguments.check_fields(self, arguments.number, ("v_min", "v_max"))
-        if self.distributional is not None and not (self.num_atoms >= 2 and self.v_min < self.v_max):
+        arguments.check_fields(self, arguments.number, ("huber_kappa",), low=0, low_open=True)
+        if self.distributional == "qr" and self.num_atoms < 2:
+            raise ValueError(f"{type(self).__name__}: QR-DQN needs num_atoms >= 2 quantiles; "
+                             f"got num_atoms={self.num_atoms}")
+        if self.distributional == "c51" and not (self.num_atoms >= 2 and self.v_min < self.v_max):
             raise ValueError(f"{type(self).__name__}: C51 needs num_atoms >= 2 and v_min < v_max; "
                              f"got num_atoms={self.num_atoms}, v_min={self.v_min}, "
                              f"v_max={self.v_max}")
@@ -248,6 +260,23 @@ def categorical_projection(next_pmf: jax.Array, reward: jax.Array, terminated: j
         jnp.einsum("bj,bji->bi", to_upper, one_hot(upper))
 
 
+def quantile_huber_loss(quantiles: jax.Array, target: jax.Array,
+                        kappa: float | jax.Array = 1.0) -> jax.Array:
+    """QR-DQN's loss ``float32[B]`` (Dabney et al. 2018, Eq. 9-10): for each
+    predicted quantile ``theta_i`` (``quantiles: float32[B, N]``, at the
+    midpoints ``tau_i = (2i + 1) / 2N``) and target sample ``T_j``
+    (``target: float32[B, M]``), ``u = T_j - theta_i``,
+    ``rho(u) = |tau_i - 1{u < 0}| * L_kappa(u) / kappa`` with ``L_kappa`` the
+    Huber loss (``optax.losses.huber_loss``); summed over ``i``, averaged over
+    ``j``."""
+    n = quantiles.shape[-1]
+    tau = (jnp.arange(n, dtype=quantiles.dtype) + 0.5) / n
+    u = target[:, None, :] - quantiles[:, :, None]                       # [B, N, M]
+    huber = optax.losses.huber_loss(u, delta=kappa)
+    weight = jnp.abs(tau[None, :, None] - (u < 0).astype(quantiles.dtype))
+    return jnp.sum(jnp.mean(weight * huber / kappa, axis=-1), axis=-1)
+
+
 def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: jax.Array) -> jax.Array:
     """``int32[B]``: a uniform random action with probability ``epsilon``, else argmax."""
     explore_key, action_key = jax.random.split(key)
@@ -293,12 +322,13 @@ class DQN(offpolicy.OffPolicyModule):
         self.atoms = (jnp.linspace(config.v_min, config.v_max, config.num_atoms,
                                    dtype=jnp.float32)
                       if config.distributional == "c51" else None)
+        self.quantiles = config.distributional == "qr"
         self.network = QNetwork(self.env.num_actions, len(self.env.observation_shape),
                                 config.hidden_sizes, config.activation,
                                 torso_factory(config.network, self.env.observation_shape,
                                               owner=type(self).__name__,
                                               observation_layout=self.env.observation_layout),
-                                num_atoms=1 if self.atoms is None else config.num_atoms,
+                                num_atoms=config.num_atoms if config.distributional else 1,
                                 dueling=config.dueling)
         self.optimizer = offpolicy.adam(config.lr, config.max_grad_norm, config.adam_eps)
         env_steps.check_interval(config.target_update_interval, self.env_steps_per_step,
@@ -316,14 +346,16 @@ class DQN(offpolicy.OffPolicyModule):
 
     # ---- values -------------------------------------------------------------
     def logits(self, params: Any, obs: jax.Array) -> jax.Array:
-        """C51's return distributions of ``obs[B, ...]``: logits ``float32[B,
-        num_actions, num_atoms]``."""
+        """The return distributions of ``obs[B, ...]``, ``float32[B,
+        num_actions, num_atoms]``: C51's logits, or QR-DQN's quantiles."""
         out = self.network.apply(params, obs)
         return out.reshape(out.shape[:-1] + (self.env.num_actions, self.config.num_atoms))
 
     def q_values(self, params: Any, obs: jax.Array) -> jax.Array:
         """Action values ``float32[B, num_actions]`` of ``obs[B, ...]``: the
         network's outputs, or with C51 the means of its return distributions."""
+        if self.quantiles:
+            return jnp.mean(self.logits(params, obs), axis=-1)
         if self.atoms is None:
             return self.network.apply(params, obs)
         return jnp.sum(jax.nn.softmax(self.logits(params, obs), axis=-1) * self.atoms, axis=-1)
@@ -365,10 +397,12 @@ class DQN(offpolicy.OffPolicyModule):
              hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:
         """Mean squared TD error on ``batch`` (leaves ``[B, ...]``; with
         ``n_step`` runs ``[B, n_step, ...]``, :func:`n_step_transition`) and the
-        mean Q (with C51 :meth:`c51_loss`); ``gamma`` from ``hyperparams`` (the
-        config's when ``None``)."""
+        mean Q (with C51 :meth:`c51_loss`, with QR-DQN :meth:`qr_loss`);
+        ``gamma`` from ``hyperparams`` (the config's when ``None``)."""
         if self.atoms is not None:
             return self.c51_loss(params, target_params, batch, hyperparams)
+        if self.quantiles:
+            return self.qr_loss(params, target_params, batch, hyperparams)
         batch, gamma = self.discounted(batch, hyperparams)
         q = self.network.apply(params, batch.obs)
         q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
@@ -410,6 +444,27 @@ class DQN(offpolicy.OffPolicyModule):
         cross_entropy = -jnp.sum(target * jax.nn.log_softmax(logits, axis=-1), axis=-1)
         q_taken = jnp.sum(jax.nn.softmax(logits, axis=-1) * self.atoms, axis=-1)
         return jnp.mean(cross_entropy), {"q": jnp.mean(q_taken)}
+
+    def qr_loss(self, params: Any, target_params: Any, batch: Transition,
+                hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:
+        """QR-DQN's loss on ``batch``: :func:`quantile_huber_loss` of the taken
+        action's quantiles to ``r + discount (1 - terminated) theta'`` with
+        ``theta'`` the target network's quantiles of the next action, picked
+        greedily by the online network's means (``double``) or the target
+        network's (the paper's Algorithm 1); and the taken actions' mean values."""
+        batch, gamma = self.discounted(batch, hyperparams)
+        action = batch.action[:, None, None].astype(jnp.int32)
+        theta = jnp.take_along_axis(self.logits(params, batch.obs), action, axis=1)[:, 0]
+        next_theta = self.logits(target_params, batch.next_obs)
+        picker = (self.q_values(params, batch.next_obs) if self.config.double
+                  else jnp.mean(next_theta, axis=-1))
+        best = jnp.argmax(picker, axis=-1)[:, None, None]
+        next_theta = jnp.take_along_axis(next_theta, best, axis=1)[:, 0]
+        discount = jnp.broadcast_to(jnp.asarray(gamma, theta.dtype), batch.reward.shape)
+        target = jax.lax.stop_gradient(offpolicy.bootstrap(
+            batch.reward[:, None], batch.terminated[:, None], discount[:, None], next_theta))
+        loss = quantile_huber_loss(theta, target, self.config.huber_kappa)
+        return jnp.mean(loss), {"q": jnp.mean(theta)}
 
     def update(self, carry: DQNCarry, key: jax.Array, buffer: Any) -> tuple[DQNCarry, dict]:
         """One TD update on a batch sampled from ``buffer`` with ``key``."""
