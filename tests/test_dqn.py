@@ -397,18 +397,59 @@ def test_n_step_needs_the_buffer_to_hold_a_run_before_learning():
 
 @pytest.mark.timeout(200)
 def test_a_rainbow_config_resumes_exactly_on_four_devices_with_the_replicas_equal(tmp_path):
-    """C51 + 3-step returns + dueling + double DQN (the rainbow recipe's parts,
-    tiny): 4 steps straight equal 2 + resume + 2, learning from step 2 on and
-    the target network copied at 24 env steps (step 2), across the resume."""
+    """C51 + 3-step returns + dueling + double DQN + prioritised replay (the
+    rainbow recipe's parts, tiny): 4 steps straight equal 2 + resume + 2,
+    learning from step 2 on and the target network copied at 24 env steps
+    (step 2), across the resume; every device's priorities its own."""
     from tests import toys
 
     def make():
         return DQN(DQNConfig(num_envs=4, train_frequency=3, buffer_size=64, batch_size=8,
                              learning_starts=12, hidden_sizes=(8,), distributional="c51",
                              num_atoms=5, v_min=-10.0, v_max=10.0, n_step=3, dueling=True,
-                             double=True, target_update_interval=24, eval_episodes=4))
+                             double=True, target_update_interval=24, eval_episodes=4,
+                             prioritised=True, priority_exponent=0.5))
 
     straight = toys.two_plus_two_on_four_devices(tmp_path, make)
     toys.replicas_equal((straight.state.params, straight.state.target_params))
     loss = straight.callback_metrics["loss/td"]
     assert np.isfinite(loss) and loss > 0  # step 4 learned (a cross-entropy)
+    # 3 learning steps set each device's sampled runs' priorities: the sum trees differ
+    trees = [np.asarray(s.data) for s in straight.state.buffer.sum_tree_state.nodes.addressable_shards]
+    assert len(trees) == 4 and not all(np.array_equal(trees[0], t) for t in trees[1:])
+
+
+def test_prioritised_replay_samples_by_priority_and_weights_by_importance():
+    """One env, 8 stored transitions; priorities 1 for all but item 5 (9): with
+    alpha 1 item 5 is drawn with probability 9 / 16; the importance weights are
+    (min P / P)^beta, beta annealed from 0.4 to 1 over the budget."""
+    module = DQN(DQNConfig(num_envs=1, buffer_size=16, batch_size=4096, learning_starts=1,
+                           hidden_sizes=(8,), prioritised=True, priority_exponent=1.0))
+    example = Transition(jnp.zeros(4), jnp.zeros((), jnp.int32), jnp.zeros(()), jnp.zeros(4),
+                         jnp.zeros((), bool))
+    buffer = module.buffer.init(example)
+    for i in range(8):
+        step = jax.tree.map(lambda x, i=i: jnp.full((1,) + x.shape, i, x.dtype), example)
+        buffer = module.buffer.add(buffer, step)
+    buffer = module.buffer.set_priorities(buffer, jnp.arange(8), jnp.array([1.0] * 5 + [9.0, 1, 1]))
+    batch, indices, probabilities = module.buffer.sample_prioritised(buffer, jax.random.key(0))
+    indices, probabilities = np.asarray(indices), np.asarray(probabilities)
+    np.testing.assert_array_equal(np.asarray(batch.reward), indices.astype(np.float32))
+    assert abs((indices == 5).mean() - 9 / 16) < 0.03 and set(indices) == set(range(8))
+    np.testing.assert_allclose(probabilities, np.where(indices == 5, 9 / 16, 1 / 16), rtol=1e-5)
+    weights = np.asarray(module.importance_weights(jnp.asarray(probabilities), buffer))
+    np.testing.assert_allclose(weights, np.where(indices == 5, (1 / 9) ** 0.4, 1.0), rtol=1e-5)
+    module.configure_budget(16)  # 16 env steps: 8 taken in, beta halfway to 1
+    weights = np.asarray(module.importance_weights(jnp.asarray(probabilities), buffer))
+    np.testing.assert_allclose(weights, np.where(indices == 5, (1 / 9) ** 0.7, 1.0), rtol=1e-5)
+    # a draw of probability 0 (float rounding in the sum tree) weighs nothing
+    zero = module.importance_weights(jnp.array([0.0, 0.25, 0.5]), buffer)
+    np.testing.assert_allclose(np.asarray(zero), [0.0, 1.0, 0.5 ** 0.7], rtol=1e-5)
+
+
+def test_prioritised_replay_is_an_option_with_checked_exponents():
+    with pytest.raises(ValueError, match=r"priority_exponent=-1"):
+        DQNConfig(prioritised=True, priority_exponent=-1)
+    with pytest.raises(ValueError, match=r"importance_exponent=1.5"):
+        DQNConfig(prioritised=True, importance_exponent=1.5)
+    assert DQN(DQNConfig(hidden_sizes=(8,))).buffer.prioritised is False

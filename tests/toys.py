@@ -148,10 +148,26 @@ def trainer(run_dir, **kw):
     return jt.Trainer(default_root_dir=run_dir, **kw)
 
 
+class StopAt(jt.Callback):
+    """Stops a fit after ``step`` training steps, as an interruption would: the
+    run keeps its budget (schedules over it are unchanged)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def needs_state(self, trainer, module, step):
+        return step == self.step
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if trainer.global_step >= self.step:
+            trainer.should_stop = True
+
+
 def two_plus_two_on_four_devices(root, make) -> jt.Trainer:
     """Fit ``make()`` 4 steps straight and 2 + checkpoint + resume + 2 under pmap
-    on 4 devices (metrics every step, no loggers); assert the two final states
-    equal leaf for leaf and return the straight run's Trainer."""
+    on 4 devices (metrics every step, no loggers), the first part a 4-step run
+    stopped after 2; assert the two final states equal leaf for leaf and return
+    the straight run's Trainer."""
     def run(where, steps, callbacks=()):
         return jt.Trainer(strategy="pmap", devices=4, max_steps=steps, log_every_n_steps=1,
                           default_root_dir=root / where, callbacks=list(callbacks),
@@ -160,7 +176,9 @@ def two_plus_two_on_four_devices(root, make) -> jt.Trainer:
 
     straight = run("straight", 4)
     straight.fit(make())
-    run("resumed", 2, [jt.ModelCheckpoint(async_save=False)]).fit(make())
+    first = run("resumed", 4, [jt.ModelCheckpoint(async_save=False), StopAt(2)])
+    first.fit(make())
+    assert first.global_step == 2
     second = run("resumed", 4)
     second.fit(make(), ckpt_path="last")
     assert_trees_equal(second.state, straight.state)

@@ -96,6 +96,21 @@ class DQNConfig(offpolicy.OffPolicyConfig):
         ``[-100, 100]``); with ``"qr"`` the number of quantiles (the paper's
         Atari: 200), ``v_min``/``v_max`` unused.
       huber_kappa: QR-DQN's Huber threshold kappa (the paper's: 1).
+      prioritised: prioritised replay (Schaul et al. 2016, "Prioritized
+        Experience Replay", arXiv:1511.05952, proportional; flashbax's
+        prioritised buffer, :class:`~jaxtrainer.algorithms.replay.ReplayBuffer`):
+        a transition is sampled with probability ``p^alpha / sum p^alpha``, its
+        priority ``p`` its last loss (``|TD error|``; C51's cross-entropy and
+        QR-DQN's quantile loss, as Rainbow's KL, Hessel et al. 2018) plus
+        ``priority_epsilon``, and each sample's loss is weighted by
+        ``(min_j P(j) / P(i))^beta`` (the importance weight normalised by the
+        batch's largest).
+      priority_exponent: ``alpha`` (Schaul et al.'s 0.6; Rainbow: 0.5).
+      importance_exponent: ``beta`` at the start, annealed linearly to 1 over
+        the Trainer's budget in env steps (Schaul et al.: 0.4; Rainbow: 0.4);
+        outside a Trainer it stays at this value.
+      priority_epsilon: added to every priority so no transition stops being
+        sampled (Schaul et al.: a small positive constant).
       hidden_sizes: Q-network hidden widths. activation: their activation.
       network: the Q-network's torso (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`;
         default ``mlp``: the flattened observation).
@@ -127,6 +142,10 @@ class DQNConfig(offpolicy.OffPolicyConfig):
     v_min: float = -100.0
     v_max: float = 100.0
     huber_kappa: float = 1.0
+    prioritised: bool = False
+    priority_exponent: float = 0.6
+    importance_exponent: float = 0.4
+    priority_epsilon: float = 1e-6
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -137,7 +156,12 @@ class DQNConfig(offpolicy.OffPolicyConfig):
         arguments.check_fields(self, arguments.number, ("lr",), low=0)
         arguments.check_fields(self, arguments.number, ("max_grad_norm",), low=0, low_open=True,
                            allow_none=True)
-        arguments.check_fields(self, arguments.flag, ("double", "anneal_lr", "dueling"))
+        arguments.check_fields(self, arguments.flag, ("double", "anneal_lr", "dueling",
+                                                      "prioritised"))
+        arguments.check_fields(self, arguments.number, ("priority_exponent",), low=0)
+        arguments.check_fields(self, arguments.number, ("importance_exponent",), low=0, high=1)
+        arguments.check_fields(self, arguments.number, ("priority_epsilon",), low=0,
+                               low_open=True)
         arguments.check_fields(self, arguments.number, ("adam_eps",), low=0, low_open=True,
                                allow_none=True)
         if self.distributional is not None:
@@ -177,6 +201,14 @@ class DQNCarry:
     target_params: Any
     opt_state: optax.OptState
     hyperparams: dict[str, jax.Array]
+
+
+@struct.dataclass
+class PrioritisedDQNCarry(DQNCarry):
+    """:class:`DQNCarry` with the replay buffer, whose priorities the updates
+    set (``prioritised``)."""
+
+    buffer: Any
 
 
 @struct.dataclass
@@ -260,6 +292,11 @@ def categorical_projection(next_pmf: jax.Array, reward: jax.Array, terminated: j
         jnp.einsum("bj,bji->bi", to_upper, one_hot(upper))
 
 
+def weighted_mean(values: jax.Array, weights: jax.Array | None) -> jax.Array:
+    """``mean(weights * values)`` over a batch (``mean(values)`` without weights)."""
+    return jnp.mean(values if weights is None else weights * values)
+
+
 def quantile_huber_loss(quantiles: jax.Array, target: jax.Array,
                         kappa: float | jax.Array = 1.0) -> jax.Array:
     """QR-DQN's loss ``float32[B]`` (Dabney et al. 2018, Eq. 9-10): for each
@@ -323,6 +360,8 @@ class DQN(offpolicy.OffPolicyModule):
                                    dtype=jnp.float32)
                       if config.distributional == "c51" else None)
         self.quantiles = config.distributional == "qr"
+        if config.prioritised:
+            self.carry_type = PrioritisedDQNCarry
         self.network = QNetwork(self.env.num_actions, len(self.env.observation_shape),
                                 config.hidden_sizes, config.activation,
                                 torso_factory(config.network, self.env.observation_shape,
@@ -394,15 +433,20 @@ class DQN(offpolicy.OffPolicyModule):
             env_state=env_state, obs=obs, buffer=buffer))
 
     def loss(self, params: Any, target_params: Any, batch: Transition,
-             hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:
+             hyperparams: dict[str, jax.Array] | None = None,
+             weights: jax.Array | None = None) -> tuple[jax.Array, dict]:
         """Mean squared TD error on ``batch`` (leaves ``[B, ...]``; with
         ``n_step`` runs ``[B, n_step, ...]``, :func:`n_step_transition`) and the
         mean Q (with C51 :meth:`c51_loss`, with QR-DQN :meth:`qr_loss`);
-        ``gamma`` from ``hyperparams`` (the config's when ``None``)."""
+        ``gamma`` from ``hyperparams`` (the config's when ``None``). With
+        ``weights: float32[B]`` (prioritised replay's importance weights) the
+        mean is weighted. The auxiliary dict holds ``q`` and ``priority``,
+        ``float32[B]``: each sample's ``|TD error|`` (C51: its cross-entropy;
+        QR-DQN: its quantile loss)."""
         if self.atoms is not None:
-            return self.c51_loss(params, target_params, batch, hyperparams)
+            return self.c51_loss(params, target_params, batch, hyperparams, weights)
         if self.quantiles:
-            return self.qr_loss(params, target_params, batch, hyperparams)
+            return self.qr_loss(params, target_params, batch, hyperparams, weights)
         batch, gamma = self.discounted(batch, hyperparams)
         q = self.network.apply(params, batch.obs)
         q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=-1)[:, 0]
@@ -412,7 +456,9 @@ class DQN(offpolicy.OffPolicyModule):
         target = jax.lax.stop_gradient(td_targets(
             q_next_online, q_next_target, batch.reward, batch.terminated, gamma,
             self.config.double))
-        return jnp.mean(jnp.square(q_taken - target)), {"q": jnp.mean(q_taken)}
+        error = q_taken - target
+        return weighted_mean(jnp.square(error), weights), {
+            "q": jnp.mean(q_taken), "priority": jax.lax.stop_gradient(jnp.abs(error))}
 
     def discounted(self, batch: Transition, hyperparams: dict[str, jax.Array] | None = None,
                    ) -> tuple[Transition, jax.Array]:
@@ -425,7 +471,8 @@ class DQN(offpolicy.OffPolicyModule):
         return n_step_transition(batch, gamma)
 
     def c51_loss(self, params: Any, target_params: Any, batch: Transition,
-                 hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:
+                 hyperparams: dict[str, jax.Array] | None = None,
+                 weights: jax.Array | None = None) -> tuple[jax.Array, dict]:
         """C51's loss on ``batch``: the cross-entropy of the taken action's
         distribution to the projected target distribution
         (:func:`categorical_projection`) of the next action's, picked greedily
@@ -443,10 +490,12 @@ class DQN(offpolicy.OffPolicyModule):
             next_pmf, batch.reward, batch.terminated, gamma, self.atoms))
         cross_entropy = -jnp.sum(target * jax.nn.log_softmax(logits, axis=-1), axis=-1)
         q_taken = jnp.sum(jax.nn.softmax(logits, axis=-1) * self.atoms, axis=-1)
-        return jnp.mean(cross_entropy), {"q": jnp.mean(q_taken)}
+        return weighted_mean(cross_entropy, weights), {
+            "q": jnp.mean(q_taken), "priority": jax.lax.stop_gradient(cross_entropy)}
 
     def qr_loss(self, params: Any, target_params: Any, batch: Transition,
-                hyperparams: dict[str, jax.Array] | None = None) -> tuple[jax.Array, dict]:
+                hyperparams: dict[str, jax.Array] | None = None,
+                weights: jax.Array | None = None) -> tuple[jax.Array, dict]:
         """QR-DQN's loss on ``batch``: :func:`quantile_huber_loss` of the taken
         action's quantiles to ``r + discount (1 - terminated) theta'`` with
         ``theta'`` the target network's quantiles of the next action, picked
@@ -464,15 +513,51 @@ class DQN(offpolicy.OffPolicyModule):
         target = jax.lax.stop_gradient(offpolicy.bootstrap(
             batch.reward[:, None], batch.terminated[:, None], discount[:, None], next_theta))
         loss = quantile_huber_loss(theta, target, self.config.huber_kappa)
-        return jnp.mean(loss), {"q": jnp.mean(theta)}
+        return weighted_mean(loss, weights), {
+            "q": jnp.mean(theta), "priority": jax.lax.stop_gradient(loss)}
 
     def update(self, carry: DQNCarry, key: jax.Array, buffer: Any) -> tuple[DQNCarry, dict]:
-        """One TD update on a batch sampled from ``buffer`` with ``key``."""
+        """One TD update on a batch sampled from ``buffer`` with ``key``; with
+        ``prioritised`` from the carry's buffer by priority, the loss weighted
+        by :meth:`importance_weights` and the batch's priorities set after."""
+        if self.config.prioritised:
+            return self.prioritised_update(carry, key)
         batch = self.buffer.sample(buffer, key)
         params, opt_state, loss, aux = gradient_update(
             self.loss, carry.params, carry.opt_state, self.optimizer, carry.target_params, batch,
             carry.hyperparams)
         return carry.replace(params=params, opt_state=opt_state), {"td": loss, "q": aux["q"]}
+
+    def importance_weights(self, probabilities: jax.Array, buffer: Any) -> jax.Array:
+        """Prioritised replay's importance weights ``float32[B]`` of samples
+        drawn with ``probabilities``: ``(N P(i))^-beta`` normalised by the
+        batch's largest, i.e. ``(min_j P(j) / P(i))^beta`` (0 for a sample of
+        probability 0); ``beta`` from
+        ``importance_exponent`` to 1 linearly over the Trainer's budget, read
+        from the env steps the buffer has taken in (its running index)."""
+        cfg = self.config
+        beta = jnp.asarray(cfg.importance_exponent, jnp.float32)
+        if self._budget:
+            seen = buffer.running_index.astype(jnp.float32) * cfg.num_envs
+            budget = float(self._budget) * self.env_steps_per_step
+            beta = beta + (1.0 - beta) * jnp.minimum(seen / budget, 1.0)
+        # an item of zero probability (one whose priority float rounding in the sum
+        # tree left at 0, e.g. a run not yet valid) can still be drawn: weight 0
+        drawable = probabilities > 0
+        smallest = jnp.min(jnp.where(drawable, probabilities, jnp.inf))
+        return jnp.where(drawable, smallest / jnp.where(drawable, probabilities, 1.0), 0.0) ** beta
+
+    def prioritised_update(self, carry: PrioritisedDQNCarry, key: jax.Array,
+                           ) -> tuple[PrioritisedDQNCarry, dict]:
+        batch, indices, probabilities = self.buffer.sample_prioritised(carry.buffer, key)
+        weights = self.importance_weights(probabilities, carry.buffer)
+        params, opt_state, loss, aux = gradient_update(
+            self.loss, carry.params, carry.opt_state, self.optimizer, carry.target_params, batch,
+            carry.hyperparams, weights, average_aux=False)  # each device's own priorities
+        buffer = self.buffer.set_priorities(carry.buffer, indices,
+                                            aux["priority"] + self.config.priority_epsilon)
+        return carry.replace(params=params, opt_state=opt_state, buffer=buffer), {
+            "td": loss, "q": aux["q"]}
 
     def after_learning(self, state: DQNState, new_state: DQNState,
                        losses: dict) -> tuple[DQNState, dict]:

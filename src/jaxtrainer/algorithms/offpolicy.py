@@ -452,8 +452,16 @@ class OffPolicyModule(ParamsPolicy, Module):
         configure(self, config or self.config_class(), env, overrides, self.discrete_actions)
         config = self.config
         self.buffer = ReplayBuffer(config.buffer_size, config.batch_size, config.num_envs,
-                                   self.sequence_length)
+                                   self.sequence_length, self.priority_exponent)
         self.env_steps_per_step = config.num_envs * config.train_frequency
+
+    @property
+    def priority_exponent(self) -> float | None:
+        """The replay's priority exponent (``None``: uniform replay; DQN's
+        ``priority_exponent`` with ``prioritised``)."""
+        if not getattr(self.config, "prioritised", False):
+            return None
+        return float(self.config.priority_exponent)
 
     @property
     def sequence_length(self) -> int:
@@ -741,6 +749,8 @@ class OffPolicyModule(ParamsPolicy, Module):
             def update(c, k):
                 return self.update(c, k, buffer, obs_stats)
         carry = self.anneal_learning_rates(self.apply_hyperparams(self.carry_of(state)), state.step)
+        if any(field.name == "buffer" for field in dataclasses.fields(carry)):
+            carry = carry.replace(buffer=buffer)  # updates that write to it (priorities)
         carry, losses = self.learn(update, carry, state.step, learn_key)
         learned = self.learning(state.step).astype(jnp.int32) * self.config.gradient_steps
         stats = {} if obs_stats is None else {"obs_stats": obs_stats}

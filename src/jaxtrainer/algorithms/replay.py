@@ -16,7 +16,15 @@ split and the layout the strategies need:
   count and checkpoints restore on any device count), while the write index and
   the full flag are identical on every device (replicated);
 * sampling is uniform over the slots written so far (rows and times), never an
-  unwritten one, and covers the whole buffer once it is full.
+  unwritten one, and covers the whole buffer once it is full;
+* or, with ``priority_exponent``, prioritised (Schaul et al. 2016, "Prioritized
+  Experience Replay", arXiv:1511.05952, the proportional variant): flashbax's
+  prioritised trajectory buffer (``prioritised_trajectory_buffer.py``, a sum
+  tree per device) samples an item with probability ``p_i^alpha / sum_k
+  p_k^alpha``; new items get the largest priority recorded so far, and
+  :meth:`ReplayBuffer.set_priorities` sets the sampled ones' after an update.
+  Each device's sum tree covers its own rows, so a device samples its share of
+  the batch by its own transitions' priorities.
 """
 
 from __future__ import annotations
@@ -70,14 +78,18 @@ class ReplayBuffer:
         over all devices.
       sequence_length: :meth:`sample` draws runs of this many consecutive
         transitions of one env (n-step returns); 1: single transitions.
+      priority_exponent: ``None``: uniform sampling; a number ``alpha >= 0``:
+        prioritised sampling (module docstring; Schaul et al.'s 0.6, Rainbow's
+        0.5).
 
     Raises:
       ValueError: ``capacity`` is not a positive multiple of ``num_envs``, or
-        ``sequence_length`` is not a positive int smaller than ``capacity / num_envs``.
+        ``sequence_length`` is not a positive int smaller than ``capacity / num_envs``,
+        or ``priority_exponent`` is negative.
     """
 
     def __init__(self, capacity: int, batch_size: int, num_envs: int,
-                 sequence_length: int = 1) -> None:
+                 sequence_length: int = 1, priority_exponent: float | None = None) -> None:
         if num_envs < 1 or capacity < num_envs or capacity % num_envs:
             raise ValueError(
                 f"ReplayBuffer: capacity={capacity} must be a positive multiple of "
@@ -93,6 +105,15 @@ class ReplayBuffer:
             raise ValueError(f"ReplayBuffer: sequence_length={sequence_length!r}: expected an int "
                              f"in [1, {self.slots_per_env}) (capacity / num_envs slots per env)")
         self.sequence_length = sequence_length
+        if priority_exponent is not None:
+            priority_exponent = arguments.number("ReplayBuffer: priority_exponent",
+                                                 priority_exponent, low=0)
+        self.priority_exponent = priority_exponent
+
+    @property
+    def prioritised(self) -> bool:
+        """Whether sampling is prioritised (``priority_exponent`` given)."""
+        return self.priority_exponent is not None
 
     def validate(self, num_devices: int, owner: str = "ReplayBuffer") -> None:
         """Raise ValueError naming the size when ``num_envs`` or ``batch_size``
@@ -104,20 +125,24 @@ class ReplayBuffer:
         """flashbax's buffer for this device's share (sizes resolved at trace time)."""
         import flashbax  # here, not at module level: on-policy runs never pay its import
 
-        return flashbax.make_trajectory_buffer(
-            add_batch_size=local_size(self.num_envs, "num_envs"),
-            sample_batch_size=local_size(self.batch_size, "batch_size"),
-            sample_sequence_length=self.sequence_length,
-            period=1,
-            min_length_time_axis=self.sequence_length,
-            max_length_time_axis=self.slots_per_env,
-        )
+        sizes = dict(add_batch_size=local_size(self.num_envs, "num_envs"),
+                     sample_batch_size=local_size(self.batch_size, "batch_size"),
+                     sample_sequence_length=self.sequence_length, period=1,
+                     min_length_time_axis=self.sequence_length,
+                     max_length_time_axis=self.slots_per_env)
+        if not self.prioritised:
+            return flashbax.make_trajectory_buffer(**sizes)
+        # flashbax's sum-tree updates: a scan on CPU, a scatter (bincount) on GPU and TPU
+        device = jax.default_backend() if jax.default_backend() in ("gpu", "tpu") else "cpu"
+        return flashbax.make_prioritised_trajectory_buffer(
+            **sizes, priority_exponent=float(self.priority_exponent), device=device)
 
     def init(self, example: Transition, like: Any = None) -> Any:
         """An empty buffer for transitions shaped like ``example`` (one transition,
         no batch axis). The stored experience, ``[num_envs / num_devices, slots,
         ...]``, is sized by the device count, so a strategy lays it out per
-        device; the write index stays replicated.
+        device, and so are a prioritised buffer's priorities (its sum tree); the
+        write index stays replicated.
 
         ``like``: only for one's own ``jax.shard_map(check_vma=True)`` code: given
         a per-device value, the experience is typed per-device
@@ -125,6 +150,8 @@ class ReplayBuffer:
         state = self._fbx().init(example)
         if like is not None:
             state = state.replace(experience=per_device(state.experience))
+        if self.prioritised:  # each device's priorities are its own rows'
+            state = state.replace(sum_tree_state=per_device(state.sum_tree_state))
         return state
 
     def add(self, state: Any, transitions: Transition) -> Any:
@@ -144,9 +171,28 @@ class ReplayBuffer:
         (leaves ``[B, L, ...]``, flashbax's sequences: never across the write
         position). Call only after at least :meth:`add` L times."""
         experience = self._fbx().sample(state, key).experience
+        return self._items(experience)
+
+    def _items(self, experience: Any) -> Any:
         if self.sequence_length > 1:
             return experience
         return jax.tree.map(lambda x: x[:, 0], experience)
+
+    def sample_prioritised(self, state: Any, key: jax.Array,
+                           ) -> tuple[Transition, jax.Array, jax.Array]:
+        """With ``priority_exponent``: ``(batch, indices: int32[B],
+        probabilities: float32[B])``, the batch as :meth:`sample`'s, drawn by
+        priority (stratified over the sum tree, flashbax's sampler), with the
+        sampled items' indices (for :meth:`set_priorities`) and their sampling
+        probabilities on this device (for importance weights)."""
+        sample = self._fbx().sample(state, key)
+        return self._items(sample.experience), sample.indices, sample.probabilities
+
+    def set_priorities(self, state: Any, indices: jax.Array, priorities: jax.Array) -> Any:
+        """``state`` with the items ``indices`` (from :meth:`sample_prioritised`)
+        given ``priorities: float32[B]`` (e.g. ``|TD error| + epsilon``; raised
+        to ``priority_exponent`` here). A zero priority is never sampled."""
+        return self._fbx().set_priorities(state, indices, priorities)
 
     @staticmethod
     def size(state: Any) -> jax.Array:

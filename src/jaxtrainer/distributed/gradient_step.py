@@ -65,10 +65,14 @@ def _gradient_step(
     optimizer: optax.GradientTransformation,
     args: tuple,
     axis_name: AxisName,
+    average_aux: bool = True,
 ) -> tuple[Any, optax.OptState, jax.Array, Any]:
     (loss, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(
         local_copy(params, axis_name), *args)
-    grads, loss, aux = pmean((grads, loss, aux), axis_name)
+    if average_aux:
+        grads, loss, aux = pmean((grads, loss, aux), axis_name)
+    else:
+        grads, loss = pmean((grads, loss), axis_name)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, loss, aux
 
@@ -80,6 +84,7 @@ def gradient_update(
     optimizer: optax.GradientTransformation,
     *args: Any,
     axis_name: AxisName = AXIS_NAME,
+    average_aux: bool = True,
 ) -> tuple[Any, optax.OptState, jax.Array, Any]:
     """One optimizer step with gradients averaged over devices.
 
@@ -87,7 +92,8 @@ def gradient_update(
     this device's data (with respect to :func:`local_copy` of ``params``, so the
     gradient is this device's own); gradients, loss and aux are averaged with
     :func:`~jaxtrainer.distributed.pmean` over ``axis_name`` (a no-op on one
-    device), then ``optimizer`` is applied (``optimizer.update(grads,
+    device; ``average_aux=False`` leaves ``aux`` this device's own, e.g.
+    per-sample values of this device's batch), then ``optimizer`` is applied (``optimizer.update(grads,
     opt_state, params)``, ``optax.apply_updates``). Every device applies the
     same averaged update, so replicated parameters stay bitwise equal.
 
@@ -107,4 +113,4 @@ def gradient_update(
     if not callable(getattr(optimizer, "update", None)):
         raise ValueError(f"gradient_update: optimizer={optimizer!r}: expected an "
                          "optax.GradientTransformation as fourth argument")
-    return _gradient_step(loss_fn, params, opt_state, optimizer, args, axis_name)
+    return _gradient_step(loss_fn, params, opt_state, optimizer, args, axis_name, average_aux)

@@ -106,7 +106,7 @@ RECIPES: dict[str, Recipe] = {
         last_line=" (the CEM mean actor, greedy)"),
     "cemrl_openes": Recipe("CEMRL-OpenES: OpenAI-ES + TD3 gradient steps (Pendulum-v1)", (
         "                                          # gymnax Pendulum-v1, CPU",
-        "algorithm.es_learning_rate=0.02 algorithm.es_std=0.05"),
+        "algorithm.population_size=20 algorithm.num_rl_members=10"),
         notes="CEM-RL with OpenAI-ES as its search distribution: half of each generation's "
               "samples take TD3 actor steps before they are evaluated; one training step is "
               "one generation.",
