@@ -10,12 +10,20 @@
 * :func:`use_compilation_cache`: a throwaway persistent compilation cache, so
   repeats after the first skip XLA compiles (compile times are reported from
   each variant's first run, which compiles).
+* :func:`thread_cpu` and :func:`cpu_by_group`: CPU seconds of the process's
+  threads between two snapshots, by group (``main``: the Python main thread,
+  the host loop; ``XLA compute``: XLA:CPU's Eigen worker threads, where
+  compiled programs run; ``compile``: our compile threads; ``ours``: our other
+  background threads (signals, heartbeats, loggers); ``other``). Linux only
+  (``/proc/self/task``); empty elsewhere.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -25,12 +33,62 @@ import jax
 import jaxtrainer as jt
 from jaxtrainer import metrics as metrics_lib
 
+GROUPS = ("main", "XLA compute", "compile", "ours", "other")
+
+
+def _group(comm: str, python_name: str | None) -> str:
+    if python_name == "MainThread":
+        return "main"
+    if python_name is not None and python_name.startswith("jaxtrainer"):
+        return "compile" if python_name.startswith("jaxtrainer-compile") else "ours"
+    if comm.startswith(("tf_XLAEigen", "XLAEigen")):
+        return "XLA compute"
+    return "other"
+
+
+def thread_cpu() -> dict[int, tuple[str, float]]:
+    """``{thread id: (group, CPU seconds so far)}`` of this process's threads
+    (see the module docstring); ``{}`` where ``/proc`` is missing."""
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    out = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return {}
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            try:  # nanoseconds on the CPU (schedstat), else user + system clock ticks
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    seconds = int(f.read().split()[0]) / 1e9
+            except (OSError, ValueError, IndexError):
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                seconds = (int(fields[11]) + int(fields[12])) / tick
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[int(tid)] = (_group(comm, names.get(int(tid))), seconds)
+    return out
+
+
+def cpu_by_group(before: dict[int, tuple[str, float]],
+                 after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds each group spent between two :func:`thread_cpu` snapshots
+    (a thread that ended between them is not counted; one that started is)."""
+    groups = dict.fromkeys(GROUPS, 0.0)
+    for tid, (group, seconds) in after.items():
+        groups[group] += seconds - before.get(tid, (group, 0.0))[1]
+    return groups
+
 
 class Run(NamedTuple):
     seconds: float        # wall-clock seconds of the timed loop
     cpu_seconds: float    # process CPU seconds (all threads) over the same span
     compile_seconds: float
     host_seconds: float = 0.0  # of ``seconds``, not spent waiting for a metrics fetch
+    cpu_groups: dict | None = None  # CPU seconds by thread group (cpu_by_group)
 
 
 class LoopClock(jt.Callback):
@@ -61,12 +119,14 @@ class LoopClock(jt.Callback):
                 self.waited += time.perf_counter() - start
 
         metrics_lib.rows_to_host = timed_fetch
+        self.threads = thread_cpu()
         self.start, self.cpu = time.perf_counter(), time.process_time()
 
     def on_train_end(self, trainer, module):
         jax.block_until_ready(trainer.peek_state())  # no copy (reading .state copies)
         self.seconds = time.perf_counter() - self.start
         self.cpu_seconds = time.process_time() - self.cpu
+        self.cpu_groups = cpu_by_group(self.threads, thread_cpu())
         metrics_lib.rows_to_host = self._fetch
         self.host_seconds = self.seconds - self.waited
 
@@ -87,13 +147,25 @@ class Summary(NamedTuple):
     best_seconds: float
     compile_seconds: float  # first run's
     median_host_share: float  # median of host_seconds / seconds
+    median_cpu_groups: dict  # {group: median CPU seconds}; {} without thread accounting
 
 
 def summarise(runs: list[Run]) -> Summary:
+    grouped = [r.cpu_groups for r in runs if r.cpu_groups]
+    groups = {g: statistics.median(c[g] for c in grouped) for g in GROUPS} if grouped else {}
     return Summary(statistics.median(r.seconds for r in runs),
                    statistics.median(r.cpu_seconds for r in runs),
                    min(r.seconds for r in runs), runs[0].compile_seconds,
-                   statistics.median(r.host_seconds / r.seconds for r in runs))
+                   statistics.median(r.host_seconds / r.seconds for r in runs), groups)
+
+
+def group_line(label: str, summary: Summary) -> str:
+    """``label: main 0.06 s, XLA compute 0.82 s, ...`` (median CPU seconds by
+    thread group), or an empty string without thread accounting."""
+    if not summary.median_cpu_groups:
+        return ""
+    return f"  {label} CPU s by thread: " + ", ".join(
+        f"{g} {s:.3f}" for g, s in summary.median_cpu_groups.items())
 
 
 def paired_ratio(ours: list[Run], ref: list[Run]) -> float:

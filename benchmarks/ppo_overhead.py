@@ -50,7 +50,16 @@ if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from _reference_ppo import make_train  # noqa: E402
-from _timing import LoopClock, interleaved, paired_ratio, summarise, use_compilation_cache  # noqa: E402
+from _timing import (  # noqa: E402
+    LoopClock,
+    cpu_by_group,
+    group_line,
+    interleaved,
+    paired_ratio,
+    summarise,
+    thread_cpu,
+    use_compilation_cache,
+)
 
 import jaxtrainer as jt  # noqa: E402
 from jaxtrainer.algorithms import PPO, PPOConfig  # noqa: E402
@@ -80,19 +89,22 @@ def fused_program(module: PPO, updates: int, devices: int):
             jax.pmap(prun, axis_name=AXIS_NAME, donate_argnums=0))
 
 
-def hand_fused(module: PPO, updates: int, seed: int, devices: int) -> tuple[float, float, float]:
-    """(run seconds, run CPU seconds, compile seconds) of the fused scan."""
+def hand_fused(module: PPO, updates: int, seed: int, devices: int) -> tuple:
+    """(run seconds, run CPU seconds, compile seconds, 0 host seconds, CPU
+    seconds by thread group) of the fused scan."""
     init, run = fused_program(module, updates, devices)
     key = jax.random.key(seed) if devices == 1 else jnp.stack([jax.random.key(seed)] * devices)
     state = init(key)
     t = time.perf_counter()
     compiled = run.lower(state, key).compile()
     compile_s = time.perf_counter() - t
+    threads = thread_cpu()
     t, c = time.perf_counter(), time.process_time()
     state, metrics = compiled(state, key)
     jax.block_until_ready((state, metrics))
     jax.device_get(metrics)
-    return time.perf_counter() - t, time.process_time() - c, compile_s
+    seconds, cpu = time.perf_counter() - t, time.process_time() - c
+    return seconds, cpu, compile_s, 0.0, cpu_by_group(threads, thread_cpu())
 
 
 def reference(updates: int, seed: int) -> tuple[float, float, float]:
@@ -107,9 +119,10 @@ def reference(updates: int, seed: int) -> tuple[float, float, float]:
     return time.perf_counter() - t, time.process_time() - c, compile_s
 
 
-def trainer_run(module: PPO, updates: int, seed: int, strategy: str, devices) -> tuple[float, ...]:
+def trainer_run(module: PPO, updates: int, seed: int, strategy: str, devices) -> tuple:
     """(seconds and CPU seconds of the training loop, compile seconds of the
-    training program, host seconds of the loop; see ``_timing.LoopClock``)."""
+    training program, host seconds of the loop, CPU seconds by thread group;
+    see ``_timing.LoopClock``)."""
     clock = LoopClock()
     with tempfile.TemporaryDirectory() as root:
         trainer = jt.Trainer(strategy=strategy, devices=devices, max_steps=updates,
@@ -117,17 +130,20 @@ def trainer_run(module: PPO, updates: int, seed: int, strategy: str, devices) ->
                              callbacks=[clock], enable_progress_bar=False,
                              enable_checkpointing=False, logger=True)
         trainer.fit(module)
-    return clock.seconds, clock.cpu_seconds, trainer.compile_seconds["train"], clock.host_seconds
+    return (clock.seconds, clock.cpu_seconds, trainer.compile_seconds["train"], clock.host_seconds,
+            clock.cpu_groups)
 
 
 def compare(variants: dict, repeats: int, env_steps: int, ours: str, ref: str) -> str:
     runs = interleaved(variants, repeats)
     a, b = summarise(runs[ours]), summarise(runs[ref])
-    return (f"{env_steps / a.median_seconds:>12,.0f}{env_steps / b.median_seconds:>12,.0f}"
-            f"{b.median_seconds / a.median_seconds:>8.3f}"
-            f"{paired_ratio(runs[ours], runs[ref]):>8.3f}"
-            f"{b.median_cpu_seconds / a.median_cpu_seconds:>11.3f}"
-            f"{a.median_host_share:>12.2%}")
+    row = (f"{env_steps / a.median_seconds:>12,.0f}{env_steps / b.median_seconds:>12,.0f}"
+           f"{b.median_seconds / a.median_seconds:>8.3f}"
+           f"{paired_ratio(runs[ours], runs[ref]):>8.3f}"
+           f"{b.median_cpu_seconds / a.median_cpu_seconds:>11.3f}"
+           f"{a.median_host_share:>12.2%}")
+    groups = "\n".join(line for line in (group_line("ours", a), group_line("ref ", b)) if line)
+    return row + ("\n" + groups if groups else "")
 
 
 HEADER = (f"{'':<34}{'ours sps':>12}{'ref sps':>12}{'ratio':>8}{'paired':>8}{'CPU ratio':>11}"
