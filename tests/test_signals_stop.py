@@ -326,3 +326,29 @@ def test_handlers_are_restored_after_fit_and_a_preemption_names_its_phase(run_di
     assert not any(th.name == "jaxtrainer-signals" for th in threading.enumerate())
     err = capsys.readouterr().err
     assert "received SIGINT while running training step" in err
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_between_installing_two_handlers_reaches_the_new_one():
+    """A Ctrl-C right after the SIGTERM handler went in but before the SIGINT one
+    (the first instant of every command) ends the process in one line, not in
+    Python's KeyboardInterrupt traceback: the signal is held while both go in."""
+    script = textwrap.dedent("""
+        import os, signal
+        real = signal.signal
+        def install_then_interrupt(signum, handler):
+            old = real(signum, handler)
+            if signum == signal.SIGTERM:
+                os.kill(os.getpid(), signal.SIGINT)  # arrives before SIGINT's handler
+            return old
+        signal.signal = install_then_interrupt
+        from jaxtrainer import startup
+        startup.begin("prog")
+        signal.signal = real
+        import time
+        time.sleep(30)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True,
+                         text=True, timeout=50, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert out.returncode == -signal.SIGINT, out.stderr
+    assert out.stderr == "prog: received SIGINT while starting; stopping\n"

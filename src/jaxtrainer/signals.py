@@ -380,12 +380,21 @@ class _Installed:
         self.watcher: _Watcher | None = None
         if threading.current_thread() is not threading.main_thread():
             return
-        for name in PREEMPTION_SIGNALS:
-            signum = getattr(signal, name)
-            try:
-                self.previous[signum] = signal.signal(signum, handler)
-            except (ValueError, OSError):  # not allowed here (e.g. embedded interpreter)
-                pass
+        signums = {getattr(signal, name) for name in PREEMPTION_SIGNALS}
+        # Held while the handlers go in: a signal between two installs would
+        # otherwise meet the old handler of the second (Python's
+        # KeyboardInterrupt, a traceback); held, it reaches the new one.
+        mask = getattr(signal, "pthread_sigmask", None)  # POSIX only
+        held = mask(signal.SIG_BLOCK, signums) if mask else None
+        try:
+            for signum in sorted(signums):
+                try:
+                    self.previous[signum] = signal.signal(signum, handler)
+                except (ValueError, OSError):  # not allowed here (e.g. embedded interpreter)
+                    pass
+        finally:
+            if mask:
+                mask(signal.SIG_SETMASK, held)
         if react is not None and self.previous:
             with contextlib.suppress(ValueError, OSError):
                 self.watcher = _Watcher(set(self.previous), react)
