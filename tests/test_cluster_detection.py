@@ -25,6 +25,7 @@ from jaxtrainer.commands.launch import free_port
 from jaxtrainer.distributed import process
 from jaxtrainer.strategies import registry
 from tests._xla import xla_flags
+from tests.commands import TINY_PPO
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -186,7 +187,7 @@ def test_what_initialize_passes_to_jax_under_slurm(monkeypatch):
 def test_launch_environment_lists_what_is_set(monkeypatch):
     _only(monkeypatch, {})
     assert process.launch_environment() == ("none of JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, "
-                                            "JAX_PROCESS_ID, SLURM_* or OMPI_* is set")
+                                            "JAX_PROCESS_ID, SLURM_*, OMPI_* or JOB_COMPLETION_INDEX is set")
     _only(monkeypatch, {"JAX_NUM_PROCESSES": "2", "SLURM_NTASKS": "4", "JAX_PROCESS_ID": "1"})
     assert process.launch_environment() == "JAX_NUM_PROCESSES=2, JAX_PROCESS_ID=1, SLURM_NTASKS=4"
 
@@ -257,3 +258,56 @@ def test_an_interactive_srun_shell_is_not_a_launch():
                  "jaxtrainer launch"):
         assert name in proc.stderr
     assert "joining coordinator" not in proc.stderr and seconds < 60
+
+
+# A pod of an indexed Job (completions: 2) whose template sets `subdomain: jaxpods`.
+POD = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "JOB_COMPLETION_INDEX": "1",
+       "HOSTNAME": "train-1", "JAX_NUM_PROCESSES": "2"}
+
+
+def test_an_indexed_job_pod_finds_its_rank_count_and_pod_zero(monkeypatch):
+    _only(monkeypatch, POD)
+    monkeypatch.setattr(process.socket, "getfqdn",
+                        lambda name="": f"{name}.jaxpods.default.svc.cluster.local")
+    assert process.indexed_job_pod() and registry.cluster_detected()
+    assert process._arguments(None, None, None, None) == (
+        "train-0.jaxpods.default.svc.cluster.local:55527", 2, 1, "deactivate")
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "10.0.0.7:1234")  # the template's wins
+    assert process._arguments(None, None, None, None)[0] == "10.0.0.7:1234"
+    assert "JOB_COMPLETION_INDEX=1, HOSTNAME=train-1" in process.launch_environment()
+
+
+def test_an_indexed_job_pod_without_what_it_needs_says_what_to_add(monkeypatch):
+    _only(monkeypatch, {k: v for k, v in POD.items() if k != "JAX_NUM_PROCESSES"})
+    with pytest.raises(RuntimeError, match="JAX_NUM_PROCESSES is not set: set it to the Job's "
+                                           "`completions`"):
+        process._arguments(None, None, None, None)
+    _only(monkeypatch, POD)
+    monkeypatch.setattr(process.socket, "getfqdn", lambda name="": name)  # no subdomain
+    with pytest.raises(RuntimeError, match=r"has no subdomain .* headless Service"):
+        process._arguments(None, None, None, None)
+    with pytest.raises(RuntimeError, match=r"does not end in -JOB_COMPLETION_INDEX \(-1\)"):
+        process.kubernetes_coordinator("train", 1, "train.jaxpods.default.svc")
+
+
+def test_two_pods_of_an_indexed_job_train_one_run(tmp_path):
+    """Two processes with only what a pod of an indexed Job has (the template
+    passes the count and, here, pod 0's address): `jaxtrainer fit` joins them,
+    one run directory."""
+    port = free_port()
+    root = tmp_path / "runs"
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo", "trainer.strategy=auto",
+         *[a for a in TINY_PPO if not a.startswith("trainer.strategy")], "trainer.max_steps=4",
+         f"trainer.default_root_dir={root}"],
+        cwd=tmp_path, env=clean_env(1, **{**POD, "JOB_COMPLETION_INDEX": str(i),
+                                          "HOSTNAME": f"train-{i}",
+                                          "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}"}),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]
+    outs = [p.communicate(timeout=110) for p in procs]
+    for p, (out, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    for i, (_, err) in enumerate(outs):
+        assert f"process {i} of 2 joining coordinator 127.0.0.1:{port}" in err
+    assert [p.name for p in root.iterdir()] == ["version_0"]
+    assert "eval/episode_return=" in outs[0][0]

@@ -12,6 +12,7 @@ evaluate through :func:`evaluate`.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jaxtrainer import checkpoint_connector, fit_setup
+from jaxtrainer import checkpoint_connector, fit_setup, slurm
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import keys
 from jaxtrainer.signals import Preempted
@@ -90,6 +91,11 @@ def fail(trainer: Trainer, module: Module, exc: BaseException) -> None:
     call_all_safely(trainer, "on_exception", module, exc)
     call_all_safely(trainer, "teardown", module, "fit")
     if isinstance(exc, Preempted) and trainer.is_global_zero:
+        job = slurm.batch_job_id() or os.environ.get("SLURM_JOB_ID", "")
+        if exc.signum == slurm.REQUEUE_SIGNAL and slurm.requeue_enabled(trainer.requeue) and job:
+            print(f"jaxtrainer: {exc}. Loggers are closed. {slurm.requeue_job(job)}.",
+                  file=sys.stderr, flush=True)
+            return
         print(f"jaxtrainer: {exc}. Loggers are closed. Resume with "
               f"{fit_setup.resume_hint(trainer, exc.checkpoint)}.", file=sys.stderr, flush=True)
 

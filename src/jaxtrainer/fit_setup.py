@@ -10,12 +10,13 @@ every process (process 0 writes, the others learn the result by broadcast).
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jaxtrainer import checkpoint_connector, module_record, run_kind
+from jaxtrainer import checkpoint_connector, module_record, run_kind, slurm
 from jaxtrainer.checkpoint import run_lock, runs
 from jaxtrainer.module import Module, counted_members
 from jaxtrainer.strategies.layout import LeafLayout
@@ -43,6 +44,8 @@ def resolve_resume(trainer: Trainer, module: Module,
         :func:`jaxtrainer.checkpoint_connector.resolve_ckpt_path` and
         :func:`~jaxtrainer.checkpoint_connector.check_env_steps`.
     """
+    if ckpt_path is None and slurm.restart_count() and slurm.requeue_enabled(trainer.requeue):
+        ckpt_path = requeued_checkpoint(trainer, module)
     if ckpt_path is None:
         trainer.log_dir = trainer.strategy.broadcast(
             runs.new_run_dir(trainer.default_root_dir) if trainer.is_global_zero else "")
@@ -51,6 +54,21 @@ def resolve_resume(trainer: Trainer, module: Module,
     step = checkpoint_connector.check_env_steps(resume, trainer.env_steps_per_step, type(module).__name__)
     trainer.log_dir = os.fspath(resume.parent.parent)
     return resume, step
+
+
+def requeued_checkpoint(trainer: Trainer, module: Module) -> str | None:
+    """In a job SLURM requeued (``SLURM_RESTART_COUNT`` > 0): ``"last"`` when a
+    checkpoint of a run this module can resume exists under
+    ``default_root_dir`` (said on stderr by process 0), else ``None`` (a new
+    run: the job was requeued before its first checkpoint)."""
+    try:
+        checkpoint_of(trainer, module, "last")
+    except (FileNotFoundError, ValueError):
+        return None
+    if trainer.is_global_zero:
+        print(f"jaxtrainer: SLURM requeued this job (SLURM_RESTART_COUNT="
+              f"{slurm.restart_count()}); resuming with ckpt_path='last'", file=sys.stderr, flush=True)
+    return "last"
 
 
 def checkpoint_of(trainer: Trainer, module: Module, ckpt_path: str | os.PathLike) -> Path:

@@ -40,8 +40,10 @@ from typing import Any
 
 from jaxtrainer import run_layout
 
-# Signals that ask a running ``fit`` to checkpoint and exit (preemption).
-PREEMPTION_SIGNALS = ("SIGTERM", "SIGINT")
+# Signals that ask a running ``fit`` to checkpoint and exit (preemption);
+# SIGUSR1 is SLURM's warning before a time limit (``sbatch --signal=USR1@90``),
+# after which the job may be requeued (:mod:`jaxtrainer.slurm`).
+PREEMPTION_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1")
 
 GRACE_SECONDS = 1.0
 """How long a second signal waits for a checkpoint write in flight to complete

@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments, checkpoint_connector, fit_run, fit_setup, module_record
+from jaxtrainer import arguments, checkpoint_connector, fit_run, fit_setup, module_record, slurm
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer.callbacks.base import Callback
@@ -139,6 +139,13 @@ class Trainer:
         ``JAXTRAINER_COMPILATION_CACHE`` overrides it (``0`` off, ``1`` on, or a
         directory). Process-wide: it stays on for later compiles
         (:mod:`jaxtrainer.compilation_cache`).
+      requeue: after a SIGUSR1 (SLURM's warning before the time limit,
+        ``sbatch --signal=USR1@90``) has checkpointed the run, process 0 runs
+        ``scontrol requeue $SLURM_JOB_ID`` once: ``"auto"`` (default) in a
+        SLURM batch job, ``True`` always, ``False`` never. A requeued job
+        (``SLURM_RESTART_COUNT`` > 0) whose ``fit`` gets no ``ckpt_path``
+        resumes from ``"last"`` when a checkpoint exists
+        (:mod:`jaxtrainer.slurm`).
 
     Attributes:
       root_key: the run's root PRNG key (``key(seed)``, replicated; restored
@@ -179,7 +186,9 @@ class Trainer:
         sync_every_n_seconds: float | None = 1.0,
         compile_evaluation_ahead: bool | str = "auto",
         compilation_cache: bool | str | os.PathLike | None = None,
+        requeue: bool | str = "auto",
     ) -> None:
+        self.requeue = slurm.check_requeue(requeue)
         self.run_ahead = arguments.flag("run_ahead", run_ahead, also=("auto",))
         self.jit = arguments.flag("jit", jit)
         self.compile_evaluation_ahead = arguments.flag("compile_evaluation_ahead",

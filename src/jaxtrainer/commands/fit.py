@@ -93,6 +93,13 @@ def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
     except ValueError as e:
         print(f"{prog or f'{PROG} {recipe}'}: error: {e}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
+    from jaxtrainer.distributed.process import join_detected_cluster
+
+    try:  # one process of several (mpirun, srun, a Kubernetes indexed Job): join before
+        join_detected_cluster()  # anything uses JAX (importing gymnax does)
+    except (RuntimeError, ValueError) as e:
+        print(f"{prog or f'{PROG} {recipe}'}: error: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
     from jaxtrainer.recipes import config  # after the XLA flags are set
 
     shown = f"python {prog}" if prog and prog.endswith(".py") else prog  # a script's examples

@@ -37,7 +37,8 @@ DEFAULT_HEARTBEAT_TIMEOUT = 100
 LAUNCH_ENV = (ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID, ENV_INIT_TIMEOUT,
               ENV_HEARTBEAT_TIMEOUT, "SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_STEP_ID",
               "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_LOCALID",
-              "SLURM_STEP_NODELIST", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")
+              "SLURM_STEP_NODELIST", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+              "JOB_COMPLETION_INDEX", "HOSTNAME")
 
 # SLURM's step ids from here up are not job steps that srun started for the
 # user's tasks: 0xfffffffa is the interactive step that runs the shell of
@@ -49,9 +50,10 @@ _SLURM_MAX_NORMAL_STEP_ID = 0xFFFFFFF0
 def launch_environment() -> str:
     """The launch variables of :data:`LAUNCH_ENV` that are set, as
     ``"NAME=value, ..."`` (for error messages), or a sentence saying none is."""
-    found = [f"{name}={os.environ[name]}" for name in LAUNCH_ENV if name in os.environ]
+    found = [f"{name}={os.environ[name]}" for name in LAUNCH_ENV if name in os.environ
+             and (name != "HOSTNAME" or indexed_job_pod())]
     if not found:
-        return f"none of {', '.join(LAUNCH_ENV[:3])}, SLURM_* or OMPI_* is set"
+        return f"none of {', '.join(LAUNCH_ENV[:3])}, SLURM_*, OMPI_* or JOB_COMPLETION_INDEX is set"
     return ", ".join(found)
 
 
@@ -98,6 +100,113 @@ def srun_tasks() -> int | None:
             or not 0 <= rank < tasks or (tasks > 1 and interactive_slurm_shell()):
         return None
     return tasks
+
+
+KUBERNETES_COORDINATOR_PORT = 55527
+"""The coordinator's port in a Kubernetes pod when ``JAX_COORDINATOR_ADDRESS``
+is not set: the port JAX's own Kubernetes detection uses."""
+
+
+def indexed_job_pod() -> bool:
+    """Whether this process runs in a pod of a Kubernetes Job in ``Indexed``
+    completion mode (also what a JobSet's jobs are): ``KUBERNETES_SERVICE_HOST``
+    and ``JOB_COMPLETION_INDEX`` (set by the Job controller) are set."""
+    return "KUBERNETES_SERVICE_HOST" in os.environ and \
+        _plain_int("JOB_COMPLETION_INDEX") is not None
+
+
+def kubernetes_coordinator(hostname: str, index: int, fqdn: str) -> str:
+    """``host:port`` of pod 0 of this pod's indexed Job, from this pod's
+    ``hostname`` (``<job>-<index>``), its ``index`` and its fully qualified
+    name (``<job>-<index>.<subdomain>.<namespace>.svc.<domain>`` when the pod
+    template sets ``subdomain`` to a headless service, as a JobSet does).
+
+    >>> kubernetes_coordinator("train-3", 3, "train-3.jaxpods.default.svc.cluster.local")
+    'train-0.jaxpods.default.svc.cluster.local:55527'
+
+    Raises:
+      RuntimeError: the hostname does not end in ``-<index>``, or the pod has
+        no subdomain (pods of a Job reach each other only through a headless
+        service); the message names the fix.
+    """
+    suffix = f"-{index}"
+    if not hostname.endswith(suffix):
+        raise RuntimeError(
+            f"jaxtrainer.distributed.initialize: this Kubernetes pod's hostname {hostname!r} does "
+            f"not end in -JOB_COMPLETION_INDEX ({suffix}), so pod 0 cannot be named; set "
+            f"{ENV_COORDINATOR}=<pod 0's address>:<port> in the pod template")
+    zero = f"{hostname[:-len(suffix)]}-0"
+    if not fqdn.startswith(f"{hostname}.") or fqdn.count(".") < 2:
+        raise RuntimeError(
+            f"jaxtrainer.distributed.initialize: this Kubernetes pod ({hostname}) has no "
+            f"subdomain (its full name is {fqdn!r}), so pod 0 ({zero}) has no DNS name: add a "
+            "headless Service (clusterIP: None, selecting the Job's pods) and set the pod "
+            "template's `subdomain:` to its name, or set "
+            f"{ENV_COORDINATOR}=<pod 0's address>:<port> in the pod template")
+    return f"{zero}{fqdn[len(hostname):]}:{KUBERNETES_COORDINATOR_PORT}"
+
+
+def _kubernetes(coordinator_address: str | None, num_processes: int | None,
+                process_id: int | None) -> tuple[str | None, int | None, int | None, str | None]:
+    """``initialize``'s first three arguments in a pod of an indexed Job
+    (:func:`indexed_job_pod`), from the environment alone (no access to the
+    Kubernetes API is needed, unlike JAX's own detection): the process id is
+    ``JOB_COMPLETION_INDEX``, the count ``JAX_NUM_PROCESSES`` (the Job's
+    ``completions``, which the pod template passes on), the coordinator pod 0
+    of the Job (:func:`kubernetes_coordinator`) unless ``JAX_COORDINATOR_ADDRESS``
+    says otherwise. The fourth item turns JAX's cluster detection off.
+
+    Raises:
+      RuntimeError: no process count, or no way to name pod 0.
+    """
+    if process_id is None:
+        process_id = _plain_int("JOB_COMPLETION_INDEX")
+    if num_processes is None:
+        raise RuntimeError(
+            "jaxtrainer.distributed.initialize: this is a pod of an indexed Kubernetes Job "
+            f"(JOB_COMPLETION_INDEX={os.environ['JOB_COMPLETION_INDEX']}) but "
+            f"{ENV_NUM_PROCESSES} is not set: set it to the Job's `completions` in the pod "
+            "template's env (the Job controller does not pass the count to its pods)")
+    if coordinator_address is None and num_processes > 1:
+        hostname = os.environ.get("HOSTNAME") or socket.gethostname()
+        coordinator_address = kubernetes_coordinator(
+            hostname, _plain_int("JOB_COMPLETION_INDEX") or 0, socket.getfqdn(hostname))
+    return coordinator_address, num_processes, process_id, "deactivate"
+
+
+def cluster_detected() -> bool:
+    """Whether this process was started as one of several by a launcher
+    :func:`initialize` can read, judged from the environment only (no JAX
+    backend is started): ``JAX_NUM_PROCESSES > 1`` (``jaxtrainer launch``,
+    explicit settings, a Kubernetes pod template), one task of an ``srun`` job
+    step of several tasks (:func:`srun_tasks`), or Open MPI (``mpirun``) with
+    ``OMPI_COMM_WORLD_SIZE > 1``.
+
+    A SLURM allocation alone is not a launch: a shell from ``salloc -n 4``
+    (its interactive step, ``SLURM_STEP_ID=4294967290``, one task) or a batch
+    script started by ``sbatch -n 4`` is one process although ``SLURM_NTASKS``
+    is 4, so ``strategy="auto"`` picks a one-process strategy there."""
+    if (_plain_int(ENV_NUM_PROCESSES) or 0) > 1:
+        return True
+    tasks = srun_tasks()
+    if tasks is not None and tasks > 1:
+        return True
+    return (_plain_int("OMPI_COMM_WORLD_SIZE") or 0) > 1
+
+
+def join_detected_cluster() -> bool:
+    """:func:`initialize` when :func:`cluster_detected`, else nothing; whether it
+    joined. Commands call it first, before anything uses JAX (importing gymnax
+    does), so ``mpirun -np 2 jaxtrainer fit ...`` or ``srun jaxtrainer fit ...``
+    needs no other setting.
+
+    Raises:
+      RuntimeError, ValueError: from :func:`initialize`.
+    """
+    if not cluster_detected():
+        return False
+    initialize()
+    return True
 
 
 def _fill_from_environment(coordinator_address: str | None, num_processes: int | None,
@@ -317,8 +426,13 @@ def _arguments(coordinator_address: str | None, num_processes: int | None,
         num_processes = _env_int(ENV_NUM_PROCESSES)
     if process_id is None:
         process_id = _env_int(ENV_PROCESS_ID)
-    num_processes, process_id, cluster_detection_method = _fill_from_environment(
-        coordinator_address, num_processes, process_id, cluster_detection_method)
+    if indexed_job_pod() and cluster_detection_method is None and srun_tasks() is None \
+            and "OMPI_COMM_WORLD_SIZE" not in os.environ:
+        coordinator_address, num_processes, process_id, cluster_detection_method = _kubernetes(
+            coordinator_address, num_processes, process_id)
+    else:
+        num_processes, process_id, cluster_detection_method = _fill_from_environment(
+            coordinator_address, num_processes, process_id, cluster_detection_method)
     if num_processes is not None and num_processes < 1:
         raise ValueError(f"num_processes={num_processes}: expected >= 1")
     if process_id is not None and num_processes is not None and not 0 <= process_id < num_processes:

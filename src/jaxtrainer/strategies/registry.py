@@ -6,12 +6,10 @@ the visible devices.
 
 from __future__ import annotations
 
-import os
-
 import jax
 
 from jaxtrainer import arguments
-from jaxtrainer.distributed.process import srun_tasks
+from jaxtrainer.distributed.process import cluster_detected
 from jaxtrainer.strategies.base import DevicesArg, Strategy
 
 _REGISTRY: dict[str, type[Strategy]] = {}
@@ -28,33 +26,6 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 def available() -> list[str]:
     """Registered strategy names, plus ``"auto"``."""
     return sorted(_REGISTRY) + ["auto"]
-
-
-def _int_env(name: str) -> int:
-    try:
-        return int(os.environ.get(name, "0"))
-    except ValueError:
-        return 0
-
-
-def cluster_detected() -> bool:
-    """Whether this process was started as one of several by a launcher that
-    ``jax.distributed.initialize`` can read, judged from the environment only
-    (no JAX backend is started): ``JAX_NUM_PROCESSES > 1`` (``jaxtrainer
-    launch`` or explicit settings), one task of an ``srun`` job step of
-    several tasks (:func:`jaxtrainer.distributed.process.srun_tasks`), or Open
-    MPI with ``OMPI_COMM_WORLD_SIZE > 1``.
-
-    A SLURM allocation alone is not a launch: a shell from ``salloc -n 4``
-    (its interactive step, ``SLURM_STEP_ID=4294967290``, one task) or a batch
-    script started by ``sbatch -n 4`` is one process although ``SLURM_NTASKS``
-    is 4, so ``"auto"`` picks a one-process strategy there."""
-    if _int_env("JAX_NUM_PROCESSES") > 1:
-        return True
-    tasks = srun_tasks()
-    if tasks is not None and tasks > 1:
-        return True
-    return _int_env("OMPI_COMM_WORLD_SIZE") > 1
 
 
 def auto_name(devices: DevicesArg = "auto") -> str:
