@@ -305,7 +305,7 @@ def test_two_pods_of_an_indexed_job_train_one_run(tmp_path):
                                           "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}"}),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]
     outs = [p.communicate(timeout=110) for p in procs]
-    for p, (out, err) in zip(procs, outs, strict=True):
+    for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-3000:]
     for i, (_, err) in enumerate(outs):
         assert f"process {i} of 2 joining coordinator 127.0.0.1:{port}" in err

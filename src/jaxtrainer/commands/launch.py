@@ -5,7 +5,7 @@
 Like ``torchrun``: it starts ``N`` copies of ``SCRIPT`` with the environment
 ``jax.distributed`` needs (``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``,
 ``JAX_PROCESS_ID``; read by :class:`~jaxtrainer.strategies.MultiNodeStrategy`),
-prefixes every output line with ``[rank K]``, forwards SIGINT/SIGTERM to every
+prefixes every output line with ``[rank K]``, forwards SIGINT/SIGTERM/SIGUSR1 to every
 rank, and when one rank fails stops the others and exits non-zero, ending with
 one line per rank: the rank that failed first and its last error line, then
 how each other rank ended.
@@ -235,7 +235,8 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
     Returns 0 when every rank exits 0; otherwise the first failing rank's exit
     code (``128 + signal`` for a rank killed by a signal, at least 1), after the
     other ranks were stopped (SIGTERM, then SIGKILL after ``grace`` seconds).
-    SIGINT/SIGTERM sent to the launcher are forwarded to every rank; a second
+    SIGINT/SIGTERM/SIGUSR1 sent to the launcher are forwarded to every rank
+    (SIGUSR1: SLURM's warning before the time limit, see :mod:`jaxtrainer.slurm`); a second
     one is forwarded too (a rank then stops at once, leaving its last complete
     checkpoint and no partial one) and the ranks still running
     :data:`SECOND_SIGNAL_GRACE` seconds later are killed (SIGKILL); a third
@@ -265,7 +266,7 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
 
     previous = {}
     if threading.current_thread() is threading.main_thread():
-        for s in (signal.SIGINT, signal.SIGTERM):
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1):  # USR1: SLURM's time limit warning
             previous[s] = signal.signal(s, forward)
     command = [python or sys.executable, "-m", "jaxtrainer.commands.launch", script, *(args or [])]
     try:

@@ -450,7 +450,7 @@ def make_env(cfg: DictConfig) -> envs.Env:
 
 def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[str, float]:
     """Train ``module`` (from ``trainer.ckpt_path`` when the config sets one),
-    evaluate it once and print the recipes' last line,
+    evaluate it once and print (process 0) the recipes' last line,
     ``eval/episode_return=<value with 2 decimals> run_dir=<trainer.log_dir>``
     (a sweep's says what its value averages, before ``run_dir``:
     ``eval/episode_return=20.31 (mean over 4 members (seeds 0-3)) run_dir=...``).
@@ -489,6 +489,7 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
     if "eval/episode_return" not in result:
         raise KeyError(f"the evaluation of {type(module).__name__} has no eval/episode_return; "
                        f"its metrics: {', '.join(sorted(result))}")
-    print(f"eval/episode_return={fixed(result['eval/episode_return'])}{sweep.final_note(module)}{search.final_note(module)} "
-          f"run_dir={trainer.log_dir}")
+    if trainer.is_global_zero:  # one line for the run, as its logs (every process has it)
+        print(f"eval/episode_return={fixed(result['eval/episode_return'])}"
+              f"{sweep.final_note(module)}{search.final_note(module)} run_dir={trainer.log_dir}")
     return result

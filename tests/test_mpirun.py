@@ -1,0 +1,68 @@
+"""``mpirun -np 2 jaxtrainer fit ...`` (Open MPI, from the distribution's
+``openmpi-bin``) starts one multi_node run with no other setting: the layout
+comes from Open MPI's variables, one run directory is written, and the final
+state is bitwise the one ``jaxtrainer launch --nproc-per-node 2`` gives."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from jaxtrainer.checkpoint import files
+from tests._xla import xla_flags
+from tests.commands import TINY_PPO
+from tests.test_cluster_detection import CLUSTER_PREFIXES
+
+REPO = Path(__file__).resolve().parent.parent
+STEPS = 6
+ARGS = [*[a for a in TINY_PPO if not a.startswith("trainer.strategy")],
+        "trainer.strategy=multi_node", f"trainer.max_steps={STEPS}"]
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(CLUSTER_PREFIXES)}
+    return dict(env, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1), PYTHONUNBUFFERED="1")
+
+
+def _final_state(root: Path) -> dict[str, np.ndarray]:
+    [run] = list(root.iterdir())  # one run directory
+    step = run / "checkpoints" / str(STEPS)
+    state = files._read(step, files.STATE)
+    return {jax.tree_util.keystr(k): np.asarray(v)
+            for k, v in jax.tree_util.tree_flatten_with_path(state)[0]}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_mpirun_starts_one_run_bitwise_equal_to_jaxtrainer_launch(tmp_path):
+    mpirun = shutil.which("mpirun")
+    assert mpirun is not None, "mpirun not found: install openmpi-bin (.ci/run does)"
+    jaxtrainer = shutil.which("jaxtrainer") or ""
+    command = [jaxtrainer] if jaxtrainer else [sys.executable, "-m", "jaxtrainer.commands.cli"]
+    by_mpi = subprocess.run(
+        [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", *command, "fit", "ppo",
+         *ARGS, f"trainer.default_root_dir={tmp_path / 'mpi'}"],
+        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=180)
+    assert by_mpi.returncode == 0, by_mpi.stderr[-3000:]
+    assert "OMPI_COMM_WORLD_SIZE=2, OMPI_COMM_WORLD_RANK=1" in by_mpi.stderr  # rank 1 joined
+    assert by_mpi.stdout.count("eval/episode_return=") == 1  # process 0 alone reports
+
+    by_launch = subprocess.run(
+        [sys.executable, "-m", "jaxtrainer.commands.cli", "launch", "--nproc-per-node", "2",
+         "recipes/ppo.py", *ARGS, f"trainer.default_root_dir={tmp_path / 'launch'}"],
+        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=180)
+    assert by_launch.returncode == 0, by_launch.stderr[-3000:]
+
+    a, b = _final_state(tmp_path / "mpi"), _final_state(tmp_path / "launch")
+    assert sorted(a) == sorted(b) and len(a) > 4
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    ret = [ln for ln in by_mpi.stdout.splitlines() if ln.startswith("eval/episode_return=")]
+    assert ret[0].split()[0] in by_launch.stdout
