@@ -495,7 +495,7 @@ class SignalHandlers:
             directories = [Path(d) for d in self._checkpoint_dirs() if d]
             remove_partial_checkpoints(directories)
             return (f"second {signal_name(signum)}: stopped at once while {now}; "
-                    f"{_newest_checkpoint(directories)}") if self._announce else None
+                    f"{newest_checkpoint(directories)}") if self._announce else None
 
         end_by_signal(signum, clean_up)
 
@@ -510,7 +510,7 @@ class SignalHandlers:
             self._installed = None
 
 
-def _newest_checkpoint(directories: list[Path]) -> str:
+def newest_checkpoint(directories: list[Path]) -> str:
     """``the last complete checkpoint is <path>`` (newest by step, among
     ``directories``), or that there is none."""
     newest: tuple[int, Path] | None = None

@@ -18,7 +18,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments, checkpoint_connector, fit_run, fit_setup, module_record, slurm
+from jaxtrainer import (
+    arguments,
+    checkpoint_connector,
+    fit_run,
+    fit_setup,
+    lost_process,
+    module_record,
+    slurm,
+)
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer.callbacks.base import Callback
@@ -27,7 +35,7 @@ from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.checkpoint import run_lock
 from jaxtrainer.compile_ahead import Programs
-from jaxtrainer.fit_loop import FitLoop, signals_and_phases
+from jaxtrainer.fit_loop import FitLoop, checkpoint_dirs, signals_and_phases
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module, counted_members
 from jaxtrainer.planner import IntervalPlanner, budget_in_steps
@@ -442,6 +450,10 @@ class Trainer:
         except BaseException as exc:
             self._donating = False
             fit_run.fail(self, module, exc)
+            lost = lost_process.lost_process(
+                self, exc, [Path(d) for d in checkpoint_dirs(self) if d])
+            if lost is not None:  # another process died: one line, status 1, no traceback
+                raise lost from None
             raise
 
     # -------------------------------------------------------------- evaluate

@@ -31,7 +31,7 @@ ENV_INIT_TIMEOUT = "JAXTRAINER_INIT_TIMEOUT"
 ENV_HEARTBEAT_TIMEOUT = "JAXTRAINER_HEARTBEAT_TIMEOUT"
 
 DEFAULT_INIT_TIMEOUT = 300
-DEFAULT_HEARTBEAT_TIMEOUT = 100
+DEFAULT_HEARTBEAT_TIMEOUT = 60
 
 # Every variable read to find the processes of a run, in the order error messages list them.
 LAUNCH_ENV = (ENV_COORDINATOR, ENV_NUM_PROCESSES, ENV_PROCESS_ID, ENV_INIT_TIMEOUT,
@@ -366,7 +366,7 @@ def initialize(
         processes to connect (``JAXTRAINER_INIT_TIMEOUT``, default 300).
       heartbeat_timeout: seconds without a heartbeat after which a process is
         declared dead and the survivors stop with an error
-        (``JAXTRAINER_HEARTBEAT_TIMEOUT``, default 100).
+        (``JAXTRAINER_HEARTBEAT_TIMEOUT``, default 60).
       cluster_detection_method: passed to ``jax.distributed.initialize``.
 
     Raises:
