@@ -205,7 +205,7 @@ class PopulationTrainer(Trainer):
 
     Args:
       population_size: ``P``, global number of members per generation (>= 1).
-      strategy, devices, callbacks, seed, default_root_dir, jit, enable_progress_bar, enable_checkpointing, logger, run_ahead, sync_every_n_seconds, compile_evaluation_ahead, compilation_cache: as in
+      strategy, devices, callbacks, seed, default_root_dir, jit, enable_progress_bar, enable_checkpointing, logger, run_ahead, sync_every_n_seconds, compile_evaluation_ahead, compilation_cache, requeue: as in
         :class:`~jaxtrainer.Trainer`, passed on to it (every argument after
         ``eval_every_n_generations`` by keyword).
       max_generations: generations to run (the Trainer's ``max_steps``).
@@ -233,7 +233,8 @@ class PopulationTrainer(Trainer):
                  enable_progress_bar: bool = True, enable_checkpointing: bool = True,
                  logger: bool = True, run_ahead: bool | str = "auto",
                  sync_every_n_seconds: float | None = 1.0, compile_evaluation_ahead: bool | str = "auto",
-                 compilation_cache: bool | str | os.PathLike | None = None) -> None:
+                 compilation_cache: bool | str | os.PathLike | None = None,
+                 requeue: bool | str = "auto") -> None:
         # Checked here under their own names; the Trainer checks everything it is passed.
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 1:
@@ -254,7 +255,8 @@ class PopulationTrainer(Trainer):
             callbacks=callbacks, seed=seed, default_root_dir=default_root_dir, jit=jit,
             enable_progress_bar=enable_progress_bar, enable_checkpointing=enable_checkpointing,
             logger=logger, run_ahead=run_ahead, sync_every_n_seconds=sync_every_n_seconds,
-            compile_evaluation_ahead=compile_evaluation_ahead, compilation_cache=compilation_cache)
+            compile_evaluation_ahead=compile_evaluation_ahead, compilation_cache=compilation_cache,
+            requeue=requeue)
         self.population_size = population_size
         self.member_map = member_map
         self.map_batch_size = map_batch_size
