@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jaxtrainer import checkpoint_connector, fit_setup, slurm
+from jaxtrainer import checkpoint_connector, fit_loop, fit_setup, lost_process, slurm
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import keys
+from jaxtrainer.lost_process import ProcessLost
 from jaxtrainer.signals import Preempted
 
 if TYPE_CHECKING:
@@ -83,10 +84,12 @@ def call_all_safely(trainer: Trainer, hook: str, module: Module, *args: Any) -> 
                   f"error:\n{traceback.format_exc()}", file=sys.stderr)
 
 
-def fail(trainer: Trainer, module: Module, exc: BaseException) -> None:
+def fail(trainer: Trainer, module: Module, exc: BaseException) -> ProcessLost | None:
     """After ``exc`` ended a fit: cancel a compile waiting for training, run
     every callback's ``on_exception`` and ``teardown``, and after a preemption
-    say (process 0, stderr) how to resume."""
+    say (process 0, stderr) how to resume or requeue the SLURM job. Returns the
+    :class:`~jaxtrainer.lost_process.ProcessLost` to raise instead when ``exc``
+    says another process of the run died (its line printed), else ``None``."""
     trainer.programs.cancel()
     call_all_safely(trainer, "on_exception", module, exc)
     call_all_safely(trainer, "teardown", module, "fit")
@@ -95,9 +98,12 @@ def fail(trainer: Trainer, module: Module, exc: BaseException) -> None:
         if exc.signum == slurm.REQUEUE_SIGNAL and slurm.requeue_enabled(trainer.requeue) and job:
             print(f"jaxtrainer: {exc}. Loggers are closed. {slurm.requeue_job(job)}.",
                   file=sys.stderr, flush=True)
-            return
+            return None
         print(f"jaxtrainer: {exc}. Loggers are closed. Resume with "
               f"{fit_setup.resume_hint(trainer, exc.checkpoint)}.", file=sys.stderr, flush=True)
+        return None
+    return lost_process.lost_process(trainer, exc,
+                                     [Path(d) for d in fit_loop.checkpoint_dirs(trainer) if d])
 
 
 def evaluate(trainer: Trainer, module: Module) -> dict[str, float]:

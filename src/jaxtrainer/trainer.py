@@ -23,7 +23,6 @@ from jaxtrainer import (
     checkpoint_connector,
     fit_run,
     fit_setup,
-    lost_process,
     module_record,
     slurm,
 )
@@ -35,7 +34,7 @@ from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.checkpoint import run_lock
 from jaxtrainer.compile_ahead import Programs
-from jaxtrainer.fit_loop import FitLoop, checkpoint_dirs, signals_and_phases
+from jaxtrainer.fit_loop import FitLoop, signals_and_phases
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module, counted_members
 from jaxtrainer.planner import IntervalPlanner, budget_in_steps
@@ -147,13 +146,9 @@ class Trainer:
         ``JAXTRAINER_COMPILATION_CACHE`` overrides it (``0`` off, ``1`` on, or a
         directory). Process-wide: it stays on for later compiles
         (:mod:`jaxtrainer.compilation_cache`).
-      requeue: after a SIGUSR1 (SLURM's warning before the time limit,
-        ``sbatch --signal=USR1@90``) has checkpointed the run, process 0 runs
-        ``scontrol requeue $SLURM_JOB_ID`` once: ``"auto"`` (default) in a
-        SLURM batch job, ``True`` always, ``False`` never. A requeued job
-        (``SLURM_RESTART_COUNT`` > 0) whose ``fit`` gets no ``ckpt_path``
-        resumes from ``"last"`` when a checkpoint exists
-        (:mod:`jaxtrainer.slurm`).
+      requeue: after SIGUSR1 checkpointed the run, ``scontrol requeue`` the SLURM
+        job: ``"auto"`` in a batch job, ``True``, ``False``; a requeued job
+        resumes from ``"last"`` (:mod:`jaxtrainer.slurm`).
 
     Attributes:
       root_key: the run's root PRNG key (``key(seed)``, replicated; restored
@@ -371,8 +366,7 @@ class Trainer:
 
     # ------------------------------------------------------------------- fit
     def fit(self, module: Module, ckpt_path: str | os.PathLike | None = None) -> None:
-        """Train ``module`` until the budget is spent or a callback sets
-        ``trainer.should_stop``.
+        """Train ``module`` until the budget is spent or ``trainer.should_stop``.
 
         Args:
           module: the algorithm.
@@ -387,20 +381,16 @@ class Trainer:
             its logs (the resume is printed: checkpoint and step). A checkpoint
             already at or past the budget runs and writes nothing.
 
-        Preemption: a SIGTERM or SIGINT (main thread only; taken at once, even
-        during a compile, and answered with what is running) saves a checkpoint
-        at the next step boundary with every :class:`ModelCheckpoint` (or into
-        ``<log_dir>/checkpoints``), closes the loggers and raises
-        :class:`Preempted`. A second signal ends the process within about 2 s
-        (status 128 + signal), removing what an unfinished checkpoint write
-        left and keeping every complete checkpoint (in a REPL or Jupyter it
-        raises ``KeyboardInterrupt`` instead); see :mod:`jaxtrainer.signals`.
+        Preemption: a SIGTERM, SIGINT or SIGUSR1 (taken at once, even during a
+        compile) saves a checkpoint at the next step boundary (every
+        :class:`ModelCheckpoint`, or ``<log_dir>/checkpoints``), closes the
+        loggers and raises :class:`Preempted`; a second ends the process within
+        about 2 s keeping every complete checkpoint (:mod:`jaxtrainer.signals`).
         With a progress bar, process 0 prints one line per phase on stderr
         ("compiling the training program ...").
 
-        Processes (``multi_node``): call it on every process. Process 0 reserves
-        the run directory and resolves ``ckpt_path``; only it writes logs and
-        checkpoints, and every process waits for the checkpoint files.
+        Processes (``multi_node``): call it on every process; process 0 alone
+        picks the run directory and ``ckpt_path`` and writes logs and checkpoints.
 
         Raises:
           ValueError: no budget (neither ``max_steps`` nor ``max_env_steps``),
@@ -413,7 +403,8 @@ class Trainer:
             nothing is written. Exceptions from the module or
             callbacks are re-raised unchanged after ``on_exception`` and
             ``teardown``.
-          Preempted: after SIGTERM/SIGINT, once the checkpoint is written.
+          Preempted: after SIGTERM/SIGINT/SIGUSR1, once the checkpoint is written.
+          jaxtrainer.lost_process.ProcessLost: another process of the run died.
           FileNotFoundError: ``ckpt_path`` names no checkpoint.
         """
         if not isinstance(module, Module):
@@ -449,10 +440,8 @@ class Trainer:
             self.call_hook("on_fit_end", module)
         except BaseException as exc:
             self._donating = False
-            fit_run.fail(self, module, exc)
-            lost = lost_process.lost_process(
-                self, exc, [Path(d) for d in checkpoint_dirs(self) if d])
-            if lost is not None:  # another process died: one line, status 1, no traceback
+            lost = fit_run.fail(self, module, exc)  # another process died: ProcessLost
+            if lost is not None:
                 raise lost from None
             raise
 
