@@ -290,6 +290,7 @@ def test_an_indexed_job_pod_without_what_it_needs_says_what_to_add(monkeypatch):
         process.kubernetes_coordinator("train", 1, "train.jaxpods.default.svc")
 
 
+@pytest.mark.slow
 def test_two_pods_of_an_indexed_job_train_one_run(tmp_path):
     """Two processes with only what a pod of an indexed Job has (the template
     passes the count and, here, pod 0's address): `jaxtrainer fit` joins them,

@@ -52,6 +52,7 @@ def _run(root: Path, out: Path, bin_dir: Path, **env: str) -> subprocess.Complet
                           cwd=REPO, env=full, capture_output=True, text=True, timeout=150)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_usr1_checkpoints_requeues_once_and_the_requeued_job_resumes_bitwise(tmp_path):
     bin_dir = tmp_path / "bin"
