@@ -12,7 +12,6 @@ evaluate through :func:`evaluate`.
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from pathlib import Path
@@ -94,13 +93,9 @@ def fail(trainer: Trainer, module: Module, exc: BaseException) -> ProcessLost | 
     call_all_safely(trainer, "on_exception", module, exc)
     call_all_safely(trainer, "teardown", module, "fit")
     if isinstance(exc, Preempted) and trainer.is_global_zero:
-        job = slurm.batch_job_id() or os.environ.get("SLURM_JOB_ID", "")
-        if exc.signum == slurm.REQUEUE_SIGNAL and slurm.requeue_enabled(trainer.requeue) and job:
-            print(f"jaxtrainer: {exc}. Loggers are closed. {slurm.requeue_job(job)}.",
-                  file=sys.stderr, flush=True)
-            return None
-        print(f"jaxtrainer: {exc}. Loggers are closed. Resume with "
-              f"{fit_setup.resume_hint(trainer, exc.checkpoint)}.", file=sys.stderr, flush=True)
+        then = slurm.requeue_after(exc.signum, trainer.requeue) or \
+            f"Resume with {fit_setup.resume_hint(trainer, exc.checkpoint)}"
+        print(f"jaxtrainer: {exc}. Loggers are closed. {then}.", file=sys.stderr, flush=True)
         return None
     return lost_process.lost_process(trainer, exc,
                                      [Path(d) for d in fit_loop.checkpoint_dirs(trainer) if d])

@@ -45,30 +45,31 @@ def resolve_resume(trainer: Trainer, module: Module,
         :func:`~jaxtrainer.checkpoint_connector.check_env_steps`.
     """
     if ckpt_path is None and slurm.restart_count() and slurm.requeue_enabled(trainer.requeue):
-        ckpt_path = requeued_checkpoint(trainer, module)
-    if ckpt_path is None:
+        resume = requeued_checkpoint(trainer, module)
+    else:
+        resume = None if ckpt_path is None else checkpoint_of(trainer, module, ckpt_path)
+    if resume is None:
         trainer.log_dir = trainer.strategy.broadcast(
             runs.new_run_dir(trainer.default_root_dir) if trainer.is_global_zero else "")
         return None, 0
-    resume = checkpoint_of(trainer, module, ckpt_path)
     step = checkpoint_connector.check_env_steps(resume, trainer.env_steps_per_step, type(module).__name__)
     trainer.log_dir = os.fspath(resume.parent.parent)
     return resume, step
 
 
-def requeued_checkpoint(trainer: Trainer, module: Module) -> str | None:
-    """In a job SLURM requeued (``SLURM_RESTART_COUNT`` > 0): ``"last"`` when a
-    checkpoint of a run this module can resume exists under
+def requeued_checkpoint(trainer: Trainer, module: Module) -> Path | None:
+    """In a job SLURM requeued (``SLURM_RESTART_COUNT`` > 0): the checkpoint
+    ``"last"`` names when a run this module can resume has one under
     ``default_root_dir`` (said on stderr by process 0), else ``None`` (a new
     run: the job was requeued before its first checkpoint)."""
     try:
-        checkpoint_of(trainer, module, "last")
+        resume = checkpoint_of(trainer, module, "last")
     except (FileNotFoundError, ValueError):
         return None
     if trainer.is_global_zero:
         print(f"jaxtrainer: SLURM requeued this job (SLURM_RESTART_COUNT="
               f"{slurm.restart_count()}); resuming with ckpt_path='last'", file=sys.stderr, flush=True)
-    return "last"
+    return resume
 
 
 def checkpoint_of(trainer: Trainer, module: Module, ckpt_path: str | os.PathLike) -> Path:

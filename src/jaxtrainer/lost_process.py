@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 LOST_MARKERS = ("gloo", "connection closed", "connection reset", "heartbeat", "unavailable",
-                "broken pipe", "socket closed", "nccl", "peer")
+                "broken pipe", "socket closed", "nccl")
 """Words (lower case) in a runtime error's message that mean a peer is gone."""
 
 

@@ -64,6 +64,16 @@ def restart_count() -> int:
     return int(raw) if raw.isdigit() else 0
 
 
+def requeue_after(signum: int, requeue: bool | str) -> str | None:
+    """After a preemption by ``signum`` has checkpointed the run: when it was
+    :data:`REQUEUE_SIGNAL` and :func:`requeue_enabled`, ``scontrol requeue``
+    this job (:func:`requeue_job`) and return what happened; else ``None``."""
+    job = os.environ.get("SLURM_JOB_ID", "").strip()
+    if signum != REQUEUE_SIGNAL or not job or not requeue_enabled(requeue):
+        return None
+    return requeue_job(job)
+
+
 def requeue_job(job_id: str) -> str:
     """Run ``scontrol requeue <job_id>`` once; a sentence saying what happened
     (never raises: the checkpoint is on disk whatever ``scontrol`` does)."""
