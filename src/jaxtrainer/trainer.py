@@ -12,6 +12,7 @@ The Trainer is a facade over small pieces, each in its own module:
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,18 @@ def _with_defaults(callbacks: list[Callback] | None, logger: bool, checkpointing
     if progress_bar and not any(isinstance(c, RichProgressBar) for c in callbacks):
         callbacks.append(RichProgressBar())
     return sorted(callbacks, key=lambda cb: int(getattr(cb, "order", 0)))
+
+
+def call_hooks(trainer: Trainer, hook: str, module: Module, args: tuple) -> None:
+    """``Trainer.call_hook``: each callback's ``hook`` in order. While
+    ``trainer.hook_seconds`` is a dict (a ``ProfilerCallback`` sets one during
+    ``fit``), each call's seconds are added to it under ``(id(callback), hook)``."""
+    for cb in trainer.callbacks:
+        start = time.perf_counter()
+        getattr(cb, hook)(trainer, module, *args)
+        if trainer.hook_seconds is not None:
+            key = (id(cb), hook)
+            trainer.hook_seconds[key] = trainer.hook_seconds.get(key, 0.0) + time.perf_counter() - start
 
 
 class Trainer:
@@ -232,6 +245,7 @@ class Trainer:
         self.state_is_valid, self.state_ahead, self.more_metrics_pending = True, False, False
         self.received_signal: int | None = None
         self.callback_metrics: dict[str, float] = {}
+        self.hook_seconds: dict[tuple[int, str], float] | None = None  # see call_hook
         self.rendezvous_count = 0  # how many rendezvous this Trainer held (their names differ)
 
     # ------------------------------------------------------------------ info
@@ -288,9 +302,8 @@ class Trainer:
     # ----------------------------------------------------------------- hooks
     def call_hook(self, hook: str, module: Module, *args: Any) -> None:
         """Call callback hook ``hook`` (e.g. ``"on_train_start"``) on every
-        callback, in order, with ``(trainer, module, *args)``."""
-        for cb in self.callbacks:
-            getattr(cb, hook)(self, module, *args)
+        callback, in order, with ``(trainer, module, *args)`` (:func:`call_hooks`)."""
+        call_hooks(self, hook, module, args)
 
     # ---------------------------------------------------------------- state
     def rendezvous(self, what: str) -> None:

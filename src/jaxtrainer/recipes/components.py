@@ -34,6 +34,7 @@ from jaxtrainer.callbacks import (
     LearningRateMonitor,
     ModelCheckpoint,
     NaNGuard,
+    ProfilerCallback,
     ThroughputMonitor,
     Timer,
 )
@@ -45,7 +46,8 @@ LOGGERS: dict[str, type[Callback]] = {
 
 CALLBACKS: dict[str, type[Callback]] = {
     "checkpoint": ModelCheckpoint, "early_stopping": EarlyStopping, "nan_guard": NaNGuard,
-    "timer": Timer, "lr_monitor": LearningRateMonitor, "throughput": ThroughputMonitor}
+    "timer": Timer, "lr_monitor": LearningRateMonitor, "throughput": ThroughputMonitor,
+    "profiler": ProfilerCallback}
 """The ``callbacks:`` entries: config name -> callback class."""
 
 SECTIONS: dict[str, dict[str, type[Callback]]] = {"logger": LOGGERS, "callbacks": CALLBACKS}

@@ -1,0 +1,61 @@
+"""ProfilerCallback: a jax.profiler trace of chosen steps in TensorBoard's
+profile-plugin layout, and a summary of the fit's wall time by phase (issue 50,
+must-show 3)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+import jaxtrainer as jt
+from jaxtrainer.callbacks.profiler import PHASES
+from jaxtrainer.commands import fit
+from tests import toys
+from tests.commands import TINY_PPO
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_profiler_steps_10_20_writes_a_trace_the_profile_plugin_lists(tmp_path, capsys):
+    fit.run([f"trainer.default_root_dir={tmp_path}", *TINY_PPO, "trainer.max_steps=24",
+             "callbacks.profiler.steps=[10,20]", "callbacks.checkpoint=false"], "ppo")
+    out = capsys.readouterr().out
+    board = tmp_path / "version_0" / "tensorboard"
+    # what the profile plugin lists: <logdir>/plugins/profile/<run>/<host>.xplane.pb
+    runs = [d for d in (board / "plugins" / "profile").iterdir() if list(d.glob("*.xplane.pb"))]
+    assert len(runs) == 1
+    assert all(f.stat().st_size > 1000 for f in runs[0].glob("*.xplane.pb"))
+    assert list(runs[0].glob("*.trace.json.gz"))  # what Perfetto opens
+    # log_every_n_steps=2: from step 10 - 2 on one call per log interval, the calls of 9..20
+    assert f"trace of steps 9-20 in {runs[0]} " in out
+    assert list(board.glob("events.out.tfevents.*"))  # beside the scalars: one --logdir for both
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_the_summary_adds_up_to_the_fits_wall_time(run_dir, capsys):
+    profiler = jt.ProfilerCallback()
+    trainer = toys.trainer(run_dir, max_steps=40, log_every_n_steps=2, strategy="single",
+                           callbacks=[jt.CSVLogger(), jt.ModelCheckpoint(every_n_steps=10),
+                                      profiler])
+    start = time.perf_counter()
+    trainer.fit(toys.Regression())
+    wall = time.perf_counter() - start
+    summary = profiler.summary
+    phases = [summary[p] for p in PHASES]
+    assert min(phases) >= 0.0 and sum(phases) == pytest.approx(summary["wall"], rel=1e-6)
+    assert sum(phases) == pytest.approx(wall, rel=0.10), (wall, summary)
+    assert summary["checkpointing"] > 0.0 and summary["logging"] > 0.0  # 5 saves, 20 rows
+    assert summary["startup"] >= summary["compile"] * 0.5 > 0.0  # the training program compiled
+    out = capsys.readouterr().out
+    for phase in PHASES:
+        assert re.search(rf"^  {phase} +\d+\.\d{{3}} s +\d+\.\d %$", out, re.M), phase
+    assert trainer.hook_seconds is None  # timing stops with the fit
+
+
+@pytest.mark.parametrize("steps", [[20, 10], [5], [-1, 3], "10,20", [1.5, 3]])
+def test_bad_steps_name_the_value_and_the_expected_form(steps):
+    with pytest.raises(ValueError, match=re.escape(f"steps={steps!r}: expected [a, b]")):
+        jt.ProfilerCallback(steps=steps)
