@@ -8,24 +8,32 @@ import re
 import time
 
 import pytest
+from omegaconf import OmegaConf
 
 import jaxtrainer as jt
 from jaxtrainer.callbacks.profiler import PHASES
-from jaxtrainer.commands import fit
+from jaxtrainer.recipes import components
 from tests import toys
-from tests.commands import TINY_PPO
+
+
+def test_callbacks_profiler_steps_is_a_config_key():
+    cfg = OmegaConf.from_dotlist(["callbacks.profiler.steps=[10,20]", "callbacks.video=false"])
+    (built,) = components.trainer_arguments(cfg, {})["callbacks"]
+    assert isinstance(built, jt.ProfilerCallback) and built.steps == (10, 20)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_profiler_steps_10_20_writes_a_trace_the_profile_plugin_lists(tmp_path, capsys):
-    fit.run([f"trainer.default_root_dir={tmp_path}", *TINY_PPO, "trainer.max_steps=24",
-             "callbacks.profiler.steps=[10,20]", "callbacks.checkpoint=false"], "ppo")
+@pytest.mark.timeout(60)
+def test_profiler_steps_10_20_writes_a_trace_the_profile_plugin_lists(run_dir, capsys):
+    profiler = jt.ProfilerCallback(steps=[10, 20])
+    trainer = toys.trainer(run_dir, max_steps=30, log_every_n_steps=2, strategy="single",
+                           callbacks=[jt.TensorBoardLogger(), profiler])
+    trainer.fit(toys.Regression())
     out = capsys.readouterr().out
-    board = tmp_path / "version_0" / "tensorboard"
+    board = run_dir / "version_0" / "tensorboard"
     # what the profile plugin lists: <logdir>/plugins/profile/<run>/<host>.xplane.pb
     runs = [d for d in (board / "plugins" / "profile").iterdir() if list(d.glob("*.xplane.pb"))]
-    assert len(runs) == 1
+    assert [str(d) for d in runs] == [profiler.trace_dir]
     assert all(f.stat().st_size > 1000 for f in runs[0].glob("*.xplane.pb"))
     assert list(runs[0].glob("*.trace.json.gz"))  # what Perfetto opens
     # log_every_n_steps=2: from step 10 - 2 on one call per log interval, the calls of 9..20

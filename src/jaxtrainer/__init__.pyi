@@ -22,6 +22,7 @@ from .callbacks import (
     RichProgressBar,
     ThroughputMonitor,
     Timer,
+    VideoCallback,
 )
 from .loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from .metrics import Last, Max, Mean, Min, Sum
@@ -53,6 +54,7 @@ __all__ = [
     "RichProgressBar",
     "ThroughputMonitor",
     "Timer",
+    "VideoCallback",
     "CSVLogger",
     "TensorBoardLogger",
     "WandbLogger",

@@ -6,7 +6,9 @@ A run directory (``<default_root_dir>/version_N``) holds::
     module.yaml          how to rebuild the module (runs started from Python)
     metrics.csv          CSVLogger's rows
     hparams.csv          CSVLogger's hyperparameters (written once per run)
-    tensorboard/         TensorBoardLogger's event files
+    tensorboard/         TensorBoardLogger's event files (and ProfilerCallback's traces
+                         under plugins/profile/<timestamp>/)
+    videos/              VideoCallback's step_<N>.gif
     wandb/               WandbLogger's offline files
     checkpoints/         ModelCheckpoint's step directories (checkpoints_1, ... for
                          further ModelCheckpoint callbacks)
@@ -25,6 +27,7 @@ MODULE_FILE = "module.yaml"
 METRICS_FILE = "metrics.csv"
 HPARAMS_FILE = "hparams.csv"
 TENSORBOARD_DIR = "tensorboard"
+VIDEOS_DIR = "videos"
 WANDB_DIR = "wandb"
 CHECKPOINTS_DIR = "checkpoints"
 SEARCH_FILE = "search.csv"

@@ -9,6 +9,7 @@ from jaxtrainer.callbacks.profiler import ProfilerCallback
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.callbacks.throughput import ThroughputMonitor
 from jaxtrainer.callbacks.timer import Timer
+from jaxtrainer.callbacks.video import VideoCallback
 
 __all__ = [
     "Callback",
@@ -21,4 +22,5 @@ __all__ = [
     "RichProgressBar",
     "ThroughputMonitor",
     "Timer",
+    "VideoCallback",
 ]

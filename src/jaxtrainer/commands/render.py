@@ -24,6 +24,9 @@ a line on stderr where :data:`jaxtrainer.signals.ACTIVITY` has lines on
 
 MuJoCo Playground renders through MuJoCo's OpenGL renderer, which needs an
 OpenGL context: not supported here.
+
+The episodes and the brax frames come from :mod:`jaxtrainer.envs.rendering`,
+which :class:`~jaxtrainer.callbacks.VideoCallback` draws its videos with too.
 """
 
 from __future__ import annotations
@@ -35,21 +38,20 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 from jaxtrainer.envs.base import Env
-from jaxtrainer.envs.evaluation import with_memory
+from jaxtrainer.envs.rendering import (  # noqa: F401 - shared with VideoCallback, named here too
+    GYMNAX_VISUALIZED,
+    brax_frames,
+    brax_states,
+    episode_program,
+    headless_gl,
+    quiet_pygame,
+    simulator,
+    step_states,
+)
 from jaxtrainer.signals import ACTIVITY, Every
 from jaxtrainer.storage import StorageError, writing
-
-GYMNAX_VISUALIZED = (
-    "Acrobot-v1", "CartPole-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0",
-    "Catch-bsuite", "Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar",
-    "Seaquest-MinAtar", "SpaceInvaders-MinAtar", "Pong-misc", "PointRobot-misc",
-    "MetaMaze-misc", "FourRooms-misc",
-)
-"""Environments ``gymnax.visualize.Visualizer`` (gymnax 1.0) draws."""
 
 FORMATS = {"gymnax": (".gif", ".mp4"), "brax": (".html", ".gif")}
 """Video formats by simulator."""
@@ -64,26 +66,9 @@ BRAX_HTML_NOTE = (
 """What ``jaxtrainer eval --video x.html`` says after writing a brax viewer."""
 
 
-def simulator(env_name: str) -> str:
-    """``"brax"``, ``"playground"`` or ``"gymnax"`` from an environment name."""
-    if env_name.startswith("brax/"):
-        return "brax"
-    if env_name.startswith("playground/"):
-        return "playground"
-    return "gymnax"
-
-
 def _supported() -> str:
     return ("supported: gymnax environments its visualiser draws (e.g. CartPole-v1) as .gif "
             "(or .mp4 with ffmpeg installed), brax/<env> as .html or .gif")
-
-
-def headless_gl() -> None:
-    """Without a display (no ``DISPLAY``/``WAYLAND_DISPLAY``), have MuJoCo's
-    renderer use EGL (``MUJOCO_GL=egl``, unless ``MUJOCO_GL`` is set). MuJoCo
-    reads it when first imported: call it before anything imports brax."""
-    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
-        os.environ.setdefault("MUJOCO_GL", "egl")
 
 
 def _check_offscreen_gl(path: str | os.PathLike) -> None:
@@ -147,6 +132,9 @@ def check_video_path(env_name: str, path: str | os.PathLike) -> None:
     if kind == "playground":
         raise ValueError(f"--video: {env_name}: MuJoCo Playground renders with MuJoCo's OpenGL "
                          f"renderer, which needs an OpenGL context; {_supported()}")
+    if kind not in FORMATS:
+        raise ValueError(f"--video: {env_name}: not written by jaxtrainer eval; {_supported()} "
+                         "(VideoCallback draws it during training)")
     if suffix not in FORMATS[kind]:
         raise ValueError(f"--video {os.fspath(path)!r}: {env_name} is written as "
                          f"{' or '.join(FORMATS[kind])}, not {suffix or 'a file without suffix'!r}; "
@@ -185,37 +173,7 @@ def record(env: Env, policy_fn: Any, params: Any, key: jax.Array, num_episodes: 
     ACTIVITY.enter(f"recording {num_episodes} episode(s) for the video",
                    f"recording {num_episodes} episode(s) of up to {steps} steps for the video "
                    "(compiling the episode program first) ...")
-
-    start, act = with_memory(policy_fn, initial_carry)
-
-    @jax.jit
-    def run(params, key):
-        reset_key, run_key = jax.random.split(key)
-        obs, state = env.reset_batch(reset_key, num_episodes)
-
-        def one_step(loop, step_key):
-            obs, state, memory = loop
-            act_key, env_key = jax.random.split(step_key)
-            action, memory = act(params, obs, act_key, memory)
-            next_obs, next_state, info = env.step_batch(env_key, state, action)
-            return (next_obs, next_state, memory), (state, info.episode_return, info.done)
-
-        _, trajectory = jax.lax.scan(one_step, (obs, state, start(num_episodes)),
-                                     jax.random.split(run_key, steps))
-        return trajectory
-
-    states, returns, done = jax.device_get(run(params, key))
-    episodes = []
-    for k in range(num_episodes):
-        ended = np.flatnonzero(done[:, k])
-        length = int(ended[0]) + 1 if ended.size else steps
-        episodes.append((jax.tree.map(lambda x, k=k, n=length: x[:n, k], states),
-                         np.asarray(returns[:length, k], np.float32)))
-    return episodes
-
-
-def _frames(tree: Any, length: int) -> list[Any]:
-    return [jax.tree.map(lambda x, t=t: x[t], tree) for t in range(length)]
+    return episode_program(env, policy_fn, num_episodes, initial_carry)(params, key)
 
 
 def _gif_writer(fps: int, shown_as: str | os.PathLike) -> Any:
@@ -236,11 +194,7 @@ def write_gymnax(env: Env, episodes: list[Any], path: str | os.PathLike,
     ``gymnax.visualize.Visualizer`` into ``path`` (``.gif`` or ``.mp4``;
     phase lines name ``shown_as``, default ``path``); returns the number of
     frames (one per step)."""
-    # Gymnasium's classic-control renderer starts pygame: headless, silent, no banner
-    # (and leaves SIGINT/SIGTERM to Python: SDL would otherwise take them and ignore them)
-    for name, value in (("SDL_VIDEODRIVER", "dummy"), ("SDL_AUDIODRIVER", "dummy"),
-                        ("PYGAME_HIDE_SUPPORT_PROMPT", "1"), ("SDL_NO_SIGNAL_HANDLERS", "1")):
-        os.environ.setdefault(name, value)
+    quiet_pygame()  # Gymnasium's classic-control renderer starts pygame
     import matplotlib.pyplot as plt
     from gymnax.visualize import Visualizer
     from matplotlib import animation
@@ -248,7 +202,7 @@ def write_gymnax(env: Env, episodes: list[Any], path: str | os.PathLike,
     shown_as = path if shown_as is None else shown_as
     states, returns = [], []
     for episode_states, episode_returns in episodes:
-        states += _frames(episode_states.env_state, len(episode_returns))
+        states += step_states(episode_states.env_state, len(episode_returns))
         returns += [float(r) for r in episode_returns]
     visualizer = Visualizer(env.env, env.params, states, returns)
     update = drawing_progress(visualizer.update, len(states), then=f"writing {os.fspath(shown_as)}")
@@ -321,15 +275,6 @@ def drawing_progress(draw: Any, total: int, seconds: float | None = None,
     return update
 
 
-def _brax_states(env: Env, episodes: list[Any]) -> list[Any]:
-    """The pipeline state of every step of ``episodes`` (from :func:`record`)."""
-    states = []
-    for episode_states, episode_returns in episodes:
-        pipeline = env.pipeline_state(episode_states.env_state.state)
-        states += _frames(jax.tree.map(jnp.asarray, pipeline), len(episode_returns))
-    return states
-
-
 def write_brax_gif(env: Env, episodes: list[Any], path: str | os.PathLike,
                    height: int = 240, width: int = 320,
                    shown_as: str | os.PathLike | None = None) -> int:
@@ -338,22 +283,12 @@ def write_brax_gif(env: Env, episodes: list[Any], path: str | os.PathLike,
     needs an OpenGL context, EGL headless) into a ``.gif`` played at the
     environment's speed; returns the number of frames. Offline, unlike the
     ``.html`` viewer."""
-    import mujoco
     from PIL import Image
 
-    states, model = _brax_states(env, episodes), env.env.sys.mj_model
-    renderer, data = mujoco.Renderer(model, height=height, width=width), mujoco.MjData(model)
-
-    def draw(t: int) -> Image.Image:
-        data.qpos, data.qvel = np.asarray(states[t].q), np.asarray(states[t].qd)
-        mujoco.mj_forward(model, data)
-        renderer.update_scene(data, camera=-1)
-        return Image.fromarray(renderer.render())
-
     shown_as = path if shown_as is None else shown_as
-    draw = drawing_progress(draw, len(states), then=f"writing {os.fspath(shown_as)}")
-    images = [draw(t) for t in range(len(states))]
-    renderer.close()
+    images = [Image.fromarray(frame) for frame in brax_frames(
+        env, episodes, height, width, lambda draw, n: drawing_progress(
+            draw, n, then=f"writing {os.fspath(shown_as)}"))]
     milliseconds = max(int(round(1000 * float(getattr(env.env, "dt", 0.05)))), 20)
     save_gif(images, path, milliseconds, shown_as)
     return len(images)
@@ -367,7 +302,7 @@ def write_brax(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
     :func:`write_brax_gif` draws offline)."""
     from brax.io import html
 
-    states = _brax_states(env, episodes)
+    states = brax_states(env, episodes)
     ACTIVITY.enter("writing brax's HTML viewer", f"writing brax's HTML viewer ({len(states)} frames) ...")
     Path(path).write_text(html.render(env.env.sys, states))
     return len(states)

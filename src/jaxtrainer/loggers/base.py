@@ -93,6 +93,13 @@ class Logger(Callback):
 
     def log_hyperparams(self, params: dict[str, Any]) -> None: ...
 
+    def log_video(self, tag: str, path: str, step: int) -> None:
+        """Log the video file ``path`` (a looping ``.gif``, e.g. from
+        :class:`~jaxtrainer.callbacks.VideoCallback`) under ``tag`` at ``step``
+        (global training steps). Called on the global-zero process, on the
+        training loop's thread, while the logger is open; a logger that shows no
+        videos (the CSV file) ignores it, as here."""
+
     def finalize(self, status: str) -> None:
         """Flush and close. ``status``: ``"success"``, ``"failed"`` or ``"interrupted"``."""
 
@@ -120,6 +127,11 @@ class Logger(Callback):
             return
         values = {k: to_number(k, v) for k, v in metrics.items() if k != "step"}
         self.log_metrics(values, int(metrics["step"]))
+
+    def video(self, tag: str, path: str, step: int) -> None:
+        """:meth:`log_video` while this logger is open (global-zero process), else nothing."""
+        if self._active:
+            self.log_video(tag, path, step)
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         return False  # metrics only: the next interval may run meanwhile

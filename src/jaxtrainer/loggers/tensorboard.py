@@ -153,6 +153,24 @@ class TensorBoardLogger(Logger):
             self._submit(self._write_scalars, [(k, float(v)) for k, v in metrics.items()], step,
                          start=True)  # the first metrics start opening the writer
 
+    def log_video(self, tag: str, path: str, step: int) -> None:
+        """An animated GIF as TensorBoard's video (the image summary
+        tensorboardX's ``add_video`` writes: ``Summary.Image`` holding the
+        GIF), shown in the Images tab; written as the scalars are."""
+        with open(path, "rb") as f:
+            data = f.read()
+        self._submit(self._write_image, tag, data, step, start=True)
+
+    def _write_image(self, tag: str, data: bytes, step: int) -> None:
+        import io
+
+        from PIL import Image
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        width, height = Image.open(io.BytesIO(data)).size
+        image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=data)
+        self.writer.add_summary(Summary(value=[Summary.Value(tag=tag, image=image)]), step)
+
     def finalize(self, status: str) -> None:
         try:
             self._write_queued()

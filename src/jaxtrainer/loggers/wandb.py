@@ -83,6 +83,17 @@ class WandbLogger(Logger):
         if self.run is not None:
             self.run.log(dict(metrics), step=step)
 
+    def log_video(self, tag: str, path: str, step: int) -> None:
+        """``wandb.Video(path)`` under ``tag``, with ``video/step`` = ``step`` as
+        its x axis (``define_metric``): a video finishes rendering after later
+        metrics were logged, and wandb's own step only moves forward."""
+        import wandb
+
+        if self.run is not None:
+            self.run.define_metric(tag, step_metric="video/step")
+            self.run.log({tag: wandb.Video(path, format="gif", caption=f"step {step}"),
+                          "video/step": step})
+
     def finalize(self, status: str) -> None:
         if self.run is not None:
             self.run.finish(exit_code=0 if status == "success" else 1)

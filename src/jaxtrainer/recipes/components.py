@@ -37,6 +37,7 @@ from jaxtrainer.callbacks import (
     ProfilerCallback,
     ThroughputMonitor,
     Timer,
+    VideoCallback,
 )
 from jaxtrainer.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
@@ -47,7 +48,7 @@ LOGGERS: dict[str, type[Callback]] = {
 CALLBACKS: dict[str, type[Callback]] = {
     "checkpoint": ModelCheckpoint, "early_stopping": EarlyStopping, "nan_guard": NaNGuard,
     "timer": Timer, "lr_monitor": LearningRateMonitor, "throughput": ThroughputMonitor,
-    "profiler": ProfilerCallback}
+    "profiler": ProfilerCallback, "video": VideoCallback}
 """The ``callbacks:`` entries: config name -> callback class."""
 
 SECTIONS: dict[str, dict[str, type[Callback]]] = {"logger": LOGGERS, "callbacks": CALLBACKS}
