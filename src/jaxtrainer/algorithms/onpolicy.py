@@ -49,7 +49,7 @@ from jaxtrainer.algorithms.networks import (
 )
 from jaxtrainer.algorithms.permutation import permutation
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
-from jaxtrainer.distributed import fold_in_device, local_size, pmean
+from jaxtrainer.distributed import bound_axes, fold_in_device, local_size, pmean
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module
@@ -369,11 +369,22 @@ def compute_gae(
 
 def normalize_advantages(advantages: jax.Array, eps: float = 1e-8) -> jax.Array:
     """``(A - mean) / (std + eps)`` with the mean and (population) standard deviation
-    of the GLOBAL minibatch: every device's share has the same size, so the global
-    moments are the :func:`~jaxtrainer.distributed.pmean` of the per-device ones.
-    ``advantages``: ``float32[...]``, this device's share."""
-    mean = pmean(jnp.mean(advantages))
-    var = pmean(jnp.mean(jnp.square(advantages - mean)))
+    of the GLOBAL minibatch. ``advantages``: ``float32[...]``, this device's share.
+
+    On one device: the two-pass ``mean``, ``mean((A - mean)^2)``. Over devices, one
+    all-reduce (a collective's latency is paid once per minibatch, not twice): every
+    share has the same size, so with each share's mean ``m_i`` and squared
+    deviation ``v_i`` the global variance is ``mean_i(v_i) + mean_i(m_i^2) - m^2``
+    (Chan, Golub & LeVeque's pairwise update, 1979), ``m = mean_i(m_i)``.
+    """
+    if not bound_axes():
+        mean = jnp.mean(advantages)
+        var = jnp.mean(jnp.square(advantages - mean))
+        return (advantages - mean) / (jnp.sqrt(var) + eps)
+    local_mean = jnp.mean(advantages)
+    local_var = jnp.mean(jnp.square(advantages - local_mean))
+    mean, within, mean_sq = pmean(jnp.stack([local_mean, local_var, jnp.square(local_mean)]))
+    var = jnp.maximum(within + (mean_sq - jnp.square(mean)), 0.0)
     return (advantages - mean) / (jnp.sqrt(var) + eps)
 
 

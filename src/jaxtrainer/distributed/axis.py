@@ -19,6 +19,8 @@ from typing import Any
 import jax
 import numpy as np
 
+from jaxtrainer.distributed.buckets import bucketing_pays, reduce_in_buckets
+
 AXIS_NAME = "devices"
 """Name of the data-parallel mesh axis every strategy binds."""
 
@@ -184,7 +186,10 @@ def _reduce(op, tree: Any, axis_name: AxisName | None, what: str) -> Any:
     names = bound_axes(names)
     if not names:
         return tree
-    return op(tree, names if len(names) > 1 else names[0])
+    axes = names if len(names) > 1 else names[0]
+    if bucketing_pays():
+        return reduce_in_buckets(op, tree, axes, varying_axes)
+    return op(tree, axes)
 
 
 def pmean(tree: Any, axis_name: AxisName | None = AXIS_NAME) -> Any:

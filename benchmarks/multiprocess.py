@@ -1,0 +1,116 @@
+"""One run over two processes against the same run in one process with two devices.
+
+PPO on CartPole-v1 (4 envs x 128 steps, 4 epochs x 4 minibatches: the ``ppo``
+recipe's settings), the same global sizes, seed and number of updates on both
+sides:
+
+* **1 process x 2 devices**: ``Trainer(strategy="shard_map", devices=2)`` in one
+  Python process with two CPU devices (``--xla_force_host_platform_device_count=2``);
+  the gradient all-reduces stay inside the process.
+* **2 processes x 1 device**: the same script started by ``jaxtrainer launch
+  --nproc-per-node 2`` with ``strategy="multi_node"``: every all-reduce crosses
+  processes through gloo over loopback TCP, as it crosses machines on a cluster.
+
+Each side runs in fresh processes, alternating (A B, B A, ...) with a shared
+throwaway compilation cache; the loop is timed from ``on_train_start`` (programs
+compiled) to ``on_train_end`` (``_timing.LoopClock``), on process 0. Printed: the
+env steps/s of each side (medians), the ratio (two processes / one; also the
+median of back-to-back pairs), and each side's host share (the part of the loop
+not spent waiting for the devices).
+
+    python benchmarks/multiprocess.py [--updates 200] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+UPDATES, REPEATS = 200, 5
+ENV_STEPS_PER_UPDATE = 4 * 128
+
+
+def worker(layout: str, updates: int) -> None:
+    """One side's run (in this process, or in each process of a launch); process 0
+    prints one JSON line: loop seconds, host seconds, CPU seconds."""
+    if layout == "1x2":
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + " --xla_force_host_platform_device_count=2").strip()
+    import jax
+
+    sys.path.insert(0, str(HERE.parent))
+    from _timing import LoopClock, use_compilation_cache
+
+    import jaxtrainer as jt
+    from jaxtrainer.algorithms import PPO, PPOConfig
+
+    strategy, devices = ("shard_map", 2) if layout == "1x2" else ("multi_node", "auto")
+    use_compilation_cache()  # then the one shared by every run of the benchmark:
+    jax.config.update("jax_compilation_cache_dir", os.environ["JAXTRAINER_BENCH_CACHE"])
+    module = PPO(PPOConfig(env="CartPole-v1", total_updates=updates))
+    clock = LoopClock()
+    with tempfile.TemporaryDirectory() as root:
+        trainer = jt.Trainer(strategy=strategy, devices=devices, max_steps=updates, log_every_n_steps=10,
+                             seed=0, default_root_dir=root, callbacks=[clock],
+                             enable_progress_bar=False, enable_checkpointing=False,
+                             logger=False)
+        trainer.fit(module)
+    if jax.process_index() == 0:
+        print("RESULT " + json.dumps({"seconds": clock.seconds, "host": clock.host_seconds,
+                                      "cpu": clock.cpu_seconds}), flush=True)
+
+
+def side(layout: str, updates: int, cache: str) -> dict:
+    """Run one side in fresh processes; its process 0's RESULT."""
+    env = {**os.environ, "JAXTRAINER_BENCH_CACHE": cache}
+    script = [str(HERE), "--worker", layout, "--updates", str(updates)]
+    cmd = ([sys.executable, *script] if layout == "1x2" else
+           [sys.executable, "-m", "jaxtrainer", "launch", "--nproc-per-node", "2", *script])
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+    for line in out.stdout.splitlines():
+        if "RESULT " in line:
+            return json.loads(line.split("RESULT ", 1)[1])
+    raise RuntimeError(f"{layout} run failed (status {out.returncode}):\n"
+                       f"{out.stdout[-3000:]}\n{out.stderr[-3000:]}")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--updates", type=int, default=UPDATES)
+    parser.add_argument("--repeats", type=int, default=REPEATS)
+    parser.add_argument("--worker", choices=["1x2", "2x1"], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.updates)
+        return
+    env_steps = args.updates * ENV_STEPS_PER_UPDATE
+    runs: dict[str, list[dict]] = {"1x2": [], "2x1": []}
+    with tempfile.TemporaryDirectory(prefix="jaxtrainer-bench-") as cache:
+        side("1x2", 5, cache), side("2x1", 5, cache)  # fill the compilation cache
+        for r in range(args.repeats):
+            for layout in (("1x2", "2x1") if r % 2 == 0 else ("2x1", "1x2")):
+                runs[layout].append(side(layout, args.updates, cache))
+                print(f"repeat {r} {layout}: {env_steps / runs[layout][-1]['seconds']:,.0f} "
+                      "env steps/s", flush=True)
+    one, two = runs["1x2"], runs["2x1"]
+    med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
+    share = {k: statistics.median(r["host"] / r["seconds"] for r in v) for k, v in runs.items()}
+    paired = statistics.median(a["seconds"] / b["seconds"] for a, b in zip(one, two, strict=True))
+    print(f"\nPPO CartPole-v1, {args.updates} updates ({env_steps:,} env steps), "
+          f"{args.repeats} repeats, {os.cpu_count()} CPU cores")
+    print(f"{'':<26}{'env steps/s':>12}{'host share':>12}")
+    for name, k in (("1 process x 2 devices", "1x2"), ("2 processes x 1 device", "2x1")):
+        print(f"{name:<26}{env_steps / med[k]:>12,.0f}{share[k]:>12.2%}")
+    print(f"ratio (2 processes / 1 process): {med['1x2'] / med['2x1']:.3f} "
+          f"(paired {paired:.3f})")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
