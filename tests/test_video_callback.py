@@ -46,7 +46,7 @@ def test_fit_ppo_with_video_every_200_steps_logs_4_videos_at_those_steps(tmp_pat
         assert data.startswith(b"GIF89a") and (video.width, video.height) == (600, 400)
         on_disk = (run / "videos" / f"step_{video.step}.gif").read_bytes()
         assert on_disk == data  # the file under the run directory is the logged video
-        assert 8 <= gif_frames(data) <= 200  # a CartPole episode lasts >= 8 steps
+        assert 8 <= gif_frames(data) <= 100  # a CartPole episode lasts >= 8 steps; max_frames
 
 
 class Still(jt.Module):

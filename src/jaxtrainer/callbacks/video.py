@@ -47,8 +47,9 @@ class VideoCallback(Callback):
     (:mod:`jaxtrainer.envs.rendering`: gymnax through Gymnasium's renderer or
     its visualiser, brax through MuJoCo's, EGL headless; navix through its own)
     and writes the GIF. The loggers receive each finished video at the next hook
-    on the loop's thread; ``on_train_end`` waits for the videos still queued, so
-    every due step gets its video.
+    on the loop's thread; ``on_fit_end`` (after training, before the loggers
+    close: ``order = -10``) waits for the videos still queued, so every due step
+    gets its video.
 
     An environment no renderer draws (MuJoCo Playground, Craftax, jumanji,
     ...), a module without a policy, and a multi-process run are skipped with one line
@@ -78,7 +79,9 @@ class VideoCallback(Callback):
       jaxtrainer.storage.StorageError: at ``on_train_start``, ``dirpath`` cannot be created.
     """
 
-    def __init__(self, every_n_steps: int, num_episodes: int = 1, max_frames: int = 200,
+    order = -10  # its on_fit_end logs the last videos before the loggers (0) close
+
+    def __init__(self, every_n_steps: int, num_episodes: int = 1, max_frames: int = 100,
                  member: int | None = None, dirpath: str | os.PathLike | None = None) -> None:
         self.every_n_steps = arguments.positive_int("every_n_steps", every_n_steps, False)
         self.num_episodes = arguments.positive_int("num_episodes", num_episodes, False)
@@ -174,7 +177,8 @@ class VideoCallback(Callback):
                 if isinstance(cb, Logger):
                     cb.video(TAG, path, step)
 
-    def on_train_end(self, trainer: Trainer, module: Module) -> None:
+    def on_fit_end(self, trainer: Trainer, module: Module) -> None:
+        """Wait for the videos still rendering and log them (before the loggers close)."""
         self._deliver(trainer, wait=True)
         self._close()
 
