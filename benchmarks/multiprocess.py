@@ -15,8 +15,11 @@ Each side runs in fresh processes, alternating (A B, B A, ...) with a shared
 throwaway compilation cache; the loop is timed from ``on_train_start`` (programs
 compiled) to ``on_train_end`` (``_timing.LoopClock``), on process 0. Printed: the
 env steps/s of each side (medians), the ratio (two processes / one; also the
-median of back-to-back pairs), and each side's host share (the part of the loop
-not spent waiting for the devices).
+median of back-to-back pairs), each side's host share (the part of the loop
+not spent waiting for the devices), and the latency of one all-reduce on each
+side with the time the run's 20 all-reduces an update account for (one per
+minibatch for the gradient, one per epoch for the advantage moments): between
+processes that latency, not the loop, sets the speed of this small workload.
 
     python benchmarks/multiprocess.py [--updates 200] [--repeats 5]
 """
@@ -30,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve()
@@ -55,6 +59,7 @@ def worker(layout: str, updates: int) -> None:
     use_compilation_cache()  # then the one shared by every run of the benchmark:
     jax.config.update("jax_compilation_cache_dir", os.environ["JAXTRAINER_BENCH_CACHE"])
     module = PPO(PPOConfig(env="CartPole-v1", total_updates=updates))
+    latency = collective_latency(jax)
     clock = LoopClock()
     with tempfile.TemporaryDirectory() as root:
         trainer = jt.Trainer(strategy=strategy, devices=devices, max_steps=updates, log_every_n_steps=10,
@@ -64,7 +69,32 @@ def worker(layout: str, updates: int) -> None:
         trainer.fit(module)
     if jax.process_index() == 0:
         print("RESULT " + json.dumps({"seconds": clock.seconds, "host": clock.host_seconds,
-                                      "cpu": clock.cpu_seconds}), flush=True)
+                                      "cpu": clock.cpu_seconds, "latency": latency}), flush=True)
+
+
+def collective_latency(jax, sizes=(1, 9160), calls=100) -> dict:
+    """Seconds per all-reduce over every device of the run (a scalar, and PPO's
+    CartPole gradient bucket: 9,160 floats), ``calls`` in one compiled loop."""
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = jax.make_mesh((jax.device_count(),), ("d",))
+    out = {}
+    for size in sizes:
+        def loop(x):
+            def body(_, x):
+                return jax.lax.pcast(jax.lax.psum(x, "d") * 0.5, "d", to="varying")
+            return jax.lax.fori_loop(0, calls, body, x)
+
+        run = jax.jit(jax.shard_map(loop, mesh=mesh, in_specs=P("d"), out_specs=P("d")))
+        x = jax.make_array_from_process_local_data(
+            NamedSharding(mesh, P("d")), jnp.ones((jax.local_device_count(), size), jnp.float32))
+        x = run(x).block_until_ready()  # compile, connect
+        start = time.perf_counter()
+        run(x).block_until_ready()
+        out[size] = (time.perf_counter() - start) / calls
+    return out
 
 
 def side(layout: str, updates: int, cache: str) -> dict:
@@ -110,6 +140,14 @@ def main(argv: list[str]) -> None:
         print(f"{name:<26}{env_steps / med[k]:>12,.0f}{share[k]:>12.2%}")
     print(f"ratio (2 processes / 1 process): {med['1x2'] / med['2x1']:.3f} "
           f"(paired {paired:.3f})")
+    per_update = 4 * 4 + 4  # a gradient all-reduce a minibatch, advantage moments an epoch
+    for name, k in (("in one process", "1x2"), ("between processes", "2x1")):
+        lat = {size: statistics.median(r["latency"][str(size)] for r in runs[k])
+               for size in ("1", "9160")}
+        floor = per_update * lat["9160"] * args.updates
+        print(f"all-reduce {name}: {lat['1'] * 1e6:,.0f} us (1 float), "
+              f"{lat['9160'] * 1e6:,.0f} us (9,160 floats); {per_update} an update: "
+              f"{floor:.2f} s of the run's {med[k]:.2f} s")
 
 
 if __name__ == "__main__":

@@ -367,25 +367,50 @@ def compute_gae(
     return advantages, advantages + values
 
 
-def normalize_advantages(advantages: jax.Array, eps: float = 1e-8) -> jax.Array:
+def normalize_advantages(advantages: jax.Array, eps: float = 1e-8,
+                         moments: jax.Array | None = None) -> jax.Array:
     """``(A - mean) / (std + eps)`` with the mean and (population) standard deviation
-    of the GLOBAL minibatch. ``advantages``: ``float32[...]``, this device's share.
+    of the GLOBAL minibatch. ``advantages``: ``float32[...]``, this device's share;
+    ``moments``: ``float32[2]``, its global (mean, variance) when already reduced
+    (:func:`minibatch_advantage_moments`).
 
     On one device: the two-pass ``mean``, ``mean((A - mean)^2)``. Over devices, one
-    all-reduce (a collective's latency is paid once per minibatch, not twice): every
-    share has the same size, so with each share's mean ``m_i`` and squared
-    deviation ``v_i`` the global variance is ``mean_i(v_i) + mean_i(m_i^2) - m^2``
-    (Chan, Golub & LeVeque's pairwise update, 1979), ``m = mean_i(m_i)``.
+    all-reduce (see :func:`global_moments`).
     """
-    if not bound_axes():
-        mean = jnp.mean(advantages)
-        var = jnp.mean(jnp.square(advantages - mean))
-        return (advantages - mean) / (jnp.sqrt(var) + eps)
-    local_mean = jnp.mean(advantages)
-    local_var = jnp.mean(jnp.square(advantages - local_mean))
+    if moments is None:
+        if not bound_axes():
+            mean = jnp.mean(advantages)
+            var = jnp.mean(jnp.square(advantages - mean))
+            return (advantages - mean) / (jnp.sqrt(var) + eps)
+        moments = global_moments(advantages.reshape(1, -1))[0]
+    return (advantages - moments[0]) / (jnp.sqrt(moments[1]) + eps)
+
+
+def global_moments(shares: jax.Array) -> jax.Array:
+    """``float32[k, 2]``: the global (mean, population variance) of each row of
+    ``shares`` (``float32[k, m]``, this device's equal-sized share of ``k`` batches),
+    with one all-reduce for all rows: a collective's latency, which dominates
+    between processes, is paid once. With each share's mean ``m_i`` and squared
+    deviation ``v_i``, the global variance is ``mean_i(v_i) + mean_i(m_i^2) - m^2``,
+    ``m = mean_i(m_i)`` (Chan, Golub & LeVeque's pairwise update, 1979)."""
+    local_mean = jnp.mean(shares, axis=1)
+    local_var = jnp.mean(jnp.square(shares - local_mean[:, None]), axis=1)
     mean, within, mean_sq = pmean(jnp.stack([local_mean, local_var, jnp.square(local_mean)]))
-    var = jnp.maximum(within + (mean_sq - jnp.square(mean)), 0.0)
-    return (advantages - mean) / (jnp.sqrt(var) + eps)
+    return jnp.stack([mean, jnp.maximum(within + (mean_sq - jnp.square(mean)), 0.0)], axis=1)
+
+
+def minibatch_advantage_moments(advantages: jax.Array, epoch_key: jax.Array,
+                                num_minibatches: int) -> jax.Array | None:
+    """``float32[num_minibatches, 2]``: the global advantage (mean, variance) of each
+    minibatch of the epoch :func:`minibatch_epochs` cuts with ``epoch_key``, in one
+    all-reduce for the epoch instead of one per minibatch; ``None`` on one device
+    (each minibatch computes its own). ``advantages``: ``float32[n, ...]``, this
+    device's share, shuffled along its first axis."""
+    if not bound_axes():
+        return None
+    perm = permutation(epoch_key, advantages.shape[0])
+    shares = jnp.take(advantages, perm, axis=0).reshape(num_minibatches, -1)
+    return global_moments(shares)
 
 
 def minibatch_epochs(step: Callable[[Any, dict[str, jax.Array]], tuple[Any, dict]],

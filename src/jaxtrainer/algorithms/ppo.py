@@ -43,6 +43,7 @@ from jaxtrainer.algorithms.onpolicy import (
     MinibatchConfig,
     OnPolicyModule,
     OnPolicyState,
+    minibatch_advantage_moments,
     minibatch_epochs,
     normalize_advantages,
 )
@@ -227,17 +228,28 @@ class PPO(OnPolicyModule):
 
         def minibatch_step(carry, minibatch):
             params, opt_state = carry
+            minibatch = dict(minibatch)
+            moments = minibatch.pop("advantage_moments", None)
             if cfg.normalize_advantages:
-                minibatch = {**minibatch,
-                             "advantage": normalize_advantages(minibatch["advantage"])}
+                minibatch["advantage"] = normalize_advantages(minibatch["advantage"],
+                                                              moments=moments)
             params, opt_state, loss, aux = gradient_update(
                 self.loss, params, opt_state, self.optimizer, minibatch, hp)
             return (params, opt_state), {"total": loss, **aux}
 
-        def entropy_keys(epoch_key):  # Brax's entropy: one sample per minibatch
-            return {"key": jax.random.split(jax.random.fold_in(epoch_key, 1), cfg.num_minibatches)}
+        def extra(epoch_key):
+            out = {}
+            if self.network.tanh_normal:  # Brax's entropy: one sample per minibatch
+                out["key"] = jax.random.split(jax.random.fold_in(epoch_key, 1),
+                                              cfg.num_minibatches)
+            moments = (minibatch_advantage_moments(batch["advantage"], epoch_key,
+                                                   cfg.num_minibatches)
+                       if cfg.normalize_advantages else None)
+            if moments is not None:  # over devices: one all-reduce an epoch
+                out["advantage_moments"] = moments
+            return out
 
         (params, opt_state), losses = minibatch_epochs(
             minibatch_step, (params, opt_state), batch, key, cfg.update_epochs,
-            cfg.num_minibatches, entropy_keys if self.network.tanh_normal else None)
+            cfg.num_minibatches, extra)
         return params, opt_state, losses
