@@ -183,9 +183,12 @@ class VideoCallback(Callback):
         self._close()
 
     def _close(self) -> None:
+        """Cancel the videos not started and wait for the one rendering, if any: no
+        rendering thread outlives the fit (two at once would share a renderer's
+        OpenGL state, which MuJoCo aborts on)."""
         if self._executor is not None:
             executor, self._executor = self._executor, None
-            executor.shutdown(wait=False, cancel_futures=True)
+            executor.shutdown(wait=True, cancel_futures=True)
         self._pending = []
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
