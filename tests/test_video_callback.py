@@ -73,7 +73,17 @@ class Still(jt.Module):
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("env_name,size", [("brax/inverted_pendulum", (320, 240)),
                                            ("navix/Navix-Empty-5x5-v0", (160, 160))])
-def test_brax_and_navix_runs_log_videos_drawn_by_their_renderers(run_dir, env_name, size):
+def test_brax_and_navix_runs_log_videos_drawn_by_their_renderers(tmp_path, env_name, size):
+    """In a fresh interpreter, as a user's run: MuJoCo takes its OpenGL backend when first
+    imported, and this test process's other tests import it (through brax) first."""
+    toys.run_python(f"from pathlib import Path\n"
+                    f"from tests.test_video_callback import videos_drawn\n"
+                    f"videos_drawn(Path({str(tmp_path / 'runs')!r}), {env_name!r}, {size!r})",
+                    devices=1, timeout=110)
+
+
+def videos_drawn(run_dir, env_name: str, size: tuple[int, int]) -> None:
+    """Two videos of ``env_name`` (steps 2 and 4) of ``size``, drawn scenes."""
     video = jt.VideoCallback(every_n_steps=2, max_frames=20)
     trainer = toys.trainer(run_dir, max_steps=4, log_every_n_steps=1, strategy="single",
                            callbacks=[jt.TensorBoardLogger(), video])

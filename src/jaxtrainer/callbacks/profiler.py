@@ -223,11 +223,11 @@ class ProfilerCallback(Callback):
 
     def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
         """Runs first; the summary is made after the last callback's ``teardown``
-        (a ``_Finish`` appended to ``trainer.callbacks``, which the Trainer's
+        (a ``_Finish`` added last to ``trainer.callbacks``, which the Trainer's
         loop over them reaches last), so closing the loggers and waiting for
         checkpoint writes are counted."""
         if "setup" in self._marks:
-            trainer.callbacks.append(_Finish(self))
+            trainer.add_callback(_Finish(self))
 
     def finish(self, trainer: Trainer) -> None:
         """Make, store and print (process 0) the summary; stop timing hooks."""
@@ -240,6 +240,8 @@ class ProfilerCallback(Callback):
 class _Finish(Callback):
     """The end of a :class:`ProfilerCallback`'s window: its ``teardown`` runs
     after every other callback's, then it leaves ``trainer.callbacks``."""
+
+    order = 2**62  # after every other callback
 
     def __init__(self, profiler: ProfilerCallback) -> None:
         self.profiler = profiler
