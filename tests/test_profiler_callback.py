@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import time
+import types
 
 import pytest
 from omegaconf import OmegaConf
@@ -39,6 +40,17 @@ def test_profiler_steps_10_20_writes_a_trace_the_profile_plugin_lists(run_dir, c
     # log_every_n_steps=2: from step 10 - 2 on one call per log interval, the calls of 9..20
     assert f"trace of steps 9-20 in {runs[0]} " in out
     assert list(board.glob("events.out.tfevents.*"))  # beside the scalars: one --logdir for both
+    # and TensorBoard's profile plugin (XProf), given that --logdir, lists the run and its tools
+    from tensorboard.plugins import base_plugin
+    from tensorboard_plugin_profile import profile_plugin
+
+    flags = types.SimpleNamespace(master_tpu_unsecure_channel="")
+    plugin = profile_plugin.ProfilePlugin(base_plugin.TBContext(logdir=str(board), flags=flags))
+    assert plugin.is_active()
+    (listed,) = plugin.runs_imp()
+    assert listed == runs[0].name  # the plugin's name for <logdir>/plugins/profile/<run>
+    tools = plugin.run_tools_imp(listed)
+    assert {"trace_viewer@", "overview_page", "op_profile"} <= set(tools), tools
 
 
 @pytest.mark.slow

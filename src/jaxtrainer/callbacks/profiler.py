@@ -54,7 +54,7 @@ class ProfilerCallback(Callback):
     the calls of steps 1-10 and 11-20. The trace is written by process 0 under
     ``dirpath`` in TensorBoard's profile-plugin layout,
     ``<dirpath>/plugins/profile/<timestamp>/<host>.xplane.pb`` (``tensorboard
-    --logdir <dirpath>``, Profile tab; ``pip install tensorboard-plugin-profile``),
+    --logdir <dirpath>``, Profile tab; ``pip install "jaxtrainer[profile]"``),
     with a ``<host>.trace.json.gz`` beside it that Perfetto (ui.perfetto.dev)
     opens. A run that ends (or resumes) past ``b`` before the trace started
     writes none and says so in one line.
