@@ -290,9 +290,11 @@ def test_sigterm_to_the_launcher_checkpoints_every_rank_at_the_same_step(tmp_pat
 
 
 @pytest.mark.slow
-def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound(tmp_path):
-    """Without the launcher (e.g. under SLURM): rank 0 notices rank 1's death (gloo
-    connection reset, then the 5 s heartbeat timeout) and exits with an error."""
+def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound_and_the_run_resumes(tmp_path):
+    """Without the launcher (e.g. under SLURM): rank 1 is SIGKILLed mid-training; rank 0
+    notices (gloo connection reset, then the 5 s heartbeat timeout), exits with an error
+    naming the lost process and the last complete checkpoint; the same run with
+    ``ckpt_path="last"`` then ends bitwise equal to a run never interrupted."""
     port = free_port()
     procs = []
     for rank in (0, 1):
@@ -300,16 +302,17 @@ def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound(tmp_path):
                       JAX_PROCESS_ID=str(rank), JAXTRAINER_HEARTBEAT_TIMEOUT="5",
                       JAXTRAINER_INIT_TIMEOUT="60")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "jaxtrainer.commands.launch", WORKER, "forever", str(tmp_path)],
-            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            start_new_session=True))
+            [sys.executable, "-m", "jaxtrainer.commands.launch", WORKER, "forever", str(tmp_path),
+             "25"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, start_new_session=True))
     try:
-        for line in procs[1].stdout:
-            if "step" in line:
+        for line in procs[1].stdout:  # "pid 123 step 150": a few checkpoints written
+            m = re.search(r"step (\d+)", line)
+            if m and int(m.group(1)) >= 150:
                 break
         procs[1].kill()
         start = time.monotonic()
-        rc = procs[0].wait(timeout=60)
+        rc = procs[0].wait(timeout=90)
         elapsed = time.monotonic() - start
         err = procs[0].stderr.read()
     finally:
@@ -322,7 +325,26 @@ def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound(tmp_path):
     # one line naming the lost process and what there is to resume from, no traceback
     lost = [ln for ln in err.splitlines() if "lost process 1 of the run while running training" in ln]
     assert len(lost) == 1 and lost[0].startswith("jaxtrainer: process 0 of 2: "), err[-3000:]
-    assert "checkpoint" in lost[0] and "Traceback" not in err
+    assert "Traceback" not in err
+    named = re.search(r"The last complete checkpoint is (\S+);", lost[0])
+    assert named, lost[0]
+    last = int(Path(named.group(1)).name)
+    assert last >= 150 and last % 25 == 0, lost[0]
+    assert not leftover(str(tmp_path))
+
+    # the same run again with ckpt_path="last", and one never interrupted, to the same step
+    steps = last + 30
+    proc = subprocess.run(launch_cmd("resume", str(tmp_path), str(steps), timeout=30),
+                          cwd=tmp_path, env=env_for(), capture_output=True, text=True,
+                          timeout=HARD_TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(rf"resuming from checkpoint \S+ at step {last} ", proc.stdout + proc.stderr), \
+        (proc.stdout + proc.stderr)[-3000:]
+    a, b = np.load(tmp_path / "resumed.npz"), np.load(tmp_path / "whole.npz")
+    assert sorted(a.files) == sorted(b.files) and len(a.files) > 2
+    for name in a.files:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    assert float(a["['rows']"][1]) == steps  # row 1 grows by 1 per step: it ran to the end
     assert not leftover(str(tmp_path))
 
 

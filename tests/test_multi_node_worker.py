@@ -7,7 +7,10 @@ a long rank-0-only pause between two intervals, results in ``OUT``.
 MODE ``population``: PopulationTrainer fitness history to ``OUT``.
 MODE ``all``: ``train``, then resume a one-process checkpoint (the newest run
 under ``ROOT``, written by the test) in these two processes, then ``population``.
-MODE ``forever``: trains until killed (failure tests).
+MODE ``forever``: trains until killed (failure tests); ``forever OUT N`` checkpoints
+every N steps.
+MODE ``resume``: ``resume OUT STEPS``: resumes ``OUT/runs`` (``ckpt_path="last"``) to
+STEPS, then trains the same module from scratch to STEPS; both states to ``OUT``.
 """
 
 from __future__ import annotations
@@ -132,13 +135,14 @@ def save_state(trainer, path):
         np.savez(path, **{jax.tree_util.keystr(k): v for k, v in flat})
 
 
-def resume(out, root, max_steps):
-    """Resume the newest one-process checkpoint under ``root`` in every process."""
+def resume(out, root, max_steps, name="resumed.npz", ckpt_path="last"):
+    """Resume the newest checkpoint under ``root`` in every process (``ckpt_path=None``:
+    train from scratch); the final state to ``out/name``."""
     trainer = jt.Trainer(strategy="multi_node", max_steps=max_steps, log_every_n_steps=5,
                          default_root_dir=root, logger=False, enable_progress_bar=False,
                          callbacks=[jt.callbacks.ModelCheckpoint(every_n_steps=10)])
-    trainer.fit(Toy(), ckpt_path="last")
-    save_state(trainer, os.path.join(out, "resumed.npz"))
+    trainer.fit(Toy(), ckpt_path=ckpt_path)
+    save_state(trainer, os.path.join(out, name))
 
 
 def population(out):
@@ -155,10 +159,12 @@ def population(out):
         np.save(os.path.join(out, "history.npy"), history)
 
 
-def forever(out):
+def forever(out, every=0):
+    callbacks = [jt.callbacks.ModelCheckpoint(every_n_steps=every)] if every else []
     trainer = jt.Trainer(strategy="multi_node", max_steps=10**9, log_every_n_steps=50,
                          default_root_dir=os.path.join(out, "runs"), logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False)
+                         callbacks=callbacks, enable_checkpointing=bool(every),
+                         enable_progress_bar=False)
 
     class Beat(jt.Callback):
         def on_train_steps_end(self, trainer, module, metrics):
@@ -197,7 +203,10 @@ if __name__ == "__main__":
     elif mode == "population":
         population(out)
     elif mode == "forever":
-        forever(out)
+        forever(out, int(rest[0]) if rest else 0)
+    elif mode == "resume":
+        resume(out, os.path.join(out, "runs"), int(rest[0]))
+        resume(out, os.path.join(out, "whole"), int(rest[0]), "whole.npz", ckpt_path=None)
     elif mode == "late":
         late(out)
     else:
