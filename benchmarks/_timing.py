@@ -93,8 +93,9 @@ class Run(NamedTuple):
 
 class LoopClock(jt.Callback):
     """Wall and CPU seconds from ``on_train_start`` (after waiting for the
-    background evaluation compile) to ``on_train_end`` (after the last state is
-    ready): every compiled call, metric fetch and callback of the loop.
+    background evaluation compile; over processes, from when they all reach the
+    training program) to ``on_train_end`` (after the last state is ready): every
+    compiled call, metric fetch and callback of the loop.
 
     ``host_seconds``: the part of the loop the host spent *not* blocked in
     :func:`jaxtrainer.metrics.rows_to_host` (waiting for the devices to finish a
@@ -110,6 +111,16 @@ class LoopClock(jt.Callback):
         trainer.wait_for_compilation()
         self.waited = 0.0
         fetch = self._fetch = metrics_lib.rows_to_host
+        rendezvous = trainer.rendezvous
+
+        def start_together(name):
+            # over processes, the loop starts when they start the program together: one
+            # process still compiling is startup, as the compile is on one process
+            rendezvous(name)
+            self.threads = thread_cpu()
+            self.start, self.cpu = time.perf_counter(), time.process_time()
+
+        trainer.rendezvous = start_together
 
         def timed_fetch(*args):
             start = time.perf_counter()
@@ -128,6 +139,7 @@ class LoopClock(jt.Callback):
         self.cpu_seconds = time.process_time() - self.cpu
         self.cpu_groups = cpu_by_group(self.threads, thread_cpu())
         metrics_lib.rows_to_host = self._fetch
+        del trainer.rendezvous  # the method again
         self.host_seconds = self.seconds - self.waited
 
 

@@ -10,10 +10,17 @@ sides:
 * **2 processes x 1 device**: the same script started by ``jaxtrainer launch
   --nproc-per-node 2`` with ``strategy="multi_node"``: every all-reduce crosses
   processes through gloo over loopback TCP, as it crosses machines on a cluster.
+* **2 processes x 1 device, MPI**: the same, started by ``mpirun -np 2`` with
+  ``JAX_CPU_COLLECTIVES_IMPLEMENTATION=mpi``: the all-reduces go through Open MPI
+  (shared memory between processes of one machine). Run when ``MPITRAMPOLINE_LIB``
+  names a ``libmpiwrapper.so`` (MPIwrapper built against the ``mpirun`` on PATH);
+  otherwise the benchmark says it left this side out.
 
 Each side runs in fresh processes, alternating (A B, B A, ...) with a shared
 throwaway compilation cache; the loop is timed from ``on_train_start`` (programs
-compiled) to ``on_train_end`` (``_timing.LoopClock``), on process 0. Printed: the
+compiled; over processes, from when they start the program together: a process
+still compiling is startup) to ``on_train_end`` (``_timing.LoopClock``), on
+process 0. Printed: the
 env steps/s of each side (medians), the ratio (two processes / one; also the
 median of back-to-back pairs), each side's host share (the part of the loop
 not spent waiting for the devices), and the latency of one all-reduce on each
@@ -22,6 +29,7 @@ minibatch for the gradient, one per epoch for the advantage moments): between
 processes that latency, not the loop, sets the speed of this small workload.
 
     python benchmarks/multiprocess.py [--updates 200] [--repeats 5]
+    MPITRAMPOLINE_LIB=/path/libmpiwrapper.so python benchmarks/multiprocess.py  # + MPI
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -97,12 +106,22 @@ def collective_latency(jax, sizes=(1, 9160), calls=100) -> dict:
     return out
 
 
+LAYOUTS = {"1x2": "1 process x 2 devices", "2x1": "2 processes x 1 device (gloo)",
+           "2x1-mpi": "2 processes x 1 device (MPI)"}
+
+
 def side(layout: str, updates: int, cache: str) -> dict:
     """Run one side in fresh processes; its process 0's RESULT."""
     env = {**os.environ, "JAXTRAINER_BENCH_CACHE": cache}
     script = [str(HERE), "--worker", layout, "--updates", str(updates)]
-    cmd = ([sys.executable, *script] if layout == "1x2" else
-           [sys.executable, "-m", "jaxtrainer", "launch", "--nproc-per-node", "2", *script])
+    rank = [sys.executable, "-m", "jaxtrainer.commands.launch", *script]  # initialises first
+    if layout == "1x2":
+        cmd = [sys.executable, *script]
+    elif layout == "2x1":
+        cmd = [sys.executable, "-m", "jaxtrainer", "launch", "--nproc-per-node", "2", *script]
+    else:
+        env["JAX_CPU_COLLECTIVES_IMPLEMENTATION"] = "mpi"
+        cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", *rank]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
     for line in out.stdout.splitlines():
         if "RESULT " in line:
@@ -115,37 +134,43 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--updates", type=int, default=UPDATES)
     parser.add_argument("--repeats", type=int, default=REPEATS)
-    parser.add_argument("--worker", choices=["1x2", "2x1"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=list(LAYOUTS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         worker(args.worker, args.updates)
         return
+    layouts = list(LAYOUTS)
+    if not (os.environ.get("MPITRAMPOLINE_LIB") and shutil.which("mpirun")):
+        layouts.remove("2x1-mpi")
+        print("2 processes with MPI left out: needs mpirun on PATH and MPITRAMPOLINE_LIB "
+              "(a libmpiwrapper.so built against it)", flush=True)
     env_steps = args.updates * ENV_STEPS_PER_UPDATE
-    runs: dict[str, list[dict]] = {"1x2": [], "2x1": []}
+    runs: dict[str, list[dict]] = {k: [] for k in layouts}
     with tempfile.TemporaryDirectory(prefix="jaxtrainer-bench-") as cache:
-        side("1x2", 5, cache), side("2x1", 5, cache)  # fill the compilation cache
+        for layout in layouts:
+            side(layout, 5, cache)  # fill the compilation cache
         for r in range(args.repeats):
-            for layout in (("1x2", "2x1") if r % 2 == 0 else ("2x1", "1x2")):
+            for layout in (layouts if r % 2 == 0 else layouts[::-1]):
                 runs[layout].append(side(layout, args.updates, cache))
                 print(f"repeat {r} {layout}: {env_steps / runs[layout][-1]['seconds']:,.0f} "
                       "env steps/s", flush=True)
-    one, two = runs["1x2"], runs["2x1"]
     med = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
     share = {k: statistics.median(r["host"] / r["seconds"] for r in v) for k, v in runs.items()}
-    paired = statistics.median(a["seconds"] / b["seconds"] for a, b in zip(one, two, strict=True))
     print(f"\nPPO CartPole-v1, {args.updates} updates ({env_steps:,} env steps), "
           f"{args.repeats} repeats, {os.cpu_count()} CPU cores")
-    print(f"{'':<26}{'env steps/s':>12}{'host share':>12}")
-    for name, k in (("1 process x 2 devices", "1x2"), ("2 processes x 1 device", "2x1")):
-        print(f"{name:<26}{env_steps / med[k]:>12,.0f}{share[k]:>12.2%}")
-    print(f"ratio (2 processes / 1 process): {med['1x2'] / med['2x1']:.3f} "
-          f"(paired {paired:.3f})")
+    print(f"{'':<34}{'env steps/s':>12}{'host share':>12}")
+    for k in layouts:
+        print(f"{LAYOUTS[k]:<34}{env_steps / med[k]:>12,.0f}{share[k]:>12.2%}")
+    for k in layouts[1:]:
+        paired = statistics.median(a["seconds"] / b["seconds"]
+                                   for a, b in zip(runs["1x2"], runs[k], strict=True))
+        print(f"ratio ({LAYOUTS[k]} / 1 process): {med['1x2'] / med[k]:.3f} (paired {paired:.3f})")
     per_update = 4 * 4 + 4  # a gradient all-reduce a minibatch, advantage moments an epoch
-    for name, k in (("in one process", "1x2"), ("between processes", "2x1")):
+    for k in layouts:
         lat = {size: statistics.median(r["latency"][str(size)] for r in runs[k])
                for size in ("1", "9160")}
         floor = per_update * lat["9160"] * args.updates
-        print(f"all-reduce {name}: {lat['1'] * 1e6:,.0f} us (1 float), "
+        print(f"all-reduce, {LAYOUTS[k]}: {lat['1'] * 1e6:,.0f} us (1 float), "
               f"{lat['9160'] * 1e6:,.0f} us (9,160 floats); {per_update} an update: "
               f"{floor:.2f} s of the run's {med[k]:.2f} s")
 

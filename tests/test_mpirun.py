@@ -39,17 +39,28 @@ def _final_state(root: Path) -> dict[str, np.ndarray]:
             for k, v in jax.tree_util.tree_flatten_with_path(state)[0]}
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(400)
-def test_mpirun_starts_one_run_bitwise_equal_to_jaxtrainer_launch(tmp_path):
+def _mpirun(root: Path, **env: str) -> subprocess.CompletedProcess:
+    """``mpirun -np 2 jaxtrainer fit ppo`` (tiny) writing under ``root``."""
     mpirun = shutil.which("mpirun")
     assert mpirun is not None, "mpirun not found: install openmpi-bin (.ci/run does)"
     jaxtrainer = shutil.which("jaxtrainer") or ""
     command = [jaxtrainer] if jaxtrainer else [sys.executable, "-m", "jaxtrainer.commands.cli"]
-    by_mpi = subprocess.run(
+    return subprocess.run(
         [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", *command, "fit", "ppo",
-         *ARGS, f"trainer.default_root_dir={tmp_path / 'mpi'}"],
-        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=180)
+         *ARGS, f"trainer.default_root_dir={root}"],
+        cwd=REPO, env=dict(_env(), **env), capture_output=True, text=True, timeout=180)
+
+
+def _assert_bitwise_equal(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    assert sorted(a) == sorted(b) and len(a) > 4
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_mpirun_starts_one_run_bitwise_equal_to_jaxtrainer_launch(tmp_path):
+    by_mpi = _mpirun(tmp_path / "mpi")
     assert by_mpi.returncode == 0, by_mpi.stderr[-3000:]
     assert "OMPI_COMM_WORLD_SIZE=2, OMPI_COMM_WORLD_RANK=1" in by_mpi.stderr  # rank 1 joined
     assert by_mpi.stdout.count("eval/episode_return=") == 1  # process 0 alone reports
@@ -60,9 +71,37 @@ def test_mpirun_starts_one_run_bitwise_equal_to_jaxtrainer_launch(tmp_path):
         cwd=REPO, env=_env(), capture_output=True, text=True, timeout=180)
     assert by_launch.returncode == 0, by_launch.stderr[-3000:]
 
-    a, b = _final_state(tmp_path / "mpi"), _final_state(tmp_path / "launch")
-    assert sorted(a) == sorted(b) and len(a) > 4
-    for name in a:
-        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+    _assert_bitwise_equal(_final_state(tmp_path / "mpi"), _final_state(tmp_path / "launch"))
     ret = [ln for ln in by_mpi.stdout.splitlines() if ln.startswith("eval/episode_return=")]
     assert ret[0].split()[0] in by_launch.stdout
+
+
+MPI_LIBRARY = os.environ.get("MPITRAMPOLINE_LIB", "")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+@pytest.mark.skipif(not os.path.isfile(MPI_LIBRARY), reason=(
+    "MPI collectives load MPI through MPItrampoline: set MPITRAMPOLINE_LIB to a libmpiwrapper.so "
+    "built against the mpirun on PATH (multi-node guide, 'MPI collectives')"))
+def test_mpi_collectives_end_cleanly_with_the_state_gloo_gives(tmp_path):
+    by_mpi = _mpirun(tmp_path / "mpi", JAX_CPU_COLLECTIVES_IMPLEMENTATION="mpi")
+    # exit status 0: no MPI call after MPI_Finalize when the process ends
+    assert by_mpi.returncode == 0, by_mpi.stderr[-3000:]
+    assert "MPI_FINALIZE" not in by_mpi.stderr and "abort" not in by_mpi.stderr.lower()
+    by_gloo = _mpirun(tmp_path / "gloo")
+    assert by_gloo.returncode == 0, by_gloo.stderr[-3000:]
+    # two processes: a + b either way round, so the all-reduces agree to the bit
+    _assert_bitwise_equal(_final_state(tmp_path / "mpi"), _final_state(tmp_path / "gloo"))
+
+    # a user's script (no jaxtrainer command around it) that ends as scripts do: status 0
+    script = ("from jaxtrainer import distributed as jd; jd.initialize(); import jax; "
+              "import numpy as np; from jax.experimental import multihost_utils as mu; "
+              "print('sum', mu.process_allgather(np.float32(jax.process_index() + 1)).sum())")
+    plain = subprocess.run(
+        [shutil.which("mpirun"), "--allow-run-as-root", "--oversubscribe", "-np", "2",
+         sys.executable, "-c", script], cwd=tmp_path,
+        env=dict(_env(), JAX_CPU_COLLECTIVES_IMPLEMENTATION="mpi"),
+        capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert plain.stdout.count("sum 3.0") == 2, plain.stdout

@@ -39,7 +39,8 @@ class MultiNodeStrategy(ShardMapStrategy):
         :func:`jaxtrainer.distributed.initialize`, passed to it unchanged
         (``coordinator_address``, ``num_processes``, ``process_id``,
         ``initialization_timeout``, ``heartbeat_timeout``,
-        ``cluster_detection_method``; environment fallbacks there).
+        ``cluster_detection_method``, ``cpu_collectives``; environment fallbacks
+        there).
 
     Raises:
       RuntimeError / ValueError: from :func:`jaxtrainer.distributed.initialize`
