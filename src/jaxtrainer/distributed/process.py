@@ -353,8 +353,7 @@ def initialize(
     Cloud TPU). Under SLURM only the tasks of an ``srun`` step count as
     processes (:func:`srun_tasks`; their number is ``SLURM_STEP_NUM_TASKS``):
     the shell of ``salloc -n 4`` is one process, and ``initialize`` there
-    raises at once instead of waiting for 3 more. Collectives between processes
-    on CPU devices use gloo, or MPI under ``mpirun`` (``cpu_collectives``).
+    raises at once instead of waiting for 3 more.
 
     When the other processes do not join within ``initialization_timeout``,
     JAX ends the process; just before, a message on stderr names the
@@ -372,11 +371,8 @@ def initialize(
         declared dead and the survivors stop with an error
         (``JAXTRAINER_HEARTBEAT_TIMEOUT``, default 60).
       cluster_detection_method: passed to ``jax.distributed.initialize``.
-      cpu_collectives: ``"gloo"`` (TCP, any launcher) or ``"mpi"`` (the MPI of
-        ``mpirun``, through MPItrampoline: ``MPITRAMPOLINE_LIB``; about 100
-        times faster between processes of one machine); default
-        ``$JAX_CPU_COLLECTIVES_IMPLEMENTATION``, else ``"gloo"``
-        (:mod:`jaxtrainer.distributed.cpu_collectives`).
+      cpu_collectives: ``"gloo"`` or ``"mpi"`` (under ``mpirun``; default
+        ``$JAX_CPU_COLLECTIVES_IMPLEMENTATION``, else gloo; :mod:`jaxtrainer.distributed.cpu_collectives`).
 
     Raises:
       RuntimeError: JAX computations ran before this call, the coordinator
@@ -390,14 +386,10 @@ def initialize(
     collectives = cpu_collectives_lib.resolve(cpu_collectives)
     coordinator_address, num_processes, process_id, cluster_detection_method = _arguments(
         coordinator_address, num_processes, process_id, cluster_detection_method)
-    init_timeout = _positive_seconds(
-        "initialization_timeout",
-        initialization_timeout if initialization_timeout is not None else _env_int(ENV_INIT_TIMEOUT),
-        DEFAULT_INIT_TIMEOUT)
-    beat_timeout = _positive_seconds(
-        "heartbeat_timeout",
-        heartbeat_timeout if heartbeat_timeout is not None else _env_int(ENV_HEARTBEAT_TIMEOUT),
-        DEFAULT_HEARTBEAT_TIMEOUT)
+    init_timeout = _seconds("initialization_timeout", initialization_timeout, ENV_INIT_TIMEOUT,
+                            DEFAULT_INIT_TIMEOUT)
+    beat_timeout = _seconds("heartbeat_timeout", heartbeat_timeout, ENV_HEARTBEAT_TIMEOUT,
+                            DEFAULT_HEARTBEAT_TIMEOUT)
     if coordinator_address is not None and process_id not in (None, 0):
         # JAX aborts the whole process (no exception, no address) when the coordinator
         # cannot be reached; check it from Python first so the error names it.
@@ -421,8 +413,13 @@ def initialize(
         if error is e:
             raise
         raise error from e
-    if collectives == "mpi":
+    if collectives == "mpi":  # a finished run must not end by MPI's abort
         cpu_collectives_lib.keep_cpu_client_until_exit()
+
+
+def _seconds(name: str, given: int | float | None, env: str, default: int) -> int | float:
+    """``given``, else the int in ``$env``, else ``default``; checked positive."""
+    return _positive_seconds(name, given if given is not None else _env_int(env), default)
 
 
 def _arguments(coordinator_address: str | None, num_processes: int | None,
