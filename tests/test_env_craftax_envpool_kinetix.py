@@ -48,7 +48,7 @@ def _rollout(env, num_envs, steps, seed=0):
 @pytest.mark.timeout(180)
 def test_craftax_truncates_at_its_limit_resets_and_reports_its_achievements():
     pytest.importorskip("craftax")
-    env = envs.make(CLASSIC, max_timesteps=5)
+    env = envs.make(CLASSIC, max_episode_steps=5)  # every family's name for the limit
     assert (env.name, env.observation_shape, env.observation_dtype) == (CLASSIC, (1345,),
                                                                         jnp.float32)
     assert env.discrete and env.num_actions == 17 and env.max_episode_steps == 5
@@ -104,7 +104,7 @@ def test_craftax_batches_share_fresh_worlds_and_reset_ratio_one_is_exact():
 def test_craftax_tells_death_from_its_time_limit():
     """A state whose player has no health is terminated; one at the time limit truncated."""
     pytest.importorskip("craftax")
-    env = envs.make(CLASSIC, max_timesteps=5)
+    env = envs.make(CLASSIC, max_episode_steps=5)  # every family's name for the limit
     ended = jax.jit(lambda key, timestep, health: env.ended(env.reset_env(key)[1].replace(
         timestep=timestep, player_health=health)))
     key = jax.random.key(0)
