@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import jax
 import pytest
 
 from jaxtrainer import distributed as jd
@@ -26,6 +27,15 @@ def test_gloo_unless_asked(clean):
     assert cpu_collectives.resolve() == "gloo"
     clean.setenv(cpu_collectives.ENV, "gloo")
     assert cpu_collectives.resolve() == "gloo"
+
+
+def test_jaxs_own_setting_is_asked_too(clean):
+    jax.config.update("jax_cpu_collectives_implementation", "mpi")  # as a script may set it
+    try:
+        with pytest.raises(RuntimeError, match="jax_cpu_collectives_implementation='mpi'"):
+            cpu_collectives.resolve()
+    finally:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
 
 
 def test_an_unknown_choice_lists_the_choices(clean):

@@ -32,7 +32,8 @@ MPI_LAUNCHER_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
 
 
 def resolve(choice: str | None = None) -> str:
-    """``choice``, else ``$JAX_CPU_COLLECTIVES_IMPLEMENTATION``, else ``"gloo"``; checked.
+    """``choice``, else ``$JAX_CPU_COLLECTIVES_IMPLEMENTATION``, else JAX's
+    ``jax_cpu_collectives_implementation`` setting (``"gloo"`` unless changed); checked.
 
     Raises:
       ValueError: not one of :data:`CHOICES` (the message lists them).
@@ -40,8 +41,13 @@ def resolve(choice: str | None = None) -> str:
         file, or in a process no MPI launcher started (MPI would see a
         one-process world and every collective would wait forever).
     """
-    source = "cpu_collectives" if choice is not None else ENV
-    value = choice if choice is not None else (os.environ.get(ENV) or "gloo")
+    if choice is not None:
+        source, value = "cpu_collectives", choice
+    elif os.environ.get(ENV):
+        source, value = ENV, os.environ[ENV]
+    else:
+        source = "jax_cpu_collectives_implementation"
+        value = jax.config.jax_cpu_collectives_implementation or "gloo"
     if value not in CHOICES:
         raise ValueError(f"{source}={value!r}: expected one of {', '.join(map(repr, CHOICES))}")
     if value == "mpi":

@@ -372,7 +372,7 @@ def initialize(
         (``JAXTRAINER_HEARTBEAT_TIMEOUT``, default 60).
       cluster_detection_method: passed to ``jax.distributed.initialize``.
       cpu_collectives: ``"gloo"`` or ``"mpi"`` (under ``mpirun``; default
-        ``$JAX_CPU_COLLECTIVES_IMPLEMENTATION``, else gloo; :mod:`jaxtrainer.distributed.cpu_collectives`).
+        ``$JAX_CPU_COLLECTIVES_IMPLEMENTATION``, else JAX's setting; :mod:`jaxtrainer.distributed.cpu_collectives`).
 
     Raises:
       RuntimeError: JAX computations ran before this call, the coordinator
