@@ -218,6 +218,32 @@ def check_platforms() -> None:
         "checkout, or pip install \"jax[cuda12]\") on a machine with a driver")
 
 
+CPU_COLLECTIVES_ENV = "JAX_CPU_COLLECTIVES_IMPLEMENTATION"  # JAX's own variable
+CPU_COLLECTIVES = ("gloo", "mpi")
+MPI_LIBRARY_ENV = "MPITRAMPOLINE_LIB"
+
+
+def check_collectives() -> None:
+    """Check, before anything imports JAX, the collectives variables JAX reads
+    at import: an unknown ``JAX_CPU_COLLECTIVES_IMPLEMENTATION`` makes ``import
+    jax`` raise a traceback without the choices, and an ``MPITRAMPOLINE_LIB``
+    that names no file makes jaxlib's MPI loader end the process at ``import
+    jax`` (whatever the collectives) with only its own line.
+
+    Raises:
+      ValueError: either variable is wrong (naming it, its value and the fix).
+    """
+    value = os.environ.get(CPU_COLLECTIVES_ENV)
+    if value and value not in CPU_COLLECTIVES:
+        raise ValueError(f"{CPU_COLLECTIVES_ENV}={value!r}: expected one of "
+                         f"{', '.join(map(repr, CPU_COLLECTIVES))} (or unset: gloo)")
+    library = os.environ.get(MPI_LIBRARY_ENV)
+    if library and not os.path.isfile(library):
+        raise ValueError(f"{MPI_LIBRARY_ENV}={library!r} names no file: jaxlib loads it when "
+                         "JAX starts (MPI collectives through MPItrampoline). Point it to the "
+                         "libmpiwrapper.so MPIwrapper built, or unset it to use gloo")
+
+
 def pick_devices(requested: int | str | list, available: list, owner: str) -> list:
     """The devices ``requested`` (a value returned by :func:`devices`) selects
     from ``available``, in the order given.

@@ -46,10 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module, func = COMMANDS[name][0].split(":")
     if name != "launch":  # the launcher starts other processes; each checks for itself
-        from jaxtrainer.arguments import check_platforms
+        from jaxtrainer.arguments import check_collectives, check_platforms
 
         try:  # before the environment libraries make arrays at import
             check_platforms()
+            check_collectives()
         except ValueError as e:
             print(f"jaxtrainer {name}: error: {e}", file=sys.stderr)
             return 2

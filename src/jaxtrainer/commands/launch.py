@@ -28,6 +28,8 @@ import threading
 import time
 from typing import IO
 
+from jaxtrainer.arguments import CPU_COLLECTIVES_ENV
+
 ENV_LOCAL_RANK = "JAXTRAINER_LOCAL_RANK"
 ENV_LAUNCHER_PID = "JAXTRAINER_LAUNCHER_PID"
 POLL_SECONDS = 0.05
@@ -321,6 +323,13 @@ def _worker(argv: list[str]) -> None:
     import runpy
     import traceback
 
+    from jaxtrainer.arguments import check_collectives
+
+    try:  # before JAX is imported: it reads them at import
+        check_collectives()
+    except ValueError as e:
+        print(f"jaxtrainer: {e}", file=sys.stderr, flush=True)
+        os._exit(2)
     from jaxtrainer.distributed.process import initialize
 
     if ENV_LAUNCHER_PID in os.environ:
@@ -352,6 +361,11 @@ def _worker(argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``jaxtrainer launch``; returns the exit status."""
     ns = _parser().parse_args(argv)
+    if os.environ.get(CPU_COLLECTIVES_ENV) == "mpi":
+        print(f"jaxtrainer launch: {CPU_COLLECTIVES_ENV}=mpi: MPI collectives need processes "
+              "that an MPI launcher starts; run mpirun -np N python SCRIPT (or mpirun -np N "
+              "jaxtrainer fit ...) instead, or unset it to use gloo", file=sys.stderr)
+        return 2
     try:
         return launch(ns.nproc_per_node, ns.script, ns.args, coordinator=ns.coordinator,
                       nnodes=ns.nnodes, node_rank=ns.node_rank, timeout=ns.timeout,

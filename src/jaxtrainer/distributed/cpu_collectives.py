@@ -23,9 +23,10 @@ import os
 
 import jax
 
-ENV = "JAX_CPU_COLLECTIVES_IMPLEMENTATION"
-CHOICES = ("gloo", "mpi")
-ENV_MPI_LIBRARY = "MPITRAMPOLINE_LIB"
+from jaxtrainer.arguments import CPU_COLLECTIVES as CHOICES
+from jaxtrainer.arguments import CPU_COLLECTIVES_ENV as ENV
+from jaxtrainer.arguments import MPI_LIBRARY_ENV as ENV_MPI_LIBRARY
+
 # set in every process an MPI launcher starts (Open MPI; MPICH/Hydra and Intel MPI; PMIx, e.g.
 # ``srun --mpi=pmix``)
 MPI_LAUNCHER_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
@@ -37,9 +38,9 @@ def resolve(choice: str | None = None) -> str:
 
     Raises:
       ValueError: not one of :data:`CHOICES` (the message lists them).
-      RuntimeError: ``"mpi"`` without ``MPITRAMPOLINE_LIB`` naming an existing
-        file, or in a process no MPI launcher started (MPI would see a
-        one-process world and every collective would wait forever).
+      RuntimeError: ``"mpi"`` in a process no MPI launcher started (MPI would
+        see a one-process world and every collective would wait forever), or
+        without ``MPITRAMPOLINE_LIB`` naming an existing file.
     """
     if choice is not None:
         source, value = "cpu_collectives", choice
@@ -51,6 +52,12 @@ def resolve(choice: str | None = None) -> str:
     if value not in CHOICES:
         raise ValueError(f"{source}={value!r}: expected one of {', '.join(map(repr, CHOICES))}")
     if value == "mpi":
+        if not any(name in os.environ for name in MPI_LAUNCHER_ENV):
+            raise RuntimeError(
+                f"{source}='mpi': no MPI launcher started this process (none of "
+                f"{', '.join(MPI_LAUNCHER_ENV)} is set). Start every process with "
+                "mpirun -np N (or srun --mpi=pmix); jaxtrainer launch starts processes MPI "
+                "does not know: use 'gloo' with it")
         library = os.environ.get(ENV_MPI_LIBRARY, "")
         if not library or not os.path.isfile(library):
             found = f"{ENV_MPI_LIBRARY}={library!r} names no file" if library else \
@@ -59,12 +66,6 @@ def resolve(choice: str | None = None) -> str:
                 f"{source}='mpi': jaxlib loads MPI through MPItrampoline, and {found}. Build "
                 "MPIwrapper (https://github.com/eschnett/MPIwrapper) with your MPI's mpicc and "
                 f"set {ENV_MPI_LIBRARY}=<prefix>/lib/libmpiwrapper.so, or use 'gloo'")
-        if not any(name in os.environ for name in MPI_LAUNCHER_ENV):
-            raise RuntimeError(
-                f"{source}='mpi': no MPI launcher started this process (none of "
-                f"{', '.join(MPI_LAUNCHER_ENV)} is set). Start every process with "
-                "mpirun -np N (or srun --mpi=pmix); jaxtrainer launch starts processes MPI "
-                "does not know: use 'gloo' with it")
     return value
 
 
