@@ -456,7 +456,7 @@ def _join_watchdog(coordinator_address: str | None, num_processes: int | None,
     """With several processes: print who joins where, and a watchdog that names
     the coordinator and the launch variables shortly before JAX ends a process
     whose peers never joined (JAX names neither). Otherwise a no-op context."""
-    where = coordinator_address or "(detected from the cluster environment)"
+    where = coordinator_address or "found by JAX from the launcher's variables"
     who = ("this process" if process_id is None or num_processes is None
            else f"process {process_id} of {num_processes}")
     if num_processes is not None and num_processes <= 1:
@@ -495,7 +495,7 @@ def _join_error(e: Exception, coordinator_address: str | None, num_processes: in
             "gymnax does). Start the script "
             "with `jaxtrainer launch`, which initialises first, or call "
             "jaxtrainer.distributed.initialize() at the top of the script")
-    where = coordinator_address or "(detected from the cluster environment)"
+    where = coordinator_address or "found by JAX from the launcher's variables"
     return RuntimeError(
         f"jaxtrainer.distributed.initialize: process {process_id} of {num_processes} "
         f"could not join the run at coordinator {where} within initialization_timeout={init_timeout} s: "
