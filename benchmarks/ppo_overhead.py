@@ -164,14 +164,23 @@ def against_reference(repeats: int) -> None:
 
 
 def overhead(updates: int, repeats: int) -> None:
-    print(f"\n2. Trainer against the same module hand-fused: {updates} updates per run")
+    """Both sides compile afresh every run (outside the timed loop): XLA:CPU runs
+    an executable loaded from the persistent compilation cache in one of two
+    thread modes, chosen by chance per process, which would decide a pair."""
+    print(f"\n2. Trainer against the same module hand-fused: {updates} updates per run "
+          "(programs compiled afresh, no persistent cache)")
     print(HEADER)
     module = make_module(updates)
-    for name, strategy, n in (("single", "single", 1), ("pmap x2", "pmap", 2)):
-        variants = {"ours": lambda s=strategy, n=n: trainer_run(module, updates, 0, s, n),
-                    "ref": lambda n=n: hand_fused(module, updates, 0, n)}
-        print(f"{name:<34}{compare(variants, repeats, updates * STEPS_PER_UPDATE, 'ours', 'ref')}",
-              flush=True)
+    cached = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        for name, strategy, n in (("single", "single", 1), ("pmap x2", "pmap", 2)):
+            variants = {"ours": lambda s=strategy, n=n: trainer_run(module, updates, 0, s, n),
+                        "ref": lambda n=n: hand_fused(module, updates, 0, n)}
+            row = compare(variants, repeats, updates * STEPS_PER_UPDATE, "ours", "ref")
+            print(f"{name:<34}{row}", flush=True)
+    finally:
+        jax.config.update("jax_enable_compilation_cache", cached)
 
 
 def compile_seconds(updates: int, repeats: int) -> None:

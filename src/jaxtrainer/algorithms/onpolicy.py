@@ -49,7 +49,7 @@ from jaxtrainer.algorithms.networks import (
 )
 from jaxtrainer.algorithms.permutation import permutation
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
-from jaxtrainer.distributed import bound_axes, fold_in_device, local_size, pmean
+from jaxtrainer.distributed import axis_size, fold_in_device, local_size, pmean
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module
@@ -374,11 +374,11 @@ def normalize_advantages(advantages: jax.Array, eps: float = 1e-8,
     ``moments``: ``float32[2]``, its global (mean, variance) when already reduced
     (:func:`minibatch_advantage_moments`).
 
-    On one device: the two-pass ``mean``, ``mean((A - mean)^2)``. Over devices, one
-    all-reduce (see :func:`global_moments`).
+    On one device (no device axis bound, or one of size 1): the two-pass ``mean``,
+    ``mean((A - mean)^2)``. Over devices, one all-reduce (see :func:`global_moments`).
     """
     if moments is None:
-        if not bound_axes():
+        if axis_size() == 1:
             mean = jnp.mean(advantages)
             var = jnp.mean(jnp.square(advantages - mean))
             return (advantages - mean) / (jnp.sqrt(var) + eps)
@@ -404,9 +404,9 @@ def minibatch_advantage_moments(advantages: jax.Array, epoch_key: jax.Array,
     """``float32[num_minibatches, 2]``: the global advantage (mean, variance) of each
     minibatch of the epoch :func:`minibatch_epochs` cuts with ``epoch_key``, in one
     all-reduce for the epoch instead of one per minibatch; ``None`` on one device
-    (each minibatch computes its own). ``advantages``: ``float32[n, ...]``, this
+    (each minibatch computes its own, as without a device axis). ``advantages``: ``float32[n, ...]``, this
     device's share, shuffled along its first axis."""
-    if not bound_axes():
+    if axis_size() == 1:
         return None
     perm = permutation(epoch_key, advantages.shape[0])
     shares = jnp.take(advantages, perm, axis=0).reshape(num_minibatches, -1)

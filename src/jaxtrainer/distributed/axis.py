@@ -173,6 +173,42 @@ def axis_index(axis_name: AxisName = AXIS_NAME) -> jax.Array:
     return jax.lax.axis_index(names if len(names) > 1 else names[0])
 
 
+REDUCED_MARK = "jaxtrainer_reduced"
+"""Name of the identity ``jax.jit`` call a reduction over axes of one device
+leaves in a jaxpr in place of the collective; ``:``-joined axis names follow."""
+
+
+@functools.cache
+def _reduced_marker(axes: tuple[str, ...]) -> Callable[[Any], Any]:
+    def reduced(tree):
+        return tree
+
+    reduced.__name__ = reduced.__qualname__ = REDUCED_MARK + ":" + ":".join(axes)
+    return jax.jit(reduced)
+
+
+def _one_device(op, tree: Any, names: tuple[str, ...]) -> bool:
+    """Whether ``op`` over ``names`` is the identity on ``tree`` and can be left
+    out of the program: every axis has one device, every leaf is a JAX array
+    not typed as varying over them (``shard_map``'s varying-axis check wants
+    the collective) and, for a mean, inexact (``pmean`` of integers gives floats).
+
+    XLA keeps an all-reduce of one participant and runs it through the
+    collective runtime all the same: on one device every gradient average and
+    metric reduction of a training step would cost a collective for nothing.
+    The reduction is still recorded (an identity call named
+    :data:`REDUCED_MARK`) for the check that replicated state stays the same
+    on every device, which holds for the code, not for one device count."""
+    if any(jax.lax.axis_size(n) != 1 for n in names):
+        return False
+    for leaf in jax.tree.leaves(tree):
+        if not isinstance(leaf, jax.Array) or varying_axes(leaf) & set(names):
+            return False
+        if op is jax.lax.pmean and not jax.numpy.issubdtype(leaf.dtype, jax.numpy.inexact):
+            return False
+    return True
+
+
 def _reduce(op, tree: Any, axis_name: AxisName | None, what: str) -> Any:
     if axis_name is None:
         return tree
@@ -186,6 +222,8 @@ def _reduce(op, tree: Any, axis_name: AxisName | None, what: str) -> Any:
     names = bound_axes(names)
     if not names:
         return tree
+    if _one_device(op, tree, names):
+        return _reduced_marker(tuple(sorted(names)))(tree)
     axes = names if len(names) > 1 else names[0]
     if bucketing_pays():
         return reduce_in_buckets(op, tree, axes, varying_axes)

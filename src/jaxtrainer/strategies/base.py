@@ -344,8 +344,11 @@ class Strategy(abc.ABC):
     def reduce_metrics(self, acc: dict[str, metrics_lib.Metric]) -> dict[str, metrics_lib.Metric]:
         """Every metric reduced over the data axes by its own reduction (Mean and
         Sum: psum of both fields; Max/Min: pmax/pmin; Last: mean of the devices'
-        last values, exact when they agree). Inside the programs only."""
+        last values, exact when they agree). Inside the programs only; over one
+        device they are the device's own (no collective is left in the program)."""
         axes = self.data_axes
+        if all(jax.lax.axis_size(a) == 1 for a in axes):
+            return acc
         return {name: m.over_devices(axes) for name, m in acc.items()}
 
     def compile_train(self, module: Module, state: Any, train_key: jax.Array) -> TrainProgram:

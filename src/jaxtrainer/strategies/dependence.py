@@ -12,7 +12,9 @@ The rule: a value depends on the devices of mesh axis ``a`` when it is computed
 from an input that does, from ``axis_index(a)`` or from a collective that gives
 each device its own value over ``a`` (``ppermute``, ``all_to_all``,
 ``psum_scatter``). A reduction over ``a`` (``psum``, ``pmax``, ``pmin``,
-``all_gather``; ``pmean`` is a ``psum``) gives every device the same value.
+``all_gather``; ``pmean`` is a ``psum``) gives every device the same value, as
+does :func:`jaxtrainer.distributed.pmean` and its kin over an axis of one
+device, which leave the collective out and an identity call in its place.
 :func:`jaxtrainer.distributed.per_device` marks values per-device.
 Loops are followed to a fixed point: a ``scan``/``while_loop`` carry that starts
 device-independent and picks up a per-device value is per-device, and a
@@ -34,13 +36,14 @@ from typing import Any
 import jax
 import jax.extend as jex
 
-from jaxtrainer.distributed.axis import PER_DEVICE_MARK
+from jaxtrainer.distributed.axis import PER_DEVICE_MARK, REDUCED_MARK
 
 Axes = frozenset[str]
 """The mesh axes a value may vary over (empty: the same on every device)."""
 
 _NONE: Axes = frozenset()
 _MARK = re.compile(re.escape(PER_DEVICE_MARK) + r":([^()]+)")
+_REDUCED = re.compile(re.escape(REDUCED_MARK) + r":([^()]+)")
 _REDUCING = {"psum": "axes", "pmax": "axes", "pmin": "axes", "all_gather": "axis_name",
              "psum_invariant": "axes"}
 _PER_DEVICE = {"axis_index": "axis_name", "ppermute": "axis_name", "all_to_all": "axis_name",
@@ -140,6 +143,9 @@ def _equation(eqn: Any, ins: list[Axes]) -> list[Axes]:
     marked = _MARK.search(str(params.get("name", ""))) if name == "jit" else None
     if marked:  # per_device(...), possibly under jvp/transpose: name "jvp(<mark>)"
         return [_union(ins) | frozenset(marked.group(1).split(":"))] * n_out
+    reduced = _REDUCED.search(str(params.get("name", ""))) if name == "jit" else None
+    if reduced:  # a reduction over axes of one device, left out of the program
+        return [_union(ins) - frozenset(reduced.group(1).split(":"))] * n_out
     if name == "scan":
         return _scan(eqn, ins)
     if name == "while":
