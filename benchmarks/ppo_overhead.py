@@ -26,7 +26,9 @@ minibatches (PureJaxRL's CartPole settings):
    and every warm run, their returns, and the warm runs' median.
 
 Runs alternate (A B, B A, ...) and ratios compare medians and back-to-back pairs;
-after (3), a throwaway persistent compilation cache spares the repeats' compiles.
+after (3), a throwaway persistent compilation cache spares the repeats' compiles of
+(1); (2) compiles both sides afresh every run (XLA:CPU runs an executable loaded from
+that cache in one of two thread modes, chosen by chance per process).
 
     python benchmarks/ppo_overhead.py [--updates 300] [--repeats 11] [--compile-repeats 7]
         [--warm-runs 3] [--only reference,overhead,compile,process]
