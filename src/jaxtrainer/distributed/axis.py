@@ -115,11 +115,13 @@ PER_DEVICE_MARK = "jaxtrainer_per_device"
 
 
 @functools.cache
-def _marker(axes: tuple[str, ...]) -> Callable[[Any], Any]:
+def _marker(name: str, axes: tuple[str, ...]) -> Callable[[Any], Any]:
+    """An identity ``jax.jit`` call named ``name:axis:axis...``: XLA removes it,
+    the jaxpr keeps it for :mod:`jaxtrainer.strategies.dependence` to read."""
     def mark(tree):
         return tree
 
-    mark.__name__ = mark.__qualname__ = PER_DEVICE_MARK + ":" + ":".join(axes)
+    mark.__name__ = mark.__qualname__ = name + ":" + ":".join(axes)
     return jax.jit(mark)
 
 
@@ -135,7 +137,7 @@ def per_device(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
     axes = trace_axes(axis_name)
     if not axes:
         return tree
-    return cast_varying(_marker(tuple(sorted(axes)))(tree), axes)
+    return cast_varying(_marker(PER_DEVICE_MARK, tuple(sorted(axes)))(tree), axes)
 
 
 def to_varying(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
@@ -178,15 +180,6 @@ REDUCED_MARK = "jaxtrainer_reduced"
 leaves in a jaxpr in place of the collective; ``:``-joined axis names follow."""
 
 
-@functools.cache
-def _reduced_marker(axes: tuple[str, ...]) -> Callable[[Any], Any]:
-    def reduced(tree):
-        return tree
-
-    reduced.__name__ = reduced.__qualname__ = REDUCED_MARK + ":" + ":".join(axes)
-    return jax.jit(reduced)
-
-
 def _one_device(op, tree: Any, names: tuple[str, ...]) -> bool:
     """Whether ``op`` over ``names`` is the identity on ``tree`` and can be left
     out of the program: every axis has one device, every leaf is a JAX array
@@ -223,7 +216,7 @@ def _reduce(op, tree: Any, axis_name: AxisName | None, what: str) -> Any:
     if not names:
         return tree
     if _one_device(op, tree, names):
-        return _reduced_marker(tuple(sorted(names)))(tree)
+        return _marker(REDUCED_MARK, tuple(sorted(names)))(tree)
     axes = names if len(names) > 1 else names[0]
     if bucketing_pays():
         return reduce_in_buckets(op, tree, axes, varying_axes)
