@@ -3,7 +3,7 @@
 Shared by the benchmarks that measure what a recipe config reaches
 (``minatar_cnn.py``, ``ppo_memory.py``): each run is a fresh process of
 ``python recipes/<recipe>.py --config <config> trainer.seed=<seed> ...`` with the
-progress bar, checkpoints and loggers off, one after the other.
+progress bar, checkpoints and loggers off, one after the other (or ``jobs`` at once).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,18 +59,26 @@ def run_command(command: list[str], label: str) -> tuple[float, str | None, str,
 
 
 def table(title: str, recipe: str, config: Path, seeds: list[int], max_env_steps: int,
-          overrides: list[str]) -> list[float]:
+          overrides: list[str], jobs: int = 1) -> list[float]:
     """Print ``title``, then one row per seed (seed, env steps, greedy return,
-    wall seconds) as each run ends, then the mean and minimum; returns the returns."""
+    wall seconds) as each run ends, then the mean and minimum; returns the returns
+    in seed order. ``jobs``: runs at once (each a process; with more than one,
+    a run's wall seconds include sharing the machine's cores)."""
     print(f"{title}, {max_env_steps:,} env steps per seed"
-          + (f" ({' '.join(overrides)})" if overrides else ""))
+          + (f" ({' '.join(overrides)})" if overrides else "")
+          + (f", {jobs} runs at once" if jobs > 1 else ""))
     print(f"{'seed':>4}  {'env steps':>10}  {'greedy return':>13}  {'wall s':>8}", flush=True)
-    returns = []
-    with tempfile.TemporaryDirectory(prefix=f"{config.stem}-") as root:
-        for seed in seeds:
-            value, seconds = run_seed(recipe, config, seed, max_env_steps, root, overrides)
-            returns.append(value)
+    returns = {}
+    with tempfile.TemporaryDirectory(prefix=f"{config.stem}-") as root, \
+            ThreadPoolExecutor(max_workers=jobs) as pool:
+        runs = {pool.submit(run_seed, recipe, config, seed, max_env_steps, root, overrides): seed
+                for seed in seeds}
+        for done in as_completed(runs):
+            seed = runs[done]
+            value, seconds = done.result()
+            returns[seed] = value
             print(f"{seed:>4}  {max_env_steps:>10,}  {value:>13.2f}  {seconds:>8.0f}", flush=True)
+    returns = [returns[seed] for seed in seeds]
     print(f"mean={statistics.mean(returns):.2f} min={min(returns):.2f} "
           f"over seeds {','.join(map(str, seeds))}", flush=True)
     return returns

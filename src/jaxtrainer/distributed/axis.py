@@ -192,8 +192,8 @@ def _one_device(op, tree: Any, names: tuple[str, ...]) -> bool:
     The reduction is still recorded (an identity call named
     :data:`REDUCED_MARK`) for the check that replicated state stays the same
     on every device, which holds for the code, not for one device count."""
-    if any(jax.lax.axis_size(n) != 1 for n in names):
-        return False
+    if jax.config.jax_disable_jit or any(jax.lax.axis_size(n) != 1 for n in names):
+        return False  # eager (jit disabled) inlines the marker: keep the collective
     for leaf in jax.tree.leaves(tree):
         if not isinstance(leaf, jax.Array) or varying_axes(leaf) & set(names):
             return False

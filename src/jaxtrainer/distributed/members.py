@@ -46,6 +46,7 @@ from jaxtrainer.distributed.axis import (
     axis_size,
     axis_tuple,
     bound_axes,
+    psum,
     to_varying,
 )
 from jaxtrainer.distributed.keys import member_keys
@@ -150,7 +151,7 @@ def _gather_leaf(x: jax.Array, names: tuple[str, ...]) -> jax.Array:
         jax.lax.bitcast_convert_type(x, _UINT[dtype.itemsize])
     full = jnp.zeros((n * local,) + x.shape[1:], bits.dtype)
     full = jax.lax.dynamic_update_slice_in_dim(full, bits, axis_index(names) * local, axis=0)
-    full = jax.lax.psum(full, names if len(names) > 1 else names[0])  # one non-zero term: exact
+    full = psum(full, names)  # one non-zero term: exact (no collective on one device)
     if dtype == jnp.bool_:
         return full.astype(jnp.bool_)
     return jax.lax.bitcast_convert_type(full, dtype)
