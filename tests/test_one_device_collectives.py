@@ -111,9 +111,10 @@ def test_a_missing_average_is_still_caught_on_one_device(tmp_path):
     """The code is wrong whatever the device count: the single-device run says so
     (its reductions leave no collective but are still seen), and the averaging
     module trains there."""
-    with pytest.raises(ValueError, match=r"\['x_mean'\].*differ between devices"):
-        jt.Trainer(strategy="single", max_steps=2, default_root_dir=tmp_path,
-                   **QUIET).fit(Regression(average_stats=False))
+    for jit in (True, False):  # eager too: there the reductions stay collectives
+        with pytest.raises(ValueError, match=r"\['x_mean'\].*differ between devices"):
+            jt.Trainer(strategy="single", max_steps=2, default_root_dir=tmp_path, jit=jit,
+                       **QUIET).fit(Regression(average_stats=False))
     trainer = jt.Trainer(strategy="single", max_steps=30, default_root_dir=tmp_path, **QUIET)
     trainer.fit(Regression())
     w = np.asarray(trainer.state["params"]["w"])
