@@ -404,8 +404,8 @@ def minibatch_advantage_moments(advantages: jax.Array, epoch_key: jax.Array,
     """``float32[num_minibatches, 2]``: the global advantage (mean, variance) of each
     minibatch of the epoch :func:`minibatch_epochs` cuts with ``epoch_key``, in one
     all-reduce for the epoch instead of one per minibatch; ``None`` on one device
-    (each minibatch computes its own, as without a device axis). ``advantages``: ``float32[n, ...]``, this
-    device's share, shuffled along its first axis."""
+    (each minibatch computes its own, as without a device axis). ``advantages``:
+    ``float32[n, ...]``, this device's share, shuffled along its first axis."""
     if axis_size() == 1:
         return None
     perm = permutation(epoch_key, advantages.shape[0])

@@ -192,7 +192,7 @@ def _one_device(op, tree: Any, names: tuple[str, ...]) -> bool:
     The reduction is still recorded (an identity call named
     :data:`REDUCED_MARK`) for the check that replicated state stays the same
     on every device, which holds for the code, not for one device count."""
-    if jax.config.jax_disable_jit or any(jax.lax.axis_size(n) != 1 for n in names):
+    if jax.config.jax_disable_jit or axis_size(names) != 1:
         return False  # eager (jit disabled) inlines the marker: keep the collective
     for leaf in jax.tree.leaves(tree):
         if not isinstance(leaf, jax.Array) or varying_axes(leaf) & set(names):

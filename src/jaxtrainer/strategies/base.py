@@ -24,7 +24,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtrainer import arguments
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import AXIS_NAME
-from jaxtrainer.distributed.axis import size_probe
+from jaxtrainer.distributed.axis import axis_size, size_probe
 from jaxtrainer.distributed.process import broadcast_from_zero, rendezvous
 from jaxtrainer.module import Module
 from jaxtrainer.strategies import dependence, program
@@ -347,7 +347,7 @@ class Strategy(abc.ABC):
         last values, exact when they agree). Inside the programs only; over one
         device they are the device's own (no collective is left in the program)."""
         axes = self.data_axes
-        if all(jax.lax.axis_size(a) == 1 for a in axes):
+        if axis_size(axes) == 1:
             return acc
         return {name: m.over_devices(axes) for name, m in acc.items()}
 

@@ -42,8 +42,7 @@ Axes = frozenset[str]
 """The mesh axes a value may vary over (empty: the same on every device)."""
 
 _NONE: Axes = frozenset()
-_MARK = re.compile(re.escape(PER_DEVICE_MARK) + r":([^()]+)")
-_REDUCED = re.compile(re.escape(REDUCED_MARK) + r":([^()]+)")
+_MARK = re.compile(f"({re.escape(PER_DEVICE_MARK)}|{re.escape(REDUCED_MARK)})" + r":([^()]+)")
 _REDUCING = {"psum": "axes", "pmax": "axes", "pmin": "axes", "all_gather": "axis_name",
              "psum_invariant": "axes"}
 _PER_DEVICE = {"axis_index": "axis_name", "ppermute": "axis_name", "all_to_all": "axis_name",
@@ -140,12 +139,12 @@ def _equation(eqn: Any, ins: list[Axes]) -> list[Axes]:
         return [_union(ins) - _names(params[_REDUCING[name]])] * n_out
     if name in _PER_DEVICE:
         return [_union(ins) | _names(params[_PER_DEVICE[name]])] * n_out
+    # per_device(...), or a reduction over axes of one device left out of the
+    # program; possibly under jvp/transpose: name "jvp(<mark>)"
     marked = _MARK.search(str(params.get("name", ""))) if name == "jit" else None
-    if marked:  # per_device(...), possibly under jvp/transpose: name "jvp(<mark>)"
-        return [_union(ins) | frozenset(marked.group(1).split(":"))] * n_out
-    reduced = _REDUCED.search(str(params.get("name", ""))) if name == "jit" else None
-    if reduced:  # a reduction over axes of one device, left out of the program
-        return [_union(ins) - frozenset(reduced.group(1).split(":"))] * n_out
+    if marked:
+        kind, axes = marked.group(1), frozenset(marked.group(2).split(":"))
+        return [_union(ins) | axes if kind == PER_DEVICE_MARK else _union(ins) - axes] * n_out
     if name == "scan":
         return _scan(eqn, ins)
     if name == "while":
