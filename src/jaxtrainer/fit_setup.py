@@ -20,6 +20,7 @@ from jaxtrainer import checkpoint_connector, module_record, run_kind, slurm
 from jaxtrainer.checkpoint import run_lock, runs
 from jaxtrainer.module import Module, counted_members
 from jaxtrainer.strategies.layout import LeafLayout
+from jaxtrainer.strategies.single_device import SingleDeviceStrategy
 
 if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
@@ -116,8 +117,24 @@ def announce(trainer: Trainer, module: Module, resume: Path | None, step: int) -
     cache = f"; compilation cache {trainer.compilation_cache_dir}" if trainer.compilation_cache_dir else ""
     print(f"jaxtrainer: {trainer.strategy.describe()}; run directory {trainer.log_dir}{cache}",
           flush=True)
+    hint = one_cpu_device_hint(trainer.strategy)
+    if hint:
+        print(hint, flush=True)
     if resume is not None:
         checkpoint_connector.report_resume(trainer, resume, step, counted_members(module))
+
+
+def one_cpu_device_hint(strategy: Any) -> str | None:
+    """A line for a strategy made for several devices that found one CPU device
+    (the CPU backend shows one device unless told otherwise), saying how to get
+    more; ``None`` otherwise."""
+    devices = strategy.devices
+    if (isinstance(strategy, SingleDeviceStrategy) or len(devices) != 1
+            or devices[0].platform != "cpu" or jax.device_count() != 1):
+        return None
+    return (f"jaxtrainer: {type(strategy).__name__} runs on the one CPU device JAX shows; "
+            "XLA_FLAGS=--xla_force_host_platform_device_count=N before the command splits "
+            "the CPU into N devices")
 
 
 def resume_hint(trainer: Trainer, checkpoint: str) -> str:
