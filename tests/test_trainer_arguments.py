@@ -327,23 +327,19 @@ def test_pmap_on_the_one_cpu_device_says_how_to_split_the_cpu(tmp_path):
     device ran on it without a word: the start says how to get more devices."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo", "trainer.strategy=pmap",
-         f"trainer.default_root_dir={tmp_path / 'runs'}", "trainer.max_env_steps=256",
-         "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",
-         "trainer.compile_evaluation_ahead=false", "algorithm.num_steps=32",
-         "algorithm.eval_episodes=2"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = (proc.stdout + proc.stderr).splitlines()
+
+    def fit(strategy):
+        proc = subprocess.run(
+            [sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo",
+             f"trainer.strategy={strategy}", f"trainer.default_root_dir={tmp_path / 'runs'}",
+             "trainer.max_env_steps=256", "trainer.enable_progress_bar=false",
+             "trainer.enable_checkpointing=false", "trainer.compile_evaluation_ahead=false",
+             "algorithm.num_steps=32", "algorithm.eval_episodes=2"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return (proc.stdout + proc.stderr).splitlines()
+
     assert ("jaxtrainer: PmapStrategy runs on the one CPU device JAX shows; "
             "XLA_FLAGS=--xla_force_host_platform_device_count=N before the command splits "
-            "the CPU into N devices") in lines
-    single = subprocess.run(
-        [sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo", "trainer.strategy=single",
-         f"trainer.default_root_dir={tmp_path / 'runs'}", "trainer.max_env_steps=256",
-         "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",
-         "trainer.compile_evaluation_ahead=false", "algorithm.num_steps=32",
-         "algorithm.eval_episodes=2"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
-    assert single.returncode == 0 and "device_count" not in single.stdout + single.stderr
+            "the CPU into N devices") in fit("pmap")
+    assert not any("device_count" in line for line in fit("single"))
