@@ -20,12 +20,15 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 import os
 import statistics
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -187,7 +190,24 @@ def paired_ratio(ours: list[Run], ref: list[Run]) -> float:
 
 
 def use_compilation_cache() -> None:
-    """Cache compiled programs in a temporary directory for this process."""
-    jax.config.update("jax_compilation_cache_dir", tempfile.mkdtemp(prefix="jaxtrainer-bench-"))
+    """Cache compiled programs in ``$JAX_COMPILATION_CACHE_DIR`` when set (kept between
+    runs), else in a temporary directory for this process."""
+    cache_dir = os.environ.get("JAX_COMPILATION_CACHE_DIR") or tempfile.mkdtemp(
+        prefix="jaxtrainer-bench-")
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
+
+def record_run(path: Path | None, **fields: object) -> None:
+    """Add one run's figures (``fields``, the device kind and today's date) to the JSON
+    list at ``path``, replacing an earlier run of the same side and seed. Written after
+    every run, so a command cut short keeps what finished, and commands that each run one
+    side fill one file. ``benchmarks/published.py`` reads these files."""
+    if path is None:
+        return
+    runs = json.loads(path.read_text()) if path.is_file() else []
+    runs = [r for r in runs if (r["side"], r["seed"]) != (fields["side"], fields["seed"])]
+    runs.append(dict(fields, device=jax.devices()[0].device_kind,
+                     date=datetime.date.today().isoformat()))
+    path.write_text(json.dumps(runs, indent=1) + "\n")

@@ -19,7 +19,13 @@ policy (``ppo_brax.yaml``'s ``policy: brax``: Brax's tanh-squashed Gaussian with
 a learned scale and ``lecun_uniform`` layers), so the returns are compared.
 
     python benchmarks/brax_ppo.py --size small   # CPU: inverted_pendulum, 64 envs (minutes)
-    python benchmarks/brax_ppo.py --size full    # GPU: ant, 4096 envs, Brax's settings, 5e6 env steps
+    python benchmarks/brax_ppo.py --size full    # accelerator: ant, 4096 envs, Brax's settings, 6.5e6 env steps
+    python benchmarks/brax_ppo.py --size full --env-steps 50000000 --seeds 0   # Brax's published budget
+
+``--env-steps`` sets each run's budget (both sides; rounded up to whole Brax training
+epochs, the number of epochs kept); ``--sides`` runs one side only (``ours`` or ``brax``),
+so that long runs can be split; ``--json PATH`` adds every run's figures to that file
+(``benchmarks/published.py`` reads it for the baselines page).
 
 One pair of runs per seed (``--seeds``, default 0,1,2; the order alternates).
 Prints env steps/s and the final greedy return of each run, the median return
@@ -36,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import statistics
 import time
 from pathlib import Path
@@ -43,7 +50,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import LoopClock, use_compilation_cache
+from _timing import LoopClock, record_run, use_compilation_cache
 
 import jaxtrainer as jt
 from jaxtrainer.algorithms import PPO, PPOConfig
@@ -85,6 +92,15 @@ def _brax_replication_shim():
 
 def steps_per_update(size: dict) -> int:
     return size["batch_size"] * size["num_minibatches"] * UNROLL
+
+
+def with_budget(size: dict, env_steps: int | None) -> dict:
+    """``size`` with as many updates per Brax epoch as ``env_steps`` needs over its
+    ``epochs + 1`` training epochs (unchanged when ``env_steps`` is None)."""
+    if env_steps is None:
+        return size
+    epochs = size["epochs"] + 1
+    return dict(size, updates_per_epoch=math.ceil(env_steps / (epochs * steps_per_update(size))))
 
 
 def run_ours(size: dict, updates: int, seed: int) -> tuple[float, float]:
@@ -135,26 +151,44 @@ def main() -> None:
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--seeds", default="0,1,2",
                         help="comma-separated seeds: one pair of runs (ours, Brax) per seed")
+    parser.add_argument("--env-steps", type=int, default=None,
+                        help="env steps per run, both sides (default: the size's)")
+    parser.add_argument("--sides", default="ours,brax",
+                        help="which trainers run: ours, brax or both (ours,brax)")
+    parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
     args = parser.parse_args()
-    size = SIZES[args.size]
+    size = with_budget(SIZES[args.size], args.env_steps)
     seeds = [int(s) for s in args.seeds.split(",")]
+    sides = tuple(args.sides.split(","))
+    if not set(sides) <= {"ours", "brax"} or not sides:
+        parser.error(f"--sides {args.sides!r}: expected ours, brax or ours,brax")
     updates = (size["epochs"] + 1) * size["updates_per_epoch"]
     use_compilation_cache()
     print(f"{args.size}: brax/{size['env']} on {jax.devices()[0].device_kind} "
           f"({jax.device_count()} device(s)), {size['num_envs']} envs, "
-          f"{steps_per_update(size):,} env steps per update, {updates} updates per run")
+          f"{steps_per_update(size):,} env steps per update, {updates} updates per run "
+          f"= {updates * steps_per_update(size):,} env steps", flush=True)
     sps: dict[str, list[float]] = {"ours": [], "brax": []}
     returns: dict[str, list[float]] = {"ours": [], "brax": []}
     for r, seed in enumerate(seeds):
-        order = ("ours", "brax") if r % 2 == 0 else ("brax", "ours")
+        order = sides if r % 2 == 0 else sides[::-1]
         for name in order:
             start = time.perf_counter()
             speed, ret = (run_ours(size, updates, seed) if name == "ours"
                           else run_brax(size, seed))
             sps[name].append(speed)
             returns[name].append(ret)
+            wall = time.perf_counter() - start
+            record_run(args.json, side=name, seed=seed, env=f"brax/{size['env']}",
+                       env_steps=updates * steps_per_update(size), env_steps_per_s=speed,
+                       final_return=ret, wall_s=wall)
             print(f"  seed {seed} {name:4s}: {speed:10,.0f} env steps/s  return {ret:9.2f}  "
-                  f"({time.perf_counter() - start:.0f} s with compile and evaluation)", flush=True)
+                  f"({wall:.0f} s with compile and evaluation)", flush=True)
+    if len(sides) == 1:
+        name = sides[0]
+        print(f"{name}: median env steps/s {statistics.median(sps[name]):,.0f}, median final "
+              f"return {statistics.median(returns[name]):.2f} over seeds {args.seeds}")
+        return
     pairs = [a / b for a, b in zip(sps["ours"], sps["brax"], strict=True)]
     ours_ret, brax_ret = statistics.median(returns["ours"]), statistics.median(returns["brax"])
     gap = abs(ours_ret - brax_ret) / max(abs(brax_ret), 1e-9)

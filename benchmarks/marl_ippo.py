@@ -36,6 +36,9 @@ its steps of the last completed episode's return) averaged over those updates,
 divided by the 3 agents (its ``MPELogWrapper`` logs rewards times the
 number of agents).
 
+``--json PATH`` adds every run's figures to that file (``benchmarks/published.py``
+reads it for the baselines page).
+
 ``--mappo`` (on by default; ``--no-mappo`` to skip) also trains MAPPO
 (``recipes/configs/mappo.yaml``: a centralised critic on each agent's game's
 global state and its one-hot id) at the same budget, one run per seed.
@@ -58,7 +61,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import yaml
-from _timing import LoopClock, use_compilation_cache
+from _timing import LoopClock, record_run, use_compilation_cache
 
 import jaxtrainer as jt
 from jaxtrainer.algorithms import PPO, PPOConfig
@@ -148,6 +151,7 @@ def main() -> None:
     parser.add_argument("--last", type=float, default=0.1,
                         help="fraction of the updates the final return averages over")
     parser.add_argument("--mappo", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
     args = parser.parse_args()
     baseline, cfg = load_baseline(args.baseline)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -170,6 +174,9 @@ def main() -> None:
             sps[name].append(speed)
             rets[name].append(ret)
             _report(name, seed, speed, ret, start)
+            record_run(args.json, side=name, seed=seed, env="MPE_simple_spread_v3",
+                       env_steps=updates * GAMES * STEPS, env_steps_per_s=speed,
+                       final_return=ret, wall_s=time.perf_counter() - start)
     med = {name: statistics.median(v) for name, v in rets.items() if v}
     pairs = [a / b for a, b in zip(sps["ours"], sps["theirs"], strict=True)]
     gap = (med["ours"] - med["theirs"]) / abs(med["theirs"])

@@ -24,6 +24,13 @@ its entry); ``docs/baselines.md`` and one learning-curve figure per row
 (``docs/baselines/<row>.png``: each seed's training return against env steps,
 their mean, the published figure and the pass line) are written from it after
 every row. Exits 1 when a row run now is below its published figure.
+
+The page also holds the rows of ``published.yaml``'s ``side_by_side`` list: our
+trainer against the other project's own trainer, run by another benchmark
+(``benchmarks/marl_ippo.py``, ``benchmarks/brax_ppo.py``) at the same settings and
+budget on one machine, whose ``--json`` output is ``docs/baselines/<id>.json``.
+Such a row passes by the same rule, their mean and standard deviation over seeds
+standing for the published ones.
 """
 
 from __future__ import annotations
@@ -55,6 +62,64 @@ def threshold(published: dict[str, Any]) -> float:
     if published.get("over") == "seeds" and std is not None:
         return mean - float(std)
     return mean - 0.1 * abs(mean)
+
+
+def side_by_side(row: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``side_by_side`` row's figures from its runs (each: side, seed, final_return,
+    env_steps_per_s, device, date): both sides' means and seeds, the pass line from
+    theirs, and the median of our speed over theirs per seed run on both sides."""
+    import statistics
+
+    ours = {r["seed"]: r for r in runs if r["side"] == "ours"}
+    theirs = {r["seed"]: r for r in runs if r["side"] == row["their_side"]}
+    if not ours or not theirs:
+        raise ValueError(f"{row['id']}: the runs need side 'ours' and side "
+                         f"{row['their_side']!r}; found {sorted({r['side'] for r in runs})}")
+    their_finals = [r["final_return"] for r in theirs.values()]
+    mean = statistics.fmean(their_finals)
+    std = statistics.stdev(their_finals) if len(their_finals) > 1 else None
+    floor = threshold({"mean": mean, "std": std, "over": "seeds" if std is not None else None})
+    finals = [r["final_return"] for r in ours.values()]
+    both = sorted(set(ours) & set(theirs))
+    return {"id": row["id"], "finals": finals, "mean": statistics.fmean(finals),
+            "their_finals": their_finals, "their_mean": mean, "their_std": std,
+            "threshold": floor, "passed": statistics.fmean(finals) >= floor,
+            "speed_ratio": statistics.median(
+                ours[s]["env_steps_per_s"] / theirs[s]["env_steps_per_s"] for s in both),
+            "devices": sorted({r["device"] for r in runs}),
+            "dates": sorted({r["date"] for r in runs})}
+
+
+def side_by_side_lines(rows: list[dict[str, Any]], docs: Path) -> list[str]:
+    """The page's section for the ``side_by_side`` rows whose runs file exists."""
+    lines = ["## Measured against the other project's code, run side by side", "",
+             "The other project's own trainer, run on the same machine at the same settings "
+             "and budget (no published table gives these at this budget); each row's command "
+             "writes its runs to `docs/baselines/<row>.json`. Passes as above, with their mean "
+             "and standard deviation over seeds (minus 10% of their mean's magnitude with one "
+             "seed). *Speed* is the median over seeds of our env steps/s over theirs.", "",
+             "| row | budget (env steps) | theirs | pass line | theirs: mean (seeds) "
+             "| ours: mean (seeds) | speed | measured | |",
+             "|---|--:|---|--:|---|---|--:|---|---|"]
+    notes = []
+    for row in rows:
+        path = docs / "baselines" / f"{row['id']}.json"
+        if not path.is_file():
+            notes.append(f"{row['id']}: not measured yet (`{row['command']}`).")
+            continue
+        e = side_by_side(row, json.loads(path.read_text()))
+        spread = f" ± {e['their_std']:.2f}" if e["their_std"] is not None else ""
+        lines.append(
+            f"| {row['algorithm']} {row['env']} | {row['budget']:,} | [{row['theirs']}]({row['url']}) "
+            f"| {e['threshold']:.2f} | {e['their_mean']:.2f}{spread} ({len(e['their_finals'])}) "
+            f"| {e['mean']:.2f} ({len(e['finals'])}) | {e['speed_ratio']:.3f} "
+            f"| {', '.join(e['dates'])}, {', '.join(e['devices'])} "
+            f"| {'at or above' if e['passed'] else '**below**'} |")
+        notes.append(f"{row['id']}: {row['statistic']}; seeds ours "
+                     f"{', '.join(f'{x:.2f}' for x in e['finals'])}, theirs "
+                     f"{', '.join(f'{x:.2f}' for x in e['their_finals'])}. `{row['command']}`"
+                     + (f"; {row['note']}" if row.get("note") else "") + ".")
+    return lines + [""] + [f"- {n}" for n in notes] + [""]
 
 
 def run_seed(row: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
@@ -155,8 +220,10 @@ def figure(entry: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def page(results: dict[str, dict[str, Any]], order: list[str]) -> str:
-    """``docs/baselines.md`` from the accumulated results, rows in table order."""
+def page(results: dict[str, dict[str, Any]], order: list[str], rows: list[dict[str, Any]],
+         docs: Path) -> str:
+    """``docs/baselines.md`` from the accumulated results, rows in table order, then the
+    ``side_by_side`` rows (``rows``) from their runs files under ``docs``."""
     lines = [
         "# Baselines",
         "",
@@ -195,16 +262,7 @@ def page(results: dict[str, dict[str, Any]], order: list[str]) -> str:
     missing = [rid for rid in order if rid not in results]
     if missing:
         lines += ["", f"Not measured yet: {', '.join(missing)}."]
-    lines += ["", "## Measured against the other project's code, run side by side", "",
-              "Two more comparisons run the other project's own trainer beside ours at the same "
-              "settings and budget (not a published table): IPPO against JaxMARL's "
-              "`ippo_ff_mpe.py` on MPE simple_spread_v3 (2e6 game steps, 3 seeds; "
-              "`benchmarks/marl_ippo.py`) and PPO against Brax's `ppo.train` "
-              "(`benchmarks/brax_ppo.py`: inverted_pendulum on CPU; ant at Brax's published "
-              "settings needs a GPU). Their returns and speeds, with dates, are in "
-              "[Benchmarks](benchmarks.md#multi-agent-ippo-against-jaxmarls-baseline) and "
-              "[PPO against Brax's own trainer](benchmarks.md#ppo-against-braxs-own-trainer).",
-              "", "## Rows", ""]
+    lines += [""] + side_by_side_lines(rows, docs) + ["## Rows", ""]
     for rid in order:
         e = results.get(rid)
         if e is None:
@@ -232,7 +290,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--render", action="store_true",
                         help="only rewrite baselines.md and the figures from results.json")
     args = parser.parse_args(argv)
-    rows = yaml.safe_load(TABLE.read_text())["rows"]
+    table = yaml.safe_load(TABLE.read_text())
+    rows, beside = table["rows"], table.get("side_by_side", [])
     order = [r["id"] for r in rows]
     unknown = sorted(set(args.rows or []) - set(order))
     if unknown:
@@ -243,7 +302,7 @@ def main(argv: list[str]) -> int:
     if args.render:
         for rid, entry in results.items():
             figure(entry, docs / "baselines" / f"{rid}.png")
-        (docs / "baselines.md").write_text(page(results, order))
+        (docs / "baselines.md").write_text(page(results, order, beside, docs))
         return 0
     below = []
     for row in rows:
@@ -257,7 +316,7 @@ def main(argv: list[str]) -> int:
         figure(entry, docs / "baselines" / f"{row['id']}.png")
         store.parent.mkdir(parents=True, exist_ok=True)
         store.write_text(json.dumps(results, indent=1))
-        (docs / "baselines.md").write_text(page(results, order))
+        (docs / "baselines.md").write_text(page(results, order, beside, docs))
         mark = "at or above" if entry["passed"] else "BELOW"
         print(f"{row['id']:<16} published {row['published']['mean']:>8g} pass line "
               f"{entry['threshold']:8.1f} | ours mean {entry['mean']:8.1f} "

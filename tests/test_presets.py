@@ -116,3 +116,40 @@ def test_every_published_row_names_a_recipe_an_env_a_budget_and_its_source(monke
     assert published.threshold(cleanrl) == pytest.approx(498.38 - 2.29)
     zoo = next(r for r in rows if r["id"] == "sac-pendulum")["published"]  # spread over episodes
     assert published.threshold(zoo) == pytest.approx(-156.995 * 1.1)
+
+
+def test_side_by_side_rows_are_judged_by_the_other_trainers_runs(monkeypatch, tmp_path):
+    """A ``side_by_side`` row of ``published.yaml`` (ours against the other project's own
+    trainer on one machine) passes when our mean is at least theirs minus their spread over
+    seeds (minus 10% of their mean with one seed); the page shows the committed runs."""
+    import importlib.util
+    import json
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("published", ROOT / "benchmarks" / "published.py")
+    published = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(published)
+    beside = yaml.safe_load((ROOT / "benchmarks" / "published.yaml").read_text())["side_by_side"]
+    assert {r["id"] for r in beside} == {"ippo-mpe", "ppo-brax-ant"}
+    ant = next(r for r in beside if r["id"] == "ppo-brax-ant")
+    runs = json.loads((ROOT / "docs" / "baselines" / "ppo-brax-ant.json").read_text())
+    entry = published.side_by_side(ant, runs)
+    assert entry["their_finals"] == [pytest.approx(7549.845703125)]  # Brax's trainer, one seed
+    assert entry["threshold"] == pytest.approx(7549.845703125 * 0.9)
+    assert entry["passed"] and entry["mean"] == pytest.approx(7593.296875)
+    assert entry["speed_ratio"] == pytest.approx(151034.82051550376 / 149469.81294973276)
+
+    def run(side, seed, ret, sps=1.0):
+        return {"side": side, "seed": seed, "final_return": ret, "env_steps_per_s": sps,
+                "device": "cpu", "date": "2026-12-06"}
+
+    two = [run("ours", 0, -23.0, 2.0), run("ours", 1, -23.6), run("brax", 0, -23.0),
+           run("brax", 1, -22.0)]
+    entry = published.side_by_side(ant, two)  # theirs -22.5 +- 0.707 over 2 seeds
+    assert entry["threshold"] == pytest.approx(-22.5 - 0.5 ** 0.5)
+    assert not entry["passed"] and entry["speed_ratio"] == pytest.approx(1.5)
+    with pytest.raises(ValueError, match="side 'brax'; found \\['ours', 'theirs'\\]"):
+        published.side_by_side(ant, [run("ours", 0, 1.0), run("theirs", 0, 1.0)])
+    lines = published.side_by_side_lines(beside, ROOT / "docs")
+    row = next(line for line in lines if line.startswith("| ppo (recipes/configs/ppo_brax.yaml)"))
+    assert "| 7549.85 (1) | 7593.30 (1) | 1.010 | 2026-12-06, TPU v5 lite | at or above |" in row
