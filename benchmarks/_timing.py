@@ -199,6 +199,23 @@ def use_compilation_cache() -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
 
 
+class TrainingReturns(jt.Callback):
+    """``train/episode_return`` of every log interval (a mean over the episodes it
+    completed): ``values``, and ``curve`` as ``[env_steps, return]`` pairs."""
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.curve: list[list[float]] = []
+
+    def needs_state(self, trainer, module, step):
+        return False  # metrics only
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if "train/episode_return" in metrics:
+            self.values.append(float(metrics["train/episode_return"]))
+            self.curve.append([float(metrics["env_steps"]), self.values[-1]])
+
+
 def record_run(path: Path | None, **fields: object) -> None:
     """Add one run's figures (``fields``, the device kind and today's date) to the JSON
     list at ``path``, replacing an earlier run of the same side and seed. Written after

@@ -25,7 +25,9 @@ a learned scale and ``lecun_uniform`` layers), so the returns are compared.
 ``--env-steps`` sets each run's budget (both sides; rounded up to whole Brax training
 epochs, the number of epochs kept); ``--sides`` runs one side only (``ours`` or ``brax``),
 so that long runs can be split; ``--json PATH`` adds every run's figures to that file
-(``benchmarks/published.py`` reads it for the baselines page).
+(``benchmarks/published.py`` reads it for the baselines page), with a curve per run: ours
+the training return after every Brax epoch's worth of updates, Brax's its evaluation
+return after every epoch.
 
 One pair of runs per seed (``--seeds``, default 0,1,2; the order alternates).
 Prints env steps/s and the final greedy return of each run, the median return
@@ -50,7 +52,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-from _timing import LoopClock, record_run, use_compilation_cache
+from _timing import LoopClock, TrainingReturns, record_run, use_compilation_cache
 
 import jaxtrainer as jt
 from jaxtrainer.algorithms import PPO, PPOConfig
@@ -103,8 +105,9 @@ def with_budget(size: dict, env_steps: int | None) -> dict:
     return dict(size, updates_per_epoch=math.ceil(env_steps / (epochs * steps_per_update(size))))
 
 
-def run_ours(size: dict, updates: int, seed: int) -> tuple[float, float]:
-    """(env steps/s after compilation, final evaluation return)."""
+def run_ours(size: dict, updates: int, seed: int) -> tuple[float, float, list[list[float]]]:
+    """(env steps/s after compilation, final evaluation return, the training return at
+    the end of every Brax epoch's worth of updates as ``[env steps, return]`` pairs)."""
     num_steps = steps_per_update(size) // size["num_envs"]
     cfg = config.load(ROOT / "ppo_brax.yaml", [
         f"env.name=brax/{size['env']}", f"algorithm.num_envs={size['num_envs']}",
@@ -112,18 +115,20 @@ def run_ours(size: dict, updates: int, seed: int) -> tuple[float, float]:
         f"algorithm.eval_episodes={size['eval_envs']}"], defaults=ROOT / "ppo.yaml")
     module = PPO(PPOConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
                  env=config.make_env(cfg))
-    clock = LoopClock()
+    clock, returns = LoopClock(), TrainingReturns()
     trainer = jt.Trainer(strategy="single", max_steps=updates, seed=seed, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
-                         log_every_n_steps=updates, callbacks=[clock],
+                         log_every_n_steps=size["updates_per_epoch"], callbacks=[clock, returns],
                          default_root_dir="/tmp/jaxtrainer-bench-brax-ppo")
     trainer.fit(module)
     result = trainer.evaluate(module)
-    return updates * module.env_steps_per_step / clock.seconds, result["eval/episode_return"]
+    return (updates * module.env_steps_per_step / clock.seconds, result["eval/episode_return"],
+            returns.curve)
 
 
-def run_brax(size: dict, seed: int) -> tuple[float, float]:
-    """(env steps/s of Brax's training epochs after the first, final evaluation return)."""
+def run_brax(size: dict, seed: int) -> tuple[float, float, list[list[float]]]:
+    """(env steps/s of Brax's training epochs after the first, final evaluation return,
+    its evaluation return after every epoch as ``[env steps, return]`` pairs)."""
     from brax import envs
     from brax.training.agents.ppo import train as brax_ppo
 
@@ -138,12 +143,13 @@ def run_brax(size: dict, seed: int) -> tuple[float, float]:
             num_updates_per_batch=EPOCHS_PER_UPDATE, episode_length=1000, discounting=0.97,
             learning_rate=3e-4, entropy_cost=1e-2, reward_scaling=10, normalize_observations=True,
             num_eval_envs=size["eval_envs"], seed=seed,
-            progress_fn=lambda step, metrics: progress.append(dict(metrics)))
+            progress_fn=lambda step, metrics: progress.append(dict(metrics, env_steps=step)))
     timed = [m for m in progress if "training/sps" in m][1:]  # the first epoch compiles
     seconds = sum(size["updates_per_epoch"] * steps_per_update(size) / m["training/sps"]
                   for m in timed)
     sps = len(timed) * size["updates_per_epoch"] * steps_per_update(size) / seconds
-    return sps, float(progress[-1]["eval/episode_reward"])
+    curve = [[float(m["env_steps"]), float(m["eval/episode_reward"])] for m in progress]
+    return sps, float(progress[-1]["eval/episode_reward"]), curve
 
 
 def main() -> None:
@@ -155,12 +161,13 @@ def main() -> None:
                         help="env steps per run, both sides (default: the size's)")
     parser.add_argument("--sides", default="ours,brax",
                         help="which trainers run: ours, brax or both (ours,brax)")
-    parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="add every run's figures and curve to this JSON file")
     args = parser.parse_args()
     size = with_budget(SIZES[args.size], args.env_steps)
     seeds = [int(s) for s in args.seeds.split(",")]
     sides = tuple(args.sides.split(","))
-    if not set(sides) <= {"ours", "brax"} or not sides:
+    if not set(sides) <= {"ours", "brax"} or len(set(sides)) != len(sides):
         parser.error(f"--sides {args.sides!r}: expected ours, brax or ours,brax")
     updates = (size["epochs"] + 1) * size["updates_per_epoch"]
     use_compilation_cache()
@@ -174,14 +181,14 @@ def main() -> None:
         order = sides if r % 2 == 0 else sides[::-1]
         for name in order:
             start = time.perf_counter()
-            speed, ret = (run_ours(size, updates, seed) if name == "ours"
-                          else run_brax(size, seed))
+            speed, ret, curve = (run_ours(size, updates, seed) if name == "ours"
+                                 else run_brax(size, seed))
             sps[name].append(speed)
             returns[name].append(ret)
             wall = time.perf_counter() - start
             record_run(args.json, side=name, seed=seed, env=f"brax/{size['env']}",
                        env_steps=updates * steps_per_update(size), env_steps_per_s=speed,
-                       final_return=ret, wall_s=wall)
+                       final_return=ret, wall_s=wall, curve=curve)
             print(f"  seed {seed} {name:4s}: {speed:10,.0f} env steps/s  return {ret:9.2f}  "
                   f"({wall:.0f} s with compile and evaluation)", flush=True)
     if len(sides) == 1:

@@ -61,7 +61,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import yaml
-from _timing import LoopClock, record_run, use_compilation_cache
+from _timing import LoopClock, TrainingReturns, record_run, use_compilation_cache
 
 import jaxtrainer as jt
 from jaxtrainer.algorithms import PPO, PPOConfig
@@ -71,17 +71,6 @@ ROOT = Path(__file__).resolve().parents[1] / "recipes" / "configs"
 BASELINE = Path("baselines") / "IPPO" / "ippo_ff_mpe.py"
 BASELINE_CONFIG = Path("baselines") / "IPPO" / "config" / "ippo_ff_mpe.yaml"
 GAMES, STEPS, AGENTS = 16, 128, 3
-
-
-class Returns(jt.Callback):
-    """``train/episode_return`` of every log interval (a mean over its episodes)."""
-
-    def __init__(self) -> None:
-        self.values: list[float] = []
-
-    def on_train_steps_end(self, trainer, module, metrics):
-        if "train/episode_return" in metrics:
-            self.values.append(float(metrics["train/episode_return"]))
 
 
 def load_baseline(root: Path) -> tuple[types.ModuleType, dict]:
@@ -108,8 +97,9 @@ def load_baseline(root: Path) -> tuple[types.ModuleType, dict]:
 
 
 def run_theirs(baseline: types.ModuleType, cfg: dict, game_steps: int, seed: int,
-               last: int) -> tuple[float, float]:
-    """(game steps/s of the compiled run, mean per-agent return over the last updates)."""
+               last: int) -> tuple[float, float, list[list[float]]]:
+    """(game steps/s of the compiled run, mean per-agent return over the last updates,
+    the per-agent return of every update as ``[game steps, return]`` pairs)."""
     train = jax.jit(baseline.make_train({**cfg, "TOTAL_TIMESTEPS": game_steps}))
     rng = jax.random.PRNGKey(seed)
     compiled = train.lower(rng).compile()
@@ -118,23 +108,28 @@ def run_theirs(baseline: types.ModuleType, cfg: dict, game_steps: int, seed: int
     seconds = time.perf_counter() - start
     returns = np.asarray(out["metrics"]["returned_episode_returns"]) / AGENTS
     updates = returns.shape[0]
-    return updates * GAMES * STEPS / seconds, float(np.mean(returns[-last:]))
+    per_update = returns.reshape(updates, -1).mean(axis=1)
+    curve = [[float((u + 1) * GAMES * STEPS), float(r)] for u, r in enumerate(per_update)]
+    return updates * GAMES * STEPS / seconds, float(np.mean(returns[-last:])), curve
 
 
-def run_ours(recipe: str, updates: int, seed: int, last: int) -> tuple[float, float]:
-    """(game steps/s after compilation, mean per-agent return over the last updates)."""
+def run_ours(recipe: str, updates: int, seed: int,
+             last: int) -> tuple[float, float, list[list[float]]]:
+    """(game steps/s after compilation, mean per-agent return over the last updates,
+    the return of every update as ``[game steps, return]`` pairs)."""
     cfg = config.load(ROOT / recipe, [], defaults=ROOT / "ppo.yaml")
     module = PPO(PPOConfig(env=cfg.env.name, **config.section(cfg, "algorithm")),
                  env=config.make_env(cfg))
     assert module.config.num_envs == GAMES * AGENTS and module.config.num_steps == STEPS
-    clock, returns = LoopClock(), Returns()
+    clock, returns = LoopClock(), TrainingReturns()
     trainer = jt.Trainer(strategy="single", max_steps=updates, seed=seed, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False,
                          log_every_n_steps=1, callbacks=[clock, returns],
                          compile_evaluation_ahead=False,
                          default_root_dir="/tmp/jaxtrainer-bench-marl-ippo")
     trainer.fit(module)
-    return updates * GAMES * STEPS / clock.seconds, float(np.mean(returns.values[-last:]))
+    curve = [[steps / AGENTS, ret] for steps, ret in returns.curve]  # agent steps -> game steps
+    return (updates * GAMES * STEPS / clock.seconds, float(np.mean(returns.values[-last:])), curve)
 
 
 def _report(name: str, seed: int, speed: float, ret: float, start: float) -> None:
@@ -151,7 +146,8 @@ def main() -> None:
     parser.add_argument("--last", type=float, default=0.1,
                         help="fraction of the updates the final return averages over")
     parser.add_argument("--mappo", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="add every run's figures and curve to this JSON file")
     args = parser.parse_args()
     baseline, cfg = load_baseline(args.baseline)
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -170,13 +166,13 @@ def main() -> None:
         order = ["ours", "theirs"] if r % 2 == 0 else ["theirs", "ours"]
         for name in order + (["mappo"] if args.mappo else []):
             start = time.perf_counter()
-            speed, ret = runs[name](seed)
+            speed, ret, curve = runs[name](seed)
             sps[name].append(speed)
             rets[name].append(ret)
             _report(name, seed, speed, ret, start)
             record_run(args.json, side=name, seed=seed, env="MPE_simple_spread_v3",
                        env_steps=updates * GAMES * STEPS, env_steps_per_s=speed,
-                       final_return=ret, wall_s=time.perf_counter() - start)
+                       final_return=ret, wall_s=time.perf_counter() - start, curve=curve)
     med = {name: statistics.median(v) for name, v in rets.items() if v}
     pairs = [a / b for a, b in zip(sps["ours"], sps["theirs"], strict=True)]
     gap = (med["ours"] - med["theirs"]) / abs(med["theirs"])

@@ -107,7 +107,9 @@ def side_by_side_lines(rows: list[dict[str, Any]], docs: Path) -> list[str]:
         if not path.is_file():
             notes.append(f"{row['id']}: not measured yet (`{row['command']}`).")
             continue
-        e = side_by_side(row, json.loads(path.read_text()))
+        runs = json.loads(path.read_text())
+        e = side_by_side(row, runs)
+        drawn = side_by_side_figure(row, runs, docs / "baselines" / f"{row['id']}.png")
         spread = f" ± {e['their_std']:.2f}" if e["their_std"] is not None else ""
         lines.append(
             f"| {row['algorithm']} {row['env']} | {row['budget']:,} | [{row['theirs']}]({row['url']}) "
@@ -118,7 +120,9 @@ def side_by_side_lines(rows: list[dict[str, Any]], docs: Path) -> list[str]:
         notes.append(f"{row['id']}: {row['statistic']}; seeds ours "
                      f"{', '.join(f'{x:.2f}' for x in e['finals'])}, theirs "
                      f"{', '.join(f'{x:.2f}' for x in e['their_finals'])}. `{row['command']}`"
-                     + (f"; {row['note']}" if row.get("note") else "") + ".")
+                     + (f"; {row['note']}" if row.get("note") else "") + "."
+                     + (f" Curves ({row['curves']}):\n\n  ![{row['id']}](baselines/{row['id']}.png)"
+                        if drawn else ""))
     return lines + [""] + [f"- {n}" for n in notes] + [""]
 
 
@@ -188,36 +192,68 @@ def machine() -> str:
             f"jax {jax.__version__} ({jax.default_backend()}), jaxtrainer {commit}")
 
 
-def figure(entry: dict[str, Any], path: Path) -> None:
-    """Each seed's training return against env steps, their mean, the published figure."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(5.5, 3.4), dpi=100)
-    curves = [c for c in entry["curves"] if c]
+def _plot_seeds(ax, curves: list[list[list[float]]], color: str, label: str) -> None:
+    """Each seed's curve (``[env steps, return]`` pairs) faint, their mean bold."""
+    curves = [c for c in curves if c]
     for i, points in enumerate(curves):
-        ax.plot([p[0] for p in points], [p[1] for p in points], color="tab:blue", alpha=0.3, lw=1,
-                label="ours, each seed (training return)" if i == 0 else None)
+        ax.plot([p[0] for p in points], [p[1] for p in points], color=color, alpha=0.3, lw=1,
+                label=f"{label}, each seed" if i == 0 and len(curves) > 1 else
+                (label if i == 0 else None))
     common = min((len(c) for c in curves), default=0)
     if common and len(curves) > 1:  # the seeds log at the same env steps
         ax.plot([p[0] for p in curves[0][:common]],
                 [sum(c[j][1] for c in curves) / len(curves) for j in range(common)],
-                color="tab:blue", lw=2, label="ours, mean over seeds")
-    published = entry["published"]["mean"]
-    ax.axhline(published, color="black", ls="--", lw=1, label=f"published {published:g}")
-    ax.axhline(entry["threshold"], color="tab:red", ls=":", lw=1,
-               label=f"pass line {entry['threshold']:g}")
+                color=color, lw=2, label=f"{label}, mean over seeds")
+
+
+def _save(fig, ax, title: str, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
     ax.set_xlabel("env steps")
     ax.set_ylabel("episode return")
-    ax.set_title(f"{entry['recipe']} {entry['env']}: final greedy mean {entry['mean']:.1f}",
-                 fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
     plt.close(fig)
+
+
+def _axes():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(5.5, 3.4), dpi=100)
+
+
+def figure(entry: dict[str, Any], path: Path) -> None:
+    """Each seed's training return against env steps, their mean, the published figure."""
+    fig, ax = _axes()
+    _plot_seeds(ax, entry["curves"], "tab:blue", "ours (training return)")
+    published = entry["published"]["mean"]
+    ax.axhline(published, color="black", ls="--", lw=1, label=f"published {published:g}")
+    ax.axhline(entry["threshold"], color="tab:red", ls=":", lw=1,
+               label=f"pass line {entry['threshold']:g}")
+    _save(fig, ax, f"{entry['recipe']} {entry['env']}: final greedy mean {entry['mean']:.1f}", path)
+
+
+def side_by_side_figure(row: dict[str, Any], runs: list[dict[str, Any]], path: Path) -> bool:
+    """Both trainers' curves of a ``side_by_side`` row (the runs' ``curve`` lists) and the
+    pass line; False, and nothing written, when no run has a curve."""
+    if not any(r.get("curve") for r in runs):
+        return False
+    entry = side_by_side(row, runs)
+    fig, ax = _axes()
+    _plot_seeds(ax, [r.get("curve") for r in runs if r["side"] == "ours"], "tab:blue", "ours")
+    _plot_seeds(ax, [r.get("curve") for r in runs if r["side"] == row["their_side"]],
+                "tab:orange", row["their_side"])
+    ax.axhline(entry["threshold"], color="tab:red", ls=":", lw=1,
+               label=f"pass line {entry['threshold']:.2f}")
+    _save(fig, ax, f"{row['algorithm'].split(' ')[0]} {row['env']}: ours {entry['mean']:.2f}, "
+          f"{row['their_side']} {entry['their_mean']:.2f}", path)
+    return True
 
 
 def page(results: dict[str, dict[str, Any]], order: list[str], rows: list[dict[str, Any]],

@@ -153,3 +153,10 @@ def test_side_by_side_rows_are_judged_by_the_other_trainers_runs(monkeypatch, tm
     lines = published.side_by_side_lines(beside, ROOT / "docs")
     row = next(line for line in lines if line.startswith("| ppo (recipes/configs/ppo_brax.yaml)"))
     assert "| 7549.85 (1) | 7593.30 (1) | 1.010 | 2026-12-06, TPU v5 lite | at or above |" in row
+
+    curves = [dict(run("ours", s, -23.0), curve=[[2048.0, -30.0], [4096.0, -23.0]]) for s in (0, 1)]
+    curves.append(dict(run("brax", 0, -22.0), curve=[[4096.0, -22.0]]))
+    assert published.side_by_side_figure(ant, curves, tmp_path / "row.png")
+    assert (tmp_path / "row.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not published.side_by_side_figure(ant, two, tmp_path / "none.png")  # no curves
+    assert not (tmp_path / "none.png").exists()
