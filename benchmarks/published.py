@@ -2,6 +2,7 @@
 
     python benchmarks/published.py                       # every row, 5 seeds
     python benchmarks/published.py --rows sac-pendulum --seeds 5 --jobs 2
+    python benchmarks/published.py --rows crossq-pendulum --add-seeds 3,4   # to seeds 0-2
 
 For each row of ``benchmarks/published.yaml`` (recipe, env, budget in env steps,
 the published figure with its spread and source) this runs ``--seeds`` seeds,
@@ -181,7 +182,45 @@ def summarise(row: dict[str, Any], seeds: list[dict[str, Any]]) -> dict[str, Any
             "seconds_per_seed": sorted(s["seconds"] for s in seeds)[len(seeds) // 2],
             "passed": bool(passed), "preset": seeds[0].get("preset"),
             "date": datetime.date.today().isoformat(), "machine": machine(),
+            "seed_list": [s["seed"] for s in seeds], "seconds": [s["seconds"] for s in seeds],
             "curves": [s["curve"] for s in seeds]}
+
+
+def earlier_seeds(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The seeds of a ``results.json`` entry as ``run_seed`` returns them (entries written
+    before seeds and seconds were stored: seeds 0.. in order, each at the median seconds)."""
+    n = len(entry["finals"])
+    seeds = entry.get("seed_list", list(range(n)))
+    seconds = entry.get("seconds", [entry["seconds_per_seed"]] * n)
+    return [{"seed": seed, "final": final, "seconds": sec, "curve": c,
+             "preset": entry.get("preset")}
+            for seed, final, sec, c in zip(seeds, entry["finals"], seconds, entry["curves"],
+                                           strict=True)]
+
+
+def check_new_seeds(row: dict[str, Any], entry: dict[str, Any], seeds: list[int]) -> None:
+    """Raises ValueError naming the seeds of ``seeds`` that ``entry`` already has."""
+    have = [s["seed"] for s in earlier_seeds(entry)]
+    again = sorted(set(have) & set(seeds))
+    if again:
+        raise ValueError(f"{row['id']}: seeds {again} are already in results.json; "
+                         f"it has seeds {have}")
+
+
+def add_seeds(row: dict[str, Any], entry: dict[str, Any],
+              new: list[dict[str, Any]]) -> dict[str, Any]:
+    """``entry`` (the row's earlier result) with the seeds ``new`` added; the row's text
+    says when and where the earlier seeds ran.
+
+    Raises:
+      ValueError: a seed of ``new`` is already in ``entry``.
+    """
+    old = earlier_seeds(entry)
+    check_new_seeds(row, entry, [s["seed"] for s in new])
+    merged = summarise(row, sorted(old + new, key=lambda s: s["seed"]))
+    merged["earlier"] = (f"seeds {', '.join(str(s['seed']) for s in old)} on {entry['date']} "
+                         f"({entry['machine']})" + (f"; {entry['earlier']}" if entry.get("earlier") else ""))
+    return merged
 
 
 def machine() -> str:
@@ -308,7 +347,8 @@ def page(results: dict[str, dict[str, Any]], order: list[str], rows: list[dict[s
         if e is None:
             continue
         lines += [f"### {e['recipe']} {e['env']}", "",
-                  f"Published: {e['source']} ({e['url']}). Measured {e['date']} on {e['machine']}.",
+                  f"Published: {e['source']} ({e['url']}). Measured {e['date']} on {e['machine']}"
+                  + (f"; earlier {e['earlier']}." if e.get("earlier") else "."),
                   f"Final greedy returns by seed: {', '.join(f'{x:.1f}' for x in e['finals'])}.",
                   f"Preset: {e['preset'] or 'none (the recipe YAML as shipped)'}.", "",
                   f"![{e['id']}](baselines/{e['id']}.png)", ""]
@@ -331,7 +371,10 @@ def _dates(results: dict[str, dict[str, Any]]) -> str:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", nargs="*", help="row ids (default: all)")
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 per row")
+    parser.add_argument("--add-seeds", default=None,
+                        help="comma-separated seeds to add to each row's earlier result "
+                             "instead (e.g. 3,4 to a row run with 3 seeds)")
     parser.add_argument("--jobs", type=int, default=2, help="seeds run at once")
     parser.add_argument("--root", default=str(ROOT / "runs" / "published"))
     parser.add_argument("--docs", default=str(DOCS), help="where baselines.md and baselines/ go")
@@ -356,10 +399,20 @@ def main(argv: list[str]) -> int:
     for row in rows:
         if args.rows and row["id"] not in args.rows:
             continue
+        wanted = ([int(x) for x in args.add_seeds.split(",")] if args.add_seeds
+                  else list(range(args.seeds)))
+        if args.add_seeds and row["id"] not in results:
+            parser.error(f"--add-seeds: {row['id']} has no earlier result to add to")
+        if args.add_seeds:
+            try:
+                check_new_seeds(row, results[row["id"]], wanted)
+            except ValueError as exc:
+                parser.error(f"--add-seeds: {exc}")
         with ThreadPoolExecutor(args.jobs) as pool:
-            seeds = list(pool.map(run_seed, [row] * args.seeds, range(args.seeds),
-                                  [Path(args.root)] * args.seeds))
-        entry = summarise(row, seeds)
+            seeds = list(pool.map(run_seed, [row] * len(wanted), wanted,
+                                  [Path(args.root)] * len(wanted)))
+        entry = (add_seeds(row, results[row["id"]], seeds) if args.add_seeds
+                 else summarise(row, seeds))
         results[row["id"]] = entry
         figure(entry, docs / "baselines" / f"{row['id']}.png")
         store.parent.mkdir(parents=True, exist_ok=True)

@@ -160,3 +160,30 @@ def test_side_by_side_rows_are_judged_by_the_other_trainers_runs(monkeypatch, tm
     assert (tmp_path / "row.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not published.side_by_side_figure(ant, two, tmp_path / "none.png")  # no curves
     assert not (tmp_path / "none.png").exists()
+
+
+def test_seeds_added_to_a_row_join_its_earlier_seeds_and_say_when_those_ran(monkeypatch):
+    """``published.py --add-seeds 3,4`` on a row measured with seeds 0-2: the row's figures
+    are over all five, its text names the earlier seeds' date and machine, and a seed the
+    row already has is refused before anything runs."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location("published", ROOT / "benchmarks" / "published.py")
+    published = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(published)
+    row = next(r for r in yaml.safe_load((ROOT / "benchmarks" / "published.yaml").read_text())["rows"]
+               if r["id"] == "crossq-pendulum")
+    earlier = {"finals": [-116.36, -165.33, -140.94], "seconds_per_seed": 1413.0, "preset": None,
+               "curves": [[[1000.0, -1200.0]]] * 3, "date": "2026-12-05", "machine": "old box"}
+    new = [{"seed": s, "final": f, "seconds": 1400.0, "curve": [[1000.0, -1100.0]], "preset": None}
+           for s, f in ((4, -150.0), (3, -130.0))]
+    merged = published.add_seeds(row, earlier, new)
+    assert merged["finals"] == [-116.36, -165.33, -140.94, -130.0, -150.0]
+    assert merged["seed_list"] == [0, 1, 2, 3, 4] and len(merged["curves"]) == 5
+    assert merged["mean"] == pytest.approx(sum(merged["finals"]) / 5)
+    assert merged["seconds_per_seed"] == 1413.0 and merged["passed"]  # median of 3 x 1413, 2 x 1400
+    assert merged["earlier"] == "seeds 0, 1, 2 on 2026-12-05 (old box)"
+    with pytest.raises(ValueError, match=r"seeds \[2\] are already in results.json; it has "
+                                         r"seeds \[0, 1, 2\]"):
+        published.check_new_seeds(row, earlier, [2, 3])
