@@ -201,10 +201,9 @@ def use_compilation_cache() -> None:
 
 class TrainingReturns(jt.Callback):
     """``train/episode_return`` of every log interval (a mean over the episodes it
-    completed): ``values``, and ``curve`` as ``[env_steps, return]`` pairs."""
+    completed) as ``curve``: ``[env_steps, return]`` pairs."""
 
     def __init__(self) -> None:
-        self.values: list[float] = []
         self.curve: list[list[float]] = []
 
     def needs_state(self, trainer, module, step):
@@ -212,8 +211,7 @@ class TrainingReturns(jt.Callback):
 
     def on_train_steps_end(self, trainer, module, metrics):
         if "train/episode_return" in metrics:
-            self.values.append(float(metrics["train/episode_return"]))
-            self.curve.append([float(metrics["env_steps"]), self.values[-1]])
+            self.curve.append([float(metrics["env_steps"]), float(metrics["train/episode_return"])])
 
 
 def record_run(path: Path | None, **fields: object) -> None:
@@ -227,4 +225,4 @@ def record_run(path: Path | None, **fields: object) -> None:
     runs = [r for r in runs if (r["side"], r["seed"]) != (fields["side"], fields["seed"])]
     runs.append(dict(fields, device=jax.devices()[0].device_kind,
                      date=datetime.date.today().isoformat()))
-    path.write_text(json.dumps(runs, indent=1) + "\n")
+    path.write_text("[\n" + ",\n".join(json.dumps(r) for r in runs) + "\n]\n")  # a run a line

@@ -129,7 +129,8 @@ def run_ours(recipe: str, updates: int, seed: int,
                          default_root_dir="/tmp/jaxtrainer-bench-marl-ippo")
     trainer.fit(module)
     curve = [[steps / AGENTS, ret] for steps, ret in returns.curve]  # agent steps -> game steps
-    return (updates * GAMES * STEPS / clock.seconds, float(np.mean(returns.values[-last:])), curve)
+    final = float(np.mean([ret for _, ret in curve[-last:]]))
+    return updates * GAMES * STEPS / clock.seconds, final, curve
 
 
 def _report(name: str, seed: int, speed: float, ret: float, start: float) -> None:

@@ -109,7 +109,7 @@ def side_by_side_lines(rows: list[dict[str, Any]], docs: Path) -> list[str]:
             continue
         runs = json.loads(path.read_text())
         e = side_by_side(row, runs)
-        drawn = side_by_side_figure(row, runs, docs / "baselines" / f"{row['id']}.png")
+        drawn = side_by_side_figure(row, runs, e, docs / "baselines" / f"{row['id']}.png")
         spread = f" ± {e['their_std']:.2f}" if e["their_std"] is not None else ""
         lines.append(
             f"| {row['algorithm']} {row['env']} | {row['budget']:,} | [{row['theirs']}]({row['url']}) "
@@ -215,8 +215,8 @@ def add_seeds(row: dict[str, Any], entry: dict[str, Any],
     Raises:
       ValueError: a seed of ``new`` is already in ``entry``.
     """
-    old = earlier_seeds(entry)
     check_new_seeds(row, entry, [s["seed"] for s in new])
+    old = earlier_seeds(entry)
     merged = summarise(row, sorted(old + new, key=lambda s: s["seed"]))
     merged["earlier"] = (f"seeds {', '.join(str(s['seed']) for s in old)} on {entry['date']} "
                          f"({entry['machine']})" + (f"; {entry['earlier']}" if entry.get("earlier") else ""))
@@ -282,12 +282,13 @@ def figure(entry: dict[str, Any], path: Path) -> None:
     _save(fig, ax, f"{entry['recipe']} {entry['env']}: final greedy mean {entry['mean']:.1f}", path)
 
 
-def side_by_side_figure(row: dict[str, Any], runs: list[dict[str, Any]], path: Path) -> bool:
+def side_by_side_figure(row: dict[str, Any], runs: list[dict[str, Any]], entry: dict[str, Any],
+                        path: Path) -> bool:
     """Both trainers' curves of a ``side_by_side`` row (the runs' ``curve`` lists) and the
-    pass line; False, and nothing written, when no run has a curve."""
+    pass line of ``entry`` (:func:`side_by_side` of the runs); False, and nothing written,
+    when no run has a curve."""
     if not any(r.get("curve") for r in runs):
         return False
-    entry = side_by_side(row, runs)
     fig, ax = _axes()
     _plot_seeds(ax, [r.get("curve") for r in runs if r["side"] == "ours"], "tab:blue", "ours")
     _plot_seeds(ax, [r.get("curve") for r in runs if r["side"] == row["their_side"]],
@@ -401,9 +402,9 @@ def main(argv: list[str]) -> int:
             continue
         wanted = ([int(x) for x in args.add_seeds.split(",")] if args.add_seeds
                   else list(range(args.seeds)))
-        if args.add_seeds and row["id"] not in results:
-            parser.error(f"--add-seeds: {row['id']} has no earlier result to add to")
         if args.add_seeds:
+            if row["id"] not in results:
+                parser.error(f"--add-seeds: {row['id']} has no earlier result to add to")
             try:
                 check_new_seeds(row, results[row["id"]], wanted)
             except ValueError as exc:

@@ -156,9 +156,10 @@ def test_side_by_side_rows_are_judged_by_the_other_trainers_runs(monkeypatch, tm
 
     curves = [dict(run("ours", s, -23.0), curve=[[2048.0, -30.0], [4096.0, -23.0]]) for s in (0, 1)]
     curves.append(dict(run("brax", 0, -22.0), curve=[[4096.0, -22.0]]))
-    assert published.side_by_side_figure(ant, curves, tmp_path / "row.png")
+    assert published.side_by_side_figure(ant, curves, published.side_by_side(ant, curves),
+                                         tmp_path / "row.png")
     assert (tmp_path / "row.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not published.side_by_side_figure(ant, two, tmp_path / "none.png")  # no curves
+    assert not published.side_by_side_figure(ant, two, entry, tmp_path / "none.png")  # no curves
     assert not (tmp_path / "none.png").exists()
 
 
