@@ -285,14 +285,17 @@ def figure(entry: dict[str, Any], path: Path) -> None:
 def side_by_side_figure(row: dict[str, Any], runs: list[dict[str, Any]], entry: dict[str, Any],
                         path: Path) -> bool:
     """Both trainers' curves of a ``side_by_side`` row (the runs' ``curve`` lists) and the
-    pass line of ``entry`` (:func:`side_by_side` of the runs); False, and nothing written,
-    when no run has a curve."""
+    pass line of ``entry`` (:func:`side_by_side` of the runs), each side named by the row's
+    ``curve_labels`` where it has them (when the sides' curves measure different things);
+    False, and nothing written, when no run has a curve."""
     if not any(r.get("curve") for r in runs):
         return False
+    labels = {"ours": "ours", row["their_side"]: row["their_side"], **row.get("curve_labels", {})}
     fig, ax = _axes()
-    _plot_seeds(ax, [r.get("curve") for r in runs if r["side"] == "ours"], "tab:blue", "ours")
+    _plot_seeds(ax, [r.get("curve") for r in runs if r["side"] == "ours"], "tab:blue",
+                labels["ours"])
     _plot_seeds(ax, [r.get("curve") for r in runs if r["side"] == row["their_side"]],
-                "tab:orange", row["their_side"])
+                "tab:orange", labels[row["their_side"]])
     ax.axhline(entry["threshold"], color="tab:red", ls=":", lw=1,
                label=f"pass line {entry['threshold']:.2f}")
     _save(fig, ax, f"{row['algorithm'].split(' ')[0]} {row['env']}: ours {entry['mean']:.2f}, "
