@@ -5,6 +5,7 @@ eval --video`` stops on the first."""
 
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
@@ -61,8 +62,12 @@ class Child:
             if text in line:
                 return line
 
-    def signal_and_time_exit(self, signum=signal.SIGINT, timeout=30.0):
-        """Send ``signum``; the seconds until the process ended."""
+    def signal_and_time_exit(self, signum=signal.SIGINT, timeout=30.0, again=True):
+        """Send ``signum``; the seconds until the process ended. ``again``: a signal
+        after another, sent ``signals.REPEAT_SECONDS`` later or more, so that it is a
+        new request and not the last one delivered twice."""
+        if again:
+            time.sleep(2 * signals.REPEAT_SECONDS)
         start = time.monotonic()
         self.proc.send_signal(signum)
         self.proc.wait(timeout=timeout)
@@ -129,6 +134,8 @@ class SlowAfterSignal(jt.Callback):
     order = 200  # after ModelCheckpoint started this step's (asynchronous) write
     def on_train_steps_end(self, trainer, module, metrics):
         time.sleep(30 if trainer.received_signal else 0.02)
+    def on_exception(self, trainer, module, exception):  # a signal just after the check above
+        time.sleep(30)  # the second signal, not the end of the preemption, ends the run
 
 t = jt.Trainer(strategy="single", max_steps=100000, log_every_n_steps=1, sync_every_n_seconds=0,
                default_root_dir={root!r}, logger=False, compile_evaluation_ahead=False,
@@ -201,6 +208,7 @@ def test_a_stuck_cleanup_ends_at_the_deadline_and_a_third_signal_at_once(tmp_pat
             time.sleep(0.02)
         child.proc.send_signal(signal.SIGINT)
         assert "received SIGINT while waiting" in child.wait_for("received SIGINT", timeout=10)
+        time.sleep(2 * signals.REPEAT_SECONDS)  # a second request, not a repeat of the first
         child.proc.send_signal(signal.SIGINT)
         while not any("cleaning up" in line for line in child.stdout):
             time.sleep(0.01)
@@ -240,7 +248,7 @@ def test_eval_video_stops_on_the_first_signal_with_no_video_written(tmp_path, si
             child.wait_for(phase)  # one line per phase, in this order, on a non-TTY stderr
             if during in phase:
                 break
-        seconds = child.signal_and_time_exit(signum)
+        seconds = child.signal_and_time_exit(signum, again=False)
     finally:
         child.kill()
     err = child.err
@@ -352,3 +360,50 @@ def test_a_signal_between_installing_two_handlers_reaches_the_new_one():
                          text=True, timeout=50, env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert out.returncode == -signal.SIGINT, out.stderr
     assert out.stderr == "prog: received SIGINT while starting; stopping\n"
+
+
+def test_a_signal_delivered_twice_at_once_is_one_request():
+    """``timeout`` sends its signal to the command and then to its process group: two
+    deliveries microseconds apart. Counted as two, the copy would stop the run without
+    its checkpoint."""
+    now = [100.0]
+    requests = signals.Requests(clock=lambda: now[0])
+    assert requests.add(signal.SIGTERM) and requests.count == 1
+    now[0] += 1e-5
+    assert not requests.add(signal.SIGTERM) and requests.count == 1  # the same request
+    assert requests.add(signal.SIGINT) and requests.count == 2  # another signal is another
+    now[0] += signals.REPEAT_SECONDS
+    assert requests.add(signal.SIGTERM) and requests.count == 3  # later: a second request
+    now[0] += signals.REPEAT_SECONDS / 2
+    assert not requests.add(signal.SIGTERM)
+    now[0] += signals.REPEAT_SECONDS / 2  # measured from the last counted one
+    assert requests.add(signal.SIGTERM) and requests.count == 4
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_signal_sent_twice_at_once_still_saves_the_checkpoint(tmp_path):
+    """What ``timeout -s TERM 20 jaxtrainer fit sac trainer.max_env_steps=20000`` does
+    at 20 s (SIGTERM to the command, then to its process group; the kernel merges the
+    two only when the process has not run in between, so here they are sent 5 ms apart
+    to make them two deliveries): one request, the run saves its checkpoint and says
+    how to resume."""
+    jaxtrainer = shutil.which("jaxtrainer") or pytest.fail("the jaxtrainer command is not installed")
+    root = tmp_path / "runs"
+    child = Child([jaxtrainer, "fit", "sac", "trainer.max_env_steps=20000",
+                   f"trainer.default_root_dir={root}"])
+    try:
+        child.wait_for("the training program is ready")
+        child.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.005)
+        child.proc.send_signal(signal.SIGTERM)
+        child.proc.wait(timeout=60)
+    finally:
+        child.kill()
+    err = child.err
+    assert child.proc.returncode == 128 + signal.SIGTERM, err  # Preempted, not killed
+    assert "received SIGTERM while " in err and "second SIGTERM" not in err, err
+    last = ckpt.latest_step_dir(root / "version_0" / "checkpoints")
+    assert last is not None and ckpt.read_meta(last)["global_step"] == int(last.name) > 0
+    assert "Resume with" in err
+    _no_partial(root)

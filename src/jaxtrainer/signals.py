@@ -6,7 +6,8 @@ XLA compile or device call: the interpreter writes the signal number to a pipe
 (:func:`signal.set_wakeup_fd`) that a watcher thread reads. The watcher says what
 is running (``received SIGINT while compiling the training program; ...``); the
 Trainer saves a checkpoint at the next step boundary and raises
-:class:`Preempted` (exit status ``128 + signal``). A second signal ends the
+:class:`Preempted` (exit status ``128 + signal``). A second signal (not the same one
+delivered twice at once, as ``timeout`` does: :data:`REPEAT_SECONDS`) ends the
 process within about 2 seconds, by that signal (:func:`end_by_signal`: a shell
 shows status ``128 + signal`` again): a checkpoint write in flight gets up to
 :data:`GRACE_SECONDS` to complete, what is left of an unfinished one (orbax's
@@ -52,6 +53,41 @@ GRACE_SECONDS = 1.0
 DEADLINE_SECONDS = 1.8
 """After a second signal the process ends within this many seconds (plus the
 time to flush the standard streams), whatever the cleanup is doing."""
+
+REPEAT_SECONDS = 0.25
+"""A signal that arrives again within this many seconds of the same signal (last
+counted) is the same request, not a second one. GNU ``timeout`` (without
+``--foreground``) sends its signal to the command and then to the command's
+process group, so a command it started gets the signal twice at once; counted
+twice, that second copy would stop the process without its checkpoint. A person
+pressing Ctrl-C again, after reading what the first one did, is slower than this."""
+
+
+class Requests:
+    """The stop requests among the signals delivered so far: a delivery of a signal
+    within :data:`REPEAT_SECONDS` of the last counted one of the same signal repeats
+    it and does not count. Thread-safe.
+
+    Args:
+      clock: seconds, monotonic (``time.monotonic``).
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.count = 0
+        self._clock, self._lock = clock, threading.Lock()
+        self._last: dict[int, float] = {}
+
+    def add(self, signum: int) -> bool:
+        """Record a delivery of ``signum``; True when it is a new request (``count``
+        went up), False when it repeats the last one."""
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(signum)
+            if last is not None and now - last < REPEAT_SECONDS:
+                return False
+            self._last[signum] = now
+            self.count += 1
+            return True
 
 
 class Preempted(SystemExit):
@@ -443,7 +479,7 @@ class SignalHandlers:
         self._checkpoint_dirs = checkpoint_dirs
         self.hard_exit = not interactive() if hard_exit is None else bool(hard_exit)
         self._lock = threading.Lock()
-        self._recorded, self._count, self._handled = False, 0, 0
+        self._recorded, self._handled, self._watched = False, Requests(), Requests()
         self._installed: _Installed | None = None
 
     def _record(self, signum: int) -> None:
@@ -461,19 +497,17 @@ class SignalHandlers:
 
     def _handle(self, signum: int, frame: Any) -> None:
         """The Python-level handler (main thread, between bytecodes)."""
+        if not self._handled.add(signum):
+            return  # the same request delivered again (see REPEAT_SECONDS)
         if self._installed is not None and self._installed.watcher is not None:
-            with self._lock:
-                self._handled += 1
-                first = self._handled == 1
-            if first:
+            if self._handled.count == 1:
                 self._record(signum)  # the watcher counts; recording here is just sooner
                 return
             # a later signal: the watcher ends the process; the main thread starts
             # nothing more (no new checkpoint write) meanwhile
             threading.Event().wait(DEADLINE_SECONDS + 2.0)
             return
-        self._count += 1
-        if self._count == 1 and self._received() is None:
+        if self._handled.count == 1 and self._received() is None:
             self._record(signum)
         elif self.hard_exit:
             self._stop_now(signum)
@@ -482,8 +516,9 @@ class SignalHandlers:
 
     def _watch(self, signum: int) -> None:
         """The watcher thread: every signal, the moment it arrives."""
-        self._count += 1
-        if self._count == 1:
+        if not self._watched.add(signum):
+            return  # the same request delivered again (see REPEAT_SECONDS)
+        if self._watched.count == 1:
             self._record(signum)
         else:
             self._stop_now(signum)
@@ -500,7 +535,7 @@ class SignalHandlers:
         end_by_signal(signum, clean_up)
 
     def __enter__(self) -> SignalHandlers:
-        self._recorded, self._count, self._handled = False, 0, 0
+        self._recorded, self._handled, self._watched = False, Requests(), Requests()
         self._installed = _Installed(self._handle, self._watch if self.hard_exit else None)
         return self
 

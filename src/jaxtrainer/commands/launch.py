@@ -28,6 +28,7 @@ import threading
 import time
 from typing import IO
 
+from jaxtrainer import signals
 from jaxtrainer.arguments import CPU_COLLECTIVES_ENV
 
 ENV_LOCAL_RANK = "JAXTRAINER_LOCAL_RANK"
@@ -239,8 +240,9 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
     other ranks were stopped (SIGTERM, then SIGKILL after ``grace`` seconds).
     SIGINT/SIGTERM/SIGUSR1 sent to the launcher are forwarded to every rank
     (SIGUSR1: SLURM's warning before the time limit, see :mod:`jaxtrainer.slurm`); a second
-    one is forwarded too (a rank then stops at once, leaving its last complete
-    checkpoint and no partial one) and the ranks still running
+    one (not the same one delivered twice at once, as ``timeout`` does:
+    :data:`jaxtrainer.signals.REPEAT_SECONDS`) is forwarded too (a rank then stops at
+    once, leaving its last complete checkpoint and no partial one) and the ranks still running
     :data:`SECOND_SIGNAL_GRACE` seconds later are killed (SIGKILL); a third
     kills them at once. The launcher then returns ``128 + signal``.
 
@@ -254,8 +256,11 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
     print(f"jaxtrainer launch: {nproc_per_node} process(es) on this machine, {world} in total; "
           f"coordinator {coordinator}", file=sys.stderr, flush=True)
     ranks, received, lock = _Ranks(), [], threading.Lock()
+    requests = signals.Requests()
 
     def forward(signum: int, frame) -> None:
+        if not requests.add(signum):  # the same request delivered twice at once (`timeout`)
+            return
         received.append(signum)
         if len(received) > 2:  # a third: no more waiting
             ranks.signal_all(signal.SIGKILL)
