@@ -4,6 +4,7 @@ and the run directory, rendered off the training loop (issue 50, must-shows 1-2)
 from __future__ import annotations
 
 import io
+import re
 from types import SimpleNamespace
 
 import jax
@@ -109,6 +110,36 @@ def test_an_env_that_cannot_render_is_skipped_with_one_line(run_dir, capsys):
                      "Pong-misc, PointRobot-misc, MetaMaze-misc, FourRooms-misc; brax/<env> and "
                      "navix/<env> render too)"]
     assert video.videos == [] and not (run_dir / "version_0" / "videos").exists()
+
+
+def test_without_pygame_a_classic_control_run_says_so_before_training(run_dir, capsys,
+                                                                      monkeypatch):
+    """Without the ``[render]`` extra, CartPole cannot be drawn: said once when training
+    starts (not when the first video is due, after the steps it waited for), with what
+    to install, and ``jaxtrainer eval --video`` says the same."""
+    import importlib.util
+
+    from jaxtrainer.commands import render
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pygame" else real(name, *a))
+    said = []
+
+    class FirstStep(jt.Callback):
+        def on_train_steps_end(self, trainer, module, metrics):
+            said.append(capsys.readouterr().out)
+
+    video = jt.VideoCallback(every_n_steps=2)
+    trainer = toys.trainer(run_dir, max_steps=2, log_every_n_steps=1, strategy="single",
+                           callbacks=[video, FirstStep()])
+    trainer.fit(Still("CartPole-v1"))
+    why = ('drawing CartPole-v1 needs pygame (Gymnasium\'s classic-control renderer): '
+           'pip install "jaxtrainer[render]"')
+    assert f"jaxtrainer: VideoCallback: no videos: {why}" in said[0]  # before the first step ended
+    assert video.videos == [] and not (run_dir / "version_0" / "videos").exists()
+    with pytest.raises(ValueError, match=f"^--video: {re.escape(why)}$"):
+        render.check_video_path("CartPole-v1", run_dir / "cartpole.gif")
 
 
 def test_wandb_gets_a_wandb_video_with_its_step_as_x_axis(tmp_path):

@@ -31,7 +31,6 @@ which :class:`~jaxtrainer.callbacks.VideoCallback` draws its videos with too.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import warnings
 from pathlib import Path
@@ -46,6 +45,7 @@ from jaxtrainer.envs.rendering import (  # noqa: F401 - shared with VideoCallbac
     brax_states,
     episode_program,
     headless_gl,
+    missing_pygame,
     quiet_pygame,
     simulator,
     step_states,
@@ -151,9 +151,9 @@ def check_video_path(env_name: str, path: str | os.PathLike) -> None:
             if not animation.writers.is_available("ffmpeg"):
                 raise ValueError(f"--video {os.fspath(path)!r}: writing .mp4 needs ffmpeg on "
                                  "PATH (matplotlib's FFMpegWriter); write a .gif instead")
-        if env_name in GYMNAX_VISUALIZED[:5] and importlib.util.find_spec("pygame") is None:
-            raise ValueError(f"--video: drawing {env_name} needs pygame (Gymnasium's "
-                             "classic-control renderer): pip install pygame")
+        missing = missing_pygame(env_name)
+        if missing is not None:
+            raise ValueError(f"--video: {missing}")
 
 
 def record(env: Env, policy_fn: Any, params: Any, key: jax.Array, num_episodes: int,

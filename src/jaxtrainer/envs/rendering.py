@@ -18,6 +18,7 @@ Anything else raises :class:`NotRenderable` (:func:`renderable` says why first).
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import warnings
@@ -77,8 +78,19 @@ def quiet_pygame() -> None:
         os.environ.setdefault(name, value)
 
 
+def missing_pygame(env_name: str) -> str | None:
+    """Why ``env_name`` cannot be drawn for want of pygame (one line naming what to
+    install), or ``None``: the classic-control five (:data:`GYMNAX_VISUALIZED`) draw
+    through Gymnasium's renderer, which needs pygame."""
+    if env_name in GYMNAX_VISUALIZED[:5] and importlib.util.find_spec("pygame") is None:
+        return (f"drawing {env_name} needs pygame (Gymnasium's classic-control renderer): "
+                'pip install "jaxtrainer[render]"')
+    return None
+
+
 def renderable(env: Env) -> str | None:
-    """Why :func:`frames` cannot draw ``env`` here (one line), or ``None`` when it can."""
+    """Why :func:`frames` cannot draw ``env`` here (one line), or ``None`` when it can
+    (a missing renderer included: :func:`missing_pygame`)."""
     name = getattr(env, "unwrapped", env).name
     kind = simulator(name)
     if kind == "playground":
@@ -87,7 +99,7 @@ def renderable(env: Env) -> str | None:
     if kind == "gymnax" and name not in GYMNAX_VISUALIZED:
         return (f"{name}: no renderer draws it here (gymnax's visualiser draws "
                 f"{', '.join(GYMNAX_VISUALIZED)}; brax/<env> and navix/<env> render too)")
-    return None
+    return missing_pygame(name)
 
 
 def episode_program(env: Env, policy_fn: Any, num_episodes: int,
