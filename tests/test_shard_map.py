@@ -3,6 +3,8 @@ under check_vma, gradients through an axis_index branch, nested maps refused."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +15,9 @@ from jax.sharding import PartitionSpec as P
 import jaxtrainer as jt
 from jaxtrainer import distributed as D
 from jaxtrainer.strategies import ShardMapStrategy, resolve
+from tests import toys
+
+ROOT = Path(__file__).resolve().parent.parent
 
 QUIET = dict(compile_evaluation_ahead=False, logger=False, enable_checkpointing=False, enable_progress_bar=False)
 X = jnp.linspace(-1.0, 1.0, 24).reshape(8, 3)
@@ -305,3 +310,18 @@ def test_shmap_vmap_with_a_mesh_of_any_axis_type(make):
                        D.shmap_map(lambda x: x.sum(-1), m, "gpu", 2)):
             np.testing.assert_array_equal(mapped(pop), pop.sum(-1))
             np.testing.assert_array_equal(jax.jit(mapped)(pop), pop.sum(-1))
+
+
+def test_the_architecture_guides_two_axis_mesh_trains_an_unchanged_recipe_module(run_dir):
+    """The guide's mesh, as written there: a 'model' axis that replicates and the
+    'devices' axis that ``pmean`` reduces over by default, so PPO runs unchanged."""
+    from jaxtrainer.algorithms import PPO
+
+    strategy = jt.strategies.ShardMapStrategy(mesh_shape=(2, 2), axis_names=("model", "devices"),
+                                              data_axes=("devices",))
+    trainer = toys.trainer(run_dir, strategy=strategy, max_steps=3)
+    trainer.fit(PPO(env="CartPole-v1", num_envs=8, num_steps=8, num_minibatches=2))
+    assert trainer.global_step == 3 and trainer.strategy.data_axes == ("devices",)
+    guide = (ROOT / "docs" / "guides" / "architecture.md").read_text()
+    assert ('ShardMapStrategy(mesh_shape=(2, 2), axis_names=("model", "devices"), '
+            'data_axes=("devices",))') in guide
