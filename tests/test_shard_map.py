@@ -312,6 +312,7 @@ def test_shmap_vmap_with_a_mesh_of_any_axis_type(make):
             np.testing.assert_array_equal(jax.jit(mapped)(pop), pop.sum(-1))
 
 
+@pytest.mark.slow
 def test_the_architecture_guides_two_axis_mesh_trains_an_unchanged_recipe_module(run_dir):
     """The guide's mesh, as written there: a 'model' axis that replicates and the
     'devices' axis that ``pmean`` reduces over by default, so PPO runs unchanged."""
