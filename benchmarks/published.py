@@ -179,19 +179,26 @@ def summarise(row: dict[str, Any], seeds: list[dict[str, Any]]) -> dict[str, Any
     return {**{k: row[k] for k in ("id", "recipe", "env", "budget", "published", "source", "url")},
             "min_seed": row.get("min_seed"), "threshold": floor, "finals": finals, **stats,
             "last_tenth_train": sum(tails) / len(tails) if tails else math.nan,
-            "seconds_per_seed": sorted(s["seconds"] for s in seeds)[len(seeds) // 2],
+            "seconds_per_seed": _median_seconds(seeds),
             "passed": bool(passed), "preset": seeds[0].get("preset"),
             "date": datetime.date.today().isoformat(), "machine": machine(),
             "seed_list": [s["seed"] for s in seeds], "seconds": [s["seconds"] for s in seeds],
             "curves": [s["curve"] for s in seeds]}
 
 
+def _median_seconds(seeds: list[dict[str, Any]]) -> float | None:
+    """The (upper) median wall seconds of the seeds whose seconds are known."""
+    known = sorted(s["seconds"] for s in seeds if s["seconds"] is not None)
+    return known[len(known) // 2] if known else None
+
+
 def earlier_seeds(entry: dict[str, Any]) -> list[dict[str, Any]]:
     """The seeds of a ``results.json`` entry as ``run_seed`` returns them (entries written
-    before seeds and seconds were stored: seeds 0.. in order, each at the median seconds)."""
+    before seeds and seconds were stored: seeds 0.. in order, seconds unknown, ``None``:
+    such an entry kept only their median)."""
     n = len(entry["finals"])
     seeds = entry.get("seed_list", list(range(n)))
-    seconds = entry.get("seconds", [entry["seconds_per_seed"]] * n)
+    seconds = entry.get("seconds", [None] * n)
     return [{"seed": seed, "final": final, "seconds": sec, "curve": c,
              "preset": entry.get("preset")}
             for seed, final, sec, c in zip(seeds, entry["finals"], seconds, entry["curves"],
@@ -218,8 +225,11 @@ def add_seeds(row: dict[str, Any], entry: dict[str, Any],
     check_new_seeds(row, entry, [s["seed"] for s in new])
     old = earlier_seeds(entry)
     merged = summarise(row, sorted(old + new, key=lambda s: s["seed"]))
+    unknown = all(s["seconds"] is None for s in old) and entry.get("seconds_per_seed")
     merged["earlier"] = (f"seeds {', '.join(str(s['seed']) for s in old)} on {entry['date']} "
-                         f"({entry['machine']})" + (f"; {entry['earlier']}" if entry.get("earlier") else ""))
+                         f"({entry['machine']}"
+                         + (f"; median {entry['seconds_per_seed']:.0f} s per seed" if unknown else "")
+                         + ")" + (f"; {entry['earlier']}" if entry.get("earlier") else ""))
     return merged
 
 

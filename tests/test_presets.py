@@ -194,8 +194,10 @@ def test_seeds_added_to_a_row_join_its_earlier_seeds_and_say_when_those_ran(monk
     assert merged["finals"] == [-116.36, -165.33, -140.94, -130.0, -150.0]
     assert merged["seed_list"] == [0, 1, 2, 3, 4] and len(merged["curves"]) == 5
     assert merged["mean"] == pytest.approx(sum(merged["finals"]) / 5)
-    assert merged["seconds_per_seed"] == 1413.0 and merged["passed"]  # median of 3 x 1413, 2 x 1400
-    assert merged["earlier"] == "seeds 0, 1, 2 on 2026-12-05 (old box)"
+    # the earlier entry kept only its median: its seeds' own seconds are unknown, not filled in
+    assert merged["seconds"] == [None, None, None, 1400.0, 1400.0]
+    assert merged["seconds_per_seed"] == 1400.0 and merged["passed"]
+    assert merged["earlier"] == "seeds 0, 1, 2 on 2026-12-05 (old box; median 1413 s per seed)"
     with pytest.raises(ValueError, match=r"seeds \[2\] are already in results.json; it has "
                                          r"seeds \[0, 1, 2\]"):
         published.check_new_seeds(row, earlier, [2, 3])
