@@ -42,16 +42,65 @@ def meta(trainer: Trainer) -> dict[str, Any]:
             "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks}}
 
 
-def check(trainer: Trainer, path: Path, abstract_state: Any) -> None:
+def check(trainer: Trainer, path: Path, abstract_state: Any, module: Module | None = None) -> None:
     """Fail now, before anything compiles, when the checkpoint at ``path``
     cannot restore into ``abstract_state`` (``trainer.strategy.abstract_state``
-    of the module) and ``trainer``'s root key: reads metadata only.
+    of ``module``) and ``trainer``'s root key: reads metadata only.
 
     Raises:
       jaxtrainer.checkpoint.DamagedCheckpointError: a damaged file, named.
-      jaxtrainer.checkpoint.CheckpointMismatchError: arrays of another module.
+      jaxtrainer.checkpoint.CheckpointMismatchError: arrays of another module, or
+        a population padded for another device count (:func:`check_padding`).
     """
+    if module is not None:
+        check_padding(trainer, module, path)
     ckpt.check(path, {"module": abstract_state, "rng": abstract_key(trainer.strategy)})
+
+
+def _member_layout(module: Any) -> Any:
+    """The member layout of the population ``module`` is or wraps (PBT, sweeps,
+    searches), or ``None``."""
+    from jaxtrainer.distributed.members import MemberLayout
+
+    for _ in range(8):  # wrappers: EpisodeStatistics -> PopulationTrainer -> members
+        if module is None:
+            return None
+        if isinstance(getattr(module, "layout", None), MemberLayout):
+            return module.layout
+        module = getattr(module, "population_module", None) or getattr(module, "module", None)
+    return None
+
+
+def check_padding(trainer: Trainer, module: Module, path: Path) -> None:
+    """A population whose size does not divide the device count is stored with its
+    padding members (copies of the last), so its checkpoint loads only on a device
+    count that pads it to the same size. Says so, naming those device counts.
+
+    Raises:
+      jaxtrainer.checkpoint.CheckpointMismatchError: ``path`` holds ``module``'s
+        population padded for another device count.
+    """
+    layout = _member_layout(module)
+    if layout is None:
+        return
+    try:
+        written = int(ckpt.read_meta(path)["num_devices"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # a damaged or older checkpoint: ckpt.check says what it finds
+
+    def padded(n: int) -> int:
+        return -(-layout.size // n) * n
+
+    if padded(written) == padded(trainer.num_devices):
+        return
+    counts = [n for n in range(1, padded(written) + 1) if padded(n) == padded(written)]
+    raise ckpt.CheckpointMismatchError(
+        f"checkpoint {path} was written on {written} devices, where the population of "
+        f"{layout.size} members is stored padded to {padded(written)} (copies of the last "
+        f"member); on {trainer.num_devices} device(s) it is {padded(trainer.num_devices)}. "
+        f"Load it on {' or '.join(map(str, counts))} devices: strategy 'pmap' with "
+        f"devices={written} (jaxtrainer eval: --strategy pmap --devices {written}; on CPU, "
+        f"XLA_FLAGS=--xla_force_host_platform_device_count={written} first)")
 
 
 def restore(trainer: Trainer, module: Module, path: Path,
@@ -69,8 +118,10 @@ def restore(trainer: Trainer, module: Module, path: Path,
       jaxtrainer.checkpoint.DamagedCheckpointError: a file of it is damaged
         (a ValueError naming the file and the earlier checkpoints).
       jaxtrainer.checkpoint.CheckpointMismatchError: its arrays do not match
-        ``module``'s state (a ValueError listing them).
+        ``module``'s state (a ValueError listing them), or its population was
+        padded for another device count (:func:`check_padding`).
     """
+    check_padding(trainer, module, path)
     if abstract_state is None:
         abstract_state = trainer.strategy.abstract_state(module)
     abstract = {"module": abstract_state,

@@ -62,7 +62,7 @@ def start(trainer: Trainer, module: Module, resume: Path | None) -> None:
     trainer.call_hook("setup", module, "fit")
     abstract = trainer.strategy.abstract_state(module, keep=resume is None)
     if resume is not None:
-        checkpoint_connector.check(trainer, resume, abstract)
+        checkpoint_connector.check(trainer, resume, abstract, module)
     trainer.programs.compile_ahead(module, abstract, checkpoint_connector.abstract_key(trainer.strategy),
                                    module.has_evaluation() and evaluates_ahead(trainer))
     if resume is not None:

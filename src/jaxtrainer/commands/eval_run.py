@@ -110,8 +110,9 @@ class EpisodeStatistics(Module):
             means = [Mean.of(v, mask=ep.finished) for v in (ep.returns, ep.lengths)]
             return ep, means
 
+        keys = population.evaluation_keys(state, key)  # over the devices: outside the members' scope
         with member_scope(population.axis_name):
-            ep, means = jax.vmap(member)(state.members, population.evaluation_keys(state, key))
+            ep, means = jax.vmap(member)(state.members, keys)
         if self.member is not None:
             best = jnp.int32(self.member)
         elif callable(getattr(population, "current_fitness", None)):  # PBT: the best now
