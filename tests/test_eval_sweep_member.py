@@ -9,6 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import jax
+import numpy as np
 import pytest
 
 import jaxtrainer as jt
@@ -50,3 +52,27 @@ def test_eval_member_2_of_a_4_seed_sweep_prints_what_trainer_evaluate_reports(tm
         assert line[1] == f"{expected[f'member/2/eval/{name}']:.4f}"  # per member: the mean
     others = {round(expected[f"member/{i}/eval/episode_return"], 4) for i in range(4)}
     assert len(others) > 1  # the members differ: the line is member 2's, not any member's
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_sweep_padded_on_four_devices_evaluates_and_loads_on_one_and_on_four(tmp_path):
+    """3 seeds on 4 devices are stored as 4 rows (the last member twice): member 2 of
+    that checkpoint evaluates to the same numbers on one device and on the four, and
+    its policy loads on one device."""
+    from jaxtrainer.commands.eval_run import evaluate_run
+
+    tiny = [o for o in TINY if o != "trainer.strategy=single"]
+    fit.run([f"trainer.default_root_dir={tmp_path}", *tiny, "trainer.strategy=pmap",
+             "sweep.seeds=3"], "ppo")
+    run = tmp_path / "version_0"
+    one = evaluate_run(run, member=2)
+    four = evaluate_run(run, member=2, strategy="pmap", devices=4)
+    assert one["member"] == four["member"] == (2, 3)
+    for name in ("episode_return", "episode_length"):
+        assert one["metrics"][f"eval/{name}"] == four["metrics"][f"eval/{name}"]
+    assert jt.checkpoint.read_meta(run / "checkpoints" / "2")["num_devices"] == 4  # 4 rows
+    policies = [jt.load_policy(run, member=i) for i in (1, 2)]
+    assert policies[1].global_step == 2
+    leaves = [jax.tree.leaves(p.params) for p in policies]
+    assert any(not np.array_equal(a, b) for a, b in zip(*leaves, strict=True))  # member 2's own

@@ -315,3 +315,31 @@ def test_resume_and_progress_count_env_steps_per_member(tmp_path, capsys):
     spent.fit(Sweep(tiny(), seeds=2), ckpt_path="last")
     err = capsys.readouterr().err
     assert "budget of 3 training steps (max_env_steps=48 per member x 2 members)" in err, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("first, then", [(4, 1), (1, 4)])
+def test_a_sweep_resumes_on_another_device_count_where_one_run_ends(runs, tmp_path, first, then):
+    """10 members are stored padded to 12 rows on 4 devices (copies of the last) and as
+    10 on one: a checkpoint of either resumes on the other, and the run ends bit for bit
+    where one uninterrupted run on one device does."""
+    class StopBefore(jt.Callback):  # stopped one step early, same budget (schedules)
+        def on_train_steps_end(self, trainer, module, metrics):
+            trainer.should_stop = trainer.global_step >= STEPS - 1
+
+    def trainer(devices, ckpt_path=None, callbacks=()):
+        t = jt.Trainer(strategy="pmap" if devices > 1 else "single", devices=devices, seed=0,
+                       max_steps=STEPS, log_every_n_steps=1, default_root_dir=tmp_path,
+                       enable_progress_bar=False, logger=False, compile_evaluation_ahead=False,
+                       callbacks=list(callbacks))
+        t.fit(Sweep(tiny(), seeds=5, hyperparams={"lr": LRS}, vectorize=False), ckpt_path=ckpt_path)
+        return t
+
+    assert trainer(first, callbacks=[StopBefore()]).global_step == STEPS - 1
+    resumed = trainer(then, ckpt_path="last")
+    assert resumed.global_step == STEPS
+    straight, again = (jax.device_get(t.state.members) for t in (runs["map1"][1], resumed))
+    for a, b in zip(jax.tree.leaves(straight), jax.tree.leaves(again), strict=True):
+        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+            a, b = jax.random.key_data(a), jax.random.key_data(b)
+        np.testing.assert_array_equal(np.asarray(a)[:10], np.asarray(b)[:10])

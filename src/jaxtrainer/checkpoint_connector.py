@@ -49,12 +49,10 @@ def check(trainer: Trainer, path: Path, abstract_state: Any, module: Module | No
 
     Raises:
       jaxtrainer.checkpoint.DamagedCheckpointError: a damaged file, named.
-      jaxtrainer.checkpoint.CheckpointMismatchError: arrays of another module, or
-        a population padded for another device count (:func:`check_padding`).
+      jaxtrainer.checkpoint.CheckpointMismatchError: arrays of another module.
     """
-    if module is not None:
-        check_padding(trainer, module, path)
-    ckpt.check(path, {"module": abstract_state, "rng": abstract_key(trainer.strategy)})
+    ckpt.check(path, {"module": abstract_state, "rng": abstract_key(trainer.strategy)},
+               rows=None if module is None else member_rows(trainer, module, path))
 
 
 def _member_layout(module: Any) -> Any:
@@ -71,36 +69,24 @@ def _member_layout(module: Any) -> Any:
     return None
 
 
-def check_padding(trainer: Trainer, module: Module, path: Path) -> None:
+def member_rows(trainer: Trainer, module: Module, path: Path) -> ckpt.MemberRows | None:
     """A population whose size does not divide the device count is stored with its
-    padding members (copies of the last), so its checkpoint loads only on a device
-    count that pads it to the same size. Says so, naming those device counts.
-
-    Raises:
-      jaxtrainer.checkpoint.CheckpointMismatchError: ``path`` holds ``module``'s
-        population padded for another device count.
-    """
+    padding members (copies of the last): ``(size, rows stored, rows here)`` when
+    ``path`` holds ``module``'s population padded to another number of rows than
+    ``trainer``'s device count pads it to (the restore pads it again), else None."""
     layout = _member_layout(module)
     if layout is None:
-        return
+        return None
     try:
         written = int(ckpt.read_meta(path)["num_devices"])
     except (OSError, ValueError, KeyError, TypeError):
-        return  # a damaged or older checkpoint: ckpt.check says what it finds
+        return None  # a damaged or older checkpoint: the restore says what it finds
 
     def padded(n: int) -> int:
         return -(-layout.size // n) * n
 
-    if padded(written) == padded(trainer.num_devices):
-        return
-    counts = [n for n in range(1, padded(written) + 1) if padded(n) == padded(written)]
-    raise ckpt.CheckpointMismatchError(
-        f"checkpoint {path} was written on {written} devices, where the population of "
-        f"{layout.size} members is stored padded to {padded(written)} (copies of the last "
-        f"member); on {trainer.num_devices} device(s) it is {padded(trainer.num_devices)}. "
-        f"Load it on {' or '.join(map(str, counts))} devices: strategy 'pmap' with "
-        f"devices={written} (jaxtrainer eval: --strategy pmap --devices {written}; on CPU, "
-        f"XLA_FLAGS=--xla_force_host_platform_device_count={written} first)")
+    rows = (layout.size, padded(written), padded(trainer.num_devices))
+    return None if rows[1] == rows[2] else rows
 
 
 def restore(trainer: Trainer, module: Module, path: Path,
@@ -118,15 +104,14 @@ def restore(trainer: Trainer, module: Module, path: Path,
       jaxtrainer.checkpoint.DamagedCheckpointError: a file of it is damaged
         (a ValueError naming the file and the earlier checkpoints).
       jaxtrainer.checkpoint.CheckpointMismatchError: its arrays do not match
-        ``module``'s state (a ValueError listing them), or its population was
-        padded for another device count (:func:`check_padding`).
+        ``module``'s state (a ValueError listing them). A population padded
+        for another device count is padded again (:func:`member_rows`).
     """
-    check_padding(trainer, module, path)
     if abstract_state is None:
         abstract_state = trainer.strategy.abstract_state(module)
     abstract = {"module": abstract_state,
                 "rng": abstract_key(trainer.strategy)}
-    restored, stored = ckpt.restore(path, abstract)
+    restored, stored = ckpt.restore(path, abstract, rows=member_rows(trainer, module, path))
     trainer.state, trainer.root_key = restored["module"], restored["rng"]
     trainer.global_step, trainer.env_steps = int(stored["global_step"]), int(stored["env_steps"])
     trainer.state = module.resumed_state(trainer.state, lambda: trainer.strategy.init_state(

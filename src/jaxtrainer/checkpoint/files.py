@@ -641,20 +641,47 @@ def _describe(shape: tuple[int, ...], dtype: Any) -> str:
     return f"{jnp.dtype(dtype).name}[{','.join(str(d) for d in shape)}]"
 
 
-def _mismatch(path: Path, target: Any, limit: int = 8) -> str | None:
-    """Leaf-by-leaf differences between the stored tree at ``path/state`` and
-    ``target`` (names, shapes, dtypes), or None when they agree or the stored
-    metadata cannot be read (the restore then reports what it finds)."""
+MemberRows = tuple[int, int, int]
+"""``(size, stored, wanted)``: a population of ``size`` members stored padded to
+``stored`` rows (copies of the last member), restored padded to ``wanted``."""
+
+
+def _stored_shapes(path: Path) -> dict[str, tuple[tuple[int, ...], Any]] | None:
+    """``{leaf name: (shape, dtype)}`` of the stored tree at ``path/state``, or None
+    when its metadata cannot be read (the restore then reports what it finds)."""
     handler = _ocp().PyTreeCheckpointHandler(multiprocessing_options=_only(jax.process_index()))
     try:
         stored_tree = handler.metadata(path / STATE).tree
-    except Exception:  # noqa: BLE001 - only an aid to the message; restore still checks
+    except Exception:  # noqa: BLE001 - only an aid; restore still checks
         return None
     finally:
         handler.close()
-    stored = {_leaf_name(p): (tuple(leaf.shape), leaf.dtype)
-              for p, leaf in jax.tree_util.tree_flatten_with_path(stored_tree)[0]
-              if hasattr(leaf, "shape")}
+    return {_leaf_name(p): (tuple(leaf.shape), leaf.dtype)
+            for p, leaf in jax.tree_util.tree_flatten_with_path(stored_tree)[0]
+            if hasattr(leaf, "shape")}
+
+
+def _member_leaf(stored: tuple[int, ...], wanted: tuple[int, ...], rows: MemberRows | None) -> bool:
+    """Whether a stored leaf of shape ``stored`` is a member leaf of ``rows``
+    that restores into ``wanted`` by re-padding its leading (member) axis."""
+    return (rows is not None and len(stored) == len(wanted) >= 1 and stored[0] == rows[1]
+            and wanted[0] == rows[2] and stored[1:] == wanted[1:])
+
+
+def _repad(host: np.ndarray, rows: MemberRows) -> np.ndarray:
+    """The real members' rows of ``host``, padded with copies of the last to ``rows[2]``."""
+    size, _, wanted = rows
+    real = host[:size]
+    return np.concatenate([real, np.repeat(real[-1:], wanted - size, axis=0)]) if wanted > size else real
+
+
+def _mismatch(path: Path, target: Any, limit: int = 8, rows: MemberRows | None = None) -> str | None:
+    """Leaf-by-leaf differences between the stored tree at ``path/state`` and
+    ``target`` (names, shapes, dtypes), or None when they agree (member leaves of
+    ``rows`` agreeing but for their padding) or the stored metadata cannot be read."""
+    stored = _stored_shapes(path)
+    if stored is None:
+        return None
     wanted = {_leaf_name(p): (tuple(leaf.shape), leaf.dtype)
               for p, leaf in jax.tree_util.tree_flatten_with_path(target)[0]}
     lines = []
@@ -663,6 +690,9 @@ def _mismatch(path: Path, target: Any, limit: int = 8) -> str | None:
             lines.append(f"{name}: not in the checkpoint (this module: {_describe(*wanted[name])})")
         elif name not in wanted:
             lines.append(f"{name}: only in the checkpoint ({_describe(*stored[name])})")
+        elif jnp.dtype(stored[name][1]) == jnp.dtype(wanted[name][1]) \
+                and _member_leaf(stored[name][0], wanted[name][0], rows):
+            continue
         elif (stored[name][0], jnp.dtype(stored[name][1])) != (wanted[name][0], jnp.dtype(wanted[name][1])):
             lines.append(f"{name}: checkpoint {_describe(*stored[name])}, "
                          f"this module {_describe(*wanted[name])}")
@@ -674,12 +704,13 @@ def _mismatch(path: Path, target: Any, limit: int = 8) -> str | None:
             "config, network or environment?): " + "; ".join(lines[:limit]) + more)
 
 
-def check(path: str | os.PathLike, abstract_state: Any) -> None:
+def check(path: str | os.PathLike, abstract_state: Any, rows: MemberRows | None = None) -> None:
     """Check, reading metadata only (no array), that the checkpoint at ``path``
     (a step directory) can restore into ``abstract_state``: its files are all
     there and whole, and its arrays' names, shapes and dtypes are
-    ``abstract_state``'s. :func:`restore` checks this first; a caller with
-    work to start before restoring (a compile) can fail before it.
+    ``abstract_state``'s (``rows``: a population's member leaves may differ in
+    their padding, see :func:`restore`). :func:`restore` checks this first; a
+    caller with work to start before restoring (a compile) can fail before it.
 
     Raises:
       FileNotFoundError: ``path`` is not a checkpoint.
@@ -692,15 +723,24 @@ def check(path: str | os.PathLike, abstract_state: Any) -> None:
     damage = _damage(path)
     if damage is not None:
         raise DamagedCheckpointError(path, *damage)
-    problem = _mismatch(path, _abstract_encoded(abstract_state))
+    problem = _mismatch(path, _abstract_encoded(abstract_state), rows=rows)
     if problem is not None:
         raise CheckpointMismatchError(problem)
 
 
-def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str, Any]]:
+def restore(path: str | os.PathLike, abstract_state: Any,
+            rows: MemberRows | None = None) -> tuple[Any, dict[str, Any]]:
     """Restore the checkpoint at ``path`` (a step directory) into the shapes,
     dtypes and shardings of ``abstract_state`` (``jax.ShapeDtypeStruct`` leaves
     with ``sharding`` set). Returns ``(state, meta)``.
+
+    ``rows`` (``(size, stored, wanted)``): the state holds a population of
+    ``size`` members, stored padded to ``stored`` rows (a device count that does
+    not divide it) and wanted padded to ``wanted`` (this device count): every
+    leaf with ``stored`` leading rows where ``abstract_state`` has ``wanted`` is
+    a member leaf; its real members are kept and padded again with copies of the
+    last. Padding members never reach a metric or an update, so a population
+    resumes on any device count.
 
     Every process reads the files itself (a checkpoint written by any number of
     processes; no collective while reading) into host memory and puts its own
@@ -719,10 +759,22 @@ def restore(path: str | os.PathLike, abstract_state: Any) -> tuple[Any, dict[str
     Both errors are ``ValueError`` subclasses.
     """
     path = Path(path).absolute()  # orbax requires absolute paths
-    check(path, abstract_state)
+    check(path, abstract_state, rows)
     meta = read_meta(path)
     target = _abstract_encoded(abstract_state)
-    host = _read_arrays(path, target)
+    if rows is None or rows[1] == rows[2]:
+        host = _read_arrays(path, target)
+    else:  # read the member leaves at their stored padding, then pad them for here
+        stored = _stored_shapes(path) or {}
+        names = jax.tree_util.tree_flatten_with_path(target)[0]
+        repadded = {_leaf_name(p) for p, leaf in names if _leaf_name(p) in stored
+                    and _member_leaf(stored[_leaf_name(p)][0], tuple(leaf.shape), rows)}
+        as_stored = jax.tree_util.tree_map_with_path(
+            lambda p, x: jax.ShapeDtypeStruct(stored[_leaf_name(p)][0], x.dtype)
+            if _leaf_name(p) in repadded else x, target)
+        host = jax.tree_util.tree_map_with_path(
+            lambda p, h: _repad(np.asarray(h), rows) if _leaf_name(p) in repadded else h,
+            _read_arrays(path, as_stored))
     want = jax.tree.map(lambda x: (tuple(x.shape), jnp.dtype(x.dtype)), target)
     got = jax.tree.map(lambda x: (tuple(np.shape(x)), jnp.dtype(x.dtype)), host)
     if want != got:
