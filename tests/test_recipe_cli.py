@@ -453,3 +453,15 @@ def test_one_resume_resolves_the_checkpoint_once_and_reads_config_yaml_once(tmp_
     reads = [p for p in _OPENED if os.path.basename(p) == "config.yaml"]
     assert reads == [str(tmp_path / "version_0" / "config.yaml")]
     assert not (tmp_path / "version_1").exists()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["a2c", "cem_rl", "crossq", "ddpg", "dqn", "erl", "impala",
+                                  "pbt_ppo", "pbt_sac", "ppo", "pqn", "rainbow", "sac", "td3"])
+def test_a_discount_above_one_is_refused_before_anything_runs(run_dir, name):
+    """``algorithm.gamma=1.5`` (a discount, in [0, 1]) was accepted and trained."""
+    from jaxtrainer.commands import fit
+
+    with pytest.raises(ValueError, match=r"Config\.gamma=1\.5: expected a number in \[0, 1\]$"):
+        fit.run([f"trainer.default_root_dir={run_dir}", "algorithm.gamma=1.5"], name)
+    assert not (run_dir / "version_0").exists()

@@ -276,9 +276,9 @@ class CEMRLConfig:
                                  f"population_size={p}")
         arguments.check_fields(self, arguments.non_negative_int, ("learning_starts",))
         arguments.check_fields(self, arguments.number, ("tau",), low=0, high=1, low_open=True)
-        arguments.check_fields(self, arguments.number, ("damp_tau",), low=0, high=1)
+        arguments.check_fields(self, arguments.number, ("damp_tau", "gamma"), low=0, high=1)
         arguments.check_fields(self, arguments.number, ("init_variance", "damp_init", "damp_limit",
-                                                "actor_lr", "critic_lr", "gamma",
+                                                "actor_lr", "critic_lr",
                                                 "policy_noise", "noise_clip"), low=0)
         for name in ("actor_activation", "critic_activation"):
             activation(getattr(self, name), f"CEMRLConfig.{name}")

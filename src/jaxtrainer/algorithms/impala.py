@@ -243,7 +243,7 @@ class IMPALAConfig(MinibatchConfig):
         """
         super().__post_init__()
         arguments.check_fields(self, arguments.non_negative_int, ("policy_lag",))
-        arguments.check_fields(self, arguments.number, ("vtrace_lambda",), low=0)
+        arguments.check_fields(self, arguments.number, ("vtrace_lambda",), low=0, high=1)
         arguments.check_fields(self, arguments.number, ("rho_bar", "c_bar", "pg_rho_bar"), low=0,
                                low_open=True)
         if self.num_envs % self.num_minibatches:

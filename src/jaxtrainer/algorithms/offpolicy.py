@@ -108,7 +108,7 @@ class ReplayLearnerConfig:
                                ("buffer_size", "batch_size", "eval_episodes"), allow_none=False)
         arguments.check_fields(self, arguments.non_negative_int, ("learning_starts",))
         arguments.check_fields(self, arguments.number, ("tau",), low=0, high=1, low_open=True)
-        arguments.check_fields(self, arguments.number, ("gamma",), low=0)
+        arguments.check_fields(self, arguments.number, ("gamma",), low=0, high=1)  # a discount
         activation(self.activation, f"{type(self).__name__}.activation")
         object.__setattr__(self, "network", network_config(self.network, type(self).__name__))
 

@@ -148,8 +148,9 @@ class OnPolicyConfig:
         arguments.check_fields(self, arguments.positive_int,
                                ("num_envs", "num_steps", "eval_episodes"), allow_none=False)
         arguments.check_fields(self, arguments.positive_int, ("total_updates",))
-        arguments.check_fields(self, arguments.number, ("lr", "gamma", "ent_coef", "vf_coef",
+        arguments.check_fields(self, arguments.number, ("lr", "ent_coef", "vf_coef",
                                                         "max_grad_norm", "reward_scaling"), low=0)
+        arguments.check_fields(self, arguments.number, ("gamma",), low=0, high=1)  # a discount
         arguments.check_fields(self, arguments.flag, ("anneal_lr", "normalize_advantages",
                                                       "normalize_observations"))
         activation(self.activation, f"{type(self).__name__}.activation")
@@ -206,7 +207,7 @@ class GAEConfig(OnPolicyConfig):
             raise ValueError(
                 f"{type(self).__name__}: num_steps={self.num_steps} is not a multiple of "
                 f"unroll_length={self.unroll_length}")
-        arguments.check_fields(self, arguments.number, ("gae_lambda",), low=0)
+        arguments.check_fields(self, arguments.number, ("gae_lambda",), low=0, high=1)
         arguments.check_fields(self, arguments.flag, ("bootstrap_truncation",))
         arguments.check_fields(self, arguments.one_of, ("critic_input",), choices=CRITIC_INPUTS)
         if self.critic_input == "global_state":
