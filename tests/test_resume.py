@@ -136,3 +136,40 @@ def test_a_fresh_fit_and_a_resume_trace_init_state_as_often(tmp_path):
     t.fit(resumed, ckpt_path="last")
     assert t.global_step == 4 and t.ckpt_path is not None
     assert (fresh.init_calls, resumed.init_calls) == (2, 2)
+
+
+@pytest.mark.slow
+def test_a_python_resume_says_which_hyperparameters_the_checkpoint_keeps(tmp_path, capsys):
+    """``PPO(lr=1e-2)`` resuming a run trained at 2.5e-4 went on at 2.5e-4 without a word:
+    the learning rate is part of the state (state.hyperparams), restored as the weights are."""
+    from jaxtrainer.algorithms import PPO, PPOConfig
+
+    def fit(lr, ckpt_path=None):
+        module = PPO(PPOConfig(env="CartPole-v1", lr=lr, num_envs=4, num_steps=16,
+                               num_minibatches=2, update_epochs=1, eval_episodes=2))
+        trainer = toys.trainer(tmp_path, strategy="single", max_steps=4, logger=False)
+        if ckpt_path is None:
+            trainer.callbacks.append(StopAt(2))
+        trainer.fit(module, ckpt_path=ckpt_path)
+        return trainer
+
+    fit(2.5e-4)
+    capsys.readouterr()
+    resumed = fit(1e-2, ckpt_path="last")
+    assert resumed.global_step == 4
+    assert float(resumed.state.hyperparams["lr"]) == pytest.approx(2.5e-4)
+    assert ("jaxtrainer: resume: the checkpoint's lr=0.00025 (the module's 0.01) go on: "
+            "hyperparameters kept in the state (state.hyperparams) come from the checkpoint"
+            ) in capsys.readouterr().err
+    fit(2.5e-4)  # a new run, stopped at 2, and resumed with the same rate: nothing said
+    capsys.readouterr()
+    fit(2.5e-4, ckpt_path="last")
+    assert "the checkpoint's" not in capsys.readouterr().err
+
+
+class StopAt(jt.Callback):
+    def __init__(self, step):
+        self.step = step
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        trainer.should_stop = trainer.global_step >= self.step

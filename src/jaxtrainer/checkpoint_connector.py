@@ -124,6 +124,27 @@ def restore(trainer: Trainer, module: Module, path: Path,
     return stored
 
 
+def report_kept_hyperparams(trainer: Trainer, module: Module) -> None:
+    """Say (on process 0, stderr) which hyperparameters a resumed state keeps from its
+    checkpoint that differ from ``module``'s own (``module.initial_hyperparams()``, e.g.
+    ``PPO(lr=1e-2)`` resuming a run trained at 2.5e-4): they are part of the state
+    (``state.hyperparams``), so the checkpoint's go on, and nothing else would say so."""
+    own = module.initial_hyperparams()
+    held = getattr(trainer.peek_state(), "hyperparams", None)
+    if not own or not isinstance(held, dict) or not trainer.is_global_zero:
+        return
+    kept = []
+    for name, value in own.items():
+        if name in held and np.ndim(value) == 0 and np.ndim(held[name]) == 0:
+            mine, theirs = float(value), float(np.asarray(held[name].addressable_data(0)))
+            if not np.isclose(mine, theirs, rtol=1e-6, atol=0.0):
+                kept.append(f"{name}={theirs:g} (the module's {mine:g})")
+    if kept:
+        print(f"jaxtrainer: resume: the checkpoint's {', '.join(kept)} go on: hyperparameters "
+              f"kept in the state (state.hyperparams) come from the checkpoint, as the weights "
+              f"and optimizer state do", file=sys.stderr, flush=True)
+
+
 def report_resume(trainer: Trainer, resume: Path, step: int, members: int = 1) -> None:
     """Say which checkpoint a run resumes from (``members`` > 1, a sweep: its
     env steps per member)."""

@@ -68,6 +68,7 @@ def start(trainer: Trainer, module: Module, resume: Path | None) -> None:
     if resume is not None:
         trainer.call_hook("on_load_checkpoint", module,
                           trainer.restore_checkpoint(module, resume, abstract))
+        checkpoint_connector.report_kept_hyperparams(trainer, module)
     else:
         init_state(trainer, module)
 
