@@ -465,3 +465,25 @@ def test_a_discount_above_one_is_refused_before_anything_runs(run_dir, name):
     with pytest.raises(ValueError, match=r"Config\.gamma=1\.5: expected a number in \[0, 1\]$"):
         fit.run([f"trainer.default_root_dir={run_dir}", "algorithm.gamma=1.5"], name)
     assert not (run_dir / "version_0").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_checkpoint_path_of_another_recipes_run_is_refused_naming_that_recipe(run_dir, capsys):
+    """``jaxtrainer fit ppo trainer.ckpt_path=runs/sac/version_2/checkpoints/5000`` merged
+    SAC's saved config into PPO's and failed on ``PPOConfig.__init__() got an unexpected
+    keyword argument 'train_frequency'``; it says whose run it is."""
+    base = [f"trainer.default_root_dir={run_dir}", *TINY_PPO, "trainer.strategy=single",
+            "trainer.max_steps=2"]
+    recipe("ppo").main(base)
+    run = run_dir / "version_0"
+    sac = config.load(ROOT / "src" / "jaxtrainer" / "recipes" / "configs" / "sac.yaml")
+    (run / "config.yaml").write_text(OmegaConf.to_yaml(OmegaConf.merge({"recipe": "sac"}, sac)))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        config.cli(recipe("ppo").main, [*base, f"trainer.ckpt_path={run}/checkpoints/2"],
+                   prog="ppo.py")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "this command cannot resume that run: it is a run of the " \
+        "'sac' recipe (algorithm keys this command does not have: " in err, err

@@ -146,7 +146,7 @@ RUN_SECTIONS = ("recipe", "trainer", "logger", "callbacks", "sweep", "search")
 """Sections of a recipe config that say nothing about which recipe it is."""
 
 
-def _other_recipe(run_cfg: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
+def other_recipe(run_cfg: Mapping[str, Any], current: Mapping[str, Any]) -> str | None:
     """Why a run's saved config is another recipe's than ``current``, or None:
     by their ``recipe:`` keys where both have one, else by their sections
     (``pbt:``, ...) and by algorithm keys the run has and ``current`` lacks (a
@@ -172,7 +172,7 @@ def config_refusal(run_cfg: Mapping[str, Any], current: Mapping[str, Any]) -> st
     saved ``run_cfg`` (another recipe, environment or kind), or None when it can.
     Other settings may differ: a resume takes the run's saved config."""
     run, now = of_config(run_cfg), of_config(current)
-    other = _other_recipe(run_cfg, current)
+    other = other_recipe(run_cfg, current)
     if other:
         return other
     if run.env != now.env:

@@ -100,6 +100,7 @@ def find(cfg: DictConfig) -> Found | None:
     Raises:
       FileNotFoundError: ``trainer.ckpt_path`` names no checkpoint, or no run
         this config can resume (one line naming the newest run and why).
+      ValueError: ``trainer.ckpt_path`` is a checkpoint of another recipe's run.
     """
     path = cfg.trainer.get("ckpt_path")
     if path is None:
@@ -116,6 +117,12 @@ def find(cfg: DictConfig) -> Found | None:
     if text is None:
         return Found(Resolved(step_dir), None, "")
     saved = OmegaConf.create(text)
+    if file.parent not in read:  # a path: say it is another recipe's before its config is merged
+        other = run_kind.other_recipe(OmegaConf.to_container(saved, resolve=True),
+                                      OmegaConf.to_container(cfg, resolve=True))
+        if other:
+            raise ValueError(f"trainer.ckpt_path={path}: this command cannot resume that run: "
+                             f"{other} ({file})")
     saved.pop("recipe", None)
     return Found(Resolved(step_dir), saved, str(file))
 
