@@ -176,6 +176,18 @@ def test_a_bad_config_is_one_line_on_stderr_and_exit_status_2(run_dir, capsys, o
 
 
 @pytest.mark.timeout(60)
+def test_a_key_close_to_nothing_in_its_section_suggests_nothing(run_dir, capsys):
+    """``algorithm.bogus=1`` lists algorithm's keys and guesses nothing (it once asked
+    "did you mean 'algorithm'?", the section the key is already in)."""
+    with pytest.raises(SystemExit):
+        config.cli(recipe("ppo").main, [f"trainer.default_root_dir={run_dir}", "algorithm.bogus=1"],
+                   prog="ppo.py")
+    err = capsys.readouterr().err
+    assert "unknown config key 'algorithm.bogus': algorithm has keys: " in err, err
+    assert "did you mean" not in err and err.rstrip().endswith("update_epochs, vf_coef"), err
+
+
+@pytest.mark.timeout(60)
 def test_help_gives_whole_sentences_wrapped_to_80_columns(monkeypatch, capsys):
     """No description is cut: each wraps under its column at the terminal's width."""
     from jaxtrainer.recipes.usage import doc_entries, one_sentence

@@ -92,7 +92,10 @@ def _check_key(base: DictConfig, dotted: str, source: str = "") -> None:
             taken_before = [resume.KEY.split(".", 1)[1]] if where == "trainer" else []  # not in the YAML
             choices = (", ".join(sorted([*(str(k) for k in node), *taken_before]))
                        if isinstance(node, DictConfig) else "none")
-            known = _leaf_keys(base) + [str(k) for k in base] + components.known_keys()
+            section = ".".join(walked) + "." if walked else ""
+            known = [k for k in _leaf_keys(base) + [str(k) for k in base] + components.known_keys()
+                     if not dotted.startswith(k + ".")  # never the section the key is in
+                     and not (section and k.startswith(section))]  # nor its keys: listed above
             raise ValueError(f"{source}unknown config key {dotted!r}: {where} has keys: {choices}"
                              + (_near_in_section(walked, part, node) or same_name(dotted, known)
                                 or did_you_mean(dotted, known)))
