@@ -234,7 +234,7 @@ def test_population_recipe_evaluates_the_mean_policy(tmp_path):
 
 
 @pytest.mark.slow
-def test_pbt_run_is_evaluated_and_loaded_as_its_best_member(tmp_path):
+def test_pbt_run_is_evaluated_and_loaded_as_its_best_member(tmp_path, capsys):
     cfg = config.load(RECIPES / "configs" / "pbt_ppo.yaml", [
         *PPO_SIZES, "pbt.population_size=2", "algorithm.num_envs=2"])
     fitness = jnp.array([1.0, 5.0])  # member 1 has the best current fitness
@@ -245,6 +245,14 @@ def test_pbt_run_is_evaluated_and_loaded_as_its_best_member(tmp_path):
     assert got["completed"] == 4
     assert got["metrics"]["eval/episode_return"] == expected["eval/episode_return"]
     assert got["metrics"]["eval/episode_return"] == expected["member/1/eval/episode_return"]
+    on_two = evaluate_run(run, strategy="pmap", devices=2)  # members sharded over devices
+    assert (on_two["member"], on_two["member_note"]) == (got["member"], got["member_note"])
+    lr = float(saved_run.restore(run).trainer.state.members.hyperparams["lr"][1])
+    assert eval_cli.main([str(run)]) == 0  # says why member 1: the best fitness, and its settings
+    assert (f"member 1 of 2, fitness (train/episode_return) 5, the best; lr={lr:.4g}, ent_coef="
+            in capsys.readouterr().out)
+    assert eval_cli.main([str(run), "--member", "0"]) == 0
+    assert "member 0 of 2, fitness (train/episode_return) 1; lr=" in capsys.readouterr().out
     act = jt.load_policy(run)
     state = saved_run.restore(run).trainer.state
     member_params = jax.tree.map(lambda x: x[1], state.members.params)

@@ -339,6 +339,19 @@ class PBT(MemberPopulation):
         small = jax.device_get(state.replace(members=None))  # host copies, free of any sharding
         return int(self.layout.rank(jnp.asarray(self.current_fitness(small)))[0])
 
+    def describe_member(self, state: PBTState, member: int) -> str:
+        """``"fitness (train/episode_return) 412.5, the best; lr=0.0031, ent_coef=0.012"``:
+        member ``member``'s current fitness (:meth:`current_fitness` of
+        ``fitness_metric``), whether it is the best (the member evaluated and
+        loaded when none is named), and its tuned hyperparameters. Host side."""
+        small = jax.device_get(state.replace(members=None))
+        fitness = np.asarray(self.current_fitness(small))[:self.population_size]
+        best = ", the best" if member == self.default_member(state) else ""
+        tuned = {n: np.asarray(v)[member] for n, v in jax.device_get(
+            get_hyperparams(state.members)).items() if n in self.spaces}  # host: any sharding
+        values = ", ".join(f"{n}={float(tuned[n]):.4g}" for n in self.spaces if n in tuned)
+        return f"fitness ({self.fitness_metric}) {float(fitness[member]):.4g}{best}; {values}"
+
     def current_fitness(self, state: PBTState) -> jax.Array:
         """This window's mean of the fitness metric, else the last measured fitness."""
         count = state.window_count
