@@ -19,6 +19,7 @@ import numpy as np
 from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.checkpoint.resolve import NAMES, Accept, Resolved, resolve
 from jaxtrainer.distributed import keys
+from jaxtrainer.module import members_of
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -55,28 +56,15 @@ def check(trainer: Trainer, path: Path, abstract_state: Any, module: Module | No
                rows=None if module is None else member_rows(trainer, module, path))
 
 
-def _member_layout(module: Any) -> Any:
-    """The member layout of the population ``module`` is or wraps (PBT, sweeps,
-    searches), or ``None``."""
-    from jaxtrainer.distributed.members import MemberLayout
-
-    for _ in range(8):  # wrappers: EpisodeStatistics -> PopulationTrainer -> members
-        if module is None:
-            return None
-        if isinstance(getattr(module, "layout", None), MemberLayout):
-            return module.layout
-        module = getattr(module, "population_module", None) or getattr(module, "module", None)
-    return None
-
-
 def member_rows(trainer: Trainer, module: Module, path: Path) -> ckpt.MemberRows | None:
     """A population whose size does not divide the device count is stored with its
     padding members (copies of the last): ``(size, rows stored, rows here)`` when
     ``path`` holds ``module``'s population padded to another number of rows than
     ``trainer``'s device count pads it to (the restore pads it again), else None."""
-    layout = _member_layout(module)
-    if layout is None:
+    population = members_of(module)
+    if population is None:
         return None
+    layout = population.layout
     try:
         written = int(ckpt.read_meta(path)["num_devices"])
     except (OSError, ValueError, KeyError, TypeError):

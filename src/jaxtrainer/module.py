@@ -276,3 +276,15 @@ def counted_members(module: Module) -> int:
     ``population_size`` for a population whose budget is per member (its
     ``budget_per_member`` is True: a sweep, a search), else 1."""
     return int(module.population_size) if getattr(module, "budget_per_member", False) else 1
+
+
+def members_of(module: Any) -> Any:
+    """The population of members ``module`` is or wraps (PBT, a sweep, a search:
+    it has ``member_state`` and a member ``layout``), found through a
+    PopulationTrainer (``population_module``) and wrappers that keep the module
+    they wrap as ``module`` (an evaluation's statistics), or ``None``."""
+    for _ in range(8):  # a few wrappers deep at most
+        if module is None or callable(getattr(module, "member_state", None)):
+            return module
+        module = getattr(module, "population_module", None) or getattr(module, "module", None)
+    return None

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxtrainer.module import members_of
+
 if TYPE_CHECKING:  # importing the envs imports gymnax, which starts JAX: keep
     from jaxtrainer.envs.base import Env  # `import jaxtrainer` free of it (jax.distributed)
 
@@ -152,10 +154,9 @@ def params_of(module: Any, state: Any, member: int | None = None) -> tuple[Polic
         module without members.
     """
     spec = policy_spec(module)
-    while getattr(module, "population_module", None) is not None:
-        module = module.population_module
-    if callable(getattr(module, "member_state", None)):
-        state = module.member_state(state, member)
+    population = members_of(module)
+    if population is not None:
+        state = population.member_state(state, member)
     elif member is not None:
         raise ValueError(f"member={member!r}: {type(module).__name__} has no members")
     return spec, spec.params(state)

@@ -19,7 +19,7 @@ from jaxtrainer.distributed import member_scope, psum
 from jaxtrainer.envs.evaluation import episode_share, run_episodes
 from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
-from jaxtrainer.module import Module, counted_members
+from jaxtrainer.module import Module, counted_members, members_of
 from jaxtrainer.signals import ACTIVITY, StopOnSignal
 from jaxtrainer.trainer import Trainer
 
@@ -131,14 +131,6 @@ class EpisodeStatistics(Module):
                 f"eval/{name}_min": Min.of(values, mask),
                 f"eval/{name}_max": Max.of(values, mask)})
         return metrics
-
-
-def members_of(module: Any) -> Any:
-    """The population of members a (wrapped) module is (PBT, sweeps: it has
-    ``member_state``), or ``None``."""
-    while getattr(module, "population_module", None) is not None:
-        module = module.population_module
-    return module if callable(getattr(module, "member_state", None)) else None
 
 
 def _check_counts(episodes: Any, seed: Any, video_episodes: Any) -> None:
