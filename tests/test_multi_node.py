@@ -222,7 +222,6 @@ def test_population_fitness_bitwise_equal_to_one_process_one_device(two_process_
 
 
 @pytest.mark.slow
-@pytest.mark.slow
 def test_a_rank_35_s_late_to_the_first_collective_still_trains(tmp_path):
     """Rank 1 reaches the training program 35 s after rank 0 (it compiled slower,
     or a hook was busy). XLA's CPU collectives give up after 30 s whatever

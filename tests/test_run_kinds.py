@@ -197,6 +197,8 @@ def test_summary_writes_integer_seeds_and_hyperparameters_as_integers(tmp_path):
 @pytest.mark.timeout(60)
 def test_a_sweep_says_what_its_mean_averages():
     assert Sweep(toys.Regression(), seeds=4).averaged() == "mean over 4 members (seeds 0-3)"
+    assert Sweep(toys.Regression(), seeds=[-1, 0]).averaged() == \
+        "mean over 2 members (seeds -1 to 0)"  # not "-1-0"
     grid = Sweep(toys.Regression(), seeds=[3, 7], hyperparams={"lr": [1e-3, 3e-3]})
     assert grid.averaged() == "mean of 2 configurations x 2 seeds (4 members)"
     assert recipe_sweep.final_note(grid) == " (mean of 2 configurations x 2 seeds (4 members))"

@@ -252,7 +252,8 @@ class Sweep(MemberPopulation):
         2 seeds (4 members)"``."""
         seeds = self.seeds
         contiguous = list(seeds) == list(range(seeds[0], seeds[0] + len(seeds)))
-        named = f"{seeds[0]}-{seeds[-1]}" if contiguous and len(seeds) > 1 else \
+        dash = "-" if seeds[0] >= 0 else " to "  # "seeds -2 to 1", never "-2-1"
+        named = f"{seeds[0]}{dash}{seeds[-1]}" if contiguous and len(seeds) > 1 else \
             ", ".join(map(str, seeds))
         if len(self.configs) == 1:
             return f"mean over {self.population_size} members (seed{'s' * (len(seeds) > 1)} {named})"
