@@ -414,6 +414,14 @@ def test_a_resume_takes_the_saved_config_and_refuses_or_applies_changed_settings
     module = recipe_module(run)
     trainer.evaluate(module, ckpt_path=str(run / "checkpoints" / "3"))
     assert float(trainer.state.hyperparams["lr"]) == pytest.approx(0.01)  # applied in the state
+    # "rerun a run's exact config" starts a new run where it is told, and leaves this one alone
+    assert saved["trainer"]["ckpt_path"] is None
+    kept = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    again = ppo.main(["--config", str(run / "config.yaml"),
+                      f"trainer.default_root_dir={run_dir / 'again'}"])
+    assert again["step"] == 3 and (run_dir / "again" / "version_0" / "checkpoints" / "3").is_dir()
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == kept
+    assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == ["2", "3"]
 
 
 def recipe_module(run):

@@ -213,13 +213,19 @@ def _raised_here(error: BaseException) -> bool:
 
 def write_config(path: str | os.PathLike, cfg: DictConfig, recipe: str | None) -> None:
     """Write ``cfg`` resolved, with ``recipe: <recipe>`` first when given, to
-    ``path`` (atomically: a temporary file then ``os.replace``).
+    ``path`` (atomically: a temporary file then ``os.replace``). The file holds
+    the run's settings, not how this command started: its ``trainer.ckpt_path``
+    is null, so ``--config <run>/config.yaml`` starts a new run (a resumed run's
+    file once named the checkpoint it resumed from, and rerunning it resumed and
+    overwrote that run).
 
     Raises:
       jaxtrainer.storage.StorageError: the file cannot be written (naming it
         and the OS error); no temporary file is left.
     """
     body = OmegaConf.to_container(cfg, resolve=True)
+    if isinstance(body.get("trainer"), dict) and "ckpt_path" in body["trainer"]:
+        body["trainer"]["ckpt_path"] = None
     data = OmegaConf.create({"recipe": recipe, **body} if recipe else body)
     tmp = f"{os.fspath(path)}.tmp"
     with writing("the run's config", path):
