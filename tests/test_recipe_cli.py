@@ -424,6 +424,28 @@ def test_a_resume_takes_the_saved_config_and_refuses_or_applies_changed_settings
     assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == ["2", "3"]
 
 
+@pytest.mark.timeout(120)
+def test_a_resume_with_another_seed_is_refused_even_with_apply(run_dir, capsys):
+    """``trainer.seed=7 trainer.ckpt_path=last`` on a run of seed 0 printed
+    ``resume: trainer.seed: 0 -> 7`` and trained on with seed 0's keys."""
+    ppo = recipe("ppo")
+    start = [f"trainer.default_root_dir={run_dir}", "trainer.strategy=single", *TINY_PPO,
+             "trainer.max_steps=2"]
+    ppo.main(start)
+    run = run_dir / "version_0"
+    written = (run / "config.yaml").read_text()
+    for extra in ([], ["trainer.resume_overrides=apply"]):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exit_:
+            config.cli(ppo.main, [f"trainer.default_root_dir={run_dir}", "trainer.max_steps=4",
+                                  "trainer.seed=7", "trainer.ckpt_path=last", *extra], prog="ppo.py")
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and err.count("\n") == 1, err
+        assert "with trainer.seed=7: the run was started with trainer.seed=0, and its random " \
+               "keys, in the checkpoint, go on; another seed is a new run" in err
+    assert (run / "config.yaml").read_text() == written and not (run / "checkpoints" / "4").exists()
+
+
 def recipe_module(run):
     from jaxtrainer.checkpoint import saved_run
     from jaxtrainer.recipes.modules import build_module

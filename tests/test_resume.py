@@ -173,3 +173,22 @@ class StopAt(jt.Callback):
 
     def on_train_steps_end(self, trainer, module, metrics):
         trainer.should_stop = trainer.global_step >= self.step
+
+
+def test_a_resume_goes_on_with_its_own_seed_and_says_so(tmp_path, capsys):
+    """``Trainer(seed=7)`` resuming a run of seed 0 trained on with seed 0's keys while
+    recording seed 7 (so ``jaxtrainer eval`` then named the wrong seed): it now says the
+    run's seed goes on, and every record keeps it."""
+    from jaxtrainer.checkpoint.files import read_meta
+
+    straight = toys.trainer(tmp_path / "a", strategy="single", max_steps=4, logger=False)
+    straight.fit(toys.Regression())
+    first = toys.trainer(tmp_path / "b", strategy="single", max_steps=2, logger=False)
+    first.fit(toys.Regression())
+    capsys.readouterr()
+    second = toys.trainer(tmp_path / "b", strategy="single", max_steps=4, logger=False, seed=7)
+    second.fit(toys.Regression(), ckpt_path="last")
+    assert ("jaxtrainer: resume: the run goes on with its seed 0 (the random keys are in the "
+            "checkpoint), not seed=7: another seed is a new run") in capsys.readouterr().err
+    assert second.seed == 0 and read_meta(f"{second.log_dir}/checkpoints/4")["seed"] == 0
+    toys.assert_trees_equal(second.state, straight.state)

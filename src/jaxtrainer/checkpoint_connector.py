@@ -102,6 +102,8 @@ def restore(trainer: Trainer, module: Module, path: Path,
     restored, stored = ckpt.restore(path, abstract, rows=member_rows(trainer, module, path))
     trainer.state, trainer.root_key = restored["module"], restored["rng"]
     trainer.global_step, trainer.env_steps = int(stored["global_step"]), int(stored["env_steps"])
+    if isinstance(stored.get("seed"), int):  # its keys are the checkpoint's: so is its seed
+        trainer.seed = stored["seed"]
     trainer.state = module.resumed_state(trainer.state, lambda: trainer.strategy.init_state(
         module, keys.sub_key(keys.stream_key(trainer.root_key, keys.INIT_STREAM),
                              trainer.global_step)))
@@ -131,6 +133,16 @@ def report_kept_hyperparams(trainer: Trainer, module: Module) -> None:
         print(f"jaxtrainer: resume: the checkpoint's {', '.join(kept)} go on: hyperparameters "
               f"kept in the state (state.hyperparams) come from the checkpoint, as the weights "
               f"and optimizer state do", file=sys.stderr, flush=True)
+
+
+def report_kept_seed(trainer: Trainer, given: int) -> None:
+    """Say (on process 0, stderr) that a resumed run goes on with its own seed when
+    the Trainer was given another (``Trainer(seed=7)`` resuming a run of seed 0): the
+    random keys are part of the checkpoint, so the run's seed is kept (and recorded)."""
+    if given != trainer.seed and trainer.is_global_zero:
+        print(f"jaxtrainer: resume: the run goes on with its seed {trainer.seed} (the random "
+              f"keys are in the checkpoint), not seed={given}: another seed is a new run",
+              file=sys.stderr, flush=True)
 
 
 def report_resume(trainer: Trainer, resume: Path, step: int, members: int = 1) -> None:

@@ -66,8 +66,10 @@ def start(trainer: Trainer, module: Module, resume: Path | None) -> None:
     trainer.programs.compile_ahead(module, abstract, checkpoint_connector.abstract_key(trainer.strategy),
                                    module.has_evaluation() and evaluates_ahead(trainer))
     if resume is not None:
+        seed = trainer.seed
         trainer.call_hook("on_load_checkpoint", module,
                           trainer.restore_checkpoint(module, resume, abstract))
+        checkpoint_connector.report_kept_seed(trainer, seed)
         checkpoint_connector.report_kept_hyperparams(trainer, module)
     else:
         init_state(trainer, module)

@@ -8,6 +8,8 @@ The rule, for ``trainer.ckpt_path=...`` with a run that has a ``config.yaml``:
   from the saved ones are printed, one line each, ``key: saved -> given``;
 * those of the ``trainer:``, ``logger:`` and ``callbacks:`` sections (a larger
   budget, another strategy or device count, logging) are applied;
+* ``trainer.seed`` is refused always: the run's random keys are in its
+  checkpoint, and another seed is another run;
 * those that change what is learned (``env:``, ``algorithm:``, ``sweep:``,
   ``pbt:``, ...) are refused, one line and exit status 2, unless
   ``trainer.resume_overrides=apply`` confirms them: then they are applied
@@ -37,6 +39,10 @@ KEY = "trainer.resume_overrides"
 
 APPLIED_SECTIONS = ("trainer", "logger", "callbacks")
 """Sections whose changes a resume applies without confirmation."""
+
+KEPT = ("trainer.seed",)
+"""Settings a resume cannot change, even with ``trainer.resume_overrides=apply``:
+the seed's random keys are part of the checkpoint."""
 
 _UNSET = object()
 
@@ -159,6 +165,12 @@ def resumed(cfg: DictConfig, given: DictConfig, setting: str | None,
     changes = [(key, _get(saved, key), _get(out, key)) for key in _leaves(given)
                if key != "trainer.ckpt_path" and _get(saved, key) is not _UNSET
                and not _same(key, _get(saved, key), _get(out, key))]
+    for key, was, now in changes:
+        if key in KEPT:
+            raise ValueError(f"resuming the run of {file} with {key}={now!r}: the run was "
+                             f"started with {key}={was!r}, and its random keys, in the "
+                             f"checkpoint, go on; another seed is a new run (leave out "
+                             f"trainer.ckpt_path), or leave {key} out to resume")
     for key, was, now in changes:
         print(f"jaxtrainer: resume: {key}: {was!r} -> {now!r}", file=sys.stderr, flush=True)
     learning = [f"{key}: {was!r} -> {now!r}" for key, was, now in changes
