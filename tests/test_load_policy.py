@@ -97,3 +97,25 @@ def test_a_run_started_from_python_loads_with_its_module(pmap_run, tmp_path):
     np.testing.assert_array_equal(act(observations(16)), jt.load_policy(run)(observations(16)))
     with pytest.raises(FileNotFoundError, match=r"no checkpoint in .*: expected a run directory"):
         jt.load_policy(tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_readme_quick_start_is_evaluated_and_loaded_from_its_run(tmp_path, monkeypatch, capsys):
+    """The README's first code block as written (PPO(PPOConfig(...)), a config dataclass)
+    records its module: ``load_policy`` and ``jaxtrainer eval`` need nothing else (they
+    once said "no config.yaml" for it)."""
+    from jaxtrainer.commands import eval_cli
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "PPO(PPOConfig(env=\"CartPole-v1\"))" in code
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    run = namespace["trainer"].log_dir
+    act = jt.load_policy(run)
+    assert act.spec.env.name == "CartPole-v1"
+    capsys.readouterr()
+    assert eval_cli.main([run, "--episodes", "8"]) == 0
+    assert float(capsys.readouterr().out.split("episode_return: mean=")[1].split()[0]) >= 475.0

@@ -16,7 +16,8 @@ it with ``init_args``. A script is run as a module of another name than
 ``__main__`` (its guarded main part does not run) and only up to its first
 Trainer call (``fit``, ``evaluate``, ``load_policy``): a script that trains at
 top level is not trained again. A module whose constructor arguments are not plain
-values (numbers, strings, booleans, None, and lists and dicts of them) gets no
+values (numbers, strings, booleans, None, lists and dicts of them, and config
+dataclasses of them, such as ``PPO(PPOConfig(env="CartPole-v1"))``) gets no
 record; pass it yourself (``load_policy(path, module=...)``). Runs started by a
 recipe are rebuilt from their ``config.yaml`` instead.
 """
@@ -24,6 +25,7 @@ recipe are rebuilt from their ``config.yaml`` instead.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -41,19 +43,67 @@ MODULE_FILE = run_layout.MODULE_FILE
 """The run directory's record of a module started from Python."""
 
 
-def _plain(value: Any) -> bool:
+class _NotPlain(Exception):
+    """A constructor argument that cannot be written as plain values."""
+
+
+def _encode(value: Any) -> Any:
+    """``value`` as plain values (numbers, strings, booleans, None, lists, dicts);
+    a dataclass instance (a config such as ``PPOConfig(env="CartPole-v1")``) as
+    ``{"class_path": ..., "init_args": {its fields that differ from their defaults}}``.
+
+    Raises:
+      _NotPlain: some part of it is none of these.
+    """
     if value is None or isinstance(value, bool | int | float | str):
-        return True
+        return value
     if isinstance(value, list | tuple):
-        return all(_plain(v) for v in value)
+        return [_encode(v) for v in value]
     if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    return False
+        if not all(isinstance(k, str) for k in value):
+            raise _NotPlain(value)
+        return {k: _encode(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        cls = type(value)
+        if "<locals>" in cls.__qualname__:
+            raise _NotPlain(value)
+        return {"class_path": f"{cls.__module__}.{cls.__qualname__}",
+                "init_args": {f.name: _encode(getattr(value, f.name))
+                              for f in dataclasses.fields(value)
+                              if f.init and not _is_default(f, getattr(value, f.name))}}
+    raise _NotPlain(value)
+
+
+def _is_default(field: dataclasses.Field, value: Any) -> bool:
+    if field.default is not dataclasses.MISSING:
+        default = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+        default = field.default_factory()
+    else:
+        return False
+    try:
+        return type(default) is type(value) and bool(default == value)
+    except Exception:  # an array field: compare nothing, write it
+        return False
+
+
+def _decode(value: Any, source: str | None) -> Any:
+    """:func:`_encode` undone: a ``{"class_path", "init_args"}`` mapping is its
+    class called with its (decoded) arguments."""
+    if isinstance(value, list):
+        return [_decode(v, source) for v in value]
+    if isinstance(value, dict):
+        if set(value) == {"class_path", "init_args"} and isinstance(value["class_path"], str):
+            cls = _load_class(value["class_path"], source)
+            return cls(**{k: _decode(v, source) for k, v in (value["init_args"] or {}).items()})
+        return {k: _decode(v, source) for k, v in value.items()}
+    return value
 
 
 def record(module: Any) -> dict[str, Any] | None:
     """``{"class_path", "source", "init_args"}`` for ``module``, or ``None``
-    when its constructor arguments were not captured or are not plain values."""
+    when its constructor arguments were not captured or are not plain values
+    (config dataclasses of plain values count as plain: :func:`_encode`)."""
     captured = getattr(module, "_init_arguments", None)
     if captured is None:
         return None
@@ -68,7 +118,9 @@ def record(module: Any) -> dict[str, Any] | None:
             args.update(args.pop(name))
         elif param.kind is param.VAR_POSITIONAL and name in args:
             return None
-    if not _plain(args):
+    try:
+        init_args = _encode(args)
+    except _NotPlain:
         return None
     try:
         source = inspect.getsourcefile(cls)
@@ -76,7 +128,7 @@ def record(module: Any) -> dict[str, Any] | None:
         source = None
     return {"class_path": f"{cls.__module__}.{cls.__qualname__}",
             "source": os.path.abspath(source) if source else None,
-            "init_args": {k: list(v) if isinstance(v, tuple) else v for k, v in args.items()}}
+            "init_args": init_args}
 
 
 def write(run_dir: str | os.PathLike, module: Any) -> bool:
@@ -166,7 +218,9 @@ def load(run_dir: str | os.PathLike) -> tuple[type, dict[str, Any]]:
     if not file.is_file():
         raise FileNotFoundError(f"no {MODULE_FILE} in {run_dir}")
     rec = OmegaConf.to_container(OmegaConf.load(file))
-    return _load_class(rec["class_path"], rec.get("source")), dict(rec.get("init_args") or {})
+    source = rec.get("source")
+    return (_load_class(rec["class_path"], source),
+            _decode(dict(rec.get("init_args") or {}), source))
 
 
 def build(run_dir: str | os.PathLike, init_args: dict[str, Any] | None = None) -> Any:
