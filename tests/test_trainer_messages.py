@@ -114,7 +114,11 @@ def test_ckpt_path_best_in_evaluate_fit_and_resolve_checkpoint(run_dir, capsys):
     capsys.readouterr()
     again = toys.trainer(run_dir, max_steps=6, eval_every_n_steps=2)
     again.fit(toys.Regression(), ckpt_path="best")  # resume from step 2 and finish the budget
-    assert f"resuming from checkpoint {steps / '2'} at step 2" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert f"resuming from checkpoint {steps / '2'} at step 2" in out
+    assert (f"jaxtrainer: resume: {steps} also holds the later checkpoints 4, 6 of this run: going "
+            "on from step 2 replaces them (and the metrics rows after step 2) as the run reaches "
+            "their steps or prunes; copy the run directory first to keep them") in err
     assert again.global_step == 6
 
 

@@ -147,11 +147,20 @@ def report_kept_seed(trainer: Trainer, given: int) -> None:
 
 def report_resume(trainer: Trainer, resume: Path, step: int, members: int = 1) -> None:
     """Say which checkpoint a run resumes from (``members`` > 1, a sweep: its
-    env steps per member)."""
+    env steps per member), and, when it is not the newest checkpoint of its
+    directory (``ckpt_path="best"``, an earlier step), which later ones the
+    resumed run will replace (stderr)."""
     per = f" per member x {members} members" if members > 1 else ""
     print(f"jaxtrainer: resuming from checkpoint {resume} at step {step} "
           f"({step * trainer.env_steps_per_step // members} env steps{per}) of "
           f"{trainer.max_steps}", flush=True)
+    later = [s for s in ckpt.steps(resume.parent) if s > step]
+    if later:  # ckpt_path=best, or an earlier step named: the run's later course is replaced
+        print(f"jaxtrainer: resume: {resume.parent} also holds the later checkpoint"
+              f"{'s' * (len(later) > 1)} {', '.join(map(str, later))} of this run: going on from "
+              f"step {step} replaces them (and the metrics rows after step {step}) as the run "
+              f"reaches their steps or prunes; copy the run directory first to keep them",
+              file=sys.stderr, flush=True)
 
 
 def report_budget_spent(trainer: Trainer, resume: Path, step: int, members: int = 1) -> None:
