@@ -122,6 +122,20 @@ def test_early_stopping_thresholds(kw, values, stop):
     assert t.should_stop and t.global_step == stop, t.stop_reason
 
 
+def test_a_monitor_that_is_no_metric_name_and_callbacks_not_in_a_list_are_clear_errors():
+    with pytest.raises(ValueError, match=r"^EarlyStopping: monitor=None: expected a metric name "
+                                         r"such as 'eval/episode_return'$"):
+        jt.EarlyStopping(monitor=None)  # was AttributeError: 'NoneType' has no attribute 'lower'
+    with pytest.raises(ValueError, match=r"^EarlyStopping: monitor='': expected a metric name"):
+        jt.EarlyStopping(monitor="", mode="max")
+    one = jt.ModelCheckpoint()
+    trainer = jt.Trainer(callbacks=one, logger=False, enable_progress_bar=False)  # as Lightning
+    assert trainer.callbacks == [one]
+    with pytest.raises(TypeError, match=r"^callbacks=5: expected a list of jaxtrainer.Callback "
+                                        r"instances \(or one\)$"):
+        jt.Trainer(callbacks=5)
+
+
 def test_early_stopping_without_mode_warns():
     with pytest.warns(UserWarning, match="no mode"):
         assert jt.EarlyStopping(monitor="loss").mode == "min"

@@ -67,6 +67,11 @@ def _with_defaults(callbacks: list[Callback] | None, logger: bool, checkpointing
     its class is given: another logger (e.g. a ``WandbLogger``) is added beside
     them, so ``metrics.csv`` (what ``jaxtrainer plot`` reads) stays unless
     ``logger=False``."""
+    if isinstance(callbacks, Callback):  # Lightning takes one too: Trainer(callbacks=cb)
+        callbacks = [callbacks]
+    if callbacks is not None and not isinstance(callbacks, list | tuple):
+        raise TypeError(f"callbacks={callbacks!r}: expected a list of jaxtrainer.Callback "
+                        "instances (or one)")
     callbacks = list(callbacks or [])
     for cb in callbacks:
         if not isinstance(cb, Callback):
@@ -126,10 +131,14 @@ class Trainer:
         evaluation metrics at their own steps. An evaluation gives the same
         result on any device count (episodes are numbered over all devices and
         draw their keys from the seed, the step and their number).
-      callbacks: callbacks and loggers.
+      callbacks: callbacks and loggers, a list (or one ``Callback``); TypeError otherwise.
       seed: root of every PRNG key (init, per-step per-device keys, evaluation).
       default_root_dir: runs go to ``<default_root_dir>/version_<n>``.
-      jit: ``False`` runs every step eagerly (slow; for debugging with prints).
+      jit: ``False`` skips ``jax.jit``'s compile and runs the programs under
+        ``jax.disable_jit`` (op by op, for debugging); the strategy's ``shard_map``
+        still traces the step, so a Python ``print`` there shows tracers: use
+        ``jax.debug.print``, which prints values either way. Much slower and hungrier
+        for memory than ``True``: for tiny configs only.
       enable_progress_bar: add a :class:`RichProgressBar` if none is given.
       enable_checkpointing: add a :class:`ModelCheckpoint` (save at the end) if
         none is given.

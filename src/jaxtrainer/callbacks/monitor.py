@@ -17,12 +17,16 @@ def default_mode(monitor: str) -> str:
 
 
 def check_mode(owner: str, monitor: str, mode: str | None, default: str | None = None) -> str:
-    """Validate ``mode``; warn and use ``default`` (:func:`default_mode` of
-    ``monitor`` when ``None``) when ``mode`` is None.
+    """Validate ``monitor`` and ``mode``; warn and use ``default`` (:func:`default_mode`
+    of ``monitor`` when ``None``) when ``mode`` is None.
 
     Raises:
-      ValueError: ``mode`` is neither ``"max"`` nor ``"min"``.
+      ValueError: ``monitor`` is not a non-empty string (a metric name), or ``mode``
+        is neither ``"max"`` nor ``"min"``.
     """
+    if not isinstance(monitor, str) or not monitor:
+        raise ValueError(f"{owner}: monitor={monitor!r}: expected a metric name such as "
+                         "'eval/episode_return'")
     default = default_mode(monitor) if default is None else default
     if mode is None:
         warnings.warn(f"{owner}(monitor={monitor!r}) has no mode; assuming mode={default!r}. "

@@ -49,7 +49,11 @@ class Strategy(abc.ABC):
         ``jax.Device``. Malformed values raise ValueError here; counts and
         indices beyond the available devices when the devices are picked
         (:meth:`setup`, before anything compiles).
-      jit: ``False`` runs every step eagerly (op by op) for debugging.
+      jit: ``False`` skips ``jax.jit``'s compile and runs the programs under
+        ``jax.disable_jit`` (op by op, for debugging); the strategy's ``shard_map``
+        still traces the step, so a Python ``print`` there shows tracers: use
+        ``jax.debug.print``, which prints values either way. Much slower and hungrier
+        for memory than ``True``: for tiny configs only.
     """
 
     name: ClassVar[str] = ""

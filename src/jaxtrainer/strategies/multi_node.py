@@ -31,7 +31,11 @@ class MultiNodeStrategy(ShardMapStrategy):
     Args:
       devices: ``"auto"`` (every device of every process) or an int ``n`` (the
         first ``n`` local devices of every process).
-      jit: ``False`` runs eagerly for debugging.
+      jit: ``False`` skips ``jax.jit``'s compile and runs the programs under
+        ``jax.disable_jit`` (op by op, for debugging); the strategy's ``shard_map``
+        still traces the step, so a Python ``print`` there shows tracers: use
+        ``jax.debug.print``, which prints values either way. Much slower and hungrier
+        for memory than ``True``: for tiny configs only.
       mesh_shape, axis_names, data_axes: keyword arguments passed on to
         :class:`ShardMapStrategy` (its :attr:`~ShardMapStrategy.MESH_ARGUMENTS`),
         e.g. ``mesh_shape=(num_processes, -1), axis_names=("hosts", "data")``.

@@ -44,7 +44,11 @@ class ShardMapStrategy(Strategy):
       axis_names: one name per mesh axis. Default ``(AXIS_NAME,)`` for a 1-D mesh;
         required for more axes.
       data_axes: the axes global sizes are split over (default: all of them).
-      jit: ``False`` runs eagerly for debugging.
+      jit: ``False`` skips ``jax.jit``'s compile and runs the programs under
+        ``jax.disable_jit`` (op by op, for debugging); the strategy's ``shard_map``
+        still traces the step, so a Python ``print`` there shows tracers: use
+        ``jax.debug.print``, which prints values either way. Much slower and hungrier
+        for memory than ``True``: for tiny configs only.
 
     Raises:
       ValueError: mesh shape and axis names of different lengths, non-positive or
