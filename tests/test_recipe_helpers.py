@@ -224,6 +224,19 @@ def test_a_config_file_is_checked_against_the_recipes_defaults(tmp_path):
     with pytest.raises(ValueError, match=r"'trainer.max_stepz': trainer has keys: .*max_steps"
                                          r".*\bresume_overrides\b"):  # taken before the YAML too
         config.load(bad, [], defaults=CONFIGS / "ppo.yaml")
+    # a file or a section of another shape names the file and the section (they leaked
+    # OmegaConf's "Cannot merge incompatible container types", or an AttributeError)
+    for text, message in (("trainer: [1,2]\n", r"section trainer: expected a mapping of its "
+                                                r"keys \(e.g. 'trainer: \{strategy: ...\}'\), got \[1, 2\]"),
+                          ("trainer: 5\n", r"section trainer: .*got 5$"),
+                          ("- a\n", r"expected a mapping of sections \(trainer:, algorithm:, "
+                                    r"...\), got a list$")):
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=r"typo.yaml: " + message):
+            config.load(bad, [], defaults=CONFIGS / "ppo.yaml")
+    bad.write_text("trainer:\nalgorithm:\n  lr: 0.1\n")  # a section left empty: none given
+    cfg = config.load(bad, [], defaults=CONFIGS / "ppo.yaml")
+    assert cfg.algorithm.lr == 0.1 and cfg.trainer == OmegaConf.load(CONFIGS / "ppo.yaml").trainer
     # env keys are the environment's keyword arguments: open; overrides still checked
     ok = tmp_path / "brax.yaml"
     ok.write_text("env:\n  name: brax/ant\n  backend: spring\n")

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from jaxtrainer import envs
 from jaxtrainer.arguments import did_you_mean
@@ -76,6 +76,30 @@ the user's module's; the algorithm's config checks them)."""
 
 def _open_key(dotted: str) -> bool:
     return sweep.is_open_key(dotted) or search.is_open_key(dotted) or dotted.startswith(OPEN_KEYS)
+
+
+def _sections_checked(file: Any, schema: DictConfig, path: str) -> DictConfig:
+    """A ``--config`` file's contents checked for shape: a mapping whose sections
+    (``trainer:``, ``algorithm:``, ...) are mappings (a section left empty, null,
+    is dropped).
+
+    Raises:
+      ValueError: naming the file, the section and what it holds instead.
+    """
+    if not isinstance(file, DictConfig):
+        raise ValueError(f"{path}: expected a mapping of sections (trainer:, algorithm:, ...), "
+                         f"got a {type(file).__name__.removesuffix('Config').lower()}")
+    for name in list(file.keys()):
+        value = file._get_node(name)._value()
+        if value is None:
+            del file[name]
+        elif isinstance(schema.get(name), DictConfig) and not isinstance(file[name], DictConfig):
+            first = next(iter(schema[name]), "key")
+            shown = OmegaConf.to_container(file[name]) if isinstance(file[name], ListConfig) \
+                else file[name]
+            raise ValueError(f"{path}: section {name}: expected a mapping of its keys (e.g. "
+                             f"'{name}: {{{first}: ...}}'), got {shown!r}")
+    return file
 
 
 def _check_key(base: DictConfig, dotted: str, source: str = "") -> None:
@@ -183,6 +207,7 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
     recipe = str(named) if named is not None else recipe
     if defaults is not None and os.path.realpath(defaults) != os.path.realpath(path):
         schema = search.with_section(sweep.with_section(OmegaConf.load(defaults), recipe), recipe)
+        base = _sections_checked(base, schema, os.fspath(path))
         for dotted in _leaf_keys(base):
             if dotted.split(".", 1)[0] not in OPEN_SECTIONS and not _open_key(dotted):
                 _check_key(schema, dotted, source=f"{os.fspath(path)}: ")
@@ -211,7 +236,8 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
     cfg = OmegaConf.merge(base, given)
     found = resume.find(cfg)  # the checkpoint and its run's saved config, looked up once
     if found is not None:  # resume with the run's saved config
-        from_file = (OmegaConf.load(path) if defaults is not None
+        from_file = (_sections_checked(OmegaConf.load(path), base, os.fspath(path))
+                     if defaults is not None
                      and os.path.realpath(defaults) != os.path.realpath(path) else {})
         if isinstance(from_file, DictConfig):
             from_file.pop("recipe", None)
