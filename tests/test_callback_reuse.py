@@ -98,6 +98,22 @@ def test_a_fresh_run_never_writes_into_another_runs_checkpoint_directory(run_dir
     with pytest.raises(FileExistsError, match=r"already holds checkpoints of another run \(steps 2\)"):
         later.fit(Seeded())
     assert toys.files_snapshot(shared) == before
+    assert sorted(os.listdir(run_dir)) == ["version_0"]  # the refused run left no version_1
+
+
+def test_a_fit_that_fails_before_its_first_step_leaves_no_run_directory(run_dir):
+    """An error while tracing the module (a bug in training_step) left a version_N of
+    hparams.csv, module.yaml, an event file and an empty checkpoints/."""
+
+    class Broken(toys.Regression):
+        def training_step(self, state, key):
+            raise RuntimeError("a bug in training_step")
+
+    toys.trainer(run_dir, max_steps=2).fit(Seeded())
+    with pytest.raises(RuntimeError, match="a bug in training_step"):
+        toys.trainer(run_dir, max_steps=2, callbacks=[jt.CSVLogger(), jt.TensorBoardLogger()]
+                     ).fit(Broken())
+    assert sorted(os.listdir(run_dir)) == ["version_0"]
 
 
 def _stateful_callbacks():

@@ -10,6 +10,7 @@ every process (process 0 writes, the others learn the result by broadcast).
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from jaxtrainer import checkpoint_connector, module_record, run_kind, slurm
+from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.checkpoint import run_lock, runs
 from jaxtrainer.module import Module, counted_members
 from jaxtrainer.strategies.layout import LeafLayout
@@ -103,6 +105,19 @@ def lock_run_dir(trainer: Trainer) -> Path | None:
     if refused:
         raise run_lock.RunInUseError(refused)
     return lock
+
+
+def discard_unstarted(trainer: Trainer, created: bool) -> None:
+    """After a fit that failed before its first training step: remove the run
+    directory it reserved (``created``: a new run, not a resume; process 0), unless
+    it holds a checkpoint. What is left there (the module's record, an empty
+    ``hparams.csv``, an event file) records no training, and a failed fit of bad
+    input should leave nothing behind (a stray ``version_N`` besides)."""
+    if not created or trainer.global_step != 0 or not trainer.is_global_zero:
+        return
+    run_dir = Path(trainer.log_dir)
+    if run_dir.is_dir() and not ckpt.steps(run_dir / "checkpoints"):
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def announce(trainer: Trainer, module: Module, resume: Path | None, step: int) -> None:

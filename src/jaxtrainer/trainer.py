@@ -440,14 +440,19 @@ class Trainer:
         if resume is not None and step >= self.max_steps:  # load the state, say why, write nothing
             self.restore_checkpoint(module, resume)
             return checkpoint_connector.report_budget_spent(self, resume, step, counted_members(module))
+        created = resume is None  # a new run directory, reserved by resolve_resume
         lock = fit_setup.lock_run_dir(self)
+        failed = True
         try:
             fit_setup.announce(self, module, resume, step)
             with signals_and_phases(self):
                 self._run(module, resume)
             self.call_hook("teardown", module, "fit")
+            failed = False
         finally:
             run_lock.release(lock)
+            if failed:  # before the first step: the run directory it made goes
+                fit_setup.discard_unstarted(self, created)
 
     def _run(self, module: Module, resume: Path | None) -> None:
         """setup -> (restore | init) -> on_fit_start -> train -> on_fit_end; on
