@@ -161,7 +161,9 @@ def test_cemrl_openes_config():
 
 def test_bad_sizes_are_errors_before_compiling(monkeypatch):
     trainer = toys.no_compile_trainer(monkeypatch)
-    with pytest.raises(ValueError, match=r"population_size=6 is not divisible by the 4 devices"):
+    with pytest.raises(ValueError, match=r"^CEMRL: population_size=6 is not divisible by the 4 "
+                                         r"devices; use a multiple of 4, or devices=3 \(the most "
+                                         r"devices that divide 6\)$"):
         trainer.fit(CEMRL(CEMRLConfig(**{**TINY, "population_size": 6, "critic_steps": 6,
                                             "buffer_size": 600})))
     with pytest.raises(ValueError, match=r"batch_size=6 is not divisible by the 4 devices"):

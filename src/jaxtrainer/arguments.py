@@ -348,18 +348,27 @@ def check_fields(config: Any, check: Any, names: Sequence[str], **kwargs: Any) -
         object.__setattr__(config, name, value)
 
 
+def fewer_devices(value: int, num_devices: int) -> str:
+    """``", or devices=3 (the most devices that divide 6)"``: the largest device
+    count below ``num_devices`` that divides ``value``, for a size that does not
+    split over all the devices (all of them are what ``strategy="auto"`` takes)."""
+    most = max(d for d in range(1, num_devices) if value % d == 0)
+    return f", or devices={most} (the most devices that divide {value})"
+
+
 def split_over_devices(owner: str, num_devices: int, *, multiple: int = 1,
                        multiple_of: str = "", **values: int) -> None:
     """Raise ValueError naming the first of ``values`` (global sizes such as
     ``num_envs=6``) that is not a multiple of ``num_devices``:
-    ``"{owner}: num_envs=6 is not divisible by the 4 devices; use a multiple of 4"``,
+    ``"{owner}: num_envs=6 is not divisible by the 4 devices; use a multiple of 4, or
+    devices=3 (the most devices that divide 6)"``,
     or whose share of a device is not a multiple of ``multiple`` (an env whose
     batches hold whole games: ``multiple_of`` says what, e.g. ``"the 3 agents of
     a game"``)."""
     for name, value in values.items():
         if value % num_devices:
             raise ValueError(f"{owner}: {name}={value} is not divisible by the {num_devices} "
-                             f"devices; use a multiple of {num_devices}")
+                             f"devices; use a multiple of {num_devices}{fewer_devices(value, num_devices)}")
         if (value // num_devices) % multiple:
             raise ValueError(f"{owner}: {name}={value} gives {value // num_devices} env(s) a "
                              f"device, not a multiple of {multiple_of or multiple}; use a "

@@ -400,16 +400,10 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
           ValueError: ``population_size``, ``batch_size`` or ``eval_episodes`` is not
             a multiple of ``num_devices`` (the message names both numbers).
         """
-        if self.population_size % num_devices:
-            raise ValueError(
-                f"{self.name}: population_size={self.population_size} is not divisible by the "
-                f"{num_devices} devices (each device rolls out population_size / num_devices "
-                f"members); use a multiple of {num_devices}")
+        arguments.split_over_devices(self.name, num_devices, population_size=self.population_size)
         self.buffer.validate(num_devices, self.name)
-        if self.config.eval_episodes % num_devices:
-            raise ValueError(
-                f"{self.name}: eval_episodes={self.config.eval_episodes} is not divisible by "
-                f"the {num_devices} devices; use a multiple of {num_devices}")
+        arguments.split_over_devices(self.name, num_devices,
+                                     eval_episodes=self.config.eval_episodes)
 
     def hparams(self) -> dict[str, Any]:
         return config_record(
