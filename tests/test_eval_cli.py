@@ -204,6 +204,8 @@ def test_video_gif_of_cartpole_has_changing_frames(ppo_run, tmp_path, capsys):
     (["--ckpt", "first"], r"checkpoint 'first': expected 'last', 'best' or a step number"),
     (["--strategy", "pmap", "--devices", "3", "--episodes", "8"],
      r"num_envs=4 is not divisible by the 3 devices"),
+    (["--devices", "3", "--episodes", "8"],  # pmap without --strategy (was: single uses 1 device)
+     r"PPO: num_envs=4 is not divisible by the 3 devices"),
 ])
 def test_bad_arguments_are_one_line_errors(ppo_run, capsys, args, match):
     run, _, _ = ppo_run

@@ -69,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="episodes to run (default: the config's algorithm.eval_episodes)")
     parser.add_argument("--seed", type=int, default=None, metavar="S",
                         help="evaluation keys of a run with this seed (default: the run's)")
-    parser.add_argument("--strategy", default="single",
-                        help="single (default), pmap, shard_map or auto")
+    parser.add_argument("--strategy", default=None,
+                        help="single, pmap, shard_map or auto (default: single, or pmap when "
+                             "--devices names more than one)")
     parser.add_argument("--devices", default="auto",
                         help="as Trainer(devices=...): auto, a count, or indices e.g. 0,1")
     parser.add_argument("--ckpt", default=None, metavar="best|last|STEP",
@@ -92,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     devices: Any = args.devices
     if isinstance(devices, str) and "," in devices:
         devices = [int(d) for d in devices.split(",") if d.strip().isdigit()]
+    if args.strategy is None:  # --devices 2 alone means what it says: two devices
+        args.strategy = "single" if str(args.devices).strip() in ("auto", "1") else "pmap"
     try:
         compilation_cache.enable()  # as the recipes: a second evaluation skips the compile
         result = eval_run.evaluate_stopping_on_signal(args, devices)
