@@ -90,8 +90,10 @@ def test_cli_plot_a_root_draws_every_run_under_it(tmp_path, capsys):
     both = plot.find_runs([str(root / "sac" / "version_2"), str(root / "ppo")])
     assert [label for _, label in both] == ["version_2", "ppo/version_0", "ppo/version_1",
                                             "ppo/version_10"]
-    assert cli.main(["plot", str(tmp_path / "empty_nowhere"), "-o", out]) == 2
-    assert "no such run directory or root" in capsys.readouterr().err
+    for output in (["-o", out], []):  # without -o it asked for -o instead
+        assert cli.main(["plot", str(tmp_path / "empty_nowhere"), *output]) == 2
+        assert capsys.readouterr().err == (f"jaxtrainer plot: {tmp_path / 'empty_nowhere'}: no "
+                                           "such run directory or root\n")
     (tmp_path / "empty").mkdir()
     assert cli.main(["plot", str(tmp_path / "empty"), "-o", out]) == 2
     assert "no metrics.csv in it or below it" in capsys.readouterr().err

@@ -125,7 +125,8 @@ def test_multi_node_devices_are_checked_before_joining_a_run():
                   r"SingleDeviceStrategy \(indices 0..3\)"),
     ("pmap", [1, 7], r"devices=\[1, 7\]: no device index 7: 4 device\(s\) are available to "
                      r"PmapStrategy"),
-    ("auto", 5, r"devices=5: 4 device\(s\) are available to PmapStrategy; choose 1..4"),
+    ("auto", 5, r"devices=5: this process has 4 cpu device\(s\) \(for PmapStrategy\); "
+                r"choose 1..4$"),
     ("single", [0, 1], r"devices=\[0, 1\]: strategy 'single' uses exactly 1 device, got 2"),
 ])
 def test_devices_beyond_the_machine_fail_before_compiling_or_writing(run_dir, monkeypatch,
@@ -318,6 +319,18 @@ def test_add_callback_inserts_by_order_and_is_the_one_way_to_edit_the_list():
     editing = [str(p.relative_to(package)) for p in package.rglob("*.py")
                if re.search(r"\.callbacks\.(append|insert)\(", p.read_text())]
     assert editing == ["trainer.py"]
+
+
+def test_more_devices_than_the_one_cpu_device_says_how_to_split_the_cpu():
+    """``trainer.devices=3`` on a CPU JAX shows as one device named only a strategy
+    the user never chose (``... available to PmapStrategy``)."""
+    from jaxtrainer.arguments import pick_devices
+
+    with pytest.raises(ValueError, match=r"^devices=3: this process has 1 cpu device\(s\) \(for "
+                                         r"PmapStrategy\); choose 1..1 \(the CPU shows as one device: "
+                                         r"XLA_FLAGS=--xla_force_host_platform_device_count=3 before "
+                                         r"JAX starts splits it into 3\)$"):
+        pick_devices(3, jax.devices("cpu")[:1], "PmapStrategy")
 
 
 @pytest.mark.slow

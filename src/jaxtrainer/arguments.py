@@ -258,8 +258,12 @@ def pick_devices(requested: int | str | list, available: list, owner: str) -> li
         return list(available)
     if isinstance(requested, int):
         if requested > len(available):
-            raise ValueError(f"devices={requested}: {len(available)} device(s) are available to "
-                             f"{owner}; choose 1..{len(available)}")
+            kind = available[0].platform if available else "no"
+            cpu = (f" (the CPU shows as one device: XLA_FLAGS=--xla_force_host_platform_device_count"
+                   f"={requested} before JAX starts splits it into {requested})"
+                   if kind == "cpu" and len(available) == 1 else "")
+            raise ValueError(f"devices={requested}: this process has {len(available)} {kind} "
+                             f"device(s) (for {owner}); choose 1..{len(available)}{cpu}")
         return list(available[:requested])
     if all(isinstance(d, jax.Device) for d in requested):
         missing = [d for d in requested if d not in available]

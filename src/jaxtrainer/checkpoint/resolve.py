@@ -305,7 +305,9 @@ def _locate(path: Path, across_runs: bool, prefix: str,
         raise FileNotFoundError(f"{prefix}{path} is a root of runs ({', '.join(versions[:8])}"
                                 f"{', ...' if len(versions) > 8 else ''}): pass one run directory")
     if not path.exists():
-        raise FileNotFoundError(f"{prefix}{path}: no such file or directory")
+        from jaxtrainer.arguments import did_you_mean
+        hint = did_you_mean(str(path), NAMES) if os.sep not in str(path) else ""
+        raise FileNotFoundError(f"{prefix}{path}: no such file or directory{hint}")
     broken = [d for c in (path, path / CHECKPOINTS) for d in incomplete_after(c)]
     if broken:
         raise FileNotFoundError(f"{prefix}no complete checkpoint in {path}: "

@@ -365,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
     try:
+        for path in map(expand_path, args.run_dirs):  # a path that is not there, said first
+            if not os.path.exists(path):
+                raise FileNotFoundError(f"{path}: no such run directory or root")
         args.output = expand_path(args.output) if args.output else default_output(args.run_dirs)
         if args.metric is None and len(args.run_dirs) == 1 and os.path.exists(
                 os.path.join(expand_path(args.run_dirs[0]), run_layout.SEARCH_FILE)):
