@@ -156,6 +156,7 @@ def test_help_lists_every_key_with_its_doc_and_a_typo_is_one_line_with_exit_2(tm
     ("callbacks.checkpoint.every_n_steps=0",
      "callbacks.checkpoint: every_n_steps=0: expected a positive int or None"),
     ("callbacks.nan_guard.raise_eror=true", "did you mean 'raise_error'?"),
+    ("logger.tensorboard.flush_secs=-1", "TensorBoardLogger: flush_secs=-1: expected a number > 0"),
     ("trainer.ckpt_path=last", "no checkpoint"),
     ("trainer.ckpt_path=bestt", "bestt: no such file or directory; did you mean 'best'?"),
     ("lr=1e-3", "unknown config key 'lr': <top level> has keys: "),

@@ -54,15 +54,16 @@ class TensorBoardLogger(Logger):
 
     Args:
       save_dir: directory of the event files; default ``<trainer.log_dir>/tensorboard``.
-      flush_secs: accepted for compatibility; every record reaches the file
-        when it is logged.
+      flush_secs: accepted for compatibility (a positive number; ValueError
+        otherwise); every record reaches the file when it is logged.
     """
 
     def __init__(self, save_dir: str | os.PathLike | None = None, flush_secs: int = 30):
         super().__init__()
         self.save_dir = None if save_dir is None else arguments.directory(
             "TensorBoardLogger(save_dir)", save_dir)
-        self.flush_secs = flush_secs
+        self.flush_secs = arguments.number("TensorBoardLogger: flush_secs", flush_secs, low=0,
+                                           low_open=True)
         self.writer = None
         self.log_dir: str | None = None
         self._writer_args: dict[str, Any] = {}
