@@ -79,3 +79,15 @@ def test_the_summary_adds_up_to_the_fits_wall_time(run_dir, capsys):
 def test_bad_steps_name_the_value_and_the_expected_form(steps):
     with pytest.raises(ValueError, match=re.escape(f"steps={steps!r}: expected [a, b]")):
         jt.ProfilerCallback(steps=steps)
+
+
+@pytest.mark.timeout(60)
+def test_steps_beyond_the_budget_are_said_at_the_start(run_dir, capsys):
+    """``callbacks.profiler.steps=[100,200]`` with a 40-step budget wrote no trace and
+    said nothing."""
+    profiler = jt.ProfilerCallback(steps=[100, 200])
+    toys.trainer(run_dir, max_steps=4, strategy="single",
+                 callbacks=[jt.CSVLogger(), profiler]).fit(toys.Regression())
+    assert ("jaxtrainer: ProfilerCallback: no trace: steps [100, 200] start at or after the end "
+            "of training (max_steps=4); choose steps below it") in capsys.readouterr().err
+    assert profiler.trace_dir is None

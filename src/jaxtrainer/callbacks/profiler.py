@@ -204,6 +204,12 @@ class ProfilerCallback(Callback):
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         self._mark(trainer, "on_train_start")
+        if not self._done and trainer.max_steps and self.steps[0] >= trainer.max_steps:
+            self._done = True  # said now, not after a run that could never reach them
+            if trainer.is_global_zero:
+                print(f"jaxtrainer: ProfilerCallback: no trace: steps {list(self.steps)} start "
+                      f"at or after the end of training (max_steps={trainer.max_steps}); "
+                      f"choose steps below it", file=sys.stderr, flush=True)
         self._boundary(trainer)
 
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
