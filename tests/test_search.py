@@ -214,6 +214,9 @@ def test_exploit_copies_better_members_and_records_their_new_values(runs):
     (["search.method=grid"], "search.method='grid': choose one of random, sobol, asha"),
     (["search.method=random", "search.space.learning_rate=uniform(0,1)"],
      "search.space.learning_rate: 'learning_rate' is not a key of the algorithm section"),
+    (["search.method=random", "search.space.lrr=uniform(0,1)"],  # it listed every algorithm key
+     r"'lrr' is not a key of the algorithm section; did you mean 'lr'\? \(the hyperparameters "
+     r"PPO varies per member: clip_eps, ent_coef, gae_lambda, gamma, lr, max_grad_norm, vf_coef\)$"),
     (["search.method=random", "search.space.lr=uniform(0,1)", "sweep.seeds=2"],
      "a run is either a search or a sweep"),
     (["search.method=asha", "search.space.lr=uniform(0,1)", "search.rungs=[100]"],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 CONFIGS = Path(__file__).parent / "configs"
 """The shipped YAML configs (package data)."""
@@ -202,3 +202,18 @@ def refuse_recipe(recipe: str, doing: str, can: frozenset[str] | set[str], prefi
     if recipe not in can:
         raise ValueError(f"{prefix}the {recipe!r} recipe cannot {doing}; "
                          f"recipes that can: {', '.join(sorted(can))}")
+
+
+def unknown_algorithm_key(where: str, name: str, algorithm: Any, module: Any) -> ValueError:
+    """The error for ``sweep.hyperparams.<name>`` or ``search.space.<name>`` naming no
+    key of the ``algorithm:`` section: the closest key, and the names the module can
+    vary per member (the hyperparameters its state keeps, ``initial_hyperparams``),
+    else every key of the section."""
+    from jaxtrainer.arguments import did_you_mean
+
+    keys = [str(k) for k in algorithm]
+    held = getattr(module, "initial_hyperparams", lambda: None)() or {}
+    varied = (f"the hyperparameters {type(module).__name__} varies per member: "
+              f"{', '.join(sorted(held))}" if held else f"its keys: {', '.join(keys)}")
+    return ValueError(f"{where}: {name!r} is not a key of the algorithm section"
+                      f"{did_you_mean(name, list(held) or keys)} ({varied})")

@@ -192,8 +192,7 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
                          "e.g. 'search.space.lr=loguniform(1e-5,1e-2)'")
     for name in space:
         if name not in algorithm:
-            raise ValueError(f"search.space.{name}: {name!r} is not a key of the algorithm "
-                             f"section; its keys: {', '.join(str(k) for k in algorithm)}")
+            raise catalog.unknown_algorithm_key(f"search.space.{name}", name, algorithm, module)
     from jaxtrainer.population.search import Search
 
     fitness: dict[str, Any] = {}

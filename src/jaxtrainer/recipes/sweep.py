@@ -100,8 +100,8 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
             raise ValueError(f"sweep.hyperparams.{name}={values!r}: expected a list of values, "
                              f"e.g. sweep.hyperparams.{name}=[1e-3,3e-3]")
         if name not in algorithm:
-            raise ValueError(f"sweep.hyperparams.{name}: {name!r} is not a key of the algorithm "
-                             f"section; its keys: {', '.join(str(k) for k in algorithm)}")
+            raise catalog.unknown_algorithm_key(f"sweep.hyperparams.{name}", name, algorithm,
+                                                module)
         grid[str(name)] = list(OmegaConf.to_container(values, resolve=True))
     first = int(cfg.trainer.get("seed", 0) or 0)
     return Sweep(module, seeds=list(range(first, first + seeds)), hyperparams=grid,
