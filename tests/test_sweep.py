@@ -257,7 +257,8 @@ def test_recipe_sweep_section_builds_a_sweep_seeded_from_trainer_seed(recipe):
     (["sweep.seeds=0"], r"sweep.seeds=0: expected a number of seeds >= 1"),
     (["sweep.hyperparams.lr=0.1"], r"sweep.hyperparams.lr=0.1: expected a list"),
     (["sweep.hyperparams.learning_rate=[0.1]"], r"'learning_rate' is not a key of the "
-                                                 r"algorithm section; its keys: num_envs"),
+                                                 r"algorithm section \(the hyperparameters PPO "
+                                                 r"varies per member: clip_eps, .*, lr, "),
     (["sweep.seed=3"], r"unknown config key 'sweep.seed'"),
 ])
 def test_bad_recipe_sweeps_are_clear_errors(overrides, match):
