@@ -186,6 +186,11 @@ def test_timer_stops_and_counts_time_across_resume(run_dir):
     t2 = toys.trainer(run_dir, max_steps=100, callbacks=[Slow(), again])
     t2.fit(toys.Regression(), ckpt_path="last")
     assert again.time_elapsed() >= 1.0 and t2.global_step < t.global_step + 5
+    # a resume whose runs already reached the limit trains no step (it trained one interval)
+    done = toys.trainer(run_dir, max_steps=100, callbacks=[Slow(), jt.Timer(1.0)])
+    done.fit(toys.Regression(), ckpt_path="last")
+    assert done.global_step == t2.global_step
+    assert done.stop_reason.startswith("Timer: the run's ") and "before this fit" in done.stop_reason
     with pytest.raises(ValueError, match="duration"):
         jt.Timer("soon")
 

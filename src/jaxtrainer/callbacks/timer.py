@@ -43,7 +43,8 @@ class Timer(Callback):
 
     Time spent in ``fit`` from ``on_train_start`` (after compilation) counts;
     with ``ckpt_path`` the time of earlier runs is restored from the checkpoint,
-    so a preempted and resumed job still stops after ``duration`` in total.
+    so a preempted and resumed job still stops after ``duration`` in total (a
+    resume whose earlier runs already reached it trains no step, and says so).
 
     While more than two host syncs' worth of time is left (twice the larger of
     ``Trainer(sync_every_n_seconds)`` and the last measured time between host
@@ -83,6 +84,11 @@ class Timer(Callback):
         self._previous, self._start, self._sync_gap = 0.0, None, 0.0
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
+        if self._previous >= self.duration and not trainer.should_stop:  # a resume past it
+            trainer.should_stop = True
+            trainer.stop_reason = (f"Timer: the run's {self._previous:.1f} s of training had "
+                                   f"reached the limit of {self.duration:g} s before this fit; "
+                                   "give a longer duration to train on")
         self._start = self._last_sync = time.monotonic()
         self._sync_gap = 0.0
 
