@@ -9,15 +9,17 @@ every process (process 0 writes, the others learn the result by broadcast).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jaxtrainer import checkpoint_connector, module_record, run_kind, slurm
+from jaxtrainer import checkpoint_connector, module_record, run_kind, run_layout, slurm
 from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.checkpoint import run_lock, runs
 from jaxtrainer.module import Module, counted_members
@@ -107,17 +109,24 @@ def lock_run_dir(trainer: Trainer) -> Path | None:
     return lock
 
 
-def discard_unstarted(trainer: Trainer, created: bool) -> None:
-    """After a fit that failed before its first training step: remove the run
-    directory it reserved (``created``: a new run, not a resume; process 0), unless
-    it holds a checkpoint. What is left there (the module's record, an empty
-    ``hparams.csv``, an event file) records no training, and a failed fit of bad
-    input should leave nothing behind (a stray ``version_N`` besides)."""
-    if not created or trainer.global_step != 0 or not trainer.is_global_zero:
-        return
-    run_dir = Path(trainer.log_dir)
-    if run_dir.is_dir() and not ckpt.steps(run_dir / "checkpoints"):
-        shutil.rmtree(run_dir, ignore_errors=True)
+@contextlib.contextmanager
+def run_dir_held(trainer: Trainer, new: bool) -> Iterator[None]:
+    """Hold the run directory's lock (:func:`lock_run_dir`) for the body. When the
+    body raises before the first training step of a ``new`` run, process 0 then
+    removes the directory reserved for it unless it holds a checkpoint: what is
+    there (the module's record, an empty ``hparams.csv``, an event file) records no
+    training, and a fit that failed on its input leaves no stray ``version_N``."""
+    lock = lock_run_dir(trainer)
+    try:
+        yield
+    except BaseException:
+        run_lock.release(lock)
+        run_dir = Path(trainer.log_dir)
+        if new and trainer.global_step == 0 and trainer.is_global_zero and run_dir.is_dir() \
+                and not ckpt.steps(run_dir / run_layout.CHECKPOINTS_DIR):
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    run_lock.release(lock)
 
 
 def announce(trainer: Trainer, module: Module, resume: Path | None, step: int) -> None:

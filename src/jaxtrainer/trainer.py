@@ -33,7 +33,6 @@ from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.callbacks.progress import RichProgressBar
-from jaxtrainer.checkpoint import run_lock
 from jaxtrainer.compile_ahead import Programs
 from jaxtrainer.fit_loop import FitLoop, signals_and_phases
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
@@ -134,11 +133,9 @@ class Trainer:
       callbacks: callbacks and loggers, a list (or one ``Callback``); TypeError otherwise.
       seed: root of every PRNG key (init, per-step per-device keys, evaluation).
       default_root_dir: runs go to ``<default_root_dir>/version_<n>``.
-      jit: ``False`` skips ``jax.jit``'s compile and runs the programs under
-        ``jax.disable_jit`` (op by op, for debugging); the strategy's ``shard_map``
-        still traces the step, so a Python ``print`` there shows tracers: use
-        ``jax.debug.print``, which prints values either way. Much slower and hungrier
-        for memory than ``True``: for tiny configs only.
+      jit: ``False`` runs the programs under ``jax.disable_jit`` (debugging, tiny
+        configs: slow, memory-hungry); ``shard_map`` still traces the step, so use
+        ``jax.debug.print``, not ``print``.
       enable_progress_bar: add a :class:`RichProgressBar` if none is given.
       enable_checkpointing: add a :class:`ModelCheckpoint` (save at the end) if
         none is given.
@@ -440,19 +437,11 @@ class Trainer:
         if resume is not None and step >= self.max_steps:  # load the state, say why, write nothing
             self.restore_checkpoint(module, resume)
             return checkpoint_connector.report_budget_spent(self, resume, step, counted_members(module))
-        created = resume is None  # a new run directory, reserved by resolve_resume
-        lock = fit_setup.lock_run_dir(self)
-        failed = True
-        try:
+        with fit_setup.run_dir_held(self, new=resume is None):
             fit_setup.announce(self, module, resume, step)
             with signals_and_phases(self):
                 self._run(module, resume)
             self.call_hook("teardown", module, "fit")
-            failed = False
-        finally:
-            run_lock.release(lock)
-            if failed:  # before the first step: the run directory it made goes
-                fit_setup.discard_unstarted(self, created)
 
     def _run(self, module: Module, resume: Path | None) -> None:
         """setup -> (restore | init) -> on_fit_start -> train -> on_fit_end; on

@@ -90,8 +90,7 @@ def _sections_checked(file: Any, schema: DictConfig, path: str) -> DictConfig:
         raise ValueError(f"{path}: expected a mapping of sections (trainer:, algorithm:, ...), "
                          f"got a {type(file).__name__.removesuffix('Config').lower()}")
     for name in list(file.keys()):
-        value = file._get_node(name)._value()
-        if value is None:
+        if file.get(name) is None:
             del file[name]
         elif isinstance(schema.get(name), DictConfig) and not isinstance(file[name], DictConfig):
             first = next(iter(schema[name]), "key")
