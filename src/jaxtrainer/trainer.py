@@ -154,9 +154,9 @@ class Trainer:
         while the first training call runs (PPO recipe, 2 CPU cores: 2-3 s less
         wall time when it compiles, about 0.4 s from the compilation cache);
         ``False`` compiles it when first needed (no CPU spent when nothing
-        evaluates). ``"auto"`` (the Trainer's default; the recipes set ``True``): ahead when ``fit`` evaluates
-        (``eval_every_n_steps`` set); pass ``True`` when :meth:`evaluate`
-        follows ``fit`` (the recipes do).
+        evaluates). ``"auto"`` (the Trainer's default; the recipes set ``True``):
+        ahead when ``fit`` evaluates (``eval_every_n_steps`` set); pass ``True``
+        when :meth:`evaluate` follows ``fit`` (the recipes do).
       compilation_cache: JAX's persistent compilation cache, so a second run of
         the same programs (another seed or learning rate) loads them from disk
         instead of compiling: ``True`` in ``~/.cache/jaxtrainer/jax`` (or

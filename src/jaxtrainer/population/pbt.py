@@ -336,7 +336,10 @@ class PBT(MemberPopulation):
     def default_member(self, state: PBTState) -> int:
         """The member with the best current fitness (:meth:`current_fitness`),
         the one ``evaluation_step`` reports. Host side."""
-        small = jax.device_get(state.replace(members=None))  # host copies, free of any sharding
+        return self._best(jax.device_get(state.replace(members=None)))  # host copies
+
+    def _best(self, small: PBTState) -> int:
+        """:meth:`default_member` of a host copy of the state without its members."""
         return int(self.layout.rank(jnp.asarray(self.current_fitness(small)))[0])
 
     def describe_member(self, state: PBTState, member: int) -> str:
@@ -346,7 +349,7 @@ class PBT(MemberPopulation):
         loaded when none is named), and its tuned hyperparameters. Host side."""
         small = jax.device_get(state.replace(members=None))
         fitness = np.asarray(self.current_fitness(small))[:self.population_size]
-        best = ", the best" if member == self.default_member(state) else ""
+        best = ", the best" if member == self._best(small) else ""  # one fetch of the state
         tuned = {n: np.asarray(v)[member] for n, v in jax.device_get(
             get_hyperparams(state.members)).items() if n in self.spaces}  # host: any sharding
         values = ", ".join(f"{n}={float(tuned[n]):.4g}" for n in self.spaces if n in tuned)
