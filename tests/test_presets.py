@@ -161,6 +161,10 @@ def test_side_by_side_rows_are_judged_by_the_other_trainers_runs(monkeypatch, tm
                                        else 0.1 * abs(theirs[0]))
     assert entry["threshold"] == pytest.approx(floor)
     assert entry["passed"] == (statistics.mean(ours) >= floor)
+    # what the page claims: five seeds a side (0-4), ours at or above the line
+    for side in ("ours", "brax"):
+        assert sorted(r["seed"] for r in runs if r["side"] == side) == [0, 1, 2, 3, 4]
+    assert entry["passed"]
     lines = published.side_by_side_lines(beside, ROOT / "docs")
     row = next(line for line in lines if line.startswith("| ppo (recipes/configs/ppo_brax.yaml)"))
     assert f"| {floor:.2f} |" in row and f"| {statistics.mean(ours):.2f} ({len(ours)}) |" in row
