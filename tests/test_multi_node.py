@@ -347,6 +347,51 @@ def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound_and_the_run_re
     assert not leftover(str(tmp_path))
 
 
+@pytest.mark.slow
+def test_a_survivor_in_no_collective_still_names_the_lost_process_and_its_checkpoint(tmp_path):
+    """Rank 0 sits in a hook (in no collective: as when writing a big checkpoint)
+    when rank 1 is SIGKILLed: no collective can fail, so before the peer watch
+    JAX's coordination service ended rank 0 after the heartbeat timeout with its
+    own fatal line (status 134). Now rank 0 prints the same line as a failed
+    collective gives, naming process 1 and the last checkpoint written before
+    the stall, and exits with 1."""
+    port = free_port()
+    procs = []
+    for rank in (0, 1):
+        env = env_for(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2",
+                      JAX_PROCESS_ID=str(rank), JAXTRAINER_HEARTBEAT_TIMEOUT="5",
+                      JAXTRAINER_INIT_TIMEOUT="60")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "jaxtrainer.commands.launch", WORKER, "forever", str(tmp_path),
+             "5", "51"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, start_new_session=True))
+    try:
+        for line in procs[0].stdout:  # rank 0 has entered the hook it never leaves
+            stalled = re.search(r"stalling at step (\d+)", line)
+            if stalled:
+                break
+        procs[1].kill()
+        start = time.monotonic()
+        rc = procs[0].wait(timeout=90)
+        elapsed = time.monotonic() - start
+        err = procs[0].stderr.read()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert rc == 1, err[-3000:]
+    assert "Terminating process" not in err and "Traceback" not in err, err[-3000:]
+    assert elapsed < 5 + 10, (elapsed, err[-3000:])  # the 5 s heartbeat timeout, a beat late at most
+    lost = [ln for ln in err.splitlines() if "lost process 1 of the run" in ln]
+    assert len(lost) == 1 and lost[0].startswith("jaxtrainer: process 0 of 2: "), err[-3000:]
+    assert "(no heartbeat for 5 s); stopping." in lost[0], lost[0]
+    named = re.search(r"The last complete checkpoint is (\S+);", lost[0])
+    assert named, lost[0]  # one written before the stall (checkpoints come after other hooks)
+    assert 0 < int(Path(named.group(1)).name) < int(stalled.group(1)), (lost[0], stalled.group(0))
+    assert not leftover(str(tmp_path))
+
+
 def _initialize(tmp_path, **kw):
     code = ("import sys; from jaxtrainer.distributed import initialize; "
             f"initialize(**{kw!r}); print('joined')")

@@ -8,7 +8,7 @@ MODE ``population``: PopulationTrainer fitness history to ``OUT``.
 MODE ``all``: ``train``, then resume a one-process checkpoint (the newest run
 under ``ROOT``, written by the test) in these two processes, then ``population``.
 MODE ``forever``: trains until killed (failure tests); ``forever OUT N`` checkpoints
-every N steps.
+every N steps; ``forever OUT N S``: rank 0 stalls in a hook from step S on.
 MODE ``resume``: ``resume OUT STEPS``: resumes ``OUT/runs`` (``ckpt_path="last"``) to
 STEPS, then trains the same module from scratch to STEPS; both states to ``OUT``.
 """
@@ -159,8 +159,22 @@ def population(out):
         np.save(os.path.join(out, "history.npy"), history)
 
 
-def forever(out, every=0):
+class Stall(jt.Callback):
+    """Rank 0 alone, from step ``at`` on (at an interval's end), sits in this hook
+    (in no collective) until killed."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if trainer.is_global_zero and trainer.global_step >= self.at:
+            print(f"pid {os.getpid()} stalling at step {trainer.global_step}", flush=True)
+            time.sleep(600)
+
+
+def forever(out, every=0, stall_at=0):
     callbacks = [jt.callbacks.ModelCheckpoint(every_n_steps=every)] if every else []
+    callbacks += [Stall(stall_at)] if stall_at else []
     trainer = jt.Trainer(strategy="multi_node", max_steps=10**9, log_every_n_steps=50,
                          default_root_dir=os.path.join(out, "runs"), logger=False,
                          callbacks=callbacks, enable_checkpointing=bool(every),
@@ -203,7 +217,7 @@ if __name__ == "__main__":
     elif mode == "population":
         population(out)
     elif mode == "forever":
-        forever(out, int(rest[0]) if rest else 0)
+        forever(out, *map(int, rest))
     elif mode == "resume":
         resume(out, os.path.join(out, "runs"), int(rest[0]))
         resume(out, os.path.join(out, "whole"), int(rest[0]), "whole.npz", ckpt_path=None)

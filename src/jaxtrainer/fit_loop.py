@@ -14,11 +14,13 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jax
 import numpy as np
 
+from jaxtrainer import lost_process
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer import run_layout
 from jaxtrainer.callbacks import model_checkpoint
@@ -45,6 +47,11 @@ def checkpoint_dirs(trainer: Trainer) -> list[str]:
     return [os.fspath(d) for d in found if d]
 
 
+def checkpoint_paths(trainer: Trainer) -> list[Path]:
+    """:func:`checkpoint_dirs` as paths."""
+    return [Path(d) for d in checkpoint_dirs(trainer)]
+
+
 @contextlib.contextmanager
 def signals_and_phases(trainer: Trainer) -> Iterator[None]:
     """The signal handlers of one ``fit`` (:class:`SignalHandlers`: a first
@@ -55,7 +62,8 @@ def signals_and_phases(trainer: Trainer) -> Iterator[None]:
     handlers = SignalHandlers(  # only process 0 writes checkpoints, and only it cleans up
         lambda signum: setattr(trainer, "received_signal", signum), lambda: trainer.received_signal,
         trainer.is_global_zero, lambda: checkpoint_dirs(trainer) if trainer.is_global_zero else [])
-    with ACTIVITY.showing(lines), handlers:
+    with ACTIVITY.showing(lines), handlers, \
+            lost_process.fit_in_progress(lambda: checkpoint_paths(trainer)):
         ACTIVITY.enter("preparing the run")
         yield
 

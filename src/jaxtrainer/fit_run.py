@@ -100,8 +100,7 @@ def fail(trainer: Trainer, module: Module, exc: BaseException) -> ProcessLost | 
             f"Resume with {fit_setup.resume_hint(trainer, exc.checkpoint)}"
         print(f"jaxtrainer: {exc}. Loggers are closed. {then}.", file=sys.stderr, flush=True)
         return None
-    return lost_process.lost_process(trainer, exc,
-                                     [Path(d) for d in fit_loop.checkpoint_dirs(trainer) if d])
+    return lost_process.lost_process(trainer, exc, fit_loop.checkpoint_paths(trainer))
 
 
 def evaluate(trainer: Trainer, module: Module) -> dict[str, float]:

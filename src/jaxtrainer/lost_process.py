@@ -9,11 +9,21 @@ survivor, naming the lost process (the other one in a 2-process run), what
 was running and the last complete checkpoint, and an exit with status 1 and
 no traceback. Nothing already written is touched; ``ckpt_path="last"`` resumes
 from that checkpoint exactly.
+
+A survivor in no collective at the time (writing a checkpoint, in a slow hook)
+learns of the loss from its peer watch instead
+(:mod:`jaxtrainer.distributed.peer_watch`, within the heartbeat timeout):
+:func:`exit_lost` prints the same line and ends the process with status 1
+(loggers are not closed: what they had not written yet is not written).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,6 +61,65 @@ def is_lost_peer(exc: BaseException) -> bool:
     return any(marker in text for marker in LOST_MARKERS)
 
 
+class _Reporter:
+    """The checkpoint folders of the fit in progress (for a line printed from
+    the peer watch's thread) and whether this process has printed its line."""
+
+    def __init__(self) -> None:
+        self.directories: Callable[[], list[Path]] = list
+        self.lock = threading.Lock()
+        self.printed = False
+
+
+REPORTER = _Reporter()
+"""Per process, as the loss it reports is."""
+
+
+@contextlib.contextmanager
+def fit_in_progress(directories: Callable[[], list[Path]]) -> Iterator[None]:
+    """Within: a lost-process line names the newest checkpoint among ``directories()``."""
+    saved, REPORTER.directories = REPORTER.directories, directories
+    with REPORTER.lock:
+        REPORTER.printed = False
+    try:
+        yield
+    finally:
+        REPORTER.directories = saved
+
+
+def report(me: int, count: int, lost: str, cause: str, directories: list[Path]) -> str | None:
+    """Print (stderr) this process's one lost-process line: ``lost`` (``"process
+    1"``) while the current activity, ``cause`` (the error's first line), the
+    last complete checkpoint among ``directories`` and how to resume. Returns
+    the checkpoint sentence, or ``None`` when the line was already printed."""
+    with REPORTER.lock:
+        if REPORTER.printed:
+            return None
+        REPORTER.printed = True
+        checkpoint = newest_checkpoint(directories)
+        then = ("nothing to resume from: run the command again" if checkpoint.startswith("no ")
+                else "resume with the same command and ckpt_path=last (trainer.ckpt_path=last)")
+        print(f"jaxtrainer: process {me} of {count}: lost {lost} of the run while {ACTIVITY.now} "
+              f"({cause[:300]}); stopping. {checkpoint[0].upper()}{checkpoint[1:]}; {then}",
+              file=sys.stderr, flush=True)
+        return checkpoint
+
+
+def exit_lost(me: int, count: int) -> Callable[[str, str], None]:
+    """The peer watch's ``on_lost`` for process ``me`` of ``count``: print the
+    line (:func:`report`, the fit's checkpoint folders) and end the process
+    with status 1 at once, whatever the main thread is waiting in."""
+
+    def on_lost(lost: str, cause: str) -> None:
+        try:
+            report(me, count, lost, cause, REPORTER.directories())
+            sys.stdout.flush()
+        finally:
+            os._exit(1)
+
+    return on_lost
+
+
 def lost_process(trainer: Trainer, exc: BaseException,
                  directories: list[Path]) -> ProcessLost | None:
     """The :class:`ProcessLost` to raise instead of ``exc`` (its line printed on
@@ -62,11 +131,6 @@ def lost_process(trainer: Trainer, exc: BaseException,
     if count <= 1 or not is_lost_peer(exc):
         return None
     lost = f"process {1 - me}" if count == 2 else "another process"
-    checkpoint = newest_checkpoint(directories)
     cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    then = ("nothing to resume from: run the command again" if checkpoint.startswith("no ")
-            else "resume with the same command and ckpt_path=last (trainer.ckpt_path=last)")
-    print(f"jaxtrainer: process {me} of {count}: lost {lost} of the run while {ACTIVITY.now} "
-          f"({cause[:300]}); stopping. {checkpoint[0].upper()}{checkpoint[1:]}; {then}",
-          file=sys.stderr, flush=True)
-    return ProcessLost(lost, checkpoint)
+    checkpoint = report(me, count, lost, cause, directories)
+    return ProcessLost(lost, checkpoint if checkpoint is not None else newest_checkpoint(directories))

@@ -12,6 +12,7 @@ call them under ``if process_index() == 0``.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import socket
@@ -24,6 +25,7 @@ import jax
 import numpy as np
 
 from jaxtrainer.distributed import cpu_collectives as cpu_collectives_lib
+from jaxtrainer.distributed import peer_watch
 
 # Environment read when the arguments are not given (set by ``jaxtrainer launch``).
 ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
@@ -368,8 +370,10 @@ def initialize(
       initialization_timeout: seconds to wait for the coordinator and all
         processes to connect (``JAXTRAINER_INIT_TIMEOUT``, default 300).
       heartbeat_timeout: seconds without a heartbeat after which a process is
-        declared dead and the survivors stop with an error
-        (``JAXTRAINER_HEARTBEAT_TIMEOUT``, default 60).
+        declared dead and the survivors stop, each with a line naming it and
+        the last checkpoint (``JAXTRAINER_HEARTBEAT_TIMEOUT``, default 60;
+        :mod:`jaxtrainer.distributed.peer_watch`; JAX's own heartbeat timeout
+        is set to twice this).
       cluster_detection_method: passed to ``jax.distributed.initialize``.
       cpu_collectives: ``"gloo"`` or ``"mpi"`` (under ``mpirun``; default
         ``$JAX_CPU_COLLECTIVES_IMPLEMENTATION``, else JAX's setting; :mod:`jaxtrainer.distributed.cpu_collectives`).
@@ -406,7 +410,7 @@ def initialize(
                 process_id=process_id,
                 cluster_detection_method=cluster_detection_method,
                 initialization_timeout=init_timeout,
-                heartbeat_timeout_seconds=beat_timeout,
+                heartbeat_timeout_seconds=peer_watch.runtime_heartbeat(beat_timeout),
             )
     except Exception as e:  # XlaRuntimeError (DEADLINE_EXCEEDED, UNAVAILABLE, ...), ValueError
         error = _join_error(e, coordinator_address, num_processes, process_id, init_timeout)
@@ -415,6 +419,22 @@ def initialize(
         raise error from e
     if collectives == "mpi":  # a finished run must not end by MPI's abort
         cpu_collectives_lib.keep_cpu_client_until_exit()
+    _watch_peers(beat_timeout)
+
+
+def _watch_peers(seconds: float) -> None:
+    """Start this process's :class:`~jaxtrainer.distributed.peer_watch.PeerWatch`
+    (a lost process is named within ``seconds``); it marks this process done at
+    exit, before ``jax.distributed`` shuts down (exit handlers run last first)."""
+    from jax._src.distributed import global_state  # the coordination client (as orbax reads it)
+
+    from jaxtrainer import lost_process
+
+    count, me = jax.process_count(), jax.process_index()
+    if count > 1 and global_state.client is not None:
+        watch = peer_watch.PeerWatch(global_state.client, me, count, seconds,
+                                     lost_process.exit_lost(me, count)).start()
+        atexit.register(watch.stop)
 
 
 def _seconds(name: str, given: int | float | None, env: str, default: int) -> int | float:
