@@ -6,7 +6,7 @@ tests). Every process gets the same flags, so results compared across processes
 (bitwise resume, multi-process runs) come from the same code generation.
 """
 
-OPTIMIZATION = "--xla_backend_optimization_level=0"
+OPTIMIZATION = "--xla_backend_optimization_level=0 --xla_cpu_use_fusion_emitters=false"
 
 
 def xla_flags(devices: int) -> str:

@@ -21,10 +21,13 @@ assert jax.device_count() == 4, "tests expect 4 fake CPU devices"
 # its time budget on 2 cores; subprocess tests compile for themselves.
 # Recipes run in subprocesses share it (they turn the cache on, and the
 # environment variable points them here instead of the user's ~/.cache).
-_CACHE = tempfile.mkdtemp(prefix="jaxtrainer-tests-cache-")
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of one run
+_CACHE = (os.path.join(tempfile.gettempdir(), f"jaxtrainer-tests-cache-{_RUN}") if _RUN
+          else tempfile.mkdtemp(prefix="jaxtrainer-tests-cache-"))
+os.makedirs(_CACHE, exist_ok=True)
 os.environ["JAXTRAINER_COMPILATION_CACHE"] = _CACHE
 jax.config.update("jax_compilation_cache_dir", _CACHE)
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 @pytest.fixture
