@@ -20,9 +20,8 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from jaxtrainer import lost_process
+from jaxtrainer import lost_process, run_layout
 from jaxtrainer import metrics as metrics_lib
-from jaxtrainer import run_layout
 from jaxtrainer.callbacks import model_checkpoint
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar

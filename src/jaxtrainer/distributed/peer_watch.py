@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 KEY = "jaxtrainer/peer_watch/"
 """Key-value directory of the counters: ``KEY + str(process_index)``."""
