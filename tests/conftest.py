@@ -2,12 +2,17 @@
 
 import os
 
-from tests._xla import xla_flags
+from tests._xla import EMITTERS_ENV, xla_flags
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + xla_flags(4)).strip()
+# the user's XLA_FLAGS, before this file adds to them (xdist workers inherit both)
+_GIVEN_XLA_FLAGS = os.environ.setdefault("JAXTRAINER_TESTS_GIVEN_XLA_FLAGS",
+                                         os.environ.get("XLA_FLAGS", ""))
+os.environ["XLA_FLAGS"] = (_GIVEN_XLA_FLAGS + " " + xla_flags(4)).strip()
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("WANDB_SILENT", "true")
 
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 
 import jax  # noqa: E402
@@ -21,9 +26,12 @@ assert jax.device_count() == 4, "tests expect 4 fake CPU devices"
 # its time budget on 2 cores; subprocess tests compile for themselves.
 # Recipes run in subprocesses share it (they turn the cache on, and the
 # environment variable points them here instead of the user's ~/.cache).
+# One cache for the workers of a run (the same programs compile once); its own for
+# the processes of XLA's default emitters: JAX's cache key does not include them.
 _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of one run
-_CACHE = (os.path.join(tempfile.gettempdir(), f"jaxtrainer-tests-cache-{_RUN}") if _RUN
-          else tempfile.mkdtemp(prefix="jaxtrainer-tests-cache-"))
+_KIND = "-default-emitters" if os.environ.get(EMITTERS_ENV) == "default" else ""
+_CACHE = (os.path.join(tempfile.gettempdir(), f"jaxtrainer-tests-cache-{_RUN}{_KIND}") if _RUN
+          else tempfile.mkdtemp(prefix=f"jaxtrainer-tests-cache{_KIND}-"))
 os.makedirs(_CACHE, exist_ok=True)
 os.environ["JAXTRAINER_COMPILATION_CACHE"] = _CACHE
 jax.config.update("jax_compilation_cache_dir", _CACHE)
@@ -34,3 +42,23 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 def run_dir(tmp_path):
     """A fresh default_root_dir per test."""
     return tmp_path / "runs"
+
+
+def _in_a_process_with_default_emitters(item: pytest.Item) -> None:
+    """Run ``item`` alone in a pytest subprocess whose XLA:CPU uses its own
+    fusion emitters (``default_emitters``); its failure is this test's."""
+    env = dict(os.environ, XLA_FLAGS=_GIVEN_XLA_FLAGS, **{EMITTERS_ENV: "default"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         item.nodeid], cwd=item.config.rootpath, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.fail(f"under XLA:CPU's default fusion emitters (pytest subprocess, status "
+                    f"{proc.returncode}):\n{(proc.stdout + proc.stderr)[-6000:]}", pytrace=False)
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get(EMITTERS_ENV) == "default":
+        return
+    for item in items:
+        if item.get_closest_marker("default_emitters"):
+            item.runtest = lambda item=item: _in_a_process_with_default_emitters(item)

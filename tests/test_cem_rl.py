@@ -126,6 +126,7 @@ def test_one_and_four_devices_agree_replicas_stay_bitwise_and_env_steps_are_exac
     assert state.buffer.experience.obs.shape[:2] == (4, 100)   # 4 member rows x 100 slots
 
 
+@pytest.mark.default_emitters
 @pytest.mark.slow
 def test_cemrl_openes_is_bitwise_on_one_and_four_devices():
     openes = {**TINY, "evolution": "Open_ES", "es_std": 0.05, "es_learning_rate": 0.05}

@@ -14,6 +14,6 @@ from tests.test_hybrid_recipes_learn import PENDULUM, learns
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("recipe, budget", [
     ("erl_eda", ("trainer.max_env_steps=20000", "trainer.devices=1")),  # -169 at 20k, seed 0
-    ("cemrl_openes", PENDULUM)])
+    pytest.param("cemrl_openes", PENDULUM, marks=pytest.mark.default_emitters)])
 def test_the_recipe_learns_at_a_fraction_of_its_budget(recipe, budget, tmp_path):
     learns(recipe, budget, -500.0, tmp_path)

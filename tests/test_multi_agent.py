@@ -82,6 +82,7 @@ def test_auto_reset_truncates_every_agent_at_the_time_limit(spread):
     assert not np.array_equal(obs, info.final_obs)  # the next episode's first observations
 
 
+@pytest.mark.default_emitters
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_agents_as_envs_steps_equal_the_raw_jaxmarl_steps():

@@ -96,6 +96,7 @@ def test_plain_modules_under_multi_node_two_processes_of_two_devices(tmp_path):
     assert result["greedy"] >= 150, result
 
 
+@pytest.mark.default_emitters
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_eval_command_and_load_policy_work_on_a_run_started_from_python(tmp_path):

@@ -19,12 +19,13 @@ NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make"}
 cannot clash with field names (optax's states are NamedTuples)."""
 
 ALLOWED = {
-    ("jaxtrainer/commands/launch.py", "os._exit"):
-        "a launcher child must exit at once after forwarding a signal, without running "
-        "the parent's atexit handlers a second time (os._exit is the documented way)",
-    ("jaxtrainer/recipes/command.py", "os._exit"):
-        "a finished recipe exits without waiting for XLA's thread pools to wind down, "
-        "after flushing its output",
+    ("jaxtrainer/signals.py", "os._exit"):
+        "exit_at_once: a failed rank, a finished recipe (its exit handlers already run) and a "
+        "survivor whose main thread waits in the runtime for a dead process end at once, "
+        "without waiting for XLA's threads (os._exit is the documented way)",
+    ("jaxtrainer/distributed/process.py", "from jax._src.distributed import global_state"):
+        "JAX offers no public handle on the coordination service's client, which the peer "
+        "watch's key-value beats need (orbax reads it the same way)",
     ("jaxtrainer/recipes/command.py", "atexit._run_exitfuncs"):
         "the interpreter's own exit handlers (loggers, orbax) run before that os._exit",
     ("jaxtrainer/envs/playground_env.py", "env._mjx_model"):

@@ -82,6 +82,7 @@ def test_losers_copy_their_winner_and_take_a_step_toward_its_hyperparameters(run
     assert trainer.global_step == ready
 
 
+@pytest.mark.default_emitters
 @pytest.mark.slow
 def test_the_same_population_on_1_and_4_devices_and_it_learns(run_dir):
     trainers, states = zip(*(fit(cso(size=4, ready=2), run_dir / str(n), 12, devices=n)

@@ -259,6 +259,7 @@ class ConstantSAC(SAC):
         return new.replace(hyperparams=carry.hyperparams), losses
 
 
+@pytest.mark.default_emitters
 @pytest.mark.slow
 def test_sac_with_config_hyperparams_is_the_constant_program_bit_for_bit():
     """5 steps (10 updates) of the default SAC: traced hyperparameters equal to

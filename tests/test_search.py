@@ -186,6 +186,7 @@ def test_search_csv_holds_every_trial_and_the_final_rows(runs, capsys):
     assert fitness == sorted(fitness, reverse=True) and len(shown) == 3
 
 
+@pytest.mark.default_emitters
 def test_six_members_on_four_devices_equal_one_device(runs):
     (search, four), (_, one) = runs["four"], runs["one"]
     assert search.layout.padded_size == 8

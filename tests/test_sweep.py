@@ -134,6 +134,7 @@ def test_one_compile_trains_every_member_with_its_own_hyperparameters(runs):
     assert final_lr[0] < final_lr[5]  # annealed from each member's own lr over the budget
 
 
+@pytest.mark.default_emitters
 def test_member_reproduces_its_single_run_bit_for_bit(runs):
     """Member 8 = (lr 3e-3, seed 3): the keys of Trainer(seed=3) on one device and,
     without vmap, the one-member program: equal final parameters, bit for bit."""
@@ -154,6 +155,7 @@ def test_vmapped_member_reproduces_its_single_run_to_float_rounding(runs):
     assert max(diffs) < 1e-6, diffs
 
 
+@pytest.mark.default_emitters
 def test_ten_members_on_four_devices_equal_one_device_and_padding_is_never_logged(runs):
     sweep, trainer = runs["map4"]
     assert sweep.layout.padded_size == 12 and sweep.layout.local_count == 3
@@ -318,6 +320,7 @@ def test_resume_and_progress_count_env_steps_per_member(tmp_path, capsys):
     assert "budget of 3 training steps (max_env_steps=48 per member x 2 members)" in err, err
 
 
+@pytest.mark.default_emitters
 @pytest.mark.slow
 @pytest.mark.parametrize("first, then", [(4, 1), (1, 4)])
 def test_a_sweep_resumes_on_another_device_count_where_one_run_ends(runs, tmp_path, first, then):

@@ -20,14 +20,13 @@ learns of the loss from its peer watch instead
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jaxtrainer.signals import ACTIVITY, newest_checkpoint
+from jaxtrainer.signals import ACTIVITY, exit_at_once, newest_checkpoint
 
 if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
@@ -113,9 +112,8 @@ def exit_lost(me: int, count: int) -> Callable[[str, str], None]:
     def on_lost(lost: str, cause: str) -> None:
         try:
             report(me, count, lost, cause, REPORTER.directories())
-            sys.stdout.flush()
         finally:
-            os._exit(1)
+            exit_at_once(1)
 
     return on_lost
 

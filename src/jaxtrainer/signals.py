@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from jaxtrainer import run_layout
 
@@ -331,6 +331,21 @@ def _silence_stderr() -> int | None:
     except OSError:
         return None
     return kept
+
+
+def exit_at_once(status: int) -> NoReturn:
+    """End the process with ``status`` at once, from any thread: the standard
+    streams are flushed (a closed pipe or stream is skipped); no exit handler
+    runs and no other thread is waited for (``os._exit``). For a rank that
+    failed, a finished recipe whose exit handlers already ran, and a survivor
+    whose main thread waits in the runtime for a process that died."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe (| head) or stream: nothing to keep
+            pass
+    os._exit(status)
 
 
 def end_by_signal(signum: int, clean_up: Callable[[], str | None],

@@ -313,7 +313,7 @@ def _die_with_launcher(launcher_pid: int) -> None:
         except (OSError, AttributeError):
             pass
     if os.getppid() != launcher_pid:  # the launcher died before prctl took effect
-        os._exit(128 + signal.SIGKILL)
+        signals.exit_at_once(128 + signal.SIGKILL)
 
 
 def _worker(argv: list[str]) -> None:
@@ -321,7 +321,7 @@ def _worker(argv: list[str]) -> None:
     environment, then run ``SCRIPT ARGS`` as ``__main__`` (as ``python SCRIPT``
     would).
 
-    A rank that fails exits at once with its status (``os._exit``), skipping
+    A rank that fails exits at once with its status (``signals.exit_at_once``), skipping
     ``jax.distributed``'s shutdown barrier, which would otherwise wait for the
     healthy ranks until the shutdown timeout.
     """
@@ -334,7 +334,7 @@ def _worker(argv: list[str]) -> None:
         check_collectives()
     except ValueError as e:
         print(f"jaxtrainer: {e}", file=sys.stderr, flush=True)
-        os._exit(2)
+        signals.exit_at_once(2)
     from jaxtrainer.distributed.process import initialize
 
     if ENV_LAUNCHER_PID in os.environ:
@@ -358,9 +358,7 @@ def _worker(argv: list[str]) -> None:
         traceback.print_exc()
         code = 1
     if code:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        signals.exit_at_once(code)
 
 
 def main(argv: list[str] | None = None) -> int:

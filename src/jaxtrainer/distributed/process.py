@@ -370,10 +370,8 @@ def initialize(
       initialization_timeout: seconds to wait for the coordinator and all
         processes to connect (``JAXTRAINER_INIT_TIMEOUT``, default 300).
       heartbeat_timeout: seconds without a heartbeat after which a process is
-        declared dead and the survivors stop, each with a line naming it and
-        the last checkpoint (``JAXTRAINER_HEARTBEAT_TIMEOUT``, default 60;
-        :mod:`jaxtrainer.distributed.peer_watch`; JAX's own heartbeat timeout
-        is set to twice this).
+        lost: the survivors name it (``JAXTRAINER_HEARTBEAT_TIMEOUT``, default
+        60; :mod:`~jaxtrainer.distributed.peer_watch`; JAX's: twice this).
       cluster_detection_method: passed to ``jax.distributed.initialize``.
       cpu_collectives: ``"gloo"`` or ``"mpi"`` (under ``mpirun``; default
         ``$JAX_CPU_COLLECTIVES_IMPLEMENTATION``, else JAX's setting; :mod:`jaxtrainer.distributed.cpu_collectives`).
@@ -390,10 +388,8 @@ def initialize(
     collectives = cpu_collectives_lib.resolve(cpu_collectives)
     coordinator_address, num_processes, process_id, cluster_detection_method = _arguments(
         coordinator_address, num_processes, process_id, cluster_detection_method)
-    init_timeout = _seconds("initialization_timeout", initialization_timeout, ENV_INIT_TIMEOUT,
-                            DEFAULT_INIT_TIMEOUT)
-    beat_timeout = _seconds("heartbeat_timeout", heartbeat_timeout, ENV_HEARTBEAT_TIMEOUT,
-                            DEFAULT_HEARTBEAT_TIMEOUT)
+    init_timeout = _seconds("initialization_timeout", initialization_timeout, ENV_INIT_TIMEOUT, DEFAULT_INIT_TIMEOUT)
+    beat_timeout = _seconds("heartbeat_timeout", heartbeat_timeout, ENV_HEARTBEAT_TIMEOUT, DEFAULT_HEARTBEAT_TIMEOUT)
     if coordinator_address is not None and process_id not in (None, 0):
         # JAX aborts the whole process (no exception, no address) when the coordinator
         # cannot be reached; check it from Python first so the error names it.

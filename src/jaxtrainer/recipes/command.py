@@ -32,6 +32,7 @@ from jaxtrainer import run_layout
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint.files import CheckpointReadError
 from jaxtrainer.checkpoint.run_lock import RunInUseError
+from jaxtrainer.signals import exit_at_once
 from jaxtrainer.storage import StorageError, as_storage_error, writing
 
 if TYPE_CHECKING:
@@ -103,7 +104,7 @@ def exit_now(status: int = 0) -> None:
     handlers (wandb, orbax and ``jax.distributed`` finish there), flushes the
     standard streams, then finalizes every module and XLA's runtime, which
     after a recipe run takes about a second on 2 CPU cores and writes nothing.
-    This function does the first three and skips the last (``os._exit``). With
+    This function does the first three and skips the last (:func:`~jaxtrainer.signals.exit_at_once`). With
     a thread other than daemons still running it raises ``SystemExit(status)``
     instead, so the interpreter waits for it as usual. Files a run writes are
     closed by then: the Trainer's ``teardown`` hooks close the loggers and
@@ -116,13 +117,7 @@ def exit_now(status: int = 0) -> None:
     if others:
         raise SystemExit(status)
     atexit._run_exitfuncs()  # what the interpreter runs first at exit
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):  # a closed pipe (| head) or stream: nothing to keep
-            pass
-    os._exit(status)
+    exit_at_once(status)
 
 
 def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
