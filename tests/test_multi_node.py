@@ -288,12 +288,11 @@ def test_sigterm_to_the_launcher_checkpoints_every_rank_at_the_same_step(tmp_pat
     assert not leftover(str(tmp_path))
 
 
-@pytest.mark.slow
-def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound_and_the_run_resumes(tmp_path):
-    """Without the launcher (e.g. under SLURM): rank 1 is SIGKILLed mid-training; rank 0
-    notices (gloo connection reset, then the 5 s heartbeat timeout), exits with an error
-    naming the lost process and the last complete checkpoint; the same run with
-    ``ckpt_path="last"`` then ends bitwise equal to a run never interrupted."""
+def _kill_rank_1(tmp_path, args, watched, when):
+    """Two ranks of the worker's ``forever`` mode with ``args`` (5 s heartbeat, no
+    launcher); SIGKILL rank 1 once ``when(line)`` holds for a stdout line of rank
+    ``watched``. Returns rank 0's exit status, the seconds it took to exit after
+    the kill, its stderr, and that line."""
     port = free_port()
     procs = []
     for rank in (0, 1):
@@ -302,23 +301,32 @@ def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound_and_the_run_re
                       JAXTRAINER_INIT_TIMEOUT="60")
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "jaxtrainer.commands.launch", WORKER, "forever", str(tmp_path),
-             "25"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+             *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, start_new_session=True))
     try:
-        for line in procs[1].stdout:  # "pid 123 step 150": a few checkpoints written
-            m = re.search(r"step (\d+)", line)
-            if m and int(m.group(1)) >= 150:
-                break
+        seen = next((line for line in procs[watched].stdout if when(line)), "")
         procs[1].kill()
         start = time.monotonic()
         rc = procs[0].wait(timeout=90)
-        elapsed = time.monotonic() - start
-        err = procs[0].stderr.read()
+        return rc, time.monotonic() - start, procs[0].stderr.read(), seen
     finally:
         for p in procs:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+@pytest.mark.slow
+def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound_and_the_run_resumes(tmp_path):
+    """Without the launcher (e.g. under SLURM): rank 1 is SIGKILLed mid-training; rank 0
+    notices (gloo connection reset, then the 5 s heartbeat timeout), exits with an error
+    naming the lost process and the last complete checkpoint; the same run with
+    ``ckpt_path="last"`` then ends bitwise equal to a run never interrupted."""
+    def at_step_150(line):  # "pid 123 step 150" from rank 1: a few checkpoints written
+        m = re.search(r"step (\d+)", line)
+        return m and int(m.group(1)) >= 150
+
+    rc, elapsed, err, _ = _kill_rank_1(tmp_path, ["25"], 1, at_step_150)
     assert rc == 1, err[-3000:]
     assert elapsed < 5 + 20, err[-3000:]
     # one line naming the lost process and what there is to resume from, no traceback
@@ -355,31 +363,9 @@ def test_a_survivor_in_no_collective_still_names_the_lost_process_and_its_checkp
     own fatal line (status 134). Now rank 0 prints the same line as a failed
     collective gives, naming process 1 and the last checkpoint written before
     the stall, and exits with 1."""
-    port = free_port()
-    procs = []
-    for rank in (0, 1):
-        env = env_for(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES="2",
-                      JAX_PROCESS_ID=str(rank), JAXTRAINER_HEARTBEAT_TIMEOUT="5",
-                      JAXTRAINER_INIT_TIMEOUT="60")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "jaxtrainer.commands.launch", WORKER, "forever", str(tmp_path),
-             "5", "51"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, start_new_session=True))
-    try:
-        for line in procs[0].stdout:  # rank 0 has entered the hook it never leaves
-            stalled = re.search(r"stalling at step (\d+)", line)
-            if stalled:
-                break
-        procs[1].kill()
-        start = time.monotonic()
-        rc = procs[0].wait(timeout=90)
-        elapsed = time.monotonic() - start
-        err = procs[0].stderr.read()
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
+    stalling = re.compile(r"stalling at step (\d+)").search  # rank 0 is in the hook it never leaves
+    rc, elapsed, err, line = _kill_rank_1(tmp_path, ["5", "51"], 0, stalling)
+    stalled = stalling(line)
     assert rc == 1, err[-3000:]
     assert "Terminating process" not in err and "Traceback" not in err, err[-3000:]
     assert elapsed < 5 + 10, (elapsed, err[-3000:])  # the 5 s heartbeat timeout, a beat late at most
