@@ -26,12 +26,11 @@ assert jax.device_count() == 4, "tests expect 4 fake CPU devices"
 # its time budget on 2 cores; subprocess tests compile for themselves.
 # Recipes run in subprocesses share it (they turn the cache on, and the
 # environment variable points them here instead of the user's ~/.cache).
-# One cache for the workers of a run (the same programs compile once); its own for
-# the processes of XLA's default emitters: JAX's cache key does not include them.
+# One cache for the workers of a run: a program compiles once (JAX keys the
+# entries by XLA_FLAGS too, so the default-emitter processes find only their own).
 _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of one run
-_KIND = "-default-emitters" if os.environ.get(EMITTERS_ENV) == "default" else ""
-_CACHE = (os.path.join(tempfile.gettempdir(), f"jaxtrainer-tests-cache-{_RUN}{_KIND}") if _RUN
-          else tempfile.mkdtemp(prefix=f"jaxtrainer-tests-cache{_KIND}-"))
+_CACHE = (os.path.join(tempfile.gettempdir(), f"jaxtrainer-tests-cache-{_RUN}") if _RUN
+          else tempfile.mkdtemp(prefix="jaxtrainer-tests-cache-"))
 os.makedirs(_CACHE, exist_ok=True)
 os.environ["JAXTRAINER_COMPILATION_CACHE"] = _CACHE
 jax.config.update("jax_compilation_cache_dir", _CACHE)
