@@ -314,6 +314,9 @@ def _locate(path: Path, across_runs: bool, prefix: str,
                                 f"{', '.join(map(str, broken))} "
                                 f"{'has' if len(broken) == 1 else 'have'} no {META}/ (a save "
                                 "that did not finish, or a damaged directory)")
+    if (path / CHECKPOINTS).is_dir() or path.name == CHECKPOINTS:
+        raise FileNotFoundError(f"{prefix}no checkpoint in {path}: its {CHECKPOINTS} directory holds "
+                                "no saved step (the run stopped before its first checkpoint)")
     raise FileNotFoundError(f"{prefix}no checkpoint in {path}: expected a run directory (with "
                             f"{CHECKPOINTS}/), its {CHECKPOINTS} directory or a step directory")
 

@@ -248,9 +248,13 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
 
     Raises:
       ValueError: bad sizes, a malformed coordinator, ``nnodes > 1`` without a
-        coordinator, or a non-positive timeout.
+        coordinator, a non-positive timeout, or a ``script`` that is not a file.
     """
     coordinator = _coordinator(nproc_per_node, coordinator, nnodes, node_rank, timeout, grace)
+    if not os.path.isfile(script):
+        raise ValueError(f"script {script!r}: no such file (the recipe scripts are in the "
+                         "repository's recipes/ folder, not in the installed package)"
+                         if not os.path.exists(script) else f"script {script!r} is not a file")
     world = nnodes * nproc_per_node
     seconds = str(max(1, int(round(timeout))))
     print(f"jaxtrainer launch: {nproc_per_node} process(es) on this machine, {world} in total; "

@@ -495,14 +495,20 @@ def _join_error(e: Exception, coordinator_address: str | None, num_processes: in
                 process_id: int | None, init_timeout: int) -> Exception:
     """The error to raise when ``jax.distributed.initialize`` failed with ``e``:
     what went wrong, the address tried and the launch variables read."""
+    alone = (coordinator_address is None and num_processes is None and srun_tasks() is None
+             and "OMPI_COMM_WORLD_SIZE" not in os.environ and not indexed_job_pod())
+    if (isinstance(e, ValueError) and coordinator_address is None) or \
+            (alone and "before any jax" in str(e).lower()):
+        return ValueError(
+            "jaxtrainer.distributed.initialize: no coordinator address and no cluster "
+            "detected. Start the run with `jaxtrainer launch --nproc-per-node N "
+            "script.py ...`, under SLURM/Open MPI, or set "
+            f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID}"
+            f"{'' if 'before any jax' in str(e).lower() else f' ({e})'}; "
+            "in one process choose another strategy (trainer.strategy=single or pmap: a "
+            f"multi_node run's checkpoint resumes under any). Read from the environment: "
+            f"{launch_environment()}")
     if isinstance(e, ValueError):
-        if coordinator_address is None:
-            return ValueError(
-                "jaxtrainer.distributed.initialize: no coordinator address and no cluster "
-                "detected. Start the run with `jaxtrainer launch --nproc-per-node N "
-                "script.py ...`, under SLURM/Open MPI, or set "
-                f"{ENV_COORDINATOR}, {ENV_NUM_PROCESSES} and {ENV_PROCESS_ID} ({e}). Read from "
-                f"the environment: {launch_environment()}")
         return e
     if "before any jax" in str(e).lower():
         return RuntimeError(

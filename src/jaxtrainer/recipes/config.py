@@ -193,10 +193,14 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
         override or in the ``--config`` file) that is not in the defaults (the
         message names the file, lists the keys that exist there and the closest
         one), a ``logger:``/``callbacks:`` entry that is not true, false, null
-        or a mapping of its class's keys, or a ``recipe:`` other than the
-        recipe of ``defaults``.
+        or a mapping of its class's keys, a ``recipe:`` other than the
+        recipe of ``defaults``, or a ``path`` that is a directory.
     """
     setting, overrides = resume.take_setting(overrides)
+    if os.path.isdir(path):
+        saved = os.path.join(path, "config.yaml")
+        hint = f": --config {saved} reruns that run's config" if os.path.isfile(saved) else ""
+        raise ValueError(f"--config {path} is a directory, expected a YAML file{hint}")
     base = OmegaConf.load(path)
     recipe = Path(defaults if defaults is not None else path).stem
     named = base.pop("recipe", None) if isinstance(base, DictConfig) else None
