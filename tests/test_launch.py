@@ -77,6 +77,10 @@ def test_a_failing_rank_is_named_and_the_others_are_stopped(tmp_path):
     assert summary[0] == "jaxtrainer launch: rank 1 failed first (exit code 3): ValueError: a bad value"
     assert len(summary) == 2 and re.fullmatch(  # SIGKILL when it outlives the grace period
         r"jaxtrainer launch: rank 0 stopped \(killed by SIG(TERM|KILL)\)", summary[1])
+    # rank 0, told to stop, may have said it would checkpoint first: it cannot without rank 1
+    assert proc.stderr.splitlines()[-1] == (
+        "jaxtrainer launch: no rank could save a checkpoint after that (saving needs every rank): "
+        "a jaxtrainer run resumes from its last complete one with trainer.ckpt_path=last")
     assert time.monotonic() - start < 60
     assert not leftover(marker)
 

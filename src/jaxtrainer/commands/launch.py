@@ -219,7 +219,8 @@ def _first_failure(ranks: _Ranks, received: list[int]) -> tuple[int, int] | None
 
 def _failure_lines(ranks: _Ranks, rank: int, code: int) -> list[str]:
     """One line per rank: the rank blamed, why (its exit and the last line it
-    printed on stderr), then how every other rank ended."""
+    printed on stderr), then how every other rank ended; then that no new
+    checkpoint was written and how to resume."""
     why = _signal_name(code)
     last = ranks.last_error.get(rank) or []
     lines = [f"rank {rank} failed first ({why})" + (f": {last[0][:300]}" if last else "")]
@@ -227,6 +228,9 @@ def _failure_lines(ranks: _Ranks, rank: int, code: int) -> list[str]:
         if other != rank:
             lines.append(f"rank {other} stopped ({_signal_name(proc.returncode)})"
                          if proc.returncode is not None else f"rank {other} still running")
+    if len(ranks.procs) > 1:  # a rank told to stop may have said it would checkpoint first
+        lines.append("no rank could save a checkpoint after that (saving needs every rank): a "
+                     "jaxtrainer run resumes from its last complete one with trainer.ckpt_path=last")
     return lines
 
 
