@@ -48,6 +48,24 @@ def test_the_mean_covers_only_where_every_run_has_points(tmp_path):
     np.testing.assert_array_equal(out["mean"], [5, 6.5])
 
 
+@pytest.mark.timeout(60)
+def test_a_run_of_one_value_does_not_cut_the_mean_to_its_step(tmp_path, capsys):
+    """Two long runs and one stopped at its first log, under one root: the
+    mean still spans the long runs, and the one-value run is named as left out
+    (it used to shrink the mean and its band to a single point at x=100)."""
+    _fake_run(str(tmp_path / "version_0"), [1, 2, 3, 4])
+    _fake_run(str(tmp_path / "version_1"), [3, 4, 5, 6])
+    _fake_run(str(tmp_path / "version_2"), [50])
+    out = plot.plot_runs([str(tmp_path)], str(tmp_path / "c.png"))
+    np.testing.assert_array_equal(out["x"], [100, 200, 300, 400])
+    np.testing.assert_array_equal(out["mean"], [2, 3, 4, 5])
+    assert out["groups"][0]["left_out"] == ["version_2"] and len(out["runs"]) == 3
+    assert "mean of 2 run(s)" in out["legend"]
+    assert cli.main(["plot", str(tmp_path), "-o", str(tmp_path / "d.png")]) == 0
+    assert capsys.readouterr().out.strip().endswith(
+        "final mean 5 at env_steps=400 (left out of the mean, one value each: version_2)")
+
+
 @pytest.mark.timeout(120)
 def test_cli_plot_writes_png_from_two_trainer_runs(tmp_path, capsys):
     dirs = []

@@ -231,18 +231,22 @@ def _group_curves(kind: RunKind, runs: list[tuple[str, str]], metric: str,
     and max on the x values where every run has data (from the latest first
     value to the earliest last one: no run is extended past its own points;
     runs that share no such step: up to the shortest run); None when none
-    logged ``metric``."""
+    logged ``metric``. A run with one value (stopped at its first log) is
+    drawn but left out of the mean when other runs have a line
+    (``"left_out"``): it would cut every curve to its one step."""
     scale = kind.members if x == "env_steps" and kind.kind != run_kind.SINGLE else 1
     curves = [(label, xs / scale, vs) for label, (xs, vs) in
               ((label, read_curve(d, metric, x)) for d, label in runs) if len(xs)]
     if not curves:
         return None
-    start, end = max(c[1][0] for c in curves), min(c[1][-1] for c in curves)
-    grid = np.unique(np.concatenate([c[1][(c[1] >= start) & (c[1] <= end)] for c in curves]))
+    averaged = [c for c in curves if len(c[1]) > 1] or curves
+    start, end = max(c[1][0] for c in averaged), min(c[1][-1] for c in averaged)
+    grid = np.unique(np.concatenate([c[1][(c[1] >= start) & (c[1] <= end)] for c in averaged]))
     if not len(grid):  # no step where every run has points: up to the shortest run, as before
-        grid = np.unique(np.concatenate([c[1][c[1] <= end] for c in curves]))
-    ys = np.stack([np.interp(grid, xs, vs) for _, xs, vs in curves])  # [runs, len(grid)]
+        grid = np.unique(np.concatenate([c[1][c[1] <= end] for c in averaged]))
+    ys = np.stack([np.interp(grid, xs, vs) for _, xs, vs in averaged])  # [runs, len(grid)]
     return {"label": kind.label(), "kind": kind, "curves": curves, "runs": [c[0] for c in curves],
+            "left_out": [c[0] for c in curves if not any(c is a for a in averaged)],
             "x": grid, "mean": ys.mean(0), "low": ys.min(0), "high": ys.max(0)}
 
 
@@ -269,9 +273,10 @@ def _draw_groups(groups: list[dict[str, Any]], output: str, metric: str, xlabel:
                     marker="o" if len(xs) == 1 else None,  # one point: a dot, not nothing
                     **({"color": color} if len(groups) > 1 else {}))
         head = f"{g['label']}: " if len(groups) > 1 else ""
-        ax.plot(g["x"], g["mean"], lw=2.2, color=color, label=f"{head}mean of {len(g['runs'])} run(s)",
+        averaged = len(g["runs"]) - len(g["left_out"])
+        ax.plot(g["x"], g["mean"], lw=2.2, color=color, label=f"{head}mean of {averaged} run(s)",
                 marker="o" if len(g["x"]) == 1 else None)
-        if len(g["runs"]) > 1:
+        if averaged > 1:
             ax.fill_between(g["x"], g["low"], g["high"], color=color if len(groups) > 1 else "gray",
                             alpha=0.2, label=f"{head}min-max over runs")
     ax.set_xlabel(xlabel)
@@ -303,9 +308,10 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
     runs (see :func:`find_runs`); one sweep run alone is drawn by :func:`plot_sweep`.
 
     Returns:
-      ``{"groups": [{"label", "runs", "x", "mean", "low", "high"}, ...]}`` (the
-      arrays float64, on the x values of the group's shortest run; ``x`` in env
-      steps per member for sweeps), ``"runs"``: every run drawn (runs that never
+      ``{"groups": [{"label", "runs", "left_out", "x", "mean", "low", "high"}, ...]}``
+      (the arrays float64, on the x values of the group's shortest run; ``x`` in env
+      steps per member for sweeps; ``left_out``: runs of one value drawn but not
+      averaged, when others have a line), ``"runs"``: every run drawn (runs that never
       logged ``metric`` are left out), ``"x_label"``, ``"legend"`` (its
       labels); with one group, also its
       ``"x"``, ``"mean"``, ``"low"`` and ``"high"``.
@@ -326,7 +332,8 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
         raise ValueError(_one_value_each(groups, metric, x))
     xlabel = x_label(x, any(g["kind"].kind != run_kind.SINGLE for g in groups))
     legend = _draw_groups(groups, output, metric, xlabel, title)
-    out: dict[str, Any] = {"groups": [{**{k: g[k] for k in ("label", "runs", "x", "mean", "low", "high")},
+    out: dict[str, Any] = {"groups": [{**{k: g[k] for k in ("label", "runs", "left_out", "x", "mean",
+                                                             "low", "high")},
                                        "members": g["kind"].members} for g in groups],
                            "runs": [r for g in groups for r in g["runs"]], "x_label": xlabel,
                            "legend": legend}
@@ -387,7 +394,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _final(group: dict[str, Any], x: str) -> str:
     where = "env steps per member" if x == "env_steps" and group.get("members", 1) > 1 else x
-    return f"final mean {group['mean'][-1]:.4g} at {where}={group['x'][-1]:.0f}"
+    left = group.get("left_out")
+    return (f"final mean {group['mean'][-1]:.4g} at {where}={group['x'][-1]:.0f}"
+            + (f" (left out of the mean, one value each: {', '.join(left)})" if left else ""))
 
 
 def report(out: dict[str, Any], output: str, metric: str, x: str) -> str:
