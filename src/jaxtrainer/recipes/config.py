@@ -34,7 +34,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from jaxtrainer import envs
+from jaxtrainer import envs, run_layout
 from jaxtrainer.arguments import did_you_mean
 from jaxtrainer.envs.registry import unknown as unknown_env
 from jaxtrainer.formatting import fixed
@@ -168,6 +168,16 @@ def _leaf_keys(node: DictConfig, prefix: str = "") -> list[str]:
     return keys
 
 
+def _a_file(path: str | os.PathLike) -> str | os.PathLike:
+    """``path``, unless it is a directory (a run's, given for its config):
+    ValueError naming the run's config file where it has one."""
+    if os.path.isdir(path):
+        saved = os.path.join(path, run_layout.CONFIG_FILE)
+        hint = f": --config {saved} reruns that run's config" if os.path.isfile(saved) else ""
+        raise ValueError(f"--config {path} is a directory, expected a YAML file{hint}")
+    return path
+
+
 def load(path: str | os.PathLike, overrides: Sequence[str] = (),
          defaults: str | os.PathLike | None = None) -> DictConfig:
     """Load ``path`` and apply ``overrides`` (``"a.b=value"`` strings).
@@ -197,11 +207,7 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
         recipe of ``defaults``, or a ``path`` that is a directory.
     """
     setting, overrides = resume.take_setting(overrides)
-    if os.path.isdir(path):
-        saved = os.path.join(path, "config.yaml")
-        hint = f": --config {saved} reruns that run's config" if os.path.isfile(saved) else ""
-        raise ValueError(f"--config {path} is a directory, expected a YAML file{hint}")
-    base = OmegaConf.load(path)
+    base = OmegaConf.load(_a_file(path))
     recipe = Path(defaults if defaults is not None else path).stem
     named = base.pop("recipe", None) if isinstance(base, DictConfig) else None
     if named is not None and defaults is not None and str(named) != recipe:
