@@ -95,6 +95,8 @@ def test_a_run_started_from_python_loads_with_its_module(pmap_run, tmp_path):
     run, module, trainer = pmap_run
     act = jt.load_policy(run / "checkpoints" / "4", module=module)  # config.yaml not read
     np.testing.assert_array_equal(act(observations(16)), jt.load_policy(run)(observations(16)))
+    # greedy unless given a key: the repr said "stochastic=True", read as "samples"
+    assert repr(act).endswith("step=4, greedy; samples given a key)"), repr(act)
     with pytest.raises(FileNotFoundError, match=r"no checkpoint in .*: expected a run directory"):
         jt.load_policy(tmp_path)
 

@@ -235,7 +235,8 @@ class Policy:
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.env.name!r}, checkpoint={self.checkpoint!r}, "
-                f"step={self.global_step}, stochastic={self.stochastic})")
+                f"step={self.global_step}, greedy; "
+                f"{'samples given a key' if self.stochastic else 'deterministic'})")
 
 
 class RecurrentPolicy(Policy):
