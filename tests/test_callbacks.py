@@ -96,7 +96,96 @@ def test_early_stopping_at_step_4_calls_on_train_end_once(run_dir):
     assert t.stop_reason.startswith("EarlyStopping: score did not improve")
     assert ckpt.find_last(run_dir).name == "4"  # save_last
     meta = ckpt.read_meta(ckpt.find_last(run_dir))
-    assert meta["callbacks"]["EarlyStopping[score]"]["wait_count"] == 2
+    assert meta["callbacks"][es.state_key]["wait_count"] == 2
+
+
+class Scores(jt.Callback):
+    """Adds ``score`` to the metrics of each step from ``values`` (step -> value)."""
+
+    def __init__(self, values):
+        self.values = values
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if trainer.global_step in self.values:
+            metrics["score"] = self.values[trainer.global_step]
+
+
+class Counter(jt.Callback):
+    """Lightning's documented stateful callback: counts steps or evaluations; its
+    ``state_key`` names what it counts (``verbose`` is left out on purpose)."""
+
+    def __init__(self, what="steps", verbose=True):
+        self.what, self.verbose, self.state = what, verbose, {"steps": 0, "evaluations": 0}
+
+    @property
+    def state_key(self):
+        return f"Counter[what={self.what}]"
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        self.state["steps"] += self.what == "steps"
+
+    def on_evaluation_end(self, trainer, module, metrics):
+        self.state["evaluations"] += self.what == "evaluations"
+
+    def state_dict(self):
+        return dict(self.state)
+
+    def load_state_dict(self, state_dict):
+        self.state.update(state_dict)
+
+
+class Restored(jt.Callback):
+    """Records ``[cb.state_dict() for cb in callbacks]`` when training starts."""
+
+    def __init__(self, callbacks):
+        self.callbacks, self.seen = callbacks, None
+
+    def on_train_start(self, trainer, module):
+        self.seen = [cb.state_dict() for cb in self.callbacks]
+
+
+@pytest.mark.parametrize("strategy,devices", [("single", 1), ("pmap", 4)])
+def test_two_early_stoppings_with_another_patience_each_resume_their_own_state(
+        run_dir, strategy, devices):
+    # "score" does not improve after step 1: patience=2 stops at step 3, patience=5 waits on
+    def make():
+        return [jt.EarlyStopping("score", mode="min", patience=p) for p in (2, 5)]
+
+    first = make()
+    t = toys.trainer(run_dir, strategy=strategy, devices=devices, max_steps=8,
+                     callbacks=[Scores({s: 1.0 + s for s in range(1, 9)}), *first,
+                                jt.ModelCheckpoint(async_save=False)])
+    t.fit(toys.Regression())
+    assert t.global_step == 3 and [e.stopped_step for e in first] == [3, None]
+    resumed = make()
+    probe = Restored(resumed)
+    t = toys.trainer(run_dir, strategy=strategy, devices=devices, max_steps=4,
+                     callbacks=[Scores({4: 9.0}), *resumed, probe])
+    t.fit(toys.Regression(), ckpt_path="last")
+    assert probe.seen == [{"best_score": 2.0, "wait_count": 2, "stopped_step": 3},
+                          {"best_score": 2.0, "wait_count": 1, "stopped_step": None}]
+
+
+def test_lightnings_counter_example_resumes_each_counter_and_duplicates_are_refused(
+        run_dir, monkeypatch):
+    counters = [Counter("steps"), Counter("evaluations", verbose=False)]
+    toys.trainer(run_dir, max_steps=4, eval_every_n_steps=2, callbacks=[
+        *counters, jt.ModelCheckpoint(async_save=False)]).fit(toys.Regression())
+    assert [c.state for c in counters] == [{"steps": 4, "evaluations": 0},
+                                           {"steps": 0, "evaluations": 2}]
+    resumed = [Counter("steps"), Counter("evaluations")]
+    t = toys.trainer(run_dir, max_steps=6, eval_every_n_steps=2, callbacks=resumed)
+    t.fit(toys.Regression(), ckpt_path="last")
+    assert [c.state for c in resumed] == [{"steps": 6, "evaluations": 0},
+                                          {"steps": 0, "evaluations": 3}]
+
+    class Plain(Counter):  # the class name alone: two instances would share one entry
+        state_key = jt.Callback.state_key
+
+    t = toys.no_compile_trainer(monkeypatch)
+    t.callbacks += [Plain("steps"), Plain("evaluations")]
+    with pytest.raises(ValueError, match=r"share the checkpoint state key '[\w.<>]*Plain'.*state_key"):
+        t.fit(toys.Regression())
 
 
 @pytest.mark.parametrize("kw,values,stop", [

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
+from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.checkpoint.resolve import NAMES, Accept, Resolved, resolve
 from jaxtrainer.distributed import keys
@@ -41,6 +42,57 @@ def meta(trainer: Trainer) -> dict[str, Any]:
             "num_devices": trainer.num_devices,
             "run_dir": os.path.abspath(trainer.log_dir),  # whose checkpoint this is
             "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks}}
+
+
+def _has_state(callback: Callback) -> bool:
+    """Whether ``callback``'s class defines a ``state_dict`` (saved in checkpoints)."""
+    return type(callback).state_dict is not Callback.state_dict
+
+
+def refuse_shared_state_keys(trainer: Trainer) -> None:
+    """Refuse, before anything is written or compiled, two callbacks with state
+    whose :attr:`~jaxtrainer.Callback.state_key` is equal: one checkpoint entry
+    would hold the state of one and be handed to both on a resume.
+
+    Raises:
+      ValueError: naming the key, the two callbacks and the fix.
+    """
+    seen: dict[str, Callback] = {}
+    for cb in trainer.callbacks:
+        if not _has_state(cb):
+            continue
+        key = cb.state_key
+        if key in seen:
+            raise ValueError(
+                f"callbacks {type(seen[key]).__name__} and {type(cb).__name__} share the "
+                f"checkpoint state key {key!r}: each needs its own, or a resume would give both "
+                "the state of one; give them different arguments (e.g. a ModelCheckpoint its "
+                "own dirpath), or define state_key on the callback class to include the "
+                "arguments that make instances distinct")
+        seen[key] = cb
+
+
+def _states_of(callbacks: list[Callback], states: dict[str, Any]) -> list[tuple[Callback, Any]]:
+    """Each callback's entry of the checkpoint's callback ``states``: the one under
+    its :attr:`~jaxtrainer.Callback.state_key`; where none is, and the checkpoint
+    holds exactly one unclaimed entry of that callback's class (its key is the
+    class name, or starts with it and ``[``: a key written with other arguments,
+    e.g. another ``every_n_steps``, or by an older version) for exactly one
+    unclaimed callback of that class, that one."""
+    found = [(cb, states[cb.state_key]) for cb in callbacks if cb.state_key in states]
+    claimed = {cb.state_key for cb, _ in found}
+
+    def class_of(key: str) -> str:
+        return key.split("[", 1)[0]
+
+    left = [cb for cb in callbacks if cb.state_key not in states and _has_state(cb)]
+    unclaimed = [k for k in states if k not in claimed]
+    for name in {type(cb).__qualname__ for cb in left}:
+        mine = [cb for cb in left if type(cb).__qualname__ == name]
+        theirs = [k for k in unclaimed if class_of(k) == name]
+        if len(mine) == 1 and len(theirs) == 1:
+            found.append((mine[0], states[theirs[0]]))
+    return found
 
 
 def check(trainer: Trainer, path: Path, abstract_state: Any, module: Module | None = None) -> None:
@@ -107,10 +159,8 @@ def restore(trainer: Trainer, module: Module, path: Path,
     trainer.state = module.resumed_state(trainer.state, lambda: trainer.strategy.init_state(
         module, keys.sub_key(keys.stream_key(trainer.root_key, keys.INIT_STREAM),
                              trainer.global_step)))
-    states = stored.get("callbacks", {})
-    for cb in trainer.callbacks:
-        if cb.state_key in states:
-            cb.load_state_dict(states[cb.state_key])
+    for cb, state in _states_of(trainer.callbacks, stored.get("callbacks") or {}):
+        cb.load_state_dict(state)
     return stored
 
 

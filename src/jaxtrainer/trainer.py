@@ -431,6 +431,7 @@ class Trainer:
         fit_setup.require_budget(self)
         self.prepare(module)
         refuse_unlogged_evaluation_monitors(self, module)
+        checkpoint_connector.refuse_shared_state_keys(self)
         resume, step = fit_setup.resolve_resume(self, module, ckpt_path)
         self.ckpt_path = os.fspath(resume) if resume is not None else None
         fit_run.reset(self)

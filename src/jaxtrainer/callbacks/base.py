@@ -79,8 +79,20 @@ class Callback:
 
     @property
     def state_key(self) -> str:
-        """Key of this callback's ``state_dict`` in checkpoints (unique per class)."""
+        """Key of this callback's ``state_dict`` in checkpoints: the class name
+        here. A callback with state of which a Trainer may hold several (one
+        per metric, say) returns the class name plus the arguments that make
+        instances distinct, e.g. ``f"Counter[what={self.what}]"`` (as in
+        Lightning). ``fit`` refuses two callbacks with a ``state_dict`` whose
+        keys are equal, before anything compiles; a resume restores each its
+        own entry (where the arguments in a key changed, e.g. a longer
+        ``patience``, the single callback of that class takes the single entry
+        of its class)."""
         return type(self).__qualname__
+
+    def _key_of(self, **arguments: Any) -> str:
+        """``ClassName[a=1,b='x']``: a :attr:`state_key` from the arguments given."""
+        return f"{type(self).__qualname__}[{','.join(f'{k}={v!r}' for k, v in arguments.items())}]"
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None: ...
 

@@ -72,7 +72,12 @@ class EarlyStopping(Callback):
 
     @property
     def state_key(self) -> str:
-        return f"EarlyStopping[{self.monitor}]"
+        """Distinct for EarlyStoppings that differ in any argument (two on one
+        metric with different ``patience`` each keep their own counter)."""
+        return self._key_of(monitor=self.monitor, mode=self.mode, patience=self.patience,
+                            min_delta=self.min_delta, stopping_threshold=self.stopping_threshold,
+                            divergence_threshold=self.divergence_threshold,
+                            check_finite=self.check_finite)
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         return not self.monitor.startswith("eval/")

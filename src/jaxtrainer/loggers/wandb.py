@@ -99,6 +99,10 @@ class WandbLogger(Logger):
             self.run.finish(exit_code=0 if status == "success" else 1)
             self.run = None
 
+    @property
+    def state_key(self) -> str:
+        return self._key_of(project=self.project, name=self.name)
+
     def state_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id}
 
