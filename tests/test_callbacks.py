@@ -99,17 +99,6 @@ def test_early_stopping_at_step_4_calls_on_train_end_once(run_dir):
     assert meta["callbacks"][es.state_key]["wait_count"] == 2
 
 
-class Scores(jt.Callback):
-    """Adds ``score`` to the metrics of each step from ``values`` (step -> value)."""
-
-    def __init__(self, values):
-        self.values = values
-
-    def on_train_steps_end(self, trainer, module, metrics):
-        if trainer.global_step in self.values:
-            metrics["score"] = self.values[trainer.global_step]
-
-
 class Counter(jt.Callback):
     """Lightning's documented stateful callback: counts steps or evaluations; its
     ``state_key`` names what it counts (``verbose`` is left out on purpose)."""
@@ -153,14 +142,14 @@ def test_two_early_stoppings_with_another_patience_each_resume_their_own_state(
 
     first = make()
     t = toys.trainer(run_dir, strategy=strategy, devices=devices, max_steps=8,
-                     callbacks=[Scores({s: 1.0 + s for s in range(1, 9)}), *first,
+                     callbacks=[toys.Scores({s: 1.0 + s for s in range(1, 9)}), *first,
                                 jt.ModelCheckpoint(async_save=False)])
     t.fit(toys.Regression())
     assert t.global_step == 3 and [e.stopped_step for e in first] == [3, None]
     resumed = make()
     probe = Restored(resumed)
     t = toys.trainer(run_dir, strategy=strategy, devices=devices, max_steps=4,
-                     callbacks=[Scores({4: 9.0}), *resumed, probe])
+                     callbacks=[toys.Scores({4: 9.0}), *resumed, probe])
     t.fit(toys.Regression(), ckpt_path="last")
     assert probe.seen == [{"best_score": 2.0, "wait_count": 2, "stopped_step": 3},
                           {"best_score": 2.0, "wait_count": 1, "stopped_step": None}]

@@ -5,6 +5,7 @@ that records step N's metrics, evaluation included."""
 import json
 import os
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -155,6 +156,74 @@ def test_checkpoint_at_step_n_records_metrics_of_step_n_including_eval(run_dir):
         scores = stored["callbacks"][mc.state_key]["scores"]
         assert scores[str(step)] == seen[step][1]
     assert mc.best_model_score == min(v[1] for v in seen.values())
+
+
+@pytest.mark.parametrize("strategy,devices", [("single", 1), ("pmap", 4)])
+def test_the_final_save_after_the_last_evaluation_is_not_ranked(run_dir, strategy, devices):
+    """eval/mse was measured at step 2, not 3: step 3 (save_last) must not tie
+    the best with step 2's value and delete it."""
+    mc = jt.ModelCheckpoint(monitor="eval/mse", mode="min", save_top_k=1, every_n_steps=2,
+                            async_save=False)
+    t = toys.trainer(run_dir, strategy=strategy, devices=devices, max_steps=3,
+                     eval_every_n_steps=2, callbacks=[mc])
+    t.fit(toys.Regression())
+    assert _steps(mc.dirpath) == [2, 3]  # the best and the newest
+    assert mc.best_model_path == os.path.join(mc.dirpath, "2")
+    assert ckpt.resolve(t.log_dir, "best") == Path(mc.dirpath) / "2"
+    scores = ckpt.read_meta(Path(mc.dirpath) / "3")["callbacks"][mc.state_key]["scores"]
+    assert scores == {"2": mc.best_model_score, "3": None}
+
+
+def test_saves_of_intervals_without_samples_are_not_ranked(run_dir):
+    """Episodes end at steps 4 and 7 only; steps 5 and 6 log no return, and an
+    equal return later (step 7) keeps the older best."""
+    mc = jt.ModelCheckpoint(monitor="train/episode_return", mode="max", save_top_k=1,
+                            every_n_steps=1, async_save=False)
+    t = toys.trainer(run_dir, max_steps=7, callbacks=[mc])
+    t.fit(toys.EnvCounter())
+    assert _steps(mc.dirpath) == [4, 7]
+    assert (mc.best_model_path, mc.best_model_score) == (os.path.join(mc.dirpath, "4"), 10.0)
+    assert ckpt.resolve(t.log_dir, "best") == Path(mc.dirpath) / "4"
+
+
+def _periodic_and_best(best_dir, every_n_steps=2):
+    """The README's pattern: a periodic ModelCheckpoint and a best-k one (by ``score``)."""
+    return [jt.ModelCheckpoint(every_n_steps=2, async_save=False),
+            jt.ModelCheckpoint(dirpath=best_dir, monitor="score", mode="min", save_top_k=1,
+                               every_n_steps=every_n_steps, async_save=False)]
+
+
+@pytest.mark.parametrize("strategy,devices", [("single", 1), ("pmap", 4)])
+def test_the_best_checkpoint_survives_a_resume_from_the_periodic_one(
+        run_dir, tmp_path, strategy, devices):
+    """Step 4 is the best; the resume (from the periodic checkpoint of step 4)
+    must still rank it, so step 6 (worse) does not replace it."""
+    scores = toys.Scores({2: 5.0, 4: 1.0, 6: 3.0})
+    best_dir = tmp_path / "best"
+    toys.trainer(run_dir, strategy=strategy, devices=devices, max_steps=4,
+                 callbacks=[scores, *_periodic_and_best(best_dir)]).fit(toys.Regression())
+    resumed = _periodic_and_best(best_dir)
+    t = toys.trainer(run_dir, strategy=strategy, devices=devices, max_steps=6,
+                     callbacks=[scores, *resumed])
+    t.fit(toys.Regression(), ckpt_path="last")
+    assert _steps(best_dir) == [4, 6]
+    assert (resumed[1].best_model_path, resumed[1].best_model_score) == (
+        os.fspath(best_dir / "4"), 1.0)
+    assert ckpt.resolve(best_dir, "best") == best_dir / "4"
+    assert ckpt.resolve(t.log_dir, "best") == best_dir / "4"
+
+
+def test_a_resume_with_another_every_n_steps_keeps_the_ranking(run_dir, tmp_path):
+    scores = toys.Scores({2: 1.0, 4: 5.0, 5: 4.0, 6: 3.0})
+    best_dir = tmp_path / "best"
+    toys.trainer(run_dir, max_steps=4, callbacks=[scores, *_periodic_and_best(best_dir)]).fit(
+        toys.Regression())
+    assert _steps(best_dir) == [2, 4]
+    resumed = _periodic_and_best(best_dir, every_n_steps=1)
+    toys.trainer(run_dir, max_steps=6, callbacks=[scores, *resumed]).fit(
+        toys.Regression(), ckpt_path="last")
+    assert _steps(best_dir) == [2, 6]
+    assert resumed[1].best_model_path == os.fspath(best_dir / "2")
 
 
 def test_save_on_exception_saves_the_last_state(run_dir):

@@ -148,6 +148,18 @@ def trainer(run_dir, **kw):
     return jt.Trainer(default_root_dir=run_dir, **kw)
 
 
+class Scores(jt.Callback):
+    """Adds ``score`` to the log row of the steps in ``values`` (step -> value);
+    give it before the callbacks that read it."""
+
+    def __init__(self, values: dict[int, float]) -> None:
+        self.values = values
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if trainer.global_step in self.values:
+            metrics["score"] = self.values[trainer.global_step]
+
+
 class StopAt(jt.Callback):
     """Stops a fit after ``step`` training steps, as an interruption would: the
     run keeps its budget (schedules over it are unchanged)."""

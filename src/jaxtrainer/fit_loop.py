@@ -181,6 +181,7 @@ class FitLoop:
         if t.should_stop and t.is_global_zero:
             print(f"jaxtrainer: stopping at step {t.global_step}: {t.stop_reason}", flush=True)
         t.call_hook("on_train_end", module)
+        model_checkpoint.save_due(t, module)  # save_last
 
     def interval_hooks(self, module: Module, call: Call, rows: list[dict[str, Any]],
                        seconds: float, ahead: bool) -> None:
@@ -224,9 +225,12 @@ class FitLoop:
         return host
 
     def report(self, module: Module, host: dict[str, float]) -> None:
+        """``on_train_steps_end`` with the log row ``host``, then the checkpoints
+        due at this step (once every callback has seen it)."""
         t = self.trainer
         t.call_hook("on_train_steps_end", module, host)
         t.callback_metrics.update(host)  # with what callbacks added (lr, throughput)
+        model_checkpoint.save_due(t, module)
 
     def flush(self, module: Module) -> None:
         """Report the log interval in progress when training ends between two

@@ -21,6 +21,7 @@ import jax
 
 from jaxtrainer import checkpoint_connector, fit_loop, fit_setup, lost_process, slurm
 from jaxtrainer import metrics as metrics_lib
+from jaxtrainer.callbacks import model_checkpoint
 from jaxtrainer.distributed import keys
 from jaxtrainer.lost_process import ProcessLost
 from jaxtrainer.signals import Preempted
@@ -94,6 +95,11 @@ def fail(trainer: Trainer, module: Module, exc: BaseException) -> ProcessLost | 
     says another process of the run died (its line printed), else ``None``."""
     trainer.programs.cancel()
     call_all_safely(trainer, "on_exception", module, exc)
+    try:  # save_on_exception
+        model_checkpoint.save_due(trainer, module)
+    except Exception:
+        print(f"jaxtrainer: saving a checkpoint raised while handling another error:\n"
+              f"{traceback.format_exc()}", file=sys.stderr)
     call_all_safely(trainer, "teardown", module, "fit")
     if isinstance(exc, Preempted) and trainer.is_global_zero:
         then = slurm.requeue_after(exc.signum, trainer.requeue) or \

@@ -22,11 +22,12 @@ class ModelCheckpoint(Callback):
     """Save the module state, trainer counters, root PRNG key and every
     callback's ``state_dict()`` to ``<log_dir>/checkpoints/<step>``.
 
-    Saves happen at log-interval boundaries after every other callback's
-    ``on_train_steps_end`` (``order = 100``), so a checkpoint at step N records
-    the metrics of the interval ending at N, evaluation included (evaluation runs
-    before ``on_train_steps_end``), and the
-    callback states after they saw them (exact resume).
+    Saves happen at log-interval boundaries once every callback's
+    ``on_train_steps_end`` has run (likewise after ``on_train_end`` and
+    ``on_exception``), so a checkpoint at step N records the metrics of the
+    interval ending at N, evaluation included (evaluation runs before
+    ``on_train_steps_end``), and every callback's state after it saw them, the
+    rankings of the other ModelCheckpoints saving at N included (exact resume).
 
     Saves are atomic (orbax writes to a temporary directory and renames it when
     complete; :func:`jaxtrainer.checkpoint.latest_step_dir` ignores unfinished
@@ -70,8 +71,12 @@ class ModelCheckpoint(Callback):
         (training steps; checked at log boundaries); ``None`` = not by step count.
       every_n_seconds: save when this much wall time (seconds) passed since the
         last save; ``None`` = not by time.
-      monitor: metric name ranking checkpoints for ``save_top_k``. A checkpoint
-        saved before the metric was first logged ranks last.
+      monitor: metric name ranking checkpoints for ``save_top_k``. Only a
+        checkpoint of a step where the metric was measured (in that step's log
+        row or evaluation) is ranked; others (saved before it was first logged,
+        the final save after the last evaluation, a time-based save, an
+        interval without samples) rank last and never displace a ranked one.
+        Equal values keep the older checkpoint.
       mode: ``"max"`` or ``"min"``; a ``monitor`` without ``mode`` warns and uses ``"min"`` for a
         loss or an error, ``"max"`` for other metrics (as EarlyStopping).
       save_top_k: keep the best ``k`` checkpoints by ``monitor`` plus the newest
@@ -131,6 +136,8 @@ class ModelCheckpoint(Callback):
         self._last_saved_step = -1
         self._refused_step: int | None = None  # step whose non-finite state was refused
         self._metrics: dict[str, float] = {}
+        self._measured: int | None = None  # the step where ``monitor`` was last measured
+        self._save_due = False  # a save found due at this step, written by :func:`save_due`
         self._failed = self._quiet = False
         self._unpruned: int | None = None  # newest save, pruning pending until it is complete
 
@@ -151,6 +158,7 @@ class ModelCheckpoint(Callback):
         self.best_model_score = self.best_model_path = self.last_model_path = None
         self._scores, self._last_saved_step, self._refused_step = {}, -1, None
         self._metrics, self._failed, self._unpruned, self._quiet = {}, False, None, False
+        self._measured, self._save_due = None, False
         self._check_not_another_runs(trainer)
         self._mgr = ckpt.manager(self.dirpath, async_save=self.async_save)
         self._last_time = time.monotonic()
@@ -211,17 +219,21 @@ class ModelCheckpoint(Callback):
             return True
         return bool(self.every_n_seconds and time.monotonic() - self._last_time >= self.every_n_seconds)
 
-    def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+    def _seen(self, trainer: Trainer, metrics: dict[str, float]) -> None:
         self._metrics.update(metrics)
-        if self._due(trainer):
-            self.save(trainer, module)
+        if self.monitor is not None and self.monitor in metrics:
+            self._measured = trainer.global_step
+
+    def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
+        self._seen(trainer, metrics)
+        self._save_due = self._save_due or self._due(trainer)
 
     def on_evaluation_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
-        self._metrics.update(metrics)
+        self._seen(trainer, metrics)
 
     def on_train_end(self, trainer: Trainer, module: Module) -> None:
         if self.save_last and self._last_saved_step != trainer.global_step:
-            self.save(trainer, module)
+            self._save_due = True
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
         self._failed = True  # teardown then waits for process 0's writes without a collective
@@ -238,7 +250,7 @@ class ModelCheckpoint(Callback):
                           "(a fused call's hooks were running); the last checkpoint is "
                           f"{self.last_model_path}", file=sys.stderr, flush=True)
             elif self._last_saved_step != trainer.global_step:
-                self.save(trainer, module)
+                self._save_due = True
 
     def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
         if self._mgr is not None:
@@ -281,6 +293,10 @@ class ModelCheckpoint(Callback):
             return -math.inf
         return s if self.mode == "max" else -s
 
+    def _rank(self, step: int) -> tuple[float, int]:
+        """Sort key, best first when reversed: the better score, on a tie the older step."""
+        return self._score(step), -step
+
     def _prune(self, newest: int) -> None:
         if self.save_top_k == -1:
             return
@@ -292,7 +308,7 @@ class ModelCheckpoint(Callback):
         if self.monitor is None:
             keep = set(steps[-self.save_top_k:])
         else:
-            ranked = sorted(steps, key=lambda s: (self._score(s), s), reverse=True)
+            ranked = sorted(steps, key=self._rank, reverse=True)
             keep = set(ranked[:self.save_top_k])
         keep.add(newest)
         for s in steps:
@@ -311,6 +327,19 @@ class ModelCheckpoint(Callback):
           RuntimeError: called outside ``fit``; or, on every process but 0,
             writing failed on process 0.
         """
+        if not self._prepare(trainer):
+            return None
+        self._write(trainer)
+        return self.last_model_path
+
+    def _prepare(self, trainer: Trainer) -> bool:
+        """A save's first half: ask for the previous save's pruning and rank this
+        step (best and last paths), so that every checkpoint written at this
+        step holds this ranking. False: nothing is saved (the state is not finite).
+
+        Raises:
+          RuntimeError: as :meth:`save`.
+        """
         step = trainer.global_step
         if trainer.state_ahead:
             raise RuntimeError(
@@ -323,39 +352,42 @@ class ModelCheckpoint(Callback):
                 last = self.last_model_path or "none was written in this run"
                 print(f"jaxtrainer: ModelCheckpoint: not saving step {step}: the state is not finite; "
                       f"the last good checkpoint: {last}", flush=True)
-            return None
+            return False
         if self._mgr is None:
             raise RuntimeError("ModelCheckpoint.save called outside fit")
         self._commit()  # the previous save is complete: prune what it replaces
-        metrics = dict(self._metrics)
+        measured = self.monitor is not None and self._measured == step
+        self._scores[step] = self._metrics.get(self.monitor) if measured else None
         if self.monitor is not None:
-            score = metrics.get(self.monitor)
-            self._scores[step] = score
-            if score is not None and not math.isnan(score) and (
-                    self.best_model_score is None
-                    or (score > self.best_model_score if self.mode == "max" else score < self.best_model_score)):
-                self.best_model_score = score
-                self.best_model_path = os.path.join(self.dirpath, str(step))
-        else:
-            self._scores[step] = None
+            on_disk = set(self._mgr.all_steps()) | {step}
+            ranked = [s for s in self._scores if s in on_disk and self._score(s) > -math.inf]
+            if ranked:
+                best = max(ranked, key=self._rank)
+                self.best_model_score = self._scores[best]
+                self.best_model_path = os.path.join(self.dirpath, str(best))
         self.last_model_path = os.path.join(self.dirpath, str(step))
+        return True
+
+    def _write(self, trainer: Trainer) -> None:
+        """A save's second half, after :meth:`_prepare`: write the checkpoint of this step."""
+        step = trainer.global_step
         if step in self._mgr.all_steps():  # left by a run resumed from an earlier checkpoint
             self._mgr.delete(step)
         self._unpruned = step  # pruned once this save is complete (next save, teardown)
-        trainer.save_checkpoint(self._mgr, metrics={k: v for k, v in metrics.items()
+        trainer.save_checkpoint(self._mgr, metrics={k: v for k, v in self._metrics.items()
                                                     if isinstance(v, (int, float))})
         self._last_saved_step = step
         self._last_time = time.monotonic()
         if not self.async_save:
             self._commit()
-        return self.last_model_path
 
     def save_now(self, trainer: Trainer, module: Module) -> str | None:
         """Save the current step unless already saved, and block every process
         until process 0 has written every checkpoint file (used on preemption;
         a collective)."""
         if self._last_saved_step != trainer.global_step:
-            self.save(trainer, module)
+            self._save_due = True
+            save_due(trainer, module)
         self._commit()
         return self.last_model_path
 
@@ -371,12 +403,33 @@ class ModelCheckpoint(Callback):
         self._scores = {int(k): v for k, v in state_dict.get("scores", {}).items()}
 
 
+def save_due(trainer: Trainer, module: Module) -> None:
+    """Write the saves every ModelCheckpoint of ``trainer`` found due at this
+    step (in its ``on_train_steps_end``, ``on_train_end`` or ``on_exception``),
+    once every callback has run that hook: first each ranks the step, then each
+    writes, so every checkpoint of the step holds every ModelCheckpoint's
+    ranking of it. The Trainer calls it after those hooks; a collective.
+
+    Raises:
+      jaxtrainer.checkpoint.CheckpointWriteError, RuntimeError: as
+        :meth:`ModelCheckpoint.save`.
+    """
+    savers = [cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint) and cb._save_due]
+    for cb in savers:
+        cb._save_due = False
+    for cb in [cb for cb in savers if cb._prepare(trainer)]:
+        cb._write(trainer)
+
+
 def save_now(trainer: Trainer, module: Module) -> str:
     """Save the current step with every ModelCheckpoint (or a plain manager
     under ``<log_dir>/checkpoints`` when there is none), wait until the files
     are complete, and return the newest checkpoint path (used on preemption)."""
     savers = [cb for cb in trainer.callbacks if isinstance(cb, ModelCheckpoint)]
     path = ""
+    for cb in savers:
+        cb._save_due = cb._last_saved_step != trainer.global_step
+    save_due(trainer, module)
     for cb in savers:
         path = cb.save_now(trainer, module) or path
     if not savers:
