@@ -354,6 +354,65 @@ def test_save_on_exception_inside_a_fused_call_says_why_it_did_not_save(run_dir,
         assert "not saving on OSError at step 8" in capsys.readouterr().err
 
 
+class RaisesOnce(jt.Callback):
+    """Raises in ``hook`` at ``step`` (a user callback's bug, fixed before the resume)."""
+
+    def __init__(self, hook, step):
+        self.hook, self.step = hook, step
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if self.hook == "on_train_steps_end" and trainer.global_step == self.step:
+            raise RuntimeError(f"bug at step {self.step}")
+
+    def on_evaluation_end(self, trainer, module, metrics):
+        if self.hook == "on_evaluation_end" and trainer.global_step == self.step:
+            raise RuntimeError(f"bug at step {self.step}")
+
+
+def _csv_steps(log_dir):
+    with open(os.path.join(log_dir, "metrics.csv")) as f:
+        return [int(float(r["step"])) for r in csv.DictReader(f) if r.get("loss")]
+
+
+@pytest.mark.parametrize("strategy,devices", [("single", 1), ("pmap", 4)])
+def test_a_resume_from_the_checkpoint_of_a_callbacks_exception_runs_that_steps_hooks(
+        run_dir, strategy, devices):
+    """The bug at step 3 cut step 3's hooks before EarlyStopping and the CSV logger;
+    the resume gives them step 3, so the run equals one without the bug: the
+    metrics row of step 3 is there and patience=3 stops at step 4."""
+    def callbacks(*first):
+        return [toys.Scores({s: float(s) for s in range(1, 9)}), *first,
+                jt.EarlyStopping("score", mode="min", patience=3), jt.CSVLogger(),
+                jt.ModelCheckpoint(save_on_exception=True, async_save=False)]
+
+    t = toys.trainer(run_dir, strategy=strategy, devices=devices, max_steps=8,
+                     callbacks=callbacks(RaisesOnce("on_train_steps_end", 3)))
+    with pytest.raises(RuntimeError, match="bug at step 3"):
+        t.fit(toys.Regression())
+    resumed = callbacks()
+    t = toys.trainer(run_dir, strategy=strategy, devices=devices, max_steps=8, callbacks=resumed)
+    t.fit(toys.Regression(), ckpt_path="last")
+    assert t.global_step == 4 and resumed[1].stopped_step == 4
+    assert _csv_steps(t.log_dir) == [1, 2, 3, 4]
+
+
+def test_a_resume_after_an_exception_in_on_evaluation_end_runs_that_steps_hooks(run_dir):
+    def callbacks(*first):
+        return [*first, Counter("steps"), Counter("evaluations"), jt.CSVLogger(),
+                jt.ModelCheckpoint(save_on_exception=True, async_save=False)]
+
+    t = toys.trainer(run_dir, max_steps=4, eval_every_n_steps=2,
+                     callbacks=callbacks(RaisesOnce("on_evaluation_end", 2)))
+    with pytest.raises(RuntimeError, match="bug at step 2"):
+        t.fit(toys.Regression())
+    resumed = callbacks()
+    t = toys.trainer(run_dir, max_steps=4, eval_every_n_steps=2, callbacks=resumed)
+    t.fit(toys.Regression(), ckpt_path="last")
+    assert [c.state for c in resumed[:2]] == [{"steps": 4, "evaluations": 0},
+                                              {"steps": 0, "evaluations": 2}]
+    assert _csv_steps(t.log_dir) == [1, 2, 3, 4]
+
+
 class StopAt(jt.Callback):
     def on_train_steps_end(self, trainer, module, metrics):
         if trainer.global_step == 4:

@@ -41,7 +41,9 @@ def meta(trainer: Trainer) -> dict[str, Any]:
             "seed": trainer.seed, "strategy": type(trainer.strategy).__name__,
             "num_devices": trainer.num_devices,
             "run_dir": os.path.abspath(trainer.log_dir),  # whose checkpoint this is
-            "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks}}
+            "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
+            # hook calls of this step that an exception kept from some callbacks
+            "unfinished_hooks": list(trainer._unfinished_hooks)}
 
 
 def _has_state(callback: Callback) -> bool:
@@ -161,6 +163,7 @@ def restore(trainer: Trainer, module: Module, path: Path,
                              trainer.global_step)))
     for cb, state in _states_of(trainer.callbacks, stored.get("callbacks") or {}):
         cb.load_state_dict(state)
+    trainer._hooks_to_replay = list(stored.get("unfinished_hooks") or [])
     return stored
 
 

@@ -53,6 +53,7 @@ def reset(trainer: Trainer) -> None:
     trainer.global_step, trainer.env_steps, trainer.should_stop, trainer.stop_reason = 0, 0, False, None
     trainer.state_is_valid, trainer.received_signal, trainer.callback_metrics = True, None, {}
     trainer.state_ahead = trainer.more_metrics_pending = False
+    trainer._unfinished_hooks, trainer._hooks_to_replay = [], []
 
 
 def start(trainer: Trainer, module: Module, resume: Path | None) -> None:
