@@ -7,6 +7,8 @@ Hook order for one ``fit`` (each hook receives ``trainer, module`` first)::
            [-> on_save_checkpoint(meta)] )*      # once per log interval
       -> on_train_end -> [on_save_checkpoint(meta)] -> on_fit_end -> teardown("fit")
 
+A ModelCheckpoint's save is written once every callback has run the hook.
+
 At an interval ending on a multiple of ``eval_every_n_steps`` the evaluation
 runs first, so ``on_train_steps_end`` (and a checkpoint taken there) sees the
 evaluation metrics of the same step. Within one hook, callbacks run sorted by
@@ -15,7 +17,10 @@ was spent or a callback set ``trainer.should_stop``.
 
 On an exception (preemption included): ``on_exception(exc)`` then
 ``teardown("fit")`` on every callback, even if one of them raises; the
-original exception is then re-raised unchanged. Callbacks run on every process (so collectives inside them
+original exception is then re-raised unchanged. A checkpoint written on it
+records the step's ``on_evaluation_end``/``on_train_steps_end`` calls that the
+exception kept from some callbacks; a resume from it makes those calls (after
+``on_train_start``) for those callbacks only. Callbacks run on every process (so collectives inside them
 stay in step); only I/O is limited to ``trainer.is_global_zero``.
 
 Reuse: one callback object may serve several ``fit`` calls (the same object in

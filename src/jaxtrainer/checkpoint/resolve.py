@@ -213,9 +213,7 @@ def _freshest_record(step_dir: Path) -> Path:
     """The checkpoint whose metadata holds the run's latest word on its best:
     among ``step_dir`` and the newest checkpoint of each of the run's
     checkpoints directories and of each monitored ModelCheckpoint's own
-    ``dirpath``, those that record a best, the latest step, written last. (With
-    several ModelCheckpoints, one that saves first records the monitored one's
-    best as it stood before that one saved.)"""
+    ``dirpath``, those that record a best, the latest step, written last."""
     candidates = [step_dir]
     if step_dir.parent.name.startswith(CHECKPOINTS):
         candidates += [latest_step_dir(d) for d in checkpoint_dirs(step_dir.parent.parent)]
