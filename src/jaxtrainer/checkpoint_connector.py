@@ -43,7 +43,7 @@ def meta(trainer: Trainer) -> dict[str, Any]:
             "run_dir": os.path.abspath(trainer.log_dir),  # whose checkpoint this is
             "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
             # hook calls of this step that an exception kept from some callbacks
-            "unfinished_hooks": list(trainer._unfinished_hooks)}
+            "unfinished_hooks": list(trainer.unfinished_hooks.cut)}
 
 
 def _has_state(callback: Callback) -> bool:
@@ -163,7 +163,7 @@ def restore(trainer: Trainer, module: Module, path: Path,
                              trainer.global_step)))
     for cb, state in _states_of(trainer.callbacks, stored.get("callbacks") or {}):
         cb.load_state_dict(state)
-    trainer._hooks_to_replay = list(stored.get("unfinished_hooks") or [])
+    trainer.unfinished_hooks.to_replay = list(stored.get("unfinished_hooks") or [])
     return stored
 
 

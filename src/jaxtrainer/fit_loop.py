@@ -150,7 +150,7 @@ class FitLoop:
         train_key = keys.stream_key(t.root_key, keys.TRAIN_STREAM)
         program = t.programs.train(module, t.peek_state(), train_key)
         t.call_hook("on_train_start", module)
-        self.replay(module)
+        t.unfinished_hooks.replay(t, module)  # a resume after an exception in a hook
         plan = self.plan(module, t.global_step)
         if plan:
             ACTIVITY.enter("training", first_call_line(t, plan))
@@ -184,20 +184,6 @@ class FitLoop:
         t.call_hook("on_train_end", module)
         model_checkpoint.save_due(t, module)  # save_last
 
-    def replay(self, module: Module) -> None:
-        """On a resume from a checkpoint written on an exception: run the hook calls
-        of its step that the exception kept from some callbacks (its log row, its
-        evaluation metrics) for those callbacks (by ``state_key``), so that the
-        resumed run logs that row and, e.g., an EarlyStopping counts that check."""
-        t = self.trainer
-        calls, t._hooks_to_replay = t._hooks_to_replay, []
-        for call in calls:
-            metrics, keys = dict(call["metrics"]), set(call["callbacks"])
-            for cb in [cb for cb in t.callbacks if cb.state_key in keys]:
-                getattr(cb, call["hook"])(t, module, metrics)
-            if call["hook"] == "on_train_steps_end":
-                t.callback_metrics.update(metrics)
-
     def interval_hooks(self, module: Module, call: Call, rows: list[dict[str, Any]],
                        seconds: float, ahead: bool) -> None:
         """Counters, evaluation and ``on_train_steps_end`` for each segment of a
@@ -226,7 +212,7 @@ class FitLoop:
                     t.run_evaluation(module)
                 except BaseException:  # the step's row reached no callback
                     if host is not None:
-                        t._record_unfinished("on_train_steps_end", host, t.callbacks)
+                        t.unfinished_hooks.record("on_train_steps_end", host, t.callbacks)
                     raise
             if host is not None:
                 self.report(module, host)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jaxtrainer import checkpoint_connector, fit_loop, fit_setup, lost_process, slurm
+from jaxtrainer import checkpoint_connector, fit_loop, fit_setup, hook_replay, lost_process, slurm
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.callbacks import model_checkpoint
 from jaxtrainer.distributed import keys
@@ -53,7 +53,7 @@ def reset(trainer: Trainer) -> None:
     trainer.global_step, trainer.env_steps, trainer.should_stop, trainer.stop_reason = 0, 0, False, None
     trainer.state_is_valid, trainer.received_signal, trainer.callback_metrics = True, None, {}
     trainer.state_ahead = trainer.more_metrics_pending = False
-    trainer._unfinished_hooks, trainer._hooks_to_replay = [], []
+    trainer.unfinished_hooks = hook_replay.UnfinishedHooks()
 
 
 def start(trainer: Trainer, module: Module, resume: Path | None) -> None:

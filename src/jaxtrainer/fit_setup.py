@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 
 from jaxtrainer import checkpoint_connector, module_record, run_kind, run_layout, slurm
+from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.checkpoint import run_lock, runs
 from jaxtrainer.module import Module, counted_members
@@ -37,6 +38,17 @@ def require_budget(trainer: Trainer) -> None:
         raise ValueError(f"{type(trainer).__name__}.fit needs a training budget: this trainer was "
                          "built with max_steps=None and max_env_steps=None; set max_steps or "
                          "max_env_steps (a trainer without one can only evaluate)")
+
+
+def check_callbacks(trainer: Trainer, module: Module) -> None:
+    """Refuse, before anything is written or compiled, an ``eval/`` monitor in a
+    fit that never evaluates and two callbacks sharing one checkpoint state key.
+
+    Raises:
+      ValueError: naming the callback(s) and the fix.
+    """
+    refuse_unlogged_evaluation_monitors(trainer, module)
+    checkpoint_connector.refuse_shared_state_keys(trainer)
 
 
 def resolve_resume(trainer: Trainer, module: Module,

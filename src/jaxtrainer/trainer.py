@@ -24,6 +24,7 @@ from jaxtrainer import (
     checkpoint_connector,
     fit_run,
     fit_setup,
+    hook_replay,
     module_record,
     slurm,
 )
@@ -31,7 +32,6 @@ from jaxtrainer import checkpoint as ckpt
 from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
-from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.compile_ahead import Programs
 from jaxtrainer.fit_loop import FitLoop, signals_and_phases
@@ -85,23 +85,19 @@ def _with_defaults(callbacks: list[Callback] | None, logger: bool, checkpointing
     return sorted(callbacks, key=lambda cb: int(getattr(cb, "order", 0)))
 
 
-_REPLAYED_HOOKS = ("on_evaluation_end", "on_train_steps_end")
-"""Hooks of a step that a resume delivers to the callbacks an exception kept from them."""
-
-
 def call_hooks(trainer: Trainer, hook: str, module: Module, args: tuple) -> None:
     """``Trainer.call_hook``: each callback's ``hook`` in order. While
     ``trainer.hook_seconds`` is a dict (a ``ProfilerCallback`` sets one during
     ``fit``), each call's seconds are added to it under ``(id(callback), hook)``.
-    A callback raising in one of :data:`_REPLAYED_HOOKS` leaves the call
-    unfinished for it and the callbacks after it (:meth:`Trainer._record_unfinished`)."""
+    A callback raising in ``on_evaluation_end`` or ``on_train_steps_end`` leaves
+    the call unfinished for it and the callbacks after it (:mod:`jaxtrainer.hook_replay`)."""
     for i, cb in enumerate(trainer.callbacks):
         start = time.perf_counter()
         try:
             getattr(cb, hook)(trainer, module, *args)
         except BaseException:
-            if hook in _REPLAYED_HOOKS:
-                trainer._record_unfinished(hook, args[0], trainer.callbacks[i:])
+            if hook in hook_replay.REPLAYED:
+                trainer.unfinished_hooks.record(hook, args[0], trainer.callbacks[i:])
             raise
         if trainer.hook_seconds is not None:
             key = (id(cb), hook)
@@ -263,10 +259,7 @@ class Trainer:
         self.received_signal: int | None = None
         self.callback_metrics: dict[str, float] = {}
         self.hook_seconds: dict[tuple[int, str], float] | None = None  # see call_hook
-        # hook calls of this step an exception kept from some callbacks (saved with a
-        # checkpoint written on it) and those a resumed checkpoint holds (run on resume)
-        self._unfinished_hooks: list[dict[str, Any]] = []
-        self._hooks_to_replay: list[dict[str, Any]] = []
+        self.unfinished_hooks = hook_replay.UnfinishedHooks()  # an exception's, a resume's
         self.rendezvous_count = 0  # how many rendezvous this Trainer held (their names differ)
 
     # ------------------------------------------------------------------ info
@@ -325,17 +318,6 @@ class Trainer:
         """Call callback hook ``hook`` (e.g. ``"on_train_start"``) on every
         callback, in order, with ``(trainer, module, *args)`` (:func:`call_hooks`)."""
         call_hooks(self, hook, module, args)
-
-    def _record_unfinished(self, hook: str, metrics: dict[str, Any], callbacks: list[Callback]) -> None:
-        """Record that ``hook`` with ``metrics`` did not reach ``callbacks`` at this
-        step (an exception ended the step's hooks): a checkpoint written now
-        says so, and a resume from it runs that hook for them
-        (:meth:`~jaxtrainer.fit_loop.FitLoop.replay`), so the resumed run is the
-        run whose hooks all saw the step."""
-        numbers = {k: v for k, v in metrics.items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        self._unfinished_hooks.append({"hook": hook, "metrics": numbers,
-                                       "callbacks": [cb.state_key for cb in callbacks]})
 
     # ---------------------------------------------------------------- state
     def rendezvous(self, what: str) -> None:
@@ -456,8 +438,7 @@ class Trainer:
             raise TypeError(f"fit expects a jaxtrainer.Module, got {type(module).__name__}")
         fit_setup.require_budget(self)
         self.prepare(module)
-        refuse_unlogged_evaluation_monitors(self, module)
-        checkpoint_connector.refuse_shared_state_keys(self)
+        fit_setup.check_callbacks(self, module)
         resume, step = fit_setup.resolve_resume(self, module, ckpt_path)
         self.ckpt_path = os.fspath(resume) if resume is not None else None
         fit_run.reset(self)
