@@ -119,15 +119,15 @@ class EpisodeStatistics(Module):
             best = layout.rank(layout.gather(population.current_fitness(state)))[0]
         else:
             best = jnp.int32(0)
-        is_best = (ids == best).astype(jnp.float32)
-        mask = ep.finished & (ids == best)[:, None]
+        is_best = ids == best
+        mask = ep.finished & is_best[:, None]
         metrics = {"eval/episodes": Sum.of(mask.astype(jnp.float32))}
         for name, values, m in zip(STATISTICS, (ep.returns, ep.lengths), means, strict=True):
             centre = m.total / jnp.maximum(m.count, 1.0)  # each member's own mean
             deviation = jnp.sum(jnp.where(ep.finished, (values - centre[:, None]) ** 2, 0.0), -1)
             metrics.update({
-                f"eval/{name}": Mean(jnp.sum(is_best * m.total), jnp.sum(is_best * m.count)),
-                f"eval/{name}_var": Mean(jnp.sum(is_best * deviation), jnp.sum(is_best * m.count)),
+                f"eval/{name}": m.over_members(is_best),
+                f"eval/{name}_var": Mean(deviation, m.count).over_members(is_best),
                 f"eval/{name}_min": Min.of(values, mask),
                 f"eval/{name}_max": Max.of(values, mask)})
         return metrics
