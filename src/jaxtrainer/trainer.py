@@ -131,7 +131,9 @@ class Trainer:
         result on any device count (episodes are numbered over all devices and
         draw their keys from the seed, the step and their number).
       callbacks: callbacks and loggers, a list (or one ``Callback``); TypeError otherwise.
-      seed: root of every PRNG key (init, per-step per-device keys, evaluation).
+      seed: root of every PRNG key (init, per-step per-device keys, evaluation):
+        any int, every bit of it (``jaxtrainer.distributed.keys.root_key``:
+        ``jax.random.key(seed)`` in ``[0, 2**32)``); ValueError for a non-int.
       default_root_dir: runs go to ``<default_root_dir>/version_<n>``.
       jit: ``False`` runs the programs under ``jax.disable_jit`` (debugging, tiny
         configs: slow, memory-hungry); ``shard_map`` still traces the step, so use

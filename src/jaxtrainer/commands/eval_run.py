@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from jaxtrainer import arguments
 from jaxtrainer.commands.eval_cli import BEST
 from jaxtrainer.distributed import member_scope, psum
+from jaxtrainer.distributed.keys import root_key
 from jaxtrainer.envs.evaluation import episode_share, run_episodes
 from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
@@ -234,7 +235,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     if population is not None and member is None:
         stats.member = member = population.default_member(trainer.state)
     if seed is not None:
-        trainer.root_key = trainer.strategy.to_global(jax.random.key(seed))
+        trainer.root_key = trainer.strategy.to_global(root_key(seed))
     ACTIVITY.enter(f"evaluating {stats.spec.eval_episodes} episodes",
                    f"evaluating {stats.spec.eval_episodes} episodes of step {trainer.global_step} ...")
     # Trainer's own evaluate: a PopulationTrainer's would wrap the (already wrapped) module
@@ -267,7 +268,7 @@ def _video(module: Module, state: Any, member: int | None, seed: int, video: Any
 
     spec, params = params_of(module, state, member)
     params = jax.device_put(jax.device_get(params))
-    key = jax.random.fold_in(jax.random.key(seed), VIDEO_KEY)
+    key = jax.random.fold_in(root_key(seed), VIDEO_KEY)
     return render.write_video(spec.env, spec.greedy, params, key, video, episodes,
                               spec.initial_carry)
 
