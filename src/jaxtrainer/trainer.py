@@ -158,7 +158,9 @@ class Trainer:
         ``False`` compiles it when first needed (no CPU spent when nothing
         evaluates). ``"auto"`` (the Trainer's default; the recipes set ``True``):
         ahead when ``fit`` evaluates (``eval_every_n_steps`` set); pass ``True``
-        when :meth:`evaluate` follows ``fit`` (the recipes do).
+        when :meth:`evaluate` follows ``fit`` (the recipes do). Ahead, an
+        ``evaluation_step`` that fails to trace fails ``fit`` before training,
+        one whose compile fails at the next log boundary.
       compilation_cache: JAX's persistent compilation cache, so a second run of
         the same programs (another seed or learning rate) loads them from disk
         instead of compiling: ``True`` in ``~/.cache/jaxtrainer/jax`` (or
