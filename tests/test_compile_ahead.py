@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -71,3 +72,54 @@ def test_a_fit_failing_before_training_leaves_no_compile_thread_waiting(run_dir,
     result = t.evaluate(Regression(per_device=False))
     assert np.isfinite(result["eval/mse"])
     assert events == ["compile_eval on MainThread"]
+
+
+class BrokenEvaluation(Regression):
+    """``evaluation_step`` adds arrays of shapes (3,) and (4,) (``shape``), or
+    returns an array of 3 values as one metric (``vector``)."""
+
+    def __init__(self, fault: str):
+        super().__init__(per_device=False)
+        self.fault = fault
+
+    def evaluation_step(self, state, key):
+        if self.fault == "shape":
+            return {"eval/mse": jnp.sum(state["params"]["w"] + jnp.ones(4))}
+        return {"eval/mse": jnp.ones(3)}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("devices", [1, 4])
+def test_a_broken_evaluation_step_fails_the_fit_before_training(run_dir, devices):
+    """Evaluated every 50 of 50 steps (the background compile's default): the fit
+    fails before its first training step, naming evaluation_step."""
+    t = trainer(run_dir, strategy="pmap" if devices > 1 else "single", devices=devices,
+                max_steps=50, log_every_n_steps=5, eval_every_n_steps=50,
+                compile_evaluation_ahead="auto")
+    with pytest.raises(TypeError, match=r"incompatible shapes.*\(3,\).*\(4,\)") as info:
+        t.fit(BrokenEvaluation("shape"))
+    assert t.global_step == 0
+    assert any("BrokenEvaluation.evaluation_step" in n for n in info.value.__notes__)
+
+
+@pytest.mark.timeout(120)
+def test_an_evaluation_step_returning_a_vector_fails_before_training(run_dir, monkeypatch):
+    """A metric of 3 values, with the evaluation only at the end (as the recipes'
+    compile_evaluation_ahead=True): the fit fails before training, not after. A
+    compile that fails after tracing fails the fit at a log boundary."""
+    t = trainer(run_dir, strategy="single", max_steps=50, log_every_n_steps=5,
+                compile_evaluation_ahead=True)
+    with pytest.raises(ValueError, match=r"evaluation_step metric 'eval/mse'.*shape \(3,\)"):
+        t.fit(BrokenEvaluation("vector"))
+    assert t.global_step == 0
+
+    def fail(self, *args):
+        raise RuntimeError("XLA compile failed")
+
+    monkeypatch.setattr(SingleDeviceStrategy, "compile_eval", fail)
+    t = trainer(run_dir / "xla", strategy="single", max_steps=50, log_every_n_steps=5,
+                compile_evaluation_ahead=True)
+    with pytest.raises(RuntimeError, match="XLA compile failed") as info:
+        t.fit(Regression(per_device=False))
+    assert 0 < t.global_step < 50 and t.global_step % 5 == 0
+    assert any("Regression.evaluation_step" in n for n in info.value.__notes__)

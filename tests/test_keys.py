@@ -81,3 +81,38 @@ def test_an_evaluation_gives_the_same_episodes_on_1_and_4_devices():
     assert set(one) == {"PPO", "SAC", "NeuroES"}
     for name in one:
         np.testing.assert_allclose(four[name], one[name], rtol=1e-6, err_msg=name)
+
+
+def _draws(run_dir, module, devices=1, **kw):
+    t = toys.trainer(run_dir, strategy="pmap" if devices > 1 else "single", devices=devices,
+                     max_steps=1, callbacks=[], logger=False, enable_checkpointing=False, **kw)
+    t.fit(module)
+    return t, jax.device_get(t.state)
+
+
+@pytest.mark.parametrize("devices", [1, 4])
+def test_every_bit_of_the_seed_reaches_the_keys(run_dir, devices):
+    """seed=2**32+7 does not reproduce seed=7, nor seed=-3 seed=2**32-3; a seed in
+    [0, 2**32) draws from key(seed) as before."""
+    draws = {s: np.asarray(_draws(run_dir / str(s), Draws(), devices, seed=s)[1]["draws"])
+             for s in (7, 2**32 + 7, -3, 2**32 - 3)}
+    for seed in (7, 2**32 - 3):
+        want = [jax.random.uniform(_readme_step_key(seed, 0, d), (1,))[0] for d in range(devices)]
+        np.testing.assert_array_equal(draws[seed], np.float32(want))
+    assert len({tuple(d.tolist()) for d in draws.values()}) == 4, draws
+
+
+def test_a_sweeps_seed_list_keeps_every_bit_of_each_seed(run_dir):
+    """Members of seeds 7, 2**32+7, 2**63 and -2**63 draw from four different keys,
+    seed 7's member as Trainer(seed=7) does."""
+    from jaxtrainer.population import Sweep
+
+    seeds = [7, 2**32 + 7, 2**63, -2**63]
+    _, state = _draws(run_dir, Sweep(Draws(), seeds=seeds, member_metrics=("u",)))
+    got = np.asarray(state.members["draws"])[:, 0]
+    assert len(set(got.tolist())) == 4, got
+    _, alone = _draws(run_dir / "alone", Draws(), seed=7)
+    assert got[0] == np.asarray(alone["draws"])[0]
+    # the host's samplers (a search's trials, Optuna) get a seed they accept, 7 kept
+    host = [keys.host_seed(s) for s in seeds]
+    assert host[0] == 7 and len(set(host)) == 4 and all(0 <= h < 2**32 for h in host)

@@ -40,7 +40,9 @@ class Pattern(jt.Module):
     """Reports the same per-step value under every reduction.
 
     ``per_device``: the value is ``pattern * 10 + device index`` (differs per device).
-    ``mask_from``: the masked metrics (``*_masked``) have samples only from that step.
+    ``mask_from``: the masked metrics (``*_masked``) have samples only from that
+    step, under a float mask (as brax's ``done``); before it the sample is a ratio
+    over the mask (``inf``), and beside it a ``nan`` is always masked out.
     """
 
     def __init__(self, per_device: bool = False, mask_from: int = 4):
@@ -55,15 +57,16 @@ class Pattern(jt.Module):
         x = pattern_value(step)
         if self.per_device:
             x = x * 10.0 + jd.axis_index().astype(jnp.float32)
-        on = step >= self.mask_from
+        on = (step >= self.mask_from).astype(jnp.float32)
         metrics = {"mean": x, "max": jt.Max.of(x), "min": jt.Min.of(x), "last": jt.Last.of(x),
                    "sum": jt.Sum.of(x)}
         for cls in (jt.Mean, jt.Max, jt.Min, jt.Last, jt.Sum):
-            metrics[f"{cls.__name__.lower()}_masked"] = cls.of(x[None], on[None])
+            metrics[f"{cls.__name__.lower()}_masked"] = cls.of(
+                jnp.stack([x / on, jnp.sqrt(-x)]), jnp.stack([on, jnp.zeros_like(on)]))
         return {"step": step + 1}, metrics
 
 
-def fit_rows(module, run_dir, devices, monkeypatch=None, **kw):
+def fit_rows(module, run_dir, devices, monkeypatch=None, guard=None, **kw):
     record = Record()
     calls = []
     if monkeypatch is not None:
@@ -71,7 +74,8 @@ def fit_rows(module, run_dir, devices, monkeypatch=None, **kw):
         monkeypatch.setattr(metrics_lib, "rows_to_host",
                             lambda m, n, *a: calls.append(n) or real(m, n, *a))
     trainer = jt.Trainer(strategy="pmap" if devices > 1 else "single", devices=devices,
-                         default_root_dir=run_dir, callbacks=[record], **{**QUIET, **kw})
+                         default_root_dir=run_dir, callbacks=[record, *([guard] if guard else [])],
+                         **{**QUIET, **kw})
     trainer.fit(module)
     return record.rows, calls
 
@@ -117,7 +121,12 @@ def test_device_dependent_values_reduce_over_devices_by_their_reduction(run_dir)
 
 @pytest.mark.parametrize("devices", [1, 4])
 def test_an_interval_without_samples_reports_nothing_for_every_reduction(run_dir, devices):
-    rows, _ = fit_rows(Pattern(mask_from=6), run_dir, devices, max_steps=8, log_every_n_steps=4)
+    """An inf and a nan outside the mask at every step are left out: NaNGuard lets
+    the run finish."""
+    guard = jt.NaNGuard(raise_error=True)
+    rows, _ = fit_rows(Pattern(mask_from=6), run_dir, devices, guard=guard, max_steps=8,
+                       log_every_n_steps=4)
+    assert guard.reason is None and len(rows) == 2
     names = [f"{n}_masked" for n in ("mean", "max", "min", "last", "sum")]
     assert not any(n in rows[0] for n in names)  # steps 0-3: all masked out
     second = rows[1]  # samples at steps 6, 7 only: 12, 13
@@ -142,6 +151,24 @@ def test_of_reduces_an_array_where_the_mask_is_set():
     assert metrics_lib.to_host({"m": jt.Max.of(nan, jnp.array([True, False]))}) == {"m": 1.0}
     assert {c.reduce_fx for c in metrics_lib.REDUCTIONS.values()} == {
         "mean", "sum", "max", "min", "last"}
+
+
+def test_log_probabilities_of_impossible_actions_outside_the_mask_are_left_out():
+    """log pi of an action a mask forbids is -inf: the mean over the taken actions
+    (and its gradient there) is that of the allowed ones alone."""
+    logits = jnp.array([[0.0, -jnp.inf, 1.0], [2.0, 0.0, -jnp.inf]])
+    logp = jax.nn.log_softmax(logits, axis=-1)
+    taken = jnp.isfinite(logits)
+    expected = np.asarray(logp)[np.asarray(taken)]
+    for cls, want in ((jt.Mean, expected.mean()), (jt.Sum, expected.sum())):
+        got = metrics_lib.to_host({"m": jax.jit(cls.of)(logp, taken.astype(jnp.float32))})["m"]
+        assert got == pytest.approx(want, rel=1e-6), cls
+    # a value per row broadcasts against a mask per row and action
+    rows = jnp.array([[1.0], [jnp.inf]])
+    assert metrics_lib.to_host({"m": jt.Mean.of(rows, taken & jnp.array([[True], [False]]))}
+                               ) == {"m": 1.0}
+    grad = jax.grad(lambda v: jt.Mean.of(v, taken).total)(logp)
+    np.testing.assert_array_equal(grad, np.asarray(taken, np.float32))
 
 
 def test_the_training_step_is_traced_once_per_program(run_dir):

@@ -8,7 +8,12 @@ is enqueued (:meth:`Programs.training_dispatched`): tracing and lowering hold
 the GIL, so compiled any earlier it would delay the start of training; from then
 the main thread waits for the device with the GIL released. It runs at the lowest
 thread priority, taking only CPU time the training loop leaves idle, and a later
-evaluation does not wait for its compile.
+evaluation does not wait for its compile. Its trace (``evaluation_step`` on abstract values, no XLA
+compile) runs at once in a thread of its own, during the training compile, and
+the first training call waits for it: an ``evaluation_step`` that fails to trace
+(a shape error, a result that is not a dict of scalar metrics) fails the ``fit``
+before training, not at its first evaluation; a compile that fails later fails
+it at the next host boundary (:meth:`Programs.check_evaluation`).
 
 Phases: where phase lines are on (:data:`jaxtrainer.signals.ACTIVITY`),
 ``compiling the training program ...`` when its compile starts, ``compiling
@@ -110,8 +115,10 @@ class Programs:
     def compile_ahead(self, module: Module, abstract_state: Any, abstract_key: Any,
                       evaluation: bool) -> None:
         """Start compiling the training program (then, with ``evaluation``, the
-        evaluation program) for ``module`` in a background thread. Errors
-        surface, unchanged, where a program is first used."""
+        evaluation program) for ``module`` in a background thread, and tracing
+        the evaluation program in another. The training compile's errors
+        surface, unchanged, where it is first used; the evaluation's at
+        :meth:`check_evaluation`."""
         self.cancel()  # an evaluation compile of an earlier fit still waiting is not needed
         self._pending, self._pending_for = {}, module
         self._dispatched, self._cancelled = threading.Event(), threading.Event()
@@ -124,16 +131,41 @@ class Programs:
         self._pending["train"].add_done_callback(Heartbeat(TRAIN_PHASE).stop)
         if evaluation:
             dispatched, cancelled = self._dispatched, self._cancelled
+            tracer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="jaxtrainer-compile-trace")
+            traced = tracer.submit(self.strategy.trace_eval, module, abstract_state, abstract_key)
+            tracer.shutdown(wait=False)
+            self._pending["eval_trace"] = traced
 
             def compile_eval_in_idle_time():
                 dispatched.wait()  # the GIL is the main thread's until training is enqueued
                 if cancelled.is_set():
                     return None
                 _lower_thread_priority()  # training runs meanwhile: let it have the cores
-                return self.strategy.compile_eval(module, abstract_state, abstract_key)
+                return self.strategy.compile_eval(module, abstract_state, abstract_key,
+                                                  traced.result())
 
             self._pending["eval"] = pool.submit(compile_eval_in_idle_time)
         pool.shutdown(wait=False)
+
+    def check_evaluation(self, module: Module, wait: bool) -> None:
+        """Raise, with its own traceback, the error of the evaluation program
+        compiled ahead for ``module`` as soon as it is known: with ``wait``
+        (before the first training call), its trace's, waited for; without,
+        its trace's or compile's if finished (at a host boundary). The error
+        gains a note naming ``evaluation_step``; the failed compile is dropped,
+        so a later evaluation compiles (and raises) again."""
+        if self._pending_for is not module:
+            return
+        names = ("eval_trace",) if wait else ("eval_trace", "eval")
+        for future in [self._pending.get(name) for name in names]:
+            if future is None or not (wait or future.done()) or future.exception() is None:
+                continue
+            self._pending.pop("eval_trace", None)
+            self._pending.pop("eval", None)
+            error = future.exception()
+            error.add_note(f"jaxtrainer: raised by {type(module).__name__}.evaluation_step when "
+                           "its program was compiled ahead, before its first evaluation")
+            raise error
 
     def training_dispatched(self) -> None:
         """The first training call is enqueued: start compiling the evaluation
@@ -147,6 +179,7 @@ class Programs:
         self._cancelled.set()
         self._dispatched.set()
         self._pending.pop("eval", None)
+        self._pending.pop("eval_trace", None)
 
     def wait(self) -> None:
         """Block until the programs compiling in the background are ready."""
@@ -159,6 +192,8 @@ class Programs:
         waiting for its compile (the training compile has its own
         :class:`Heartbeat`; the evaluation compile one while waited for)."""
         future = self._pending.pop(name, None) if self._pending_for is module else None
+        if name == "eval" and self._pending_for is module:
+            self._pending.pop("eval_trace", None)
         if future is None:
             return None
         if name == "train" or future.done():

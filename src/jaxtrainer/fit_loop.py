@@ -157,6 +157,7 @@ class FitLoop:
         # the first interval's time starts before its dispatch: a program with
         # host work (an env stepped in Python, an ordered callback) runs inside
         # the dispatch itself, and its rates would otherwise count none of it
+        t.programs.check_evaluation(module, wait=True)  # a broken evaluation_step: fail now
         if plan:  # compiles end at different times: the processes start the program together
             t.rendezvous("training")
         last_time = time.perf_counter()
@@ -172,6 +173,7 @@ class FitLoop:
             seconds, last_time = now - last_time, now
             self.seconds_per_step = seconds / (current.end - current.start)
             self.interval_hooks(module, current, rows, seconds, ahead is not None)
+            t.programs.check_evaluation(module, wait=False)
             if ahead is not None:
                 current = ahead  # its end handles a signal or a stop request
                 continue

@@ -17,8 +17,6 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import jax
-
 from jaxtrainer import checkpoint_connector, fit_loop, fit_setup, hook_replay, lost_process, slurm
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.callbacks import model_checkpoint
@@ -43,7 +41,7 @@ def evaluates_ahead(trainer: Trainer) -> bool:
 def init_state(trainer: Trainer, module: Module) -> None:
     """A fresh run's root key (``key(seed)``, replicated) and ``init_state``
     from its init stream (:mod:`jaxtrainer.distributed.keys`)."""
-    trainer.root_key = trainer.strategy.to_global(jax.random.key(trainer.seed))
+    trainer.root_key = trainer.strategy.to_global(keys.root_key(trainer.seed))
     trainer.state = trainer.strategy.init_state(module, keys.stream_key(trainer.root_key,
                                                                         keys.INIT_STREAM))
 

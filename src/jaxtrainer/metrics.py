@@ -48,11 +48,13 @@ def _xp(*arrays: Any) -> Any:
 
 
 def _flat(values: Any, mask: Any) -> tuple[jax.Array, jax.Array | None]:
-    """``values`` as ``float32[n]`` and ``mask`` (broadcast to its shape) as ``bool[n]``."""
+    """``values`` as ``float32[n]`` and ``mask`` as ``bool[n]``, both broadcast
+    to their common shape."""
     values = jnp.asarray(values, jnp.float32)
     if mask is None:
         return values.reshape(-1), None
-    return values.reshape(-1), jnp.broadcast_to(jnp.asarray(mask, bool), values.shape).reshape(-1)
+    values, mask = jnp.broadcast_arrays(values, jnp.asarray(mask, bool))
+    return values.reshape(-1), mask.reshape(-1)
 
 
 def _count(values: jax.Array, mask: jax.Array | None) -> jax.Array:
@@ -84,7 +86,8 @@ class Metric:
     @classmethod
     def of(cls, values: jax.Array, mask: jax.Array | None = None) -> Any:
         """``values`` (any shape) reduced by this class's reduction where ``mask``
-        (bool, broadcast to their shape) is set, counting those samples."""
+        (bool, broadcast with them) is set, counting those samples. Values
+        outside the mask are never read (an ``inf`` or ``NaN`` there is left out)."""
         values, mask = _flat(values, mask)
         return cls(cls._reduce_flat(values, mask), _count(values, mask))
 
@@ -140,6 +143,11 @@ class Metric:
 class _Additive(Metric):
     _main = "total"
 
+    @classmethod
+    def _reduce_flat(cls, values: jax.Array, mask: jax.Array | None) -> jax.Array:
+        # selected, not multiplied: an inf or NaN outside the mask stays out
+        return jnp.sum(values if mask is None else jnp.where(mask, values, 0.0))
+
     def merge(self, later: Any) -> Any:
         return type(self)(self.total + later.total, self.count + later.count)
 
@@ -158,21 +166,14 @@ class Mean(_Additive):
     """A mean still to be taken: ``total: float32[]``, ``count: float32[]``.
 
     Reported as ``total / count``; pooled over steps and devices (sums of both).
-    A plain scalar metric is ``Mean(x, 1)``.
+    A plain scalar metric is ``Mean(x, 1)``. ``Mean.of(values, mask)``: the
+    mean of ``values`` where ``mask`` is set; values outside it (an ``inf`` or
+    ``NaN`` included) do not enter.
     """
 
     total: jax.Array
     count: jax.Array
     reduce_fx = "mean"
-
-    @classmethod
-    def of(cls, values: jax.Array, mask: jax.Array | None = None) -> Mean:
-        """Mean of ``values`` (any shape) where ``mask`` (same shape, bool) is set."""
-        values = jnp.asarray(values, jnp.float32)
-        if mask is None:
-            return cls(values.sum(), jnp.asarray(values.size, jnp.float32))
-        mask = jnp.asarray(mask, jnp.float32)
-        return cls(jnp.sum(values * mask), jnp.sum(mask))
 
     @staticmethod
     def finish(reduced: float, count: float) -> float:
@@ -190,10 +191,6 @@ class Sum(_Additive):
     total: jax.Array
     count: jax.Array
     reduce_fx = "sum"
-
-    @classmethod
-    def _reduce_flat(cls, values: jax.Array, mask: jax.Array | None) -> jax.Array:
-        return jnp.sum(values if mask is None else jnp.where(mask, values, 0.0))
 
 
 class _Extremum(Metric):

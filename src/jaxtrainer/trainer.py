@@ -138,7 +138,9 @@ class Trainer:
         result on any device count (episodes are numbered over all devices and
         draw their keys from the seed, the step and their number).
       callbacks: callbacks and loggers, a list (or one ``Callback``); TypeError otherwise.
-      seed: root of every PRNG key (init, per-step per-device keys, evaluation).
+      seed: root of every PRNG key (init, per-step per-device keys, evaluation):
+        any int, every bit of it (``jaxtrainer.distributed.keys.root_key``:
+        ``jax.random.key(seed)`` in ``[0, 2**32)``); ValueError for a non-int.
       default_root_dir: runs go to ``<default_root_dir>/version_<n>``.
       jit: ``False`` runs the programs under ``jax.disable_jit`` (debugging, tiny
         configs: slow, memory-hungry); ``shard_map`` still traces the step, so use
@@ -163,7 +165,9 @@ class Trainer:
         ``False`` compiles it when first needed (no CPU spent when nothing
         evaluates). ``"auto"`` (the Trainer's default; the recipes set ``True``):
         ahead when ``fit`` evaluates (``eval_every_n_steps`` set); pass ``True``
-        when :meth:`evaluate` follows ``fit`` (the recipes do).
+        when :meth:`evaluate` follows ``fit`` (the recipes do). Ahead, an
+        ``evaluation_step`` that fails to trace fails ``fit`` before training,
+        one whose compile fails at the next log boundary.
       compilation_cache: JAX's persistent compilation cache, so a second run of
         the same programs (another seed or learning rate) loads them from disk
         instead of compiling: ``True`` in ``~/.cache/jaxtrainer/jax`` (or

@@ -201,6 +201,7 @@ class VideoCallback(Callback):
     def _render(self, step: int, params: Any) -> tuple[int, str]:
         import jax
 
+        from jaxtrainer.distributed.keys import root_key
         from jaxtrainer.envs import rendering
 
         if self._program is None:  # the first video: lower priority, compile the episodes
@@ -211,7 +212,7 @@ class VideoCallback(Callback):
             spec = self._spec
             self._program = rendering.episode_program(spec.env, spec.greedy, self.num_episodes,
                                                       spec.initial_carry)
-        key = jax.random.fold_in(jax.random.fold_in(jax.random.key(self._seed), VIDEO_KEY), step)
+        key = jax.random.fold_in(jax.random.fold_in(root_key(self._seed), VIDEO_KEY), step)
         episodes = self._program(params, key)
         stride = math.ceil(sum(len(r) for _, r in episodes) / self.max_frames)
         video = rendering.frames(self._spec.env, episodes, stride)

@@ -11,7 +11,7 @@ The module is rebuilt from the run's ``config.yaml`` (written by the recipes)
 and the checkpoint restored on the chosen strategy. The episodes are those of
 ``trainer.evaluate``: the module's own evaluation policy (greedy), episode
 ``e`` with the key ``fold_in(fold_in(fold_in(root, EVAL), step), e)`` with
-``root`` the run's root key (``--seed S``: ``key(S)``, as a run with ``seed=S``
+``root`` the run's root key (``--seed S``: ``root_key(S)``, as a run with ``seed=S``
 draws them), whatever device runs it. So the mean return printed is the one
 ``Trainer.evaluate`` returns for that checkpoint with ``eval_episodes =
 --episodes``, and the one the run's own evaluation at that step logged, on any

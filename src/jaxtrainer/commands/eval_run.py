@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from jaxtrainer import arguments
 from jaxtrainer.commands.eval_cli import BEST
 from jaxtrainer.distributed import member_scope, psum
+from jaxtrainer.distributed.keys import root_key
 from jaxtrainer.envs.evaluation import episode_share, run_episodes
 from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
@@ -119,15 +120,15 @@ class EpisodeStatistics(Module):
             best = layout.rank(layout.gather(population.current_fitness(state)))[0]
         else:
             best = jnp.int32(0)
-        is_best = (ids == best).astype(jnp.float32)
-        mask = ep.finished & (ids == best)[:, None]
+        is_best = ids == best
+        mask = ep.finished & is_best[:, None]
         metrics = {"eval/episodes": Sum.of(mask.astype(jnp.float32))}
         for name, values, m in zip(STATISTICS, (ep.returns, ep.lengths), means, strict=True):
             centre = m.total / jnp.maximum(m.count, 1.0)  # each member's own mean
             deviation = jnp.sum(jnp.where(ep.finished, (values - centre[:, None]) ** 2, 0.0), -1)
             metrics.update({
-                f"eval/{name}": Mean(jnp.sum(is_best * m.total), jnp.sum(is_best * m.count)),
-                f"eval/{name}_var": Mean(jnp.sum(is_best * deviation), jnp.sum(is_best * m.count)),
+                f"eval/{name}": m.over_members(is_best),
+                f"eval/{name}_var": Mean(deviation, m.count).over_members(is_best),
                 f"eval/{name}_min": Min.of(values, mask),
                 f"eval/{name}_max": Max.of(values, mask)})
         return metrics
@@ -234,7 +235,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     if population is not None and member is None:
         stats.member = member = population.default_member(trainer.state)
     if seed is not None:
-        trainer.root_key = trainer.strategy.to_global(jax.random.key(seed))
+        trainer.root_key = trainer.strategy.to_global(root_key(seed))
     ACTIVITY.enter(f"evaluating {stats.spec.eval_episodes} episodes",
                    f"evaluating {stats.spec.eval_episodes} episodes of step {trainer.global_step} ...")
     # Trainer's own evaluate: a PopulationTrainer's would wrap the (already wrapped) module
@@ -267,7 +268,7 @@ def _video(module: Module, state: Any, member: int | None, seed: int, video: Any
 
     spec, params = params_of(module, state, member)
     params = jax.device_put(jax.device_get(params))
-    key = jax.random.fold_in(jax.random.key(seed), VIDEO_KEY)
+    key = jax.random.fold_in(root_key(seed), VIDEO_KEY)
     return render.write_video(spec.env, spec.greedy, params, key, video, episodes,
                               spec.initial_carry)
 

@@ -1,6 +1,7 @@
 """Every PRNG key of a run, derived in one place.
 
-All keys descend from ``root = key(seed)`` by ``fold_in`` only, so each is a pure
+All keys descend from ``root = key(seed)`` (:func:`root_key`: the whole
+integer, for seeds outside ``[0, 2**32)`` too) by ``fold_in`` only, so each is a pure
 function of (seed, stream, step, device, member): a run draws the same keys
 however its steps are grouped into compiled calls, after a resume, and on any
 device count where the device index does not enter::
@@ -28,12 +29,53 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxtrainer import arguments
 from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, axis_index
 
 INIT_STREAM, TRAIN_STREAM, EVAL_STREAM = 0, 1, 2
 """Streams derived from the root key: initialisation, training steps, evaluation."""
+
+_WORD = 2**32
+
+
+def root_key(seed: int) -> jax.Array:
+    """The root key of a run with ``seed`` (any Python or numpy int).
+
+    ``jax.random.key(seed)`` for ``0 <= seed < 2**32`` (what ``jax.random.key``
+    keeps of a seed without x64). Any other seed keeps every bit: its low 32 bits
+    give ``key(seed % 2**32)``, into which a header (the sign and the number of
+    32-bit words of the rest) and then each word of the rest (of ``~(seed >>
+    32)`` for a negative seed) are folded, so distinct ints give distinct keys
+    (``2**32 + 7`` is not ``7``, ``-3`` is not ``2**32 - 3``).
+    """
+    seed = int(seed)
+    key = jax.random.key(seed % _WORD)
+    if 0 <= seed < _WORD:
+        return key
+    rest = seed >> 32  # floor: -1 for -3
+    negative = rest < 0
+    rest = ~rest if negative else rest
+    words = []
+    while True:
+        rest, word = divmod(rest, _WORD)
+        words.append(word)
+        if not rest:
+            break
+    for word in (2 * len(words) + negative, *words):
+        key = jax.random.fold_in(key, np.uint32(word))
+    return key
+
+
+def host_seed(seed: int) -> int:
+    """A seed for the host's samplers (numpy, scipy, Optuna: ``[0, 2**32)``):
+    ``seed`` itself when in that range, else 32 bits drawn from
+    :func:`root_key` (any int reaches them, as it reaches the keys)."""
+    seed = int(seed)
+    if 0 <= seed < _WORD:
+        return seed
+    return int(jax.random.bits(root_key(seed), dtype=jnp.uint32))
 
 
 def stream_key(root: jax.Array, stream: int) -> jax.Array:

@@ -35,6 +35,7 @@ import jax
 import numpy as np
 
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.distributed.keys import host_seed
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -171,11 +172,11 @@ class OptunaSearch(Callback):
         os.makedirs(trainer.log_dir, exist_ok=True)
         storage = self.storage or f"sqlite:///{os.path.join(trainer.log_dir, STUDY_FILE)}"
         self.study = optuna.create_study(storage=storage, study_name=self.study_name,
-                                         sampler=make_sampler(self.sampler, self.seed),
+                                         sampler=make_sampler(self.sampler, host_seed(self.seed)),
                                          direction="maximize", load_if_exists=True)
         asked = len(self.study.get_trials(deepcopy=False))
         if asked:  # a resumed study: a sampler seeded as before would draw its first trials again
-            self.study.sampler = make_sampler(self.sampler, self.seed + asked)
+            self.study.sampler = make_sampler(self.sampler, host_seed(self.seed + asked))
 
     def state_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id}

@@ -519,14 +519,14 @@ class PBT(MemberPopulation):
         ids = layout.ids()
         inner = self.evaluate_members(state.members, self.evaluation_keys(state, key))
         best = layout.rank(layout.gather(self.current_fitness(state)))[0]
-        real = layout.mask(ids).astype(jnp.float32)
-        is_best = (ids == best).astype(jnp.float32)
+        real = layout.mask(ids)
+        is_best = ids == best
         metrics: dict[str, Any] = {}
         for name, value in inner.items():
             total, count = mean_parts(value)
-            metrics[name] = Mean(jnp.sum(is_best * total), jnp.sum(is_best * count))
-            metrics[f"{name}_mean"] = Mean(jnp.sum(real * total), jnp.sum(real * count))
+            metrics[name] = Mean(total, count).over_members(is_best)
+            metrics[f"{name}_mean"] = Mean(total, count).over_members(real)
             per = total / jnp.maximum(count, 1.0)
-            metrics[f"{name}_max"] = Max.of(per, (real > 0) & (count > 0))
+            metrics[f"{name}_max"] = Max.of(per, real & (count > 0))
         metrics.update(self.per_member("member/", inner))
         return metrics

@@ -55,6 +55,7 @@ from flax import struct
 from jaxtrainer.algorithms.hyperparams import get_hyperparams
 from jaxtrainer.distributed import AXIS_NAME, per_device
 from jaxtrainer.distributed.axis import AxisName
+from jaxtrainer.distributed.keys import host_seed
 from jaxtrainer.distributed.members import rank
 from jaxtrainer.metrics import Last
 from jaxtrainer.module import Module
@@ -184,7 +185,8 @@ class Search(PBT):
         self.trials_per_round = members + len(rungs) * self.stopped_per_rung
         self.trial_count = rounds * self.trials_per_round
         self.trials = sample_trials(spaces, self.trial_count,
-                                    "random" if sampler == HOST_SAMPLER else sampler, self.seed)
+                                    "random" if sampler == HOST_SAMPLER else sampler,
+                                    host_seed(self.seed))
 
     @property
     def restarts_at_zero(self) -> bool:

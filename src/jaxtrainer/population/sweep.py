@@ -275,7 +275,7 @@ class Sweep(MemberPopulation):
           ValueError: see the class docstring.
         """
         self.validate_members(num_devices, self.hyperparam_names, self.member_metrics)
-        roots = [jax.random.key(m["seed"]) for m in self._padded()]
+        roots = [keys.root_key(m["seed"]) for m in self._padded()]
         self._impl = jax.random.key_impl(roots[0])
         self._roots = np.stack([np.asarray(jax.random.key_data(k)) for k in roots])
 

@@ -378,9 +378,8 @@ class Strategy(abc.ABC):
                            jnp.zeros((rows,), jnp.int32))
         return program.TrainProgram(compiled, seconds, rows, found["groups"], found["names"])
 
-    def compile_eval(self, module: Module, state: Any, key: jax.Array) -> EvalProgram:
-        """Compile the evaluation program (:class:`~jaxtrainer.strategies.program.EvalProgram`,
-        ``evaluation_step`` on every device with the evaluation's key)."""
+    def _eval_fn(self, module: Module, state: Any, key: jax.Array) -> tuple[Any, Any, Any]:
+        """``(fn, state, key)``: the evaluation program's function and its arguments."""
         layout = self.state_layout(module)
         body = program.evaluation(self, module, layout)
         if module.global_view:
@@ -389,8 +388,32 @@ class Strategy(abc.ABC):
             state, key = self._on_auto_mesh((state, key))
         else:
             fn = self.shard_map(body, (self.specs(layout), P()), P())
-        compiled, seconds = self._compile(fn, state, key)
-        return program.EvalProgram(compiled, seconds)
+        return fn, state, key
+
+    def trace_eval(self, module: Module, state: Any, key: jax.Array) -> tuple[Any, float]:
+        """The evaluation program traced (``evaluation_step`` run on abstract
+        values; no XLA compile) for arrays shaped like ``state`` and ``key``:
+        ``(traced, seconds)`` for :meth:`compile_eval`. Raises what
+        ``evaluation_step`` raises when traced (shape errors, a result that is
+        not a dict of scalar metrics)."""
+        start = time.perf_counter()
+        fn, state, key = self._eval_fn(module, state, key)
+        if not self.jit:
+            jax.eval_shape(fn, state, key)
+            return None, time.perf_counter() - start
+        return jax.jit(fn).trace(state, key), time.perf_counter() - start
+
+    def compile_eval(self, module: Module, state: Any, key: jax.Array,
+                     traced: tuple[Any, float] | None = None) -> EvalProgram:
+        """Compile the evaluation program (:class:`~jaxtrainer.strategies.program.EvalProgram`,
+        ``evaluation_step`` on every device with the evaluation's key); from
+        ``traced`` (:meth:`trace_eval` of the same arguments) when given."""
+        if traced is None or not self.jit:
+            compiled, seconds = self._compile(*self._eval_fn(module, state, key))
+            return program.EvalProgram(compiled, seconds)
+        start = time.perf_counter()
+        compiled = traced[0].lower().compile()
+        return program.EvalProgram(compiled, traced[1] + time.perf_counter() - start)
 
     # ---- moving state ----------------------------------------------------
     def place(self, module: Module, logical_state: Any) -> Any:
