@@ -2,6 +2,8 @@
 typed keys, saves that later donating steps cannot corrupt, and a checkpoint at step N
 that records step N's metrics, evaluation included."""
 
+import dataclasses
+import functools
 import json
 import os
 import time
@@ -295,3 +297,63 @@ def test_resuming_with_other_env_steps_per_step_is_refused_before_writing(run_di
         again.fit(toys.Regression(batch_size=4), ckpt_path="last")
     assert {p: open(os.path.join(t.log_dir, p), "rb").read() for p in files} == files
     assert sorted(os.listdir(os.path.join(t.log_dir, "checkpoints"))) == ["4"]
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["dist", "keys"], meta_fields=[])
+@dataclasses.dataclass
+class Contacts:
+    """A dataclass node (as a brax MJX ``Data`` is) whose arrays may have no elements."""
+
+    dist: jax.Array
+    keys: jax.Array
+
+
+class EmptyLeaves(toys.Regression):
+    """:class:`toys.Regression` whose state also carries zero-size leaves through
+    training: ``jnp.zeros((0, 3))`` (``nested=False``), else int8[2,0] and a typed
+    key[0] in a dataclass and an adam state of a bfloat16[0,2] parameter."""
+
+    def __init__(self, nested=False):
+        super().__init__()
+        self.nested = nested
+
+    def init_state(self, key):
+        state = super().init_state(key)
+        if not self.nested:
+            return {**state, "empty": jax.numpy.zeros((0, 3))}
+        return {**state, "contacts": Contacts(jax.numpy.zeros((2, 0), jax.numpy.int8),
+                                              jax.random.split(key, 0)),
+                "empty_opt": self.optimizer.init({"e": jax.numpy.zeros((0, 2), jax.numpy.bfloat16)})}
+
+    def training_step(self, state, key):
+        carried = {k: state.pop(k) for k in ("empty", "contacts", "empty_opt") if k in state}
+        new, metrics = super().training_step(state, key)
+        if "contacts" in carried:
+            carried["contacts"] = dataclasses.replace(carried["contacts"],
+                                                      dist=carried["contacts"].dist + 1)
+        return {**new, **carried}, metrics
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["zeros_0x3", "nested"])
+@pytest.mark.parametrize("strategy", ["single", "pmap"])
+def test_zero_size_leaves_are_saved_and_resume_equals_a_straight_run(tmp_path, strategy, nested):
+    """orbax saves no array without elements: they are kept as shape and dtype."""
+    straight = toys.trainer(tmp_path / "a", strategy=strategy, max_steps=4, callbacks=[])
+    straight.fit(EmptyLeaves(nested))
+    first = toys.trainer(tmp_path / "b", strategy=strategy, max_steps=4,
+                         callbacks=[jt.ModelCheckpoint(async_save=False), toys.StopAt(2)])
+    first.fit(EmptyLeaves(nested))
+    assert ckpt.steps(f"{first.log_dir}/checkpoints") == [2]
+    second = toys.trainer(tmp_path / "b", strategy=strategy, max_steps=4, callbacks=[])
+    second.fit(EmptyLeaves(nested), ckpt_path="last")
+    assert second.global_step == 4
+    toys.assert_trees_equal(second.state, straight.state)
+    if not nested:
+        assert (second.state["empty"].shape, second.state["empty"].dtype) == ((0, 3), np.float32)
+    else:
+        contacts, opt = second.state["contacts"], second.state["empty_opt"]
+        assert (contacts.dist.shape, contacts.dist.dtype) == ((2, 0), np.int8)
+        assert contacts.keys.shape == (0,) and jax.dtypes.issubdtype(contacts.keys.dtype,
+                                                                    jax.dtypes.prng_key)
+        mu = opt.inner_state[0].mu["e"]
+        assert (mu.shape, mu.dtype) == ((0, 2), jax.numpy.bfloat16)

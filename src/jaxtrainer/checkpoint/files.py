@@ -6,8 +6,11 @@ A checkpoint directory (``<log_dir>/checkpoints/<step>/``) holds two orbax items
   PRNG keys are stored as their ``uint32`` key data and rewrapped with their
   implementation on restore, so a resumed run draws the same keys.
 * ``meta``: JSON with the trainer counters, the seed, the strategy and device
-  count it was written under, every callback's ``state_dict()`` and the key
-  implementations.
+  count it was written under, every callback's ``state_dict()``, the key
+  implementations and the shape and dtype of every zero-size array (orbax
+  stores no array without elements: such a leaf is stored as ``None`` and
+  rebuilt from its shape and dtype on restore, e.g. a brax MJX ``Data``'s
+  empty contact arrays).
 
 Arrays are global (one logical copy, never per-device replicas), so a
 checkpoint written under any strategy restores under any other and on any device count;
@@ -33,6 +36,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -80,6 +84,36 @@ def encode_keys(tree: Any) -> tuple[Any, dict[str, str]]:
         return x
 
     return jax.tree_util.tree_map_with_path(enc, tree), impls
+
+
+EMPTY_ARRAYS = "empty_arrays"
+"""The ``meta`` entry ``{leaf name: {"shape": [...], "dtype": name}}`` of the
+zero-size arrays a checkpoint holds (stored as ``None`` leaves)."""
+
+
+def _is_empty(x: Any) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and math.prod(x.shape) == 0
+
+
+def _drop_empty(tree: Any) -> tuple[Any, dict[str, dict[str, Any]]]:
+    """``tree`` with its zero-size array leaves replaced by ``None`` (orbax
+    refuses to save them), and ``{leaf name: {"shape": [...], "dtype": name}}`` of them."""
+    empty: dict[str, dict[str, Any]] = {}
+
+    def drop(path: tuple[Any, ...], x: Any) -> Any:
+        if not _is_empty(x):
+            return x
+        empty[_leaf_name(path)] = {"shape": [int(d) for d in x.shape], "dtype": jnp.dtype(x.dtype).name}
+        return None
+
+    return jax.tree_util.tree_map_with_path(drop, tree), empty
+
+
+def _refill_empty(host: Any, target: Any) -> Any:
+    """``host`` (read with :func:`_drop_empty`'s ``None`` leaves) with every
+    zero-size leaf of ``target`` rebuilt in its shape and dtype."""
+    return jax.tree.map(lambda h, t: np.zeros(t.shape, t.dtype) if h is None and _is_empty(t) else h,
+                        host, target, is_leaf=lambda x: x is None)
 
 
 def _abstract_encoded(abstract: Any) -> Any:
@@ -468,6 +502,8 @@ def save(mgr: Manager | ocp.CheckpointManager, step: int, state: Any, meta: dict
     writes. The arrays are copied to host memory before this returns, so later
     (donating) steps cannot change what is written; with asynchronous
     saving the files appear atomically when the background write finishes.
+    Zero-size arrays are kept as their shape and dtype in ``meta``
+    (:data:`EMPTY_ARRAYS`) and rebuilt by :func:`restore`.
 
     ``mgr`` may also be a plain orbax ``CheckpointManager`` in a single process.
 
@@ -476,7 +512,8 @@ def save(mgr: Manager | ocp.CheckpointManager, step: int, state: Any, meta: dict
         (it would write from every process); use :func:`manager`.
     """
     encoded, impls = encode_keys(state)
-    meta = {**meta, "key_impls": impls}
+    encoded, empty = _drop_empty(encoded)
+    meta = {**meta, "key_impls": impls, **({EMPTY_ARRAYS: empty} if empty else {})}
     if isinstance(mgr, Manager):
         return mgr.save(step, encoded, meta, metrics=metrics, force=force)
     if jax.process_count() > 1:
@@ -647,18 +684,21 @@ MemberRows = tuple[int, int, int]
 
 
 def _stored_shapes(path: Path) -> dict[str, tuple[tuple[int, ...], Any]] | None:
-    """``{leaf name: (shape, dtype)}`` of the stored tree at ``path/state``, or None
-    when its metadata cannot be read (the restore then reports what it finds)."""
+    """``{leaf name: (shape, dtype)}`` of the stored tree at ``path/state`` (its
+    zero-size arrays from ``meta``), or None when its metadata cannot be read
+    (the restore then reports what it finds)."""
     handler = _ocp().PyTreeCheckpointHandler(multiprocessing_options=_only(jax.process_index()))
     try:
         stored_tree = handler.metadata(path / STATE).tree
+        empty = read_meta(path).get(EMPTY_ARRAYS) or {}
+        stored = {name: (tuple(e["shape"]), jnp.dtype(e["dtype"])) for name, e in empty.items()}
     except Exception:  # noqa: BLE001 - only an aid; restore still checks
         return None
     finally:
         handler.close()
-    return {_leaf_name(p): (tuple(leaf.shape), leaf.dtype)
-            for p, leaf in jax.tree_util.tree_flatten_with_path(stored_tree)[0]
-            if hasattr(leaf, "shape")}
+    return {**stored, **{_leaf_name(p): (tuple(leaf.shape), leaf.dtype)
+                         for p, leaf in jax.tree_util.tree_flatten_with_path(stored_tree)[0]
+                         if hasattr(leaf, "shape")}}
 
 
 def _member_leaf(stored: tuple[int, ...], wanted: tuple[int, ...], rows: MemberRows | None) -> bool:
@@ -762,21 +802,24 @@ def restore(path: str | os.PathLike, abstract_state: Any,
     check(path, abstract_state, rows)
     meta = read_meta(path)
     target = _abstract_encoded(abstract_state)
+    stored_target = _drop_empty(target)[0]  # zero-size leaves: None, as saved
     if rows is None or rows[1] == rows[2]:
-        host = _read_arrays(path, target)
+        host = _read_arrays(path, stored_target)
     else:  # read the member leaves at their stored padding, then pad them for here
         stored = _stored_shapes(path) or {}
-        names = jax.tree_util.tree_flatten_with_path(target)[0]
+        names = jax.tree_util.tree_flatten_with_path(stored_target)[0]
         repadded = {_leaf_name(p) for p, leaf in names if _leaf_name(p) in stored
                     and _member_leaf(stored[_leaf_name(p)][0], tuple(leaf.shape), rows)}
         as_stored = jax.tree_util.tree_map_with_path(
             lambda p, x: jax.ShapeDtypeStruct(stored[_leaf_name(p)][0], x.dtype)
-            if _leaf_name(p) in repadded else x, target)
+            if _leaf_name(p) in repadded else x, stored_target)
         host = jax.tree_util.tree_map_with_path(
             lambda p, h: _repad(np.asarray(h), rows) if _leaf_name(p) in repadded else h,
             _read_arrays(path, as_stored))
-    want = jax.tree.map(lambda x: (tuple(x.shape), jnp.dtype(x.dtype)), target)
-    got = jax.tree.map(lambda x: (tuple(np.shape(x)), jnp.dtype(x.dtype)), host)
+    host = _refill_empty(host, target)
+    # compared leaf by leaf: a pytree node class need not define equality
+    want = [(tuple(x.shape), jnp.dtype(x.dtype)) for x in jax.tree.leaves(target)]
+    got = [(tuple(np.shape(x)), jnp.dtype(x.dtype)) for x in jax.tree.leaves(host)]
     if want != got:
         raise CheckpointMismatchError(f"checkpoint {path} does not match this module's state "
                                       f"shapes: expected {want}, found {got}")
