@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -357,3 +358,59 @@ def test_zero_size_leaves_are_saved_and_resume_equals_a_straight_run(tmp_path, s
                                                                     jax.dtypes.prng_key)
         mu = opt.inner_state[0].mu["e"]
         assert (mu.shape, mu.dtype) == ((0, 2), jax.numpy.bfloat16)
+
+
+def _in_threads(*jobs, timeout=120.0):
+    """Run each job in its own thread at once; their results, or the first error.
+    Fails (rather than hangs) when a job is still running after ``timeout`` seconds."""
+    results, errors = {}, {}
+
+    def run(i, job):
+        try:
+            results[i] = job()
+        except BaseException as e:  # noqa: BLE001 - raised below
+            errors[i] = e
+
+    threads = [threading.Thread(target=run, args=(i, job), daemon=True) for i, job in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(deadline - time.monotonic(), 0))
+    assert not any(t.is_alive() for t in threads), f"still running after {timeout} s: {results}"
+    if errors:
+        raise next(iter(errors.values()))
+    return [results[i] for i in range(len(jobs))]
+
+
+def _fit(root, steps=16, **kw):
+    t = toys.trainer(root, strategy="single", max_steps=steps, callbacks=[
+        jt.ModelCheckpoint(every_n_steps=1, **kw)])
+    t.fit(toys.Regression())
+    return t
+
+
+@pytest.mark.timeout(300)
+def test_fits_in_threads_save_their_checkpoints_into_their_roots(tmp_path):
+    """orbax's save-time ids are per process: saves of two fits at once are serialised."""
+    fits = _in_threads(lambda: _fit(tmp_path / "a"), lambda: _fit(tmp_path / "b"),
+                       lambda: _fit(tmp_path / "c", async_save=False), timeout=60)
+    for t in fits:
+        directory = f"{t.log_dir}/checkpoints"
+        assert t.global_step == 16 and ckpt.steps(directory) == list(range(1, 17))
+        assert ckpt.read_meta(f"{directory}/16")["run_dir"] == os.path.abspath(t.log_dir)
+        toys.assert_trees_equal(t.state, fits[0].state)  # one seed, one module: one result
+
+
+@pytest.mark.timeout(300)
+def test_a_fit_in_a_thread_and_evaluations_of_a_saved_run_at_once(tmp_path):
+    saved = _fit(tmp_path / "saved", steps=3)
+    alone = toys.trainer(tmp_path / "saved", strategy="single").evaluate(toys.Regression(), ckpt_path="last")
+
+    def evaluations():
+        return [toys.trainer(tmp_path / "saved", strategy="single").evaluate(toys.Regression(), ckpt_path="last")
+                for _ in range(4)]
+
+    fitted, evaluated = _in_threads(lambda: _fit(tmp_path / "fit"), evaluations)
+    assert fitted.global_step == 16 and ckpt.steps(f"{fitted.log_dir}/checkpoints")[-1] == 16
+    assert evaluated == [alone] * 4 and saved.global_step == 3

@@ -136,6 +136,16 @@ def decode_keys(tree: Any, impls: dict[str, str]) -> Any:
     return jax.tree_util.tree_map_with_path(dec, tree)
 
 
+_ORBAX_CALLS = threading.RLock()
+"""Held around every call into orbax that starts or reads a checkpoint (a
+manager's creation, save, delete, listing and close, a handler's read): orbax
+keeps per process, not per manager, the operation id and the signals its
+asynchronous saves wait on (``OperationIdGenerator``), and reads them while a
+save starts, so two fits saving at once in threads of one process took each
+other's and failed ("File exists", "Directory not empty", a missing file) or
+hung. The background writes run unlocked; each holds the ids it started with."""
+
+
 def _only(process: int) -> ocp.options.MultiprocessingOptions:
     """orbax options for a manager that runs on ``process`` alone (no barrier
     with, and no files from, any other process)."""
@@ -227,9 +237,10 @@ class Manager:
                 create=False,  # made above: orbax cannot create it with active_processes set
                 multiprocessing_options=_only(0),
             )
-            self._orbax = _ocp().CheckpointManager(
-                self.directory, options=options,
-                item_handlers=_handlers(0, _ocp().StandardCheckpointHandler))
+            with _ORBAX_CALLS:
+                self._orbax = _ocp().CheckpointManager(
+                    self.directory, options=options,
+                    item_handlers=_handlers(0, _ocp().StandardCheckpointHandler))
 
         self._on_zero("setup", create, run=self.is_writer)
         _quiet_orbax_write_errors()
@@ -304,9 +315,10 @@ class Manager:
         host = host_copy(state, self.is_writer)
 
         def write(mgr: ocp.CheckpointManager) -> bool:
-            started = mgr.save(step, args=_ocp().args.Composite(
-                **{STATE: _ocp().args.StandardSave(host), META: _ocp().args.JsonSave(meta)}),
-                metrics=metrics, force=force)
+            with _ORBAX_CALLS:
+                started = mgr.save(step, args=_ocp().args.Composite(
+                    **{STATE: _ocp().args.StandardSave(host), META: _ocp().args.JsonSave(meta)}),
+                    metrics=metrics, force=force)
             if not self.async_save:
                 mgr.wait_until_finished()
             return bool(started)
@@ -321,7 +333,8 @@ class Manager:
     def all_steps(self) -> list[int]:
         """Steps in the directory (started saves included), as process 0 sees
         them, on every process (a collective with several processes)."""
-        steps = sorted(int(s) for s in self._orbax.all_steps()) if self._orbax is not None else []
+        with _ORBAX_CALLS:
+            steps = sorted(int(s) for s in self._orbax.all_steps()) if self._orbax is not None else []
         if jax.process_count() > 1:
             n = broadcast_from_zero(len(steps))
             # padded to a power of two: few distinct shapes, so few compiled broadcasts
@@ -333,7 +346,8 @@ class Manager:
     def delete(self, step: int) -> None:
         """Delete ``step`` (process 0 deletes the files; elsewhere nothing)."""
         if self._orbax is not None:
-            self._orbax.delete(step)
+            with _ORBAX_CALLS:
+                self._orbax.delete(step)
 
     def wait_until_finished(self, sync: bool = True, report: bool = True) -> None:
         """Block until process 0 has written every started save. With
@@ -363,7 +377,8 @@ class Manager:
             if self._orbax is not None:
                 orbax, self._orbax = self._orbax, None
                 try:
-                    orbax.close()
+                    with _ORBAX_CALLS:
+                        orbax.close()
                 except Exception:
                     if not self._failed:
                         raise
@@ -520,9 +535,11 @@ def save(mgr: Manager | ocp.CheckpointManager, step: int, state: Any, meta: dict
         raise TypeError("jaxtrainer.checkpoint.save: with several processes pass a "
                         "jaxtrainer.checkpoint.manager(...), not an orbax CheckpointManager, "
                         "so that only process 0 writes")
-    return mgr.save(step, args=_ocp().args.Composite(
-        **{STATE: _ocp().args.StandardSave(host_copy(encoded)), META: _ocp().args.JsonSave(meta)}),
-        metrics=metrics, force=force)
+    host = host_copy(encoded)
+    with _ORBAX_CALLS:
+        return mgr.save(step, args=_ocp().args.Composite(
+            **{STATE: _ocp().args.StandardSave(host), META: _ocp().args.JsonSave(meta)}),
+            metrics=metrics, force=force)
 
 
 def _read(path: Path, item: str, args: ocp.args.CheckpointArgs | None = None) -> Any:
@@ -534,10 +551,11 @@ def _read(path: Path, item: str, args: ocp.args.CheckpointArgs | None = None) ->
         handler = _ocp().JsonCheckpointHandler(multiprocessing_options=only_me)
     else:
         handler = _ocp().PyTreeCheckpointHandler(multiprocessing_options=only_me)
-    try:
-        return handler.restore(path / item, args=args)
-    finally:
-        handler.close()
+    with _ORBAX_CALLS:
+        try:
+            return handler.restore(path / item, args=args)
+        finally:
+            handler.close()
 
 
 META_FILE = "metadata"
@@ -689,13 +707,15 @@ def _stored_shapes(path: Path) -> dict[str, tuple[tuple[int, ...], Any]] | None:
     (the restore then reports what it finds)."""
     handler = _ocp().PyTreeCheckpointHandler(multiprocessing_options=_only(jax.process_index()))
     try:
-        stored_tree = handler.metadata(path / STATE).tree
+        with _ORBAX_CALLS:
+            stored_tree = handler.metadata(path / STATE).tree
         empty = read_meta(path).get(EMPTY_ARRAYS) or {}
         stored = {name: (tuple(e["shape"]), jnp.dtype(e["dtype"])) for name, e in empty.items()}
     except Exception:  # noqa: BLE001 - only an aid; restore still checks
         return None
     finally:
-        handler.close()
+        with _ORBAX_CALLS:
+            handler.close()
     return {**stored, **{_leaf_name(p): (tuple(leaf.shape), leaf.dtype)
                          for p, leaf in jax.tree_util.tree_flatten_with_path(stored_tree)[0]
                          if hasattr(leaf, "shape")}}
