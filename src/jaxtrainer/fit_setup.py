@@ -75,31 +75,44 @@ def resolve_resume(trainer: Trainer, module: Module,
 
 
 def requeued_checkpoint(trainer: Trainer, module: Module) -> Path | None:
-    """In a job SLURM requeued (``SLURM_RESTART_COUNT`` > 0): the checkpoint
-    ``"last"`` names when a run this module can resume has one under
-    ``default_root_dir`` (said on stderr by process 0), else ``None`` (a new
-    run: the job was requeued before its first checkpoint)."""
+    """In a job SLURM requeued (``SLURM_RESTART_COUNT`` > 0): the newest
+    checkpoint under ``default_root_dir`` of a run this job wrote (its recorded
+    SLURM ids are this job's, :func:`jaxtrainer.slurm.other_job`) that this
+    module can resume, else ``None`` (a new run: the job was requeued before its
+    first checkpoint); process 0 says which on stderr."""
+    kind = run_kind.acceptor_of(module)
+
+    def accept(run_dir: Path) -> str | None:
+        return slurm.other_job(run_dir) or kind(run_dir)
+
     try:
-        resume = checkpoint_of(trainer, module, "last")
+        resume = checkpoint_of(trainer, module, "last", accept)
     except (FileNotFoundError, ValueError):
-        return None
+        resume = None
     if trainer.is_global_zero:
-        print(f"jaxtrainer: SLURM requeued this job (SLURM_RESTART_COUNT="
-              f"{slurm.restart_count()}); resuming with ckpt_path='last'", file=sys.stderr, flush=True)
+        job = slurm.describe_job(slurm.job_ids() or {})
+        print(f"jaxtrainer: SLURM requeued this job (SLURM_RESTART_COUNT={slurm.restart_count()}); "
+              + (f"resuming {job}'s run {resume.parent.parent} from its newest checkpoint"
+                 if resume is not None else f"no run of {job} under {trainer.default_root_dir} has "
+                 "a checkpoint (preempted before its first): starting a new run"),
+              file=sys.stderr, flush=True)
     return resume
 
 
-def checkpoint_of(trainer: Trainer, module: Module, ckpt_path: str | os.PathLike) -> Path:
+def checkpoint_of(trainer: Trainer, module: Module, ckpt_path: str | os.PathLike,
+                  accept: Any = None) -> Path:
     """The checkpoint step directory ``ckpt_path`` names for ``module``
     (``"last"``, ``"best"``, a run's ``checkpoints`` folder or a step directory;
-    resolved on process 0, broadcast to the others).
+    resolved on process 0, broadcast to the others). ``accept``: which runs
+    ``"last"`` may take (:data:`jaxtrainer.checkpoint.resolve.Accept`); default
+    those of ``module``'s kind (:func:`jaxtrainer.run_kind.acceptor_of`).
 
     Raises:
       FileNotFoundError: it names no checkpoint.
       ValueError: ``"best"`` where no best checkpoint was recorded.
     """
     return checkpoint_connector.resolve_ckpt_path(ckpt_path, trainer.default_root_dir, trainer.strategy,
-                                           run_kind.acceptor_of(module))
+                                                  accept or run_kind.acceptor_of(module))
 
 
 def lock_run_dir(trainer: Trainer) -> Path | None:
@@ -143,13 +156,15 @@ def run_dir_held(trainer: Trainer, new: bool) -> Iterator[None]:
 
 def announce(trainer: Trainer, module: Module, resume: Path | None, step: int) -> None:
     """On process 0: a new run records how to rebuild its module (what
-    ``jaxtrainer eval`` and ``load_policy`` read); print the strategy, the run
+    ``jaxtrainer eval`` and ``load_policy`` read), a run in a SLURM job the
+    job's ids (:func:`jaxtrainer.slurm.record_job`); print the strategy, the run
     directory and, resuming, the checkpoint and its step."""
     if not trainer.is_global_zero:
         return
     if resume is None:
         module_record.write(trainer.log_dir, module)
         run_kind.write_members(trainer.log_dir, module)
+    slurm.record_job(trainer.log_dir)  # in a SLURM job: the run is this job's (its requeue resumes it)
     cache = f"; compilation cache {trainer.compilation_cache_dir}" if trainer.compilation_cache_dir else ""
     print(f"jaxtrainer: {trainer.strategy.describe()}; run directory {trainer.log_dir}{cache}",
           flush=True)

@@ -15,6 +15,7 @@ A run directory (``<default_root_dir>/version_N``) holds::
     search.csv           a search's trials (searches only)
     sweep_members.csv    a sweep's or search's members and their settings
     sweep_summary.csv    a sweep's final evaluation per member
+    slurm_job.json       the ids of the SLURM job (and array task) that last started it
     .lock                the owner's pid, host and start time while a process writes it
 
 orbax writes a checkpoint as ``<step>.orbax-checkpoint-tmp*`` and renames it
@@ -34,6 +35,7 @@ SEARCH_FILE = "search.csv"
 SWEEP_MEMBERS_FILE = "sweep_members.csv"
 SWEEP_SUMMARY_FILE = "sweep_summary.csv"
 LOCK_FILE = ".lock"
+SLURM_JOB_FILE = "slurm_job.json"
 ORBAX_TMP_MARK = ".orbax-checkpoint-tmp"
 
 

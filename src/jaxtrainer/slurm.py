@@ -7,18 +7,26 @@ with ``Trainer(requeue="auto")`` (the default) in a batch job, process 0 asks
 SLURM to put the job back in the queue (``scontrol requeue $SLURM_JOB_ID``,
 once) and every process exits (status 138, 128 + SIGUSR1). SLURM restarts the
 same script with ``SLURM_RESTART_COUNT`` raised; a ``fit`` without a
-``ckpt_path`` then resumes from ``"last"``, so the script needs no change.
+``ckpt_path`` then resumes the newest checkpoint of a run this job wrote, so the
+script needs no change. Every run started or resumed in a SLURM job records the
+job's ids (:data:`JOB_VARIABLES`) in ``<run>/slurm_job.json``: a requeued job
+resumes only a run whose recorded ids are its own (never another job's, nor
+another task's of its job array under the same ``default_root_dir``), and starts
+a new run where it has none with a checkpoint (preempted before its first).
 A SIGTERM (``scancel``, the time limit itself) checkpoints and stops without a
 requeue, as in PyTorch Lightning's SLURM environment.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
+from pathlib import Path
 
+from jaxtrainer import run_layout, storage
 from jaxtrainer.distributed.process import interactive_slurm_shell
 
 REQUEUE_SIGNAL = signal.SIGUSR1
@@ -28,6 +36,65 @@ REQUEUE_CHOICES = ("auto", True, False)
 
 SCONTROL_TIMEOUT = 60.0
 """Seconds ``scontrol requeue`` may take before the job ends without it."""
+
+
+JOB_VARIABLES = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID")
+"""The variables naming a SLURM job (and its task of a job array); a requeued job
+keeps them, and resumes only a run that recorded the same values."""
+
+
+def job_ids() -> dict[str, str] | None:
+    """``{variable: value}`` of :data:`JOB_VARIABLES` (those set) when this
+    process runs in a SLURM job (``SLURM_JOB_ID`` set), else ``None``."""
+    ids = {name: os.environ.get(name, "").strip() for name in JOB_VARIABLES}
+    if not ids["SLURM_JOB_ID"]:
+        return None
+    return {name: value for name, value in ids.items() if value}
+
+
+def describe_job(ids: dict[str, str]) -> str:
+    """``"job 4242"``, or ``"job 4243 (task 1 of array job 4240)"``."""
+    array = ids.get("SLURM_ARRAY_JOB_ID")
+    task = f" (task {ids.get('SLURM_ARRAY_TASK_ID', '?')} of array job {array})" if array else ""
+    return f"job {ids.get('SLURM_JOB_ID', '?')}{task}"
+
+
+def record_job(run_dir: str | os.PathLike) -> None:
+    """Write this job's ids and ``SLURM_RESTART_COUNT`` to ``<run_dir>/slurm_job.json``
+    (the run now belongs to this job); nothing outside a SLURM job.
+
+    Raises:
+      jaxtrainer.storage.StorageError: the file cannot be written.
+    """
+    ids = job_ids()
+    if ids is None:
+        return
+    path = Path(run_dir) / run_layout.SLURM_JOB_FILE
+    with storage.writing("the run's SLURM job record", path):
+        path.write_text(json.dumps({**ids, "SLURM_RESTART_COUNT": restart_count()}, indent=1) + "\n")
+
+
+def recorded_job(run_dir: str | os.PathLike) -> dict[str, str] | None:
+    """The ids :func:`record_job` wrote in ``run_dir`` (:data:`JOB_VARIABLES`
+    only), or ``None`` where there is no readable record."""
+    try:
+        found = json.loads((Path(run_dir) / run_layout.SLURM_JOB_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict):
+        return None
+    return {name: str(found[name]) for name in JOB_VARIABLES if found.get(name) not in (None, "")}
+
+
+def other_job(run_dir: str | os.PathLike) -> str | None:
+    """Why a requeue of this job must not resume the run in ``run_dir`` (another
+    job's, or one that records no job), as a clause; ``None`` for this job's own run."""
+    mine, theirs = job_ids() or {}, recorded_job(run_dir)
+    if theirs is None:
+        return f"it records no SLURM job ({run_layout.SLURM_JOB_FILE}), this is {describe_job(mine)}"
+    if theirs != mine:
+        return f"it is SLURM {describe_job(theirs)}'s run, this is {describe_job(mine)}"
+    return None
 
 
 def check_requeue(value: object) -> bool | str:
