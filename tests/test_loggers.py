@@ -8,6 +8,7 @@ import os
 import re
 import struct
 import time
+import types
 
 import jax.numpy as jnp
 import numpy as np
@@ -313,6 +314,62 @@ def test_wandb_resume_continues_the_run_id_and_a_fresh_run_gets_a_new_one(run_di
     assert first.run_id != resumed.run_id
     # the runs live in their run directories, nothing in WANDB_DIR
     assert not (tmp_path / "wandb_dir").exists() or not os.listdir(tmp_path / "wandb_dir")
+
+
+def _fit_logging_to_wandb(run_dir, max_steps, logger, **kw):
+    t = toys.trainer(run_dir, max_steps=max_steps, callbacks=[
+        jt.CSVLogger(), logger, jt.ModelCheckpoint(every_n_steps=2, async_save=False)])
+    t.fit(toys.Regression(), **kw)
+    return t
+
+
+def test_wandb_resume_from_an_earlier_checkpoint_rewinds_the_run_to_its_step(run_dir, monkeypatch,
+                                                                             capsys):
+    """Steps 1..6 logged, resumed from step 2 to 8: wandb would drop steps 3..6."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    first = jt.WandbLogger(project="tests")
+    t = _fit_logging_to_wandb(run_dir, 6, first)
+    capsys.readouterr()
+    resumed = jt.WandbLogger(project="tests")
+    _fit_logging_to_wandb(run_dir, 8, resumed, ckpt_path=f"{t.log_dir}/checkpoints/2")
+    out = capsys.readouterr().out
+    assert resumed.run_id == first.run_id
+    newest = max(glob.glob(os.path.join(t.log_dir, "wandb", "offline-run-*", "run-*.wandb")),
+                 key=os.path.getmtime)
+    records = list(_wandb_records(newest))
+    run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
+    assert (run.run_id, run.branch_point.run, run.branch_point.metric, run.branch_point.value) \
+        == (first.run_id, first.run_id, "_step", 2)
+    steps = [json.loads(i.value_json) for r in records if r.WhichOneof("record_type") == "history"
+             for i in r.history.item if (i.key or "/".join(i.nested_key)) == "_step"]
+    assert steps == [3, 4, 5, 6, 7, 8]
+    assert (f"WandbLogger: rewinding wandb run {first.run_id} to step 2 (resume_from="
+            f"'{first.run_id}?_step=2'): the run went on to the checkpoints 4, 6") in out
+
+
+def test_wandb_resume_from_the_newest_checkpoint_is_a_plain_resume(run_dir, monkeypatch, capsys):
+    import wandb
+
+    class Run:
+        id = "run42"
+        config = types.SimpleNamespace(update=lambda *a, **k: None)
+
+        def log(self, *a, **k):
+            pass
+
+        def finish(self, *a, **k):
+            pass
+
+    seen = []
+    monkeypatch.setattr(wandb, "init", lambda **kwargs: seen.append(kwargs) or Run())
+    t = _fit_logging_to_wandb(run_dir, 4, jt.WandbLogger())
+    _fit_logging_to_wandb(run_dir, 6, jt.WandbLogger(), ckpt_path="last")  # from step 4
+    _fit_logging_to_wandb(run_dir, 8, jt.WandbLogger(), ckpt_path=f"{t.log_dir}/checkpoints/4")
+    assert [{k: v for k, v in kw.items() if k in ("id", "resume", "resume_from")} for kw in seen] \
+        == [{}, {"id": "run42", "resume": "allow"}, {"resume_from": "run42?_step=4"}]
+    out = capsys.readouterr().out
+    assert "WandbLogger: resuming wandb run run42 at step 4" in out
+    assert "the run went on to the checkpoint 6," in out
 
 
 def test_tensorboard_opens_on_a_thread_writes_in_the_loop_and_raises_a_write_error(run_dir,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jaxtrainer.arguments import expand_path
+from jaxtrainer.checkpoint.files import steps
+from jaxtrainer.checkpoint.resolve import checkpoint_dirs
 from jaxtrainer.loggers.base import Logger
 
 if TYPE_CHECKING:
@@ -26,8 +29,14 @@ class WandbLogger(Logger):
     makes every call a no-op.
 
     A ``fit`` resumed with ``ckpt_path`` continues the wandb run whose id the
-    checkpoint stored (``resume="allow"``), so one wandb run spans preemptions;
-    a fresh ``fit`` (also with a reused logger) starts a new run with a new id.
+    checkpoint stored, so one wandb run spans preemptions: from the run's newest
+    checkpoint with ``resume="allow"``; from an earlier one (``ckpt_path="best"``,
+    a step) wandb would drop the steps it already has, so the run is rewound to
+    the checkpoint's step (``resume_from="<id>?_step=<step>"``, wandb's rewind:
+    its history after that step is replaced, as in ``metrics.csv`` and
+    TensorBoard, and wandb keeps the replaced history archived). The logger
+    prints which on resuming. A fresh ``fit`` (also with a reused logger)
+    starts a new run with a new id.
     The run is finished (``exit_code`` 0 on success, 1 on failure or
     preemption) on every exit path of ``fit``.
 
@@ -71,9 +80,28 @@ class WandbLogger(Logger):
         kwargs = dict(project=self.project, name=self.name or os.path.basename(trainer.log_dir),
                       dir=directory, mode=mode, reinit="finish_previous", **self.init_kwargs)
         if self.run_id is not None:  # restored from the checkpoint this fit resumes
-            kwargs.update(id=self.run_id, resume="allow")
+            kwargs.update(self._resume_arguments(trainer))
         self.run = wandb.init(**kwargs)
         self.run_id = getattr(self.run, "id", None) or self.run_id
+
+    def _resume_arguments(self, trainer: Trainer) -> dict[str, Any]:
+        """``wandb.init``'s arguments that continue the run ``run_id`` at the
+        resumed step: a plain resume from the run's newest checkpoint, else a
+        rewind to the step (the run logged past it: wandb would drop those
+        steps as they come again); said on stdout."""
+        step = trainer.global_step
+        later = _later_checkpoints(trainer, step)
+        if not later:
+            print(f"jaxtrainer: WandbLogger: resuming wandb run {self.run_id} at step {step}",
+                  flush=True)
+            return {"id": self.run_id, "resume": "allow"}
+        point = f"{self.run_id}?_step={step}"
+        print(f"jaxtrainer: WandbLogger: rewinding wandb run {self.run_id} to step {step} "
+              f"(resume_from={point!r}): the run went on to the checkpoint"
+              f"{'s' * (len(later) > 1)} {', '.join(map(str, later))}, and wandb would drop those "
+              f"steps as they come again; its history after step {step} is replaced (wandb keeps "
+              "it in an archived copy of the run)", flush=True)
+        return {"resume_from": point}
 
     def log_hyperparams(self, params: dict[str, Any]) -> None:
         if self.run is not None:
@@ -108,3 +136,12 @@ class WandbLogger(Logger):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.run_id = state_dict.get("run_id") or self.run_id
+
+
+def _later_checkpoints(trainer: Trainer, step: int) -> list[int]:
+    """Steps after ``step`` of the checkpoints of the run ``trainer`` resumes (its
+    checkpoints directories and the resumed checkpoint's own), ascending."""
+    dirs = set(checkpoint_dirs(trainer.log_dir))
+    if trainer.ckpt_path:
+        dirs.add(Path(trainer.ckpt_path).parent)
+    return sorted({s for d in dirs for s in steps(d) if s > step})
