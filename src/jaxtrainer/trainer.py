@@ -85,6 +85,10 @@ def _with_defaults(callbacks: list[Callback] | None, logger: bool, checkpointing
     return sorted(callbacks, key=lambda cb: int(getattr(cb, "order", 0)))
 
 
+_LOGGER_HINT = ("True adds a CSVLogger and a TensorBoardLogger; pass other loggers "
+                "(e.g. jaxtrainer.loggers.WandbLogger) in callbacks")
+
+
 def call_hooks(trainer: Trainer, hook: str, module: Module, args: tuple) -> None:
     """``Trainer.call_hook``: each callback's ``hook`` in order. While
     ``trainer.hook_seconds`` is a dict (a ``ProfilerCallback`` sets one during
@@ -138,9 +142,8 @@ class Trainer:
         result on any device count (episodes are numbered over all devices and
         draw their keys from the seed, the step and their number).
       callbacks: callbacks and loggers, a list (or one ``Callback``); TypeError otherwise.
-      seed: root of every PRNG key (init, per-step per-device keys, evaluation):
-        any int, every bit of it (``jaxtrainer.distributed.keys.root_key``:
-        ``jax.random.key(seed)`` in ``[0, 2**32)``); ValueError for a non-int.
+      seed: root of every PRNG key (init, per-step per-device keys, evaluation);
+        any int, every bit used (``key(seed)`` in ``[0, 2**32)``); ValueError otherwise.
       default_root_dir: runs go to ``<default_root_dir>/version_<n>``.
       jit: ``False`` runs the programs under ``jax.disable_jit`` (debugging, tiny
         configs: slow, memory-hungry); ``shard_map`` still traces the step, so use
@@ -165,9 +168,8 @@ class Trainer:
         ``False`` compiles it when first needed (no CPU spent when nothing
         evaluates). ``"auto"`` (the Trainer's default; the recipes set ``True``):
         ahead when ``fit`` evaluates (``eval_every_n_steps`` set); pass ``True``
-        when :meth:`evaluate` follows ``fit`` (the recipes do). Ahead, an
-        ``evaluation_step`` that fails to trace fails ``fit`` before training,
-        one whose compile fails at the next log boundary.
+        when :meth:`evaluate` follows ``fit`` (the recipes do). Ahead, a broken
+        ``evaluation_step`` fails ``fit`` before training (at a boundary if it compiles late).
       compilation_cache: JAX's persistent compilation cache, so a second run of
         the same programs (another seed or learning rate) loads them from disk
         instead of compiling: ``True`` in ``~/.cache/jaxtrainer/jax`` (or
@@ -236,9 +238,7 @@ class Trainer:
         self.default_root_dir = arguments.directory("default_root_dir", default_root_dir)
         devices = arguments.devices(devices)  # ValueError naming the value and the accepted forms
         self.callbacks = _with_defaults(
-            callbacks, arguments.flag("logger", logger, hint="True adds a CSVLogger and a "
-                                  "TensorBoardLogger; pass other loggers (e.g. "
-                                  "jaxtrainer.loggers.WandbLogger) in callbacks"),
+            callbacks, arguments.flag("logger", logger, hint=_LOGGER_HINT),
             arguments.flag("enable_checkpointing", enable_checkpointing),
             arguments.flag("enable_progress_bar", enable_progress_bar))
         self.strategy = resolve(strategy, devices, jit=self.jit)
