@@ -336,7 +336,9 @@ def test_survivor_of_a_dead_rank_exits_within_the_heartbeat_bound_and_the_run_re
     named = re.search(r"The last complete checkpoint is (\S+);", lost[0])
     assert named, lost[0]
     last = int(Path(named.group(1)).name)
-    assert last >= 150 and last % 25 == 0, lost[0]
+    # saves are written after every callback saw the step, so when rank 1 prints step 150
+    # the save of 125 may still be finishing: 100 at least is complete
+    assert last >= 100 and last % 25 == 0, lost[0]
     assert not leftover(str(tmp_path))
 
     # the same run again with ckpt_path="last", and one never interrupted, to the same step

@@ -52,12 +52,17 @@ class ProcessLost(SystemExit):
 
 
 def is_lost_peer(exc: BaseException) -> bool:
-    """Whether ``exc`` is a runtime error of a collective whose peer is gone
+    """Whether ``exc``, or an error it was raised from (a checkpoint write that
+    failed on one, say), is a runtime error of a collective whose peer is gone
     (:data:`LOST_MARKERS`); errors of the user's code are not."""
-    if type(exc).__name__ not in ("JaxRuntimeError", "XlaRuntimeError"):
-        return False
-    text = str(exc).lower()
-    return any(marker in text for marker in LOST_MARKERS)
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if type(exc).__name__ in ("JaxRuntimeError", "XlaRuntimeError") and any(
+                marker in str(exc).lower() for marker in LOST_MARKERS):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 class _Reporter:

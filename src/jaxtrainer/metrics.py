@@ -175,6 +175,16 @@ class Mean(_Additive):
     count: jax.Array
     reduce_fx = "mean"
 
+    @classmethod
+    def of(cls, values: jax.Array, mask: jax.Array | None = None) -> Mean:
+        # summed in the values' own shape, not flattened: XLA's reduction order of
+        # earlier releases, so results (1 and 4 devices alike) stay bit for bit
+        values = jnp.asarray(values, jnp.float32)
+        if mask is None:
+            return cls(values.sum(), jnp.asarray(values.size, jnp.float32))
+        values, mask = jnp.broadcast_arrays(values, jnp.asarray(mask, bool))
+        return cls(jnp.where(mask, values, 0.0).sum(), mask.sum(dtype=jnp.float32))
+
     @staticmethod
     def finish(reduced: float, count: float) -> float:
         return reduced / count
