@@ -6,10 +6,12 @@
 ``PATH_TO_PUREJAXRL/purejaxrl`` as it is; only its config dict is ours (its own
 ``__main__`` settings with ``TOTAL_TIMESTEPS`` set and ``DEBUG``/wandb off), and
 ``jax.jit(jax.vmap(make_train(config)))`` runs the seeds' ``PRNGKey(seed)`` in one
-program, as PureJaxRL runs seeds. Printed: ``{"returns": [one per seed]}``, each
+program, as PureJaxRL runs seeds. Printed: ``{"returns": [one per seed], ...}``, each
 the mean return over the last tenth of the run's updates (PPO scripts: of the
 episodes completed there, from ``traj_batch.info``; DQN: its logged ``returns``,
-the LogWrapper's last completed return per env, averaged over those updates).
+the LogWrapper's last completed return per env, averaged over those updates), with
+``compile_s`` and ``run_s`` (the compiled call alone, waited for) and
+``env_steps_per_seed``.
 
 Run by ``benchmarks/purejaxrl_ports.py`` with an interpreter whose packages the
 scripts were written for (see its docstring); it imports nothing of jaxtrainer.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import time
 
 PPO = {"LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4,
        "GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "ENT_COEF": 0.01, "VF_COEF": 0.5,
@@ -42,21 +45,30 @@ def main() -> None:
     import numpy as np
 
     config = {**CONFIGS[script], "TOTAL_TIMESTEPS": total}
-    train = jax.jit(jax.vmap(module.make_train(config)))
-    out = train(jax.numpy.stack([jax.random.PRNGKey(s) for s in seeds]))
-    metrics = jax.device_get(out["metric" if script == "ppo_rnn" else "metrics"])
-    returns = []
-    for i in range(len(seeds)):
-        if script == "dqn":
-            values = np.asarray(metrics["returns"][i])
-            returns.append(float(values[-max(1, len(values) // 10):].mean()))
-        else:
-            ret = np.asarray(metrics["returned_episode_returns"][i])
-            done = np.asarray(metrics["returned_episode"][i])
-            tail = max(1, ret.shape[0] // 10)
-            returns.append(float(ret[-tail:][done[-tail:]].mean()))
-    print(json.dumps({"returns": returns}))
-
+    keys = jax.numpy.stack([jax.random.PRNGKey(s) for s in seeds])
+    start = time.perf_counter()
+    train = jax.jit(jax.vmap(module.make_train(config))).lower(keys).compile()
+    compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    out = jax.block_until_ready(train(keys))
+    run_s = time.perf_counter() - start
+    # reduced on the device: the scripts keep every step's info ([seeds, updates, ...])
+    metrics = out["metric" if script == "ppo_rnn" else "metrics"]
+    if script == "dqn":
+        values = metrics["returns"]
+        returns = values[:, -max(1, values.shape[1] // 10):].mean(axis=1)
+        per_seed = int(total) // config["NUM_ENVS"] * config["NUM_ENVS"]
+    else:
+        tail = max(1, metrics["returned_episode"].shape[1] // 10)
+        ret = metrics["returned_episode_returns"][:, -tail:].reshape(len(seeds), -1)
+        done = metrics["returned_episode"][:, -tail:].reshape(len(seeds), -1)
+        returns = (ret * done).sum(axis=1) / done.sum(axis=1)
+        batch = config["NUM_ENVS"] * config["NUM_STEPS"]
+        per_seed = int(total) // batch * batch
+    print(json.dumps({"returns": [float(r) for r in np.asarray(returns)],
+                      "compile_s": compile_s, "run_s": run_s,
+                      "env_steps_per_seed": per_seed, "device": jax.devices()[0].device_kind,
+                      "jax": jax.__version__}))
 
 if __name__ == "__main__":
     main()

@@ -1,0 +1,76 @@
+"""The env-only limit: how many env steps a second the chip runs for one env alone.
+
+    python benchmarks/accelerator/env_limit.py --env CartPole-v1 --batch 4,256,2048,8192
+
+For each batch size: ``batch`` copies of the env stepped with uniformly random
+actions in one ``jax.jit(lax.scan)`` of ``--length`` steps (gymnax's own
+``reset``/``step``, which reset a finished episode inside ``step``), nothing else:
+no network, no learning, no logging. Timed after compilation as the best of
+``--repeats`` calls (each waits for its result). Prints one JSON line per batch:
+``{"env": ..., "batch": B, "env_steps_per_s": ...}``.
+
+This is the ceiling every trainer's env steps/s is a fraction of on the same chip
+(rows in ``docs/benchmarks.md``). It imports gymnax and JAX only, so it runs beside
+either side's packages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import jax
+import jax.numpy as jnp
+
+
+def limit(env_name: str, batch: int, length: int, repeats: int) -> tuple[float, float]:
+    """Env steps per second of ``batch`` envs over ``length`` random steps, and the
+    reward summed over the last timed call's steps (a check that they ran)."""
+    import gymnax
+
+    env, params = gymnax.make(env_name)
+    space = env.action_space(params)
+
+    def run(key):
+        reset_key, key = jax.random.split(key)
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, batch), params)
+
+        def one(carry, key):
+            state, total = carry
+            act_key, step_key = jax.random.split(key)
+            actions = jax.vmap(space.sample)(jax.random.split(act_key, batch))
+            out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(step_key, batch), state, actions, params)
+            state, reward = out[1], out[2]
+            return (state, total + reward.sum()), None
+
+        (state, total), _ = jax.lax.scan(one, (state, jnp.zeros(())), jax.random.split(key, length))
+        return total
+
+    compiled = jax.jit(run).lower(jax.random.key(0)).compile()
+    best, total = float("inf"), 0.0
+    for i in range(repeats):
+        start = time.perf_counter()
+        total = jax.block_until_ready(compiled(jax.random.key(i + 1)))
+        best = min(best, time.perf_counter() - start)
+    return batch * length / best, float(total)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="CartPole-v1", help="a gymnax env name")
+    parser.add_argument("--batch", default="4,256,2048,8192",
+                        help="comma-separated numbers of envs stepped together")
+    parser.add_argument("--length", type=int, default=1000, help="steps in the timed scan")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    for batch in (int(b) for b in args.batch.split(",")):
+        rate, _ = limit(args.env, batch, args.length, args.repeats)
+        print(json.dumps({"side": "env_only", "env": args.env, "batch": batch,
+                          "env_steps_per_s": rate, "device": jax.devices()[0].device_kind,
+                          "jax": jax.__version__}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
