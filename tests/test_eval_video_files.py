@@ -9,8 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from jaxtrainer import compile_ahead, signals
+from jaxtrainer import compile_ahead
 from jaxtrainer.commands import eval_cli, eval_run, render
+from jaxtrainer.runtime import signals
 from jaxtrainer.storage import StorageError
 
 

@@ -46,6 +46,12 @@ MOVED_MODULES = {
     "jaxtrainer.recipes.script": "jaxtrainer.commands.script",
     # the Trainer's side of a checkpoint beside the Trainer; checkpoint/ keeps files and runs
     "jaxtrainer.checkpoint.trainer_state": "jaxtrainer.checkpoint_connector",
+    # floors: the process around a fit in one package
+    "jaxtrainer.signals": "jaxtrainer.runtime.signals",
+    "jaxtrainer.slurm": "jaxtrainer.runtime.slurm",
+    "jaxtrainer.lost_process": "jaxtrainer.runtime.lost_process",
+    "jaxtrainer.startup": "jaxtrainer.runtime.startup",
+    "jaxtrainer.compilation_cache": "jaxtrainer.runtime.compilation_cache",
 }
 """Every module path that moved since 0.1.0 and its new home
 (``jaxtrainer.runs``: :mod:`jaxtrainer.checkpoint.runs` with the two functions

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jaxtrainer import checkpoint_connector, module_record, run_kind, run_layout, slurm
+from jaxtrainer import checkpoint_connector, module_record, run_kind, run_layout
 from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.checkpoint import run_lock, runs
 from jaxtrainer.module import Module, counted_members
+from jaxtrainer.runtime import slurm
 from jaxtrainer.strategies.layout import LeafLayout
 from jaxtrainer.strategies.single_device import SingleDeviceStrategy
 
@@ -77,7 +78,7 @@ def resolve_resume(trainer: Trainer, module: Module,
 def requeued_checkpoint(trainer: Trainer, module: Module) -> Path | None:
     """In a job SLURM requeued (``SLURM_RESTART_COUNT`` > 0): the newest
     checkpoint under ``default_root_dir`` of a run this job wrote (its recorded
-    SLURM ids are this job's, :func:`jaxtrainer.slurm.other_job`) that this
+    SLURM ids are this job's, :func:`jaxtrainer.runtime.slurm.other_job`) that this
     module can resume, else ``None`` (a new run: the job was requeued before its
     first checkpoint); process 0 says which on stderr."""
     kind = run_kind.acceptor_of(module)
@@ -157,7 +158,7 @@ def run_dir_held(trainer: Trainer, new: bool) -> Iterator[None]:
 def announce(trainer: Trainer, module: Module, resume: Path | None, step: int) -> None:
     """On process 0: a new run records how to rebuild its module (what
     ``jaxtrainer eval`` and ``load_policy`` read), a run in a SLURM job the
-    job's ids (:func:`jaxtrainer.slurm.record_job`); print the strategy, the run
+    job's ids (:func:`jaxtrainer.runtime.slurm.record_job`); print the strategy, the run
     directory and, resuming, the checkpoint and its step."""
     if not trainer.is_global_zero:
         return

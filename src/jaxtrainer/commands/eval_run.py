@@ -21,7 +21,7 @@ from jaxtrainer.envs.evaluation import episode_share, run_episodes
 from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
 from jaxtrainer.module import Module, counted_members, members_of
-from jaxtrainer.signals import ACTIVITY, StopOnSignal
+from jaxtrainer.runtime.signals import ACTIVITY, StopOnSignal
 from jaxtrainer.trainer import Trainer
 
 STATISTICS = ("episode_return", "episode_length")

@@ -32,7 +32,7 @@ from jaxtrainer import run_layout
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint.files import CheckpointReadError
 from jaxtrainer.checkpoint.run_lock import RunInUseError
-from jaxtrainer.signals import exit_at_once
+from jaxtrainer.runtime.signals import exit_at_once
 from jaxtrainer.storage import StorageError, as_storage_error, writing
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def exit_now(status: int = 0) -> None:
     handlers (wandb, orbax and ``jax.distributed`` finish there), flushes the
     standard streams, then finalizes every module and XLA's runtime, which
     after a recipe run takes about a second on 2 CPU cores and writes nothing.
-    This function does the first three and skips the last (:func:`~jaxtrainer.signals.exit_at_once`). With
+    This function does the first three and skips the last (:func:`~jaxtrainer.runtime.signals.exit_at_once`). With
     a thread other than daemons still running it raises ``SystemExit(status)``
     instead, so the interpreter waits for it as usual. Files a run writes are
     closed by then: the Trainer's ``teardown`` hooks close the loggers and

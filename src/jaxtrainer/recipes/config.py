@@ -319,7 +319,7 @@ RESUME_HINT = ("the same command plus trainer.ckpt_path=last "
 RECIPE_DEFAULTS = {"compilation_cache": True}
 """Trainer arguments whose recipe default differs from the library's: the
 recipes keep compiled programs in JAX's persistent compilation cache
-(:mod:`jaxtrainer.compilation_cache`), so a rerun with another seed or
+(:mod:`jaxtrainer.runtime.compilation_cache`), so a rerun with another seed or
 learning rate starts in seconds; ``trainer.compilation_cache=false`` or
 ``JAXTRAINER_COMPILATION_CACHE=0`` turns it off."""
 

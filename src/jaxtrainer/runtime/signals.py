@@ -43,7 +43,7 @@ from jaxtrainer import run_layout
 
 # Signals that ask a running ``fit`` to checkpoint and exit (preemption);
 # SIGUSR1 is SLURM's warning before a time limit (``sbatch --signal=USR1@90``),
-# after which the job may be requeued (:mod:`jaxtrainer.slurm`).
+# after which the job may be requeued (:mod:`jaxtrainer.runtime.slurm`).
 PREEMPTION_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1")
 
 GRACE_SECONDS = 1.0
