@@ -11,8 +11,8 @@ import pytest
 
 from jaxtrainer import compile_ahead
 from jaxtrainer.commands import eval_cli, eval_run, render
+from jaxtrainer.rundir.storage import StorageError
 from jaxtrainer.runtime import signals
-from jaxtrainer.storage import StorageError
 
 
 def _phase_lines(err: str) -> list[str]:

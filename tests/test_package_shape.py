@@ -162,8 +162,8 @@ def test_the_core_never_imports_the_recipes():
 @pytest.mark.slow
 def test_every_name_a_run_writes_is_a_literal_in_one_module_only():
     """``config.yaml``, ``checkpoints``, ``metrics.csv``, ... are spelled once, in
-    :mod:`jaxtrainer.run_layout`; every writer and reader takes them from there."""
-    from jaxtrainer import run_layout
+    :mod:`jaxtrainer.rundir.run_layout`; every writer and reader takes them from there."""
+    from jaxtrainer.rundir import run_layout
 
     names = {v for k, v in vars(run_layout).items() if k.isupper() and isinstance(v, str)}
     assert {"config.yaml", "module.yaml", "checkpoints", "metrics.csv", "hparams.csv", "sweep_members.csv",
@@ -271,7 +271,7 @@ FLOORS = (
     ("trainer",),  # the Trainer's modules, at the package root until trainer/ is a package
     ("callbacks", "loggers"),
     ("checkpoint", "strategies"),
-    ("runtime",),
+    ("runtime", "rundir"),
     ("distributed",),
     ("",),  # the ground floor
 )
@@ -284,10 +284,16 @@ GROUND_FLOOR = ("module", "metrics", "policy", "arguments", "formatting", "depre
 """The root modules of the ground floor: user contracts, values and the package's
 own helpers; every other root module is the Trainer's (its floor, for now)."""
 
-RUN_DIRECTORY_AT_THE_ROOT = ("run_layout", "run_kind", "module_record", "storage")
-"""The run directory's root modules: the floor of ``runtime`` until they have a package."""
-
 UPWARD = {
+    ("jaxtrainer.rundir.runs", "jaxtrainer.checkpoint.files"):
+        "run_dir_of reads the run directory a checkpoint recorded in its metadata "
+        "(read_meta); the metadata readers move below checkpoint/ next",
+    ("jaxtrainer.rundir.runs", "jaxtrainer.checkpoint.resolve"):
+        "CHECKPOINTS (run_layout.CHECKPOINTS_DIR), taken from the resolver, which stays in "
+        "checkpoint/ until the metadata readers it needs move below it",
+    ("jaxtrainer.rundir.saved_run", "jaxtrainer.checkpoint.resolve"):
+        "a saved run's checkpoint is resolved as Trainer.fit resolves it (the one resolver, "
+        "still in checkpoint/: it reads checkpoint.files' metadata)",
 }
 """Module-level imports of a higher floor that stay for now, ``(importer, imported):
 reason``; the next steps of the layout remove them."""
@@ -297,8 +303,7 @@ def _floor(dotted: str) -> int:
     parts = dotted.split(".")
     room = parts[1] if len(parts) > 1 else ""
     if len(parts) == 2 and not (PACKAGE / room).is_dir():  # a root module
-        room = ("" if room in GROUND_FLOOR else "__main__" if room == "__main__"
-                else "runtime" if room in RUN_DIRECTORY_AT_THE_ROOT else "trainer")
+        room = "" if room in GROUND_FLOOR else "__main__" if room == "__main__" else "trainer"
     return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
 
 
@@ -314,7 +319,7 @@ def _upward_imports() -> dict[tuple[str, str], str]:
 
 def test_no_floor_imports_a_higher_one_at_module_level():
     """commands -> recipes -> population/algorithms/envs -> trainer -> callbacks/loggers
-    -> checkpoint/strategies -> runtime -> distributed -> the ground floor: at module
+    -> checkpoint/strategies -> runtime/rundir -> distributed -> the ground floor: at module
     level a module imports only its own floor and those below (``UPWARD`` lists the
     exceptions that stay, each with its reason)."""
     found = _upward_imports()

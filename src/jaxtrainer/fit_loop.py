@@ -21,12 +21,12 @@ import jax
 import numpy as np
 
 from jaxtrainer import metrics as metrics_lib
-from jaxtrainer import run_layout
 from jaxtrainer.callbacks import model_checkpoint
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.distributed import keys
 from jaxtrainer.planner import stop_reason
+from jaxtrainer.rundir import run_layout
 from jaxtrainer.runtime import lost_process
 from jaxtrainer.runtime.signals import ACTIVITY, Preempted, SignalHandlers, signal_name
 

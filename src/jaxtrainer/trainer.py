@@ -19,14 +19,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import (
-    arguments,
-    checkpoint_connector,
-    fit_run,
-    fit_setup,
-    hook_replay,
-    module_record,
-)
+from jaxtrainer import arguments, checkpoint_connector, fit_run, fit_setup, hook_replay
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
@@ -36,6 +29,7 @@ from jaxtrainer.fit_loop import FitLoop, signals_and_phases
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module, counted_members
 from jaxtrainer.planner import IntervalPlanner, budget_in_steps
+from jaxtrainer.rundir import module_record
 from jaxtrainer.runtime import compilation_cache as compilation_cache_lib
 from jaxtrainer.runtime import slurm
 from jaxtrainer.runtime.signals import Preempted
@@ -404,7 +398,7 @@ class Trainer:
           ckpt_path: ``None`` (a new run in a new ``version_<n>``), ``"last"``
             (newest checkpoint under ``default_root_dir`` of a run this module
             can resume: newer runs of another recorded module class or sweep
-            shape, :func:`jaxtrainer.run_kind.acceptor_of`, are passed over and
+            shape, :func:`jaxtrainer.rundir.run_kind.acceptor_of`, are passed over and
             named on stderr), ``"best"`` (the
             best checkpoint by its :class:`ModelCheckpoint`'s ``monitor`` of the
             newest run there, see :func:`jaxtrainer.checkpoint.resolve`) or
@@ -429,7 +423,7 @@ class Trainer:
             monitoring an ``eval/`` metric in a fit that never evaluates, or
             ``ckpt_path="best"`` where no best checkpoint was recorded; before
             anything compiles or is written.
-          jaxtrainer.checkpoint.run_lock.RunInUseError: another live process
+          jaxtrainer.rundir.run_lock.RunInUseError: another live process
             owns the run directory (e.g. the same run resumed twice at once);
             nothing is written. Exceptions from the module or
             callbacks are re-raised unchanged after ``on_exception`` and

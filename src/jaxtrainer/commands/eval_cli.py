@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from jaxtrainer import arguments
     from jaxtrainer.commands import eval_run  # JAX from here on
+    from jaxtrainer.rundir.storage import StorageError
     from jaxtrainer.runtime import compilation_cache
-    from jaxtrainer.storage import StorageError
 
     devices: Any = args.devices
     if isinstance(devices, str) and "," in devices:

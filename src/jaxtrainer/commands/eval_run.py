@@ -214,8 +214,8 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
       StorageError: the video cannot be written there (checked before anything
         runs) or writing it failed (the previous file of that name intact).
     """
-    from jaxtrainer.checkpoint import saved_run
     from jaxtrainer.commands import render
+    from jaxtrainer.rundir import saved_run
 
     _check_counts(episodes, seed, video_episodes)
     video = None if video is None else arguments.expand_path(video)

@@ -50,8 +50,8 @@ from jaxtrainer.envs.rendering import (  # noqa: F401 - shared with VideoCallbac
     simulator,
     step_states,
 )
+from jaxtrainer.rundir.storage import StorageError, writing
 from jaxtrainer.runtime.signals import ACTIVITY, Every
-from jaxtrainer.storage import StorageError, writing
 
 FORMATS = {"gymnax": (".gif", ".mp4"), "brax": (".html", ".gif")}
 """Video formats by simulator."""

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from jaxtrainer import run_layout
+from jaxtrainer.rundir import run_layout
 
 # Signals that ask a running ``fit`` to checkpoint and exit (preemption);
 # SIGUSR1 is SLURM's warning before a time limit (``sbatch --signal=USR1@90``),
