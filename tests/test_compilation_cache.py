@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer import compilation_cache
 from jaxtrainer.algorithms import DQN, PPO
 from jaxtrainer.recipes import config
+from jaxtrainer.runtime import compilation_cache
 from tests._xla import xla_flags
 
 RECIPES = Path(__file__).parent.parent / "recipes"

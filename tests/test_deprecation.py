@@ -32,7 +32,7 @@ def test_the_two_replaced_functions_of_jaxtrainer_runs(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "jaxtrainer.runs", raising=False)
     with pytest.warns(DeprecationWarning):
         runs = importlib.import_module("jaxtrainer.runs")
-    assert runs.new_run_dir is importlib.import_module("jaxtrainer.checkpoint.runs").new_run_dir
+    assert runs.new_run_dir is importlib.import_module("jaxtrainer.rundir.runs").new_run_dir
     with pytest.warns(DeprecationWarning, match="resolve_ckpt_path"), \
             pytest.raises(FileNotFoundError, match="no checkpoint"):
         runs.resolve_checkpoint("last", tmp_path / "empty")

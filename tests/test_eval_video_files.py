@@ -9,9 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from jaxtrainer import compile_ahead, signals
+from jaxtrainer import compile_ahead
 from jaxtrainer.commands import eval_cli, eval_run, render
-from jaxtrainer.storage import StorageError
+from jaxtrainer.rundir.storage import StorageError
+from jaxtrainer.runtime import signals
 
 
 def _phase_lines(err: str) -> list[str]:

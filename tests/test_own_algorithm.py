@@ -234,7 +234,7 @@ def test_a_recorded_script_without_a_main_guard_is_not_trained_again(tmp_path):
     """Rebuilding a module whose class lives in a script (recorded as ``__main__``)
     runs the script only up to its first Trainer call: the class is defined, the
     training below it does not run again, and no new run directory appears."""
-    from jaxtrainer import module_record
+    from jaxtrainer.rundir import module_record
 
     script = tmp_path / "unguarded.py"
     script.write_text(UNGUARDED_SCRIPT)

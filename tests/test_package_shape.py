@@ -19,7 +19,7 @@ NAMEDTUPLE_API = {"_replace", "_fields", "_asdict", "_make"}
 cannot clash with field names (optax's states are NamedTuples)."""
 
 ALLOWED = {
-    ("jaxtrainer/signals.py", "os._exit"):
+    ("jaxtrainer/runtime/signals.py", "os._exit"):
         "exit_at_once: a failed rank, a finished recipe (its exit handlers already run) and a "
         "survivor whose main thread waits in the runtime for a dead process end at once, "
         "without waiting for XLA's threads (os._exit is the documented way)",
@@ -162,8 +162,8 @@ def test_the_core_never_imports_the_recipes():
 @pytest.mark.slow
 def test_every_name_a_run_writes_is_a_literal_in_one_module_only():
     """``config.yaml``, ``checkpoints``, ``metrics.csv``, ... are spelled once, in
-    :mod:`jaxtrainer.run_layout`; every writer and reader takes them from there."""
-    from jaxtrainer import run_layout
+    :mod:`jaxtrainer.rundir.run_layout`; every writer and reader takes them from there."""
+    from jaxtrainer.rundir import run_layout
 
     names = {v for k, v in vars(run_layout).items() if k.isupper() and isinstance(v, str)}
     assert {"config.yaml", "module.yaml", "checkpoints", "metrics.csv", "hparams.csv", "sweep_members.csv",
@@ -180,7 +180,8 @@ def test_every_name_a_run_writes_is_a_literal_in_one_module_only():
     assert found == []
 
 
-CORE = ("trainer", "fit_loop", "callbacks", "checkpoint", "strategies", "distributed", "population")
+CORE = ("trainer", "fit_loop", "callbacks", "checkpoint", "strategies", "runtime", "distributed",
+        "population")
 OUTSIDE_THE_CORE = ("population", "compat", "recipes", "algorithms")
 
 
@@ -261,3 +262,78 @@ def test_the_core_has_no_import_cycle_and_imports_nothing_outside_it():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
     assert out.stdout.strip() == "[]"
+
+
+FLOORS = (
+    ("commands", "__main__"),
+    ("recipes",),
+    ("population", "algorithms", "envs", "compat"),
+    ("trainer",),  # the Trainer's modules, at the package root until trainer/ is a package
+    ("callbacks", "loggers"),
+    ("checkpoint", "strategies"),
+    ("runtime", "rundir"),
+    ("distributed",),
+    ("",),  # the ground floor
+)
+"""The package's floors, top to bottom: a module imports its own floor and the
+floors below it (DESIGN.md, "Layout"); ``compat`` sits beside ``population``,
+since nothing below it imports it."""
+
+GROUND_FLOOR = ("module", "metrics", "policy", "arguments", "formatting", "deprecation",
+                "deferred_import")
+"""The root modules of the ground floor: user contracts, values and the package's
+own helpers; every other root module is the Trainer's (its floor, for now)."""
+
+UPWARD = {
+    ("jaxtrainer.rundir.runs", "jaxtrainer.checkpoint.files"):
+        "run_dir_of reads the run directory a checkpoint recorded in its metadata "
+        "(read_meta); the metadata readers move below checkpoint/ next",
+    ("jaxtrainer.rundir.runs", "jaxtrainer.checkpoint.resolve"):
+        "CHECKPOINTS (run_layout.CHECKPOINTS_DIR), taken from the resolver, which stays in "
+        "checkpoint/ until the metadata readers it needs move below it",
+    ("jaxtrainer.rundir.saved_run", "jaxtrainer.checkpoint.resolve"):
+        "a saved run's checkpoint is resolved as Trainer.fit resolves it (the one resolver, "
+        "still in checkpoint/: it reads checkpoint.files' metadata)",
+}
+"""Module-level imports of a higher floor that stay for now, ``(importer, imported):
+reason``; the next steps of the layout remove them."""
+
+
+def _floor(dotted: str) -> int:
+    parts = dotted.split(".")
+    room = parts[1] if len(parts) > 1 else ""
+    if len(parts) == 2 and not (PACKAGE / room).is_dir():  # a root module
+        room = "" if room in GROUND_FLOOR else "__main__" if room == "__main__" else "trainer"
+    return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
+
+
+def _upward_imports() -> dict[tuple[str, str], str]:
+    found = {}
+    for path in _modules():
+        me = _dotted(path)
+        for other in _module_level_imports(path):
+            if other != "jaxtrainer" and _floor(other) < _floor(me):
+                found[(me, other)] = f"{FLOORS[_floor(me)][0] or 'ground'} -> {FLOORS[_floor(other)][0]}"
+    return found
+
+
+def test_no_floor_imports_a_higher_one_at_module_level():
+    """commands -> recipes -> population/algorithms/envs -> trainer -> callbacks/loggers
+    -> checkpoint/strategies -> runtime/rundir -> distributed -> the ground floor: at module
+    level a module imports only its own floor and those below (``UPWARD`` lists the
+    exceptions that stay, each with its reason)."""
+    found = _upward_imports()
+    unexplained = sorted(k for k in found if k not in UPWARD)
+    assert unexplained == [], "\n".join(f"{a} imports {b} ({found[(a, b)]})" for a, b in unexplained)
+    stale = sorted(set(UPWARD) - set(found))
+    assert not stale, f"allow-list entries no longer needed: {stale}"
+
+
+def test_the_floor_check_sees_what_it_must():
+    assert _floor("jaxtrainer.commands.cli") < _floor("jaxtrainer.recipes.config") \
+        < _floor("jaxtrainer.population.pbt") < _floor("jaxtrainer.trainer") \
+        < _floor("jaxtrainer.callbacks.base") < _floor("jaxtrainer.checkpoint.files") \
+        < _floor("jaxtrainer.runtime.signals") < _floor("jaxtrainer.distributed.process") \
+        < _floor("jaxtrainer.module")
+    assert _floor("jaxtrainer.fit_loop") == _floor("jaxtrainer.trainer")
+    assert _floor("jaxtrainer.algorithms") == _floor("jaxtrainer.envs.gymnax_env")

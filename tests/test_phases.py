@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from jaxtrainer import compile_ahead, signals
+from jaxtrainer import compile_ahead
 from jaxtrainer.commands import cli, render
 from jaxtrainer.population import PopulationTrainer
+from jaxtrainer.runtime import signals
 from tests import toys
 from tests.test_population import GENERATIONS, Recording
 
@@ -103,7 +104,7 @@ import sys
 from types import SimpleNamespace
 from typing import NamedTuple
 import numpy as np
-from jaxtrainer import signals
+from jaxtrainer.runtime import signals
 from jaxtrainer.commands import render
 render.headless_gl()  # as jaxtrainer eval does, before brax imports MuJoCo
 import mujoco

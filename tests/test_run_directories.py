@@ -11,7 +11,7 @@ import time
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer.checkpoint import runs
+from jaxtrainer.rundir import runs
 from tests import toys
 from tests._xla import xla_flags
 
@@ -111,7 +111,7 @@ def test_a_run_in_use_by_another_process_refuses_a_second_resume_and_writes_noth
     import socket
     from pathlib import Path
 
-    from jaxtrainer.checkpoint import run_lock
+    from jaxtrainer.rundir import run_lock
     from tests.commands import TINY_PPO
 
     repo = Path(__file__).resolve().parents[1]

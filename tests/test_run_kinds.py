@@ -16,7 +16,6 @@ import yaml
 from omegaconf import OmegaConf
 
 import jaxtrainer as jt
-from jaxtrainer import run_kind
 from jaxtrainer.checkpoint.resolve import NotResumable
 from jaxtrainer.commands import cli, fit, plot
 from jaxtrainer.population import Sweep
@@ -24,6 +23,7 @@ from jaxtrainer.population import summary as sweep_summary
 from jaxtrainer.recipes import command, config
 from jaxtrainer.recipes import sweep as recipe_sweep
 from jaxtrainer.recipes.catalog import CONFIGS
+from jaxtrainer.rundir import run_kind
 from tests import toys
 
 

@@ -249,8 +249,8 @@ def test_recipe_search_section_builds_a_search():
 
 
 def test_search_runs_share_the_budget_between_member_slots(capsys):
-    from jaxtrainer.checkpoint.saved_run import make_trainer
     from jaxtrainer.recipes import search as search_section
+    from jaxtrainer.rundir.saved_run import make_trainer
 
     space = ["search.method=asha", "search.space.lr=loguniform(1e-5,1e-2)"]
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", [*space, "search.members=32"])
@@ -349,8 +349,8 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     """A recipe's random search (4 members, 3 updates each): `jaxtrainer plot RUN`
     draws its trials, `jaxtrainer eval RUN --member best` evaluates the member
     the run reported, and the run is told apart from single runs."""
-    from jaxtrainer import run_kind
     from jaxtrainer.commands import cli
+    from jaxtrainer.rundir import run_kind
 
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", [
         "search.method=random", "search.members=4", "search.space.lr=loguniform(1e-3,1e-2)",

@@ -18,8 +18,8 @@ import pytest
 
 import jaxtrainer as jt
 from jaxtrainer import checkpoint as ckpt
-from jaxtrainer import signals
 from jaxtrainer.recipes import config
+from jaxtrainer.runtime import signals
 from tests import toys
 from tests._xla import xla_flags
 from tests.test_eval_cli import PPO_SIZES, RECIPES, init_only_run
@@ -125,7 +125,7 @@ def test_recipe_first_sigint_during_compile_names_it_and_second_ends_it_at_once(
 _TRAIN = """
 import time
 import jaxtrainer as jt
-from jaxtrainer import signals
+from jaxtrainer.runtime import signals
 from tests import toys
 
 signals.GRACE_SECONDS = {grace}  # 0: the write in flight is cut off and removed, not waited for
@@ -350,7 +350,7 @@ def test_a_signal_between_installing_two_handlers_reaches_the_new_one():
                 os.kill(os.getpid(), signal.SIGINT)  # arrives before SIGINT's handler
             return old
         signal.signal = install_then_interrupt
-        from jaxtrainer import startup
+        from jaxtrainer.runtime import startup
         startup.begin("prog")
         signal.signal = real
         import time

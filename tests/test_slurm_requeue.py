@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer import slurm
+from jaxtrainer.runtime import slurm
 from tests._xla import xla_flags
 
 REPO = Path(__file__).resolve().parent.parent

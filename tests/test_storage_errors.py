@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxtrainer import storage
 from jaxtrainer.loggers import csv_logger
+from jaxtrainer.rundir import storage
 from tests._xla import xla_flags
 from tests.commands import ROOT, TINY_PPO
 

@@ -15,7 +15,7 @@ the first training call waits for it: an ``evaluation_step`` that fails to trace
 before training, not at its first evaluation; a compile that fails later fails
 it at the next host boundary (:meth:`Programs.check_evaluation`).
 
-Phases: where phase lines are on (:data:`jaxtrainer.signals.ACTIVITY`),
+Phases: where phase lines are on (:data:`jaxtrainer.runtime.signals.ACTIVITY`),
 ``compiling the training program ...`` when its compile starts, ``compiling
 the evaluation program ...`` when one is compiled, or waited for, in the main
 thread, ``still compiling ... (N s so far)`` every :data:`STILL_SECONDS` of a
@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jaxtrainer.signals import ACTIVITY
+from jaxtrainer.runtime.signals import ACTIVITY
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 
 TRAIN_PHASE, EVAL_PHASE = "compiling the training program", "compiling the evaluation program"
-"""The phases (see :data:`jaxtrainer.signals.ACTIVITY`) of compiling the programs."""
+"""The phases (see :data:`jaxtrainer.runtime.signals.ACTIVITY`) of compiling the programs."""
 
 STILL_SECONDS = 30.0
 """While a compile runs, a ``still compiling ...`` line every this many seconds

@@ -28,9 +28,9 @@ MOVED_MODULES = {
     "jaxtrainer.algorithms.sweep": "jaxtrainer.population.sweep",
     "jaxtrainer.algorithms.population_core": "jaxtrainer.population.members",
     "jaxtrainer.sweep_summary": "jaxtrainer.population.summary",
-    "jaxtrainer.runs": "jaxtrainer.compat.runs_v01",  # checkpoint.runs + 2 old functions
+    "jaxtrainer.runs": "jaxtrainer.compat.runs_v01",  # rundir.runs + 2 old functions
     "jaxtrainer.run_checkpoint": "jaxtrainer.checkpoint_connector",
-    "jaxtrainer.saved_run": "jaxtrainer.checkpoint.saved_run",
+    "jaxtrainer.saved_run": "jaxtrainer.rundir.saved_run",
     "jaxtrainer._args": "jaxtrainer.arguments",
     "jaxtrainer.callbacks._monitor": "jaxtrainer.callbacks.monitor",
     # after 0.2.0: the commands in one package
@@ -46,9 +46,23 @@ MOVED_MODULES = {
     "jaxtrainer.recipes.script": "jaxtrainer.commands.script",
     # the Trainer's side of a checkpoint beside the Trainer; checkpoint/ keeps files and runs
     "jaxtrainer.checkpoint.trainer_state": "jaxtrainer.checkpoint_connector",
+    # floors: the process around a fit in one package
+    "jaxtrainer.signals": "jaxtrainer.runtime.signals",
+    "jaxtrainer.slurm": "jaxtrainer.runtime.slurm",
+    "jaxtrainer.lost_process": "jaxtrainer.runtime.lost_process",
+    "jaxtrainer.startup": "jaxtrainer.runtime.startup",
+    "jaxtrainer.compilation_cache": "jaxtrainer.runtime.compilation_cache",
+    # floors: the run directory in one package (rundir: jaxtrainer.runs is 0.1's path above)
+    "jaxtrainer.run_layout": "jaxtrainer.rundir.run_layout",
+    "jaxtrainer.run_kind": "jaxtrainer.rundir.run_kind",
+    "jaxtrainer.module_record": "jaxtrainer.rundir.module_record",
+    "jaxtrainer.storage": "jaxtrainer.rundir.storage",
+    "jaxtrainer.checkpoint.run_lock": "jaxtrainer.rundir.run_lock",
+    "jaxtrainer.checkpoint.runs": "jaxtrainer.rundir.runs",
+    "jaxtrainer.checkpoint.saved_run": "jaxtrainer.rundir.saved_run",
 }
 """Every module path that moved since 0.1.0 and its new home
-(``jaxtrainer.runs``: :mod:`jaxtrainer.checkpoint.runs` with the two functions
+(``jaxtrainer.runs``: :mod:`jaxtrainer.rundir.runs` with the two functions
 the checkpoint resolver replaced, :mod:`jaxtrainer.compat.runs_v01`)."""
 
 

@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from jaxtrainer import lost_process, run_layout
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.callbacks import model_checkpoint
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.distributed import keys
 from jaxtrainer.planner import stop_reason
-from jaxtrainer.signals import ACTIVITY, Preempted, SignalHandlers, signal_name
+from jaxtrainer.rundir import run_layout
+from jaxtrainer.runtime import lost_process
+from jaxtrainer.runtime.signals import ACTIVITY, Preempted, SignalHandlers, signal_name
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module

@@ -17,12 +17,13 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import checkpoint_connector, fit_loop, fit_setup, hook_replay, lost_process, slurm
+from jaxtrainer import checkpoint_connector, fit_loop, fit_setup, hook_replay
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.callbacks import model_checkpoint
 from jaxtrainer.distributed import keys
-from jaxtrainer.lost_process import ProcessLost
-from jaxtrainer.signals import Preempted
+from jaxtrainer.runtime import lost_process, slurm
+from jaxtrainer.runtime.lost_process import ProcessLost
+from jaxtrainer.runtime.signals import Preempted
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -90,7 +91,7 @@ def fail(trainer: Trainer, module: Module, exc: BaseException) -> ProcessLost | 
     """After ``exc`` ended a fit: cancel a compile waiting for training, run
     every callback's ``on_exception`` and ``teardown``, and after a preemption
     say (process 0, stderr) how to resume or requeue the SLURM job. Returns the
-    :class:`~jaxtrainer.lost_process.ProcessLost` to raise instead when ``exc``
+    :class:`~jaxtrainer.runtime.lost_process.ProcessLost` to raise instead when ``exc``
     says another process of the run died (its line printed), else ``None``."""
     trainer.programs.cancel()
     call_all_safely(trainer, "on_exception", module, exc)

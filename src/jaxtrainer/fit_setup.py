@@ -1,7 +1,7 @@
 """What ``Trainer.fit`` does before its first hook: the run directory.
 
 :func:`open_run` resolves ``ckpt_path`` (or reserves a new ``version_N`` on
-process 0), takes the directory's lock (:mod:`jaxtrainer.checkpoint.run_lock`)
+process 0), takes the directory's lock (:mod:`jaxtrainer.rundir.run_lock`)
 and records and announces the run; :func:`resume_hint` is how a preemption
 message says to resume. Every function takes the Trainer and acts for it on
 every process (process 0 writes, the others learn the result by broadcast).
@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jaxtrainer import checkpoint_connector, module_record, run_kind, run_layout, slurm
+from jaxtrainer import checkpoint_connector
 from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.checkpoint import files as ckpt
-from jaxtrainer.checkpoint import run_lock, runs
 from jaxtrainer.module import Module, counted_members
+from jaxtrainer.rundir import module_record, run_kind, run_layout, run_lock, runs
+from jaxtrainer.runtime import slurm
 from jaxtrainer.strategies.layout import LeafLayout
 from jaxtrainer.strategies.single_device import SingleDeviceStrategy
 
@@ -77,7 +78,7 @@ def resolve_resume(trainer: Trainer, module: Module,
 def requeued_checkpoint(trainer: Trainer, module: Module) -> Path | None:
     """In a job SLURM requeued (``SLURM_RESTART_COUNT`` > 0): the newest
     checkpoint under ``default_root_dir`` of a run this job wrote (its recorded
-    SLURM ids are this job's, :func:`jaxtrainer.slurm.other_job`) that this
+    SLURM ids are this job's, :func:`jaxtrainer.runtime.slurm.other_job`) that this
     module can resume, else ``None`` (a new run: the job was requeued before its
     first checkpoint); process 0 says which on stderr."""
     kind = run_kind.acceptor_of(module)
@@ -105,7 +106,7 @@ def checkpoint_of(trainer: Trainer, module: Module, ckpt_path: str | os.PathLike
     (``"last"``, ``"best"``, a run's ``checkpoints`` folder or a step directory;
     resolved on process 0, broadcast to the others). ``accept``: which runs
     ``"last"`` may take (:data:`jaxtrainer.checkpoint.resolve.Accept`); default
-    those of ``module``'s kind (:func:`jaxtrainer.run_kind.acceptor_of`).
+    those of ``module``'s kind (:func:`jaxtrainer.rundir.run_kind.acceptor_of`).
 
     Raises:
       FileNotFoundError: it names no checkpoint.
@@ -120,7 +121,7 @@ def lock_run_dir(trainer: Trainer) -> Path | None:
     another process owns the directory.
 
     Raises:
-      jaxtrainer.checkpoint.run_lock.RunInUseError: another live process owns it.
+      jaxtrainer.rundir.run_lock.RunInUseError: another live process owns it.
     """
     lock, refused = None, ""
     if trainer.is_global_zero:
@@ -157,7 +158,7 @@ def run_dir_held(trainer: Trainer, new: bool) -> Iterator[None]:
 def announce(trainer: Trainer, module: Module, resume: Path | None, step: int) -> None:
     """On process 0: a new run records how to rebuild its module (what
     ``jaxtrainer eval`` and ``load_policy`` read), a run in a SLURM job the
-    job's ids (:func:`jaxtrainer.slurm.record_job`); print the strategy, the run
+    job's ids (:func:`jaxtrainer.runtime.slurm.record_job`); print the strategy, the run
     directory and, resuming, the checkpoint and its step."""
     if not trainer.is_global_zero:
         return

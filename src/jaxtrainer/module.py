@@ -97,7 +97,7 @@ class Module:
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Module:
         # the constructor's arguments, so that a run started from Python can be
-        # rebuilt by `jaxtrainer eval` and load_policy (jaxtrainer.module_record)
+        # rebuilt by `jaxtrainer eval` and load_policy (jaxtrainer.rundir.module_record)
         self = super().__new__(cls)
         object.__setattr__(self, "_init_arguments", (args, kwargs))
         return self

@@ -324,7 +324,7 @@ def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
       ValueError: a bad ``ckpt``, or a checkpoint that does not match the module.
       TypeError: a module that exposes no policy.
     """
-    from jaxtrainer.checkpoint import saved_run
+    from jaxtrainer.rundir import saved_run
 
     restored = saved_run.restore(path, ckpt, module=module, strategy="single", devices=1)
     trainer = restored.trainer

@@ -5,7 +5,7 @@ The Trainer is a facade over small pieces, each in its own module:
 :mod:`jaxtrainer.strategies.program` (the compiled programs),
 :mod:`jaxtrainer.compile_ahead` (compiling them in the background),
 :mod:`jaxtrainer.checkpoint` (run directories, the checkpoint to resume, what it holds),
-:mod:`jaxtrainer.signals` (preemption) and :mod:`jaxtrainer.distributed.keys`
+:mod:`jaxtrainer.runtime.signals` (preemption) and :mod:`jaxtrainer.distributed.keys`
 (every PRNG key). What stays here: the order of hooks, counters, and resume.
 """
 
@@ -19,17 +19,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import (
-    arguments,
-    checkpoint_connector,
-    fit_run,
-    fit_setup,
-    hook_replay,
-    module_record,
-    slurm,
-)
+from jaxtrainer import arguments, checkpoint_connector, fit_run, fit_setup, hook_replay
 from jaxtrainer import checkpoint as ckpt
-from jaxtrainer import compilation_cache as compilation_cache_lib
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
@@ -38,7 +29,10 @@ from jaxtrainer.fit_loop import FitLoop, signals_and_phases
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module, counted_members
 from jaxtrainer.planner import IntervalPlanner, budget_in_steps
-from jaxtrainer.signals import Preempted
+from jaxtrainer.rundir import module_record
+from jaxtrainer.runtime import compilation_cache as compilation_cache_lib
+from jaxtrainer.runtime import slurm
+from jaxtrainer.runtime.signals import Preempted
 from jaxtrainer.strategies import Strategy, resolve
 from jaxtrainer.strategies.base import DevicesArg
 from jaxtrainer.strategies.program import MAX_INTERVALS_PER_CALL
@@ -177,10 +171,10 @@ class Trainer:
         (default: off, the recipes turn it on). The environment variable
         ``JAXTRAINER_COMPILATION_CACHE`` overrides it (``0`` off, ``1`` on, or a
         directory). Process-wide: it stays on for later compiles
-        (:mod:`jaxtrainer.compilation_cache`).
+        (:mod:`jaxtrainer.runtime.compilation_cache`).
       requeue: after SIGUSR1 checkpointed the run, ``scontrol requeue`` the SLURM
         job: ``"auto"`` in a batch job, ``True``, ``False``; a requeued job
-        resumes from ``"last"`` (:mod:`jaxtrainer.slurm`).
+        resumes from ``"last"`` (:mod:`jaxtrainer.runtime.slurm`).
 
     Attributes:
       root_key: the run's root PRNG key (``key(seed)``, replicated; restored
@@ -404,7 +398,7 @@ class Trainer:
           ckpt_path: ``None`` (a new run in a new ``version_<n>``), ``"last"``
             (newest checkpoint under ``default_root_dir`` of a run this module
             can resume: newer runs of another recorded module class or sweep
-            shape, :func:`jaxtrainer.run_kind.acceptor_of`, are passed over and
+            shape, :func:`jaxtrainer.rundir.run_kind.acceptor_of`, are passed over and
             named on stderr), ``"best"`` (the
             best checkpoint by its :class:`ModelCheckpoint`'s ``monitor`` of the
             newest run there, see :func:`jaxtrainer.checkpoint.resolve`) or
@@ -416,7 +410,7 @@ class Trainer:
         compile) saves a checkpoint at the next step boundary (every
         :class:`ModelCheckpoint`, or ``<log_dir>/checkpoints``), closes the
         loggers and raises :class:`Preempted`; a second ends the process within
-        about 2 s keeping every complete checkpoint (:mod:`jaxtrainer.signals`).
+        about 2 s keeping every complete checkpoint (:mod:`jaxtrainer.runtime.signals`).
         With a progress bar, process 0 prints one line per phase on stderr
         ("compiling the training program ...").
 
@@ -429,13 +423,13 @@ class Trainer:
             monitoring an ``eval/`` metric in a fit that never evaluates, or
             ``ckpt_path="best"`` where no best checkpoint was recorded; before
             anything compiles or is written.
-          jaxtrainer.checkpoint.run_lock.RunInUseError: another live process
+          jaxtrainer.rundir.run_lock.RunInUseError: another live process
             owns the run directory (e.g. the same run resumed twice at once);
             nothing is written. Exceptions from the module or
             callbacks are re-raised unchanged after ``on_exception`` and
             ``teardown``.
           Preempted: after SIGTERM/SIGINT/SIGUSR1, once the checkpoint is written.
-          jaxtrainer.lost_process.ProcessLost: another process of the run died.
+          jaxtrainer.runtime.lost_process.ProcessLost: another process of the run died.
           FileNotFoundError: ``ckpt_path`` names no checkpoint.
         """
         if not isinstance(module, Module):

@@ -8,10 +8,11 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments, run_layout, storage
+from jaxtrainer import arguments
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.monitor import check_mode
+from jaxtrainer.rundir import run_layout, storage
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module

@@ -8,9 +8,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import run_layout
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
+from jaxtrainer.rundir import run_layout
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module

@@ -10,8 +10,9 @@ import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments, run_layout, storage
+from jaxtrainer import arguments
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.rundir import run_layout, storage
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -76,7 +77,7 @@ class VideoCallback(Callback):
     Raises:
       ValueError: ``every_n_steps``, ``num_episodes`` or ``max_frames`` not a
         positive int, ``member`` not ``None`` or an int >= 0.
-      jaxtrainer.storage.StorageError: at ``on_train_start``, ``dirpath`` cannot be created.
+      jaxtrainer.rundir.storage.StorageError: at ``on_train_start``, ``dirpath`` cannot be created.
     """
 
     order = -10  # its on_fit_end logs the last videos before the loggers (0) close

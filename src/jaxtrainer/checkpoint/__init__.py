@@ -1,14 +1,13 @@
-"""Checkpoints: the files, the run directories, and which checkpoint a path names.
+"""Checkpoints: the files, and which checkpoint a path names.
 
 * :mod:`~jaxtrainer.checkpoint.files`: what a checkpoint holds and how it is
   written and read (orbax-checkpoint, one logical copy, process 0 writes);
 * :mod:`~jaxtrainer.checkpoint.resolve`: the one resolver of ``"last"``,
   ``"best"`` and a step, used by ``Trainer.fit``/``evaluate``, ``jaxtrainer
-  eval``, :func:`jaxtrainer.load_policy` and the recipes;
-* :mod:`~jaxtrainer.checkpoint.runs`: run directories (``version_<n>``);
-* :mod:`~jaxtrainer.checkpoint.saved_run`: a saved run restored into the module
-  that wrote it;
-* :mod:`~jaxtrainer.checkpoint.run_lock`: one process owns a run directory.
+  eval``, :func:`jaxtrainer.load_policy` and the recipes.
+
+Run directories (``version_<n>``), saved runs restored into their module and the
+run lock are :mod:`jaxtrainer.rundir`'s.
 
 The Trainer's side (what its checkpoint holds, saved and restored) is
 :mod:`jaxtrainer.checkpoint_connector`, beside the Trainer.

@@ -51,8 +51,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtrainer import run_layout, storage
 from jaxtrainer.distributed.process import broadcast_from_zero
+from jaxtrainer.rundir import run_layout, storage
 
 if TYPE_CHECKING:
     import orbax.checkpoint as ocp

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from jaxtrainer import run_layout
 from jaxtrainer.arguments import expand_path
 from jaxtrainer.checkpoint.files import META, latest_step_dir, read_meta, steps
+from jaxtrainer.rundir import run_layout
 
 CHECKPOINTS = run_layout.CHECKPOINTS_DIR
 """The first ModelCheckpoint's directory in a run; the next ones write

@@ -3,7 +3,7 @@
 Subcommands live in their own modules and are listed in :data:`COMMANDS`
 (``name -> "module:function"``); each function takes ``argv: list[str]`` and
 returns an exit code. Run as the command (``argv`` from ``sys.argv``), its
-first act is :func:`jaxtrainer.startup.begin`: a Ctrl-C while it starts ends
+first act is :func:`jaxtrainer.runtime.startup.begin`: a Ctrl-C while it starts ends
 it in one line, and the current directory is on the import path.
 """
 
@@ -32,7 +32,7 @@ def _usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None and sys.argv[1:2] != ["launch"]:  # the command (each launched process starts its own)
-        from jaxtrainer import startup
+        from jaxtrainer.runtime import startup
 
         startup.begin("jaxtrainer")
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -20,7 +20,7 @@ strategy and device count (up to the order of float sums).
 The command says what it is doing, one line per phase on stderr (restoring,
 compiling, recording, ``drawing frame i/n``), and stops on the first SIGINT or
 SIGTERM, even during a compile, with status ``128 + signal``
-(:class:`jaxtrainer.signals.StopOnSignal`). The numbers are printed once the
+(:class:`jaxtrainer.runtime.signals.StopOnSignal`). The numbers are printed once the
 evaluation is done, before the video is drawn. The video's path is checked
 before anything runs; the video is written to a temporary file in its directory
 and replaces the file of that name only when complete, so a signal or an error
@@ -86,9 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--video-episodes", type=int, default=1, metavar="K",
                         help="episodes in the video (default 1)")
     args = parser.parse_args(argv)
-    from jaxtrainer import arguments, compilation_cache
+    from jaxtrainer import arguments
     from jaxtrainer.commands import eval_run  # JAX from here on
-    from jaxtrainer.storage import StorageError
+    from jaxtrainer.rundir.storage import StorageError
+    from jaxtrainer.runtime import compilation_cache
 
     devices: Any = args.devices
     if isinstance(devices, str) and "," in devices:

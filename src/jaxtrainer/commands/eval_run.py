@@ -21,7 +21,7 @@ from jaxtrainer.envs.evaluation import episode_share, run_episodes
 from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
 from jaxtrainer.module import Module, counted_members, members_of
-from jaxtrainer.signals import ACTIVITY, StopOnSignal
+from jaxtrainer.runtime.signals import ACTIVITY, StopOnSignal
 from jaxtrainer.trainer import Trainer
 
 STATISTICS = ("episode_return", "episode_length")
@@ -214,8 +214,8 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
       StorageError: the video cannot be written there (checked before anything
         runs) or writing it failed (the previous file of that name intact).
     """
-    from jaxtrainer.checkpoint import saved_run
     from jaxtrainer.commands import render
+    from jaxtrainer.rundir import saved_run
 
     _check_counts(episodes, seed, video_episodes)
     video = None if video is None else arguments.expand_path(video)

@@ -28,8 +28,8 @@ import threading
 import time
 from typing import IO
 
-from jaxtrainer import signals
 from jaxtrainer.arguments import CPU_COLLECTIVES_ENV
+from jaxtrainer.runtime import signals
 
 ENV_LOCAL_RANK = "JAXTRAINER_LOCAL_RANK"
 ENV_LAUNCHER_PID = "JAXTRAINER_LAUNCHER_PID"
@@ -243,9 +243,9 @@ def launch(nproc_per_node: int, script: str, args: list[str] | None = None, *,
     code (``128 + signal`` for a rank killed by a signal, at least 1), after the
     other ranks were stopped (SIGTERM, then SIGKILL after ``grace`` seconds).
     SIGINT/SIGTERM/SIGUSR1 sent to the launcher are forwarded to every rank
-    (SIGUSR1: SLURM's warning before the time limit, see :mod:`jaxtrainer.slurm`); a second
+    (SIGUSR1: SLURM's warning before the time limit, see :mod:`jaxtrainer.runtime.slurm`); a second
     one (not the same one delivered twice at once, as ``timeout`` does:
-    :data:`jaxtrainer.signals.REPEAT_SECONDS`) is forwarded too (a rank then stops at
+    :data:`jaxtrainer.runtime.signals.REPEAT_SECONDS`) is forwarded too (a rank then stops at
     once, leaving its last complete checkpoint and no partial one) and the ranks still running
     :data:`SECOND_SIGNAL_GRACE` seconds later are killed (SIGKILL); a third
     kills them at once. The launcher then returns ``128 + signal``.

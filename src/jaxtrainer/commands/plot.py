@@ -8,7 +8,7 @@ Each argument is a run directory (one holding ``metrics.csv``) or, as
 ``tensorboard --logdir`` takes, a root: every directory below it holding a
 ``metrics.csv`` is a run (``version_<n>`` in number order). Each run is one
 line, labelled with its path relative to the root. Runs are grouped by recipe,
-environment and kind (:func:`group_runs`, :mod:`jaxtrainer.run_kind`: a
+environment and kind (:func:`group_runs`, :mod:`jaxtrainer.rundir.run_kind`: a
 CartPole run, an Acrobot run and a sweep are three groups); per group the
 figure shows the mean and a band from the minimum to the maximum (the spread
 over its runs), after interpolating its runs onto the x values of its
@@ -36,9 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from jaxtrainer import run_kind, run_layout
 from jaxtrainer.arguments import expand_path
-from jaxtrainer.run_kind import RunKind
+from jaxtrainer.rundir import run_kind, run_layout
+from jaxtrainer.rundir.run_kind import RunKind
 
 
 def read_curve(run_dir: str | os.PathLike, metric: str, x: str = "env_steps") -> tuple[np.ndarray, np.ndarray]:
@@ -209,7 +209,7 @@ def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
 
 def group_runs(runs: list[tuple[str, str]]) -> list[tuple[RunKind, list[tuple[str, str]]]]:
     """``runs`` (``(run_dir, label)``, :func:`find_runs`) grouped by recipe,
-    environment and kind (:func:`jaxtrainer.run_kind.of_run`): ``[(identity,
+    environment and kind (:func:`jaxtrainer.rundir.run_kind.of_run`): ``[(identity,
     [(run_dir, label), ...]), ...]``, groups in the order of their first run."""
     groups: dict[RunKind, list[tuple[str, str]]] = {}
     for run_dir, label in runs:

@@ -19,7 +19,7 @@
 Progress: each phase (recording the episodes, drawing frame ``i/n`` at most
 every :data:`FRAME_LINE_SECONDS` and at the last frame, writing the viewer,
 ``writing frame i/n of <name>`` of a ``.gif`` as often) is
-a line on stderr where :data:`jaxtrainer.signals.ACTIVITY` has lines on
+a line on stderr where :data:`jaxtrainer.runtime.signals.ACTIVITY` has lines on
 (``jaxtrainer eval``), and what a signal message names.
 
 MuJoCo Playground renders through MuJoCo's OpenGL renderer, which needs an
@@ -50,8 +50,8 @@ from jaxtrainer.envs.rendering import (  # noqa: F401 - shared with VideoCallbac
     simulator,
     step_states,
 )
-from jaxtrainer.signals import ACTIVITY, Every
-from jaxtrainer.storage import StorageError, writing
+from jaxtrainer.rundir.storage import StorageError, writing
+from jaxtrainer.runtime.signals import ACTIVITY, Every
 
 FORMATS = {"gymnax": (".gif", ".mp4"), "brax": (".html", ".gif")}
 """Video formats by simulator."""

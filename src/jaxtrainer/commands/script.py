@@ -2,7 +2,7 @@
 (:func:`main`) and their text (:func:`source`), one per recipe of the catalog.
 
 This module imports no JAX, so a script that imports it first takes Ctrl-C from
-its first line (:func:`jaxtrainer.startup.begin`) before the heavy imports
+its first line (:func:`jaxtrainer.runtime.startup.begin`) before the heavy imports
 start. The scripts are generated: ``python -m jaxtrainer.commands.script
 recipes`` writes one per :data:`jaxtrainer.recipes.catalog.RECIPES` entry (a
 test checks that each file equals :func:`source`)."""
@@ -12,11 +12,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jaxtrainer import startup
+from jaxtrainer.runtime import startup
 
 
 def main(recipe: str) -> None:
-    """Run ``recipe`` as the command ``sys.argv[0]``: :func:`jaxtrainer.startup.begin`,
+    """Run ``recipe`` as the command ``sys.argv[0]``: :func:`jaxtrainer.runtime.startup.begin`,
     then :func:`jaxtrainer.commands.fit.script` with ``sys.argv[1:]`` (a bad
     config: one line, status 2)."""
     prog = sys.argv[0]

@@ -1,5 +1,6 @@
 """What ``import jaxtrainer.runs`` gives until 0.3.0 (with a DeprecationWarning):
-:mod:`jaxtrainer.checkpoint.runs`, where the module moved in 0.2.0, plus its two
+:mod:`jaxtrainer.rundir.runs` (0.2.0 moved the module to ``checkpoint.runs``, the
+run directory's package since), plus its two
 functions that the checkpoint resolver replaced."""
 
 from __future__ import annotations
@@ -8,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from jaxtrainer.checkpoint.runs import *  # noqa: F403
 from jaxtrainer.deprecation import warn_moved
+from jaxtrainer.rundir.runs import *  # noqa: F403
 
 
 def resolve_checkpoint(ckpt_path: str | os.PathLike, root: str | os.PathLike,

@@ -424,7 +424,7 @@ def _watch_peers(seconds: float) -> None:
     exit, before ``jax.distributed`` shuts down (exit handlers run last first)."""
     from jax._src.distributed import global_state  # the coordination client (as orbax reads it)
 
-    from jaxtrainer import lost_process
+    from jaxtrainer.runtime import lost_process
 
     count, me = jax.process_count(), jax.process_index()
     if count > 1 and global_state.client is not None:

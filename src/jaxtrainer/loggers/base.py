@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jaxtrainer import storage
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.rundir import storage
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -74,7 +74,7 @@ class Logger(Callback):
     Logged step: ``metrics["step"]`` (global training steps done).
 
     A file that cannot be written (a full disk, a read-only directory) raises
-    :class:`jaxtrainer.storage.StorageError` from the hook that writes, naming
+    :class:`jaxtrainer.rundir.storage.StorageError` from the hook that writes, naming
     the file and the OS error; what was written before stays whole.
     """
 

@@ -8,8 +8,9 @@ import io
 import os
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments, run_layout, storage
+from jaxtrainer import arguments
 from jaxtrainer.loggers.base import Logger
+from jaxtrainer.rundir import run_layout, storage
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -109,7 +110,7 @@ class CSVLogger(Logger):
         """Append the pending rows (or rewrite the file with a wider header).
 
         Raises:
-          jaxtrainer.storage.StorageError: the file cannot be written; it keeps
+          jaxtrainer.rundir.storage.StorageError: the file cannot be written; it keeps
             the complete rows it had (a cut-short append is truncated away).
         """
         assert self.path is not None
@@ -135,7 +136,7 @@ def _append(path: str, text: str, what: str) -> None:
     full disk) is truncated back to the file's previous end.
 
     Raises:
-      jaxtrainer.storage.StorageError: naming ``what``, ``path`` and the OS error.
+      jaxtrainer.rundir.storage.StorageError: naming ``what``, ``path`` and the OS error.
     """
     with storage.writing(what, path):
         end = os.path.getsize(path) if os.path.exists(path) else 0
@@ -154,7 +155,7 @@ def _replace(path: str, text: str, what: str) -> None:
     and no temporary file stays.
 
     Raises:
-      jaxtrainer.storage.StorageError: naming ``what``, ``path`` and the OS error.
+      jaxtrainer.rundir.storage.StorageError: naming ``what``, ``path`` and the OS error.
     """
     tmp = path + ".tmp"
     with storage.writing(what, path):

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments, run_layout, storage
+from jaxtrainer import arguments
 from jaxtrainer.deferred_import import deferred_imports
 from jaxtrainer.loggers.base import Logger
+from jaxtrainer.rundir import run_layout, storage
 
 TENSORBOARDX_STORAGE = ("boto3",)
 """Modules tensorboardX imports at import time for ``s3://`` log directories
@@ -48,7 +49,7 @@ class TensorBoardLogger(Logger):
     (:class:`EventFile`): no writer thread of tensorboardX's runs either. The
     directory is created in ``on_fit_start`` (a bad path fails there, before
     training); a write error (a full disk, say) is raised by the log call that
-    meets it as a :class:`jaxtrainer.storage.StorageError` naming the file,
+    meets it as a :class:`jaxtrainer.rundir.storage.StorageError` naming the file,
     which keeps its complete records; an error opening the writer by the first
     log call after it (or :meth:`finalize`).
 
@@ -191,7 +192,7 @@ class EventFile:
     tensorboardX's, events of that step and later in earlier files are hidden.
 
     Raises:
-      jaxtrainer.storage.StorageError: the file cannot be created or written
+      jaxtrainer.rundir.storage.StorageError: the file cannot be created or written
         (naming it and the OS error).
     """
 

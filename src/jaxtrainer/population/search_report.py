@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from jaxtrainer import run_layout
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.rundir import run_layout
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module

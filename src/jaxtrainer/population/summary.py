@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jaxtrainer import run_kind, run_layout
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.rundir import run_kind, run_layout
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module

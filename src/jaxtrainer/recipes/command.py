@@ -28,12 +28,12 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from jaxtrainer import run_layout
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint.files import CheckpointReadError
-from jaxtrainer.checkpoint.run_lock import RunInUseError
-from jaxtrainer.signals import exit_at_once
-from jaxtrainer.storage import StorageError, as_storage_error, writing
+from jaxtrainer.rundir import run_layout
+from jaxtrainer.rundir.run_lock import RunInUseError
+from jaxtrainer.rundir.storage import StorageError, as_storage_error, writing
+from jaxtrainer.runtime.signals import exit_at_once
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -52,10 +52,10 @@ CONFIG_ERRORS: tuple[type[BaseException], ...] = (
 REPORTED_ERRORS: tuple[type[BaseException], ...] = (StorageError, CheckpointReadError, RunInUseError)
 """Errors :func:`cli` reports as one line also once training has started: a
 file of the run that cannot be written (a full disk, a read-only directory:
-:class:`~jaxtrainer.storage.StorageError`), a checkpoint that is damaged or
+:class:`~jaxtrainer.rundir.storage.StorageError`), a checkpoint that is damaged or
 does not match the module (:class:`~jaxtrainer.checkpoint.CheckpointReadError`),
 a run directory that another process is writing
-(:class:`~jaxtrainer.checkpoint.run_lock.RunInUseError`). An ``OSError`` of :data:`jaxtrainer.storage.STORAGE_ERRNOS` naming a file counts
+(:class:`~jaxtrainer.rundir.run_lock.RunInUseError`). An ``OSError`` of :data:`jaxtrainer.rundir.storage.STORAGE_ERRNOS` naming a file counts
 as a StorageError."""
 
 TRACEBACK_VARIABLE = "JAXTRAINER_TRACEBACK"
@@ -104,7 +104,7 @@ def exit_now(status: int = 0) -> None:
     handlers (wandb, orbax and ``jax.distributed`` finish there), flushes the
     standard streams, then finalizes every module and XLA's runtime, which
     after a recipe run takes about a second on 2 CPU cores and writes nothing.
-    This function does the first three and skips the last (:func:`~jaxtrainer.signals.exit_at_once`). With
+    This function does the first three and skips the last (:func:`~jaxtrainer.runtime.signals.exit_at_once`). With
     a thread other than daemons still running it raises ``SystemExit(status)``
     instead, so the interpreter waits for it as usual. Files a run writes are
     closed by then: the Trainer's ``teardown`` hooks close the loggers and
@@ -180,7 +180,7 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
 def _reported(error: BaseException) -> BaseException | None:
     """The error :func:`cli` reports in one line for ``error``, or ``None``
     (raised with its traceback): one of :data:`REPORTED_ERRORS` (or an
-    ``OSError`` that :func:`~jaxtrainer.storage.as_storage_error` takes) at any
+    ``OSError`` that :func:`~jaxtrainer.rundir.storage.as_storage_error` takes) at any
     time, one of :data:`CONFIG_ERRORS` or an ``ImportError`` naming the extra to
     install (or raised by jaxtrainer itself, explaining why an env family is
     unavailable) before training starts."""
@@ -215,7 +215,7 @@ def write_config(path: str | os.PathLike, cfg: DictConfig, recipe: str | None) -
     overwrote that run).
 
     Raises:
-      jaxtrainer.storage.StorageError: the file cannot be written (naming it
+      jaxtrainer.rundir.storage.StorageError: the file cannot be written (naming it
         and the OS error); no temporary file is left.
     """
     body = OmegaConf.to_container(cfg, resolve=True)

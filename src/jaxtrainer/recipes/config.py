@@ -34,7 +34,7 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from jaxtrainer import envs, run_layout
+from jaxtrainer import envs
 from jaxtrainer.arguments import did_you_mean
 from jaxtrainer.envs.registry import unknown as unknown_env
 from jaxtrainer.formatting import fixed
@@ -42,6 +42,7 @@ from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.recipes import catalog, command, components, presets, resume, search, sweep
 from jaxtrainer.recipes.command import CONFIG_FILE, RunRecord, cli, recipe_of  # noqa: F401 (re-exported)
+from jaxtrainer.rundir import run_layout
 from jaxtrainer.trainer import Trainer
 
 NOT_FROM_YAML = ("self", "callbacks")
@@ -319,7 +320,7 @@ RESUME_HINT = ("the same command plus trainer.ckpt_path=last "
 RECIPE_DEFAULTS = {"compilation_cache": True}
 """Trainer arguments whose recipe default differs from the library's: the
 recipes keep compiled programs in JAX's persistent compilation cache
-(:mod:`jaxtrainer.compilation_cache`), so a rerun with another seed or
+(:mod:`jaxtrainer.runtime.compilation_cache`), so a rerun with another seed or
 learning rate starts in seconds; ``trainer.compilation_cache=false`` or
 ``JAXTRAINER_COMPILATION_CACHE=0`` turns it off."""
 

@@ -29,10 +29,10 @@ from typing import Any
 import jax
 from omegaconf import DictConfig, OmegaConf
 
-from jaxtrainer import checkpoint_connector, run_kind
+from jaxtrainer import checkpoint_connector
 from jaxtrainer.callbacks.base import Callback
-from jaxtrainer.checkpoint import runs
 from jaxtrainer.checkpoint.resolve import Resolved
+from jaxtrainer.rundir import run_kind, runs
 
 KEY = "trainer.resume_overrides"
 """The override that confirms changes to what a resumed run learns (``=apply``)."""
@@ -101,7 +101,7 @@ def find(cfg: DictConfig) -> Found | None:
     saved config, or None without a ``ckpt_path``: the path is resolved once
     and the run's ``config.yaml`` read once. ``last`` and ``best`` look at the
     newest run of ``cfg``'s recipe, environment and kind
-    (:func:`jaxtrainer.run_kind.config_acceptor`).
+    (:func:`jaxtrainer.rundir.run_kind.config_acceptor`).
 
     Raises:
       FileNotFoundError: ``trainer.ckpt_path`` names no checkpoint, or no run

@@ -3,7 +3,7 @@
 A run directory is ``<default_root_dir>/version_<n>``; it holds the run's
 checkpoints directories (``checkpoints``, ``checkpoints_1``, ...), its logs, and
 what rebuilds its module: ``config.yaml`` (a run a recipe started) or
-``module.yaml`` (:mod:`jaxtrainer.module_record`, a run started from Python).
+``module.yaml`` (:mod:`jaxtrainer.rundir.module_record`, a run started from Python).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from jaxtrainer import module_record, run_layout, storage
 from jaxtrainer.checkpoint.files import read_meta
 from jaxtrainer.checkpoint.resolve import CHECKPOINTS
+from jaxtrainer.rundir import module_record, run_layout, storage
 
 CONFIG_FILE = run_layout.CONFIG_FILE
 """The run directory's config file (written by the recipes)."""
@@ -27,7 +27,7 @@ def new_run_dir(root: str | os.PathLike) -> str:
     next number.
 
     Raises:
-      jaxtrainer.storage.StorageError: ``root`` or the run directory cannot be
+      jaxtrainer.rundir.storage.StorageError: ``root`` or the run directory cannot be
         created (a read-only or unwritable directory, a full disk), naming
         the directory and the OS error.
     """

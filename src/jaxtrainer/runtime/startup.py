@@ -1,7 +1,7 @@
 """The first lines of every command: Ctrl-C during start-up, and the import path.
 
 A command (``jaxtrainer ...``, ``python recipes/<name>.py``) calls :func:`begin`
-before anything heavy is imported (this module and :mod:`jaxtrainer.signals`
+before anything heavy is imported (this module and :mod:`jaxtrainer.runtime.signals`
 import the standard library only; ``import jaxtrainer`` imports no JAX).
 
 * From then on a first SIGINT or SIGTERM is taken by a handler, never raised
@@ -29,7 +29,7 @@ import sys
 import warnings
 from typing import Any
 
-from jaxtrainer import signals
+from jaxtrainer.runtime import signals
 
 _GUARD: list[signals.StopOnSignal] = []
 

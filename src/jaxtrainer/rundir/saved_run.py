@@ -4,7 +4,7 @@ that wrote it, on the devices of any strategy, whatever strategy wrote it.
 A run holds what rebuilds its module::
 
     <run_dir>/config.yaml     a run a recipe started: the resolved config + "recipe: <name>"
-    <run_dir>/module.yaml     a run started from Python (jaxtrainer.module_record)
+    <run_dir>/module.yaml     a run started from Python (jaxtrainer.rundir.module_record)
 
 A recipe's config is turned back into its module by the builder registered
 under the ``jaxtrainer.run_builders`` entry-point group (the recipes register
@@ -23,9 +23,9 @@ from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from jaxtrainer import module_record
 from jaxtrainer.checkpoint.resolve import resolve
-from jaxtrainer.checkpoint.runs import CONFIG_FILE, run_dir_of
+from jaxtrainer.rundir import module_record
+from jaxtrainer.rundir.runs import CONFIG_FILE, run_dir_of
 
 BUILDER_GROUP = "jaxtrainer.run_builders"
 """The entry-point group of builders ``(recipe: str, cfg: DictConfig) -> Module``
@@ -154,7 +154,7 @@ class Restored(NamedTuple):
 
 
 def _recorded_module(run_dir: Path, overrides: dict[str, Any] | None) -> Any:
-    """The module of a run started from Python (:mod:`jaxtrainer.module_record`);
+    """The module of a run started from Python (:mod:`jaxtrainer.rundir.module_record`);
     an ``eval_episodes`` override goes to its constructor argument or attribute."""
     import inspect
 

@@ -37,7 +37,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from jaxtrainer import run_layout
+from jaxtrainer.rundir import run_layout
 
 MODULE_FILE = run_layout.MODULE_FILE
 """The run directory's record of a module started from Python."""

@@ -19,7 +19,7 @@ import socket
 import time
 from pathlib import Path
 
-from jaxtrainer import run_layout
+from jaxtrainer.rundir import run_layout
 
 LOCK_FILE = run_layout.LOCK_FILE
 """The lock file's name inside a run directory."""

@@ -26,8 +26,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-from jaxtrainer import run_layout, storage
 from jaxtrainer.distributed.process import interactive_slurm_shell
+from jaxtrainer.rundir import run_layout, storage
 
 REQUEUE_SIGNAL = signal.SIGUSR1
 """The signal that means "the time limit is near: checkpoint and requeue"."""
@@ -64,7 +64,7 @@ def record_job(run_dir: str | os.PathLike) -> None:
     (the run now belongs to this job); nothing outside a SLURM job.
 
     Raises:
-      jaxtrainer.storage.StorageError: the file cannot be written.
+      jaxtrainer.rundir.storage.StorageError: the file cannot be written.
     """
     ids = job_ids()
     if ids is None:

@@ -39,11 +39,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from jaxtrainer import run_layout
+from jaxtrainer.rundir import run_layout
 
 # Signals that ask a running ``fit`` to checkpoint and exit (preemption);
 # SIGUSR1 is SLURM's warning before a time limit (``sbatch --signal=USR1@90``),
-# after which the job may be requeued (:mod:`jaxtrainer.slurm`).
+# after which the job may be requeued (:mod:`jaxtrainer.runtime.slurm`).
 PREEMPTION_SIGNALS = ("SIGTERM", "SIGINT", "SIGUSR1")
 
 GRACE_SECONDS = 1.0

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from jaxtrainer import run_layout
+from jaxtrainer.rundir import run_layout
 
 CONFIG_FILE = run_layout.CONFIG_FILE
 MODULE_FILE = run_layout.MODULE_FILE
@@ -248,8 +248,8 @@ def write_members(run_dir: str | os.PathLike, module: Any) -> None:
 def acceptor_of(module: Any) -> Callable[[Path], str | None]:
     """:func:`module_acceptor` for ``module`` (its recorded class, and its
     member count where it is a :class:`~jaxtrainer.population.Sweep`)."""
-    from jaxtrainer import module_record
     from jaxtrainer.population.sweep import Sweep
+    from jaxtrainer.rundir import module_record
 
     record = module_record.record(module)
     return module_acceptor(record["class_path"] if record else None,

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jaxtrainer.signals import ACTIVITY, exit_at_once, newest_checkpoint
+from jaxtrainer.runtime.signals import ACTIVITY, exit_at_once, newest_checkpoint
 
 if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
