@@ -48,3 +48,18 @@ def test_per_device_keys_inside_shard_map():
     got = np.asarray(fn(key))
     for d in range(n):
         np.testing.assert_array_equal(got[d], jax.random.permutation(jax.random.fold_in(key, d), 512))
+
+
+def test_packed_sorts_on_cpu_only():
+    """The packed pair of one-operand sorts is CPU's; a program lowered for another
+    platform sorts once, jax.random.permutation's sort of key and index together."""
+    fn = jax.jit(permutation, static_argnums=1)
+    traced = fn.trace(jax.random.key(0), 512)
+
+    def sorts(platform):  # how many operands each sort in the lowered program takes
+        text = traced.lower(lowering_platforms=(platform,)).as_text()
+        return {2 if line.split("=")[0].strip().endswith(":2") else 1
+                for line in text.splitlines() if '"stablehlo.sort"' in line}
+
+    assert sorts("cpu") == {1}
+    assert sorts("tpu") == {2}

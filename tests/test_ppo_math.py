@@ -148,6 +148,22 @@ def test_categorical_log_prob_and_entropy():
     np.testing.assert_allclose(np.bincount(samples, minlength=3) / 4000, p[0], atol=0.03)
 
 
+def test_categorical_log_prob_is_the_entry_without_a_gather_or_scatter():
+    """log_prob picks the action's log-probability exactly, and neither it nor its
+    gradient gathers or scatters (a scatter's updates run one by one on an accelerator)."""
+    logits = jax.random.normal(jax.random.key(0), (64, 5)) * 3
+    action = jax.random.randint(jax.random.key(1), (64,), 0, 5)
+    logp = jax.nn.log_softmax(logits)
+    np.testing.assert_array_equal(Categorical(logits).log_prob(action),
+                                  jnp.take_along_axis(logp, action[:, None], axis=-1)[:, 0])
+    grad = jax.jit(jax.grad(lambda x: Categorical(x).log_prob(action).sum()))
+    text = grad.lower(logits).as_text()
+    assert "gather" not in text and "scatter" not in text
+    want = jax.grad(lambda x: jnp.take_along_axis(jax.nn.log_softmax(x), action[:, None],
+                                                  axis=-1).sum())(logits)
+    np.testing.assert_allclose(grad(logits), want, rtol=1e-6, atol=1e-7)
+
+
 def test_diag_gaussian_log_prob_and_entropy():
     mean = jnp.array([[0.5, -1.0]])
     log_std = jnp.array([0.3, -0.7])

@@ -140,9 +140,15 @@ class Categorical:
         return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
 
     def log_prob(self, action: jax.Array) -> jax.Array:
-        """``float32[...]`` for ``action: int32[...]``."""
+        """``float32[...]`` for ``action: int32[...]``.
+
+        The action's entry is picked with a one-hot select and a sum (the entry
+        plus zeros: exactly the entry), not a gather, whose gradient is a
+        scatter-add: an accelerator runs a scatter's updates one after another,
+        a select and sum in one fused kernel."""
         logp = jax.nn.log_softmax(self.logits)
-        return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        picked = action[..., None].astype(jnp.int32) == jnp.arange(logp.shape[-1], dtype=jnp.int32)
+        return jnp.sum(jnp.where(picked, logp, 0.0), axis=-1)
 
     def entropy(self, key: jax.Array | None = None) -> jax.Array:
         """``float32[...]``: ``-sum p log p`` (``key`` unused: exact)."""

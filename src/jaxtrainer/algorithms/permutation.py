@@ -14,6 +14,12 @@ sorts of one ``uint32`` array each, the element's index packed in the low bits
 (a least-significant-digit-first pair of passes): the result equals
 ``jax.random.permutation(key, n)`` exactly for every ``n <= 2**16``; larger
 ``n`` get ``jax.random.permutation`` itself.
+
+Only XLA's CPU backend runs the packed sorts (``jax.lax.platform_dependent``,
+resolved when the program is lowered): the generic comparator they avoid is
+XLA:CPU's; on an accelerator they would be one more sort and two more gathers
+than ``jax.random.permutation``'s single sort of keys and indices, each a
+kernel of its own inside PPO's epoch loop. Both give the same permutation.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxtrainer.distributed.axis import cast_varying, varying_axes
 
 MAX_SIZE = 2 ** 16
 """Largest ``n`` the packed sorts serve: both passes pack ``ceil(log2 n)`` index
@@ -57,13 +65,10 @@ def stable_argsort_u32(keys: jax.Array) -> jax.Array:
 def permutation(key: jax.Array, n: int) -> jax.Array:
     """A uniformly random permutation of ``arange(n)``: ``int32[n]`` (``int64``
     under ``jax_enable_x64``, as jax's), equal to
-    ``jax.random.permutation(key, n)`` (same keys, same result), computed with
-    single-operand sorts (see the module docstring); ``jax.random.permutation``
-    itself for ``n < 2`` or ``n > MAX_SIZE``.
-
-    The same computation runs on every backend; its speed was measured on CPU
-    only (on an accelerator it costs one more sort of ``n`` elements than jax's,
-    small beside an update's matrix products).
+    ``jax.random.permutation(key, n)`` (same keys, same result). On CPU it is
+    computed with single-operand sorts (see the module docstring); on other
+    platforms, and for ``n < 2`` or ``n > MAX_SIZE``, it is
+    ``jax.random.permutation`` itself.
 
     Args:
       key: a PRNG key (typed or raw, as ``jax.random.permutation`` takes).
@@ -72,6 +77,14 @@ def permutation(key: jax.Array, n: int) -> jax.Array:
     n = int(n)
     if n < 2 or n > MAX_SIZE:
         return jax.random.permutation(key, n)
+    axes = varying_axes(key)  # both branches typed as varying as the key (shard_map)
+    return jax.lax.platform_dependent(
+        key, cpu=lambda k: cast_varying(_packed_permutation(k, n), axes),
+        default=lambda k: cast_varying(jax.random.permutation(k, n), axes))
+
+
+def _packed_permutation(key: jax.Array, n: int) -> jax.Array:
+    """:func:`permutation` with the packed single-operand sorts (``2 <= n <= MAX_SIZE``)."""
     x = jnp.arange(n)
     for _ in range(_rounds(n)):
         key, subkey = jax.random.split(key)
