@@ -98,8 +98,8 @@ from brax_ppo import EPOCHS_PER_UPDATE, ROOT, UNROLL, _brax_replication_shim, st
 from brax_ppo import SIZES as PPO_SIZES
 
 import jaxtrainer as jt
-from jaxtrainer import checkpoint_connector
 from jaxtrainer.recipes import config, modules
+from jaxtrainer.trainer.connectors import checkpoint_connector
 
 SAC_SIZES = {
     # env, num_envs, batch_size, gradient_steps per update, replay capacity,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer.fit_loop import FitLoop
 from jaxtrainer.strategies import SingleDeviceStrategy
+from jaxtrainer.trainer.fit_loop import FitLoop
 from tests.toys import Regression, trainer
 
 

@@ -116,4 +116,4 @@ def test_import_jaxtrainer_and_the_commands_help_do_not_import_jax():
         print("jax" in sys.modules, jt.__version__)
         print(jt.Trainer.__module__, "jax" in sys.modules, jt.envs.make.__module__)
     """)
-    assert out.splitlines() == ["False 0.2.0", "jaxtrainer.trainer True jaxtrainer.envs.registry"]
+    assert out.splitlines() == ["False 0.2.0", "jaxtrainer.trainer.trainer True jaxtrainer.envs.registry"]

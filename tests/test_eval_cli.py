@@ -18,7 +18,6 @@ from PIL import Image, ImageChops
 
 import jaxtrainer as jt
 from jaxtrainer import checkpoint as ckpt
-from jaxtrainer import fit_run
 from jaxtrainer.commands import cli, eval_cli, render
 from jaxtrainer.commands.eval_cli import evaluate_run, format_result
 from jaxtrainer.distributed import keys
@@ -27,6 +26,7 @@ from jaxtrainer.policy import policy_spec
 from jaxtrainer.recipes import config
 from jaxtrainer.recipes.modules import BUILDERS, POPULATION_RECIPES, build_module
 from jaxtrainer.rundir import runs, saved_run
+from jaxtrainer.trainer import fit_run
 
 RECIPES = Path(__file__).parents[1] / "recipes"
 QUIET = dict(logger=False, enable_progress_bar=False, compile_evaluation_ahead=False)

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from jaxtrainer import compile_ahead
 from jaxtrainer.commands import eval_cli, eval_run, render
 from jaxtrainer.rundir.storage import StorageError
 from jaxtrainer.runtime import signals
+from jaxtrainer.trainer import compile_ahead
 
 
 def _phase_lines(err: str) -> list[str]:

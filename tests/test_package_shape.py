@@ -131,7 +131,7 @@ def test_no_function_is_longer_than_80_lines():
 def test_the_trainer_class_is_at_most_400_lines():
     """The Trainer is a facade: the hook order, counters and resume; the pieces
     it calls (fit_setup, fit_run, fit_loop, planner, programs) live beside it."""
-    tree = ast.parse((PACKAGE / "trainer.py").read_text())
+    tree = ast.parse((PACKAGE / "trainer" / "trainer.py").read_text())
     trainer = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Trainer")
     assert trainer.end_lineno - trainer.lineno + 1 <= 400
 
@@ -255,7 +255,7 @@ def test_the_core_has_no_import_cycle_and_imports_nothing_outside_it():
     assert _cycles(rooms) == []
     assert _cycles(recipes) == []
     code = ("import sys\n"
-            "import jaxtrainer.trainer, jaxtrainer.fit_loop, jaxtrainer.callbacks, "
+            "import jaxtrainer.trainer, jaxtrainer.trainer.fit_loop, jaxtrainer.callbacks, "
             "jaxtrainer.checkpoint, jaxtrainer.strategies, jaxtrainer.distributed\n"
             f"print(sorted(m for m in sys.modules if m.split('.')[0] == 'jaxtrainer' and "
             f"len(m.split('.')) > 1 and m.split('.')[1] in {OUTSIDE_THE_CORE!r}))\n")
@@ -268,7 +268,7 @@ FLOORS = (
     ("commands", "__main__"),
     ("recipes",),
     ("population", "algorithms", "envs", "compat"),
-    ("trainer",),  # the Trainer's modules, at the package root until trainer/ is a package
+    ("trainer",),
     ("callbacks", "loggers"),
     ("checkpoint", "strategies"),
     ("runtime", "rundir"),
@@ -281,8 +281,7 @@ since nothing below it imports it."""
 
 GROUND_FLOOR = ("module", "metrics", "policy", "arguments", "formatting", "deprecation",
                 "deferred_import")
-"""The root modules of the ground floor: user contracts, values and the package's
-own helpers; every other root module is the Trainer's (its floor, for now)."""
+"""The root modules: user contracts, values and the package's own helpers."""
 
 UPWARD = {
     ("jaxtrainer.rundir.runs", "jaxtrainer.checkpoint.files"):
@@ -303,7 +302,8 @@ def _floor(dotted: str) -> int:
     parts = dotted.split(".")
     room = parts[1] if len(parts) > 1 else ""
     if len(parts) == 2 and not (PACKAGE / room).is_dir():  # a root module
-        room = "" if room in GROUND_FLOOR else "__main__" if room == "__main__" else "trainer"
+        assert room in GROUND_FLOOR or room == "__main__", f"{dotted}: a root module off the ground floor"
+        room = "" if room in GROUND_FLOOR else "__main__"
     return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
 
 
@@ -335,5 +335,5 @@ def test_the_floor_check_sees_what_it_must():
         < _floor("jaxtrainer.callbacks.base") < _floor("jaxtrainer.checkpoint.files") \
         < _floor("jaxtrainer.runtime.signals") < _floor("jaxtrainer.distributed.process") \
         < _floor("jaxtrainer.module")
-    assert _floor("jaxtrainer.fit_loop") == _floor("jaxtrainer.trainer")
+    assert _floor("jaxtrainer.trainer.fit_loop") == _floor("jaxtrainer.trainer")
     assert _floor("jaxtrainer.algorithms") == _floor("jaxtrainer.envs.gymnax_env")

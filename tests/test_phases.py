@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from jaxtrainer import compile_ahead
 from jaxtrainer.commands import cli, render
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.runtime import signals
+from jaxtrainer.trainer import compile_ahead
 from tests import toys
 from tests.test_population import GENERATIONS, Recording
 

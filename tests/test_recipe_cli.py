@@ -472,8 +472,8 @@ def test_one_resume_resolves_the_checkpoint_once_and_reads_config_yaml_once(tmp_
     checkpoint and the run's saved config once and hand both on (the Trainer
     restores the step directory they found; the run record compares against
     the config they read)."""
-    from jaxtrainer import checkpoint_connector
     from jaxtrainer.commands import fit
+    from jaxtrainer.trainer.connectors import checkpoint_connector
 
     base = [*TINY_PPO, "trainer.strategy=single", f"trainer.default_root_dir={tmp_path}"]
     fit.run([*base, "trainer.max_steps=2"], "ppo")

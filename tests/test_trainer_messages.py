@@ -10,8 +10,8 @@ import pytest
 
 import jaxtrainer as jt
 from jaxtrainer import checkpoint as ckpt
-from jaxtrainer import checkpoint_connector
 from jaxtrainer.recipes import config
+from jaxtrainer.trainer.connectors import checkpoint_connector
 from tests import toys
 
 QUIET = dict(enable_progress_bar=False, compile_evaluation_ahead=False)

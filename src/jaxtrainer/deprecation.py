@@ -29,7 +29,7 @@ MOVED_MODULES = {
     "jaxtrainer.algorithms.population_core": "jaxtrainer.population.members",
     "jaxtrainer.sweep_summary": "jaxtrainer.population.summary",
     "jaxtrainer.runs": "jaxtrainer.compat.runs_v01",  # rundir.runs + 2 old functions
-    "jaxtrainer.run_checkpoint": "jaxtrainer.checkpoint_connector",
+    "jaxtrainer.run_checkpoint": "jaxtrainer.trainer.connectors.checkpoint_connector",
     "jaxtrainer.saved_run": "jaxtrainer.rundir.saved_run",
     "jaxtrainer._args": "jaxtrainer.arguments",
     "jaxtrainer.callbacks._monitor": "jaxtrainer.callbacks.monitor",
@@ -45,7 +45,7 @@ MOVED_MODULES = {
     "jaxtrainer.recipes.fit": "jaxtrainer.commands.fit",
     "jaxtrainer.recipes.script": "jaxtrainer.commands.script",
     # the Trainer's side of a checkpoint beside the Trainer; checkpoint/ keeps files and runs
-    "jaxtrainer.checkpoint.trainer_state": "jaxtrainer.checkpoint_connector",
+    "jaxtrainer.checkpoint.trainer_state": "jaxtrainer.trainer.connectors.checkpoint_connector",
     # floors: the process around a fit in one package
     "jaxtrainer.signals": "jaxtrainer.runtime.signals",
     "jaxtrainer.slurm": "jaxtrainer.runtime.slurm",
@@ -60,6 +60,14 @@ MOVED_MODULES = {
     "jaxtrainer.checkpoint.run_lock": "jaxtrainer.rundir.run_lock",
     "jaxtrainer.checkpoint.runs": "jaxtrainer.rundir.runs",
     "jaxtrainer.checkpoint.saved_run": "jaxtrainer.rundir.saved_run",
+    # floors: the Trainer and its fit in one package
+    "jaxtrainer.fit_loop": "jaxtrainer.trainer.fit_loop",
+    "jaxtrainer.fit_setup": "jaxtrainer.trainer.fit_setup",
+    "jaxtrainer.fit_run": "jaxtrainer.trainer.fit_run",
+    "jaxtrainer.planner": "jaxtrainer.trainer.planner",
+    "jaxtrainer.compile_ahead": "jaxtrainer.trainer.compile_ahead",
+    "jaxtrainer.hook_replay": "jaxtrainer.trainer.hook_replay",
+    "jaxtrainer.checkpoint_connector": "jaxtrainer.trainer.connectors.checkpoint_connector",
 }
 """Every module path that moved since 0.1.0 and its new home
 (``jaxtrainer.runs``: :mod:`jaxtrainer.rundir.runs` with the two functions

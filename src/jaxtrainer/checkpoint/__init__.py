@@ -10,7 +10,7 @@ Run directories (``version_<n>``), saved runs restored into their module and the
 run lock are :mod:`jaxtrainer.rundir`'s.
 
 The Trainer's side (what its checkpoint holds, saved and restored) is
-:mod:`jaxtrainer.checkpoint_connector`, beside the Trainer.
+:mod:`jaxtrainer.trainer.connectors.checkpoint_connector`, beside the Trainer.
 
 The names below are the files' and the resolver's; import the other modules
 by name.

@@ -16,11 +16,11 @@ from jaxtrainer.rundir.runs import *  # noqa: F403
 def resolve_checkpoint(ckpt_path: str | os.PathLike, root: str | os.PathLike,
                        strategy: Any = None) -> Path:
     """``ckpt_path`` as a step directory: now
-    :func:`jaxtrainer.checkpoint_connector.resolve_ckpt_path` (same arguments)."""
-    from jaxtrainer import checkpoint_connector
+    :func:`jaxtrainer.trainer.connectors.checkpoint_connector.resolve_ckpt_path` (same arguments)."""
+    from jaxtrainer.trainer.connectors import checkpoint_connector
 
     warn_moved("jaxtrainer.runs.resolve_checkpoint",
-               "jaxtrainer.checkpoint_connector.resolve_ckpt_path")
+               "jaxtrainer.trainer.connectors.checkpoint_connector.resolve_ckpt_path")
     return checkpoint_connector.resolve_ckpt_path(ckpt_path, root, strategy)
 
 

@@ -29,10 +29,10 @@ from typing import Any
 import jax
 from omegaconf import DictConfig, OmegaConf
 
-from jaxtrainer import checkpoint_connector
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint.resolve import Resolved
 from jaxtrainer.rundir import run_kind, runs
+from jaxtrainer.trainer.connectors import checkpoint_connector
 
 KEY = "trainer.resume_overrides"
 """The override that confirms changes to what a resumed run learns (``=apply``)."""

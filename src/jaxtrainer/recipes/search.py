@@ -265,10 +265,10 @@ def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None
 
     import jax
 
-    from jaxtrainer.planner import budget_in_steps
     from jaxtrainer.population.optuna_search import OptunaSearch
     from jaxtrainer.population.search import HOST_SAMPLER, Search
     from jaxtrainer.population.search_report import SearchReport
+    from jaxtrainer.trainer.planner import budget_in_steps
 
     if not isinstance(module, Search):
         return

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 
-from jaxtrainer import checkpoint_connector
 from jaxtrainer.callbacks.monitor import refuse_unlogged_evaluation_monitors
 from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.module import Module, counted_members
@@ -27,6 +26,7 @@ from jaxtrainer.rundir import module_record, run_kind, run_layout, run_lock, run
 from jaxtrainer.runtime import slurm
 from jaxtrainer.strategies.layout import LeafLayout
 from jaxtrainer.strategies.single_device import SingleDeviceStrategy
+from jaxtrainer.trainer.connectors import checkpoint_connector
 
 if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
@@ -59,8 +59,8 @@ def resolve_resume(trainer: Trainer, module: Module,
 
     Raises:
       FileNotFoundError, ValueError: from
-        :func:`jaxtrainer.checkpoint_connector.resolve_ckpt_path` and
-        :func:`~jaxtrainer.checkpoint_connector.check_env_steps`.
+        :func:`jaxtrainer.trainer.connectors.checkpoint_connector.resolve_ckpt_path` and
+        :func:`~jaxtrainer.trainer.connectors.checkpoint_connector.check_env_steps`.
     """
     if ckpt_path is None and slurm.restart_count() and slurm.requeue_enabled(trainer.requeue):
         resume = requeued_checkpoint(trainer, module)

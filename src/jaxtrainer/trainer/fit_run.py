@@ -5,7 +5,7 @@ ahead, then restoring or initialising the state) and what runs when it fails
 one evaluation of the current state.
 
 :meth:`jaxtrainer.Trainer.fit` calls :func:`start`, runs the
-:class:`~jaxtrainer.fit_loop.FitLoop`, and on any exception :func:`fail` before
+:class:`~jaxtrainer.trainer.fit_loop.FitLoop`, and on any exception :func:`fail` before
 re-raising it unchanged; the loop and :meth:`jaxtrainer.Trainer.evaluate`
 evaluate through :func:`evaluate`.
 """
@@ -17,13 +17,14 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import checkpoint_connector, fit_loop, fit_setup, hook_replay
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.callbacks import model_checkpoint
 from jaxtrainer.distributed import keys
 from jaxtrainer.runtime import lost_process, slurm
 from jaxtrainer.runtime.lost_process import ProcessLost
 from jaxtrainer.runtime.signals import Preempted
+from jaxtrainer.trainer import fit_loop, fit_setup, hook_replay
+from jaxtrainer.trainer.connectors import checkpoint_connector
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module

@@ -1,9 +1,9 @@
 """Trainer: the host loop around a Module's compiled steps.
 
 The Trainer is a facade over small pieces, each in its own module:
-:mod:`jaxtrainer.planner` (log intervals, fused calls, run-ahead; plain Python),
+:mod:`jaxtrainer.trainer.planner` (log intervals, fused calls, run-ahead; plain Python),
 :mod:`jaxtrainer.strategies.program` (the compiled programs),
-:mod:`jaxtrainer.compile_ahead` (compiling them in the background),
+:mod:`jaxtrainer.trainer.compile_ahead` (compiling them in the background),
 :mod:`jaxtrainer.checkpoint` (run directories, the checkpoint to resume, what it holds),
 :mod:`jaxtrainer.runtime.signals` (preemption) and :mod:`jaxtrainer.distributed.keys`
 (every PRNG key). What stays here: the order of hooks, counters, and resume.
@@ -19,16 +19,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments, checkpoint_connector, fit_run, fit_setup, hook_replay
+from jaxtrainer import arguments
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
-from jaxtrainer.compile_ahead import Programs
-from jaxtrainer.fit_loop import FitLoop, signals_and_phases
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module, counted_members
-from jaxtrainer.planner import IntervalPlanner, budget_in_steps
 from jaxtrainer.rundir import module_record
 from jaxtrainer.runtime import compilation_cache as compilation_cache_lib
 from jaxtrainer.runtime import slurm
@@ -36,6 +33,11 @@ from jaxtrainer.runtime.signals import Preempted
 from jaxtrainer.strategies import Strategy, resolve
 from jaxtrainer.strategies.base import DevicesArg
 from jaxtrainer.strategies.program import MAX_INTERVALS_PER_CALL
+from jaxtrainer.trainer import fit_run, fit_setup, hook_replay
+from jaxtrainer.trainer.compile_ahead import Programs
+from jaxtrainer.trainer.connectors import checkpoint_connector
+from jaxtrainer.trainer.fit_loop import FitLoop, signals_and_phases
+from jaxtrainer.trainer.planner import IntervalPlanner, budget_in_steps
 
 __all__ = ["Preempted", "Trainer"]
 
@@ -88,7 +90,7 @@ def call_hooks(trainer: Trainer, hook: str, module: Module, args: tuple) -> None
     ``trainer.hook_seconds`` is a dict (a ``ProfilerCallback`` sets one during
     ``fit``), each call's seconds are added to it under ``(id(callback), hook)``.
     A callback raising in ``on_evaluation_end`` or ``on_train_steps_end`` leaves
-    the call unfinished for it and the callbacks after it (:mod:`jaxtrainer.hook_replay`)."""
+    the call unfinished for it and the callbacks after it (:mod:`jaxtrainer.trainer.hook_replay`)."""
     for i, cb in enumerate(trainer.callbacks):
         start = time.perf_counter()
         try:
@@ -110,7 +112,7 @@ class Trainer:
     the callbacks at its last step. Intervals of any length, and any number per
     call, share one compilation. Consecutive intervals run in one call where no
     callback needs the state in between, and with run-ahead the next call is
-    enqueued before a boundary's hooks (:mod:`jaxtrainer.planner`); callbacks then
+    enqueued before a boundary's hooks (:mod:`jaxtrainer.trainer.planner`); callbacks then
     see ``trainer.state_ahead`` True (``trainer.state`` is already further on) and,
     for all but a call's last interval, ``trainer.more_metrics_pending`` True.
     Results are bit for bit those of one call per interval: step keys depend on
@@ -452,7 +454,7 @@ class Trainer:
     def _run(self, module: Module, resume: Path | None) -> None:
         """setup -> (restore | init) -> on_fit_start -> train -> on_fit_end; on
         an exception every callback's ``on_exception`` and ``teardown`` run and
-        the exception is re-raised unchanged (:mod:`jaxtrainer.fit_run`)."""
+        the exception is re-raised unchanged (:mod:`jaxtrainer.trainer.fit_run`)."""
         try:
             fit_run.start(self, module, resume)
             self._donating = True  # hooks now read copies (see ``state``)

@@ -1,6 +1,6 @@
 """The host loop of ``Trainer.fit``: plan -> run the program -> hooks.
 
-Each turn plans the next compiled call (:mod:`jaxtrainer.planner`), enqueues it
+Each turn plans the next compiled call (:mod:`jaxtrainer.trainer.planner`), enqueues it
 (asynchronously; it donates the state), fetches its metrics in one host sync and
 runs the callbacks once per log interval, in step order. With run-ahead the next
 call is enqueued before a call's hooks, so the devices never wait for logging.
@@ -25,10 +25,10 @@ from jaxtrainer.callbacks import model_checkpoint
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.distributed import keys
-from jaxtrainer.planner import stop_reason
 from jaxtrainer.rundir import run_layout
 from jaxtrainer.runtime import lost_process
 from jaxtrainer.runtime.signals import ACTIVITY, Preempted, SignalHandlers, signal_name
+from jaxtrainer.trainer.planner import stop_reason
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -193,7 +193,7 @@ class FitLoop:
         finished call, in step order. A segment's metrics (``rows``, host
         :class:`~jaxtrainer.metrics.Metric` values) are pooled into the log
         interval in progress (:attr:`partial`) and reported at the interval's end
-        (:meth:`~jaxtrainer.planner.IntervalPlanner.logs_at`), so an evaluation
+        (:meth:`~jaxtrainer.trainer.planner.IntervalPlanner.logs_at`), so an evaluation
         between two log steps cuts no interval; the evaluation runs at its own step."""
         t = self.trainer
         steps = call.end - call.start
