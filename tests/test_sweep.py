@@ -255,6 +255,34 @@ def test_recipe_sweep_section_builds_a_sweep_seeded_from_trainer_seed(recipe):
     assert sum(isinstance(c, sweep_summary.SweepSummary) for c in trainer.callbacks) == 1
 
 
+def test_pqn_recipe_sweeps_seeds_and_its_traced_hyperparameters():
+    cfg = config.load(RECIPES / "configs" / "pqn_minatar.yaml",
+                      ["sweep.seeds=3", "sweep.hyperparams.lr=[1e-4,3e-4]", "trainer.seed=5"],
+                      defaults=RECIPES / "configs" / "pqn.yaml")
+    module = build_module("pqn", cfg)
+    assert isinstance(module, Sweep) and module.seeds == (5, 6, 7)
+    assert module.configs[1] == {"lr": 3e-4} and module.population_size == 6
+    assert type(module.module).__name__ == "PQN"
+
+
+@pytest.mark.default_emitters
+def test_a_pqn_member_reproduces_its_single_run_bit_for_bit(tmp_path):
+    """PQN's epsilon schedule and Q(lambda) targets per member: member 1 (seed 1)
+    without vmap equals ``Trainer(seed=1)`` alone, bit for bit."""
+    from jaxtrainer.algorithms import PQN
+
+    def pqn():
+        return PQN(num_envs=2, num_steps=8, update_epochs=1, num_minibatches=1, eval_episodes=2,
+                   hidden_sizes=(8,))
+
+    swept = fit(Sweep(pqn(), seeds=2, vectorize=False), tmp_path / "sweep")
+    single = fit(pqn(), tmp_path / "single", seed=1)
+    member = jax.tree.map(lambda x: np.asarray(x)[1], jax.device_get(swept.state.members.params))
+    for a, b in zip(jax.tree.leaves(jax.device_get(single.state.params)), jax.tree.leaves(member),
+                    strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("overrides,match", [
     (["sweep.seeds=0"], r"sweep.seeds=0: expected a number of seeds >= 1"),
     (["sweep.hyperparams.lr=0.1"], r"sweep.hyperparams.lr=0.1: expected a list"),
@@ -270,7 +298,7 @@ def test_bad_recipe_sweeps_are_clear_errors(overrides, match):
 
 def test_recipes_without_sweeps_reject_the_section():
     with pytest.raises(ValueError, match=r"unknown config key 'sweep.seeds': the 'dqn' recipe "
-                                         r"cannot sweep; recipes that can: a2c, ppo"):
+                                         r"cannot sweep; recipes that can: a2c, ppo, pqn"):
         load("sweep.seeds=2", recipe="dqn")
 
 

@@ -11,7 +11,7 @@ YAML file (:func:`with_section` adds the section when the config is loaded)::
 * ``sweep.seeds``: ``S`` seeds ``trainer.seed .. trainer.seed + S - 1``
   (``null``: no sweep unless ``sweep.hyperparams`` is set, then one seed);
 * ``sweep.hyperparams.<name>=[v1,v2,...]``: values of ``algorithm.<name>``, one
-  of the module's traced hyperparameters (PPO's and A2C's ``TUNABLE``);
+  of the module's traced hyperparameters (PPO's, A2C's and PQN's ``TUNABLE``);
   several names make a grid (the Cartesian product, the last name varying
   fastest). Members are configuration-major, seed-minor;
 * ``sweep.vectorize``: ``true`` batches each device's members with ``vmap``
@@ -42,7 +42,7 @@ from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.recipes import catalog
 
 SECTION = "sweep"
-SWEEP_RECIPES = frozenset({"ppo", "a2c"})
+SWEEP_RECIPES = frozenset({"ppo", "a2c", "pqn"})
 """Recipes whose module is a single-agent :class:`~jaxtrainer.Module` with traced
 hyperparameters (``state.hyperparams``), so their runs can be swept."""
 
