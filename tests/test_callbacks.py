@@ -191,6 +191,9 @@ def test_early_stopping_thresholds(kw, values, stop):
     class T:
         should_stop, stop_reason, global_step = False, None, 0
 
+        def request_stop(self, reason, *, state_is_valid=True):
+            self.should_stop, self.stop_reason = True, reason
+
     t = T()
     for i, v in enumerate(values, 1):
         t.global_step = i

@@ -267,17 +267,18 @@ def test_the_core_has_no_import_cycle_and_imports_nothing_outside_it():
 FLOORS = (
     ("commands", "__main__"),
     ("recipes",),
-    ("population", "algorithms", "envs", "compat"),
+    ("population", "algorithms", "compat"),
     ("trainer",),
     ("callbacks", "loggers"),
     ("checkpoint", "strategies"),
-    ("runtime", "rundir"),
+    ("envs",),
     ("distributed",),
+    ("runtime", "rundir"),
     ("",),  # the ground floor
 )
 """The package's floors, top to bottom: a module imports its own floor and the
-floors below it (DESIGN.md, "Layout"); ``compat`` sits beside ``population``,
-since nothing below it imports it."""
+floors below it, at module level and inside functions (DESIGN.md, "Layout");
+``compat`` sits beside ``population``, since nothing below it imports it."""
 
 GROUND_FLOOR = ("module", "metrics", "policy", "arguments", "formatting", "deprecation",
                 "deferred_import")
@@ -293,9 +294,26 @@ UPWARD = {
     ("jaxtrainer.rundir.saved_run", "jaxtrainer.checkpoint.resolve"):
         "a saved run's checkpoint is resolved as Trainer.fit resolves it (the one resolver, "
         "still in checkpoint/: it reads checkpoint.files' metadata)",
+    ("jaxtrainer.rundir.saved_run", "jaxtrainer.trainer"):
+        "restore() builds the Trainer that restores a saved run; saved_run moves up beside "
+        "the commands and load_policy next",
+    ("jaxtrainer.rundir.saved_run", "jaxtrainer.population"):
+        "restore() builds the PopulationTrainer of a population's saved run (as above)",
+    ("jaxtrainer.policy", "jaxtrainer.rundir.saved_run"):
+        "load_policy reads a saved run (as above: it moves up with saved_run)",
+    ("jaxtrainer.rundir.run_kind", "jaxtrainer.population.summary"):
+        "write_members writes a Sweep's member table; it moves to population/ once the "
+        "Trainer reaches it through the module protocol",
+    ("jaxtrainer.rundir.run_kind", "jaxtrainer.population.sweep"):
+        "write_members and acceptor_of tell a Sweep apart (as above)",
+    ("jaxtrainer.distributed", "jaxtrainer.compat.evorl"):
+        "EvoRL's names and module paths stay reachable at jaxtrainer.distributed, loaded "
+        "from compat/evorl on first use (EvoRL users change one import)",
+    ("jaxtrainer.module", "jaxtrainer.envs.evaluation"):
+        "Module.evaluation_step's default plays the policy's episodes in its env; the "
+        "user contract names it, the episodes are the envs'",
 }
-"""Module-level imports of a higher floor that stay for now, ``(importer, imported):
-reason``; the next steps of the layout remove them."""
+"""Imports of a higher floor that stay, ``(importer, imported): reason``."""
 
 
 def _floor(dotted: str) -> int:
@@ -307,21 +325,47 @@ def _floor(dotted: str) -> int:
     return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
 
 
+def _imports(path: Path) -> set[str]:
+    """The ``jaxtrainer`` modules ``path`` imports, at module level or inside a
+    function (not under ``if TYPE_CHECKING:``); relative imports resolved and
+    ``from a import b`` naming ``a.b`` when ``b`` is a module."""
+    known = {_dotted(p) for p in _modules()}
+    tree = ast.parse(path.read_text())
+    typing_only = {id(sub) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(node.test) for sub in ast.walk(node)}
+    me = _dotted(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([module] if module else []))
+            modules = {f"{module}.{a.name}" for a in node.names} & known
+            found |= modules if len(modules) == len(node.names) else modules | {module}
+    return {m for m in found if m.startswith("jaxtrainer.")}
+
+
 def _upward_imports() -> dict[tuple[str, str], str]:
     found = {}
     for path in _modules():
         me = _dotted(path)
-        for other in _module_level_imports(path):
+        for other in _imports(path):
             if other != "jaxtrainer" and _floor(other) < _floor(me):
                 found[(me, other)] = f"{FLOORS[_floor(me)][0] or 'ground'} -> {FLOORS[_floor(other)][0]}"
     return found
 
 
-def test_no_floor_imports_a_higher_one_at_module_level():
-    """commands -> recipes -> population/algorithms/envs -> trainer -> callbacks/loggers
-    -> checkpoint/strategies -> runtime/rundir -> distributed -> the ground floor: at module
-    level a module imports only its own floor and those below (``UPWARD`` lists the
-    exceptions that stay, each with its reason)."""
+def test_no_floor_imports_a_higher_one():
+    """commands -> recipes -> population/algorithms/compat -> trainer -> callbacks/loggers
+    -> checkpoint/strategies -> envs -> distributed -> runtime/rundir -> the ground floor:
+    a module imports only its own floor and those below, at module level or inside a
+    function (``UPWARD`` lists the exceptions that stay, each with its reason)."""
     found = _upward_imports()
     unexplained = sorted(k for k in found if k not in UPWARD)
     assert unexplained == [], "\n".join(f"{a} imports {b} ({found[(a, b)]})" for a, b in unexplained)
@@ -333,7 +377,86 @@ def test_the_floor_check_sees_what_it_must():
     assert _floor("jaxtrainer.commands.cli") < _floor("jaxtrainer.recipes.config") \
         < _floor("jaxtrainer.population.pbt") < _floor("jaxtrainer.trainer") \
         < _floor("jaxtrainer.callbacks.base") < _floor("jaxtrainer.checkpoint.files") \
-        < _floor("jaxtrainer.runtime.signals") < _floor("jaxtrainer.distributed.process") \
-        < _floor("jaxtrainer.module")
+        < _floor("jaxtrainer.envs.gymnax_env") < _floor("jaxtrainer.distributed.process") \
+        < _floor("jaxtrainer.runtime.signals") < _floor("jaxtrainer.module")
     assert _floor("jaxtrainer.trainer.fit_loop") == _floor("jaxtrainer.trainer")
-    assert _floor("jaxtrainer.algorithms") == _floor("jaxtrainer.envs.gymnax_env")
+    assert _floor("jaxtrainer.algorithms") == _floor("jaxtrainer.population.pbt")
+
+
+TRAINER_WRITES = {
+    ("jaxtrainer/callbacks/profiler.py", "callbacks"):
+        "the profiler adds its end-of-fit callback and takes it out at the next setup",
+    ("jaxtrainer/commands/eval_run.py", "root_key"):
+        "jaxtrainer eval --seed draws the episodes from another root key; the seed becomes "
+        "an evaluate() argument next",
+    ("jaxtrainer/population/optuna_search.py", "state"):
+        "the Optuna search writes its study's suggestions into the population's table "
+        "between rounds (a host step of a population algorithm)",
+    ("jaxtrainer/recipes/resume.py", "state"):
+        "a resumed recipe's changed traced hyperparameters are written into the restored "
+        "state by its callback",
+    ("jaxtrainer/recipes/config.py", "resume_hint"):
+        "the recipes' preemption advice; a constructor argument next",
+    ("jaxtrainer/recipes/search.py", "max_steps_arg"):
+        "a search's slots train a share of the budget; a Budget value replaces these writes",
+    ("jaxtrainer/recipes/search.py", "max_env_steps"): "as above",
+    ("jaxtrainer/recipes/search.py", "log_every_n_steps"): "as above",
+    ("jaxtrainer/recipes/sweep.py", "max_env_steps"):
+        "a recipe's sweep budget is per member; a Budget value replaces this write",
+}
+"""Trainer attributes written outside ``trainer/`` that stay for now,
+``(file, attribute): reason``; callbacks stop a fit with ``trainer.request_stop``."""
+
+
+def _is_trainer(node: ast.AST) -> bool:
+    """``trainer``, ``population_trainer``, ``self.trainer``, ``self._trainer``."""
+    if isinstance(node, ast.Name):
+        return "trainer" in node.id.lower()
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and node.value.id == "self" and "trainer" in node.attr.lower()
+
+
+def _trainer_writes(path: Path) -> set[tuple[int, str]]:
+    """``(line, attribute)`` for each Trainer attribute ``path`` assigns:
+    ``trainer.x = ...``, ``trainer.x += ...``, ``trainer.x[...] = ...``,
+    ``setattr(trainer, "x", ...)``."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            for sub in ast.walk(target):
+                if isinstance(sub, ast.Subscript):
+                    sub = sub.value
+                if isinstance(sub, ast.Attribute) and _is_trainer(sub.value):
+                    found.add((node.lineno, sub.attr))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "setattr" and node.args and _is_trainer(node.args[0]):
+            name = node.args[1].value if isinstance(node.args[1], ast.Constant) else "?"
+            found.add((node.lineno, name))
+    return found
+
+
+def test_no_module_outside_trainer_assigns_a_trainer_attribute():
+    """The fit's state has one owner, ``trainer/``: callbacks, commands, recipes and
+    populations read it and stop a fit through ``trainer.request_stop(reason)``."""
+    found = {}
+    for path in _modules():
+        rel = path.relative_to(SRC).as_posix()
+        if rel.startswith("jaxtrainer/trainer/"):
+            continue
+        for line, attr in _trainer_writes(path):
+            found.setdefault((rel, attr), []).append(line)
+    unexplained = sorted(k for k in found if k not in TRAINER_WRITES)
+    assert unexplained == [], "\n".join(f"{f}:{found[(f, a)]}: trainer.{a} = ..." for f, a in unexplained)
+    stale = sorted(set(TRAINER_WRITES) - set(found))
+    assert not stale, f"allow-list entries no longer needed: {stale}"
+
+
+def test_the_trainer_write_check_sees_what_it_must(tmp_path):
+    path = tmp_path / "probe.py"
+    path.write_text("trainer.should_stop = True\nself.trainer.stop_reason = 'x'\n"
+                    "trainer.callbacks[:] = []\nsetattr(trainer, 'state', 1)\n"
+                    "cfg.trainer.ckpt_path = 'last'\ntrainer.request_stop('x')\n")
+    assert sorted(_trainer_writes(path)) == [(1, "should_stop"), (2, "stop_reason"),
+                                             (3, "callbacks"), (4, "state")]

@@ -106,8 +106,7 @@ class EarlyStopping(Callback):
                           f"{self.wait_count} checks (best {self.best_score:g})")
         if reason is not None:
             self.stopped_step = trainer.global_step
-            trainer.should_stop = True
-            trainer.stop_reason = f"EarlyStopping: {reason}"
+            trainer.request_stop(f"EarlyStopping: {reason}")
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         """A new run: forget what an earlier ``fit`` left (a resume then loads the checkpoint's)."""

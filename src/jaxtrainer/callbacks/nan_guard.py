@@ -116,9 +116,7 @@ class NaNGuard(Callback):
         if bad is None:
             return
         self.reason = f"NaNGuard: {bad} at step {trainer.global_step}"
-        trainer.state_is_valid = False
-        trainer.should_stop = True
-        trainer.stop_reason = self.reason
+        trainer.request_stop(self.reason, state_is_valid=False)
         if trainer.is_global_zero:
             print(f"jaxtrainer: {self.reason}; no checkpoint of this state will be written", flush=True)
         if self.raise_error:

@@ -111,10 +111,16 @@ class ProfilerCallback(Callback):
         self._traced: tuple[int, int] | None = None
         self._done = self.steps is None
         self._before: set[str] = set()  # profile runs already in the directory
+        self._hooks_before: dict[tuple[int, str], float] = {}  # hook seconds before this run
 
     # -- timing ----------------------------------------------------------------
     def _hooks_total(self, trainer: Trainer) -> float:
-        return sum((trainer.hook_seconds or {}).values())
+        return sum(self._hook_seconds(trainer).values())
+
+    def _hook_seconds(self, trainer: Trainer) -> dict[tuple[int, str], float]:
+        """Seconds per ``(id(callback), hook)`` since this run's ``setup``."""
+        before = self._hooks_before
+        return {k: s - before.get(k, 0.0) for k, s in trainer.hook_seconds.items()}
 
     def _mark(self, trainer: Trainer, name: str) -> None:
         self._marks[name] = (time.perf_counter(), self._hooks_total(trainer))
@@ -135,7 +141,7 @@ class ProfilerCallback(Callback):
         phases["startup"] = self._trainer_time("setup", train_start)
         phases["device compute"] = self._trainer_time(train_start, train_end)
         phases["shutdown"] = self._trainer_time(train_end, "teardown")
-        for (cb_id, _), seconds in (trainer.hook_seconds or {}).items():
+        for (cb_id, _), seconds in self._hook_seconds(trainer).items():
             cb = by_id.get(cb_id)
             phase = ("profiler" if cb is self else "logging" if isinstance(cb, Logger)
                      else "checkpointing" if isinstance(cb, ModelCheckpoint) else "host callbacks")
@@ -195,11 +201,11 @@ class ProfilerCallback(Callback):
 
     # -- hooks -------------------------------------------------------------------
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
-        """A new run: time it from here (``trainer.hook_seconds`` starts empty)."""
+        """A new run: time it from here (the hooks' seconds counted from now on)."""
         trainer.callbacks[:] = [cb for cb in trainer.callbacks if not isinstance(cb, _Finish)]
         self.summary, self.trace_dir = {}, None
         self._reset()
-        trainer.hook_seconds = {}
+        self._hooks_before = dict(trainer.hook_seconds)
         self._mark(trainer, "setup")
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
@@ -238,7 +244,6 @@ class ProfilerCallback(Callback):
     def finish(self, trainer: Trainer) -> None:
         """Make, store and print (process 0) the summary; stop timing hooks."""
         self.summary = self._summarise(trainer)
-        trainer.hook_seconds = None
         if trainer.is_global_zero:
             print(format_summary(self.summary), file=sys.stdout, flush=True)
 

@@ -85,10 +85,9 @@ class Timer(Callback):
 
     def on_train_start(self, trainer: Trainer, module: Module) -> None:
         if self._previous >= self.duration and not trainer.should_stop:  # a resume past it
-            trainer.should_stop = True
-            trainer.stop_reason = (f"Timer: the run's {self._previous:.1f} s of training had "
-                                   f"reached the limit of {self.duration:g} s before this fit; "
-                                   "give a longer duration to train on")
+            trainer.request_stop(f"Timer: the run's {self._previous:.1f} s of training had "
+                                 f"reached the limit of {self.duration:g} s before this fit; "
+                                 "give a longer duration to train on")
         self._start = self._last_sync = time.monotonic()
         self._sync_gap = 0.0
 
@@ -98,9 +97,8 @@ class Timer(Callback):
             self._sync_gap, self._last_sync = now - self._last_sync, now
         elapsed = self.time_elapsed()
         if elapsed >= self.duration and not trainer.should_stop:
-            trainer.should_stop = True
-            trainer.stop_reason = (f"Timer: {elapsed:.1f} s of training reached the limit of "
-                                   f"{self.duration:g} s")
+            trainer.request_stop(f"Timer: {elapsed:.1f} s of training reached the limit of "
+                                 f"{self.duration:g} s")
 
     def on_train_end(self, trainer: Trainer, module: Module) -> None:
         self._previous, self._start = self.time_elapsed(), None

@@ -26,6 +26,7 @@ import numpy as np
 
 from jaxtrainer.distributed import cpu_collectives as cpu_collectives_lib
 from jaxtrainer.distributed import peer_watch
+from jaxtrainer.runtime.slurm import interactive_slurm_shell
 
 # Environment read when the arguments are not given (set by ``jaxtrainer launch``).
 ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
@@ -64,20 +65,6 @@ def launch_environment() -> str:
 def _plain_int(name: str) -> int | None:
     raw = os.environ.get(name, "").strip()
     return int(raw) if raw.isdigit() else None
-
-
-INTERACTIVE_JOB_NAMES = ("bash", "interactive")
-"""SLURM job names of interactive shells (``srun --pty bash``, ``salloc``), never
-a managed launch, as Lightning's SLURM environment decides it."""
-
-
-def interactive_slurm_shell() -> bool:
-    """Whether this process is in an interactive SLURM job: ``SLURM_JOB_ID`` set
-    and ``SLURM_JOB_NAME`` one of :data:`INTERACTIVE_JOB_NAMES`. Its task
-    layout (``SLURM_STEP_NUM_TASKS``, ``SLURM_PROCID``) describes the shell's
-    step, not processes of a run."""
-    return "SLURM_JOB_ID" in os.environ and \
-        os.environ.get("SLURM_JOB_NAME", "") in INTERACTIVE_JOB_NAMES
 
 
 def srun_tasks() -> int | None:

@@ -26,8 +26,21 @@ import signal
 import subprocess
 from pathlib import Path
 
-from jaxtrainer.distributed.process import interactive_slurm_shell
 from jaxtrainer.rundir import run_layout, storage
+
+INTERACTIVE_JOB_NAMES = ("bash", "interactive")
+"""SLURM job names of interactive shells (``srun --pty bash``, ``salloc``), never
+a managed launch, as Lightning's SLURM environment decides it."""
+
+
+def interactive_slurm_shell() -> bool:
+    """Whether this process is in an interactive SLURM job: ``SLURM_JOB_ID`` set
+    and ``SLURM_JOB_NAME`` one of :data:`INTERACTIVE_JOB_NAMES`. Its task
+    layout (``SLURM_STEP_NUM_TASKS``, ``SLURM_PROCID``) describes the shell's
+    step, not processes of a run."""
+    return "SLURM_JOB_ID" in os.environ and \
+        os.environ.get("SLURM_JOB_NAME", "") in INTERACTIVE_JOB_NAMES
+
 
 REQUEUE_SIGNAL = signal.SIGUSR1
 """The signal that means "the time limit is near: checkpoint and requeue"."""

@@ -86,9 +86,9 @@ _LOGGER_HINT = ("True adds a CSVLogger and a TensorBoardLogger; pass other logge
 
 
 def call_hooks(trainer: Trainer, hook: str, module: Module, args: tuple) -> None:
-    """``Trainer.call_hook``: each callback's ``hook`` in order. While
-    ``trainer.hook_seconds`` is a dict (a ``ProfilerCallback`` sets one during
-    ``fit``), each call's seconds are added to it under ``(id(callback), hook)``.
+    """``Trainer.call_hook``: each callback's ``hook`` in order, each call's seconds
+    added to ``trainer.hook_seconds`` under ``(id(callback), hook)`` (what a
+    ``ProfilerCallback`` reads).
     A callback raising in ``on_evaluation_end`` or ``on_train_steps_end`` leaves
     the call unfinished for it and the callbacks after it (:mod:`jaxtrainer.trainer.hook_replay`)."""
     for i, cb in enumerate(trainer.callbacks):
@@ -99,9 +99,8 @@ def call_hooks(trainer: Trainer, hook: str, module: Module, args: tuple) -> None
             if hook in hook_replay.REPLAYED:
                 trainer.unfinished_hooks.record(hook, args[0], trainer.callbacks[i:])
             raise
-        if trainer.hook_seconds is not None:
-            key = (id(cb), hook)
-            trainer.hook_seconds[key] = trainer.hook_seconds.get(key, 0.0) + time.perf_counter() - start
+        key = (id(cb), hook)
+        trainer.hook_seconds[key] = trainer.hook_seconds.get(key, 0.0) + time.perf_counter() - start
 
 
 class Trainer:
@@ -141,28 +140,23 @@ class Trainer:
       seed: root of every PRNG key (init, per-step per-device keys, evaluation);
         any int, every bit used (``key(seed)`` in ``[0, 2**32)``); ValueError otherwise.
       default_root_dir: runs go to ``<default_root_dir>/version_<n>``.
-      jit: ``False`` runs the programs under ``jax.disable_jit`` (debugging, tiny
-        configs: slow, memory-hungry); ``shard_map`` still traces the step, so use
-        ``jax.debug.print``, not ``print``.
+      jit: ``False`` runs the programs under ``jax.disable_jit`` (debugging: slow);
+        ``shard_map`` still traces the step (``jax.debug.print``, not ``print``).
       enable_progress_bar: add a :class:`RichProgressBar` if none is given.
-      enable_checkpointing: add a :class:`ModelCheckpoint` (save at the end) if
-        none is given.
+      enable_checkpointing: add a :class:`ModelCheckpoint` (at the end) if none is given.
       logger: ``True`` adds a :class:`CSVLogger` and a :class:`TensorBoardLogger`,
         each unless a logger of its class is in ``callbacks``; other loggers
         (e.g. a ``WandbLogger``) are added beside them, so ``metrics.csv``
         stays. ``False`` adds neither (only the loggers in ``callbacks`` log).
       run_ahead: enqueue the next call before a boundary's hooks when nothing
         needs the state there. ``"auto"``: on GPU/TPU; off on CPU, where an
-        execution queued behind a running one was measured to slow the run (PPO,
-        2 cores: 2.4 s instead of 1.6 s for 300 updates). Single-process only.
+        execution queued behind a running one slows the run. Single-process only.
       sync_every_n_seconds: target device time (seconds) of one call fusing log
         intervals: how long metrics may wait on the devices. ``None`` or ``0``:
         one call, and one host sync, per log interval.
       compile_evaluation_ahead: compile the evaluation program in the background
-        while the first training call runs (PPO recipe, 2 CPU cores: 2-3 s less
-        wall time when it compiles, about 0.4 s from the compilation cache);
-        ``False`` compiles it when first needed (no CPU spent when nothing
-        evaluates). ``"auto"`` (the Trainer's default; the recipes set ``True``):
+        while the first training call runs; ``False`` compiles it when first
+        needed (no CPU spent when nothing evaluates). ``"auto"`` (the Trainer's default; the recipes set ``True``):
         ahead when ``fit`` evaluates (``eval_every_n_steps`` set); pass ``True``
         when :meth:`evaluate` follows ``fit`` (the recipes do). Ahead, a broken
         ``evaluation_step`` fails ``fit`` before training (at a boundary if it compiles late).
@@ -189,13 +183,12 @@ class Trainer:
         command-line form, ``trainer.ckpt_path=last``).
 
     Raises:
-      ValueError: before the strategy starts JAX or anything is written: an
-        unknown strategy (listing the choices), a non-positive budget or
-        interval, a negative ``sync_every_n_seconds``, a malformed
-        ``devices`` (the message lists the accepted forms), or an on/off argument
-        that is not a bool (``"flase"`` or ``100`` is an error, never "on";
-        ``run_ahead`` also takes ``"auto"``). A device index beyond the devices
-        there raises when the devices are picked, before any compile.
+      ValueError: before JAX starts or anything is written: an unknown strategy,
+        a non-positive budget or interval, a negative ``sync_every_n_seconds``,
+        malformed ``devices``, or an on/off argument that is not a bool
+        (``"flase"`` or ``100``; ``run_ahead`` also takes ``"auto"``); each
+        message names the value and the accepted forms. A device index beyond
+        the devices there raises when the devices are picked, before any compile.
     """
 
     def __init__(
@@ -258,7 +251,7 @@ class Trainer:
         self.state_is_valid, self.state_ahead, self.more_metrics_pending = True, False, False
         self.received_signal: int | None = None
         self.callback_metrics: dict[str, float] = {}
-        self.hook_seconds: dict[tuple[int, str], float] | None = None  # see call_hook
+        self.hook_seconds: dict[tuple[int, str], float] = {}  # see call_hooks
         self.unfinished_hooks = hook_replay.UnfinishedHooks()  # an exception's, a resume's
         self.rendezvous_count = 0  # how many rendezvous this Trainer held (their names differ)
 
@@ -330,6 +323,12 @@ class Trainer:
     def has_budget(self) -> bool:
         """Whether ``max_steps`` or ``max_env_steps`` is set (``fit`` needs one)."""
         return self.max_steps_arg is not None or self.max_env_steps is not None
+
+    def request_stop(self, reason: str, *, state_is_valid: bool = True) -> None:
+        """Stop the fit after this interval, saying ``reason`` (a later request's wins);
+        ``state_is_valid=False``: no checkpoint of this state is written."""
+        self.should_stop, self.stop_reason = True, reason
+        self.state_is_valid = self.state_is_valid and state_is_valid
 
     def add_callback(self, callback: Callback) -> None:
         """Insert ``callback`` where its :attr:`Callback.order` puts it: after
