@@ -63,7 +63,7 @@ def test_a_module_already_imported_is_not_deferred():
     out = run("""
         import sys
         import json
-        from jaxtrainer.deferred_import import deferred_imports
+        from jaxtrainer.runtime.deferred_import import deferred_imports
         with deferred_imports("json", "csv"):
             import csv
             import json as j
@@ -75,7 +75,7 @@ def test_a_module_already_imported_is_not_deferred():
 def test_a_deferred_module_imports_on_first_attribute_and_leaves_sys_modules():
     out = run("""
         import sys
-        from jaxtrainer.deferred_import import deferred_imports
+        from jaxtrainer.runtime.deferred_import import deferred_imports
         with deferred_imports("wsgiref", "wsgiref.headers"):
             import wsgiref.headers as headers
             from wsgiref import headers as same
@@ -90,7 +90,7 @@ def test_a_deferred_module_imports_on_first_attribute_and_leaves_sys_modules():
 
 def test_a_missing_module_is_not_deferred_and_fails_where_imported():
     out = run("""
-        from jaxtrainer.deferred_import import deferred_imports
+        from jaxtrainer.runtime.deferred_import import deferred_imports
         try:
             with deferred_imports("no_such_module_here"):
                 import no_such_module_here  # noqa: F401

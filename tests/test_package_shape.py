@@ -180,7 +180,7 @@ def test_every_name_a_run_writes_is_a_literal_in_one_module_only():
     assert found == []
 
 
-CORE = ("trainer", "fit_loop", "callbacks", "checkpoint", "strategies", "runtime", "distributed",
+CORE = ("trainer", "callbacks", "checkpoint", "strategies", "runtime", "distributed",
         "population")
 OUTSIDE_THE_CORE = ("population", "compat", "recipes", "algorithms")
 
@@ -280,8 +280,7 @@ FLOORS = (
 floors below it, at module level and inside functions (DESIGN.md, "Layout");
 ``compat`` sits beside ``population``, since nothing below it imports it."""
 
-GROUND_FLOOR = ("module", "metrics", "policy", "arguments", "formatting", "deprecation",
-                "deferred_import")
+GROUND_FLOOR = ("module", "metrics", "policy", "arguments", "formatting", "deprecation")
 """The root modules: user contracts, values and the package's own helpers."""
 
 UPWARD = {
@@ -371,6 +370,14 @@ def test_no_floor_imports_a_higher_one():
     assert unexplained == [], "\n".join(f"{a} imports {b} ({found[(a, b)]})" for a, b in unexplained)
     stale = sorted(set(UPWARD) - set(found))
     assert not stale, f"allow-list entries no longer needed: {stale}"
+
+
+def test_the_package_root_holds_the_ground_floor_only():
+    """At most 8 modules at the root (the package's face and ``__main__`` counted);
+    everything else lives in a room of its floor."""
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= 8, root
+    assert {p[:-3] for p in root} <= {*GROUND_FLOOR, "__init__", "__main__"}
 
 
 def test_the_floor_check_sees_what_it_must():

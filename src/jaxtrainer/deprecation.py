@@ -68,6 +68,7 @@ MOVED_MODULES = {
     "jaxtrainer.compile_ahead": "jaxtrainer.trainer.compile_ahead",
     "jaxtrainer.hook_replay": "jaxtrainer.trainer.hook_replay",
     "jaxtrainer.checkpoint_connector": "jaxtrainer.trainer.connectors.checkpoint_connector",
+    "jaxtrainer.deferred_import": "jaxtrainer.runtime.deferred_import",
 }
 """Every module path that moved since 0.1.0 and its new home
 (``jaxtrainer.runs``: :mod:`jaxtrainer.rundir.runs` with the two functions
