@@ -22,10 +22,11 @@ from jaxtrainer.commands import cli, eval_cli, render
 from jaxtrainer.commands.eval_cli import evaluate_run, format_result
 from jaxtrainer.distributed import keys
 from jaxtrainer.envs.evaluation import run_episodes
+from jaxtrainer.inference import saved_run
 from jaxtrainer.policy import policy_spec
 from jaxtrainer.recipes import config
 from jaxtrainer.recipes.modules import BUILDERS, POPULATION_RECIPES, build_module
-from jaxtrainer.rundir import runs, saved_run
+from jaxtrainer.rundir import runs
 from jaxtrainer.trainer import fit_run
 
 RECIPES = Path(__file__).parents[1] / "recipes"

@@ -267,7 +267,7 @@ def test_the_core_has_no_import_cycle_and_imports_nothing_outside_it():
 FLOORS = (
     ("commands", "__main__"),
     ("recipes",),
-    ("population", "algorithms", "compat"),
+    ("population", "algorithms", "compat", "inference"),
     ("trainer",),
     ("callbacks", "loggers"),
     ("checkpoint", "strategies"),
@@ -284,27 +284,6 @@ GROUND_FLOOR = ("module", "metrics", "policy", "arguments", "formatting", "depre
 """The root modules: user contracts, values and the package's own helpers."""
 
 UPWARD = {
-    ("jaxtrainer.rundir.runs", "jaxtrainer.checkpoint.files"):
-        "run_dir_of reads the run directory a checkpoint recorded in its metadata "
-        "(read_meta); the metadata readers move below checkpoint/ next",
-    ("jaxtrainer.rundir.runs", "jaxtrainer.checkpoint.resolve"):
-        "CHECKPOINTS (run_layout.CHECKPOINTS_DIR), taken from the resolver, which stays in "
-        "checkpoint/ until the metadata readers it needs move below it",
-    ("jaxtrainer.rundir.saved_run", "jaxtrainer.checkpoint.resolve"):
-        "a saved run's checkpoint is resolved as Trainer.fit resolves it (the one resolver, "
-        "still in checkpoint/: it reads checkpoint.files' metadata)",
-    ("jaxtrainer.rundir.saved_run", "jaxtrainer.trainer"):
-        "restore() builds the Trainer that restores a saved run; saved_run moves up beside "
-        "the commands and load_policy next",
-    ("jaxtrainer.rundir.saved_run", "jaxtrainer.population"):
-        "restore() builds the PopulationTrainer of a population's saved run (as above)",
-    ("jaxtrainer.policy", "jaxtrainer.rundir.saved_run"):
-        "load_policy reads a saved run (as above: it moves up with saved_run)",
-    ("jaxtrainer.rundir.run_kind", "jaxtrainer.population.summary"):
-        "write_members writes a Sweep's member table; it moves to population/ once the "
-        "Trainer reaches it through the module protocol",
-    ("jaxtrainer.rundir.run_kind", "jaxtrainer.population.sweep"):
-        "write_members and acceptor_of tell a Sweep apart (as above)",
     ("jaxtrainer.distributed", "jaxtrainer.compat.evorl"):
         "EvoRL's names and module paths stay reachable at jaxtrainer.distributed, loaded "
         "from compat/evorl on first use (EvoRL users change one import)",
@@ -467,3 +446,13 @@ def test_the_trainer_write_check_sees_what_it_must(tmp_path):
                     "cfg.trainer.ckpt_path = 'last'\ntrainer.request_stop('x')\n")
     assert sorted(_trainer_writes(path)) == [(1, "should_stop"), (2, "stop_reason"),
                                              (3, "callbacks"), (4, "state")]
+
+
+def test_the_architecture_drawing_is_the_codes():
+    """``docs/guides/architecture.md`` shows the rooms and arrows the code has now."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("drawing", ROOT / "docs" / "architecture_drawing.py")
+    drawing = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(drawing)
+    assert drawing.in_guide() == drawing.drawing(), "run: python docs/architecture_drawing.py --write"

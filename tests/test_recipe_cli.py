@@ -449,8 +449,8 @@ def test_a_resume_with_another_seed_is_refused_even_with_apply(run_dir, capsys):
 
 
 def recipe_module(run):
+    from jaxtrainer.inference import saved_run
     from jaxtrainer.recipes.modules import build_module
-    from jaxtrainer.rundir import saved_run
 
     name, cfg = saved_run.load_config(run)
     return build_module(name, cfg)

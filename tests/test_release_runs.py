@@ -34,7 +34,7 @@ def _without_timings(rows: list[dict]) -> list[dict]:
 
 
 def _check_resumed(run: Path, name: str) -> None:
-    from jaxtrainer.rundir import saved_run
+    from jaxtrainer.inference import saved_run
 
     expected = EXPECTED["runs"][name]
     restored = saved_run.restore(run, "last", strategy="single", devices=1)

@@ -23,7 +23,7 @@ from jaxtrainer.population import summary as sweep_summary
 from jaxtrainer.recipes import command, config
 from jaxtrainer.recipes import sweep as recipe_sweep
 from jaxtrainer.recipes.catalog import CONFIGS
-from jaxtrainer.rundir import run_kind
+from jaxtrainer.rundir import run_kind, storage
 from tests import toys
 
 
@@ -44,7 +44,7 @@ def _recipe_run(root: Path, n: int, *overrides: str, step: int = 4) -> Path:
     command.write_config(run / "config.yaml", cfg, "ppo")
     if cfg.sweep.seeds:
         members = [{"member": i, "config": 0, "seed": i} for i in range(cfg.sweep.seeds)]
-        sweep_summary.write_csv(run / sweep_summary.MEMBERS_FILE, members)
+        storage.write_csv(run / sweep_summary.MEMBERS_FILE, members)
     return run
 
 
@@ -146,7 +146,7 @@ def test_trainer_last_passes_over_a_newer_sweep(run_dir, capsys):
     first.fit(toys.Regression())
     newer = Path(run_dir) / "version_1"
     (newer / "checkpoints" / "2" / "meta").mkdir(parents=True)
-    sweep_summary.write_csv(newer / sweep_summary.MEMBERS_FILE,
+    storage.write_csv(newer / sweep_summary.MEMBERS_FILE,
                             [{"member": i, "config": 0, "seed": i} for i in range(4)])
     again = toys.trainer(run_dir, max_steps=3, callbacks=[
         jt.CSVLogger(), jt.ModelCheckpoint(async_save=False)])
@@ -186,7 +186,7 @@ def test_summary_writes_integer_seeds_and_hyperparameters_as_integers(tmp_path):
     assert members[5]["batch"] == 4 and isinstance(members[5]["batch"], int)
     scores = {m["member"]: float(m["member"]) for m in members}
     rows = sweep_summary.summarize(members, scores, ["batch"], reps=20)
-    sweep_summary.write_csv(tmp_path / "s.csv", rows)
+    storage.write_csv(tmp_path / "s.csv", rows)
     written = list(csv.DictReader(open(tmp_path / "s.csv")))
     assert [(r["config"], r["batch"], r["seeds"]) for r in written] == [("0", "2", "4"),
                                                                        ("1", "4", "4")]

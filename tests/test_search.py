@@ -249,8 +249,8 @@ def test_recipe_search_section_builds_a_search():
 
 
 def test_search_runs_share_the_budget_between_member_slots(capsys):
+    from jaxtrainer.inference.saved_run import make_trainer
     from jaxtrainer.recipes import search as search_section
-    from jaxtrainer.rundir.saved_run import make_trainer
 
     space = ["search.method=asha", "search.space.lr=loguniform(1e-5,1e-2)"]
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", [*space, "search.members=32"])

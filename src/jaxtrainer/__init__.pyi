@@ -24,10 +24,11 @@ from .callbacks import (
     Timer,
     VideoCallback,
 )
+from .inference.saved_run import load_policy
 from .loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from .metrics import Last, Max, Mean, Min, Sum
 from .module import Module, PopulationModule
-from .policy import Policy, RecurrentPolicy, load_policy
+from .policy import Policy, RecurrentPolicy
 from .population import PopulationTrainer
 from .strategies import PmapStrategy, ShardMapStrategy, SingleDeviceStrategy, Strategy
 from .trainer import Preempted, Trainer

@@ -30,7 +30,7 @@ MOVED_MODULES = {
     "jaxtrainer.sweep_summary": "jaxtrainer.population.summary",
     "jaxtrainer.runs": "jaxtrainer.compat.runs_v01",  # rundir.runs + 2 old functions
     "jaxtrainer.run_checkpoint": "jaxtrainer.trainer.connectors.checkpoint_connector",
-    "jaxtrainer.saved_run": "jaxtrainer.rundir.saved_run",
+    "jaxtrainer.saved_run": "jaxtrainer.inference.saved_run",
     "jaxtrainer._args": "jaxtrainer.arguments",
     "jaxtrainer.callbacks._monitor": "jaxtrainer.callbacks.monitor",
     # after 0.2.0: the commands in one package
@@ -59,7 +59,7 @@ MOVED_MODULES = {
     "jaxtrainer.storage": "jaxtrainer.rundir.storage",
     "jaxtrainer.checkpoint.run_lock": "jaxtrainer.rundir.run_lock",
     "jaxtrainer.checkpoint.runs": "jaxtrainer.rundir.runs",
-    "jaxtrainer.checkpoint.saved_run": "jaxtrainer.rundir.saved_run",
+    "jaxtrainer.checkpoint.saved_run": "jaxtrainer.inference.saved_run",
     # floors: the Trainer and its fit in one package
     "jaxtrainer.fit_loop": "jaxtrainer.trainer.fit_loop",
     "jaxtrainer.fit_setup": "jaxtrainer.trainer.fit_setup",
@@ -69,6 +69,8 @@ MOVED_MODULES = {
     "jaxtrainer.hook_replay": "jaxtrainer.trainer.hook_replay",
     "jaxtrainer.checkpoint_connector": "jaxtrainer.trainer.connectors.checkpoint_connector",
     "jaxtrainer.deferred_import": "jaxtrainer.runtime.deferred_import",
+    # a saved run builds its Trainer: above the Trainer, beside the populations
+    "jaxtrainer.rundir.saved_run": "jaxtrainer.inference.saved_run",
 }
 """Every module path that moved since 0.1.0 and its new home
 (``jaxtrainer.runs``: :mod:`jaxtrainer.rundir.runs` with the two functions

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 
@@ -269,6 +269,18 @@ class PopulationModule:
 
     def hparams(self) -> dict[str, Any]:
         return {}
+
+
+@runtime_checkable
+class SweepModule(Protocol):
+    """A population of configurations x seeds (:class:`jaxtrainer.population.Sweep`):
+    ``members()`` gives one row per member (``member``, ``config``, ``seed``, the
+    hyperparameters), which its run directory keeps as ``sweep_members.csv`` (so a
+    sweep's run is told apart from a single run's)."""
+
+    population_size: int
+
+    def members(self) -> list[dict[str, Any]]: ...
 
 
 def counted_members(module: Module) -> int:

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from jaxtrainer.arguments import expand_path
 from jaxtrainer.checkpoint.files import META, latest_step_dir, read_meta, steps
-from jaxtrainer.rundir import run_layout
+from jaxtrainer.rundir import module_record, run_layout
 
 CHECKPOINTS = run_layout.CHECKPOINTS_DIR
 """The first ModelCheckpoint's directory in a run; the next ones write
@@ -388,3 +388,16 @@ def resolve(path: str | os.PathLike, which: str | int | None = None, *,
         raise FileNotFoundError(f"{prefix}no checkpoint at step {which} in {directory}; steps: "
                                 f"{', '.join(map(str, steps(directory)))}")
     return directory / str(which)
+
+
+def run_dir_of(step_dir: str | os.PathLike) -> Path:
+    """The run directory of a checkpoint step directory: the one holding its
+    checkpoints directory when that has a ``config.yaml`` or ``module.yaml``,
+    else the run directory recorded in the checkpoint's metadata."""
+    step_dir = Path(step_dir)
+    parent = step_dir.parent.parent
+    if step_dir.parent.name.startswith(CHECKPOINTS) and (
+            (parent / run_layout.CONFIG_FILE).exists() or module_record.exists(parent)):
+        return parent
+    recorded = read_meta(step_dir).get("run_dir")
+    return Path(recorded) if recorded else parent

@@ -215,7 +215,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
         runs) or writing it failed (the previous file of that name intact).
     """
     from jaxtrainer.commands import render
-    from jaxtrainer.rundir import saved_run
+    from jaxtrainer.inference import saved_run
 
     _check_counts(episodes, seed, video_episodes)
     video = None if video is None else arguments.expand_path(video)

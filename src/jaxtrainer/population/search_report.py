@@ -164,7 +164,7 @@ class SearchReport(Callback):
             print(best_table(self.rows, list(module.spaces)), flush=True)
 
     def _write(self, trainer: Trainer, module: Any) -> None:
-        from jaxtrainer.population.summary import write_csv
+        from jaxtrainer.rundir.storage import write_csv
 
         state = trainer.peek_state()
         if state is None or not trainer.is_global_zero:

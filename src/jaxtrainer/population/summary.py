@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jaxtrainer.callbacks.base import Callback
-from jaxtrainer.rundir import run_kind, run_layout
+from jaxtrainer.rundir import run_kind, run_layout, storage
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -132,16 +132,6 @@ def summarize(members: Sequence[Mapping[str, Any]], scores: Mapping[int, float],
                                   reps, seed)
         rows.append({"config": config, **{n: mine[0][n] for n in names}, **stats})
     return rows
-
-
-def write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]]) -> None:
-    """``rows`` (same keys) as a CSV file with a header, atomically."""
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
 
 
 def read_members(run_dir: str | os.PathLike) -> list[dict[str, Any]] | None:
@@ -249,7 +239,7 @@ class SweepSummary(Callback):
                               self.seed)
         if not trainer.is_global_zero:
             return
-        write_csv(os.path.join(trainer.log_dir, SUMMARY_FILE), self.rows)
+        storage.write_csv(os.path.join(trainer.log_dir, SUMMARY_FILE), self.rows)
         if self.print_table:
             print(format_table(self.rows, module.hyperparam_names, self.metric), flush=True)
             print(f"{self.metric} over the whole sweep (a recipe's last line): "

@@ -30,7 +30,7 @@ import jax
 from omegaconf import DictConfig, OmegaConf
 
 from jaxtrainer.callbacks.base import Callback
-from jaxtrainer.checkpoint.resolve import Resolved
+from jaxtrainer.checkpoint.resolve import Resolved, run_dir_of
 from jaxtrainer.rundir import run_kind, runs
 from jaxtrainer.trainer.connectors import checkpoint_connector
 
@@ -115,7 +115,7 @@ def find(cfg: DictConfig) -> Found | None:
     accept = run_kind.config_acceptor(OmegaConf.to_container(cfg, resolve=True), read)
     step_dir = checkpoint_connector.resolve_ckpt_path(str(path), cfg.trainer.get("default_root_dir") or "runs",
                                                accept=accept)
-    file = runs.run_dir_of(step_dir) / runs.CONFIG_FILE
+    file = run_dir_of(step_dir) / runs.CONFIG_FILE
     if file.parent in read:
         text = read[file.parent]
     else:  # a path, not last or best: no run was looked at

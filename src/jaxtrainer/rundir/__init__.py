@@ -7,9 +7,10 @@
   started from Python;
 * :mod:`~jaxtrainer.rundir.storage`: storage errors (a full disk, a read-only
   directory) named in one line;
-* :mod:`~jaxtrainer.rundir.run_lock`: one process owns a run directory;
-* :mod:`~jaxtrainer.rundir.saved_run`: a saved run restored into the module that
-  wrote it.
+* :mod:`~jaxtrainer.rundir.run_lock`: one process owns a run directory.
+
+A saved run restored into the module that wrote it is :mod:`jaxtrainer.inference`'s
+(it builds the Trainer that restores it).
 
 The resolver of ``"last"``, ``"best"`` and a step is still
 :mod:`jaxtrainer.checkpoint.resolve`: it reads the checkpoints' metadata

@@ -23,7 +23,8 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from jaxtrainer.rundir import run_layout
+from jaxtrainer.module import SweepModule
+from jaxtrainer.rundir import module_record, run_layout, storage
 
 CONFIG_FILE = run_layout.CONFIG_FILE
 MODULE_FILE = run_layout.MODULE_FILE
@@ -237,20 +238,14 @@ def write_members(run_dir: str | os.PathLike, module: Any) -> None:
     hyperparameters) when ``module`` is a :class:`~jaxtrainer.population.Sweep`
     (a sweep started from Python is then told apart from a single run, as a
     recipe's is); nothing for any other module."""
-    from jaxtrainer.population.summary import write_csv
-    from jaxtrainer.population.sweep import Sweep
-
-    if isinstance(module, Sweep):
+    if isinstance(module, SweepModule):
         os.makedirs(run_dir, exist_ok=True)
-        write_csv(os.path.join(os.fspath(run_dir), MEMBERS_FILE), module.members())
+        storage.write_csv(os.path.join(os.fspath(run_dir), MEMBERS_FILE), module.members())
 
 
 def acceptor_of(module: Any) -> Callable[[Path], str | None]:
     """:func:`module_acceptor` for ``module`` (its recorded class, and its
     member count where it is a :class:`~jaxtrainer.population.Sweep`)."""
-    from jaxtrainer.population.sweep import Sweep
-    from jaxtrainer.rundir import module_record
-
     record = module_record.record(module)
     return module_acceptor(record["class_path"] if record else None,
-                           module.population_size if isinstance(module, Sweep) else None)
+                           module.population_size if isinstance(module, SweepModule) else None)

@@ -1,4 +1,5 @@
-"""Run directories: where a new run writes, and which run a checkpoint belongs to.
+"""Run directories: where a new run writes (which run a checkpoint belongs to is
+:func:`jaxtrainer.checkpoint.resolve.run_dir_of`, which reads its metadata).
 
 A run directory is ``<default_root_dir>/version_<n>``; it holds the run's
 checkpoints directories (``checkpoints``, ``checkpoints_1``, ...), its logs, and
@@ -11,9 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from jaxtrainer.checkpoint.files import read_meta
-from jaxtrainer.checkpoint.resolve import CHECKPOINTS
-from jaxtrainer.rundir import module_record, run_layout, storage
+from jaxtrainer.rundir import run_layout, storage
 
 CONFIG_FILE = run_layout.CONFIG_FILE
 """The run directory's config file (written by the recipes)."""
@@ -46,16 +45,3 @@ def new_run_dir(root: str | os.PathLike) -> str:
         except OSError as e:
             raise storage.storage_error("the run directory", run, e) from e
         return os.fspath(run)
-
-
-def run_dir_of(step_dir: str | os.PathLike) -> Path:
-    """The run directory of a checkpoint step directory: the one holding its
-    checkpoints directory when that has a ``config.yaml`` or ``module.yaml``,
-    else the run directory recorded in the checkpoint's metadata."""
-    step_dir = Path(step_dir)
-    parent = step_dir.parent.parent
-    if step_dir.parent.name.startswith(CHECKPOINTS) and (
-            (parent / CONFIG_FILE).exists() or module_record.exists(parent)):
-        return parent
-    recorded = read_meta(step_dir).get("run_dir")
-    return Path(recorded) if recorded else parent

@@ -13,6 +13,7 @@ TensorBoard event files complete records, checkpoints only complete steps.
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import os
 from collections.abc import Iterator
@@ -83,3 +84,14 @@ def as_storage_error(error: BaseException) -> StorageError | None:
     if isinstance(error, OSError) and error.errno in STORAGE_ERRNOS and error.filename:
         return StorageError(f"could not write {error.filename}: {describe(error)}", error)
     return None
+
+
+def write_csv(path: str | os.PathLike, rows: list[dict]) -> None:
+    """``rows`` (same keys) as a CSV file with a header, atomically (a reader sees
+    the old file or the new one, never a part)."""
+    tmp = f"{os.fspath(path)}.tmp"
+    with open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, path)

@@ -1,5 +1,6 @@
 """A saved run, read back: its config, and its state restored into the module
-that wrote it, on the devices of any strategy, whatever strategy wrote it.
+that wrote it, on the devices of any strategy, whatever strategy wrote it; and
+the trained policy of a saved run (:func:`load_policy`).
 
 A run holds what rebuilds its module::
 
@@ -11,7 +12,7 @@ under the ``jaxtrainer.run_builders`` entry-point group (the recipes register
 theirs; this package never imports them), a run started from Python by
 importing the module's class. Which checkpoint a path names is
 :func:`jaxtrainer.checkpoint.resolve`'s. Used by ``jaxtrainer eval`` and
-:func:`jaxtrainer.load_policy`.
+:func:`load_policy`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jax
 from omegaconf import DictConfig, OmegaConf
 
-from jaxtrainer.checkpoint.resolve import resolve
+from jaxtrainer.checkpoint.resolve import resolve, run_dir_of
+from jaxtrainer.module import PopulationModule
+from jaxtrainer.policy import Policy, RecurrentPolicy, params_of
+from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.rundir import module_record
-from jaxtrainer.rundir.runs import CONFIG_FILE, run_dir_of
+from jaxtrainer.rundir.run_layout import CONFIG_FILE
+from jaxtrainer.trainer import Trainer
 
 BUILDER_GROUP = "jaxtrainer.run_builders"
 """The entry-point group of builders ``(recipe: str, cfg: DictConfig) -> Module``
@@ -102,10 +108,6 @@ def make_trainer(module: Any, cfg: DictConfig | None, strategy: Any = "single",
     Raises:
       ValueError: a population module without a population size.
     """
-    from jaxtrainer.module import PopulationModule
-    from jaxtrainer.population import PopulationTrainer
-    from jaxtrainer.trainer import Trainer
-
     cfg = cfg if cfg is not None else OmegaConf.create({})
     quiet = dict(strategy=strategy, devices=devices, logger=False, enable_checkpointing=False,
                  enable_progress_bar=False, compile_evaluation_ahead=False)
@@ -179,8 +181,6 @@ def prepare(path: str | os.PathLike, which: str | int | None = None, *,
     ``overrides``: ``{dotted key: value}`` set in the run's config before the
     module is built (e.g. ``{"algorithm.eval_episodes": 16}``).
     """
-    from jaxtrainer.module import PopulationModule
-
     step_dir = resolve(path, which)
     recipe = cfg = None
     run_dir = run_dir_of(step_dir)
@@ -233,3 +233,45 @@ def restore(path: str | os.PathLike, which: str | int | None = None, *,
         path, which, overrides=overrides, module=module, strategy=strategy, devices=devices)
     meta = load_into(trainer, module, step_dir)
     return Restored(trainer, module, recipe, cfg, step_dir, meta)
+
+
+def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
+                module: Any = None, member: int | None = None) -> Policy:
+    """Load a trained policy from a run directory or a checkpoint directory.
+
+    The module is rebuilt from the run's ``config.yaml`` (written by the
+    recipes; :func:`jaxtrainer.recipes.modules.build_module`) and the
+    checkpoint restored onto one device, whatever strategy and device count
+    wrote it (the arrays are stored as one logical copy).
+
+    Args:
+      path: a run directory (``runs/ppo/version_0``), its ``checkpoints``
+        directory, or one step directory (``.../checkpoints/976``).
+      ckpt: ``None`` (the step directory ``path`` names, else the newest),
+        ``"last"``, ``"best"`` (best by the metric a
+        ``ModelCheckpoint(monitor=...)`` ranked on) or a step number.
+      module: the module to restore into, for runs without ``config.yaml``
+        (started from Python): built as for training (a
+        :class:`~jaxtrainer.PopulationModule` with its population size).
+      member: for PBT and sweep runs, the member whose policy to load (a
+        sweep's member ``i`` is configuration ``i // seeds``, seed
+        ``i % seeds``); default PBT's best member, a sweep's member 0.
+
+    Returns:
+      A :class:`~jaxtrainer.Policy`: ``act(obs, key=None) -> action``, jitted; see its
+      docstring for shapes and dtypes. For a policy with memory (a recurrent
+      ``network.core``) a :class:`~jaxtrainer.RecurrentPolicy`: ``act(obs, carry,
+      key=None) -> (action, carry)``.
+
+    Raises:
+      FileNotFoundError: no checkpoint there, or no ``config.yaml`` and no
+        ``module``.
+      ValueError: a bad ``ckpt``, or a checkpoint that does not match the module.
+      TypeError: a module that exposes no policy.
+    """
+    restored = restore(path, ckpt, module=module, strategy="single", devices=1)
+    trainer = restored.trainer
+    spec, params = params_of(restored.module, trainer.state, member)
+    params = jax.device_put(jax.device_get(params))  # on the default device, no sharding ties
+    cls = Policy if spec.initial_carry is None else RecurrentPolicy
+    return cls(spec, params, restored.checkpoint, trainer.global_step, trainer.env_steps)
