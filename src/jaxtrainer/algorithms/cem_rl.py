@@ -86,77 +86,25 @@ from jax.flatten_util import ravel_pytree
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms.cem import sample_population, sep_cem_update
 from jaxtrainer.algorithms.es import ESState
 from jaxtrainer.algorithms.evolution import ParamsSearch, elite_weights
 from jaxtrainer.algorithms.hyperparams import config_record
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.networks import DeterministicActor, TwinCritic, activation
-from jaxtrainer.algorithms.offpolicy import (
-    check_normalization,
-    configure,
-    learning_batch,
-    normalizing_policy,
-    soft_update,
-)
+from jaxtrainer.algorithms.normalization import learning_batch, normalizing_policy
+from jaxtrainer.algorithms.offpolicy import configure
+from jaxtrainer.algorithms.offpolicy_config import check_normalization
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
-from jaxtrainer.algorithms.td3 import TD3Losses
+from jaxtrainer.algorithms.target_update import soft_update
+from jaxtrainer.algorithms.td3 import deterministic_action, td3_actor_loss, td3_critic_loss
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import axis_size, fold_in_device
 from jaxtrainer.distributed.gradient_step import gradient_update
-from jaxtrainer.distributed.members import MemberLayout, rank
+from jaxtrainer.distributed.members import MemberLayout
 from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module
-
-
-# ---- the CEM ------------------------------------------------------------------
-def sample_population(mean: jax.Array, var: jax.Array, key: jax.Array, population_size: int,
-                      antithetic: bool = True) -> jax.Array:
-    """``P`` samples of ``N(mean, diag(var))``: ``float32[P, D]``.
-
-    Member ``i`` is ``mean + sqrt(var) * eps_i`` with ``eps_i ~ N(0, I)`` drawn from
-    ``fold_in(key, i)``; with ``antithetic``, ``eps_{i + P/2} = -eps_i`` (``P``
-    even). So member ``i`` depends only on ``key`` and ``i``.
-
-    Args:
-      mean, var: ``float32[D]`` (``var`` is a variance, >= 0).
-      key: typed PRNG key.
-      population_size: ``P`` (static).
-      antithetic: mirrored pairs (ES.py ``sepCEM.ask``).
-    """
-    num = population_size // 2 if antithetic else population_size
-    eps = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(key, i), mean.shape,
-                                               mean.dtype))(jnp.arange(num))
-    if antithetic:
-        eps = jnp.concatenate([eps, -eps])
-    return mean + jnp.sqrt(var) * eps
-
-
-def sep_cem_update(mean: jax.Array, members: jax.Array, fitness: jax.Array, damp: jax.Array,
-                   weights: jax.Array, damp_limit: float,
-                   damp_tau: float) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """One separable-CEM step (ES.py ``sepCEM.tell``), maximising ``fitness``.
-
-    Args:
-      mean: ``float32[D]``, the distribution's mean before the update (``mu``).
-      members: ``float32[P, D]``, the evaluated members (RL-improved ones included).
-      fitness: ``float32[P]``, larger is better; ties keep the lower index first and
-        NaN ranks last.
-      damp: ``float32[]``, the previous noise ``eps_{t-1}``.
-      weights: ``float32[K_e]`` from :func:`elite_weights`.
-      damp_limit, damp_tau: ``eps_t = damp_tau * eps_{t-1} + (1 - damp_tau) * damp_limit``.
-
-    Returns:
-      ``(mean', var', eps_t)``: ``mean' = sum_i w_i x_(i)``, ``var' = (1/K_e) sum_i
-      w_i (x_(i) - mean)^2 + eps_t`` over the ``K_e`` best members ``x_(i)``.
-    """
-    num_elites = weights.shape[0]
-    elites = members[rank(fitness)[:num_elites]]
-    damp = damp_tau * damp + (1.0 - damp_tau) * damp_limit
-    z = elites - mean
-    new_mean = weights @ elites
-    new_var = (weights @ (z * z)) / num_elites + damp
-    return new_mean, new_var, damp
 
 
 # ---- the module ---------------------------------------------------------------
@@ -322,7 +270,7 @@ class CEMRLState:
     search: ESState | None = None
 
 
-class CEMRL(ParamsPolicy, TD3Losses, Module):
+class CEMRL(ParamsPolicy, Module):
     """CEM-RL on a continuous-action :mod:`jaxtrainer.envs` environment.
 
     ``training_step`` is one generation (see the module docstring) and consumes
@@ -418,6 +366,21 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
         template = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), self._actor_shapes)
         return ravel_pytree(template)[1](flat)
 
+    def act(self, actor_params: Any, obs: jax.Array) -> jax.Array:
+        """The deterministic action of the actor with ``actor_params``
+        (:func:`~jaxtrainer.algorithms.td3.deterministic_action`)."""
+        return deterministic_action(self.actor, actor_params, obs, self.env)
+
+    def critic_loss(self, critic_params: Any, target_actor_params: Any,
+                    target_critic_params: Any, batch: Transition,
+                    key: jax.Array) -> tuple[jax.Array, dict]:
+        """TD3's critic loss (:func:`~jaxtrainer.algorithms.td3.td3_critic_loss`)
+        with the config's ``gamma``, ``policy_noise`` and ``noise_clip``."""
+        cfg = self.config
+        return td3_critic_loss(critic_params, self.actor, self.critic, self.env,
+                               target_actor_params, target_critic_params, batch, key, cfg.gamma,
+                               cfg.policy_noise, cfg.policy_noise, cfg.noise_clip)
+
     def act_flat(self, flat: jax.Array, obs: jax.Array) -> jax.Array:
         """The deterministic action of the actor with flat parameters ``flat``."""
         return self.act(self.unravel(flat), obs)
@@ -506,7 +469,9 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
             sample_key, noise_key = jax.random.split(step_key)
             batch = self.learning_batch(self.buffer.sample(buffer, sample_key), state.obs_stats)
             member = self.unravel(rl_members[k // block])  # block k // block: that member
-            critic, opt, loss = self.critic_update(critic, opt, member, target, batch, noise_key)
+            critic, opt, loss, _ = gradient_update(self.critic_loss, critic, opt,
+                                                   self.critic_optimizer, member, target, batch,
+                                                   noise_key)
             return (critic, soft_update(target, critic, self.config.tau), opt), loss
 
         carry = (state.critic_params, state.target_critic_params, state.critic_opt)
@@ -516,7 +481,8 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
         critic = carry[0]
 
         def actors_loss(members, batches):
-            losses = jax.vmap(lambda m, b: self.actor_loss(self.unravel(m), critic, b)[0])(
+            losses = jax.vmap(lambda m, b: td3_actor_loss(
+                self.unravel(m), self.actor, self.critic, self.env, critic, b)[0])(
                 members, batches)
             return jnp.sum(losses), {}
 
