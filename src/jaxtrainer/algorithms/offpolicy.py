@@ -68,8 +68,8 @@ from jaxtrainer.module import Module
 
 def hyperparam(config: Any, hyperparams: Mapping[str, jax.Array] | None, name: str) -> Any:
     """``hyperparams[name]`` (a traced ``float32[]`` from ``state.hyperparams``), or
-    ``config.<name>`` when ``hyperparams`` is ``None`` (callers that keep their
-    hyperparameters as constants, e.g. CEM-RL's use of the TD3 losses)."""
+    ``config.<name>`` when ``hyperparams`` is ``None`` (a loss called with the
+    config's constants, as the tests call TD3's and DQN's)."""
     return getattr(config, name) if hyperparams is None else hyperparams[name]
 
 
