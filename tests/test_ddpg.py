@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from jaxtrainer.algorithms import DDPG, DDPGConfig, TD3Config
-from jaxtrainer.algorithms.offpolicy import soft_update
 from jaxtrainer.algorithms.replay import Transition
+from jaxtrainer.algorithms.target_update import soft_update
 from jaxtrainer.metrics import to_host
 from jaxtrainer.strategies import PmapStrategy
 

@@ -18,8 +18,9 @@ from jaxtrainer.algorithms.dqn import (
     quantile_huber_loss,
     td_targets,
 )
-from jaxtrainer.algorithms.offpolicy import linear_schedule, periodic_soft_update, soft_update
+from jaxtrainer.algorithms.exploration import linear_schedule
 from jaxtrainer.algorithms.replay import Transition
+from jaxtrainer.algorithms.target_update import periodic_soft_update, soft_update
 from jaxtrainer.metrics import to_host
 from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
 

@@ -15,7 +15,7 @@ import pytest
 from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.cem_rl import CEMRL, CEMRLConfig
-from jaxtrainer.algorithms.offpolicy import action_scale_bias
+from jaxtrainer.algorithms.exploration import action_scale_bias
 from jaxtrainer.algorithms.replay import ReplayBuffer
 from jaxtrainer.algorithms.sac import SAC, SACConfig
 from jaxtrainer.algorithms.td3 import TD3, TD3Config

@@ -13,8 +13,8 @@ import numpy as np
 import optax
 import pytest
 
-from jaxtrainer.algorithms.offpolicy import soft_update
 from jaxtrainer.algorithms.sac import SAC, SACConfig, squashed_sample
+from jaxtrainer.algorithms.target_update import soft_update
 from jaxtrainer.algorithms.td3 import TD3, TD3Config
 from jaxtrainer.metrics import to_host
 from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy

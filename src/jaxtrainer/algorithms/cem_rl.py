@@ -8,35 +8,21 @@ cross-entropy method (CEM) over a diagonal Gaussian ``N(mu, diag(var))``, and
 moves half of every population with TD3 gradient steps from one shared critic.
 One generation (the paper's Algorithm 1):
 
-1. **sample** ``P`` actors ``theta_i = mu + sqrt(var) * eps_i`` (antithetic by
-   default: ``eps_{i + P/2} = -eps_i``, as the reference does for even ``P``).
-   ``eps_i`` is drawn from ``fold_in(generation_key, i)``: member ``i``'s sample
-   depends on (seed, generation, ``i``) only, whatever the device count;
+1. **sample** ``P`` actors ``theta_i = mu + sqrt(var) * eps_i``
+   (:func:`~jaxtrainer.algorithms.cem.sample_population`: antithetic by default;
+   member ``i`` depends on (seed, generation, ``i``) only, whatever the device count);
 2. **improve** the first ``num_rl_members`` (``P / 2``) actors with the critic
    (once ``learning_starts`` env steps are in the replay buffer): ``critic_steps``
-   TD3 critic updates, in one block per RL member whose target actions come from
-   that member's sampled actor (the reference trains the critic with
-   ``actor_t`` = the member about to be improved), then ``actor_steps`` TD3 actor
-   steps ``max E[Q_1(s, pi_theta(s))]`` for every RL member, each with a fresh
-   Adam state. The improved actors replace the samples in the population;
+   TD3 critic updates, one block per RL member, then ``actor_steps`` TD3 actor
+   steps of every RL member (:func:`~jaxtrainer.algorithms.member_learning.improve_members`).
+   The improved actors replace the samples in the population;
 3. **evaluate** every actor on ``episodes_per_member`` fresh episodes
    (``rollout_steps`` env steps each, ``env.max_episode_steps`` by default),
    storing every transition in the replay buffer; fitness = mean return of the
    first episode of each env (a partial return when ``rollout_steps`` cuts it);
-4. **CEM update** (``sepCEM.tell``) from the fitness of all ``P`` actors: the
-   ``K_e = num_elites`` best (``P / 2``) with weights
-   ``lambda_i = log((K_e + 1) / i) / sum_j log((K_e + 1) / j)`` (rank ``i = 1``
-   best) give::
-
-       eps_t  = damp_tau * eps_{t-1} + (1 - damp_tau) * damp_limit
-       mu'    = sum_i lambda_i theta_(i)
-       var'   = (1 / K_e) sum_i lambda_i (theta_(i) - mu)^2 + eps_t
-
-   (the paper writes ``Sigma' = sum_i lambda_i (z_i - mu)(z_i - mu)^T + eps I``;
-   the reference code, which produced its figures, has the extra ``1 / K_e``,
-   kept here). Constants as the reference: ``var_0 = 1e-3`` (its
-   ``sigma_init`` is a variance), ``eps_0 = 1e-3``, ``damp_limit = 1e-5``,
-   ``damp_tau = 0.95``.
+4. **CEM update** (``sepCEM.tell``) from the fitness of all ``P`` actors
+   (:func:`~jaxtrainer.algorithms.cem.sep_cem_update`: the mean and variance
+   refitted to the ``K_e = num_elites`` best, ``P / 2``, log-weighted by rank).
 
 Devices: the population is sharded for step 3 (each device rolls out ``P /
 num_devices`` consecutive members, vmapped, into its own share of the replay
@@ -60,14 +46,10 @@ default here); learning starts at the first generation that begins with
 
 Optional, off by default (not in the reference): observation normalisation and
 reward scaling as SAC's and TD3's (``normalize_observations``,
-``reward_scaling``; :mod:`~jaxtrainer.algorithms.offpolicy`). The running
-statistics are replicated state: the critic and RL-actor steps of step 2
-normalise sampled (raw) transitions with them and scale the rewards in the
-critic's target; every member of step 3 acts on observations normalised with
-the same statistics (fixed over the generation, so the members' fitnesses are
-comparable), and afterwards the generation's observations, every device's, are
-merged into them, as Brax's ES trainer does after its population's rollouts
-(``brax/training/agents/es/train.py``). Fitness and the logged returns are raw.
+``reward_scaling``): replicated running statistics that step 2 normalises its
+sampled (raw) batches with (rewards scaled in the critic's target) and step 3's
+members act with, fixed over the generation and updated after it
+(:mod:`~jaxtrainer.algorithms.member_rollout`). Fitness and logged returns are raw.
 """
 
 from __future__ import annotations
@@ -86,77 +68,24 @@ from jax.flatten_util import ravel_pytree
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms.cem import check_cem, sample_population, sep_cem_update
 from jaxtrainer.algorithms.es import ESState
 from jaxtrainer.algorithms.evolution import ParamsSearch, elite_weights
 from jaxtrainer.algorithms.hyperparams import config_record
+from jaxtrainer.algorithms.member_learning import improve_members
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.networks import DeterministicActor, TwinCritic, activation
-from jaxtrainer.algorithms.offpolicy import (
-    check_normalization,
-    configure,
-    learning_batch,
-    normalizing_policy,
-    soft_update,
-)
+from jaxtrainer.algorithms.normalization import learning_batch, normalizing_policy
+from jaxtrainer.algorithms.offpolicy import configure
+from jaxtrainer.algorithms.offpolicy_config import check_normalization
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
-from jaxtrainer.algorithms.td3 import TD3Losses
+from jaxtrainer.algorithms.td3 import deterministic_action, td3_actor_loss, td3_critic_loss
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import axis_size, fold_in_device
-from jaxtrainer.distributed.gradient_step import gradient_update
-from jaxtrainer.distributed.members import MemberLayout, rank
+from jaxtrainer.distributed.members import MemberLayout
 from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module
-
-
-# ---- the CEM ------------------------------------------------------------------
-def sample_population(mean: jax.Array, var: jax.Array, key: jax.Array, population_size: int,
-                      antithetic: bool = True) -> jax.Array:
-    """``P`` samples of ``N(mean, diag(var))``: ``float32[P, D]``.
-
-    Member ``i`` is ``mean + sqrt(var) * eps_i`` with ``eps_i ~ N(0, I)`` drawn from
-    ``fold_in(key, i)``; with ``antithetic``, ``eps_{i + P/2} = -eps_i`` (``P``
-    even). So member ``i`` depends only on ``key`` and ``i``.
-
-    Args:
-      mean, var: ``float32[D]`` (``var`` is a variance, >= 0).
-      key: typed PRNG key.
-      population_size: ``P`` (static).
-      antithetic: mirrored pairs (ES.py ``sepCEM.ask``).
-    """
-    num = population_size // 2 if antithetic else population_size
-    eps = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(key, i), mean.shape,
-                                               mean.dtype))(jnp.arange(num))
-    if antithetic:
-        eps = jnp.concatenate([eps, -eps])
-    return mean + jnp.sqrt(var) * eps
-
-
-def sep_cem_update(mean: jax.Array, members: jax.Array, fitness: jax.Array, damp: jax.Array,
-                   weights: jax.Array, damp_limit: float,
-                   damp_tau: float) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """One separable-CEM step (ES.py ``sepCEM.tell``), maximising ``fitness``.
-
-    Args:
-      mean: ``float32[D]``, the distribution's mean before the update (``mu``).
-      members: ``float32[P, D]``, the evaluated members (RL-improved ones included).
-      fitness: ``float32[P]``, larger is better; ties keep the lower index first and
-        NaN ranks last.
-      damp: ``float32[]``, the previous noise ``eps_{t-1}``.
-      weights: ``float32[K_e]`` from :func:`elite_weights`.
-      damp_limit, damp_tau: ``eps_t = damp_tau * eps_{t-1} + (1 - damp_tau) * damp_limit``.
-
-    Returns:
-      ``(mean', var', eps_t)``: ``mean' = sum_i w_i x_(i)``, ``var' = (1/K_e) sum_i
-      w_i (x_(i) - mean)^2 + eps_t`` over the ``K_e`` best members ``x_(i)``.
-    """
-    num_elites = weights.shape[0]
-    elites = members[rank(fitness)[:num_elites]]
-    damp = damp_tau * damp + (1.0 - damp_tau) * damp_limit
-    z = elites - mean
-    new_mean = weights @ elites
-    new_var = (weights @ (z * z)) / num_elites + damp
-    return new_mean, new_var, damp
 
 
 # ---- the module ---------------------------------------------------------------
@@ -260,26 +189,12 @@ class CEMRLConfig:
         arguments.check_fields(self, arguments.positive_int, ("population_size", "episodes_per_member",
                                                       "batch_size", "buffer_size",
                                                       "eval_episodes"), allow_none=False)
-        p = self.population_size
-        if p < 2:
-            raise ValueError(f"CEMRL: population_size={p!r}: expected an int >= 2 "
-                             "(at least one elite and one RL member)")
-        if self.antithetic and p % 2 and self.evolution == "sep_cem":
-            raise ValueError(f"CEMRL: population_size={p} is odd; antithetic sampling pairs "
-                             "members (use an even size or antithetic=False)")
-        arguments.check_fields(self, arguments.non_negative_int, ("num_rl_members", "critic_steps",
-                                                          "actor_steps"), allow_none=True)
-        arguments.check_fields(self, arguments.positive_int, ("num_elites", "rollout_steps"))
-        for name in ("num_rl_members", "num_elites"):
-            if (getattr(self, name) or 0) > p:
-                raise ValueError(f"CEMRL: {name}={getattr(self, name)}: expected at most "
-                                 f"population_size={p}")
+        check_cem(self)
         arguments.check_fields(self, arguments.non_negative_int, ("learning_starts",))
         arguments.check_fields(self, arguments.number, ("tau",), low=0, high=1, low_open=True)
-        arguments.check_fields(self, arguments.number, ("damp_tau", "gamma"), low=0, high=1)
-        arguments.check_fields(self, arguments.number, ("init_variance", "damp_init", "damp_limit",
-                                                "actor_lr", "critic_lr",
-                                                "policy_noise", "noise_clip"), low=0)
+        arguments.check_fields(self, arguments.number, ("gamma",), low=0, high=1)
+        arguments.check_fields(self, arguments.number, ("actor_lr", "critic_lr", "policy_noise",
+                                                        "noise_clip"), low=0)
         for name in ("actor_activation", "critic_activation"):
             activation(getattr(self, name), f"CEMRLConfig.{name}")
         check_normalization(self)
@@ -322,7 +237,7 @@ class CEMRLState:
     search: ESState | None = None
 
 
-class CEMRL(ParamsPolicy, TD3Losses, Module):
+class CEMRL(ParamsPolicy, Module):
     """CEM-RL on a continuous-action :mod:`jaxtrainer.envs` environment.
 
     ``training_step`` is one generation (see the module docstring) and consumes
@@ -418,23 +333,31 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
         template = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), self._actor_shapes)
         return ravel_pytree(template)[1](flat)
 
+    def act(self, actor_params: Any, obs: jax.Array) -> jax.Array:
+        """The deterministic action of the actor with ``actor_params``
+        (:func:`~jaxtrainer.algorithms.td3.deterministic_action`)."""
+        return deterministic_action(self.actor, actor_params, obs, self.env)
+
+    def critic_loss(self, critic_params: Any, target_actor_params: Any,
+                    target_critic_params: Any, batch: Transition,
+                    key: jax.Array) -> tuple[jax.Array, dict]:
+        """TD3's critic loss (:func:`~jaxtrainer.algorithms.td3.td3_critic_loss`)
+        with the config's ``gamma``, ``policy_noise`` and ``noise_clip``."""
+        cfg = self.config
+        return td3_critic_loss(critic_params, self.actor, self.critic, self.env,
+                               target_actor_params, target_critic_params, batch, key, cfg.gamma,
+                               cfg.policy_noise, cfg.policy_noise, cfg.noise_clip)
+
     def act_flat(self, flat: jax.Array, obs: jax.Array) -> jax.Array:
         """The deterministic action of the actor with flat parameters ``flat``."""
         return self.act(self.unravel(flat), obs)
-
-    def learning_batch(self, batch: Transition,
-                       obs_stats: normalization.RunningStatistics | None) -> Transition:
-        """A sampled raw batch as step 2 learns from it
-        (:func:`~jaxtrainer.algorithms.offpolicy.learning_batch`: observations
-        normalised with ``obs_stats``, rewards times ``reward_scaling``)."""
-        return learning_batch(batch, obs_stats, self.config.reward_scaling)
 
     def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
         """``policy(params, obs[n, ...], key) -> float32[n, action_size]``, the
         deterministic actor on raw observations, for
         :func:`jaxtrainer.envs.evaluate_policy`; ``params`` is
         :meth:`policy_params` (with ``normalize_observations`` the observations
-        are normalised first: :func:`~jaxtrainer.algorithms.offpolicy.normalizing_policy`)."""
+        are normalised first: :func:`~jaxtrainer.algorithms.normalization.normalizing_policy`)."""
         def policy(flat, obs, key):
             del key
             return self.act_flat(flat, obs)
@@ -482,85 +405,28 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
 
     def improve(self, rl_members: jax.Array, state: CEMRLState,
                 key: jax.Array) -> tuple[jax.Array, tuple, dict[str, jax.Array]]:
-        """Step 2: critic blocks, then the RL actors' gradient steps.
+        """Step 2 (:func:`~jaxtrainer.algorithms.member_learning.improve_members`):
+        ``critic_steps`` TD3 critic updates in one block per RL member, then
+        ``actor_steps`` of every RL member (``rl_members: float32[R, D]``), on
+        batches this device samples from ``state.buffer`` (``key``: this
+        device's), normalised with ``state.obs_stats``. Returns ``(improved
+        float32[R, D], (critic, target_critic, critic_opt), {"critic", "actor"}:
+        float32[] means over the updates)``."""
+        def sample(replay, sample_key):
+            return learning_batch(replay.sample(state.buffer, sample_key), state.obs_stats,
+                                  self.config.reward_scaling)
 
-        Args:
-          rl_members: ``float32[R, D]``, the sampled RL actors (replicated).
-          state: for the critic, its target, optimizer, the buffer and the
-            observation statistics every sampled batch is normalised with.
-          key: this device's key (batches are sampled from this device's share).
+        def member_loss(flat, critic, batch):
+            return td3_actor_loss(self.unravel(flat), self.actor, self.critic, self.env, critic,
+                                  batch)[0]
 
-        Returns:
-          ``(improved float32[R, D], (critic, target_critic, critic_opt), losses)``
-          with ``losses["critic"]``, ``losses["actor"]``: ``float32[]`` means over the
-          generation's updates, averaged over devices.
-        """
-        num_rl = rl_members.shape[0]
-        block = self.critic_steps // num_rl
-        critic_key, actor_key = jax.random.split(key)
-        buffer = state.buffer
-
-        def critic_step(carry, xs):
-            critic, target, opt = carry
-            k, step_key = xs
-            sample_key, noise_key = jax.random.split(step_key)
-            batch = self.learning_batch(self.buffer.sample(buffer, sample_key), state.obs_stats)
-            member = self.unravel(rl_members[k // block])  # block k // block: that member
-            critic, opt, loss = self.critic_update(critic, opt, member, target, batch, noise_key)
-            return (critic, soft_update(target, critic, self.config.tau), opt), loss
-
-        carry = (state.critic_params, state.target_critic_params, state.critic_opt)
-        carry, critic_losses = jax.lax.scan(
-            critic_step, carry,
-            (jnp.arange(self.critic_steps), jax.random.split(critic_key, self.critic_steps)))
-        critic = carry[0]
-
-        def actors_loss(members, batches):
-            losses = jax.vmap(lambda m, b: self.actor_loss(self.unravel(m), critic, b)[0])(
-                members, batches)
-            return jnp.sum(losses), {}
-
-        def actor_step(carry, step_key):
-            members, opt = carry
-            batches = jax.tree.map(  # one draw of R batches: [R, batch / num_devices, ...]
-                lambda x: x.reshape((num_rl, -1) + x.shape[1:]),
-                self.learning_batch(self.actor_buffer.sample(buffer, step_key), state.obs_stats))
-            members, opt, loss, _ = gradient_update(actors_loss, members, opt,
-                                                    self.actor_optimizer, batches)
-            return (members, opt), loss / num_rl
-
-        (improved, _), actor_losses = jax.lax.scan(
-            actor_step, (rl_members, self.actor_optimizer.init(rl_members)),
-            jax.random.split(actor_key, self.actor_steps))
-        losses = {"critic": jnp.mean(critic_losses) if self.critic_steps else jnp.zeros(()),
-                  "actor": jnp.mean(actor_losses) if self.actor_steps else jnp.zeros(())}
-        return improved, carry, losses
-
-    def rollout(self, members: jax.Array, keys: jax.Array, buffer: Any,
-                obs_stats: normalization.RunningStatistics | None = None,
-                ) -> tuple[jax.Array, Any, normalization.RunningStatistics | None,
-                           dict[str, Mean]]:
-        """Step 3 for this device's members: ``episodes_per_member`` fresh envs per
-        member, ``rollout_steps`` steps each, every (raw) transition added to
-        ``buffer`` (:func:`~jaxtrainer.algorithms.member_rollout.rollout_members`).
-
-        Args:
-          members: ``float32[L, D]``, this device's actors.
-          keys: ``key[L]``, member ``i``'s key (resets and env noise).
-          buffer: this device's buffer share (``L * episodes_per_member`` rows,
-            member-major).
-          obs_stats: observation statistics (replicated) the actors' inputs are
-            normalised with during the whole rollout; ``None``: raw inputs.
-
-        Returns:
-          ``(fitness float32[L], buffer, obs_stats, episode metrics)``; fitness is
-          the mean over the member's envs of the first episode's (raw) return;
-          ``obs_stats`` with every observation acted on merged in, over all
-          devices (``None`` when given ``None``).
-        """
-        return rollout_members(self.env, self.act, jax.vmap(self.unravel)(members), keys,
-                               self.buffer, buffer, self.config.episodes_per_member,
-                               self.rollout_steps, obs_stats)
+        return improve_members(
+            rl_members, (state.critic_params, state.target_critic_params, state.critic_opt), key,
+            unravel=self.unravel, critic_loss=self.critic_loss,
+            member_loss=member_loss, sample_critic_batch=lambda k: sample(self.buffer, k),
+            sample_member_batches=lambda k: sample(self.actor_buffer, k),
+            critic_optimizer=self.critic_optimizer, actor_optimizer=self.actor_optimizer,
+            critic_steps=self.critic_steps, actor_steps=self.actor_steps, tau=self.config.tau)
 
     def training_step(self, state: CEMRLState, key: jax.Array) -> tuple[CEMRLState, dict]:
         """One generation: sample, improve the RL members, roll out, CEM update.
@@ -590,8 +456,10 @@ class CEMRL(ParamsPolicy, TD3Losses, Module):
             members = jnp.concatenate([rl, members[num_rl:]])
 
         layout = MemberLayout(p, axis_size())  # no padding: validate requires P % devices == 0
-        local_fitness, buffer, obs_stats, episode_metrics = self.rollout(
-            layout.local(members), layout.keys(rollout_key), state.buffer, state.obs_stats)
+        local_fitness, buffer, obs_stats, episode_metrics = rollout_members(  # step 3
+            self.env, self.act, jax.vmap(self.unravel)(layout.local(members)),
+            layout.keys(rollout_key), self.buffer, state.buffer, cfg.episodes_per_member,
+            self.rollout_steps, state.obs_stats)
         fitness = layout.gather(local_fitness)
 
         if self.search is None:

@@ -38,9 +38,16 @@ from flax import struct
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms.batch_renorm import BatchRenorm
+from jaxtrainer.algorithms.critic_losses import (
+    clipped_double_q_target,
+    critic_regression,
+    soft_actor_loss,
+)
+from jaxtrainer.algorithms.exploration import action_scale_bias
 from jaxtrainer.algorithms.networks import LOG_STD_MAX, LOG_STD_MIN, activation
+from jaxtrainer.algorithms.offpolicy_config import ActorCriticConfig
 from jaxtrainer.algorithms.replay import Transition
-from jaxtrainer.algorithms.sac import SAC, SACConfig, squashed_sample
+from jaxtrainer.algorithms.sac import SAC, check_sac, squashed_sample
 from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.metrics import Last, Mean
 
@@ -106,7 +113,7 @@ class CrossQActor(nn.Module):
 
 
 @dataclasses.dataclass(frozen=True)
-class CrossQConfig(SACConfig):
+class CrossQConfig(ActorCriticConfig):
     """CrossQ hyperparameters: :class:`~jaxtrainer.algorithms.sac.SACConfig`'s
     fields (``tau`` unused: there are no target networks) with sbx's defaults,
     plus
@@ -118,11 +125,37 @@ class CrossQConfig(SACConfig):
       momentum: the batch renormalisation's running-statistics decay.
       renorm_warmup_steps: training calls of a layer before its renormalisation
         corrections start.
+
+    SAC's fields, as there (checked by :func:`~jaxtrainer.algorithms.sac.check_sac`):
+
+    Attributes:
+      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy_config.OffPolicyConfig`
+        (``env`` with continuous actions; an update is a critic, an actor and a
+        temperature step; uniform random actions before ``learning_starts``).
+      normalize_observations, reward_scaling: as in
+        :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig` (off: ``False``, 1).
+      policy_lr: Adam learning rate of the actor.
+      q_lr: Adam learning rate of the critics (and of the temperature unless
+        ``alpha_lr`` is set).
+      alpha_lr: Adam learning rate of the temperature; ``None``: ``q_lr`` (CleanRL's).
+      tau: Polyak rate of the target critics (updated after every update).
+      init_alpha: initial temperature.
+      autotune: learn the temperature; ``False`` keeps ``init_alpha``.
+      target_entropy: entropy the temperature tunes toward; ``None`` is
+        ``-action_dim`` (the SAC paper's heuristic).
+      hidden_sizes: hidden widths of the actor and of each critic.
+      activation: their activation.
+      network: the torso of the actor and of each critic before their hidden
+        layers (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`; default ``mlp``).
     """
 
+    hidden_sizes: tuple[int, ...] = (256, 256)
     policy_lr: float = 1e-3
     q_lr: float = 1e-3
-    hidden_sizes: tuple[int, ...] = (256, 256)
+    alpha_lr: float | None = None
+    init_alpha: float = 1.0
+    autotune: bool = True
+    target_entropy: float | None = None
     critic_hidden_sizes: tuple[int, ...] = (1024, 1024)
     policy_delay: int = 3
     adam_b1: float = 0.5
@@ -130,7 +163,10 @@ class CrossQConfig(SACConfig):
     renorm_warmup_steps: int = 100_000
 
     def __post_init__(self) -> None:
+        """:class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig`'s checks,
+        :func:`~jaxtrainer.algorithms.sac.check_sac`, then the fields above."""
         super().__post_init__()
+        check_sac(self)
         arguments.check_fields(self, arguments.sizes, ("critic_hidden_sizes",))
         arguments.check_fields(self, arguments.positive_int, ("policy_delay",), allow_none=False)
         arguments.check_fields(self, arguments.non_negative_int, ("renorm_warmup_steps",))
@@ -261,9 +297,9 @@ class CrossQ(SAC):
             jnp.concatenate([batch.obs, batch.next_obs]),
             jnp.concatenate([batch.action, next_action]), train=True, mutable=["batch_stats"])
         q, q_next = jnp.split(q, 2, axis=1)
-        target = jax.lax.stop_gradient(offpolicy.bootstrap(
-            batch.reward, batch.terminated, gamma, jnp.min(q_next, 0) - next_entropy_term))
-        loss = 0.5 * jnp.sum(jnp.mean(jnp.square(q - target[None]), axis=1))
+        target = jax.lax.stop_gradient(clipped_double_q_target(
+            q_next, batch.reward, batch.terminated, gamma, next_entropy_term))
+        loss = 0.5 * critic_regression(q, target)
         return loss, {"stats": updates["batch_stats"], "q": jnp.mean(q)}
 
     def crossq_actor_loss(self, actor_params: Any, actor_stats: Any, critic: Any,
@@ -274,10 +310,10 @@ class CrossQ(SAC):
         (mean, log_std), updates = self.actor.apply(
             {"params": actor_params, "batch_stats": actor_stats}, obs, train=True,
             mutable=["batch_stats"])
-        scale, bias = offpolicy.action_scale_bias(self.env)
+        scale, bias = action_scale_bias(self.env)
         action, log_prob = squashed_sample(mean, log_std, key, scale, bias)
-        q = jnp.min(self.critic.apply(critic, obs, action), 0)
-        return jnp.mean(alpha * log_prob - q), {"stats": updates["batch_stats"],
+        q = self.critic.apply(critic, obs, action)
+        return soft_actor_loss(q, log_prob, alpha), {"stats": updates["batch_stats"],
                                                 "log_prob": jnp.mean(log_prob)}
 
     def update(self, carry: CrossQCarry, key: jax.Array, buffer: Any,

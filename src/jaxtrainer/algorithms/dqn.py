@@ -39,8 +39,20 @@ from flax import struct
 
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, offpolicy
+from jaxtrainer.algorithms.exploration import epsilon_greedy, linear_schedule
 from jaxtrainer.algorithms.networks import QNetwork
+from jaxtrainer.algorithms.offpolicy_config import OffPolicyConfig
+from jaxtrainer.algorithms.q_learning import (
+    bootstrap,
+    categorical_projection,
+    greedy_next,
+    n_step_transition,
+    quantile_huber_loss,
+    td_targets,
+    weighted_mean,
+)
 from jaxtrainer.algorithms.replay import Transition
+from jaxtrainer.algorithms.target_update import soft_update
 from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.metrics import Last
@@ -50,15 +62,15 @@ DISTRIBUTIONAL = ("c51", "qr")
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig(offpolicy.OffPolicyConfig):
+class DQNConfig(OffPolicyConfig):
     """DQN hyperparameters. Sizes and step counts are global (over all devices).
 
-    :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`'s fields with
+    :class:`~jaxtrainer.algorithms.offpolicy_config.OffPolicyConfig`'s fields with
     CleanRL's ``dqn_jax.py`` CartPole defaults, plus the exploration schedule,
     target updates and the double-DQN switch.
 
     Attributes:
-      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
+      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy_config.OffPolicyConfig`
         (CleanRL's CartPole defaults here; ``env`` with discrete actions).
       lr: Adam learning rate (the initial one with ``anneal_lr``).
       anneal_lr: anneal the learning rate linearly to 0 over the Trainer's budget
@@ -230,98 +242,6 @@ class DQNState(DQNCarry):
     buffer: Any
 
 
-def td_targets(q_next_online: jax.Array, q_next_target: jax.Array, reward: jax.Array,
-               terminated: jax.Array, gamma: Any, double: bool = True) -> jax.Array:
-    """One-step TD targets ``float32[B]``.
-
-    ``r + gamma * (1 - terminated) * Q_target(s', a*)`` with
-    ``a* = argmax_a Q_online(s', a)`` (double DQN) or ``a* = argmax_a Q_target(s', a)``.
-    ``q_next_online``, ``q_next_target``: ``float32[B, num_actions]`` at ``s'``.
-    """
-    picker = q_next_online if double else q_next_target
-    best = jnp.argmax(picker, axis=-1)
-    q_next = jnp.take_along_axis(q_next_target, best[:, None], axis=-1)[:, 0]
-    return offpolicy.bootstrap(reward, terminated, gamma, q_next)
-
-
-def n_step_transition(runs: Transition, gamma: Any) -> tuple[Transition, jax.Array]:
-    """Runs of ``n`` consecutive transitions (leaves ``[B, n, ...]``, with
-    ``done``) as one ``n``-step transition each, and its bootstrap discount.
-
-    The rewards are summed with discount ``gamma`` up to and including the
-    first step that ended its episode (``done``; the whole run when none did),
-    ``next_obs`` and ``terminated`` are that step's, and the discount of the
-    bootstrap value is ``gamma ** (steps summed)``: the target is
-    ``R + discount * (1 - terminated) * Q(next_obs)``. Returns the transition
-    (leaves ``[B, ...]``, ``done`` dropped) and ``float32[B]`` discounts.
-    """
-    n = runs.reward.shape[1]
-    ended = runs.done.astype(jnp.int32)
-    # steps summed: up to the first end (inclusive), else all n
-    last = jnp.where(jnp.any(runs.done, axis=1), jnp.argmax(ended, axis=1), n - 1)
-    k = jnp.arange(n)
-    weights = jnp.where(k[None, :] <= last[:, None], gamma ** k[None, :].astype(jnp.float32), 0.0)
-    reward = jnp.sum(weights * runs.reward, axis=1)
-    pick = lambda x: jnp.take_along_axis(  # noqa: E731
-        x, last.reshape((-1, 1) + (1,) * (x.ndim - 2)), axis=1)[:, 0]
-    folded = Transition(runs.obs[:, 0], runs.action[:, 0], reward, pick(runs.next_obs),
-                        pick(runs.terminated))
-    return folded, gamma ** (last + 1).astype(jnp.float32)
-
-
-def categorical_projection(next_pmf: jax.Array, reward: jax.Array, terminated: jax.Array,
-                           gamma: Any, atoms: jax.Array) -> jax.Array:
-    """C51's target distribution ``float32[B, N]``: the distribution of
-    ``r + gamma (1 - terminated) z`` (``gamma`` a number or ``float32[B]``;
-    ``z`` on ``atoms``, probabilities
-    ``next_pmf: float32[B, N]``) projected onto ``atoms`` (evenly spaced),
-    each shifted atom's mass split between its two neighbours
-    (Bellemare et al. 2017, Algorithm 1; a shifted atom that lands on an atom
-    keeps all its mass there, as CleanRL's ``c51_jax.py``)."""
-    num_atoms = atoms.shape[0]
-    v_min, v_max = atoms[0], atoms[-1]
-    delta = (v_max - v_min) / (num_atoms - 1)
-    discount = jnp.broadcast_to(jnp.asarray(gamma, atoms.dtype), reward.shape)[:, None]
-    shifted = reward[:, None] + discount * (1.0 - terminated.astype(atoms.dtype))[:, None] * atoms
-    b = (jnp.clip(shifted, v_min, v_max) - v_min) / delta
-    lower, upper = jnp.floor(b), jnp.ceil(b)
-    to_lower = (upper + (lower == upper) - b) * next_pmf
-    to_upper = (b - lower) * next_pmf
-    one_hot = lambda i: jax.nn.one_hot(i.astype(jnp.int32), num_atoms, dtype=next_pmf.dtype)  # noqa: E731
-    return jnp.einsum("bj,bji->bi", to_lower, one_hot(lower)) + \
-        jnp.einsum("bj,bji->bi", to_upper, one_hot(upper))
-
-
-def weighted_mean(values: jax.Array, weights: jax.Array | None) -> jax.Array:
-    """``mean(weights * values)`` over a batch (``mean(values)`` without weights)."""
-    return jnp.mean(values if weights is None else weights * values)
-
-
-def quantile_huber_loss(quantiles: jax.Array, target: jax.Array,
-                        kappa: float | jax.Array = 1.0) -> jax.Array:
-    """QR-DQN's loss ``float32[B]`` (Dabney et al. 2018, Eq. 9-10): for each
-    predicted quantile ``theta_i`` (``quantiles: float32[B, N]``, at the
-    midpoints ``tau_i = (2i + 1) / 2N``) and target sample ``T_j``
-    (``target: float32[B, M]``), ``u = T_j - theta_i``,
-    ``rho(u) = |tau_i - 1{u < 0}| * L_kappa(u) / kappa`` with ``L_kappa`` the
-    Huber loss (``optax.losses.huber_loss``); summed over ``i``, averaged over
-    ``j``."""
-    n = quantiles.shape[-1]
-    tau = (jnp.arange(n, dtype=quantiles.dtype) + 0.5) / n
-    u = target[:, None, :] - quantiles[:, :, None]                       # [B, N, M]
-    huber = optax.losses.huber_loss(u, delta=kappa)
-    weight = jnp.abs(tau[None, :, None] - (u < 0).astype(quantiles.dtype))
-    return jnp.sum(jnp.mean(weight * huber / kappa, axis=-1), axis=-1)
-
-
-def epsilon_greedy(key: jax.Array, q_values: jax.Array, epsilon: jax.Array) -> jax.Array:
-    """``int32[B]``: a uniform random action with probability ``epsilon``, else argmax."""
-    explore_key, action_key = jax.random.split(key)
-    greedy = jnp.argmax(q_values, axis=-1).astype(jnp.int32)
-    random = jax.random.randint(action_key, greedy.shape, 0, q_values.shape[-1], jnp.int32)
-    return jnp.where(jax.random.uniform(explore_key, greedy.shape) < epsilon, random, greedy)
-
-
 class DQN(offpolicy.OffPolicyModule):
     """Double DQN on a discrete-action :mod:`jaxtrainer.envs` environment.
 
@@ -379,9 +299,9 @@ class DQN(offpolicy.OffPolicyModule):
         ``epsilon_start`` to ``epsilon_end`` linearly over ``epsilon_anneal_steps``,
         the two rates from ``hyperparams`` (the config's when ``None``)."""
         cfg = self.config
-        return offpolicy.linear_schedule(offpolicy.hyperparam(cfg, hyperparams, "epsilon_start"),
-                                         offpolicy.hyperparam(cfg, hyperparams, "epsilon_end"),
-                                         cfg.epsilon_anneal_steps, env_steps)
+        return linear_schedule(offpolicy.hyperparam(cfg, hyperparams, "epsilon_start"),
+                               offpolicy.hyperparam(cfg, hyperparams, "epsilon_end"),
+                               cfg.epsilon_anneal_steps, env_steps)
 
     # ---- values -------------------------------------------------------------
     def logits(self, params: Any, obs: jax.Array) -> jax.Array:
@@ -484,8 +404,7 @@ class DQN(offpolicy.OffPolicyModule):
         next_pmfs = jax.nn.softmax(self.logits(target_params, batch.next_obs), axis=-1)
         picker = (self.q_values(params, batch.next_obs) if self.config.double
                   else jnp.sum(next_pmfs * self.atoms, axis=-1))
-        best = jnp.argmax(picker, axis=-1)[:, None, None]
-        next_pmf = jnp.take_along_axis(next_pmfs, best, axis=1)[:, 0]
+        next_pmf = greedy_next(picker, next_pmfs)
         target = jax.lax.stop_gradient(categorical_projection(
             next_pmf, batch.reward, batch.terminated, gamma, self.atoms))
         cross_entropy = -jnp.sum(target * jax.nn.log_softmax(logits, axis=-1), axis=-1)
@@ -507,10 +426,9 @@ class DQN(offpolicy.OffPolicyModule):
         next_theta = self.logits(target_params, batch.next_obs)
         picker = (self.q_values(params, batch.next_obs) if self.config.double
                   else jnp.mean(next_theta, axis=-1))
-        best = jnp.argmax(picker, axis=-1)[:, None, None]
-        next_theta = jnp.take_along_axis(next_theta, best, axis=1)[:, 0]
+        next_theta = greedy_next(picker, next_theta)
         discount = jnp.broadcast_to(jnp.asarray(gamma, theta.dtype), batch.reward.shape)
-        target = jax.lax.stop_gradient(offpolicy.bootstrap(
+        target = jax.lax.stop_gradient(bootstrap(
             batch.reward[:, None], batch.terminated[:, None], discount[:, None], next_theta))
         loss = quantile_huber_loss(theta, target, self.config.huber_kappa)
         return weighted_mean(loss, weights), {
@@ -570,7 +488,7 @@ class DQN(offpolicy.OffPolicyModule):
         hp = state.hyperparams
         target_params = jax.tree.map(
             lambda new, old: jnp.where(crossed, new, old),
-            offpolicy.soft_update(state.target_params, new_state.params, hp["tau"]),
+            soft_update(state.target_params, new_state.params, hp["tau"]),
             state.target_params)
         q_mean = losses.pop("loss/q")
         metrics = {**losses, "q_mean": q_mean, "epsilon": Last.of(self.epsilon(before, hp))}

@@ -85,28 +85,26 @@ from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.es import ESState
 from jaxtrainer.algorithms.evolution import ParamsSearch, move_mean_toward
-from jaxtrainer.algorithms.genetic import ga_step, inject, num_elites
+from jaxtrainer.algorithms.genetic import check_ga, ga_step, inject, num_elites
 from jaxtrainer.algorithms.hyperparams import config_record
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.offpolicy import configure
-from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config, TD3LearnerConfig
+from jaxtrainer.algorithms.offpolicy_config import ReplayLearnerConfig, check_normalization
+from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config, check_td3_learner
 from jaxtrainer.distributed import axis_size, fold_in_device
 from jaxtrainer.distributed.members import MemberLayout, rank
 from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
 
-_PROBABILITIES = ("elite_fraction", "crossover_prob", "crossover_fraction", "mutation_prob",
-                  "mutation_fraction", "super_mutation_prob", "reset_prob")
-
 
 @dataclasses.dataclass(frozen=True)
-class ERLConfig(TD3LearnerConfig):
+class ERLConfig(ReplayLearnerConfig):
     """ERL hyperparameters (sources in the module docstring). Sizes are global
     (over all devices).
 
-    The learner's fields are :class:`~jaxtrainer.algorithms.td3.TD3LearnerConfig`'s
-    (TD3's without how TD3 steps its envs, which ERL's rollouts replace), with a
+    The learner's fields are :class:`~jaxtrainer.algorithms.td3.TD3Config`'s
+    without how TD3 steps its envs (which ERL's rollouts replace), with a
     larger buffer and learning from the first generation; ERL adds the GA's and
     the rollouts' fields.
 
@@ -167,12 +165,20 @@ class ERLConfig(TD3LearnerConfig):
         population's and the learner's) and of the critic(s).
       eval_episodes: fresh greedy episodes of the champion per evaluation.
       normalize_observations, reward_scaling: as in
-        :class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig`.
+        :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig`.
 
     Raises:
       ValueError: a bad value, naming ``ERLConfig.<field>``.
     """
 
+    normalize_observations: bool = False
+    reward_scaling: float = 1.0
+    lr: float = 3e-4
+    twin_critics: bool = True
+    policy_delay: int = 2
+    exploration_noise: float = 0.1
+    policy_noise: float = 0.2
+    noise_clip: float = 0.5
     population_size: int = 10
     elite_fraction: float = 0.1
     tournament_size: int = 3
@@ -200,21 +206,23 @@ class ERLConfig(TD3LearnerConfig):
     learning_starts: int = 0
 
     def __post_init__(self) -> None:
-        """The learner's checks (:class:`~jaxtrainer.algorithms.td3.TD3LearnerConfig`),
-        then the GA's and the rollouts' fields and how they fit together.
+        """The learner's checks (:mod:`~jaxtrainer.algorithms.offpolicy_config`'s and
+        :func:`~jaxtrainer.algorithms.td3.check_td3_learner`), then the GA's and the
+        rollouts' fields and how they fit together.
 
         Raises:
           ValueError: a bad value, naming ``ERLConfig.<field>``.
         """
         super().__post_init__()
+        check_normalization(self)
+        check_td3_learner(self)
         name = type(self).__name__
         arguments.check_fields(self, arguments.positive_int, (
-            "population_size", "tournament_size", "episodes_per_member", "rl_injection_every"),
-            allow_none=False)
+            "population_size", "episodes_per_member", "rl_injection_every"), allow_none=False)
         arguments.check_fields(self, arguments.positive_int, ("rollout_steps", "critic_steps"))
         arguments.check_fields(self, arguments.non_negative_int, ("rl_episodes",))
-        arguments.check_fields(self, arguments.number, (*_PROBABILITIES, "rl_injection_stepsize"),
-                               low=0, high=1)
+        check_ga(self)
+        arguments.check_fields(self, arguments.number, ("rl_injection_stepsize",), low=0, high=1)
         arguments.check_fields(self, arguments.number, ("es_std",), low=0, low_open=True)
         arguments.check_fields(self, arguments.number, ("es_learning_rate",), low=0,
                                low_open=True, allow_none=True)
@@ -224,20 +232,6 @@ class ERLConfig(TD3LearnerConfig):
             raise ValueError(f"{name}.rl_injection='mean' moves a search distribution's mean; "
                              "evolution='ga' has none: set evolution (e.g. 'Open_ES') or "
                              "rl_injection='member'")
-        arguments.check_fields(self, arguments.number, ("weight_limit",), low=0, low_open=True)
-        arguments.check_fields(self, arguments.number,
-                               ("mutation_strength", "super_mutation_strength"), low=0)
-        p = self.population_size
-        if p < 2:
-            raise ValueError(f"{name}.population_size={p}: expected an int >= 2 (an elite and "
-                             "an offspring)")
-        if self.num_elites >= p:
-            raise ValueError(f"{name}.elite_fraction={self.elite_fraction}: keeps "
-                             f"{self.num_elites} elites of population_size={p}, leaving no "
-                             "offspring; expected fewer elites than members")
-        if self.super_mutation_prob + self.reset_prob > 1:
-            raise ValueError(f"{name}.reset_prob={self.reset_prob}: super_mutation_prob + "
-                             "reset_prob must be at most 1")
         if self.rl_episodes % self.episodes_per_member:
             raise ValueError(f"{name}.rl_episodes={self.rl_episodes}: expected a multiple of "
                              f"episodes_per_member={self.episodes_per_member} (the RL actor's "

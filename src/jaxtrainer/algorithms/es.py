@@ -8,7 +8,8 @@
 * :class:`NeuroES`: neuroevolution of a flax policy on a :mod:`jaxtrainer.envs`
   environment; fitness = mean undiscounted return of ``num_episodes`` episodes.
 
-Sources: evosax (Lange 2022, https://github.com/RobertTLange/evosax, v0.3);
+What the adapter takes by name (algorithms, fitness shaping, optimizers) is in
+:mod:`~jaxtrainer.algorithms.evosax_options`. Sources: evosax (Lange 2022, https://github.com/RobertTLange/evosax, v0.3);
 OpenAI-ES (Salimans et al. 2017, https://arxiv.org/abs/1703.03864); CMA-ES
 (Hansen 2016, "The CMA Evolution Strategy: A Tutorial",
 https://arxiv.org/abs/1604.00772).
@@ -21,7 +22,6 @@ Example::
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -33,79 +33,24 @@ import numpy as np
 import optax
 from evosax.algorithms import algorithms as EVOSAX_ALGORITHMS
 from evosax.algorithms.distribution_based.base import DistributionBasedAlgorithm
-from evosax.core import fitness_shaping as evosax_shaping
 from flax import struct
 from jax import flatten_util
 
 from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms.evosax_options import (
+    FITNESS_SHAPING,
+    evosax_arguments,
+    reported,
+    resolve_algorithm,
+    shaping_fn,
+    worst_for_invalid,
+)
 from jaxtrainer.algorithms.hyperparams import set_learning_rate
 from jaxtrainer.algorithms.networks import MLP, categorical
 from jaxtrainer.algorithms.networks import activation as activation_fn
 from jaxtrainer.distributed import local_size
-from jaxtrainer.metrics import Last, Max, Mean, Min
+from jaxtrainer.metrics import Mean
 from jaxtrainer.module import PopulationModule
-
-FITNESS_SHAPING: dict[str, Callable[..., jax.Array]] = {
-    "identity": evosax_shaping.identity_fitness_shaping_fn,
-    "standardize": evosax_shaping.standardize_fitness_shaping_fn,
-    "normalize": evosax_shaping.normalize_fitness_shaping_fn,
-    "centered_rank": evosax_shaping.centered_rank_fitness_shaping_fn,
-    "weights": evosax_shaping.weights_fitness_shaping_fn,
-}
-"""evosax 0.3's fitness shaping functions by name (``fitness_shaping=``).
-``"weights"`` needs an algorithm whose params carry ``weights`` (CMA-ES family)."""
-
-BEST_METRICS = ("best_fitness", "best_fitness_in_generation")
-"""evosax metrics reported as the best over a log interval (:class:`~jaxtrainer.Max`
-when fitness is maximised, else :class:`~jaxtrainer.Min`), not as a mean."""
-
-CURRENT_METRICS = ("generation_counter", "best_solution_norm", "mean_norm")
-"""evosax metrics reported as of the interval's last generation (:class:`~jaxtrainer.Last`)."""
-
-OPTIMIZERS: dict[str, Callable[[float], optax.GradientTransformation]] = {
-    "sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw,
-}
-
-SCHEDULED_STD = frozenset({
-    "ARS", "ASEBO", "ESMC", "GuidedES", "HillClimbing", "iAMaLGaM_Full",
-    "iAMaLGaM_Univariate", "NoiseReuseES", "Open_ES", "PersistentES", "SimpleGA",
-    "SimulatedAnnealing",
-})
-"""evosax 0.3 algorithms whose search std is ``state.std``, set to
-``std_schedule(generation)`` by every ``tell`` (their ``_init``/``_tell`` in
-``evosax/algorithms``) and not adapted otherwise: for these a constant ``std=``
-is a traced hyperparameter (``ESState.hyperparams["std"]``)."""
-
-
-def injected_optimizer(name: str, learning_rate: float) -> optax.GradientTransformation:
-    """``OPTIMIZERS[name](learning_rate)`` built by ``optax.inject_hyperparams``
-    with the learning rate alone injected (a number in the optimizer state, the
-    optimizer's other numbers constants): the same updates, bit for bit."""
-    make = OPTIMIZERS[name]
-
-    def build(learning_rate):
-        return make(learning_rate)
-    return optax.inject_hyperparams(build)(learning_rate=learning_rate)
-
-
-def resolve_algorithm(name: str) -> str:
-    """evosax's canonical name for ``name``, matched exactly or ignoring case and
-    underscores (``"OpenES"``, ``"open_es"`` -> ``"Open_ES"``; ``"cma_es"`` -> ``"CMA_ES"``).
-
-    Raises:
-      ValueError: no (or an ambiguous) match; the message lists evosax's algorithms.
-    """
-    if name in EVOSAX_ALGORITHMS:
-        return name
-
-    def norm(s: str) -> str:
-        return s.replace("_", "").replace("-", "").lower()
-
-    matches = [k for k in EVOSAX_ALGORITHMS if norm(k) == norm(str(name))]
-    if len(matches) != 1:
-        raise ValueError(f"unknown evosax algorithm {name!r}; evosax 0.3 provides: "
-                         f"{', '.join(EVOSAX_ALGORITHMS)}")
-    return matches[0]
 
 
 def sphere(x: jax.Array) -> jax.Array:
@@ -139,7 +84,7 @@ class ESState:
         recompiling): ``learning_rate`` (the optimizer's step size, when
         ``learning_rate=`` names an optimizer) and ``std`` (the search standard
         deviation, when ``std=`` is given to an algorithm of
-        :data:`SCHEDULED_STD`); ``None`` (no leaves) when there is neither.
+        :data:`~jaxtrainer.algorithms.evosax_options.SCHEDULED_STD`); ``None`` (no leaves) when there is neither.
     """
 
     es: Any
@@ -168,7 +113,7 @@ class EvosaxES(PopulationModule):
         is in the user's sign.
       fitness_shaping: ``None`` (the algorithm's evosax default: centered ranks
         for OpenAI-ES, recombination weights for CMA-ES), a name in
-        :data:`FITNESS_SHAPING` or an evosax-style callable
+        :data:`~jaxtrainer.algorithms.evosax_options.FITNESS_SHAPING` or an evosax-style callable
         ``fn(population, fitness, state, params) -> fitness``.
       weight_decay: L2 penalty added to the (minimised) fitness before shaping
         (evosax ``add_weight_decay``); 0 disables.
@@ -181,7 +126,7 @@ class EvosaxES(PopulationModule):
       std: initial / constant search standard deviation: evosax's
         ``std_schedule`` (a constant, then a traced hyperparameter
         ``ESState.hyperparams["std"]`` for the algorithms of
-        :data:`SCHEDULED_STD`) or its params' ``std_init``.
+        :data:`~jaxtrainer.algorithms.evosax_options.SCHEDULED_STD`) or its params' ``std_init``.
       algorithm_kwargs: more keyword arguments for the evosax constructor.
       es_params: fields of the algorithm's ``default_params`` to replace.
       population_size: build the evosax algorithm now (otherwise the trainer's).
@@ -221,31 +166,8 @@ class EvosaxES(PopulationModule):
         if weight_decay < 0:
             raise ValueError(f"weight_decay={weight_decay}: expected >= 0")
         self.weight_decay = float(weight_decay)
-        accepted = set(inspect.signature(self.cls.__init__).parameters)
-        kwargs = dict(algorithm_kwargs or {})
-        self._tunable: dict[str, float] = {}  # ESState.hyperparams' names and initial values
-        unknown = set(kwargs) - accepted
-        if unknown:
-            raise ValueError(f"{self.algorithm} does not take {sorted(unknown)}; its "
-                             f"arguments: {sorted(accepted - {'self'})}")
-        if learning_rate is not None or not isinstance(optimizer, str):
-            if "optimizer" not in accepted:
-                raise ValueError(f"{self.algorithm} has no optimizer: drop learning_rate/optimizer")
-            if isinstance(optimizer, str):
-                if optimizer not in OPTIMIZERS:
-                    raise ValueError(f"optimizer={optimizer!r}: choose one of {sorted(OPTIMIZERS)} "
-                                     "or pass an optax transformation")
-                optimizer = injected_optimizer(optimizer, float(learning_rate))
-                self._tunable["learning_rate"] = float(learning_rate)
-            kwargs["optimizer"] = optimizer
-        self._std_param = None
-        if std is not None:
-            if "std_schedule" in accepted:
-                kwargs["std_schedule"] = optax.constant_schedule(float(std))
-                if self.algorithm in SCHEDULED_STD:
-                    self._tunable["std"] = float(std)
-            else:
-                self._std_param = float(std)  # checked against params in configure_population
+        kwargs, self._tunable, self._std_param, optimizer = evosax_arguments(
+            self.cls, self.algorithm, algorithm_kwargs, learning_rate, optimizer, std)
         self.kwargs = kwargs
         self.es_params_overrides = dict(es_params or {})
         self.learning_rate, self.optimizer_name, self.std = learning_rate, optimizer, std
@@ -257,14 +179,7 @@ class EvosaxES(PopulationModule):
 
     # ---- construction ----------------------------------------------------
     def _shaping_fn(self) -> Callable[..., jax.Array] | None:
-        fn = self.fitness_shaping
-        if isinstance(fn, str):
-            fn = FITNESS_SHAPING[fn]
-        if self.weight_decay:
-            if fn is None:
-                fn = inspect.signature(self.cls.__init__).parameters["fitness_shaping_fn"].default
-            fn = evosax_shaping.add_weight_decay(fn, self.weight_decay)
-        return fn
+        return shaping_fn(self.cls, self.fitness_shaping, self.weight_decay)
 
     def configure_population(self, population_size: int) -> None:
         """Build the evosax algorithm for ``population_size`` members.
@@ -370,33 +285,15 @@ class EvosaxES(PopulationModule):
         weighs in the update as the worst valid member does, and no statistic,
         best or shaped fitness becomes NaN (the PopulationTrainer counts it in
         ``fitness/invalid``). Metrics: evosax's scalar metrics as ``es/<name>``, in the
-        user's sign; the bests (:data:`BEST_METRICS`) reduced over a log interval
+        user's sign; the bests (:data:`~jaxtrainer.algorithms.evosax_options.BEST_METRICS`) reduced over a log interval
         by the best (max when maximising, else min), the current values
-        (:data:`CURRENT_METRICS`) by the last generation's, others averaged."""
+        (:data:`~jaxtrainer.algorithms.evosax_options.CURRENT_METRICS`) by the last generation's, others averaged."""
         fitness = jnp.asarray(fitness, jnp.float32)
         state = self.with_hyperparams(state)
         minimised = -fitness if self.maximize else fitness
-        # an invalid (NaN or infinite) fitness takes the generation's worst valid value:
-        # it ranks last, no best or shaped fitness becomes NaN, and the search goes on
-        valid = jnp.isfinite(minimised)
-        worst = jnp.max(jnp.where(valid, minimised, -jnp.inf))
-        minimised = jnp.where(valid, minimised, jnp.where(jnp.any(valid), worst, 0.0))
-        es_state, metrics = self.es.tell(state.tell_key, population, minimised,
+        es_state, metrics = self.es.tell(state.tell_key, population, worst_for_invalid(minimised),
                                          state.es, state.params)
-        out = {}
-        for name, value in metrics.items():
-            value = jnp.asarray(value)
-            if value.ndim:
-                continue
-            if self.maximize and "fitness" in name:
-                value = -value
-            value = value.astype(jnp.float32)
-            if name in BEST_METRICS:
-                value = (Max if self.maximize else Min).of(value)
-            elif name in CURRENT_METRICS:
-                value = Last.of(value)
-            out[f"es/{name}"] = value
-        return self.with_hyperparams(state.replace(es=es_state)), out
+        return self.with_hyperparams(state.replace(es=es_state)), reported(metrics, self.maximize)
 
     def mean(self, state: ESState) -> Any:
         """The current solution: the search distribution's mean (distribution-based

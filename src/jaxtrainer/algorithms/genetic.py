@@ -38,7 +38,40 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxtrainer import arguments
 from jaxtrainer.distributed.members import population_size, rank
+
+_PROBABILITIES = ("elite_fraction", "crossover_prob", "crossover_fraction", "mutation_prob",
+                  "mutation_fraction", "super_mutation_prob", "reset_prob")
+
+
+def check_ga(config: Any) -> None:
+    """The checks of the GA's fields of a config (ERL's: ``population_size``,
+    ``tournament_size``, the probabilities, ``weight_limit``, the mutation
+    strengths) and of how they fit together.
+
+    Raises:
+      ValueError: a bad value, naming ``<config class>.<field>``.
+    """
+    name = type(config).__name__
+    arguments.check_fields(config, arguments.positive_int, ("tournament_size",),
+                           allow_none=False)
+    arguments.check_fields(config, arguments.number, _PROBABILITIES, low=0, high=1)
+    arguments.check_fields(config, arguments.number, ("weight_limit",), low=0, low_open=True)
+    arguments.check_fields(config, arguments.number,
+                           ("mutation_strength", "super_mutation_strength"), low=0)
+    p = config.population_size
+    if p < 2:
+        raise ValueError(f"{name}.population_size={p}: expected an int >= 2 (an elite and "
+                         "an offspring)")
+    elites = num_elites(p, config.elite_fraction)
+    if elites >= p:
+        raise ValueError(f"{name}.elite_fraction={config.elite_fraction}: keeps "
+                         f"{elites} elites of population_size={p}, leaving no "
+                         "offspring; expected fewer elites than members")
+    if config.super_mutation_prob + config.reset_prob > 1:
+        raise ValueError(f"{name}.reset_prob={config.reset_prob}: super_mutation_prob + "
+                         "reset_prob must be at most 1")
 
 
 def num_elites(population_size: int, elite_fraction: float) -> int:

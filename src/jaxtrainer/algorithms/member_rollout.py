@@ -24,7 +24,8 @@ import jax.numpy as jnp
 
 from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization
-from jaxtrainer.algorithms.offpolicy import gaussian_exploration, normalize_obs
+from jaxtrainer.algorithms.exploration import gaussian_exploration
+from jaxtrainer.algorithms.normalization import normalize_obs
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.metrics import Mean
 
@@ -52,7 +53,7 @@ def rollout_members(env: envs.Env, act: Callable[[Any, jax.Array], jax.Array], p
       obs_stats: statistics (replicated) the actors' inputs are normalised with
         during the whole rollout; ``None``: raw inputs.
       noise_std: ``float32[L]``: actor ``i`` explores with
-        :func:`~jaxtrainer.algorithms.offpolicy.gaussian_exploration` of std
+        :func:`~jaxtrainer.algorithms.exploration.gaussian_exploration` of std
         ``noise_std[i]`` (action-scale units), drawn from ``fold_in(step_key, 1)``
         of each env step's key; ``None``: no noise (and no draws).
 

@@ -25,12 +25,14 @@ All arithmetic is ``float32``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.distributed import AXIS_NAME, psum
 from jaxtrainer.distributed.axis import AxisName
 
@@ -101,3 +103,42 @@ def normalize(stats: RunningStatistics, obs: jax.Array, clip: float | None = 10.
     ``clip=None`` does not clip. ``obs``: ``[..., *shape]``."""
     out = (jnp.asarray(obs, jnp.float32) - stats.mean) / jnp.sqrt(stats.var + eps)
     return out if clip is None else jnp.clip(out, -clip, clip)
+
+
+def normalize_obs(obs_stats: RunningStatistics | None, obs: jax.Array) -> jax.Array:
+    """``obs`` (``[..., *observation_shape]``) normalised with ``obs_stats``
+    (:func:`normalize`, ``float32``); unchanged when ``None``."""
+    return obs if obs_stats is None else normalize(obs_stats, obs)
+
+
+def normalizing_policy(policy: Callable[[Any, jax.Array, jax.Array], jax.Array],
+                       normalize: bool) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
+    """``policy(params, obs, key)``, which acts on normalised observations, as a
+    policy of raw ones: with ``normalize`` its ``params`` are the pair
+    ``(params, obs_stats)`` and ``obs`` is normalised with ``obs_stats`` first
+    (how an exported policy carries its normaliser, as Brax's ``(normalizer_params,
+    policy_params)``); else ``policy`` itself."""
+    if not normalize:
+        return policy
+
+    def normalized(params, obs, key):
+        params, obs_stats = params
+        return policy(params, normalize_obs(obs_stats, obs), key)
+    return normalized
+
+
+def learning_batch(batch: Transition, obs_stats: RunningStatistics | None,
+                   reward_scaling: float = 1.0) -> Transition:
+    """What the off-policy updates learn from: sampled raw transitions with ``obs`` and
+    ``next_obs`` normalised by :func:`normalize` with ``obs_stats`` (``float32``, same
+    shapes; skipped when ``None``) and ``reward`` (``float32[B]``) multiplied by
+    ``reward_scaling`` (skipped when 1, so the batch is then returned as it is). As
+    Brax's SAC (``brax/training/agents/sac/train.py``), which normalises at learning
+    time and scales rewards in the critic target only."""
+    if obs_stats is not None:
+        batch = batch.replace(obs=normalize_obs(obs_stats, batch.obs),
+                              next_obs=normalize_obs(obs_stats, batch.next_obs))
+    if reward_scaling != 1.0:
+        batch = batch.replace(reward=batch.reward * jnp.asarray(reward_scaling,
+                                                                batch.reward.dtype))
+    return batch

@@ -1,8 +1,13 @@
-"""What DQN, SAC and TD3 share: their configs' common fields and checks
-(:class:`ReplayLearnerConfig`, whose TD3 part ERL's config also builds on,
-:class:`OffPolicyConfig`, :class:`ActorCriticConfig`), target updates, schedules, TD
-targets, and a base Module that collects transitions into a
-:class:`~jaxtrainer.algorithms.replay.ReplayBuffer` and learns from them.
+"""The loop DQN, SAC, TD3 (and DDPG) and CrossQ share: a base Module that
+collects transitions into a :class:`~jaxtrainer.algorithms.replay.ReplayBuffer`
+and learns from them, with the algorithm's update and behaviour policy as the
+parts it calls. The math is in small modules of functions:
+:mod:`~jaxtrainer.algorithms.q_learning` (TD targets),
+:mod:`~jaxtrainer.algorithms.critic_losses` (actor-critic losses),
+:mod:`~jaxtrainer.algorithms.target_update` (Polyak updates),
+:mod:`~jaxtrainer.algorithms.exploration` (behaviour and target-policy noise);
+the configs' shared fields and checks in
+:mod:`~jaxtrainer.algorithms.offpolicy_config`.
 
 One ``training_step`` of an off-policy module (:meth:`OffPolicyModule.training_step`):
 
@@ -19,17 +24,18 @@ One ``training_step`` of an off-policy module (:meth:`OffPolicyModule.training_s
 3. :meth:`~OffPolicyModule.after_learning`: what an algorithm does once per
    training step (DQN's target update, SAC's temperature metric).
 
-Observation normalisation and reward scaling (SAC and TD3, configs derived from
-:class:`ActorCriticConfig`), as Brax's SAC (``brax/training/agents/sac/train.py``
-and ``losses.py``, ``google/brax``): the replay buffer stores raw observations
-and rewards. Each env step acts on observations normalised with the running
-statistics (:mod:`~jaxtrainer.algorithms.normalization`) as they were before
-it, then merges that step's observations (all devices') into them; the updates
+Observation normalisation and reward scaling (SAC and TD3, configs with
+``normalize_observations`` and ``reward_scaling``), as Brax's SAC
+(``brax/training/agents/sac/train.py`` and ``losses.py``, ``google/brax``): the
+replay buffer stores raw observations and rewards. Each env step acts on
+observations normalised with the running statistics
+(:mod:`~jaxtrainer.algorithms.normalization`) as they were before it, then
+merges that step's observations (all devices') into them; the updates
 normalise every sampled batch's ``obs`` and ``next_obs`` with the statistics
-after collection (:func:`learning_batch`) and multiply its rewards by
-``reward_scaling``, for learning only: the logged episode returns stay raw.
-The statistics are replicated state (checkpointed), and evaluation and
-:meth:`~OffPolicyModule.policy_params` use them.
+after collection (:func:`~jaxtrainer.algorithms.normalization.learning_batch`)
+and multiply its rewards by ``reward_scaling``, for learning only: the logged
+episode returns stay raw. The statistics are replicated state (checkpointed),
+and evaluation and :meth:`~OffPolicyModule.policy_params` use them.
 
 The networks are in :mod:`jaxtrainer.algorithms.networks`.
 """
@@ -47,10 +53,12 @@ import optax
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms.exploration import uniform_warmup
 from jaxtrainer.algorithms.hyperparams import annealed, config_record, set_learning_rate
-from jaxtrainer.algorithms.networks import TwinCritic, activation
+from jaxtrainer.algorithms.networks import TwinCritic
+from jaxtrainer.algorithms.normalization import learning_batch, normalize_obs, normalizing_policy
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
-from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
+from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.distributed import fold_in_device, local_size
 from jaxtrainer.envs.base import refuse_multi_discrete
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
@@ -58,169 +66,10 @@ from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
 
 
-@dataclasses.dataclass(frozen=True)
-class ReplayLearnerConfig:
-    """The fields of every replay learner, whoever steps its envs: an
-    off-policy module (:class:`OffPolicyConfig`) or a population method's
-    learner (:class:`~jaxtrainer.algorithms.erl.ERLConfig`). Defaults:
-    CleanRL's continuous-control ones (SAC's and TD3's). Sizes and step counts
-    are global (over all devices); subclasses check their own fields after
-    ``super().__post_init__()``.
-
-    Attributes:
-      env: environment name for :func:`jaxtrainer.envs.make`.
-      buffer_size: replay capacity in transitions.
-      batch_size: transitions per update.
-      learning_starts: env steps collected before the first update.
-      gamma: discount factor.
-      tau: Polyak rate of the target networks, in ``(0, 1]`` (1: a hard copy).
-      hidden_sizes: hidden layer widths of the networks.
-      activation: their activation.
-      eval_episodes: fresh deterministic episodes per evaluation.
-      network: the torso of every network before its hidden layers
-        (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`, or a mapping of its
-        fields such as ``{"torso": "cnn"}``); default: none, the flattened
-        observation (``mlp``).
-    """
-
-    env: str = "Pendulum-v1"
-    buffer_size: int = 100_000
-    batch_size: int = 256
-    learning_starts: int = 5_000
-    gamma: float = 0.99
-    tau: float = 0.005
-    hidden_sizes: tuple[int, ...] = (256, 256)
-    activation: str = "relu"
-    eval_episodes: int = 16
-    network: NetworkConfig = NetworkConfig()
-
-    def __post_init__(self) -> None:
-        """Check the fields above; normalises ``hidden_sizes`` to a tuple of ints
-        and whole-float sizes to ints.
-
-        Raises:
-          ValueError: a size that is not a positive int, ``learning_starts < 0``,
-            ``tau`` outside ``(0, 1]``, a negative discount or an unknown
-            activation; the message names the config class and field.
-        """
-        arguments.check_fields(self, arguments.sizes, ("hidden_sizes",))
-        arguments.check_fields(self, arguments.positive_int,
-                               ("buffer_size", "batch_size", "eval_episodes"), allow_none=False)
-        arguments.check_fields(self, arguments.non_negative_int, ("learning_starts",))
-        arguments.check_fields(self, arguments.number, ("tau",), low=0, high=1, low_open=True)
-        arguments.check_fields(self, arguments.number, ("gamma",), low=0, high=1)  # a discount
-        activation(self.activation, f"{type(self).__name__}.activation")
-        object.__setattr__(self, "network", network_config(self.network, type(self).__name__))
-
-
-@dataclasses.dataclass(frozen=True)
-class OffPolicyConfig(ReplayLearnerConfig):
-    """:class:`ReplayLearnerConfig` with how the module steps its own envs: the
-    fields every off-policy module's config has (DQN's, SAC's, TD3's).
-
-    Attributes:
-      num_envs: parallel environments.
-      train_frequency: vectorised env steps per training step; one training step
-        consumes ``num_envs * train_frequency`` env steps.
-      gradient_steps: updates per training step (once learning started).
-      buffer_size: replay capacity in transitions (a multiple of ``num_envs``).
-    """
-
-    num_envs: int = 4
-    train_frequency: int = 1
-    gradient_steps: int = 4
-
-    def __post_init__(self) -> None:
-        """:meth:`ReplayLearnerConfig.__post_init__`, then the counts above.
-
-        Raises:
-          ValueError: as there, or a count that is not a positive int.
-        """
-        super().__post_init__()
-        arguments.check_fields(self, arguments.positive_int,
-                               ("num_envs", "train_frequency", "gradient_steps"), allow_none=False)
-
-
-def check_normalization(config: Any) -> None:
-    """The checks of ``normalize_observations`` and ``reward_scaling`` (in
-    ``__post_init__`` of :class:`NormalizationConfig` and of CEM-RL's config).
-
-    Raises:
-      ValueError: ``normalize_observations`` is not a bool, or ``reward_scaling``
-        is not a number >= 0; the message names the config class and field
-        (e.g. ``SACConfig.reward_scaling=-1: expected a non-negative number``).
-    """
-    arguments.check_fields(config, arguments.flag, ("normalize_observations",))
-    arguments.check_fields(config, arguments.number, ("reward_scaling",), low=0)
-
-
-@dataclasses.dataclass(frozen=True)
-class NormalizationConfig(ReplayLearnerConfig):
-    """:class:`ReplayLearnerConfig` with observation normalisation and reward
-    scaling (the defaults change nothing), for actor-critic learners.
-
-    Attributes:
-      normalize_observations: act and learn on observations normalised with
-        running statistics of every observation collected (Brax's SAC option of
-        the same name; see the module docstring). The replay buffer keeps raw
-        observations; the statistics are in the state.
-      reward_scaling: rewards are multiplied by it in the critics' targets only
-        (Brax's SAC ``reward_scaling``); logged returns stay raw. A number >= 0.
-    """
-
-    normalize_observations: bool = False
-    reward_scaling: float = 1.0
-
-    def __post_init__(self) -> None:
-        """:meth:`ReplayLearnerConfig.__post_init__`, then :func:`check_normalization`."""
-        super().__post_init__()
-        check_normalization(self)
-
-
-@dataclasses.dataclass(frozen=True)
-class ActorCriticConfig(OffPolicyConfig, NormalizationConfig):
-    """:class:`OffPolicyConfig` with the fields SAC and TD3 add for observation
-    normalisation and reward scaling (:class:`NormalizationConfig`'s; the
-    defaults change nothing)."""
-
-
-# ---- math -----------------------------------------------------------------
-def linear_schedule(start: float, end: float, duration: float, t: jax.Array) -> jax.Array:
-    """``start`` moving linearly to ``end`` over ``t in [0, duration]``, then ``end``.
-
-    ``optax.linear_schedule`` evaluated at ``t`` (any numeric type), as
-    ``float32[]``; ``duration <= 0`` gives ``end`` (optax would hold ``start``).
-    (CleanRL's ``linear_schedule`` in ``dqn_jax.py``, with ``t`` in env steps.)
-    """
-    if duration <= 0:
-        return jnp.asarray(end, jnp.float32)
-    schedule = optax.linear_schedule(start, end, duration)
-    return jnp.asarray(schedule(jnp.asarray(t, jnp.float32)), jnp.float32)
-
-
-def soft_update(target: Any, online: Any, tau: Any) -> Any:
-    """Polyak averaging ``target <- tau * online + (1 - tau) * target`` leaf by leaf
-    (``optax.incremental_update``); ``tau = 1`` copies ``online`` (a hard update).
-
-    ``tau``: a Python number, or a traced ``float32[]`` (a tunable hyperparameter
-    in ``state.hyperparams``), with which ``tau == 1`` still copies ``online``
-    exactly (``lax.cond``) and another value gives what the same constant gives,
-    bit for bit on XLA:CPU. (A ``jnp.where`` fused with the average would change
-    which of its two products XLA:CPU contracts into a fused multiply-add, hence
-    the ``cond``.)"""
-    if isinstance(tau, (int, float)):
-        if tau == 1.0:
-            return jax.tree.map(lambda o: o, online)
-        return optax.incremental_update(online, target, tau)
-    tau = jnp.asarray(tau)
-    return jax.lax.cond(tau == 1.0, lambda: jax.tree.map(lambda o: o, online),
-                        lambda: optax.incremental_update(online, target, tau))
-
-
 def hyperparam(config: Any, hyperparams: Mapping[str, jax.Array] | None, name: str) -> Any:
     """``hyperparams[name]`` (a traced ``float32[]`` from ``state.hyperparams``), or
-    ``config.<name>`` when ``hyperparams`` is ``None`` (callers that keep their
-    hyperparameters as constants, e.g. CEM-RL's use of the TD3 losses)."""
+    ``config.<name>`` when ``hyperparams`` is ``None`` (a loss called with the
+    config's constants, as the tests call TD3's and DQN's)."""
     return getattr(config, name) if hyperparams is None else hyperparams[name]
 
 
@@ -239,122 +88,6 @@ def adam(learning_rate: float, max_grad_norm: float | None = None,
             return tx
         return optax.chain(optax.clip_by_global_norm(max_grad_norm), tx)
     return optax.inject_hyperparams(make)(learning_rate=learning_rate)
-
-
-def periodic_soft_update(target: Any, online: Any, tau: float, step: jax.Array,
-                         every: int) -> Any:
-    """:func:`soft_update` when ``step % every == 0``, else ``target`` unchanged.
-    ``step``: ``int32[]`` counter of gradient updates done, counting this one (from 1)."""
-    updated = soft_update(target, online, tau)
-    if every == 1:
-        return updated
-    do = (step % every) == 0
-    return jax.tree.map(lambda u, t: jnp.where(do, u, t), updated, target)
-
-
-def bootstrap(reward: jax.Array, terminated: jax.Array, gamma: Any,
-              next_value: jax.Array) -> jax.Array:
-    """One-step TD target ``r + gamma * (1 - terminated) * next_value``, ``float32[B]``.
-
-    ``next_value`` is the value of the observation reached before any auto-reset
-    (the stored ``next_obs``), so a time-limit truncation bootstraps from it and
-    only a terminal state does not.
-    """
-    return reward + gamma * (1.0 - terminated.astype(jnp.float32)) * next_value
-
-
-def clipped_double_q_loss(critic: Any, critic_params: Any, target_critic_params: Any,
-                          batch: Transition, next_action: jax.Array, gamma: Any,
-                          next_penalty: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
-    """The twin critics' loss with the clipped double-Q target (Fujimoto et al. 2018,
-    arXiv:1802.09477; SAC and TD3 as CleanRL's).
-
-    ``sum_i mean((Q_i(s, a) - y)^2)`` with the constant target
-    ``y = r + gamma (1 - terminated) (min_i Q'_i(s', a') - next_penalty)``. With a
-    single critic (``num_critics=1``) this is DDPG's loss ``mean((Q(s, a) - y)^2)``,
-    ``y = r + gamma (1 - terminated) Q'(s', a')`` (Lillicrap et al. 2016,
-    arXiv:1509.02971).
-
-    Args:
-      critic: a :class:`~jaxtrainer.algorithms.networks.TwinCritic` (of 1 or 2 critics).
-      critic_params, target_critic_params: its parameters and the target's.
-      batch: transitions, leaves ``[B, ...]``.
-      next_action: ``float32[B, action_size]``, the action taken at ``s'``.
-      gamma: discount.
-      next_penalty: ``float32[B]`` subtracted from the next value (SAC's
-        ``alpha * log pi(a'|s')``); ``None``: nothing (TD3).
-
-    Returns:
-      ``(loss: float32[], q: float32[num_critics, B])``.
-    """
-    q_next = jnp.min(critic.apply(target_critic_params, batch.next_obs, next_action), 0)
-    if next_penalty is not None:
-        q_next = q_next - next_penalty
-    target = bootstrap(batch.reward, batch.terminated, gamma, q_next)
-    q = critic.apply(critic_params, batch.obs, batch.action)
-    loss = jnp.sum(jnp.mean(jnp.square(q - jax.lax.stop_gradient(target)[None]), axis=1))
-    return loss, q
-
-
-def normalize_obs(obs_stats: normalization.RunningStatistics | None,
-                  obs: jax.Array) -> jax.Array:
-    """``obs`` (``[..., *observation_shape]``) normalised with ``obs_stats``
-    (:func:`~jaxtrainer.algorithms.normalization.normalize`, ``float32``);
-    unchanged when ``None``."""
-    return obs if obs_stats is None else normalization.normalize(obs_stats, obs)
-
-
-def normalizing_policy(policy: Callable[[Any, jax.Array, jax.Array], jax.Array],
-                       normalize: bool) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
-    """``policy(params, obs, key)``, which acts on normalised observations, as a
-    policy of raw ones: with ``normalize`` its ``params`` are the pair
-    ``(params, obs_stats)`` and ``obs`` is normalised with ``obs_stats`` first
-    (how an exported policy carries its normaliser, as Brax's ``(normalizer_params,
-    policy_params)``); else ``policy`` itself."""
-    if not normalize:
-        return policy
-
-    def normalized(params, obs, key):
-        params, obs_stats = params
-        return policy(params, normalization.normalize(obs_stats, obs), key)
-    return normalized
-
-
-def learning_batch(batch: Transition, obs_stats: normalization.RunningStatistics | None,
-                   reward_scaling: float = 1.0) -> Transition:
-    """What the updates learn from: sampled raw transitions with ``obs`` and
-    ``next_obs`` normalised by :func:`~jaxtrainer.algorithms.normalization.normalize`
-    with ``obs_stats`` (``float32``, same shapes; skipped when ``None``) and
-    ``reward`` (``float32[B]``) multiplied by ``reward_scaling`` (skipped when 1,
-    so the batch is then returned as it is). As Brax's SAC, which normalises at
-    learning time and scales rewards in the critic target only."""
-    if obs_stats is not None:
-        batch = batch.replace(obs=normalize_obs(obs_stats, batch.obs),
-                              next_obs=normalize_obs(obs_stats, batch.next_obs))
-    if reward_scaling != 1.0:
-        batch = batch.replace(reward=batch.reward * jnp.asarray(reward_scaling,
-                                                                batch.reward.dtype))
-    return batch
-
-
-def action_scale_bias(env: envs.Env) -> tuple[jax.Array, jax.Array]:
-    """``(scale, bias)``, ``float32[action_size]`` each, with ``action = scale * u +
-    bias`` mapping ``u in [-1, 1]`` onto the env's box (CleanRL's ``action_scale`` /
-    ``action_bias``)."""
-    low = jnp.asarray(env.action_low, jnp.float32)
-    high = jnp.asarray(env.action_high, jnp.float32)
-    return (high - low) / 2.0, (high + low) / 2.0
-
-
-def gaussian_exploration(env: envs.Env, action: jax.Array, std: Any,
-                         key: jax.Array) -> jax.Array:
-    """``clip(action + eps, low, high)`` with ``eps ~ N(0, std * scale)``: TD3's
-    behaviour noise (CleanRL's ``td3_continuous_action_jax.py``), ``std`` in units
-    of the action scale (:func:`action_scale_bias`). ``action: float32[..., action_size]``
-    -> the same shape; ``std``: a number or a ``float32[]``."""
-    scale, _ = action_scale_bias(env)
-    noise = jax.random.normal(key, action.shape) * std * scale
-    return jnp.clip(action + noise, jnp.asarray(env.action_low), jnp.asarray(env.action_high))
 
 
 def _pooled(losses: Any) -> Mean:
@@ -402,7 +135,7 @@ class OffPolicyModule(ParamsPolicy, Module):
     :meth:`policy_params` and :meth:`update`.
 
     A config with ``normalize_observations`` and ``reward_scaling`` (an
-    :class:`ActorCriticConfig`) turns on observation normalisation and reward
+    :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig`, TD3's) turns on observation normalisation and reward
     scaling (see the module docstring); the state then needs an ``obs_stats``
     field (:meth:`init_obs_stats`), :meth:`update` takes the statistics as a
     fourth argument and samples with :meth:`sample_batch`, and
@@ -599,7 +332,7 @@ class OffPolicyModule(ParamsPolicy, Module):
                      obs_stats: normalization.RunningStatistics | None = None) -> Transition:
         """``batch_size / num_devices`` transitions sampled from this device's share
         of ``buffer`` with ``key``, as the updates learn from them
-        (:func:`learning_batch`: observations normalised with ``obs_stats``,
+        (:func:`~jaxtrainer.algorithms.normalization.learning_batch`: observations normalised with ``obs_stats``,
         rewards times ``reward_scaling``)."""
         return learning_batch(self.buffer.sample(buffer, key), obs_stats, self.reward_scaling)
 
@@ -607,7 +340,7 @@ class OffPolicyModule(ParamsPolicy, Module):
                     ) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
         """``policy(params, obs, key)`` acting on normalised observations as a
         policy of raw ones that takes :meth:`policy_params`
-        (:func:`normalizing_policy` with :attr:`normalize_observations`)."""
+        (:func:`~jaxtrainer.algorithms.normalization.normalizing_policy` with :attr:`normalize_observations`)."""
         return normalizing_policy(policy, self.normalize_observations)
 
     # ---- shared pieces ----------------------------------------------------
@@ -626,12 +359,10 @@ class OffPolicyModule(ParamsPolicy, Module):
         """``action`` (``float32[n, action_size]``), or uniform random actions in the
         env's box while fewer than ``learning_starts`` env steps were collected
         (CleanRL's SAC and TD3)."""
-        low = jnp.asarray(self.env.action_low)
-        high = jnp.asarray(self.env.action_high)
-        random = jax.random.uniform(key, action.shape, jnp.float32, low, high)
         warmup = ~env_steps.reached(state.step, self.config.learning_starts,
                                     self.env_steps_per_step)
-        return jnp.where(warmup, random, action)
+        return uniform_warmup(action, key, jnp.asarray(self.env.action_low),
+                              jnp.asarray(self.env.action_high), warmup)
 
     def init_envs(self, key: jax.Array) -> tuple[envs.EnvState, jax.Array, Any]:
         """This device's ``num_envs / num_devices`` envs reset from

@@ -38,10 +38,10 @@ import jax.numpy as jnp
 import optax
 
 from jaxtrainer import arguments
-from jaxtrainer.algorithms import offpolicy
-from jaxtrainer.algorithms.dqn import epsilon_greedy
+from jaxtrainer.algorithms.exploration import epsilon_greedy, linear_schedule
 from jaxtrainer.algorithms.networks import QNetwork, activation
 from jaxtrainer.algorithms.onpolicy import OnPolicyModule, OnPolicyState, minibatch_epochs
+from jaxtrainer.algorithms.q_learning import q_lambda_returns
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import local_size
 from jaxtrainer.distributed.gradient_step import gradient_update
@@ -155,29 +155,6 @@ class PQNConfig:
         return self.num_envs * self.num_steps // self.num_minibatches
 
 
-def q_lambda_returns(reward: jax.Array, terminated: jax.Array, done: jax.Array,
-                     next_q: jax.Array, gamma: jax.Array, q_lambda: jax.Array) -> jax.Array:
-    """Q(lambda) returns ``float32[T, n]`` of a rollout (time-major).
-
-    ``G_t = r_t + gamma (1 - terminated_t) * B_t`` with ``B_t = max_a Q(s'_t)``
-    where the episode ended at ``t`` (``done``) or the rollout does, else
-    ``lambda G_{t+1} + (1 - lambda) max_a Q(s'_t)`` (Peng's/Watkins-free
-    lambda-return over the greedy value, as CleanRL's ``pqn.py``). ``next_q``:
-    ``max_a Q`` of the observation after each step (the one the time limit cut
-    on truncation), ``float32[T, n]``.
-    """
-    def backward(later, step):
-        r, term, end, q = step
-        blend = jnp.where(end, q, q_lambda * later + (1.0 - q_lambda) * q)
-        value = r + gamma * (1.0 - term.astype(r.dtype)) * blend
-        return value, value
-
-    last = jnp.zeros_like(reward[-1])
-    end = done.at[-1].set(True)  # the rollout's last step bootstraps from max_a Q
-    _, returns = jax.lax.scan(backward, last, (reward, terminated, end, next_q), reverse=True)
-    return returns
-
-
 class PQN(OnPolicyModule):
     """PQN on a discrete-action :mod:`jaxtrainer.envs` environment.
 
@@ -267,8 +244,7 @@ class PQN(OnPolicyModule):
             raise ValueError("PQN: the exploration schedule needs the run's budget: train it "
                              "with a Trainer, or set total_updates")
         duration = self.config.exploration_fraction * self.total_updates * self.env_steps_per_step
-        return offpolicy.linear_schedule(hp["epsilon_start"], hp["epsilon_end"], duration,
-                                         env_steps)
+        return linear_schedule(hp["epsilon_start"], hp["epsilon_end"], duration, env_steps)
 
     # ---- training ------------------------------------------------------------
     def pqn_rollout(self, state: PQNState, key: jax.Array) -> tuple[Any, jax.Array, dict]:

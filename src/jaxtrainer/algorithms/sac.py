@@ -44,8 +44,16 @@ from flax import struct
 
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization, offpolicy
+from jaxtrainer.algorithms.critic_losses import (
+    clipped_double_q_loss,
+    soft_actor_loss,
+    temperature_loss,
+)
+from jaxtrainer.algorithms.exploration import action_scale_bias
 from jaxtrainer.algorithms.networks import LOG_2PI, SquashedGaussianActor
+from jaxtrainer.algorithms.offpolicy_config import ActorCriticConfig
 from jaxtrainer.algorithms.replay import Transition
+from jaxtrainer.algorithms.target_update import soft_update
 from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.metrics import Last
 
@@ -66,19 +74,33 @@ def squashed_sample(mean: jax.Array, log_std: jax.Array, key: jax.Array, scale: 
     return scale * y + bias, log_prob
 
 
+def check_sac(config: Any) -> None:
+    """The checks of SAC's fields (learning rates, temperature), in
+    :class:`SACConfig` and :class:`~jaxtrainer.algorithms.crossq.CrossQConfig`.
+
+    Raises:
+      ValueError: a bad field, named (e.g. ``SACConfig.init_alpha=0``).
+    """
+    arguments.check_fields(config, arguments.number, ("policy_lr", "q_lr"), low=0)
+    arguments.check_fields(config, arguments.number, ("alpha_lr",), low=0, allow_none=True)
+    arguments.check_fields(config, arguments.number, ("init_alpha",), low=0, low_open=True)
+    arguments.check_fields(config, arguments.number, ("target_entropy",), allow_none=True)
+    arguments.check_fields(config, arguments.flag, ("autotune",))
+
+
 @dataclasses.dataclass(frozen=True)
-class SACConfig(offpolicy.ActorCriticConfig):
+class SACConfig(ActorCriticConfig):
     """SAC hyperparameters. Sizes and step counts are global (over all devices).
 
-    :class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig`'s fields (with
+    :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig`'s fields (with
     its defaults, CleanRL's), plus the learning rates and the temperature's.
 
     Attributes:
-      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
+      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy_config.OffPolicyConfig`
         (``env`` with continuous actions; an update is a critic, an actor and a
         temperature step; uniform random actions before ``learning_starts``).
       normalize_observations, reward_scaling: as in
-        :class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig` (off: ``False``, 1).
+        :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig` (off: ``False``, 1).
       policy_lr: Adam learning rate of the actor.
       q_lr: Adam learning rate of the critics (and of the temperature unless
         ``alpha_lr`` is set).
@@ -102,12 +124,10 @@ class SACConfig(offpolicy.ActorCriticConfig):
     target_entropy: float | None = None
 
     def __post_init__(self) -> None:
+        """:class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig`'s
+        checks, then :func:`check_sac`."""
         super().__post_init__()
-        arguments.check_fields(self, arguments.number, ("policy_lr", "q_lr"), low=0)
-        arguments.check_fields(self, arguments.number, ("alpha_lr",), low=0, allow_none=True)
-        arguments.check_fields(self, arguments.number, ("init_alpha",), low=0, low_open=True)
-        arguments.check_fields(self, arguments.number, ("target_entropy",), allow_none=True)
-        arguments.check_fields(self, arguments.flag, ("autotune",))
+        check_sac(self)
 
 
 @struct.dataclass
@@ -213,7 +233,7 @@ class SAC(offpolicy.OffPolicyModule):
                       key: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``(action, log_prob)`` from the squashed Gaussian policy."""
         mean, log_std = self.actor.apply(actor_params, obs)
-        scale, bias = offpolicy.action_scale_bias(self.env)
+        scale, bias = action_scale_bias(self.env)
         return squashed_sample(mean, log_std, key, scale, bias)
 
     def explore(self, state: SACState, obs: jax.Array, key: jax.Array) -> jax.Array:
@@ -231,7 +251,7 @@ class SAC(offpolicy.OffPolicyModule):
         deterministic ``scale * tanh(mean) + bias`` on raw observations;
         ``params`` is :meth:`policy_params` (``(actor_params, obs_stats)`` with
         ``normalize_observations``)."""
-        scale, bias = offpolicy.action_scale_bias(self.env)
+        scale, bias = action_scale_bias(self.env)
 
         def policy(params, obs, key):
             del key
@@ -269,23 +289,24 @@ class SAC(offpolicy.OffPolicyModule):
         ``y = r + gamma (1 - terminated) (min_i Q'_i(s', a') - alpha log pi(a'|s'))``,
         ``a' ~ pi(.|s')``; ``gamma`` from ``hyperparams`` (the config's when ``None``)."""
         next_action, next_log_prob = self.sample_action(actor_params, batch.next_obs, key)
-        loss, q = offpolicy.clipped_double_q_loss(
+        loss, q = clipped_double_q_loss(
             self.critic, critic_params, target_critic_params, batch, next_action,
             offpolicy.hyperparam(self.config, hyperparams, "gamma"), alpha * next_log_prob)
         return loss, {"q": jnp.mean(q)}
 
     def actor_loss(self, actor_params: Any, critic_params: Any, alpha: jax.Array,
                    batch: Transition, key: jax.Array) -> tuple[jax.Array, dict]:
-        """``mean(alpha log pi(a|s) - min_i Q_i(s, a))``, ``a ~ pi(.|s)`` reparameterised."""
+        """``mean(alpha log pi(a|s) - min_i Q_i(s, a))``, ``a ~ pi(.|s)`` reparameterised
+        (:func:`~jaxtrainer.algorithms.critic_losses.soft_actor_loss`)."""
         action, log_prob = self.sample_action(actor_params, batch.obs, key)
-        q = jnp.min(self.critic.apply(critic_params, batch.obs, action), 0)
-        return jnp.mean(alpha * log_prob - q), {"log_prob": jnp.mean(log_prob)}
+        q = self.critic.apply(critic_params, batch.obs, action)
+        return soft_actor_loss(q, log_prob, alpha), {"log_prob": jnp.mean(log_prob)}
 
     def alpha_loss(self, log_alpha: jax.Array, mean_log_prob: jax.Array) -> tuple[jax.Array, dict]:
-        """``-alpha * (E[log pi] + target_entropy)``: raises alpha while the entropy
-        ``-E[log pi]`` is below the target, lowers it above."""
-        loss = -jnp.exp(log_alpha) * (jax.lax.stop_gradient(mean_log_prob) + self.target_entropy)
-        return loss, {}
+        """``-alpha * (E[log pi] + target_entropy)``
+        (:func:`~jaxtrainer.algorithms.critic_losses.temperature_loss`): raises alpha
+        while the entropy ``-E[log pi]`` is below the target, lowers it above."""
+        return temperature_loss(log_alpha, mean_log_prob, self.target_entropy), {}
 
     def update(self, carry: SACCarry, key: jax.Array, buffer: Any,
                obs_stats: normalization.RunningStatistics | None = None,
@@ -310,8 +331,7 @@ class SAC(offpolicy.OffPolicyModule):
         if self.config.autotune:
             log_alpha, alpha_opt, alpha_loss, _ = gradient_update(
                 self.alpha_loss, log_alpha, alpha_opt, self.alpha_optimizer, aux["log_prob"])
-        target_params = offpolicy.soft_update(carry.target_critic_params, critic_params,
-                                              hp["tau"])
+        target_params = soft_update(carry.target_critic_params, critic_params, hp["tau"])
         carry = SACCarry(actor_params, critic_params, target_params, log_alpha, actor_opt,
                          critic_opt, alpha_opt, hp)
         return carry, {"critic": critic_loss, "actor": actor_loss, "alpha": alpha_loss,

@@ -23,8 +23,11 @@ is this class with all three off (one critic, no smoothing, no delay).
 The collection, replay and learning loop are
 :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyModule`'s, as for SAC and DQN,
 with the same optional observation normalisation and reward scaling as SAC
-(``normalize_observations``, ``reward_scaling``, after Brax's SAC);
-:class:`TD3Losses` is what CEM-RL reuses (on batches already normalised).
+(``normalize_observations``, ``reward_scaling``, after Brax's SAC). TD3's
+losses are functions of its networks (:func:`td3_critic_loss`,
+:func:`td3_actor_loss`, over the pieces of
+:mod:`~jaxtrainer.algorithms.critic_losses` and
+:mod:`~jaxtrainer.algorithms.exploration`), which CEM-RL calls too.
 """
 
 from __future__ import annotations
@@ -40,89 +43,58 @@ from flax import struct
 
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization, offpolicy
+from jaxtrainer.algorithms.critic_losses import clipped_double_q_loss, deterministic_actor_loss
+from jaxtrainer.algorithms.exploration import (
+    action_scale_bias,
+    gaussian_exploration,
+    smoothed_target_action,
+)
 from jaxtrainer.algorithms.networks import DeterministicActor
+from jaxtrainer.algorithms.offpolicy_config import (
+    ReplayLearnerConfig,
+    check_normalization,
+    check_stepping,
+)
 from jaxtrainer.algorithms.replay import Transition
+from jaxtrainer.algorithms.target_update import soft_update
 from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.metrics import Mean
 
 
-class TD3Losses:
-    """TD3's deterministic policy and losses, shared by :class:`TD3` and
-    :class:`~jaxtrainer.algorithms.cem_rl.CEMRL`.
+def check_td3_learner(config: Any) -> None:
+    """The checks of TD3's learner fields (``lr``, ``twin_critics``,
+    ``policy_delay``, ``exploration_noise``, ``policy_noise``, ``noise_clip``),
+    in :class:`TD3Config` and :class:`~jaxtrainer.algorithms.erl.ERLConfig`.
 
-    A mixin: the class using it sets ``self.env`` (continuous actions),
-    ``self.actor`` (a :class:`~jaxtrainer.algorithms.networks.DeterministicActor`),
-    ``self.critic`` (a :class:`~jaxtrainer.algorithms.networks.TwinCritic`),
-    ``self.critic_optimizer`` and ``self.config`` with ``gamma``, ``policy_noise``
-    and ``noise_clip``. ``gamma`` and ``policy_noise`` come from the
-    ``hyperparams`` argument when given (TD3's traced ``state.hyperparams``),
-    else from the config (CEM-RL).
+    Raises:
+      ValueError: a bad field, named (e.g. ``TD3Config.policy_delay=0``).
     """
-
-    def act(self, actor_params: Any, obs: jax.Array) -> jax.Array:
-        """The deterministic action ``scale * actor(obs) + bias``."""
-        scale, bias = offpolicy.action_scale_bias(self.env)
-        return scale * self.actor.apply(actor_params, obs) + bias
-
-    def target_action(self, target_actor_params: Any, next_obs: jax.Array,
-                      key: jax.Array, hyperparams: dict[str, jax.Array] | None = None,
-                      ) -> jax.Array:
-        """Target policy smoothing: ``clip(pi'(s') + clip(eps, +-noise_clip * scale),
-        low, high)`` with ``eps ~ N(0, policy_noise * scale)``; ``policy_noise = 0``
-        in the config (DDPG): the target actor's action ``pi'(s')`` itself (``key``
-        unused). ``next_obs: [B, *observation_shape]`` -> ``float32[B, action_size]``."""
-        cfg = self.config
-        scale, _ = offpolicy.action_scale_bias(self.env)
-        action = self.act(target_actor_params, next_obs)
-        if cfg.policy_noise == 0:
-            return action
-        std = offpolicy.hyperparam(cfg, hyperparams, "policy_noise")
-        noise = jnp.clip(jax.random.normal(key, action.shape) * std,
-                         -cfg.noise_clip, cfg.noise_clip) * scale
-        return jnp.clip(action + noise, jnp.asarray(self.env.action_low),
-                        jnp.asarray(self.env.action_high))
-
-    def critic_loss(self, critic_params: Any, target_actor_params: Any,
-                    target_critic_params: Any, batch: Transition, key: jax.Array,
-                    hyperparams: dict[str, jax.Array] | None = None,
-                    ) -> tuple[jax.Array, dict]:
-        """``sum_i mean((Q_i(s, a) - y)^2)``, ``y = r + gamma (1 - terminated)
-        min_i Q'_i(s', a'_smoothed)`` over the critics (one for DDPG:
-        ``mean((Q(s, a) - y)^2)``, ``y = r + gamma (1 - terminated) Q'(s', pi'(s'))``)."""
-        next_action = self.target_action(target_actor_params, batch.next_obs, key, hyperparams)
-        loss, _ = offpolicy.clipped_double_q_loss(
-            self.critic, critic_params, target_critic_params, batch, next_action,
-            offpolicy.hyperparam(self.config, hyperparams, "gamma"))
-        return loss, {}
-
-    def critic_update(self, critic_params: Any, critic_opt: optax.OptState,
-                      target_actor_params: Any, target_critic_params: Any, batch: Transition,
-                      key: jax.Array, hyperparams: dict[str, jax.Array] | None = None,
-                      ) -> tuple[Any, optax.OptState, jax.Array]:
-        """One gradient step of :meth:`critic_loss` (averaged over devices):
-        ``(critic_params, critic_opt, loss: float32[])``."""
-        critic_params, critic_opt, loss, _ = gradient_update(
-            self.critic_loss, critic_params, critic_opt, self.critic_optimizer,
-            target_actor_params, target_critic_params, batch, key, hyperparams)
-        return critic_params, critic_opt, loss
-
-    def actor_loss(self, actor_params: Any, critic_params: Any,
-                   batch: Transition) -> tuple[jax.Array, dict]:
-        """``-mean Q_1(s, pi(s))`` (the first critic's)."""
-        q = self.critic.apply(critic_params, batch.obs, self.act(actor_params, batch.obs))
-        return -jnp.mean(q[0]), {}
+    arguments.check_fields(config, arguments.flag, ("twin_critics",))
+    arguments.check_fields(config, arguments.positive_int, ("policy_delay",), allow_none=False)
+    arguments.check_fields(config, arguments.number, ("lr", "exploration_noise", "policy_noise",
+                                                      "noise_clip"), low=0)
 
 
 @dataclasses.dataclass(frozen=True)
-class TD3LearnerConfig(offpolicy.NormalizationConfig):
-    """TD3's learner hyperparameters, whoever steps the envs: the fields
-    :class:`TD3Config` and :class:`~jaxtrainer.algorithms.erl.ERLConfig` (whose
-    learner is a :class:`TD3`) share, on top of
-    :class:`~jaxtrainer.algorithms.offpolicy.NormalizationConfig`'s (CleanRL's
-    defaults). Sizes are global (over all devices).
+class TD3Config(ReplayLearnerConfig):
+    """TD3 hyperparameters. Sizes and step counts are global (over all devices).
+
+    :class:`~jaxtrainer.algorithms.offpolicy_config.ReplayLearnerConfig`'s
+    fields (CleanRL's defaults) with observation normalisation and reward
+    scaling, TD3's learner fields (which :class:`~jaxtrainer.algorithms.erl.ERLConfig`
+    lists too), how the module steps its envs, and the actor's and critics'
+    own learning rates.
 
     Attributes:
+      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy_config.OffPolicyConfig`
+        (``env`` with continuous actions; an update is a critic step, with the
+        delayed actor step; uniform random actions before ``learning_starts``).
+      normalize_observations, reward_scaling: as in
+        :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig` (off: ``False``, 1).
       lr: Adam learning rate of the actor and the critics.
+      actor_lr, critic_lr: the actor's / the critics' own learning rate;
+        ``None``: ``lr``.
+      tau: Polyak rate of the target actor and critics.
       twin_critics: two critics and the clipped double-Q target (``min`` of the
         two target critics); ``False``: one critic and the plain target, as DDPG.
       policy_delay: critic updates per actor (and target) update.
@@ -130,64 +102,91 @@ class TD3LearnerConfig(offpolicy.NormalizationConfig):
       policy_noise: std of the target smoothing noise, in units of the action scale
         (0: no smoothing, the target actor's action as it is).
       noise_clip: the smoothing noise is clipped to ``+-noise_clip`` (same units).
+      hidden_sizes, activation: the networks' hidden layers.
+      network: their torso (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`;
+        default ``mlp``).
     """
 
+    normalize_observations: bool = False
+    reward_scaling: float = 1.0
     lr: float = 3e-4
     twin_critics: bool = True
     policy_delay: int = 2
     exploration_noise: float = 0.1
     policy_noise: float = 0.2
     noise_clip: float = 0.5
-
-    def __post_init__(self) -> None:
-        """:meth:`NormalizationConfig.__post_init__
-        <jaxtrainer.algorithms.offpolicy.NormalizationConfig.__post_init__>`, then
-        the fields above.
-
-        Raises:
-          ValueError: a bad field, named (e.g. ``TD3Config.policy_delay=0``).
-        """
-        super().__post_init__()
-        arguments.check_fields(self, arguments.flag, ("twin_critics",))
-        arguments.check_fields(self, arguments.positive_int, ("policy_delay",), allow_none=False)
-        arguments.check_fields(self, arguments.number, ("lr", "exploration_noise", "policy_noise",
-                                                        "noise_clip"), low=0)
-
-
-@dataclasses.dataclass(frozen=True)
-class TD3Config(offpolicy.ActorCriticConfig, TD3LearnerConfig):
-    """TD3 hyperparameters. Sizes and step counts are global (over all devices).
-
-    :class:`TD3LearnerConfig`'s fields with how the module steps its envs
-    (:class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig`'s), plus the
-    actor's and critics' own learning rates.
-
-    Attributes:
-      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy.OffPolicyConfig`
-        (``env`` with continuous actions; an update is a critic step, with the
-        delayed actor step; uniform random actions before ``learning_starts``).
-      normalize_observations, reward_scaling: as in
-        :class:`~jaxtrainer.algorithms.offpolicy.ActorCriticConfig` (off: ``False``, 1).
-      actor_lr, critic_lr: the actor's / the critics' own learning rate;
-        ``None``: ``lr``.
-      tau: Polyak rate of the target actor and critics.
-      hidden_sizes, activation: the networks' hidden layers.
-      network: their torso (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`;
-        default ``mlp``).
-    """
-
+    num_envs: int = 4
+    train_frequency: int = 1
+    gradient_steps: int = 4
     actor_lr: float | None = None
     critic_lr: float | None = None
 
     def __post_init__(self) -> None:
-        """The shared checks (the base classes'), then the learning rates above.
+        """The shared checks (:mod:`~jaxtrainer.algorithms.offpolicy_config`'s and
+        :func:`check_td3_learner`), then the learning rates above.
 
         Raises:
           ValueError: a bad field, named (e.g. ``TD3Config.actor_lr=-1``).
         """
         super().__post_init__()
+        check_normalization(self)
+        check_td3_learner(self)
+        check_stepping(self)
         arguments.check_fields(self, arguments.number, ("actor_lr", "critic_lr"), low=0,
                                allow_none=True)
+
+
+# ---- TD3's losses, as functions of its networks (TD3's and CEM-RL's) ------------
+def deterministic_action(actor: Any, actor_params: Any, obs: jax.Array,
+                         env: envs.Env) -> jax.Array:
+    """The deterministic action ``scale * actor(obs) + bias`` (CleanRL's): ``obs:
+    [B, *observation_shape]`` -> ``float32[B, action_size]`` in the env's box
+    (:func:`~jaxtrainer.algorithms.exploration.action_scale_bias`)."""
+    scale, bias = action_scale_bias(env)
+    return scale * actor.apply(actor_params, obs) + bias
+
+
+def td3_target_action(actor: Any, target_actor_params: Any, next_obs: jax.Array, key: jax.Array,
+                  env: envs.Env, policy_noise: float, noise_std: Any,
+                  noise_clip: float) -> jax.Array:
+    """Target policy smoothing (:func:`~jaxtrainer.algorithms.exploration.smoothed_target_action`):
+    ``clip(pi'(s') + clip(eps, +-noise_clip) * scale, low, high)`` with ``eps ~
+    N(0, noise_std)``; with the config's ``policy_noise = 0`` (DDPG): the target
+    actor's action ``pi'(s')`` itself (``key`` unused). ``noise_std``: the
+    (traced) value of ``policy_noise``. ``next_obs: [B, *observation_shape]`` ->
+    ``float32[B, action_size]``."""
+    scale, _ = action_scale_bias(env)
+    action = deterministic_action(actor, target_actor_params, next_obs, env)
+    if policy_noise == 0:
+        return action
+    return smoothed_target_action(action, jax.random.normal(key, action.shape), noise_std,
+                                  noise_clip, scale, jnp.asarray(env.action_low),
+                                  jnp.asarray(env.action_high))
+
+
+def td3_critic_loss(critic_params: Any, actor: Any, critic: Any, env: envs.Env,
+                target_actor_params: Any, target_critic_params: Any, batch: Transition,
+                key: jax.Array, gamma: Any, policy_noise: float, noise_std: Any,
+                noise_clip: float) -> tuple[jax.Array, dict]:
+    """TD3's critic loss (Fujimoto et al. 2018, Eq. 10):
+    :func:`~jaxtrainer.algorithms.critic_losses.clipped_double_q_loss` at the
+    smoothed :func:`td3_target_action`; with one critic and no smoothing DDPG's
+    ``mean((Q(s, a) - y)^2)``, ``y = r + gamma (1 - terminated) Q'(s', pi'(s'))``.
+    ``(loss: float32[], {})``."""
+    next_action = td3_target_action(actor, target_actor_params, batch.next_obs, key, env,
+                                policy_noise, noise_std, noise_clip)
+    loss, _ = clipped_double_q_loss(critic, critic_params, target_critic_params, batch,
+                                    next_action, gamma)
+    return loss, {}
+
+
+def td3_actor_loss(actor_params: Any, actor: Any, critic: Any, env: envs.Env, critic_params: Any,
+               batch: Transition) -> tuple[jax.Array, dict]:
+    """``-mean Q_1(s, pi(s))`` (:func:`~jaxtrainer.algorithms.critic_losses.deterministic_actor_loss`):
+    ``(loss: float32[], {})``."""
+    q = critic.apply(critic_params, batch.obs,
+                     deterministic_action(actor, actor_params, batch.obs, env))
+    return deterministic_actor_loss(q), {}
 
 
 @struct.dataclass
@@ -229,7 +228,7 @@ class TD3State(TD3Carry):
     obs_stats: normalization.RunningStatistics | None = None
 
 
-class TD3(TD3Losses, offpolicy.OffPolicyModule):
+class TD3(offpolicy.OffPolicyModule):
     """TD3 on a continuous-action :mod:`jaxtrainer.envs` environment.
 
     Metrics of :meth:`training_step`: ``train/episode_return``,
@@ -266,14 +265,57 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
         self.setup_actor_critic(DeterministicActor, hp["actor_lr"], hp["critic_lr"],
                                 num_critics=2 if self.config.twin_critics else 1)
 
+    # ---- TD3's losses on this module's networks --------------------------------
+    def act(self, actor_params: Any, obs: jax.Array) -> jax.Array:
+        """The deterministic action ``scale * actor(obs) + bias`` (:func:`deterministic_action`)."""
+        return deterministic_action(self.actor, actor_params, obs, self.env)
+
+    def target_action(self, target_actor_params: Any, next_obs: jax.Array, key: jax.Array,
+                      hyperparams: dict[str, jax.Array] | None = None) -> jax.Array:
+        """:func:`td3_target_action` with the config's smoothing (``policy_noise``
+        from ``hyperparams`` when given, else the config's)."""
+        cfg = self.config
+        std = offpolicy.hyperparam(cfg, hyperparams, "policy_noise") if cfg.policy_noise else 0.0
+        return td3_target_action(self.actor, target_actor_params, next_obs, key, self.env,
+                                 cfg.policy_noise, std, cfg.noise_clip)
+
+    def critic_loss(self, critic_params: Any, target_actor_params: Any,
+                    target_critic_params: Any, batch: Transition, key: jax.Array,
+                    hyperparams: dict[str, jax.Array] | None = None,
+                    ) -> tuple[jax.Array, dict]:
+        """:func:`td3_critic_loss` with ``gamma`` and ``policy_noise`` from
+        ``hyperparams`` (the config's when ``None``)."""
+        cfg = self.config
+        std = offpolicy.hyperparam(cfg, hyperparams, "policy_noise") if cfg.policy_noise else 0.0
+        return td3_critic_loss(critic_params, self.actor, self.critic, self.env,
+                               target_actor_params, target_critic_params, batch, key,
+                               offpolicy.hyperparam(cfg, hyperparams, "gamma"),
+                               cfg.policy_noise, std, cfg.noise_clip)
+
+    def critic_update(self, critic_params: Any, critic_opt: optax.OptState,
+                      target_actor_params: Any, target_critic_params: Any, batch: Transition,
+                      key: jax.Array, hyperparams: dict[str, jax.Array] | None = None,
+                      ) -> tuple[Any, optax.OptState, jax.Array]:
+        """One gradient step of :meth:`critic_loss` (averaged over devices):
+        ``(critic_params, critic_opt, loss: float32[])``."""
+        critic_params, critic_opt, loss, _ = gradient_update(
+            self.critic_loss, critic_params, critic_opt, self.critic_optimizer,
+            target_actor_params, target_critic_params, batch, key, hyperparams)
+        return critic_params, critic_opt, loss
+
+    def actor_loss(self, actor_params: Any, critic_params: Any,
+                   batch: Transition) -> tuple[jax.Array, dict]:
+        """``-mean Q_1(s, pi(s))`` (:func:`td3_actor_loss`)."""
+        return td3_actor_loss(actor_params, self.actor, self.critic, self.env, critic_params,
+                              batch)
+
     # ---- policies -----------------------------------------------------------
     def explore(self, state: TD3State, obs: jax.Array, key: jax.Array) -> jax.Array:
         """Uniform random actions before ``learning_starts`` env steps, then the
         actor's action plus ``N(0, exploration_noise * scale)``, clipped to the box."""
         noise_key, random_key = jax.random.split(key)
-        action = offpolicy.gaussian_exploration(self.env, self.act(state.actor_params, obs),
-                                                state.hyperparams["exploration_noise"],
-                                                noise_key)
+        action = gaussian_exploration(self.env, self.act(state.actor_params, obs),
+                                      state.hyperparams["exploration_noise"], noise_key)
         return self.warmup(state, action, random_key)
 
     def greedy_policy(self) -> Callable[[Any, jax.Array, jax.Array], jax.Array]:
@@ -327,7 +369,7 @@ class TD3(TD3Losses, offpolicy.OffPolicyModule):
             actor_params, actor_opt, loss, _ = gradient_update(
                 self.actor_loss, carry.actor_params, carry.actor_opt, self.actor_optimizer,
                 carry.critic_params, batch)
-            targets = offpolicy.soft_update(
+            targets = soft_update(
                 (carry.target_actor_params, carry.target_critic_params),
                 (actor_params, carry.critic_params), carry.hyperparams["tau"])
             carry = carry.replace(actor_params=actor_params, actor_opt=actor_opt,

@@ -1,0 +1,166 @@
+"""The fields every replay learner's config shares, and their checks.
+
+Each algorithm's config is one flat dataclass (its keys are the YAML keys of
+its recipe) over at most two bases here:
+
+* :class:`ReplayLearnerConfig`: the replay, discount, target-rate and network
+  fields of every replay learner, whoever steps its envs (ERL's config builds
+  on it directly);
+* :class:`OffPolicyConfig` (DQN's base): plus how the module steps its own
+  envs (:func:`check_stepping`);
+* :class:`ActorCriticConfig` (SAC's and CrossQ's base): plus observation
+  normalisation and reward scaling (:func:`check_normalization`).
+
+The checks are functions, so a config that lists fields of two bases (TD3's,
+ERL's) runs the same checks without inheriting both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from jaxtrainer import arguments
+from jaxtrainer.algorithms.networks import activation
+from jaxtrainer.algorithms.torsos import NetworkConfig, network_config
+
+
+def check_replay_learner(config: Any) -> None:
+    """The checks of :class:`ReplayLearnerConfig`'s fields; normalises
+    ``hidden_sizes`` to a tuple of ints, whole-float sizes to ints and
+    ``network`` to a :class:`~jaxtrainer.algorithms.torsos.NetworkConfig`.
+
+    Raises:
+      ValueError: a size that is not a positive int, ``learning_starts < 0``,
+        ``tau`` outside ``(0, 1]``, a negative discount or an unknown
+        activation; the message names the config class and field.
+    """
+    arguments.check_fields(config, arguments.sizes, ("hidden_sizes",))
+    arguments.check_fields(config, arguments.positive_int,
+                           ("buffer_size", "batch_size", "eval_episodes"), allow_none=False)
+    arguments.check_fields(config, arguments.non_negative_int, ("learning_starts",))
+    arguments.check_fields(config, arguments.number, ("tau",), low=0, high=1, low_open=True)
+    arguments.check_fields(config, arguments.number, ("gamma",), low=0, high=1)  # a discount
+    activation(config.activation, f"{type(config).__name__}.activation")
+    object.__setattr__(config, "network", network_config(config.network, type(config).__name__))
+
+
+def check_stepping(config: Any) -> None:
+    """The checks of ``num_envs``, ``train_frequency`` and ``gradient_steps``.
+
+    Raises:
+      ValueError: one of them is not a positive int (named).
+    """
+    arguments.check_fields(config, arguments.positive_int,
+                           ("num_envs", "train_frequency", "gradient_steps"), allow_none=False)
+
+
+def check_normalization(config: Any) -> None:
+    """The checks of ``normalize_observations`` and ``reward_scaling``.
+
+    Raises:
+      ValueError: ``normalize_observations`` is not a bool, or ``reward_scaling``
+        is not a number >= 0; the message names the config class and field
+        (e.g. ``SACConfig.reward_scaling=-1: expected a non-negative number``).
+    """
+    arguments.check_fields(config, arguments.flag, ("normalize_observations",))
+    arguments.check_fields(config, arguments.number, ("reward_scaling",), low=0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayLearnerConfig:
+    """The fields of every replay learner, whoever steps its envs: an
+    off-policy module (:class:`OffPolicyConfig`, :class:`ActorCriticConfig`,
+    :class:`~jaxtrainer.algorithms.td3.TD3Config`) or a population method's
+    learner (:class:`~jaxtrainer.algorithms.erl.ERLConfig`). Defaults:
+    CleanRL's continuous-control ones (SAC's and TD3's). Sizes and step counts
+    are global (over all devices); subclasses check their own fields after
+    ``super().__post_init__()`` (:func:`check_replay_learner`).
+
+    Attributes:
+      env: environment name for :func:`jaxtrainer.envs.make`.
+      buffer_size: replay capacity in transitions.
+      batch_size: transitions per update.
+      learning_starts: env steps collected before the first update.
+      gamma: discount factor.
+      tau: Polyak rate of the target networks, in ``(0, 1]`` (1: a hard copy).
+      hidden_sizes: hidden layer widths of the networks.
+      activation: their activation.
+      eval_episodes: fresh deterministic episodes per evaluation.
+      network: the torso of every network before its hidden layers
+        (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`, or a mapping of its
+        fields such as ``{"torso": "cnn"}``); default: none, the flattened
+        observation (``mlp``).
+    """
+
+    env: str = "Pendulum-v1"
+    buffer_size: int = 100_000
+    batch_size: int = 256
+    learning_starts: int = 5_000
+    gamma: float = 0.99
+    tau: float = 0.005
+    hidden_sizes: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+    eval_episodes: int = 16
+    network: NetworkConfig = NetworkConfig()
+
+    def __post_init__(self) -> None:
+        """:func:`check_replay_learner`."""
+        check_replay_learner(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class OffPolicyConfig(ReplayLearnerConfig):
+    """:class:`ReplayLearnerConfig` with how the module steps its own envs: the
+    fields every off-policy module's config has (DQN's, SAC's, TD3's).
+
+    Attributes:
+      num_envs: parallel environments.
+      train_frequency: vectorised env steps per training step; one training step
+        consumes ``num_envs * train_frequency`` env steps.
+      gradient_steps: updates per training step (once learning started).
+      buffer_size: replay capacity in transitions (a multiple of ``num_envs``).
+    """
+
+    num_envs: int = 4
+    train_frequency: int = 1
+    gradient_steps: int = 4
+
+    def __post_init__(self) -> None:
+        """:func:`check_replay_learner`, then :func:`check_stepping`.
+
+        Raises:
+          ValueError: as there.
+        """
+        super().__post_init__()
+        check_stepping(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCriticConfig(ReplayLearnerConfig):
+    """:class:`OffPolicyConfig`'s fields with observation normalisation and
+    reward scaling (the defaults change nothing), for SAC and CrossQ (TD3's
+    config lists the same fields).
+
+    Attributes:
+      normalize_observations: act and learn on observations normalised with
+        running statistics of every observation collected (Brax's SAC option of
+        the same name; see :mod:`~jaxtrainer.algorithms.offpolicy`). The replay
+        buffer keeps raw observations; the statistics are in the state.
+      reward_scaling: rewards are multiplied by it in the critics' targets only
+        (Brax's SAC ``reward_scaling``); logged returns stay raw. A number >= 0.
+      num_envs, train_frequency, gradient_steps: as in :class:`OffPolicyConfig`.
+    """
+
+    normalize_observations: bool = False
+    reward_scaling: float = 1.0
+    num_envs: int = 4
+    train_frequency: int = 1
+    gradient_steps: int = 4
+
+    def __post_init__(self) -> None:
+        """:func:`check_replay_learner`, :func:`check_normalization`, then
+        :func:`check_stepping`."""
+        super().__post_init__()
+        check_normalization(self)
+        check_stepping(self)
