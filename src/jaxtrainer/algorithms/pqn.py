@@ -41,7 +41,8 @@ from jaxtrainer import arguments
 from jaxtrainer.algorithms import offpolicy
 from jaxtrainer.algorithms.dqn import epsilon_greedy
 from jaxtrainer.algorithms.networks import QNetwork, activation
-from jaxtrainer.algorithms.onpolicy import OnPolicyModule, OnPolicyState, minibatch_epochs
+from jaxtrainer.algorithms.onpolicy import OnPolicyModule, OnPolicyState
+from jaxtrainer.algorithms.rollout import minibatch_epochs
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import local_size
 from jaxtrainer.distributed.gradient_step import gradient_update
