@@ -28,7 +28,7 @@ import optax
 
 from jaxtrainer import arguments
 from jaxtrainer.algorithms.advantages import normalize_advantages
-from jaxtrainer.algorithms.networks import Distribution
+from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.normalization import RunningStatistics
 from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule, check_gae_fields
 from jaxtrainer.algorithms.rollout import Rollout

@@ -23,13 +23,9 @@ from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.cores import Carry, initial_carry
+from jaxtrainer.algorithms.distributions import Distribution, TanhNormal
 from jaxtrainer.algorithms.hyperparams import annealed, config_record
-from jaxtrainer.algorithms.networks import (
-    ActorCritic,
-    Distribution,
-    RecurrentActorCritic,
-    TanhNormal,
-)
+from jaxtrainer.algorithms.networks import ActorCritic, RecurrentActorCritic
 from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Mean
@@ -42,11 +38,11 @@ class ActorCriticBase(ParamsPolicy):
     ``network.core``, a :class:`~jaxtrainer.algorithms.networks.RecurrentActorCritic`
     sharing torso and core); the policy is categorical (discrete actions), a
     factorised categorical (multi-discrete actions, ``int32[n, len(action_nvec)]``:
-    :class:`~jaxtrainer.algorithms.networks.MultiCategorical`) or a
+    :class:`~jaxtrainer.algorithms.distributions.MultiCategorical`) or a
     diagonal Gaussian (continuous; sampled actions are clipped to the env's
     bounds only when passed to the env, the unclipped action is what the
     log-probabilities refer to), or with ``policy="brax"`` Brax's tanh-squashed
-    Gaussian (:class:`~jaxtrainer.algorithms.networks.TanhNormal`).
+    Gaussian (:class:`~jaxtrainer.algorithms.distributions.TanhNormal`).
 
     Subclasses set :attr:`config_class` (a frozen dataclass with ``env``,
     ``num_envs``, ``num_steps``, ``total_updates``, ``lr``, ``anneal_lr``,

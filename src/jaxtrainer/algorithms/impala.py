@@ -46,7 +46,8 @@ from flax import struct
 from jaxtrainer import arguments
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.advantages import normalize_advantages
-from jaxtrainer.algorithms.networks import ActorCritic, Distribution, RecurrentActorCritic
+from jaxtrainer.algorithms.distributions import Distribution
+from jaxtrainer.algorithms.networks import ActorCritic, RecurrentActorCritic
 from jaxtrainer.algorithms.onpolicy import (
     OnPolicyConfig,
     OnPolicyModule,

@@ -36,12 +36,8 @@ from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.actor_critic import ActorCriticBase
 from jaxtrainer.algorithms.advantages import compute_gae
 from jaxtrainer.algorithms.cores import Carry
-from jaxtrainer.algorithms.networks import (
-    POLICIES,
-    ActorCritic,
-    Distribution,
-    activation,
-)
+from jaxtrainer.algorithms.distributions import Distribution
+from jaxtrainer.algorithms.networks import POLICIES, ActorCritic, activation
 from jaxtrainer.algorithms.rollout import (
     Rollout,
     bootstrap_truncations,

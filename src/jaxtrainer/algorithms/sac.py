@@ -44,7 +44,8 @@ from flax import struct
 
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization, offpolicy
-from jaxtrainer.algorithms.networks import LOG_2PI, SquashedGaussianActor
+from jaxtrainer.algorithms.distributions import LOG_2PI
+from jaxtrainer.algorithms.networks import SquashedGaussianActor
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.metrics import Last
