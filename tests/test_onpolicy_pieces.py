@@ -123,3 +123,16 @@ def test_trajectory_minibatches_keep_whole_trajectories():
         assert sorted(epoch[:, 0, :].ravel()) == list(range(envs))  # every env once
         assert (epoch == epoch[:, :1, :]).all()  # an env's whole trajectory, no mixing
     np.testing.assert_array_equal(np.asarray(seen["t"])[0, 0, :, 0], np.arange(steps))
+
+
+@pytest.mark.parametrize("old,new,name", [
+    ("jaxtrainer.algorithms.onpolicy", "jaxtrainer.algorithms.rollout", "minibatch_epochs"),
+    ("jaxtrainer.algorithms.onpolicy", "jaxtrainer.algorithms.advantages", "normalize_advantages"),
+    ("jaxtrainer.algorithms.networks", "jaxtrainer.algorithms.distributions", "MultiCategorical"),
+])
+def test_a_moved_name_still_imports_from_its_old_module_with_a_warning(old, new, name):
+    import importlib
+
+    with pytest.warns(DeprecationWarning, match=rf"^{old}\.{name} moved to {new}\.{name}; "):
+        found = getattr(importlib.import_module(old), name)
+    assert found is getattr(importlib.import_module(new), name)

@@ -72,6 +72,18 @@ def warn_moved(old: str, new: str, stacklevel: int = 3) -> None:
                   f"{REMOVED_IN})", DeprecationWarning, stacklevel=stacklevel)
 
 
+def moved_names(module: str, moved: dict[str, str]) -> Any:
+    """A module-level ``__getattr__`` for ``module``'s names that moved (name ->
+    new module): each is found at the old path with :func:`warn_moved`; any other
+    missing name is an AttributeError."""
+    def __getattr__(name: str) -> Any:
+        if name in moved:
+            warn_moved(f"{module}.{name}", f"{moved[name]}.{name}")
+            return getattr(importlib.import_module(moved[name]), name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return __getattr__
+
+
 def warn_changed(old: str, new: str, stacklevel: int = 3) -> None:
     """Warn (``DeprecationWarning``) that the call form ``old`` is now ``new``."""
     warnings.warn(f"{old} is now written {new} (the old form goes in {REMOVED_IN})",

@@ -32,6 +32,7 @@ from jaxtrainer import arguments
 from jaxtrainer.algorithms.cores import Carry, Core
 from jaxtrainer.algorithms.distributions import DiagGaussian, Distribution, TanhNormal, categorical
 from jaxtrainer.algorithms.torsos import TorsoFactory, features
+from jaxtrainer.deprecation import moved_names
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
@@ -107,6 +108,12 @@ class MLP(nn.Module):
             x = nn.Dense(self.out, **head)(x)
         return x
 
+
+__getattr__ = moved_names(__name__, dict.fromkeys(("Categorical", "MultiCategorical", "LOG_2PI"),
+                                                 "jaxtrainer.algorithms.distributions"))
+"""Names that moved to :mod:`jaxtrainer.algorithms.distributions` (the other
+distributions are imported here for the networks' use): found here, with a
+DeprecationWarning, until 0.3.0."""
 
 POLICIES = ("gaussian", "brax")
 """Continuous-action policies of :class:`ActorCritic` (``distribution``; the

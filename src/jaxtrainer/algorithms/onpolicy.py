@@ -46,10 +46,17 @@ from jaxtrainer.algorithms.rollout import (
     unroll_recurrent,
 )
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config
+from jaxtrainer.deprecation import moved_names
 from jaxtrainer.distributed import fold_in_device, local_size
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last
 from jaxtrainer.module import Module
+
+__getattr__ = moved_names(__name__, {
+    **dict.fromkeys(("normalize_advantages", "global_moments"), "jaxtrainer.algorithms.advantages"),
+    **dict.fromkeys(("minibatch_epochs", "minibatch_advantage_moments", "CRITIC_ROWS"),
+                    "jaxtrainer.algorithms.rollout")})
+"""Names that moved to the pieces' modules: found here, with a DeprecationWarning, until 0.3.0."""
 
 CRITIC_INPUTS = ("observation", "global_state")
 """What the critic of A2C and PPO reads (their configs' ``critic_input``)."""
