@@ -3,7 +3,7 @@
 Trains PPO on ``jumanji/Minesweeper-v0`` (10 x 10 board, 10 mines; reward 1 per
 revealed safe square; an episode ends on a mine, on a square already revealed,
 or when the board is solved, at most 90 steps) with the factorised categorical
-head (:class:`~jaxtrainer.algorithms.networks.MultiCategorical`: a row and a
+head (:class:`~jaxtrainer.algorithms.distributions.MultiCategorical`: a row and a
 column), then runs fresh episodes of the trained policy (greedy, and sampled as
 it trains) and of the uniform random policy (row and column uniform), and
 prints each mean return and the ratio trained / random.

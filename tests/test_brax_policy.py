@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from jaxtrainer.algorithms import PPO, PPOConfig
-from jaxtrainer.algorithms.networks import TanhNormal
+from jaxtrainer.algorithms.distributions import TanhNormal
 from jaxtrainer.metrics import to_host
 from jaxtrainer.strategies import SingleDeviceStrategy
 

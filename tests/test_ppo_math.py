@@ -17,8 +17,8 @@ from test_envs import FixedLength
 
 from jaxtrainer import envs
 from jaxtrainer.algorithms import PPO, PPOConfig
-from jaxtrainer.algorithms.networks import Categorical, DiagGaussian
-from jaxtrainer.algorithms.onpolicy import compute_gae, normalize_advantages
+from jaxtrainer.algorithms.advantages import compute_gae, normalize_advantages
+from jaxtrainer.algorithms.distributions import Categorical, DiagGaussian
 from jaxtrainer.distributed import AXIS_NAME
 from jaxtrainer.metrics import to_host
 from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
@@ -300,9 +300,9 @@ def test_next_values_are_v_of_final_obs_valued_only_where_needed(monkeypatch, te
     # at the last step and at truncations (a loop, several per env here), the values
     # in chunks of whole steps (CRITIC_ROWS=8: 2 steps of 4 envs): the advantages are
     # those of V(final_obs) at every step, bit for bit.
-    from jaxtrainer.algorithms import onpolicy
+    from jaxtrainer.algorithms import rollout
 
-    monkeypatch.setattr(onpolicy, "CRITIC_ROWS", 8)
+    monkeypatch.setattr(rollout, "CRITIC_ROWS", 8)
     env = envs.GymnaxEnv(FixedLength(length=3, terminate=terminate, terminate_at=2),
                          name="FixedLength")
     ppo = PPO(PPOConfig(num_envs=4, num_steps=13, hidden_sizes=(8,), reward_scaling=2.0,

@@ -76,11 +76,41 @@ MOVED_MODULES = {
 (``jaxtrainer.runs``: :mod:`jaxtrainer.rundir.runs` with the two functions
 the checkpoint resolver replaced, :mod:`jaxtrainer.compat.runs_v01`)."""
 
+_ALGORITHMS = "jaxtrainer.algorithms"
+MOVED_NAMES = {
+    # the algorithms as pure pieces: names that left a module for the piece's own
+    f"{_ALGORITHMS}.onpolicy": {
+        **dict.fromkeys(("normalize_advantages", "global_moments"), f"{_ALGORITHMS}.advantages"),
+        **dict.fromkeys(("minibatch_epochs", "minibatch_advantage_moments", "CRITIC_ROWS"),
+                        f"{_ALGORITHMS}.rollout")},
+    f"{_ALGORITHMS}.networks": dict.fromkeys(("Categorical", "MultiCategorical", "LOG_2PI"),
+                                             f"{_ALGORITHMS}.distributions"),
+    f"{_ALGORITHMS}.offpolicy": {
+        **dict.fromkeys(("soft_update", "periodic_soft_update"), f"{_ALGORITHMS}.target_update"),
+        **dict.fromkeys(("linear_schedule", "action_scale_bias"), f"{_ALGORITHMS}.exploration")},
+}
+"""Every name that moved out of a module that still exists, ``{old module: {name: new
+module}}``: each such module's ``__getattr__`` is :func:`moved_names` of it."""
+
 
 def warn_moved(old: str, new: str, stacklevel: int = 3) -> None:
     """Warn (``DeprecationWarning``) that ``old`` is now ``new``."""
     warnings.warn(f"{old} moved to {new}; import it from there (the old path goes in "
                   f"{REMOVED_IN})", DeprecationWarning, stacklevel=stacklevel)
+
+
+def moved_names(module: str) -> Any:
+    """The module-level ``__getattr__`` of ``module``: its names in
+    :data:`MOVED_NAMES` are found at the old path with :func:`warn_moved`; any
+    other missing name is an AttributeError."""
+    moved = MOVED_NAMES[module]
+
+    def __getattr__(name: str) -> Any:
+        if name in moved:
+            warn_moved(f"{module}.{name}", f"{moved[name]}.{name}")
+            return getattr(importlib.import_module(moved[name]), name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    return __getattr__
 
 
 def warn_changed(old: str, new: str, stacklevel: int = 3) -> None:

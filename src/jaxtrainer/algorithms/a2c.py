@@ -12,8 +12,8 @@ Checked against Stable-Baselines3's ``stable_baselines3/a2c/a2c.py``
 0.5``, ``ent_coef = 0``, gradient-norm clip 0.5, 8 envs, separate 64-64 tanh
 actor and critic. It shares PPO's rollout, GAE with truncation bootstrapping,
 state, schedule, evaluation and device handling
-(:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyModule`); only the loss and the
-single full-batch update differ. The value loss is
+(:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyModule`); only the loss
+(:func:`a2c_loss`) and the single full-batch update differ. The value loss is
 ``0.5 * (V - R)^2`` (SB3 uses ``(V - R)^2`` with the same ``vf_coef``).
 """
 
@@ -27,23 +27,22 @@ import jax.numpy as jnp
 import optax
 
 from jaxtrainer import arguments
+from jaxtrainer.algorithms.advantages import normalize_advantages
+from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.normalization import RunningStatistics
-from jaxtrainer.algorithms.onpolicy import (
-    GAEConfig,
-    OnPolicyModule,
-    Rollout,
-    normalize_advantages,
-)
+from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule, check_gae_fields
+from jaxtrainer.algorithms.rollout import Rollout
 from jaxtrainer.distributed.gradient_step import gradient_update
 
 
 @dataclasses.dataclass(frozen=True)
-class A2CConfig(GAEConfig):
+class A2CConfig(OnPolicyConfig):
     """A2C hyperparameters. Sizes are global (over all devices).
 
     The fields of :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig` and
-    :class:`~jaxtrainer.algorithms.onpolicy.GAEConfig` with SB3's RL-Zoo
-    CartPole-v1 defaults (see the module docstring), plus ``optimizer``.
+    PPO's GAE fields (``unroll_length``, ``gae_lambda``, ``bootstrap_truncation``,
+    ``critic_input``: :class:`~jaxtrainer.algorithms.PPOConfig`) with SB3's
+    RL-Zoo CartPole-v1 defaults (see the module docstring), plus ``optimizer``.
 
     Attributes:
       num_envs: parallel environments.
@@ -73,20 +72,42 @@ class A2CConfig(GAEConfig):
     num_steps: int = 5
     lr: float = 7e-4
     anneal_lr: bool = False
+    unroll_length: int | None = None
     gae_lambda: float = 1.0
+    bootstrap_truncation: bool = True
+    critic_input: str = "observation"
     ent_coef: float = 0.0
     normalize_advantages: bool = False
     optimizer: str = "rmsprop"
 
     def __post_init__(self) -> None:
-        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.GAEConfig`),
-        then ``optimizer``.
+        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`,
+        :func:`~jaxtrainer.algorithms.onpolicy.check_gae_fields`), then ``optimizer``.
 
         Raises:
           ValueError: a bad field, named (``optimizer`` not ``"rmsprop"``/``"adam"``).
         """
         super().__post_init__()
+        check_gae_fields(self)
         arguments.check_fields(self, arguments.one_of, ("optimizer",), choices=("rmsprop", "adam"))
+
+
+def a2c_loss(dist: Distribution, value: jax.Array, batch: dict[str, jax.Array],
+             vf_coef: Any, ent_coef: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The advantage actor-critic loss (Mnih et al. 2016, arXiv:1602.01783,
+    Algorithm S3; SB3's ``a2c.py`` ``train``)::
+
+        total = -mean(A log pi(a|s)) + vf_coef * 0.5 * mean((V - R)^2) - ent_coef * mean(H)
+
+    ``dist``: the policy on the batch (batch shape ``[B]``, or ``[T, B]``);
+    ``value``: ``float32`` of that shape; ``batch``: ``action``, ``advantage``
+    (``A``) and ``target`` (``R``) in that shape. Returns ``(total, {"policy",
+    "value", "entropy"})``, all ``float32[]``."""
+    policy_loss = -jnp.mean(batch["advantage"] * dist.log_prob(batch["action"]))
+    value_loss = 0.5 * jnp.mean(jnp.square(value - batch["target"]))
+    entropy = jnp.mean(dist.entropy())
+    total = policy_loss + vf_coef * value_loss - ent_coef * entropy
+    return total, {"policy": policy_loss, "value": value_loss, "entropy": entropy}
 
 
 class A2C(OnPolicyModule):
@@ -137,16 +158,11 @@ class A2C(OnPolicyModule):
 
     def loss(self, params: Any, batch: dict[str, jax.Array],
              hp: dict[str, jax.Array]) -> tuple[jax.Array, dict]:
-        """``-mean(A log pi(a|s)) + vf_coef * 0.5 * mean((V - R)^2) - ent_coef * mean(H)``
-        on ``batch`` (leaves ``[B, ...]``), coefficients from ``hp``
-        (:attr:`OnPolicyState.hyperparams`). Returns ``(total, {"policy", "value",
-        "entropy"})``, all ``float32[]``."""
+        """:func:`a2c_loss` of the policy and values of ``params`` on ``batch``
+        (leaves ``[B, ...]``), coefficients from ``hp``
+        (:attr:`~jaxtrainer.algorithms.onpolicy.OnPolicyState.hyperparams`)."""
         dist, value, batch = self.forward(params, batch)
-        policy_loss = -jnp.mean(batch["advantage"] * dist.log_prob(batch["action"]))
-        value_loss = 0.5 * jnp.mean(jnp.square(value - batch["target"]))
-        entropy = jnp.mean(dist.entropy())
-        total = policy_loss + hp["vf_coef"] * value_loss - hp["ent_coef"] * entropy
-        return total, {"policy": policy_loss, "value": value_loss, "entropy": entropy}
+        return a2c_loss(dist, value, batch, hp["vf_coef"], hp["ent_coef"])
 
     def update(self, params: Any, opt_state: Any, batch: dict[str, jax.Array],
                hp: dict[str, jax.Array], key: jax.Array) -> tuple[Any, Any, dict[str, jax.Array]]:

@@ -45,14 +45,16 @@ from flax import struct
 
 from jaxtrainer import arguments
 from jaxtrainer.algorithms import normalization
+from jaxtrainer.algorithms.advantages import normalize_advantages
+from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.networks import ActorCritic, RecurrentActorCritic
 from jaxtrainer.algorithms.onpolicy import (
-    MinibatchConfig,
+    OnPolicyConfig,
     OnPolicyModule,
     OnPolicyState,
-    normalize_advantages,
+    check_minibatch_fields,
 )
-from jaxtrainer.algorithms.permutation import permutation
+from jaxtrainer.algorithms.rollout import trajectory_minibatch_epochs
 from jaxtrainer.distributed.gradient_step import gradient_update
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last
@@ -121,7 +123,7 @@ def vtrace(
     bootstrap value, ignored on termination. The trace stops at every episode end.
 
     With on-policy data (``log_rhos = 0``) and ``rho_bar, c_bar >= 1`` the targets
-    are GAE's (:func:`~jaxtrainer.algorithms.onpolicy.compute_gae`) with
+    are GAE's (:func:`~jaxtrainer.algorithms.advantages.compute_gae`) with
     ``gae_lambda = lambda``, i.e. ``n``-step returns for ``lambda = 1``.
 
     Args:
@@ -163,6 +165,39 @@ def vtrace(
     return jax.lax.stop_gradient((targets, pg_advantages))
 
 
+def impala_loss(dist: Distribution, values: jax.Array, next_values: jax.Array,
+                batch: dict[str, jax.Array], hp: dict[str, jax.Array],
+                normalize: bool = False) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """IMPALA's loss (arXiv:1802.01561, Sec. 4.2) on trajectories ``[T, B]``::
+
+        total = -mean(A_t log pi(a_t|x_t)) + vf_coef * 0.5 * mean((v_t - V(x_t))^2)
+                - ent_coef * mean(H)
+
+    with the V-trace targets ``v_t`` and advantages ``A_t`` (:func:`vtrace`, held
+    constant; standardised with ``normalize``) of the learner's policy ``dist``
+    and critic ``values``, ``next_values`` (``V(final_obs)``), all ``[T, B]``.
+    ``batch``: ``action``, ``log_prob`` (the behaviour's), ``reward`` (scaled),
+    ``terminated``, ``done``; ``hp``: ``gamma``, ``vtrace_lambda``, ``rho_bar``,
+    ``c_bar``, ``pg_rho_bar``, ``vf_coef``, ``ent_coef``. Returns ``(total,
+    {"policy", "value", "entropy", "rho", "approx_kl"})``, all ``float32[]``
+    (``rho``: mean ``pi/mu`` before truncation)."""
+    log_prob = dist.log_prob(batch["action"])
+    log_rho = jax.lax.stop_gradient(log_prob) - batch["log_prob"]
+    targets, advantages = vtrace(values, next_values, batch["reward"], log_rho,
+                                 batch["terminated"], batch["done"], hp["gamma"],
+                                 hp["vtrace_lambda"], hp["rho_bar"], hp["c_bar"],
+                                 hp["pg_rho_bar"])
+    if normalize:
+        advantages = normalize_advantages(advantages)
+    policy_loss = -jnp.mean(advantages * log_prob)
+    value_loss = 0.5 * jnp.mean(jnp.square(values - targets))
+    entropy = jnp.mean(dist.entropy())
+    total = policy_loss + hp["vf_coef"] * value_loss - hp["ent_coef"] * entropy
+    rho = jnp.exp(log_rho)
+    return total, {"policy": policy_loss, "value": value_loss, "entropy": entropy,
+                   "rho": jnp.mean(rho), "approx_kl": jnp.mean((rho - 1.0) - log_rho)}
+
+
 @struct.dataclass
 class IMPALAState(OnPolicyState):
     """:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyState` plus the behaviour policy.
@@ -180,12 +215,11 @@ class IMPALAState(OnPolicyState):
 
 
 @dataclasses.dataclass(frozen=True)
-class IMPALAConfig(MinibatchConfig):
+class IMPALAConfig(OnPolicyConfig):
     """IMPALA hyperparameters. Sizes are global (over all devices).
 
-    The fields of :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig` and
-    :class:`~jaxtrainer.algorithms.onpolicy.MinibatchConfig`, plus the policy
-    lag and V-trace's. The defaults are the CartPole-v1 recipe's
+    The fields of :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`, the
+    epochs and minibatches, the policy lag and V-trace's. The defaults are the CartPole-v1 recipe's
     (``recipes/configs/impala.yaml``), tuned in this project on CartPole-v1
     (seeds 0-2, 1 and 4 devices): the paper's ``rho_bar = c_bar = 1``,
     ``lambda = 1`` and baseline cost 0.5; Adam at 2.5e-4 annealed as PPO's; no
@@ -196,6 +230,7 @@ class IMPALAConfig(MinibatchConfig):
       num_envs: parallel environments (actors), over all devices.
       num_steps: trajectory (unroll) length per env per update; one update
         consumes ``num_envs * num_steps`` env steps.
+      update_epochs: passes over each rollout.
       policy_lag: updates the behaviour policy lags behind the learner: update
         ``u`` collects with the parameters update ``u - policy_lag`` started
         from (0: the learner's own; the state keeps ``policy_lag`` copies).
@@ -225,6 +260,8 @@ class IMPALAConfig(MinibatchConfig):
 
     num_envs: int = 16
     num_steps: int = 32
+    update_epochs: int = 4
+    num_minibatches: int = 4
     ent_coef: float = 0.0
     normalize_advantages: bool = False
     policy_lag: int = 1
@@ -234,14 +271,16 @@ class IMPALAConfig(MinibatchConfig):
     pg_rho_bar: float = 1.0
 
     def __post_init__(self) -> None:
-        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.MinibatchConfig`),
-        then the lag, V-trace's fields and the minibatch split.
+        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`,
+        :func:`~jaxtrainer.algorithms.onpolicy.check_minibatch_fields`), then the
+        lag, V-trace's fields and the minibatch split.
 
         Raises:
           ValueError: a bad field (named), or ``num_envs`` not divisible by
             ``num_minibatches``.
         """
         super().__post_init__()
+        check_minibatch_fields(self)
         arguments.check_fields(self, arguments.non_negative_int, ("policy_lag",))
         arguments.check_fields(self, arguments.number, ("vtrace_lambda",), low=0, high=1)
         arguments.check_fields(self, arguments.number, ("rho_bar", "c_bar", "pg_rho_bar"), low=0,
@@ -310,18 +349,14 @@ class IMPALA(OnPolicyModule):
 
     def loss(self, params: Any, batch: dict[str, jax.Array],
              hp: dict[str, jax.Array]) -> tuple[jax.Array, dict]:
-        """IMPALA's loss on a minibatch of trajectories (leaves ``[T, B, ...]``).
-
-        ``total = -mean(A_t log pi(a_t|x_t)) + vf_coef * 0.5 * mean((v_t - V(x_t))^2)
-        - ent_coef * mean(H)``, with the V-trace targets ``v_t`` and advantages
-        ``A_t`` (:func:`vtrace`) computed from this ``params``' policy and critic
-        (held constant). ``batch``: ``obs``, ``final_obs`` (normalised when
+        """:func:`impala_loss` on a minibatch of trajectories (leaves ``[T, B, ...]``),
+        with the V-trace targets and advantages computed from this ``params``'
+        policy and critic. ``batch``: ``obs``, ``final_obs`` (normalised when
         observations are), ``action``, ``log_prob`` (the behaviour's),
         ``reward`` (scaled), ``terminated``, ``done``; with a recurrent core also
         ``start`` and ``carry`` (the carry the trajectories started from, with a
         leading axis of 1 so that envs are axis 1 as everywhere else): the
-        learner replays the sequences with its own parameters. Returns ``(total,
-        {"policy", "value", "entropy", "rho", "approx_kl"})``, all ``float32[]``.
+        learner replays the sequences with its own parameters.
         """
         if self.recurrent:  # the sequences again from the carry they started from
             carry = jax.tree.map(lambda c: c[0], batch["carry"])
@@ -333,21 +368,8 @@ class IMPALA(OnPolicyModule):
             dist, values = self.network.apply(params, batch["obs"])
             next_values = self.network.apply(params, batch["final_obs"],
                                              method=ActorCritic.value)
-        log_prob = dist.log_prob(batch["action"])
-        log_rho = jax.lax.stop_gradient(log_prob) - batch["log_prob"]
-        targets, advantages = vtrace(values, next_values, batch["reward"], log_rho,
-                                     batch["terminated"], batch["done"], hp["gamma"],
-                                     hp["vtrace_lambda"], hp["rho_bar"], hp["c_bar"],
-                                     hp["pg_rho_bar"])
-        if self.config.normalize_advantages:
-            advantages = normalize_advantages(advantages)
-        policy_loss = -jnp.mean(advantages * log_prob)
-        value_loss = 0.5 * jnp.mean(jnp.square(values - targets))
-        entropy = jnp.mean(dist.entropy())
-        total = policy_loss + hp["vf_coef"] * value_loss - hp["ent_coef"] * entropy
-        rho = jnp.exp(log_rho)
-        return total, {"policy": policy_loss, "value": value_loss, "entropy": entropy,
-                       "rho": jnp.mean(rho), "approx_kl": jnp.mean((rho - 1.0) - log_rho)}
+        return impala_loss(dist, values, next_values, batch, hp,
+                           self.config.normalize_advantages)
 
     def update(self, params: Any, opt_state: Any, batch: dict[str, jax.Array],
                hp: dict[str, jax.Array], key: jax.Array) -> tuple[Any, Any, dict[str, jax.Array]]:
@@ -358,27 +380,15 @@ class IMPALA(OnPolicyModule):
         ``num_envs_per_device / num_minibatches`` whole trajectories to every
         global minibatch. Returns the losses as ``float32[update_epochs, num_minibatches]``.
         """
-        cfg = self.config
-        envs_here = jax.tree.leaves(batch)[0].shape[1]
-
         def minibatch_step(carry, minibatch):
             params, opt_state = carry
             params, opt_state, loss, aux = gradient_update(
                 self.loss, params, opt_state, self.optimizer, minibatch, hp)
             return (params, opt_state), {"total": loss, **aux}
 
-        def epoch(carry, epoch_key):
-            if cfg.num_minibatches == 1:  # no shuffle needed: one minibatch of every env
-                return jax.lax.scan(minibatch_step, carry,
-                                    jax.tree.map(lambda x: x[None], batch))
-            perm = permutation(epoch_key, envs_here)
-            shuffled = jax.tree.map(
-                lambda x: jnp.moveaxis(jnp.take(x, perm, axis=1).reshape(
-                    (x.shape[0], cfg.num_minibatches, -1) + x.shape[2:]), 1, 0), batch)
-            return jax.lax.scan(minibatch_step, carry, shuffled)
-
-        (params, opt_state), losses = jax.lax.scan(
-            epoch, (params, opt_state), jax.random.split(key, cfg.update_epochs))
+        (params, opt_state), losses = trajectory_minibatch_epochs(
+            minibatch_step, (params, opt_state), batch, key, self.config.update_epochs,
+            self.config.num_minibatches)
         return params, opt_state, losses
 
     def training_step(self, state: IMPALAState, key: jax.Array) -> tuple[IMPALAState, dict]:
@@ -422,4 +432,4 @@ class IMPALA(OnPolicyModule):
         return new_state, metrics
 
 
-__all__ = ["IMPALA", "IMPALAConfig", "IMPALAState", "vtrace"]
+__all__ = ["IMPALA", "IMPALAConfig", "IMPALAState", "impala_loss", "vtrace"]

@@ -7,11 +7,8 @@
   (:mod:`jaxtrainer.algorithms.torsos`) the observation keeps its shape up to it.
 * :class:`MLP`: dense layers with an activation after each and an optional
   linear head; PPO's orthogonal initialisation or flax's default (CleanRL's).
-* PPO/A2C: :class:`ActorCritic` with the action distributions written out
-  (a few lines each, rather than taken from distrax): :class:`Categorical` over
-  logits, :class:`MultiCategorical` (independent :class:`Categorical` components,
-  for multi-discrete actions) and :class:`DiagGaussian` with a state-independent
-  log standard deviation.
+* PPO/A2C/IMPALA: :class:`ActorCritic` (and :class:`RecurrentActorCritic`) with
+  the action distributions of :mod:`jaxtrainer.algorithms.distributions`.
 * DQN: :class:`QNetwork`. SAC: :class:`SquashedGaussianActor`. TD3, DDPG and
   CEM-RL: :class:`DeterministicActor`. SAC, TD3 and CEM-RL: :class:`TwinCritic`
   (DDPG: its one-critic form).
@@ -22,7 +19,6 @@ Parameter trees keep the names flax gives the submodules (``MLP_0/Dense_0``,
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -30,14 +26,13 @@ from functools import partial
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from flax import struct
 from flax.linen.initializers import constant, orthogonal
 
 from jaxtrainer import arguments
 from jaxtrainer.algorithms.cores import Carry, Core
+from jaxtrainer.algorithms.distributions import DiagGaussian, Distribution, TanhNormal, categorical
 from jaxtrainer.algorithms.torsos import TorsoFactory, features
-
-LOG_2PI = math.log(2.0 * math.pi)
+from jaxtrainer.deprecation import moved_names
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
@@ -114,210 +109,9 @@ class MLP(nn.Module):
         return x
 
 
-@struct.dataclass
-class Categorical:
-    """Categorical distribution over the last axis of ``logits: float32[..., num_actions]``."""
-
-    logits: jax.Array
-
-    def noise(self, key: jax.Array) -> jax.Array:
-        """The Gumbel noise ``float32[..., num_actions]`` a sample draws from ``key``
-        (only the shape and dtype of ``logits`` are read, so a
-        ``jax.eval_shape`` of the distribution draws it too)."""
-        return jax.random.gumbel(key, self.logits.shape, self.logits.dtype)
-
-    def sample_with(self, noise: jax.Array) -> jax.Array:
-        """``int32[...]``: the Gumbel-max sample for :meth:`noise`'s draw,
-        ``argmax(noise + logits)``, as ``jax.random.categorical`` computes it."""
-        return jnp.argmax(noise + self.logits, axis=-1).astype(jnp.int32)
-
-    def sample(self, key: jax.Array) -> jax.Array:
-        """``int32[...]``; the same bits as ``jax.random.categorical(key, logits)``."""
-        return self.sample_with(self.noise(key))
-
-    def mode(self) -> jax.Array:
-        """Greedy action, ``int32[...]``."""
-        return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
-
-    def log_prob(self, action: jax.Array) -> jax.Array:
-        """``float32[...]`` for ``action: int32[...]``.
-
-        The action's entry is picked with a one-hot select and a sum (the entry
-        plus zeros: exactly the entry), not a gather, whose gradient is a
-        scatter-add: an accelerator runs a scatter's updates one after another,
-        a select and sum in one fused kernel."""
-        logp = jax.nn.log_softmax(self.logits)
-        picked = action[..., None].astype(jnp.int32) == jnp.arange(logp.shape[-1], dtype=jnp.int32)
-        return jnp.sum(jnp.where(picked, logp, 0.0), axis=-1)
-
-    def entropy(self, key: jax.Array | None = None) -> jax.Array:
-        """``float32[...]``: ``-sum p log p`` (``key`` unused: exact)."""
-        logp = jax.nn.log_softmax(self.logits)
-        return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
-
-
-@struct.dataclass
-class MultiCategorical:
-    """Factorised categorical over action vectors ``int32[..., k]``: independent
-    :class:`Categorical` components, component ``i`` over ``nvec[i]`` values.
-
-    ``logits: float32[..., sum(nvec)]`` holds the components' logits one after
-    the other (component ``i``'s are ``logits[..., o_i:o_i + nvec[i]]`` with
-    ``o_i = sum(nvec[:i])``); every method is the components' :class:`Categorical`
-    ones, stacked on a last axis (actions) or summed over it (log-probabilities
-    and entropies, the components being independent). ``nvec`` is static.
-    """
-
-    logits: jax.Array
-    nvec: tuple[int, ...] = struct.field(pytree_node=False)
-
-    def components(self, values: jax.Array | None = None) -> list[jax.Array]:
-        """``values`` (default :attr:`logits`), ``[..., sum(nvec)]``, split into the
-        components' ``[..., nvec[i]]`` parts."""
-        values = self.logits if values is None else values
-        return jnp.split(values, list(itertools.accumulate(self.nvec))[:-1], axis=-1)
-
-    def categoricals(self) -> list[Categorical]:
-        """The components as :class:`Categorical` distributions, batch shape ``[...]``."""
-        return [Categorical(logits) for logits in self.components()]
-
-    def noise(self, key: jax.Array) -> jax.Array:
-        """The Gumbel noise ``float32[..., sum(nvec)]`` a sample draws from ``key``
-        (only the shape and dtype of ``logits`` are read)."""
-        return jax.random.gumbel(key, self.logits.shape, self.logits.dtype)
-
-    def sample_with(self, noise: jax.Array) -> jax.Array:
-        """``int32[..., k]``: each component's Gumbel-max sample for its part of
-        :meth:`noise`'s draw."""
-        return jnp.stack([c.sample_with(n) for c, n in
-                          zip(self.categoricals(), self.components(noise), strict=True)], -1)
-
-    def sample(self, key: jax.Array) -> jax.Array:
-        """``int32[..., k]``, :meth:`sample_with` of :meth:`noise`."""
-        return self.sample_with(self.noise(key))
-
-    def mode(self) -> jax.Array:
-        """Greedy action, ``int32[..., k]``: each component's argmax."""
-        return jnp.stack([c.mode() for c in self.categoricals()], -1)
-
-    def log_prob(self, action: jax.Array) -> jax.Array:
-        """``float32[...]`` for ``action: int32[..., k]``: the components' log-probabilities summed."""
-        return sum(c.log_prob(action[..., i]) for i, c in enumerate(self.categoricals()))
-
-    def entropy(self, key: jax.Array | None = None) -> jax.Array:
-        """``float32[...]``: the components' entropies summed (``key`` unused: exact)."""
-        return sum(c.entropy() for c in self.categoricals())
-
-
-def categorical(logits: jax.Array, nvec: Sequence[int] = ()) -> Categorical | MultiCategorical:
-    """The categorical policy of a discrete env over ``logits``, ``float32[...,
-    num_actions]``: a :class:`Categorical` (``nvec=()``, one action ``int32[...]``)
-    or, for a multi-discrete env (``nvec``: its ``action_nvec``, ``sum(nvec) ==
-    num_actions``), a :class:`MultiCategorical` (actions ``int32[..., len(nvec)]``).
-
-    Raises:
-      ValueError: ``logits``' last axis is not ``sum(nvec)`` wide (naming both).
-    """
-    if not nvec:
-        return Categorical(logits)
-    if logits.shape[-1] != sum(nvec):
-        raise ValueError(f"logits of shape {tuple(logits.shape)}: a MultiCategorical of "
-                         f"nvec={tuple(nvec)} needs a last axis of sum(nvec)={sum(nvec)}")
-    return MultiCategorical(logits, tuple(int(n) for n in nvec))
-
-
-@struct.dataclass
-class DiagGaussian:
-    """Diagonal Gaussian: ``mean: float32[..., d]``, ``log_std: float32[d]`` (broadcast)."""
-
-    mean: jax.Array
-    log_std: jax.Array
-
-    def noise(self, key: jax.Array) -> jax.Array:
-        """The standard normal noise ``float32[..., d]`` a sample draws from ``key``
-        (only the shape and dtype of ``mean`` are read)."""
-        return jax.random.normal(key, self.mean.shape, self.mean.dtype)
-
-    def sample_with(self, noise: jax.Array) -> jax.Array:
-        """``float32[..., d]``: ``mean + exp(log_std) * noise`` (unbounded: clip for
-        the environment, not here)."""
-        return self.mean + jnp.exp(self.log_std) * noise
-
-    def sample(self, key: jax.Array) -> jax.Array:
-        """``float32[..., d]``, :meth:`sample_with` of :meth:`noise`."""
-        return self.sample_with(self.noise(key))
-
-    def mode(self) -> jax.Array:
-        return self.mean
-
-    def log_prob(self, action: jax.Array) -> jax.Array:
-        """``float32[...]``: sum over the ``d`` action dimensions."""
-        z = (action - self.mean) * jnp.exp(-self.log_std)
-        return jnp.sum(-0.5 * z * z - self.log_std - 0.5 * LOG_2PI, axis=-1)
-
-    def entropy(self, key: jax.Array | None = None) -> jax.Array:
-        """``float32[...]``: ``sum_d (log_std + (1 + log 2 pi) / 2)`` (``key`` unused: exact)."""
-        ent = jnp.sum(self.log_std + 0.5 * (1.0 + LOG_2PI))
-        return jnp.broadcast_to(ent, self.mean.shape[:-1])
-
-
-@struct.dataclass
-class TanhNormal:
-    """Brax's ``NormalTanhDistribution`` (``brax/training/distribution.py``): a
-    normal over pre-tanh actions, ``loc, scale: float32[..., d]``; the
-    environment gets ``tanh`` of a sample (:meth:`squash`).
-
-    As Brax's PPO, samples and log-probabilities are of the pre-tanh action
-    (a rollout stores it), with the tanh's Jacobian in :meth:`log_prob`, and
-    the entropy is the normal's plus the log-Jacobian at one sample (Brax's
-    ``ParametricDistribution.entropy``).
-    """
-
-    loc: jax.Array
-    scale: jax.Array
-
-    def noise(self, key: jax.Array) -> jax.Array:
-        """Standard normal noise ``float32[..., d]`` (only ``loc``'s shape is read)."""
-        return jax.random.normal(key, self.loc.shape, self.loc.dtype)
-
-    def sample_with(self, noise: jax.Array) -> jax.Array:
-        """The pre-tanh action ``loc + scale * noise``, ``float32[..., d]``."""
-        return self.loc + self.scale * noise
-
-    def sample(self, key: jax.Array) -> jax.Array:
-        return self.sample_with(self.noise(key))
-
-    def mode(self) -> jax.Array:
-        """The pre-tanh mode, ``loc`` (the action is its tanh)."""
-        return self.loc
-
-    @staticmethod
-    def squash(raw: jax.Array) -> jax.Array:
-        """The action in ``[-1, 1]``: ``tanh(raw)``."""
-        return jnp.tanh(raw)
-
-    @staticmethod
-    def _log_det_jacobian(raw: jax.Array) -> jax.Array:
-        """``log(1 - tanh(x)^2)``, stably: ``2 (log 2 - x - softplus(-2x))``."""
-        return 2.0 * (math.log(2.0) - raw - jax.nn.softplus(-2.0 * raw))
-
-    def log_prob(self, raw: jax.Array) -> jax.Array:
-        """``float32[...]``: the squashed action's log-density at pre-tanh ``raw``
-        (the normal's, minus the log-Jacobian, summed over ``d``)."""
-        z = (raw - self.loc) / self.scale
-        normal = -0.5 * z * z - jnp.log(self.scale) - 0.5 * LOG_2PI
-        return jnp.sum(normal - self._log_det_jacobian(raw), axis=-1)
-
-    def entropy(self, key: jax.Array | None = None) -> jax.Array:
-        """``float32[...]``: the normal's entropy plus the log-Jacobian at a
-        sample drawn with ``key`` (at ``loc`` without one)."""
-        normal = 0.5 + 0.5 * LOG_2PI + jnp.log(self.scale)
-        at = self.loc if key is None else self.sample(key)
-        return jnp.sum(normal + self._log_det_jacobian(at), axis=-1)
-
-
-Distribution = Categorical | MultiCategorical | DiagGaussian | TanhNormal
-"""An action distribution of the on-policy networks."""
+__getattr__ = moved_names(__name__)
+"""Names that moved to :mod:`jaxtrainer.algorithms.distributions`: found here, with a
+DeprecationWarning, until 0.3.0 (``jaxtrainer.deprecation.MOVED_NAMES``)."""
 
 POLICIES = ("gaussian", "brax")
 """Continuous-action policies of :class:`ActorCritic` (``distribution``; the
@@ -333,8 +127,8 @@ class ActorCritic(nn.Module):
     ``__call__(obs) -> (dist, value)`` where ``obs`` has shape
     ``[..., *observation_shape]`` (cast to float32, then flattened to
     ``[..., observation_size]`` or given to the torsos as it is), ``dist`` is a
-    :class:`Categorical`, :class:`MultiCategorical` (with ``action_nvec``) or
-    :class:`DiagGaussian` with batch shape ``[...]`` and ``value: float32[...]``. :meth:`policy` runs the actor only, :meth:`value`
+    :class:`~jaxtrainer.algorithms.distributions.Categorical`, :class:`~jaxtrainer.algorithms.distributions.MultiCategorical` (with ``action_nvec``) or
+    :class:`~jaxtrainer.algorithms.distributions.DiagGaussian` with batch shape ``[...]`` and ``value: float32[...]``. :meth:`policy` runs the actor only, :meth:`value`
     the critic only.
 
     Attributes:
@@ -342,8 +136,8 @@ class ActorCritic(nn.Module):
         (multi-discrete: ``sum(action_nvec)``, the logits of all components).
       discrete: categorical (True) or diagonal Gaussian (False) policy.
       action_nvec: with ``discrete``, a multi-discrete env's ``action_nvec``: the
-        policy is a :class:`MultiCategorical` over actions ``int32[...,
-        len(action_nvec)]``; ``()`` (default): one :class:`Categorical`.
+        policy is a :class:`~jaxtrainer.algorithms.distributions.MultiCategorical` over actions ``int32[...,
+        len(action_nvec)]``; ``()`` (default): one :class:`~jaxtrainer.algorithms.distributions.Categorical`.
       obs_ndim: number of trailing observation axes to flatten.
       hidden_sizes: widths of the actor's hidden layers (and the critic's when
         ``critic_hidden_sizes`` is ``None``).
@@ -356,9 +150,9 @@ class ActorCritic(nn.Module):
         observation (its shape kept) and the hidden layers; ``None``: the
         observation flattened, no torso parameters.
       distribution: for continuous actions, ``"gaussian"`` (default: a
-        :class:`DiagGaussian` with a state-independent ``log_std``, PPO
+        :class:`~jaxtrainer.algorithms.distributions.DiagGaussian` with a state-independent ``log_std``, PPO
         paper's and PureJaxRL's, orthogonal initialisation) or ``"brax"``
-        (Brax's ``make_ppo_networks``: a :class:`TanhNormal` whose scale the
+        (Brax's ``make_ppo_networks``: a :class:`~jaxtrainer.algorithms.distributions.TanhNormal` whose scale the
         actor outputs, ``softplus(x) + 0.001``, and every layer
         ``lecun_uniform`` with zero bias).
       critic_ndim: number of trailing axes of the critic's input to flatten
@@ -407,7 +201,7 @@ class ActorCritic(nn.Module):
 
     @property
     def tanh_normal(self) -> bool:
-        """Whether the policy is Brax's :class:`TanhNormal` (continuous actions,
+        """Whether the policy is Brax's :class:`~jaxtrainer.algorithms.distributions.TanhNormal` (continuous actions,
         ``distribution="brax"``).
 
         Raises:

@@ -35,10 +35,8 @@ normalise every sampled batch's ``obs`` and ``next_obs`` with the statistics
 after collection (:func:`~jaxtrainer.algorithms.normalization.learning_batch`)
 and multiply its rewards by ``reward_scaling``, for learning only: the logged
 episode returns stay raw. The statistics are replicated state (checkpointed),
-and evaluation and :meth:`~OffPolicyModule.policy_params` use them.
-
-The networks are in :mod:`jaxtrainer.algorithms.networks`.
-"""
+and evaluation and :meth:`~OffPolicyModule.policy_params` use them. The networks
+are in :mod:`jaxtrainer.algorithms.networks`."""
 
 from __future__ import annotations
 
@@ -59,11 +57,14 @@ from jaxtrainer.algorithms.networks import TwinCritic
 from jaxtrainer.algorithms.normalization import learning_batch, normalize_obs, normalizing_policy
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.torsos import torso_factory
+from jaxtrainer.deprecation import moved_names
 from jaxtrainer.distributed import fold_in_device, local_size
 from jaxtrainer.envs.base import refuse_multi_discrete
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
+
+__getattr__ = moved_names(__name__)  # names that moved out: jaxtrainer.deprecation.MOVED_NAMES
 
 
 def hyperparam(config: Any, hyperparams: Mapping[str, jax.Array] | None, name: str) -> Any:

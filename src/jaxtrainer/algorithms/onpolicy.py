@@ -1,16 +1,15 @@
-"""What PPO and A2C share, most of it with IMPALA: the configs' fields and
-checks (:class:`OnPolicyConfig`; :class:`GAEConfig` for A2C and PPO,
-:class:`MinibatchConfig` for PPO and IMPALA), the rollout, GAE (not IMPALA's),
-the state, the learning-rate schedule, evaluation and device handling.
+"""The on-policy base of PPO, A2C and IMPALA (and PQN's state and schedule): the
+shared config fields and checks (:class:`OnPolicyConfig`, :func:`check_gae_fields`,
+:func:`check_minibatch_fields`), the state, and :class:`OnPolicyModule`, which
+binds the network and env to the pure pieces and runs one update
+(:meth:`OnPolicyModule.training_step`), as PureJaxRL's ``purejaxrl/ppo.py``
+(``luchris429/purejaxrl``):
 
-An on-policy update (:meth:`OnPolicyModule.training_step`), as in PureJaxRL's
-``purejaxrl/ppo.py`` (``luchris429/purejaxrl``):
-
-1. a ``num_steps`` rollout of this device's ``num_envs / num_devices`` envs in one
-   ``lax.scan``, actions sampled from the current policy (:meth:`~OnPolicyModule.rollout`);
-2. generalized advantage estimates and value targets in a reverse ``lax.scan``
-   (:func:`compute_gae`; Schulman et al. 2016, arXiv:1506.02438). Truncation is
-   not termination: a transition cut by the time limit bootstraps from
+1. a ``num_steps`` rollout of this device's ``num_envs / num_devices`` envs
+   (:meth:`~OnPolicyModule.collect`: :func:`~jaxtrainer.algorithms.rollout.unroll`);
+2. advantages and value targets (:meth:`~OnPolicyModule.advantages_and_targets`:
+   :func:`~jaxtrainer.algorithms.advantages.compute_gae`). Truncation is not
+   termination: a transition cut by the time limit bootstraps from
    ``V(final_obs)``, the value of the observation the episode reached;
 3. the algorithm's :meth:`~OnPolicyModule.update` on the flattened rollout:
    PPO's epochs of clipped-surrogate minibatch steps, A2C's one full-batch step.
@@ -25,8 +24,6 @@ training may change live in the state as traced values (``hyperparams``).
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -36,32 +33,31 @@ from flax import struct
 
 from jaxtrainer import arguments, envs
 from jaxtrainer.algorithms import normalization
-from jaxtrainer.algorithms.acting import ParamsPolicy
-from jaxtrainer.algorithms.cores import Carry, initial_carry
-from jaxtrainer.algorithms.hyperparams import annealed, config_record
-from jaxtrainer.algorithms.networks import (
-    POLICIES,
-    ActorCritic,
-    Distribution,
-    RecurrentActorCritic,
-    TanhNormal,
-    activation,
+from jaxtrainer.algorithms.actor_critic import ActorCriticBase
+from jaxtrainer.algorithms.advantages import compute_gae
+from jaxtrainer.algorithms.cores import Carry
+from jaxtrainer.algorithms.distributions import Distribution
+from jaxtrainer.algorithms.networks import POLICIES, ActorCritic, activation
+from jaxtrainer.algorithms.rollout import (
+    Rollout,
+    bootstrap_truncations,
+    chunked_values,
+    unroll,
+    unroll_recurrent,
 )
-from jaxtrainer.algorithms.permutation import permutation
-from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
-from jaxtrainer.distributed import axis_size, fold_in_device, local_size, pmean
-from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
-from jaxtrainer.metrics import Last, Mean
+from jaxtrainer.algorithms.torsos import NetworkConfig, network_config
+from jaxtrainer.deprecation import moved_names
+from jaxtrainer.distributed import fold_in_device, local_size
+from jaxtrainer.envs.evaluation import episode_metrics
+from jaxtrainer.metrics import Last
 from jaxtrainer.module import Module
+
+__getattr__ = moved_names(__name__)
+"""Names that moved to the pieces' modules: found here, with a DeprecationWarning, until
+0.3.0 (``jaxtrainer.deprecation.MOVED_NAMES``)."""
 
 CRITIC_INPUTS = ("observation", "global_state")
 """What the critic of A2C and PPO reads (their configs' ``critic_input``)."""
-
-CRITIC_ROWS = 32768
-"""The most observations one critic pass over a rollout values at once
-(:meth:`OnPolicyModule.critic_values`): a larger rollout is valued in chunks of
-whole steps, so the critic's activations take a chunk's memory, not the
-rollout's (at 4096 envs x 80 steps and 256 units, 320 MiB a layer)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,9 +65,9 @@ class OnPolicyConfig:
     """The fields every on-policy config has (A2C's, PPO's, IMPALA's), with
     PureJaxRL's CartPole PPO defaults (``purejaxrl/ppo.py``), and their checks.
     Sizes are global (over all devices). The algorithms' configs add their own
-    fields (through :class:`GAEConfig` and :class:`MinibatchConfig` where they
-    share them) and change defaults; subclasses check their own fields after
-    ``super().__post_init__()``.
+    fields (checked with :func:`check_gae_fields` and :func:`check_minibatch_fields`
+    where they share them) and change defaults; subclasses check their own
+    fields after ``super().__post_init__()``.
 
     Attributes:
       env: environment name for :func:`jaxtrainer.envs.make`.
@@ -158,93 +154,46 @@ class OnPolicyConfig:
         object.__setattr__(self, "network", network_config(self.network, type(self).__name__))
 
 
-@dataclasses.dataclass(frozen=True)
-class GAEConfig(OnPolicyConfig):
-    """:class:`OnPolicyConfig` with the fields of the generalized advantage
-    estimates of :meth:`OnPolicyModule.advantages_and_targets` (A2C's and PPO's;
-    Schulman et al. 2016, arXiv:1506.02438).
+def check_gae_fields(config: Any) -> None:
+    """Check the GAE fields of A2C's and PPO's configs (``unroll_length``,
+    ``gae_lambda``, ``bootstrap_truncation``, ``critic_input``; documented on
+    :class:`~jaxtrainer.algorithms.PPOConfig`), after :meth:`OnPolicyConfig.__post_init__`.
 
-    Attributes:
-      unroll_length: GAE runs over segments of this many steps, each bootstrapped
-        from the value where it ends, as Brax's PPO computes it per unroll;
-        ``None`` (default): over the whole rollout (PureJaxRL's). ``num_steps``
-        must be a multiple of it.
-      gae_lambda: GAE's lambda. With 1.0 the advantages are ``n``-step returns.
-      bootstrap_truncation: a transition cut by the time limit bootstraps from
-        ``V(final_obs)`` (the critic values the final observations of the
-        rollout's last step and of its truncated steps). ``False``: PureJaxRL's terminal-only
-        bootstrapping, every episode end (time limit included) is terminal and
-        only the observations after the rollout are valued; faster, biased on
-        time-limited tasks.
-      critic_input: what the critic reads. ``"observation"`` (default): each
-        env's own observation, as the actor. ``"global_state"``: a centralised
-        critic (MAPPO: Yu et al. 2022, "The Surprising Effectiveness of PPO in
-        Cooperative Multi-Agent Games", arXiv:2103.01955) on each env's critic
-        input from the env (a multi-agent env seen through
-        :class:`~jaxtrainer.envs.AgentsAsEnvs`: its game's global state and its
-        agent's one-hot id), while the actor reads the agent's own
-        observation. Needs a feedforward network on flat inputs (``network``'s
-        default ``mlp`` torso, no core) and ``normalize_observations=False``.
+    Raises:
+      ValueError: a bad field (named), ``num_steps`` not a multiple of
+        ``unroll_length``, ``critic_input`` not in :data:`CRITIC_INPUTS` (listing
+        them), or ``critic_input="global_state"`` with a recurrent core, a torso
+        other than ``mlp`` or ``normalize_observations``.
     """
-
-    unroll_length: int | None = None
-    gae_lambda: float = 0.95
-    bootstrap_truncation: bool = True
-    critic_input: str = "observation"
-
-    def __post_init__(self) -> None:
-        """:meth:`OnPolicyConfig.__post_init__`, then the fields above.
-
-        Raises:
-          ValueError: as there, ``num_steps`` not a multiple of ``unroll_length``,
-            ``critic_input`` not in :data:`CRITIC_INPUTS` (listing them), or
-            ``critic_input="global_state"`` with a recurrent core, a torso other
-            than ``mlp`` or ``normalize_observations`` (the message names the field).
-        """
-        super().__post_init__()
-        arguments.check_fields(self, arguments.positive_int, ("unroll_length",))
-        if self.unroll_length is not None and self.num_steps % self.unroll_length:
-            raise ValueError(
-                f"{type(self).__name__}: num_steps={self.num_steps} is not a multiple of "
-                f"unroll_length={self.unroll_length}")
-        arguments.check_fields(self, arguments.number, ("gae_lambda",), low=0, high=1)
-        arguments.check_fields(self, arguments.flag, ("bootstrap_truncation",))
-        arguments.check_fields(self, arguments.one_of, ("critic_input",), choices=CRITIC_INPUTS)
-        if self.critic_input == "global_state":
-            name = f"{type(self).__name__}: critic_input='global_state'"
-            if self.network.core is not None:
-                raise ValueError(f"{name} needs a feedforward network; got network.core="
-                                 f"{self.network.core!r} (use network.core=null)")
-            if self.network.torso != "mlp":
-                raise ValueError(f"{name} reads flat inputs; got network.torso="
-                                 f"{self.network.torso!r} (use network.torso='mlp')")
-            if self.normalize_observations:
-                raise ValueError(f"{name} does not normalise its inputs; got "
-                                 "normalize_observations=True (use False)")
+    arguments.check_fields(config, arguments.positive_int, ("unroll_length",))
+    if config.unroll_length is not None and config.num_steps % config.unroll_length:
+        raise ValueError(
+            f"{type(config).__name__}: num_steps={config.num_steps} is not a multiple of "
+            f"unroll_length={config.unroll_length}")
+    arguments.check_fields(config, arguments.number, ("gae_lambda",), low=0, high=1)
+    arguments.check_fields(config, arguments.flag, ("bootstrap_truncation",))
+    arguments.check_fields(config, arguments.one_of, ("critic_input",), choices=CRITIC_INPUTS)
+    if config.critic_input == "global_state":
+        name = f"{type(config).__name__}: critic_input='global_state'"
+        if config.network.core is not None:
+            raise ValueError(f"{name} needs a feedforward network; got network.core="
+                             f"{config.network.core!r} (use network.core=null)")
+        if config.network.torso != "mlp":
+            raise ValueError(f"{name} reads flat inputs; got network.torso="
+                             f"{config.network.torso!r} (use network.torso='mlp')")
+        if config.normalize_observations:
+            raise ValueError(f"{name} does not normalise its inputs; got "
+                             "normalize_observations=True (use False)")
 
 
-@dataclasses.dataclass(frozen=True)
-class MinibatchConfig(OnPolicyConfig):
-    """:class:`OnPolicyConfig` with epochs of minibatch steps over each rollout
-    (PPO's and IMPALA's; how a minibatch is cut is the algorithm's).
+def check_minibatch_fields(config: Any) -> None:
+    """Check ``update_epochs`` and ``num_minibatches`` (PPO's and IMPALA's configs).
 
-    Attributes:
-      update_epochs: passes over each rollout.
-      num_minibatches: minibatches per epoch.
+    Raises:
+      ValueError: a count that is not a positive int (named).
     """
-
-    update_epochs: int = 4
-    num_minibatches: int = 4
-
-    def __post_init__(self) -> None:
-        """:meth:`OnPolicyConfig.__post_init__`, then the fields above (positive ints).
-
-        Raises:
-          ValueError: as there, or a count that is not a positive int.
-        """
-        super().__post_init__()
-        arguments.check_fields(self, arguments.positive_int,
-                               ("update_epochs", "num_minibatches"), allow_none=False)
+    arguments.check_fields(config, arguments.positive_int,
+                           ("update_epochs", "num_minibatches"), allow_none=False)
 
 
 @struct.dataclass
@@ -287,247 +236,14 @@ class OnPolicyState:
     start: jax.Array | None = None
 
 
-@struct.dataclass
-class Rollout:
-    """One rollout, every leaf ``[num_steps, num_envs_per_device, ...]``.
-
-    ``obs``: observations acted on (raw, before any normalisation); ``action``: sampled (unclipped) actions;
-    ``log_prob``, ``value``: ``float32``, under the rollout's parameters;
-    ``info``: the env's :class:`jaxtrainer.envs.StepInfo`. With a recurrent
-    core: ``start``, ``bool``, the observation began an episode (the carry was
-    reset before it); ``carry``, the carry after each step (what the next
-    observation, or ``info.final_obs``, is seen with). ``None`` without.
-    With ``critic_input="global_state"``: ``critic_obs``,
-    ``float32[..., critic_input_size]``, what the critic valued at each step
-    (the env's ``critic_inputs``); ``None`` otherwise.
+class OnPolicyModule(ActorCriticBase, Module):
+    """The training step of :class:`~jaxtrainer.algorithms.PPO`,
+    :class:`~jaxtrainer.algorithms.A2C` and (its rollout and advantages)
+    :class:`~jaxtrainer.algorithms.IMPALA`; the network, optimizer, schedule,
+    acting and evaluation are :class:`~jaxtrainer.algorithms.actor_critic.ActorCriticBase`'s.
+    Subclasses set ``config_class`` and ``TUNABLE`` and implement
+    ``base_optimizer`` and :meth:`update`.
     """
-
-    obs: jax.Array
-    action: jax.Array
-    log_prob: jax.Array
-    value: jax.Array
-    info: envs.StepInfo
-    start: jax.Array | None = None
-    carry: Any = None
-    critic_obs: jax.Array | None = None
-
-
-def compute_gae(
-    rewards: jax.Array,
-    values: jax.Array,
-    next_values: jax.Array,
-    terminated: jax.Array,
-    done: jax.Array,
-    gamma: float,
-    gae_lambda: float,
-    unroll_length: int | None = None,
-) -> tuple[jax.Array, jax.Array]:
-    """Generalized advantage estimates and value targets (arXiv:1506.02438, eq. 16).
-
-    All inputs are ``[T, ...]`` with time first::
-
-        delta_t = r_t + gamma * (1 - terminated_t) * next_value_t - value_t
-        A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},   A_T = 0
-
-    ``next_value_t`` is the value of the observation step ``t`` reached, before
-    any auto-reset, i.e. ``V(final_obs_t)``: the next step's value inside an
-    episode, the bootstrap value on truncation (terminated=False, done=True) and
-    ignored on termination. The bootstrap of the rollout's last step is thus
-    ``next_value_{T-1}``.
-
-    Args:
-      rewards, values, next_values: ``float32[T, ...]``.
-      terminated: ``bool[T, ...]``, a terminal state was reached (no bootstrap).
-      done: ``bool[T, ...]``, the episode ended (terminated or truncated): the
-        advantage recursion stops.
-      gamma: discount. gae_lambda: GAE's lambda.
-      unroll_length: cut the recursion after every ``unroll_length`` steps, so
-        each segment's last step bootstraps from ``next_value`` alone: GAE per
-        unroll, as Brax's PPO computes it on its ``unroll_length`` trajectories
-        (``brax/training/agents/ppo/losses.py``, ``compute_gae``). ``None``: one
-        recursion over all ``T`` steps.
-
-    Returns:
-      ``(advantages, targets)``, both ``float32[T, ...]``; ``targets = advantages + values``.
-    """
-    not_terminated = 1.0 - terminated.astype(jnp.float32)
-    not_done = 1.0 - done.astype(jnp.float32)
-    if unroll_length is not None:
-        segment_end = (jnp.arange(not_done.shape[0]) + 1) % unroll_length == 0
-        not_done = not_done * (1.0 - segment_end.astype(jnp.float32)).reshape(
-            (-1,) + (1,) * (not_done.ndim - 1))
-    deltas = rewards + gamma * next_values * not_terminated - values
-
-    def backward(gae, step):
-        delta, cont = step
-        gae = delta + gamma * gae_lambda * cont * gae
-        return gae, gae
-
-    _, advantages = jax.lax.scan(backward, jnp.zeros_like(deltas[0]), (deltas, not_done),
-                                 reverse=True, unroll=16)
-    return advantages, advantages + values
-
-
-def normalize_advantages(advantages: jax.Array, eps: float = 1e-8,
-                         moments: jax.Array | None = None) -> jax.Array:
-    """``(A - mean) / (std + eps)`` with the mean and (population) standard deviation
-    of the GLOBAL minibatch. ``advantages``: ``float32[...]``, this device's share;
-    ``moments``: ``float32[2]``, its global (mean, variance) when already reduced
-    (:func:`minibatch_advantage_moments`).
-
-    On one device (no device axis bound, or one of size 1): the two-pass ``mean``,
-    ``mean((A - mean)^2)``. Over devices, one all-reduce (see :func:`global_moments`).
-    """
-    if moments is None:
-        if axis_size() == 1:
-            mean = jnp.mean(advantages)
-            var = jnp.mean(jnp.square(advantages - mean))
-            return (advantages - mean) / (jnp.sqrt(var) + eps)
-        moments = global_moments(advantages.reshape(1, -1))[0]
-    return (advantages - moments[0]) / (jnp.sqrt(moments[1]) + eps)
-
-
-def global_moments(shares: jax.Array) -> jax.Array:
-    """``float32[k, 2]``: the global (mean, population variance) of each row of
-    ``shares`` (``float32[k, m]``, this device's equal-sized share of ``k`` batches),
-    with one all-reduce for all rows: a collective's latency, which dominates
-    between processes, is paid once. With each share's mean ``m_i`` and squared
-    deviation ``v_i``, the global variance is ``mean_i(v_i) + mean_i(m_i^2) - m^2``,
-    ``m = mean_i(m_i)`` (Chan, Golub & LeVeque's pairwise update, 1979)."""
-    local_mean = jnp.mean(shares, axis=1)
-    local_var = jnp.mean(jnp.square(shares - local_mean[:, None]), axis=1)
-    mean, within, mean_sq = pmean(jnp.stack([local_mean, local_var, jnp.square(local_mean)]))
-    return jnp.stack([mean, jnp.maximum(within + (mean_sq - jnp.square(mean)), 0.0)], axis=1)
-
-
-def minibatch_advantage_moments(advantages: jax.Array, epoch_key: jax.Array,
-                                num_minibatches: int) -> jax.Array | None:
-    """``float32[num_minibatches, 2]``: the global advantage (mean, variance) of each
-    minibatch of the epoch :func:`minibatch_epochs` cuts with ``epoch_key``, in one
-    all-reduce for the epoch instead of one per minibatch; ``None`` on one device
-    (each minibatch computes its own, as without a device axis). ``advantages``:
-    ``float32[n, ...]``, this device's share, shuffled along its first axis."""
-    if axis_size() == 1:
-        return None
-    perm = permutation(epoch_key, advantages.shape[0])
-    shares = jnp.take(advantages, perm, axis=0).reshape(num_minibatches, -1)
-    return global_moments(shares)
-
-
-def minibatch_epochs(step: Callable[[Any, dict[str, jax.Array]], tuple[Any, dict]],
-                     carry: Any, batch: dict[str, jax.Array], key: jax.Array, epochs: int,
-                     num_minibatches: int,
-                     extra: Callable[[jax.Array], dict[str, jax.Array]] | None = None,
-                     ) -> tuple[Any, dict[str, jax.Array]]:
-    """``epochs`` passes over ``batch`` (leaves ``[n, ...]``, this device's
-    share), each shuffled with its own key and cut into ``num_minibatches``
-    minibatches, ``carry, aux = step(carry, minibatch)`` on each in a
-    ``lax.scan`` (PPO's and PQN's updates, as CleanRL's and PureJaxRL's).
-    ``extra(epoch_key)``: leaves ``[num_minibatches, ...]`` added to the
-    minibatches (PPO's Brax entropy keys). Returns the carry and ``aux`` stacked
-    as ``[epochs, num_minibatches, ...]``."""
-    size = jax.tree.leaves(batch)[0].shape[0]
-
-    def epoch(carry, epoch_key):
-        perm = permutation(epoch_key, size)
-        shuffled = jax.tree.map(
-            lambda x: jnp.take(x, perm, axis=0).reshape((num_minibatches, -1) + x.shape[1:]),
-            batch)
-        if extra is not None:
-            shuffled = {**shuffled, **extra(epoch_key)}
-        return jax.lax.scan(step, carry, shuffled)
-
-    return jax.lax.scan(epoch, carry, jax.random.split(key, epochs))
-
-
-class OnPolicyModule(ParamsPolicy, Module):
-    """Base of :class:`~jaxtrainer.algorithms.PPO` and :class:`~jaxtrainer.algorithms.A2C`.
-
-    Subclasses set :attr:`config_class` (a frozen dataclass with ``env``,
-    ``num_envs``, ``num_steps``, ``total_updates``, ``lr``, ``anneal_lr``,
-    ``max_grad_norm``, ``activation``, ``hidden_sizes``, ``eval_episodes`` and the
-    :attr:`TUNABLE` names) and :attr:`TUNABLE`, and implement
-    :meth:`base_optimizer` and :meth:`update`. Actor and critic are separate
-    :class:`~jaxtrainer.algorithms.networks.ActorCritic` MLPs (with a recurrent
-    ``network.core``, a :class:`~jaxtrainer.algorithms.networks.RecurrentActorCritic`
-    sharing torso and core); the policy is categorical (discrete actions), a
-    factorised categorical (multi-discrete actions, ``int32[n, len(action_nvec)]``:
-    :class:`~jaxtrainer.algorithms.networks.MultiCategorical`) or a
-    diagonal Gaussian (continuous; sampled actions are clipped to the env's
-    bounds only when passed to the env, the unclipped action is what the
-    log-probabilities refer to), or with ``policy="brax"`` Brax's tanh-squashed
-    Gaussian (:class:`~jaxtrainer.algorithms.networks.TanhNormal`).
-
-    Args:
-      config: hyperparameters; ``config_class()`` defaults when ``None``.
-      env: use this :class:`~jaxtrainer.envs.Env` instead of ``make(config.env)``;
-        a string is taken as ``config.env`` (an environment name).
-      **overrides: replace fields of ``config``, e.g. ``PPO(num_envs=8)``.
-    """
-
-    config_class: type = type(None)
-    TUNABLE: tuple[str, ...] = ()
-    """Hyperparameters kept in :attr:`OnPolicyState.hyperparams` (traced, tunable by PBT)."""
-
-    def __init__(self, config: Any = None, *, env: envs.Env | str | None = None,
-                 **overrides: Any) -> None:
-        config = config or self.config_class()
-        if isinstance(env, str):  # PPO(env="CartPole-v1"): a name, as in the config's env
-            overrides["env"], env = env, None
-        if overrides:
-            config = dataclasses.replace(config, **overrides)
-        self.config = config
-        self.env = env if env is not None else envs.make(config.env)
-        self.env_steps_per_step = config.num_envs * config.num_steps
-        network = config.network
-        self.recurrent = network.core is not None
-        self.global_critic = getattr(config, "critic_input", "observation") == "global_state"
-        if self.global_critic and not hasattr(self.env, "critic_inputs"):
-            raise ValueError(
-                f"{type(self).__name__}: critic_input='global_state' needs an env with a "
-                f"global state (a multi-agent env through AgentsAsEnvs, e.g. "
-                f"make('jaxmarl/MPE_simple_spread_v3')); {self.env.name!r} "
-                f"({type(self.env).__name__}) has none: use critic_input='observation'")
-        self.network = self.make_network()
-        # learning_rate and max_grad_norm live in the optimizer state as traced
-        # values (optax.inject_hyperparams), set from ``state.hyperparams`` before
-        # every update. ``optax.flatten``: the optimizer runs on one vector of all
-        # parameters, the same elementwise math in a few fused ops instead of a
-        # few per parameter array (on CPU, 3-8% of a CartPole PPO update).
-        def flat_optimizer(learning_rate: Any, max_grad_norm: Any) -> optax.GradientTransformation:
-            return optax.flatten(self.base_optimizer(learning_rate, max_grad_norm))
-
-        self.optimizer = optax.inject_hyperparams(flat_optimizer)(
-            learning_rate=config.lr, max_grad_norm=config.max_grad_norm)
-
-    def make_network(self) -> Any:
-        """The flax module :meth:`init_state` initialises: an
-        :class:`~jaxtrainer.algorithms.networks.ActorCritic` (with ``network.core``
-        a :class:`~jaxtrainer.algorithms.networks.RecurrentActorCritic`) laid out
-        from the config and the env."""
-        config, network = self.config, self.config.network
-        layout = dict(
-            action_dim=self.env.num_actions if self.env.discrete else self.env.action_size,
-            discrete=self.env.discrete,
-            obs_ndim=len(self.env.observation_shape),
-            hidden_sizes=config.hidden_sizes,
-            critic_hidden_sizes=config.critic_hidden_sizes,
-            activation=config.activation,
-            torso=torso_factory(network, self.env.observation_shape, math.sqrt(2),
-                                observation_layout=self.env.observation_layout),
-            distribution=config.policy,
-            critic_ndim=1 if self.global_critic else None,
-            action_nvec=self.env.action_nvec,
-        )
-        if self.recurrent:
-            return RecurrentActorCritic(**layout, core=network.core, core_size=network.core_size)
-        return ActorCritic(**layout)
-
-    # ---- to implement -----------------------------------------------------
-    def base_optimizer(self, learning_rate: Any, max_grad_norm: Any) -> optax.GradientTransformation:
-        """The optimizer (for ``optax.inject_hyperparams``; the module runs it
-        under ``optax.flatten``, on all parameters as one vector)."""
-        raise NotImplementedError
 
     def update(self, params: Any, opt_state: Any, batch: dict[str, jax.Array],
                hp: dict[str, jax.Array], key: jax.Array) -> tuple[Any, Any, dict[str, jax.Array]]:
@@ -546,151 +262,6 @@ class OnPolicyModule(ParamsPolicy, Module):
         """
         raise NotImplementedError
 
-    # ---- configuration ---------------------------------------------------
-    def initial_hyperparams(self) -> dict[str, jax.Array]:
-        """``{name: float32[]}`` for every name in :attr:`TUNABLE`, from the config:
-        the strategy passes them to :meth:`init_state` as an argument."""
-        return {name: jnp.asarray(getattr(self.config, name), jnp.float32)
-                for name in self.TUNABLE}
-
-    _budget: int | None = None
-
-    def configure_budget(self, max_steps: int) -> None:
-        """The Trainer's budget in updates; the learning rate anneals over it
-        when ``config.total_updates`` is ``None``."""
-        self._budget = int(max_steps)
-
-    @property
-    def total_updates(self) -> int | None:
-        """Updates the learning rate anneals over: ``config.total_updates``, else
-        the budget from :meth:`configure_budget` (``None`` before ``fit``)."""
-        return self.config.total_updates if self.config.total_updates is not None else self._budget
-
-    def _learning_rate(self, hyperparams: dict[str, jax.Array], update: jax.Array) -> jax.Array:
-        """Learning rate of update number ``update`` (int32[], from 0): ``lr``, or
-        with ``anneal_lr`` ``optax.linear_schedule`` from ``lr`` to 0 over
-        ``total_updates`` (0 after it), i.e. ``lr * (1 - update / total_updates)``.
-
-        Raises:
-          ValueError: annealing with ``total_updates=None`` outside a Trainer
-            (nothing has set the budget).
-        """
-        lr = hyperparams["lr"]
-        if not self.config.anneal_lr:
-            return lr
-        if self.total_updates is None:
-            raise ValueError(
-                f"{type(self).__name__}: anneal_lr=True with total_updates=None needs the run's "
-                "budget: train it with a Trainer (which calls configure_budget(max_steps)), "
-                "or set total_updates, or anneal_lr=False")
-        return annealed(lr, update, self.total_updates)
-
-    def _set_optimizer_hyperparams(self, opt_state: Any, hyperparams: dict[str, jax.Array],
-                                   update: jax.Array) -> Any:
-        """``opt_state`` with this update's learning rate and gradient-norm clip."""
-        inner = {**opt_state.hyperparams,
-                 "learning_rate": self._learning_rate(hyperparams, update),
-                 "max_grad_norm": hyperparams["max_grad_norm"]}
-        return opt_state._replace(hyperparams=inner)
-
-    def validate(self, num_devices: int) -> None:
-        """Reject global sizes that do not split over ``num_devices``, before compiling.
-
-        Raises:
-          ValueError: ``num_envs`` or ``eval_episodes`` is not a multiple of
-            ``num_devices`` (the message names the value and count), or of an
-            env's whole games on each device (``batch_multiple``: a multi-agent
-            game's agents).
-        """
-        multiple = int(getattr(self.env, "batch_multiple", 1))
-        arguments.split_over_devices(
-            type(self).__name__, num_devices, multiple=multiple,
-            multiple_of=f"the {multiple} agents of a {self.env.name} game (each env is one agent)",
-            num_envs=self.config.num_envs, eval_episodes=self.config.eval_episodes)
-
-    def hparams(self) -> dict[str, Any]:
-        return config_record(self.config, total_updates=self.total_updates)
-
-    # ---- policy helpers --------------------------------------------------
-    def _env_action(self, action: jax.Array) -> jax.Array:
-        """Continuous actions clipped to the env's bounds (with ``policy=brax``:
-        the pre-tanh sample squashed by ``tanh`` and scaled from ``[-1, 1]`` to
-        the bounds); discrete ones as they are."""
-        if self.env.discrete:
-            return action
-        low, high = self.env.action_low, self.env.action_high
-        if self.network.tanh_normal:
-            return low + (TanhNormal.squash(action) + 1.0) * (0.5 * (high - low))
-        return jnp.clip(action, low, high)
-
-    def _normalize_obs(self, obs_stats: normalization.RunningStatistics | None,
-                       obs: jax.Array) -> jax.Array:
-        """``obs`` normalised with ``obs_stats``; unchanged when ``None``."""
-        return obs if obs_stats is None else normalization.normalize(obs_stats, obs)
-
-    def initial_carry(self, batch: int) -> Carry | None:
-        """The carry ``batch`` episodes start from (zeros; with a recurrent core,
-        :func:`~jaxtrainer.algorithms.cores.initial_carry`); ``None`` without a core."""
-        if not self.recurrent:
-            return None
-        return initial_carry(self.config.network.core, self.config.network.core_size, batch)
-
-    def _policy_step(self, params: Any, obs: jax.Array, carry: Carry,
-                     ) -> tuple[Any, Distribution]:
-        """One acting step: ``(carry, dist)`` for ``obs[n, ...]``, ``dist`` of
-        batch shape ``[n]`` (``[1, n]`` with a core, one step of a sequence that
-        continues ``carry``; ``carry`` is ``None`` without a core)."""
-        if self.config.normalize_observations:
-            params, obs_stats = params
-            obs = self._normalize_obs(obs_stats, obs)
-        if not self.recurrent:
-            return None, self.network.apply(params, obs, method=ActorCritic.policy)
-        start = jnp.zeros(obs.shape[:1], jnp.bool_)
-        carry, dist, _ = self.network.apply(params, carry, obs[None], start[None])
-        return carry, dist
-
-    def greedy_policy(self) -> Callable[..., Any]:
-        """``policy(params, obs[n, ...], key) -> actions[n, ...]``: argmax or the mean
-        action (clipped), for :func:`jaxtrainer.envs.evaluate_policy`. ``params`` is
-        :meth:`policy_params`: with ``normalize_observations`` the pair
-        ``(params, obs_stats)``, and raw observations are normalised first.
-
-        With a recurrent core: ``policy(params, obs[n, ...], key, carry) ->
-        (actions[n, ...], carry)``, ``carry`` as :meth:`initial_carry` ``(n)``
-        (zeros at an episode's first observation)."""
-        if self.recurrent:
-            def recurrent_policy(params, obs, key, carry):
-                del key
-                carry, dist = self._policy_step(params, obs, carry)
-                return self._env_action(dist.mode()[0]), carry
-            return recurrent_policy
-
-        def policy(params, obs, key):
-            del key
-            return self._env_action(self._policy_step(params, obs, None)[1].mode())
-        return policy
-
-    def sample_policy(self) -> Callable[..., Any]:
-        """As :meth:`greedy_policy`, an action sampled from the policy
-        distribution (clipped to the bounds) with ``key``."""
-        if self.recurrent:
-            def recurrent_sample(params, obs, key, carry):
-                carry, dist = self._policy_step(params, obs, carry)
-                return self._env_action(dist.sample(key)[0]), carry
-            return recurrent_sample
-
-        def sample(params, obs, key):
-            return self._env_action(self._policy_step(params, obs, None)[1].sample(key))
-        return sample
-
-    def policy_params(self, state: OnPolicyState) -> Any:
-        """What :meth:`greedy_policy` takes: ``state.params``, or with
-        ``normalize_observations`` ``(state.params, state.obs_stats)``."""
-        if self.config.normalize_observations:
-            return state.params, state.obs_stats
-        return state.params
-
-    # ---- Module ------------------------------------------------------------
     def init_state(self, key: jax.Array,
                    hyperparams: dict[str, jax.Array] | None = None) -> OnPolicyState:
         """Parameters from ``key`` (replicated); this device's
@@ -722,107 +293,53 @@ class OnPolicyModule(ParamsPolicy, Module):
         return OnPolicyState(params, opt_state, jnp.zeros((), jnp.int32),
                              env_state, obs, hp, obs_stats, carry, start)
 
+    def _env_step(self, keys: jax.Array, env_state: envs.EnvState,
+                  action: jax.Array) -> tuple[jax.Array, envs.EnvState, envs.StepInfo]:
+        """One step of this device's envs on the policy's ``action`` (:meth:`_env_action`)."""
+        return jax.vmap(self.env.step)(keys, env_state, self._env_action(action))
+
     def rollout(self, params: Any, env_state: envs.EnvState, obs: jax.Array,
                 key: jax.Array, obs_stats: normalization.RunningStatistics | None = None,
                 ) -> tuple[envs.EnvState, jax.Array, Rollout]:
-        """``num_steps`` steps of this device's envs in one ``lax.scan``, actions
-        sampled from the policy with ``params`` on observations normalised with
-        ``obs_stats`` (when given). Returns the env state and (raw) observations
-        after the rollout and the :class:`Rollout` (``[num_steps, n]``).
-
-        Only the actor runs inside the loop; the critic values every observation
-        of the rollout in batched passes after it (:meth:`critic_values`; the
-        values do not steer the rollout), which on small env batches saves most
-        of a step's critic cost.
-        The actions' noise of every step (:meth:`Categorical.noise
-        <jaxtrainer.algorithms.networks.Categorical.noise>`) is drawn before the
-        loop in one batched call, the same bits as drawing inside it: on CPU
-        every draw inside a loop body is a small loop of its own (XLA's CPU
-        lowering of the threefry hash is a 5-round ``while``)."""
-        num_envs = obs.shape[0]
-
+        """``num_steps`` steps of this device's envs (:func:`~jaxtrainer.algorithms.rollout.unroll`),
+        actions sampled from the policy with ``params`` on observations normalised
+        with ``obs_stats`` (when given), then :meth:`critic_values`. Returns the env
+        state and (raw) observations after the rollout and the :class:`Rollout`
+        (``[num_steps, n]``)."""
         def policy(obs):
             return self.network.apply(params, self._normalize_obs(obs_stats, obs),
                                       method=ActorCritic.policy)
 
-        def one_step(carry, step_draws):
-            env_state, obs = carry
-            noise, env_keys = step_draws
-            critic_obs = self.env.critic_inputs(env_state) if self.global_critic else None
-            dist = policy(obs)
-            action = dist.sample_with(noise)
-            log_prob = dist.log_prob(action)
-            next_obs, env_state, info = jax.vmap(self.env.step)(
-                env_keys, env_state, self._env_action(action))
-            return (env_state, next_obs), (obs, action, log_prob, info, critic_obs)
-
-        # a step's key -> (action key, env key -> one per env), as drawing inside the loop
-        pairs = jax.vmap(jax.random.split)(jax.random.split(key, self.config.num_steps))
-        noise = jax.vmap(jax.eval_shape(policy, obs).noise)(pairs[:, 0])
-        env_keys = jax.vmap(lambda k: jax.random.split(k, num_envs))(pairs[:, 1])
-        (env_state, obs), (traj_obs, action, log_prob, info, critic_obs) = jax.lax.scan(
-            one_step, (env_state, obs), (noise, env_keys))
-        value = self.critic_values(params, traj_obs if critic_obs is None else critic_obs,
-                                   obs_stats)
-        return env_state, obs, Rollout(traj_obs, action, log_prob, value, info,
-                                       critic_obs=critic_obs)
+        return unroll(policy, lambda obs: self.critic_values(params, obs, obs_stats),
+                      self._env_step, env_state, obs, key, self.config.num_steps,
+                      self.env.critic_inputs if self.global_critic else None)
 
     def critic_values(self, params: Any, obs: jax.Array,
                       obs_stats: normalization.RunningStatistics | None = None) -> jax.Array:
         """The critic's values of ``obs`` (``[steps, n, *observation_shape]``,
         normalised with ``obs_stats`` when given; with
-        ``critic_input="global_state"`` the critic inputs,
-        ``float32[steps, n, critic_input_size]``), ``float32[steps, n]``, for a
-        feedforward network: one batched pass, or with more than
-        :data:`CRITIC_ROWS` observations a ``lax.map`` over chunks of whole steps
-        (the same values: each is a function of its own observation only)."""
+        ``critic_input="global_state"`` the critic inputs), ``float32[steps, n]``,
+        for a feedforward network (:func:`~jaxtrainer.algorithms.rollout.chunked_values`)."""
         def value(obs):
             return self.network.apply(params, self._normalize_obs(obs_stats, obs),
                                       method=ActorCritic.value)
 
-        steps, n = obs.shape[:2]
-        chunk = max(1, CRITIC_ROWS // n)
-        return value(obs) if chunk >= steps else jax.lax.map(value, obs, batch_size=chunk)
+        return chunked_values(value, obs)
 
     def recurrent_rollout(self, params: Any, env_state: envs.EnvState, obs: jax.Array,
                           carry: Carry, start: jax.Array, key: jax.Array,
                           obs_stats: normalization.RunningStatistics | None = None,
                           ) -> tuple[envs.EnvState, jax.Array, Carry, jax.Array, Rollout]:
-        """:meth:`rollout` with a recurrent core: the carry goes from step to
-        step, reset to zeros before an episode's first observation (``start``,
-        ``bool[n]``: the previous step ended its episode), and the critic's
-        values come from the same core pass as the actions. The actions' noise
-        is drawn before the loop, as :meth:`rollout` does.
-
-        Returns ``(env_state, obs, carry, start)`` after the rollout (what the
-        next rollout continues from) and the :class:`Rollout` with ``start``
-        and ``carry`` (the carry after each step, ``[num_steps, n, ...]``)."""
-        num_envs = obs.shape[0]
-
+        """:meth:`rollout` with a recurrent core
+        (:func:`~jaxtrainer.algorithms.rollout.unroll_recurrent`): returns
+        ``(env_state, obs, carry, start)`` after the rollout and the
+        :class:`Rollout` with ``start`` and ``carry``."""
         def network_step(carry, obs, start):
             return self.network.apply(params, carry, self._normalize_obs(obs_stats, obs)[None],
                                       start[None])
 
-        def one_step(loop, step_draws):
-            env_state, obs, carry, start = loop
-            noise, env_keys = step_draws
-            carry, dist, value = network_step(carry, obs, start)
-            action = dist.sample_with(noise)
-            log_prob = dist.log_prob(action)[0]
-            action = action[0]
-            next_obs, env_state, info = jax.vmap(self.env.step)(
-                env_keys, env_state, self._env_action(action))
-            return ((env_state, next_obs, carry, info.done),
-                    (obs, start, action, log_prob, value[0], carry, info))
-
-        pairs = jax.vmap(jax.random.split)(jax.random.split(key, self.config.num_steps))
-        noise = jax.vmap(jax.eval_shape(network_step, carry, obs, start)[1].noise)(pairs[:, 0])
-        env_keys = jax.vmap(lambda k: jax.random.split(k, num_envs))(pairs[:, 1])
-        (env_state, obs, carry, start), out = jax.lax.scan(
-            one_step, (env_state, obs, carry, start), (noise, env_keys))
-        traj_obs, traj_start, action, log_prob, value, carries, info = out
-        return env_state, obs, carry, start, Rollout(traj_obs, action, log_prob, value, info,
-                                                    traj_start, carries)
+        return unroll_recurrent(network_step, self._env_step, env_state, obs, carry, start, key,
+                                self.config.num_steps)
 
     def collect(self, params: Any, state: OnPolicyState, key: jax.Array,
                 ) -> tuple[envs.EnvState, jax.Array, Carry, jax.Array | None, Rollout]:
@@ -854,29 +371,23 @@ class OnPolicyModule(ParamsPolicy, Module):
                                obs_stats: normalization.RunningStatistics | None = None,
                                last_obs: jax.Array | None = None,
                                ) -> tuple[jax.Array, jax.Array]:
-        """GAE advantages and value targets, ``float32[num_steps, num_envs_per_device]``.
+        """GAE advantages and value targets (:func:`~jaxtrainer.algorithms.advantages.compute_gae`),
+        ``float32[num_steps, num_envs_per_device]``, of the rewards scaled by
+        ``config.reward_scaling`` (for learning only), with observations
+        normalised with ``obs_stats`` (the rollout's statistics, as its values).
 
-        With ``config.bootstrap_truncation`` (default) the next-state value of
-        every step is ``V(final_obs)``: inside an episode the value of the next
-        observation, on truncation the bootstrap value of the observation the
-        time limit cut, ignored on termination. Without a core only what
-        ``traj.value`` lacks is valued: the last step's ``final_obs`` and those
-        of the truncated steps (:meth:`_bootstrap_truncations`); inside an
-        episode ``final_obs`` is the next step's observation (the
-        :class:`~jaxtrainer.envs.StepInfo` contract), whose value ``traj.value``
-        holds, and on termination any value is multiplied by 0. With a core, one
-        critic pass over the rollout's ``final_obs``. Without it (PureJaxRL's terminal-only
-        bootstrapping) every episode end is treated as terminal and the next
-        value is the next step's ``traj.value``, the last step's ``V(last_obs)``
-        (``last_obs``: ``[num_envs_per_device, ...]``, the observations after the
-        rollout, required then; with ``critic_input="global_state"`` the
-        critic inputs after it): one critic pass over ``last_obs`` only. With
-        ``critic_input="global_state"`` the critic values the env's critic
-        inputs (``traj.critic_obs``; at ``final_obs`` the env's
-        ``final_critic_inputs`` of ``traj.info``).
-        Observations are normalised with ``obs_stats`` (the rollout's
-        statistics, as its values). Rewards are multiplied by
-        ``config.reward_scaling`` here, for learning only.
+        The next value of a step: with ``config.bootstrap_truncation`` (default)
+        ``V(final_obs)``, ignored on termination. Without a core only what
+        ``traj.value`` lacks is valued (inside an episode ``final_obs`` is the next
+        step's observation): the last step's ``final_obs`` and those of the
+        truncated steps (:func:`~jaxtrainer.algorithms.rollout.bootstrap_truncations`);
+        with a core, one critic pass over the rollout's ``final_obs``. Without it
+        (PureJaxRL's terminal-only bootstrapping) every episode end is terminal and
+        the last step bootstraps from ``V(last_obs)`` (``last_obs``, required then:
+        ``[num_envs_per_device, ...]``, the observations, or with
+        ``critic_input="global_state"`` the critic inputs, after the rollout).
+        With ``critic_input="global_state"`` the critic values the env's critic
+        inputs (``traj.critic_obs``; at ``final_obs`` its ``final_critic_inputs``).
 
         Raises:
           ValueError: ``bootstrap_truncation=False`` without ``last_obs``.
@@ -891,8 +402,9 @@ class OnPolicyModule(ParamsPolicy, Module):
                          else traj.info.final_obs)
                 last = self.critic_values(params, jax.tree.map(lambda x: x[-1:], final),
                                           obs_stats)
-                next_values = self._bootstrap_truncations(
-                    params, traj, obs_stats, jnp.concatenate([traj.value[1:], last]), final)
+                next_values = bootstrap_truncations(
+                    lambda obs: self.critic_values(params, obs, obs_stats), traj.info.truncated,
+                    jnp.concatenate([traj.value[1:], last]), final)
             terminated = traj.info.terminated
         else:
             if last_obs is None:
@@ -912,33 +424,6 @@ class OnPolicyModule(ParamsPolicy, Module):
         return compute_gae(rewards, traj.value, next_values, terminated,
                            traj.info.done, hp["gamma"], hp["gae_lambda"],
                            self.config.unroll_length)
-
-    def _bootstrap_truncations(self, params: Any, traj: Rollout,
-                               obs_stats: normalization.RunningStatistics | None,
-                               next_values: jax.Array, final_obs: Any) -> jax.Array:
-        """``next_values`` (``float32[num_steps, n]``) with ``V(final_obs)`` at
-        every truncated step but the last (which ``next_values`` holds);
-        ``final_obs`` (leaves ``[num_steps, n, ...]``) is what the critic values
-        there: ``traj.info.final_obs``, or the final critic inputs. Each
-        iteration of a ``lax.while_loop`` values every env's first truncated
-        step not yet valued, a critic pass over ``n`` observations; it runs as
-        many times as one env truncated most often in the rollout: at most once
-        when the rollout is shorter than the time limit, not at all without
-        truncations."""
-        todo = traj.info.truncated.at[-1].set(False)
-        steps, n = todo.shape
-        envs_ = jnp.arange(n)
-
-        def value_next_truncation(carry):
-            todo, next_values = carry
-            step = jnp.argmax(todo, axis=0)  # each env's first step still to value (0: none)
-            final = jax.tree.map(lambda x: x[step, envs_][None], final_obs)
-            value = self.critic_values(params, final, obs_stats)[0]
-            hit = jnp.logical_and(todo, jnp.arange(steps)[:, None] == step)
-            return jnp.logical_and(todo, ~hit), jnp.where(hit, value, next_values)
-
-        return jax.lax.while_loop(lambda carry: jnp.any(carry[0]), value_next_truncation,
-                                  (todo, next_values))[1]
 
     def step_keys(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         """``(rollout_key, update_key)`` from a training step's key."""
@@ -1006,11 +491,3 @@ class OnPolicyModule(ParamsPolicy, Module):
                for k, v in batch.items() if k != "carry"}
         _, dist, value = self.network.apply(params, batch["carry"], seq["obs"], seq["start"])
         return dist, value, seq
-
-    def evaluation_step(self, state: OnPolicyState, key: jax.Array) -> dict[str, Mean]:
-        """The greedy policy on ``eval_episodes`` fresh episodes (split over devices),
-        each run up to the env's time limit, completed episodes only:
-        ``eval/episode_return``, ``eval/episode_length``."""
-        return evaluation_metrics(self.env, self.greedy_policy(), self.policy_params(state),
-                                  key, self.config.eval_episodes,
-                                  self.initial_carry if self.recurrent else None)

@@ -22,10 +22,20 @@ normalisation and linearly annealed Adam. Differences, on purpose:
 * the learning rate stays at 0 after ``total_updates`` instead of going negative;
 * the training loop, devices, logging and evaluation live outside the module.
 
-One ``training_step`` is one PPO update: a ``num_steps`` rollout of all envs in one
-``lax.scan``, GAE in a reverse ``lax.scan`` (both shared with A2C in
-:mod:`jaxtrainer.algorithms.onpolicy`), then ``update_epochs`` epochs of
-``num_minibatches`` minibatch gradient steps as nested ``lax.scan`` loops.
+One ``training_step`` (:meth:`~jaxtrainer.algorithms.onpolicy.OnPolicyModule.training_step`,
+shared with A2C) is one PPO update, in order:
+
+1. a ``num_steps`` rollout of all envs in one ``lax.scan``
+   (:func:`jaxtrainer.algorithms.rollout.unroll`);
+2. GAE advantages and value targets in a reverse ``lax.scan``
+   (:func:`jaxtrainer.algorithms.advantages.compute_gae`);
+3. :meth:`PPO.update`: ``update_epochs`` epochs of ``num_minibatches`` shuffled
+   minibatches (:func:`jaxtrainer.algorithms.rollout.minibatch_epochs`), each
+   advantage-standardised
+   (:func:`jaxtrainer.algorithms.advantages.normalize_advantages`) and one
+   gradient step on :func:`ppo_loss`.
+
+The reading set and a walk through it: ``docs/guides/read-an-algorithm.md``.
 """
 
 from __future__ import annotations
@@ -38,15 +48,16 @@ import jax.numpy as jnp
 import optax
 
 from jaxtrainer import arguments
+from jaxtrainer.algorithms.advantages import normalize_advantages
+from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.onpolicy import (
-    GAEConfig,
-    MinibatchConfig,
+    OnPolicyConfig,
     OnPolicyModule,
     OnPolicyState,
-    minibatch_advantage_moments,
-    minibatch_epochs,
-    normalize_advantages,
+    check_gae_fields,
+    check_minibatch_fields,
 )
+from jaxtrainer.algorithms.rollout import minibatch_advantage_moments, minibatch_epochs
 from jaxtrainer.distributed.gradient_step import gradient_update
 
 PPOState = OnPolicyState
@@ -54,13 +65,12 @@ PPOState = OnPolicyState
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOConfig(GAEConfig, MinibatchConfig):
+class PPOConfig(OnPolicyConfig):
     """PPO hyperparameters. Sizes are global (over all devices).
 
     The fields and defaults of :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`
-    (PureJaxRL's CartPole PPO), :class:`~jaxtrainer.algorithms.onpolicy.GAEConfig`
-    and :class:`~jaxtrainer.algorithms.onpolicy.MinibatchConfig`, plus the
-    clipping ones; documented there unless PPO's use needs more words.
+    (PureJaxRL's CartPole PPO), documented there unless PPO's use needs more
+    words, plus the minibatch, GAE and clipping ones.
 
     Attributes:
       total_updates: the number of updates the learning rate anneals over; after
@@ -68,37 +78,62 @@ class PPOConfig(GAEConfig, MinibatchConfig):
         Trainer passes in (:meth:`PPO.configure_budget`); resuming with a larger
         budget then recomputes the line for the new total (the rate jumps up
         from where the shorter run ended): set it to keep one schedule.
-      num_minibatches: minibatches per epoch; the global minibatch size
-        ``num_envs * num_steps / num_minibatches`` must split over the devices.
       lr: Adam learning rate (initial one when annealing).
-      clip_eps: PPO ratio clip (and value clip) epsilon.
       max_grad_norm: global gradient-norm clip; ``float('inf')`` (YAML ``.inf``): none,
         as Brax's PPO by default.
+      normalize_advantages: standardise advantages per minibatch (global mean and
+        standard deviation over all devices' minibatch shares).
+      update_epochs: passes over each rollout.
+      num_minibatches: minibatches per epoch; the global minibatch size
+        ``num_envs * num_steps / num_minibatches`` must split over the devices.
+      unroll_length: GAE runs over segments of this many steps, each bootstrapped
+        from the value where it ends, as Brax's PPO computes it per unroll;
+        ``None`` (default): over the whole rollout (PureJaxRL's). ``num_steps``
+        must be a multiple of it.
+      gae_lambda: GAE's lambda. With 1.0 the advantages are ``n``-step returns.
+      bootstrap_truncation: a transition cut by the time limit bootstraps from
+        ``V(final_obs)`` (the critic values the final observations of the
+        rollout's last step and of its truncated steps). ``False``: PureJaxRL's
+        terminal-only bootstrapping, every episode end (time limit included) is
+        terminal and only the observations after the rollout are valued; faster,
+        biased on time-limited tasks.
+      critic_input: what the critic reads. ``"observation"`` (default): each
+        env's own observation, as the actor. ``"global_state"``: a centralised
+        critic (MAPPO: Yu et al. 2022, "The Surprising Effectiveness of PPO in
+        Cooperative Multi-Agent Games", arXiv:2103.01955) on each env's critic
+        input from the env (a multi-agent env seen through
+        :class:`~jaxtrainer.envs.AgentsAsEnvs`: its game's global state and its
+        agent's one-hot id), while the actor reads the agent's own
+        observation. Needs a feedforward network on flat inputs (``network``'s
+        default ``mlp`` torso, no core) and ``normalize_observations=False``.
+      clip_eps: PPO ratio clip (and value clip) epsilon.
       clip_value_loss: PureJaxRL's clipped value loss
         ``0.5 * max((V - R)^2, (V_old + clip(V - V_old, +-clip_eps) - R)^2)``;
         ``False`` uses ``0.5 * (V - R)^2``.
-      normalize_advantages: standardise advantages per minibatch (global mean and
-        standard deviation over all devices' minibatch shares).
-      reward_scaling: rewards are multiplied by it for learning (GAE) only;
-        logged episode returns are unscaled.
-      activation: hidden activation of both MLPs.
-      eval_episodes: fresh episodes per :meth:`PPO.evaluation_step`, global.
-      network: the torso before both MLPs
-        (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`; default ``mlp``).
     """
 
+    update_epochs: int = 4
+    num_minibatches: int = 4
+    unroll_length: int | None = None
+    gae_lambda: float = 0.95
+    bootstrap_truncation: bool = True
+    critic_input: str = "observation"
     clip_eps: float = 0.2
     clip_value_loss: bool = True
 
     def __post_init__(self) -> None:
-        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`),
-        then the clipping fields and the minibatch split.
+        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`,
+        :func:`~jaxtrainer.algorithms.onpolicy.check_minibatch_fields`,
+        :func:`~jaxtrainer.algorithms.onpolicy.check_gae_fields`), then the
+        clipping fields and the minibatch split.
 
         Raises:
           ValueError: a bad field (named), or ``num_envs * num_steps`` not
             divisible by ``num_minibatches``.
         """
         super().__post_init__()
+        check_minibatch_fields(self)
+        check_gae_fields(self)
         arguments.check_fields(self, arguments.number, ("clip_eps",), low=0)
         arguments.check_fields(self, arguments.flag, ("clip_value_loss",))
         if self.network.core is not None:
@@ -120,12 +155,58 @@ class PPOConfig(GAEConfig, MinibatchConfig):
         return self.num_envs * self.num_steps // self.num_minibatches
 
 
+def ppo_loss(dist: Distribution, value: jax.Array, batch: dict[str, jax.Array],
+             clip_eps: Any, vf_coef: Any, ent_coef: Any, clip_value_loss: bool = True,
+             ) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The clipped surrogate objective (Schulman et al. 2017, arXiv:1707.06347,
+    eq. 7) with PureJaxRL's clipped value loss (``purejaxrl/ppo.py``, ``_loss_fn``)
+    and an entropy bonus::
+
+        r     = exp(log pi(a|s) - log pi_old(a|s))
+        total = -mean(min(r A, clip(r, 1 - clip_eps, 1 + clip_eps) A))
+                + vf_coef * value_loss - ent_coef * mean(H)
+
+    ``value_loss = 0.5 * mean(max((V - R)^2, (V_old + clip(V - V_old, +-clip_eps)
+    - R)^2))``, or ``0.5 * mean((V - R)^2)`` without ``clip_value_loss``.
+
+    Args:
+      dist: the current policy on the minibatch (batch shape ``[B]``, or
+        ``[T, B]`` for sequences); ``value``: ``float32`` of the same shape.
+      batch: ``action``, ``log_prob`` (``pi_old``), ``value`` (``V_old``),
+        ``advantage`` (``A``), ``target`` (``R``), ``float32`` in ``value``'s shape;
+        optionally ``key``, the entropy's sample key (a tanh-squashed policy).
+      clip_eps, vf_coef, ent_coef: ``float32[]`` (traced) or floats.
+
+    Returns:
+      ``(total, {"policy", "value", "entropy", "approx_kl"})``, all ``float32[]``;
+      ``approx_kl = mean((r - 1) - log r)``.
+    """
+    log_prob = dist.log_prob(batch["action"])
+    log_ratio = log_prob - batch["log_prob"]
+    ratio = jnp.exp(log_ratio)
+    adv = batch["advantage"]
+    surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)
+    policy_loss = -jnp.mean(surrogate)
+
+    value_err = jnp.square(value - batch["target"])
+    if clip_value_loss:
+        clipped = batch["value"] + jnp.clip(value - batch["value"], -clip_eps, clip_eps)
+        value_err = jnp.maximum(value_err, jnp.square(clipped - batch["target"]))
+    value_loss = 0.5 * jnp.mean(value_err)
+
+    entropy = jnp.mean(dist.entropy(batch.get("key")))
+    total = policy_loss + vf_coef * value_loss - ent_coef * entropy
+    approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
+    return total, {"policy": policy_loss, "value": value_loss, "entropy": entropy,
+                   "approx_kl": approx_kl}
+
+
 class PPO(OnPolicyModule):
     """PPO on a :mod:`jaxtrainer.envs` environment, discrete or continuous actions.
 
-    The rollout, GAE, state, schedule and evaluation are
+    The rollout, GAE and state are
     :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyModule`'s; PPO adds the
-    clipped-surrogate loss (:meth:`loss`) and its epochs of minibatch steps
+    clipped-surrogate loss (:func:`ppo_loss`) and its epochs of minibatch steps
     (:meth:`update`).
 
     Metrics of :meth:`training_step`: ``train/episode_return``,
@@ -181,36 +262,13 @@ class PPO(OnPolicyModule):
 
     def loss(self, params: Any, batch: dict[str, jax.Array],
              hp: dict[str, jax.Array]) -> tuple[jax.Array, dict]:
-        """The clipped surrogate objective (arXiv:1707.06347, eq. 7) with PureJaxRL's
-        clipped value loss and an entropy bonus, on a minibatch (leaves ``[B, ...]``).
-
-        ``total = -mean(min(r A, clip(r, 1 +- clip_eps) A)) + vf_coef * value_loss -
-        ent_coef * mean(H)`` with ``r = pi(a|s) / pi_old(a|s)``; coefficients from
-        ``hp``. With a recurrent core the minibatch is whole sequences
-        (:meth:`~jaxtrainer.algorithms.onpolicy.OnPolicyModule.forward`). Returns
-        ``(total, {"policy", "value", "entropy", "approx_kl"})``, all ``float32[]``.
-        """
-        clip_eps = hp["clip_eps"]
+        """:func:`ppo_loss` of the policy and values of ``params`` on a minibatch
+        (leaves ``[B, ...]``; with a recurrent core whole sequences,
+        :meth:`~jaxtrainer.algorithms.onpolicy.OnPolicyModule.forward`),
+        coefficients from ``hp``."""
         dist, value, batch = self.forward(params, batch)
-        log_prob = dist.log_prob(batch["action"])
-        log_ratio = log_prob - batch["log_prob"]
-        ratio = jnp.exp(log_ratio)
-        adv = batch["advantage"]
-        surrogate = jnp.minimum(ratio * adv,
-                                jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv)
-        policy_loss = -jnp.mean(surrogate)
-
-        value_err = jnp.square(value - batch["target"])
-        if self.config.clip_value_loss:
-            clipped = batch["value"] + jnp.clip(value - batch["value"], -clip_eps, clip_eps)
-            value_err = jnp.maximum(value_err, jnp.square(clipped - batch["target"]))
-        value_loss = 0.5 * jnp.mean(value_err)
-
-        entropy = jnp.mean(dist.entropy(batch.get("key")))
-        total = policy_loss + hp["vf_coef"] * value_loss - hp["ent_coef"] * entropy
-        approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
-        return total, {"policy": policy_loss, "value": value_loss, "entropy": entropy,
-                       "approx_kl": approx_kl}
+        return ppo_loss(dist, value, batch, hp["clip_eps"], hp["vf_coef"], hp["ent_coef"],
+                        self.config.clip_value_loss)
 
     def update(self, params: Any, opt_state: Any, batch: dict[str, jax.Array],
                hp: dict[str, jax.Array], key: jax.Array) -> tuple[Any, Any, dict[str, jax.Array]]:

@@ -40,8 +40,9 @@ import optax
 from jaxtrainer import arguments
 from jaxtrainer.algorithms.exploration import epsilon_greedy, linear_schedule
 from jaxtrainer.algorithms.networks import QNetwork, activation
-from jaxtrainer.algorithms.onpolicy import OnPolicyModule, OnPolicyState, minibatch_epochs
+from jaxtrainer.algorithms.onpolicy import OnPolicyModule, OnPolicyState
 from jaxtrainer.algorithms.q_learning import q_lambda_returns
+from jaxtrainer.algorithms.rollout import minibatch_epochs
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import local_size
 from jaxtrainer.distributed.gradient_step import gradient_update

@@ -49,8 +49,9 @@ from jaxtrainer.algorithms.critic_losses import (
     soft_actor_loss,
     temperature_loss,
 )
+from jaxtrainer.algorithms.distributions import LOG_2PI
 from jaxtrainer.algorithms.exploration import action_scale_bias
-from jaxtrainer.algorithms.networks import LOG_2PI, SquashedGaussianActor
+from jaxtrainer.algorithms.networks import SquashedGaussianActor
 from jaxtrainer.algorithms.offpolicy_config import ActorCriticConfig
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.target_update import soft_update
