@@ -383,12 +383,9 @@ TRAINER_WRITES = {
         "state by its callback",
     ("jaxtrainer/recipes/config.py", "resume_hint"):
         "the recipes' preemption advice; a constructor argument next",
-    ("jaxtrainer/recipes/search.py", "max_steps_arg"):
-        "a search's slots train a share of the budget; a Budget value replaces these writes",
-    ("jaxtrainer/recipes/search.py", "max_env_steps"): "as above",
-    ("jaxtrainer/recipes/search.py", "log_every_n_steps"): "as above",
-    ("jaxtrainer/recipes/sweep.py", "max_env_steps"):
-        "a recipe's sweep budget is per member; a Budget value replaces this write",
+    ("jaxtrainer/recipes/search.py", "log_every_n_steps"):
+        "an Optuna search's rounds end on log boundaries (the log interval divides a "
+        "round); the planner takes a callback's boundaries next",
 }
 """Trainer attributes written outside ``trainer/`` that stay for now,
 ``(file, attribute): reason``; callbacks stop a fit with ``trainer.request_stop``."""

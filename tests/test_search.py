@@ -256,10 +256,10 @@ def test_search_runs_share_the_budget_between_member_slots(capsys):
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", [*space, "search.members=32"])
     module, trainer = build_module("ppo", cfg), config.make_trainer(cfg)
     search_section.before_fit(trainer, module, cfg)
-    assert trainer.max_env_steps == 125_000 * 32  # the Trainer counts every member
+    assert trainer.budget.total(32).max_env_steps == 125_000 * 32  # the Trainer counts every member
     assert ("search of 32 trials at once sharing 8 runs' budget (search.runs): each member slot "
             "trains 125,000 env steps of a run's 500,000") in capsys.readouterr().out
-    assert make_trainer(module, cfg).max_env_steps == 125_000 * 32  # what eval rebuilds
+    assert make_trainer(module, cfg).budget.total(32).max_env_steps == 125_000 * 32  # what eval rebuilds
     for overrides, per_slot in ((["search.members=8"], 500_000), (["search.members=4"], 500_000),
                                 (["search.members=32", "search.runs=null"], 500_000),
                                 (["search.members=32", "search.runs=16"], 250_000),
@@ -269,9 +269,11 @@ def test_search_runs_share_the_budget_between_member_slots(capsys):
         module, trainer = build_module("ppo", cfg), config.make_trainer(cfg)
         search_section.before_fit(trainer, module, cfg)
         if per_slot is None:
-            assert trainer.max_steps_arg == 50 and trainer.max_env_steps is None
+            total = trainer.budget.total(module.population_size)
+            assert total.max_steps == 50 and total.max_env_steps is None
         else:
-            assert trainer.max_env_steps == per_slot * module.population_size
+            total = trainer.budget.total(module.population_size)
+            assert total.max_env_steps == per_slot * module.population_size
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", [*space, "search.runs=0"])
     with pytest.raises(ValueError, match=r"search.runs=0: expected a positive int"):
         build_module("ppo", cfg)

@@ -249,9 +249,9 @@ def test_recipe_sweep_section_builds_a_sweep_seeded_from_trainer_seed(recipe):
     assert type(module.module).__name__ == recipe.upper()
     assert not isinstance(build_module(recipe, load(recipe=recipe)), Sweep)  # no sweep asked
     trainer = config.make_trainer(cfg, logger=False, enable_progress_bar=False)
-    per_member = trainer.max_env_steps
+    per_member = trainer.budget.max_env_steps
     recipe_sweep.before_fit(trainer, module, recipe)
-    assert trainer.max_env_steps == per_member * 12
+    assert trainer.budget.total(module.population_size).max_env_steps == per_member * 12
     assert sum(isinstance(c, sweep_summary.SweepSummary) for c in trainer.callbacks) == 1
 
 

@@ -32,6 +32,7 @@ from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.rundir import module_record
 from jaxtrainer.rundir.run_layout import CONFIG_FILE
 from jaxtrainer.trainer import Trainer
+from jaxtrainer.trainer.budget import Budget
 
 BUILDER_GROUP = "jaxtrainer.run_builders"
 """The entry-point group of builders ``(recipe: str, cfg: DictConfig) -> Module``
@@ -123,14 +124,9 @@ def make_trainer(module: Any, cfg: DictConfig | None, strategy: Any = "single",
     max_steps, max_env_steps = _trainer_value(cfg, "max_steps"), _trainer_value(cfg, "max_env_steps")
     if max_steps is None:  # a search of an ES recipe: a training step is a generation
         max_steps = _trainer_value(cfg, "max_generations")
-    share = getattr(module, "budget_share", 1)  # a search's slots train a share of a run
-    if max_steps is not None and share != 1:
-        max_steps = max(int(max_steps * share), 1)
-    if max_env_steps is not None and getattr(module, "budget_per_member", False):
-        max_env_steps = int(max_env_steps * share) * module.population_size  # a recipe's is per member
-    if max_steps is None and max_env_steps is None:
-        max_steps = 1
-    return Trainer(max_steps=max_steps, max_env_steps=max_env_steps, **quiet)
+    budget = Budget(max_steps, max_env_steps, per_member=getattr(module, "budget_per_member", False),
+                    share=getattr(module, "budget_share", 1))  # a recipe's sweep or search
+    return Trainer(budget=budget if budget.is_set else Budget(max_steps=1), **quiet)
 
 
 class Restored(NamedTuple):

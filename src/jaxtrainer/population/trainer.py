@@ -267,7 +267,7 @@ class PopulationTrainer(Trainer):
 
     @property
     def max_generations(self) -> int:
-        return self.max_steps_arg
+        return self.budget.max_steps
 
     @property
     def generation(self) -> int:

@@ -44,6 +44,7 @@ from jaxtrainer.recipes import catalog, command, components, presets, resume, se
 from jaxtrainer.recipes.command import CONFIG_FILE, RunRecord, cli, recipe_of  # noqa: F401 (re-exported)
 from jaxtrainer.rundir import run_layout
 from jaxtrainer.trainer import Trainer
+from jaxtrainer.trainer.budget import Budget
 
 NOT_FROM_YAML = ("self", "callbacks")
 """Trainer arguments that a YAML file cannot give: callbacks are Python objects
@@ -336,10 +337,23 @@ def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
       ValueError: a bad trainer key or value, or a logger or callback entry its
         class rejects (naming the entry), before anything runs.
     """
-    kwargs = {**RECIPE_DEFAULTS, **trainer_kwargs(cfg)}
-    trainer = _built(Trainer, components.trainer_arguments(cfg, {**kwargs, **overrides}))
+    kwargs = {**RECIPE_DEFAULTS, **trainer_kwargs(cfg), **overrides}
+    if sweep.active(cfg) or search.active(cfg):  # the budget is each member's: its Budget says so
+        share = search.budget_share(cfg[search.SECTION]) if search.active(cfg) else 1
+        kwargs["budget"] = _member_budget(kwargs.pop("max_steps", None),
+                                          kwargs.pop("max_env_steps", None), share)
+    trainer = _built(Trainer, components.trainer_arguments(cfg, kwargs))
     trainer.resume_hint = RESUME_HINT
     return trainer
+
+
+def _member_budget(max_steps: Any, max_env_steps: Any, share: Any) -> Budget:
+    """A sweep's or a search's ``Budget``: each member's, each slot training ``share``
+    of it; a bad value is named by its config key, ``trainer.max_steps=...``."""
+    try:
+        return Budget(max_steps, max_env_steps, per_member=True, share=share)
+    except ValueError as e:
+        raise ValueError(f"trainer.{e}") from None
 
 
 def _built(cls: type[Trainer], arguments: dict[str, Any]) -> Trainer:

@@ -52,6 +52,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from jaxtrainer.recipes import catalog
+from jaxtrainer.trainer.budget import Budget
 
 SECTION = "search"
 SEARCH_RECIPES = frozenset({"ppo", "a2c", "impala", "dqn", "sac", "td3", "ddpg", "openes"})
@@ -126,13 +127,11 @@ def budget_share(node: Any) -> Fraction:
 def _member_steps(cfg: DictConfig, env_steps_per_step: int) -> int | None:
     """Each member slot's budget in training steps, from the ``trainer:``
     section and its :func:`budget_share`."""
-    trainer, share = cfg.get("trainer") or {}, budget_share(cfg[SECTION])
-    for key in ("max_steps", "max_generations"):
-        if trainer.get(key) is not None:
-            return int(trainer[key] * share)
-    if trainer.get("max_env_steps") is not None:
-        return int(trainer.max_env_steps * share) // env_steps_per_step
-    return None
+    trainer = cfg.get("trainer") or {}
+    steps = trainer.get("max_steps")
+    budget = Budget(steps if steps is not None else trainer.get("max_generations"),
+                    trainer.get("max_env_steps"), per_member=True, share=budget_share(cfg[SECTION]))
+    return budget.total().in_steps(env_steps_per_step) if budget.is_set else None
 
 
 def rung_steps(cfg: DictConfig, env_steps_per_step: int) -> tuple[int, ...]:
@@ -252,11 +251,10 @@ def make_trainer(cfg: DictConfig) -> Any:
 
 
 def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None:
-    """Prepare ``trainer`` for a search ``module`` (nothing for any other):
-    ``trainer.max_steps`` and ``trainer.max_env_steps``, a run's budget in a
-    recipe, become each member slot's share (``module.budget_share``, from
-    ``search.runs``; said in one line when below a whole run), the env steps
-    then totalled over the members; a :class:`~jaxtrainer.population.search_report.SearchReport`
+    """Prepare ``trainer`` for a search ``module`` (nothing for any other; its
+    budget is each member's already, each slot training ``module.budget_share``
+    of it, :func:`jaxtrainer.recipes.config.make_trainer`): the share is said in
+    one line when below a whole run; a :class:`~jaxtrainer.population.search_report.SearchReport`
     is added unless one is there; for ``search.method=optuna``, an
     :class:`~jaxtrainer.population.optuna_search.OptunaSearch` (``cfg``'s
     sampler and storage, seeded with ``trainer.seed``) and a log interval that
@@ -268,20 +266,15 @@ def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None
     from jaxtrainer.population.optuna_search import OptunaSearch
     from jaxtrainer.population.search import HOST_SAMPLER, Search
     from jaxtrainer.population.search_report import SearchReport
-    from jaxtrainer.trainer.planner import budget_in_steps
 
     if not isinstance(module, Search):
         return
-    share = module.budget_share
-    if trainer.max_steps_arg is not None:
-        trainer.max_steps_arg = max(int(trainer.max_steps_arg * share), 1)
-    if trainer.max_env_steps is not None:
-        per_run = int(trainer.max_env_steps)
-        trainer.max_env_steps = int(per_run * share) * module.population_size
-    if share < 1 and trainer.has_budget and jax.process_index() == 0:
+    share, budget = module.budget_share, trainer.budget
+    total = budget.total(module.population_size)
+    if share < 1 and budget.is_set and jax.process_index() == 0:
         runs = share * module.trial_slots
-        each = (f"{int(per_run * share):,} env steps of a run's {per_run:,}"
-                if trainer.max_env_steps is not None else f"{trainer.max_steps_arg:,} updates")
+        each = (f"{int(budget.max_env_steps * share):,} env steps of a run's {budget.max_env_steps:,}"
+                if budget.max_env_steps is not None else f"{total.max_steps:,} updates")
         print(f"jaxtrainer: search of {module.trial_slots} trials at once sharing {runs} runs' "
               f"budget (search.runs): each member slot trains {each}", flush=True)
     if not any(isinstance(cb, SearchReport) for cb in trainer.callbacks):
@@ -291,8 +284,7 @@ def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None
         node = cfg[SECTION] if cfg is not None else {}
         trainer.add_callback(OptunaSearch(node.get("sampler") or "tpe", node.get("storage"),
                                           seed=module.seed))
-        steps = budget_in_steps(trainer.max_steps_arg, trainer.max_env_steps,
-                                int(module.env_steps_per_step), type(module).__name__)
+        steps = total.in_steps(int(module.env_steps_per_step), type(module).__name__)
         trainer.log_every_n_steps = math.gcd(trainer.log_every_n_steps,
                                              max(steps // module.rounds, 1))
 

@@ -193,19 +193,16 @@ class MemberHint(Callback):
 
 
 def before_fit(trainer: Any, module: Any, recipe: str | None) -> None:
-    """Prepare ``trainer`` for a sweep ``module`` (nothing for any other module):
-    ``trainer.max_env_steps``, a budget per member in a recipe, becomes the
-    sweep's total (times the member count: the Trainer counts every member's
-    environment steps), a :class:`~jaxtrainer.population.summary.SweepSummary` is
-    added unless one is there, and a :class:`MemberHint` says, when ``fit``
-    starts, how many members train and how to rerun one of them alone."""
+    """Prepare ``trainer`` for a sweep ``module`` (nothing for any other module;
+    its budget is each member's already, :func:`jaxtrainer.recipes.config.make_trainer`):
+    a :class:`~jaxtrainer.population.summary.SweepSummary` is added unless one is
+    there, and a :class:`MemberHint` says, when ``fit`` starts, how many members
+    train and how to rerun one of them alone."""
     from jaxtrainer.population.summary import SweepSummary
     from jaxtrainer.population.sweep import Sweep
 
     if not isinstance(module, Sweep):
         return
-    if trainer.max_env_steps is not None:
-        trainer.max_env_steps = int(trainer.max_env_steps) * module.population_size
     if not any(isinstance(cb, SweepSummary) for cb in trainer.callbacks):
         trainer.add_callback(SweepSummary())
     if not any(isinstance(cb, MemberHint) for cb in trainer.callbacks):

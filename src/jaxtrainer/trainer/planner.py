@@ -122,26 +122,3 @@ def stop_reason(global_step: int, max_steps: int, should_stop: bool, reason: str
     if global_step >= max_steps:
         return f"the budget of {max_steps} training steps is done"
     return reason
-
-
-def budget_in_steps(max_steps: int | None, max_env_steps: int | None, env_steps_per_step: int,
-                    module_name: str) -> int:
-    """The run's budget in training steps: ``max_steps``, or the whole training
-    steps that fit in ``max_env_steps`` env transitions; the smaller with both.
-
-    Raises:
-      ValueError: a negative ``env_steps_per_step``, ``max_env_steps`` for a
-        module that consumes no env steps, or less than one training step.
-    """
-    if env_steps_per_step < 0:
-        raise ValueError(f"{module_name}.env_steps_per_step={env_steps_per_step}: expected >= 0")
-    budgets = [] if max_steps is None else [max_steps]
-    if max_env_steps is not None:
-        if env_steps_per_step == 0:
-            raise ValueError(f"max_env_steps={max_env_steps} needs a module with "
-                             f"env_steps_per_step > 0; {module_name} has 0")
-        if max_env_steps < env_steps_per_step:
-            raise ValueError(f"max_env_steps={max_env_steps} is less than one training step "
-                             f"({env_steps_per_step} env steps)")
-        budgets.append(max_env_steps // env_steps_per_step)
-    return min(budgets)

@@ -34,10 +34,11 @@ from jaxtrainer.strategies import Strategy, resolve
 from jaxtrainer.strategies.base import DevicesArg
 from jaxtrainer.strategies.program import MAX_INTERVALS_PER_CALL
 from jaxtrainer.trainer import fit_run, fit_setup, hook_replay
+from jaxtrainer.trainer.budget import Budget
 from jaxtrainer.trainer.compile_ahead import Programs
 from jaxtrainer.trainer.connectors import checkpoint_connector
 from jaxtrainer.trainer.fit_loop import FitLoop, signals_and_phases
-from jaxtrainer.trainer.planner import IntervalPlanner, budget_in_steps
+from jaxtrainer.trainer.planner import IntervalPlanner
 
 __all__ = ["Preempted", "Trainer"]
 
@@ -83,6 +84,16 @@ def _with_defaults(callbacks: list[Callback] | None, logger: bool, checkpointing
 
 _LOGGER_HINT = ("True adds a CSVLogger and a TensorBoardLogger; pass other loggers "
                 "(e.g. jaxtrainer.loggers.WandbLogger) in callbacks")
+
+
+def _budget(budget: Budget | None, max_steps: int | None, max_env_steps: int | None) -> Budget:
+    """``budget``, or one of ``max_steps`` and ``max_env_steps`` (ValueError: both forms)."""
+    if budget is None:
+        return Budget(max_steps, max_env_steps)
+    if not isinstance(budget, Budget) or max_steps is not None or max_env_steps is not None:
+        raise ValueError(f"budget={budget!r}: expected a jaxtrainer.trainer.budget.Budget, "
+                         "given instead of max_steps and max_env_steps")
+    return budget
 
 
 def call_hooks(trainer: Trainer, hook: str, module: Module, args: tuple) -> None:
@@ -171,16 +182,15 @@ class Trainer:
       requeue: after SIGUSR1 checkpointed the run, ``scontrol requeue`` the SLURM
         job: ``"auto"`` in a batch job, ``True``, ``False``; a requeued job
         resumes from ``"last"`` (:mod:`jaxtrainer.runtime.slurm`).
+      budget: a :class:`~jaxtrainer.trainer.budget.Budget` instead of ``max_steps``
+        and ``max_env_steps``: one per member of a population (a sweep's, a
+        search's) is the members' total at ``fit`` (:meth:`Budget.total`).
 
     Attributes:
-      root_key: the run's root PRNG key (``key(seed)``, replicated; restored
-        from a checkpoint on resume): every training, evaluation and init key
-        is folded from it. ``None`` before ``fit``/``evaluate``.
-      resume_hint: how the preemption message tells the user to resume:
-        ``None`` names the Python call (``fit(..., ckpt_path='last')``); a
-        string replaces it, formatted with ``{checkpoint}`` (the checkpoint
-        written) and ``{default_root_dir}`` (the recipes set it to the
-        command-line form, ``trainer.ckpt_path=last``).
+      root_key: the run's root PRNG key (``key(seed)``, replicated; restored on
+        resume), which every key is folded from; ``None`` before ``fit``/``evaluate``.
+      resume_hint: the preemption message's advice, formatted with ``{checkpoint}``
+        and ``{default_root_dir}`` (``None``: the Python call, ``fit(..., ckpt_path='last')``).
 
     Raises:
       ValueError: before JAX starts or anything is written: an unknown strategy,
@@ -211,6 +221,7 @@ class Trainer:
         compile_evaluation_ahead: bool | str = "auto",
         compilation_cache: bool | str | os.PathLike | None = None,
         requeue: bool | str = "auto",
+        budget: Budget | None = None,
     ) -> None:
         self.requeue = slurm.check_requeue(requeue)
         self.run_ahead = arguments.flag("run_ahead", run_ahead, also=("auto",))
@@ -219,8 +230,7 @@ class Trainer:
                                                    compile_evaluation_ahead, also=("auto",))
         self.sync_every_n_seconds = float(arguments.number(
             "sync_every_n_seconds", sync_every_n_seconds, low=0, allow_none=True) or 0.0)
-        self.max_steps_arg = arguments.positive_int("max_steps", max_steps)
-        self.max_env_steps = arguments.positive_int("max_env_steps", max_env_steps)
+        self.budget = _budget(budget, max_steps, max_env_steps)
         self.log_every_n_steps = arguments.positive_int("log_every_n_steps", log_every_n_steps, False)
         self.eval_every_n_steps = arguments.positive_int("eval_every_n_steps", eval_every_n_steps)
         self.seed = arguments.integer("seed", seed)
@@ -233,7 +243,8 @@ class Trainer:
         self.strategy = resolve(strategy, devices, jit=self.jit)
         self.compilation_cache_dir = compilation_cache_lib.enable(compilation_cache)
         self.config = dict(strategy=strategy if isinstance(strategy, str) else type(strategy).__name__,
-                           devices=str(devices), max_steps=max_steps, max_env_steps=max_env_steps,
+                           devices=str(devices), max_steps=self.budget.max_steps,
+                           max_env_steps=self.budget.max_env_steps,
                            log_every_n_steps=log_every_n_steps, eval_every_n_steps=eval_every_n_steps,
                            seed=seed, jit=self.jit, sync_every_n_seconds=sync_every_n_seconds)
         self.programs = Programs(self.strategy)
@@ -322,7 +333,7 @@ class Trainer:
     @property
     def has_budget(self) -> bool:
         """Whether ``max_steps`` or ``max_env_steps`` is set (``fit`` needs one)."""
-        return self.max_steps_arg is not None or self.max_env_steps is not None
+        return self.budget.is_set
 
     def request_stop(self, reason: str, *, state_is_valid: bool = True) -> None:
         """Stop the fit after this interval, saying ``reason`` (a later request's wins);
@@ -355,8 +366,8 @@ class Trainer:
         self.strategy.setup()
         self.env_steps_per_step = int(module.env_steps_per_step)
         if self.has_budget:
-            self.max_steps = budget_in_steps(self.max_steps_arg, self.max_env_steps,
-                                                  self.env_steps_per_step, type(module).__name__)
+            self.max_steps = self.budget.total(counted_members(module)).in_steps(
+                self.env_steps_per_step, type(module).__name__)
             module.configure_budget(self.max_steps)
         else:
             self.max_steps = 0

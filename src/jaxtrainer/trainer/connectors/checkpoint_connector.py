@@ -219,10 +219,11 @@ def report_resume(trainer: Trainer, resume: Path, step: int, members: int = 1) -
 def report_budget_spent(trainer: Trainer, resume: Path, step: int, members: int = 1) -> None:
     """Say (on process 0) why a resume from ``resume`` (at ``step``) runs nothing;
     ``members`` > 1 (a sweep) states ``max_env_steps`` per member as well."""
-    env_budget = trainer.max_env_steps and (
-        f"max_env_steps={trainer.max_env_steps // members} per member x {members} members"
-        if members > 1 else f"max_env_steps={trainer.max_env_steps}")
-    budget = ", ".join(v for v in (trainer.max_steps_arg and f"max_steps={trainer.max_steps_arg}",
+    total = trainer.budget.total(members)
+    env_budget = total.max_env_steps and (
+        f"max_env_steps={total.max_env_steps // members} per member x {members} members"
+        if members > 1 else f"max_env_steps={total.max_env_steps}")
+    budget = ", ".join(v for v in (total.max_steps and f"max_steps={total.max_steps}",
                                    env_budget) if v)
     trainer.stop_reason = (f"the checkpoint is at step {step} and the budget is "
                            f"{trainer.max_steps} training steps")
