@@ -2,7 +2,7 @@
 
 import os
 
-from tests._xla import EMITTERS_ENV, xla_flags
+from tests._support._xla import EMITTERS_ENV, xla_flags
 
 # the user's XLA_FLAGS, before this file adds to them (xdist workers inherit both)
 _GIVEN_XLA_FLAGS = os.environ.setdefault("JAXTRAINER_TESTS_GIVEN_XLA_FLAGS",

@@ -1,5 +1,5 @@
 """The contract every shipped module keeps (evosax-style: one test over all of
-them, tiny configs from ``tests/shipped.py``), on 1 device ("single") and on 4
+them, tiny configs from ``tests/_support/shipped.py``), on 1 device ("single") and on 4
 ("pmap"):
 
 * ``init_state`` and one training step (one generation) run;
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import jaxtrainer as jt
-from tests import shipped, toys
+from tests._support import shipped, toys
 
 COUNTERS = ("step", "env_steps")
 RATES = ("steps_per_second", "env_steps_per_second")  # wall-clock: differ between runs

@@ -453,3 +453,19 @@ def test_the_architecture_drawing_is_the_codes():
     drawing = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(drawing)
     assert drawing.in_guide() == drawing.drawing(), "run: python docs/architecture_drawing.py --write"
+
+
+def test_the_tests_mirror_the_package():
+    """Each test file sits in the folder of the package room it tests
+    (``tests/trainer/`` for ``src/jaxtrainer/trainer/``, ...); the root holds the ground
+    floor's and the package's own tests, ``tests/benchmarks/`` those of
+    ``benchmarks/``, and ``tests/_support/`` the helpers."""
+    tests = ROOT / "tests"
+    rooms = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    misplaced = [str(p.relative_to(tests)) for p in tests.rglob("test_*.py")
+                 if "_support" not in p.relative_to(tests).parts
+                 and p.parent != tests and p.parent.relative_to(tests).parts[0] not in rooms | {"benchmarks"}]
+    assert misplaced == []
+    helpers = [p.name for p in tests.glob("*.py") if not p.name.startswith("test_") and p.name != "conftest.py"]
+    assert helpers == [], "helpers belong in tests/_support/"
+    assert len(list(tests.rglob("test_*.py"))) > 100

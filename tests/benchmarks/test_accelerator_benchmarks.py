@@ -1,0 +1,129 @@
+"""The accelerator table's scripts (benchmarks/accelerator/) at tiny budgets on the CPU:
+the env-only limit, our side of the seeds and PQN rows through the documented commands,
+purejaxql's own PQN script where its checkout is at hand, the summary lines' arithmetic,
+and the offline install from a wheel folder."""
+
+import base64
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "accelerator"))
+
+import env_limit  # noqa: E402
+import seeds  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(  # "pqn" alone could be another module
+    "accelerator_pqn", ROOT / "benchmarks" / "accelerator" / "pqn.py")
+pqn_row = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(pqn_row)
+PUREJAXQL = Path(os.environ.get("PUREJAXQL", ROOT / ".peers" / "purejaxql"))
+"""A checkout of mttga/purejaxql (``PUREJAXQL``; its packages, ``requirements/purejaxql.txt``
+installed into a folder, named by ``PUREJAXQL_PYTHONPATH``)."""
+
+
+def test_the_env_limit_steps_every_env_of_the_batch_every_step():
+    rate, reward = env_limit.limit("CartPole-v1", batch=8, length=20, repeats=1)
+    assert reward == 8 * 20  # CartPole pays 1 a step, reset steps included
+    assert 0 < rate < float("inf")
+
+
+@pytest.mark.slow
+def test_our_side_of_the_seeds_row_runs_the_documented_command_for_every_member():
+    row = seeds.ours(2, 2048, str(ROOT / "src"), timeout=600)  # 4 updates of 512 env steps
+    assert row["side"] == "ours" and row["n"] == 2
+    assert row["env_steps_per_s"] > 0 and row["compile_s"] > 0
+    assert len(row["returns"]) == 2 and all(0 < r <= 500 for r in row["returns"])
+
+
+def test_the_summary_line_gives_the_ratio_and_both_fractions_of_the_limit():
+    rows = {"ours": {"env_steps_per_s": 300.0, "returns": [490.0, 500.0]},
+            "purejaxrl": {"env_steps_per_s": 200.0, "returns": [480.0, 500.0]},
+            "env_only": {"env_steps_per_s": 1000.0}}
+    line = seeds.summary(64, rows)
+    assert line == ("N=64 ours=300 purejaxrl=200 ratio=1.500 limit=1,000 ours_fraction=0.300 "
+                    "purejaxrl_fraction=0.200 return ours=495.0 purejaxrl=490.0+-10.0")
+
+
+@pytest.mark.slow
+def test_our_side_of_the_pqn_row_runs_the_documented_command_for_every_member():
+    row = pqn_row.ours(2, "Breakout-MinAtar", 8192, 128, str(ROOT / "src"), timeout=600)
+    assert row["side"] == "ours" and row["seeds"] == 2 and row["env_steps_per_seed"] == 8192
+    assert row["env_steps_per_s"] > 0 and row["compile_s"] > 0
+    assert len(row["returns"]) == 2 and all(r >= 0 for r in row["returns"])
+    assert len(row["eval_returns"]) == 2  # each member's final greedy evaluation
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (PUREJAXQL / "purejaxql" / "pqn_minatar.py").exists(),
+                    reason=f"no purejaxql checkout at {PUREJAXQL} (set PUREJAXQL)")
+def test_purejaxqls_own_pqn_script_runs_its_seeds_in_one_program():
+    row = pqn_row.peer(2, "Breakout-MinAtar", 8192, str(PUREJAXQL),
+                       os.environ.get("PUREJAXQL_PYTHONPATH"), timeout=600)
+    assert row["side"] == "purejaxql" and row["env_steps_per_seed"] == 8192  # 2 updates
+    assert row["env_steps_per_s"] > 0 and row["compile_s"] > 0
+    assert len(row["returns"]) == 2 and all(r >= 0 for r in row["returns"])
+
+
+def test_the_pqn_row_gives_the_ratio_both_fractions_and_the_markdown_row(tmp_path):
+    rows = {"ours": {"side": "ours", "env": "Breakout-MinAtar", "seeds": 2, "env_steps_per_s": 300.0,
+                     "returns": [60.0, 70.0], "eval_returns": [65.0, 75.0]},
+            "purejaxql": {"side": "purejaxql", "env": "Breakout-MinAtar", "seeds": 2,
+                          "env_steps_per_s": 200.0, "returns": [50.0, 70.0],
+                          "env_steps_per_seed": 9998336},
+            "env_only": {"side": "env_only", "env": "Breakout-MinAtar", "seeds": 2,
+                         "env_steps_per_s": 1000.0}}
+    assert pqn_row.summary(rows) == (
+        "Breakout-MinAtar seeds=2 ours=300 purejaxql=200 ratio=1.500 limit=1,000 "
+        "ours_fraction=0.300 purejaxql_fraction=0.200 return ours=65.00 ± 5.00 "
+        "purejaxql=60.00 ± 10.00")
+    runs = tmp_path / "pqn.jsonl"
+    runs.write_text("".join(json.dumps(r) + "\n" for r in rows.values()))
+    assert pqn_row.table([str(runs)]).splitlines()[-1] == (
+        "| Breakout-MinAtar | 2 | 9,998,336 | 300 | 200 | 1.50 | 1,000 | 0.300 | 0.200 | "
+        "65.00 ± 5.00 | 60.00 ± 10.00 | 70.00 ± 5.00 |")
+
+
+def _wheel(folder: Path, name: str, version: str) -> Path:
+    """A minimal pure-Python wheel of a package ``name`` holding ``VERSION``."""
+    dist = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": f"VERSION = {version!r}\n",
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
+    record = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    files[f"{dist}/RECORD"] = "\n".join(record + [f"{dist}/RECORD,,"]) + "\n"
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+    return wheel
+
+
+def test_the_offline_install_takes_the_pinned_release_from_the_wheel_folder(tmp_path):
+    wheels, target = tmp_path / "wheels", tmp_path / "site"
+    wheels.mkdir()
+    _wheel(wheels, "offline_pkg", "1.0")
+    _wheel(wheels, "offline_pkg", "2.0")
+    reqs = tmp_path / "reqs.txt"
+    reqs.write_text("offline_pkg==1.0\n")
+    script = ROOT / "benchmarks" / "accelerator" / "wheels.sh"
+    proc = subprocess.run(["bash", str(script), "install", str(wheels), str(target), str(reqs)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"installed reqs.txt into {target}" in proc.stdout
+    env = dict(os.environ, PYTHONPATH=str(target))
+    version = subprocess.run([sys.executable, "-c", "import offline_pkg; print(offline_pkg.VERSION)"],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert version.stdout.strip() == "1.0", version.stderr

@@ -1,0 +1,121 @@
+"""``jaxtrainer fit <recipe>``: the recipes run from the installed package, their
+configs ship inside it, and ``recipes/*.py`` are thin scripts over the same code."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from jaxtrainer.commands import cli, fit
+from jaxtrainer.recipes import catalog
+from jaxtrainer.recipes.modules import BUILDERS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_recipe_has_a_builder_a_shipped_config_and_a_script():
+    assert list(catalog.RECIPES) and set(catalog.RECIPES) == set(BUILDERS)
+    for name in catalog.RECIPES:
+        assert catalog.config_file(name).is_file(), name
+        assert (ROOT / "recipes" / f"{name}.py").is_file(), name
+
+
+@pytest.mark.timeout(120)
+def test_fit_list_names_every_recipe():
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "--list"],
+                          capture_output=True, text=True, timeout=100, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    listed = [line.split()[0] for line in proc.stdout.splitlines()[1:]]
+    assert listed == list(catalog.RECIPES)
+    width = max(map(len, catalog.RECIPES)) + 2        # names in one column
+    assert f"  {'ppo':<{width}}PPO on a gymnax environment (CartPole-v1)" in proc.stdout
+
+
+@pytest.mark.parametrize("recipe", list(catalog.RECIPES))
+def test_every_recipe_help_through_fit_exits_0(recipe, capsys, monkeypatch):
+    monkeypatch.setattr("gc.freeze", lambda: None)  # the command freezes; not in a test process
+    with pytest.raises(SystemExit) as done:
+        cli.main(["fit", recipe, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: jaxtrainer fit {recipe} [--config FILE]")
+    assert catalog.RECIPES[recipe].summary in out
+    assert "trainer.seed=" in out  # every key is listed
+
+
+@pytest.mark.timeout(120)
+def test_an_unknown_recipe_is_one_line_and_status_2():
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo2"],
+                          capture_output=True, text=True, timeout=100, cwd=ROOT)
+    assert proc.returncode == 2
+    names = ", ".join(sorted(catalog.RECIPES))
+    assert names.startswith("a2c, c51, cem_rl, cemrl_openes, cma_es, crossq, ddpg, dqn, erl, erl_eda, ")
+    assert proc.stderr.strip().splitlines() == [
+        f"jaxtrainer fit: error: unknown recipe 'ppo2': expected one of {names} "
+        "(jaxtrainer fit --list)"]
+
+
+def test_print_config_is_a_config_to_start_from(tmp_path, capsys, monkeypatch):
+    """``jaxtrainer fit ppo --print-config > mine.yaml`` then ``--config mine.yaml``
+    reads it back; a shipped config is found by its file name."""
+    with pytest.raises(SystemExit) as done:
+        fit.run(["--print-config", "trainer.seed=7"], recipe="ppo")
+    assert done.value.code == 0
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(capsys.readouterr().out)
+    assert mine.read_text().startswith("recipe: ppo\n")
+    with pytest.raises(SystemExit):
+        fit.run(["--config", str(mine), "--print-config"], recipe="ppo")
+    assert "  seed: 7\n" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        fit.run(["--config", "ars.yaml", "--print-config"], recipe="openes")
+    assert "name: ARS" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)  # no such file here: the shipped one, also as --config=NAME
+    with pytest.raises(SystemExit):
+        fit.run(["--config=ppo_brax_cpu.yaml", "--print-config"], recipe="ppo")
+    assert "  name: brax/inverted_pendulum\n" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_wheel_holds_the_recipe_configs(tmp_path):
+    """A wheel built from the checkout (a copy: building writes build/ beside the
+    sources) holds every shipped config and the entry points."""
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", "runs", "build", "*.egg-info", "__pycache__", "site"))
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps",
+                           "-w", str(tmp_path), str(source)], capture_output=True, text=True,
+                          timeout=280)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    wheel = next(tmp_path.glob("jaxtrainer-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for recipe in catalog.RECIPES:
+        assert f"jaxtrainer/recipes/configs/{recipe}.yaml" in names, recipe
+    assert "jaxtrainer/recipes/configs/ars.yaml" in names
+    entry_points = zipfile.ZipFile(wheel).read(
+        next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "jaxtrainer = jaxtrainer.commands.cli:main" in entry_points
+    assert "recipes = jaxtrainer.recipes.modules:build_module" in entry_points
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_the_documented_way_to_start_ones_own_config(tmp_path):
+    """As the README writes it, through the shell: ``jaxtrainer fit ppo --print-config >
+    mine.yaml`` then ``jaxtrainer fit ppo --config mine.yaml`` (here with a tiny
+    budget so that the run is short)."""
+    jaxtrainer = Path(sys.executable).with_name("jaxtrainer")
+    command = (f"{jaxtrainer} fit ppo --print-config > mine.yaml && {jaxtrainer} fit ppo "
+               "--config mine.yaml trainer.max_env_steps=2048 trainer.logger=false")
+    proc = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "mine.yaml").read_text().startswith("recipe: ppo\n")
+    assert proc.stdout.strip().splitlines()[-1].startswith("eval/episode_return=")
+    assert "run_dir=runs/ppo/version_0" in proc.stdout.strip().splitlines()[-1]

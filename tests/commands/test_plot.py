@@ -1,0 +1,155 @@
+"""`jaxtrainer plot`: learning curves from metrics.csv."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from jaxtrainer.commands import cli, plot
+from tests._support import toys
+
+
+def _fake_run(path, values, extra_row=True):
+    os.makedirs(path)
+    with open(os.path.join(path, "metrics.csv"), "w") as f:
+        f.write("step,env_steps,train/episode_return,eval/x\n")
+        for i, v in enumerate(values, 1):
+            f.write(f"{i},{i * 100},{v},\n")
+        if extra_row:  # an evaluation row without the metric
+            f.write(f"{len(values)},{len(values) * 100},,1.0\n")
+
+
+@pytest.mark.timeout(60)
+def test_mean_and_spread_over_runs(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    _fake_run(a, [1, 2, 3, 4])
+    _fake_run(b, [3, 4, 5])
+    out = plot.plot_runs([a, b], str(tmp_path / "c.png"))
+    np.testing.assert_array_equal(out["x"], [100, 200, 300])  # up to the shortest run
+    np.testing.assert_array_equal(out["mean"], [2, 3, 4])
+    np.testing.assert_array_equal(out["low"], [1, 2, 3])
+    np.testing.assert_array_equal(out["high"], [3, 4, 5])
+    with open(tmp_path / "c.png", "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.timeout(60)
+def test_the_mean_covers_only_where_every_run_has_points(tmp_path):
+    """A run whose points start later (a resumed run's evaluations) is not held
+    at its first value backwards: the mean starts where every run has data."""
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    _fake_run(a, [1, 2, 3, 4])
+    os.makedirs(b)
+    with open(os.path.join(b, "metrics.csv"), "w") as f:
+        f.write("step,env_steps,train/episode_return\n3,300,7\n4,400,9\n")
+    out = plot.plot_runs([a, b], str(tmp_path / "c.png"))
+    np.testing.assert_array_equal(out["x"], [300, 400])
+    np.testing.assert_array_equal(out["mean"], [5, 6.5])
+
+
+@pytest.mark.timeout(60)
+def test_a_run_of_one_value_does_not_cut_the_mean_to_its_step(tmp_path, capsys):
+    """Two long runs and one stopped at its first log, under one root: the
+    mean still spans the long runs, and the one-value run is named as left out
+    (it used to shrink the mean and its band to a single point at x=100)."""
+    _fake_run(str(tmp_path / "version_0"), [1, 2, 3, 4])
+    _fake_run(str(tmp_path / "version_1"), [3, 4, 5, 6])
+    _fake_run(str(tmp_path / "version_2"), [50])
+    out = plot.plot_runs([str(tmp_path)], str(tmp_path / "c.png"))
+    np.testing.assert_array_equal(out["x"], [100, 200, 300, 400])
+    np.testing.assert_array_equal(out["mean"], [2, 3, 4, 5])
+    assert out["groups"][0]["left_out"] == ["version_2"] and len(out["runs"]) == 3
+    assert "mean of 2 run(s)" in out["legend"]
+    assert cli.main(["plot", str(tmp_path), "-o", str(tmp_path / "d.png")]) == 0
+    assert capsys.readouterr().out.strip().endswith(
+        "final mean 5 at env_steps=400 (left out of the mean, one value each: version_2)")
+
+
+@pytest.mark.timeout(120)
+def test_cli_plot_writes_png_from_two_trainer_runs(tmp_path, capsys):
+    dirs = []
+    for seed in (0, 1):
+        t = toys.trainer(tmp_path / "runs", max_steps=8, seed=seed)
+        t.fit(toys.EnvCounter())
+        dirs.append(t.log_dir)
+    out = str(tmp_path / "curves.png")
+    assert cli.main(["plot", *dirs, "-o", out, "--metric", "train/episode_return"]) == 0
+    assert os.path.getsize(out) > 1000
+    assert "wrote" in capsys.readouterr().out
+    assert cli.main(["plot", dirs[0], "-o", out, "--metric", "nope"]) == 2
+    assert "no column 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["plot"])
+
+
+@pytest.mark.timeout(120)
+def test_cli_plot_a_root_draws_every_run_under_it(tmp_path, capsys):
+    """As ``tensorboard --logdir``: a root holds runs at any depth; each is one
+    line labelled by its path relative to the root (version_10 after version_2)."""
+    root = tmp_path / "runs"
+    for seed in (0, 1):  # two tiny real runs: runs/ppo/version_0, version_1
+        toys.trainer(root / "ppo", max_steps=8, seed=seed).fit(toys.EnvCounter())
+    _fake_run(str(root / "ppo" / "version_10"), [1, 2, 3])
+    shutil.copy(root / "ppo" / "version_0" / "module.yaml", root / "ppo" / "version_10")  # same module
+    _fake_run(str(root / "sac" / "version_2"), [4, 5, 6])
+    _fake_run(str(root / "ppo" / "version_0" / "checkpoints" / "x"), [9, 9, 9])  # not a run
+    out = str(tmp_path / "x.png")
+    assert cli.main(["plot", str(root / "ppo"), "-o", out]) == 0
+    assert os.path.getsize(out) > 1000
+    said = capsys.readouterr().out
+    assert "over 3 run(s) (version_0, version_1, version_10) of EnvCounter" in said
+    drawn = plot.plot_runs([str(root)], out)  # the sac run records no module: drawn apart
+    assert drawn["runs"] == ["ppo/version_0", "ppo/version_1", "ppo/version_10", "sac/version_2"]
+    assert [(g["label"], g["runs"]) for g in drawn["groups"]] == [
+        ("EnvCounter", ["ppo/version_0", "ppo/version_1", "ppo/version_10"]),
+        ("runs without config.yaml or module.yaml", ["sac/version_2"])]
+    # a run directory and a root together; roots are prefixed by their name
+    both = plot.find_runs([str(root / "sac" / "version_2"), str(root / "ppo")])
+    assert [label for _, label in both] == ["version_2", "ppo/version_0", "ppo/version_1",
+                                            "ppo/version_10"]
+    for output in (["-o", out], []):  # without -o it asked for -o instead
+        assert cli.main(["plot", str(tmp_path / "empty_nowhere"), *output]) == 2
+        assert capsys.readouterr().err == (f"jaxtrainer plot: {tmp_path / 'empty_nowhere'}: no "
+                                           "such run directory or root\n")
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["plot", str(tmp_path / "empty"), "-o", out]) == 2
+    assert "no metrics.csv in it or below it" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(60)
+def test_many_runs_keep_the_legend_to_the_means(tmp_path):
+    """A root of many runs (a seed study) gets a legend entry per group, not per run."""
+    few = [str(tmp_path / f"few/s{i}") for i in range(2)]
+    for i, d in enumerate(few):
+        _fake_run(d, [i, i + 1, i + 2])
+    assert plot.plot_runs(few, str(tmp_path / "few.png"))["legend"] == [
+        "s0", "s1", "mean of 2 run(s)", "min-max over runs"]
+    for i in range(plot.RUNS_IN_LEGEND + 2):
+        _fake_run(str(tmp_path / f"many/s{i}"), [i, i + 1, i + 2])
+    out = plot.plot_runs([str(tmp_path / "many")], str(tmp_path / "many.png"))
+    assert len(out["runs"]) == 8
+    assert out["legend"] == ["mean of 8 run(s)", "min-max over runs"]
+
+
+@pytest.mark.timeout(60)
+def test_a_metric_with_one_value_per_run_is_nothing_to_plot_and_the_default_figure_goes_to_the_root(
+        tmp_path, capsys, monkeypatch):
+    """`plot --metric eval/x --x step` of runs that evaluated once: exit 2, said, no
+    file; without -o the figure is the root's curves.png, never the current folder's."""
+    root = tmp_path / "runs"
+    _fake_run(str(root / "version_0"), [1, 2, 3])   # eval/x logged once, at step 3
+    _fake_run(str(root / "version_1"), [2, 3, 4])
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["plot", "runs", "--metric", "eval/x", "--x", "step"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("jaxtrainer plot: nothing to plot: 'eval/x' has one value in each run "
+                   "(version_0 at step=3, version_1 at step=3) (a run that evaluated only at "
+                   "its end: set trainer.eval_every_n_steps to evaluate during training); "
+                   "no figure written\n")
+    assert sorted(os.listdir(tmp_path)) == ["runs"] and not (root / "curves.png").exists()
+    assert cli.main(["plot", "runs"]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {root / 'curves.png'}: ")
+    assert (root / "curves.png").is_file() and sorted(os.listdir(tmp_path)) == ["runs"]
+    assert cli.main(["plot", "runs/version_0", "runs/version_1"]) == 0  # the folder they share
+    assert capsys.readouterr().out.startswith(f"wrote {root / 'curves.png'}: ")

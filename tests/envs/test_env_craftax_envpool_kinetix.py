@@ -1,0 +1,195 @@
+"""The Craftax, EnvPool and Kinetix families by name: the Env contract (terminated apart
+from truncated, auto-reset, final observations, episode statistics and Craftax's
+achievements as extra statistics), PPO through the recipe under pmap on 4 devices,
+and the one-line errors of a missing or unusable family."""
+
+from __future__ import annotations
+
+import csv
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from jaxtrainer import envs
+from jaxtrainer.envs.evaluation import episode_metrics
+from jaxtrainer.envs.kinetix_env import KINETIX_UNAVAILABLE
+from tests._support.commands import recipe_script
+from tests.envs.test_env_families import _python
+
+CLASSIC = "craftax/Craftax-Classic-Symbolic-v1"  # float32[1345], 17 actions, 22 achievements
+
+PMAP_PPO = ["trainer.strategy=pmap", "trainer.devices=4", "trainer.max_steps=2",
+            "algorithm.num_envs=4", "algorithm.num_steps=8", "algorithm.num_minibatches=1",
+            "algorithm.update_epochs=1", "algorithm.eval_episodes=4", "algorithm.hidden_sizes=[8]",
+            "trainer.log_every_n_steps=1", "trainer.enable_progress_bar=false",
+            "trainer.compile_evaluation_ahead=false", "trainer.enable_checkpointing=false",
+            "logger.tensorboard=false"]
+"""Two PPO updates of 4 envs x 8 steps split over 4 devices, a log line per update."""
+
+
+def _rollout(env, num_envs, steps, seed=0):
+    """Random actions: ``(first obs, obs after each step, infos)``, leaves ``[steps, num_envs]``."""
+
+    def run(key):
+        obs0, state = env.reset_batch(key, num_envs)
+
+        def one(state, k):
+            action = jax.random.randint(k, (num_envs,), 0, env.num_actions)
+            obs, state, info = env.step_batch(k, state, action)
+            return state, (obs, info)
+
+        return obs0, *jax.lax.scan(one, state, jax.random.split(key, steps))[1]
+
+    return jax.jit(run)(jax.random.key(seed))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_craftax_truncates_at_its_limit_resets_and_reports_its_achievements():
+    pytest.importorskip("craftax")
+    env = envs.make(CLASSIC, max_episode_steps=5)  # every family's name for the limit
+    assert (env.name, env.observation_shape, env.observation_dtype) == (CLASSIC, (1345,),
+                                                                        jnp.float32)
+    assert env.discrete and env.num_actions == 17 and env.max_episode_steps == 5
+    obs0, obs, info = _rollout(env, num_envs=2, steps=7)
+    assert obs.shape == (7, 2, 1345) and obs.dtype == jnp.float32
+    assert bool(jnp.all(info.truncated[4])) and not bool(jnp.any(info.terminated))
+    assert bool(jnp.all(info.episode_length[4] == 5)) and bool(jnp.all(info.episode_length[5] == 1))
+    assert bool(jnp.all(info.final_obs[:4] == obs[:4]))  # goes on: final_obs is the obs
+    assert not bool(jnp.all(info.final_obs[4] == obs[4]))  # reset: the next episode's first
+    assert bool(jnp.allclose(info.episode_return[4], info.reward[:5].sum(0)))
+    extra = info.extra_statistics
+    assert len(extra) == 22 and extra["achievements/collect_wood"].shape == (7, 2)
+    assert all(bool(jnp.all((v == 0) | (v == 1))) for v in extra.values())
+    metrics = episode_metrics(info)
+    assert "train/achievements/collect_wood" in metrics and "train/episode_return" in metrics
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_craftax_batches_share_fresh_worlds_and_reset_ratio_one_is_exact():
+    """4 envs that all reach the time limit together take the batch's 2 fresh
+    worlds in turn (reset_ratio 2); with reset_ratio=1 a batched step is the
+    exact per-env step (integers equal, floats to rounding: batched code
+    vectorises differently)."""
+    pytest.importorskip("craftax")
+    shared = envs.make(CLASSIC, max_timesteps=1, reset_ratio=2)
+    exact = envs.make(CLASSIC, max_timesteps=1, reset_ratio=1)
+    assert envs.make(CLASSIC).reset_ratio == 16
+    _, state = jax.jit(lambda k: shared.reset_batch(k, 4))(jax.random.key(0))
+    keys, action = jax.random.split(jax.random.key(1), 4), jnp.arange(4, dtype=jnp.int32)
+
+    @jax.jit
+    def steps(keys, state, action):  # one program: the three ways to step the batch
+        return (jax.vmap(shared.step)(keys, state, action), jax.vmap(exact.step)(keys, state, action),
+                jax.lax.map(lambda args: exact.step(*args), (keys, state, action)))
+
+    (first, _, info), batched, one_by_one = steps(keys, state, action)
+    assert bool(jnp.all(info.truncated))  # every episode ended: each env's next world
+    assert bool(jnp.all(first[2] == first[0])) and bool(jnp.all(first[3] == first[1]))
+    assert not bool(jnp.all(first[0] == first[1]))
+    for got, want in zip(jax.tree.leaves(batched), jax.tree.leaves(one_by_one), strict=True):
+        if jnp.issubdtype(got.dtype, jnp.floating):
+            assert bool(jnp.allclose(got, want, rtol=1e-6, atol=1e-6))
+        else:
+            assert bool(jnp.all(got == want))
+    assert len({jax.device_get(batched[0][i]).tobytes() for i in range(4)}) == 4  # own worlds
+    with pytest.raises(ValueError, match=r"reset_ratio=0: expected an int >= 1"):
+        envs.make(CLASSIC, reset_ratio=0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_craftax_tells_death_from_its_time_limit():
+    """A state whose player has no health is terminated; one at the time limit truncated."""
+    pytest.importorskip("craftax")
+    env = envs.make(CLASSIC, max_episode_steps=5)  # every family's name for the limit
+    ended = jax.jit(lambda key, timestep, health: env.ended(env.reset_env(key)[1].replace(
+        timestep=timestep, player_health=health)))
+    key = jax.random.key(0)
+    assert [bool(x) for x in ended(key, 0, 9.0)] == [False, False]
+    assert [bool(x) for x in ended(key, 5, 9.0)] == [False, True]
+    assert [bool(x) for x in ended(key, 5, 0.0)] == [True, False]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ppo_recipe_runs_craftax_under_pmap_and_logs_its_achievements(run_dir, capsys):
+    pytest.importorskip("craftax")
+    result = recipe_script("ppo").main([f"env.name={CLASSIC}", "env.max_timesteps=4",
+                                        *PMAP_PPO, f"trainer.default_root_dir={run_dir}"])
+    assert result["env_steps"] == 64 and 1.0 <= result["eval/episode_length"] <= 4.0
+    (metrics_csv,) = run_dir.glob("*/metrics.csv")
+    rows = list(csv.DictReader(metrics_csv.open()))
+    logged = [r for r in rows if r.get("train/achievements/collect_wood")]
+    assert logged and 0.0 <= float(logged[0]["train/achievements/collect_wood"]) <= 1.0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("eval/episode_return=")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_envpool_cartpole_follows_the_env_contract_and_reruns_reproduce():
+    pytest.importorskip("envpool")
+    env = envs.make("envpool/CartPole-v1", max_episode_steps=7)
+    assert (env.observation_shape, env.observation_dtype) == ((4,), jnp.float32)
+    assert env.discrete and env.num_actions == 2 and env.max_episode_steps == 7
+    obs0, obs, info = _rollout(env, num_envs=3, steps=20)
+    done = info.done
+    assert bool(jnp.all(info.truncated[6])) and bool(jnp.all(info.episode_length <= 7))
+    assert not bool(jnp.any(info.terminated & info.truncated))
+    # auto-reset on the same step: the reached observation is final_obs
+    assert bool(jnp.all(jnp.where(done[..., None], info.final_obs != obs, True)))
+    assert bool(jnp.all(jnp.where(~done[..., None], info.final_obs == obs, True)))
+    assert bool(jnp.all(jnp.abs(jnp.where(done[..., None], obs, 0.0)) <= 0.05))
+    assert bool(jnp.all(jnp.where(done[:-1], info.episode_length[1:] == 1, True)))
+    assert bool(jnp.allclose(info.episode_return, info.episode_length.astype(jnp.float32)))
+    again = _rollout(env, num_envs=3, steps=20)
+    assert all(bool(jnp.array_equal(a, b)) for a, b in zip(
+        jax.tree.leaves((obs0, obs, info)), jax.tree.leaves(again), strict=True))
+    assert not bool(jnp.array_equal(obs0, _rollout(env, num_envs=3, steps=1, seed=1)[0]))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_ppo_recipe_runs_envpool_under_pmap_on_four_devices(run_dir, capsys):
+    pytest.importorskip("envpool")
+    result = recipe_script("ppo").main(["env.name=envpool/CartPole-v1", *PMAP_PPO,
+                                        f"trainer.default_root_dir={run_dir}"])
+    assert result["env_steps"] == 64 and 8.0 <= result["eval/episode_return"] <= 500.0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("eval/episode_return=")
+
+
+@pytest.mark.parametrize("name,close", [
+    ("craftax/Craftax-Classic-Symbolic-v2", CLASSIC),
+    ("envpool/CartPole-v2", "envpool/CartPole-v1"),
+])
+def test_an_unknown_name_in_the_family_names_the_closest(name, close):
+    pytest.importorskip(name.split("/")[0])
+    with pytest.raises(ValueError, match=f"did you mean '{close}'"):
+        envs.make(name)
+
+
+@pytest.mark.timeout(120)
+def test_a_missing_family_is_one_line_naming_its_extra_and_kinetix_says_why_not():
+    """craftax and envpool made unimportable in a subprocess: one line naming the extra.
+    Kinetix: one line naming the jax pin that keeps kinetix-env out."""
+    names = {"craftax": CLASSIC, "envpool": "envpool/CartPole-v1"}
+    done = _python(f"import sys\nnames = {names!r}\n"
+                   "import jaxtrainer.envs as e\n"
+                   "for module, name in [*names.items(), ('kinetix', 'kinetix/s-h0-weak-thrust')]:\n"
+                   "    sys.modules[module] = None\n"
+                   "    try:\n        e.make(name)\n"
+                   "    except ImportError as err:\n        print(err)\n")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert lines[:2] == [f'{m}/... environments need {m}: pip install -e ".[{m}]" (in a checkout; '
+                         f'pip install "jaxtrainer[{m}]" otherwise)' for m in names]
+    assert lines[2] == KINETIX_UNAVAILABLE
+
+
+def test_kinetix_names_the_version_conflict():
+    with pytest.raises(ImportError) as raised:
+        envs.make("kinetix/s-h0-weak-thrust")
+    assert str(raised.value) == KINETIX_UNAVAILABLE
+    assert "jax<=0.9.0" in str(raised.value) and "jax 0.10" in str(raised.value)
