@@ -72,6 +72,7 @@ class GenerationModule(Module):
     """
 
     step_key_per_device = False
+    headline_metric = "fitness/mean"
 
     def __init__(
         self,
