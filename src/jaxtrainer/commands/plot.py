@@ -15,8 +15,8 @@ figure shows the mean and a band from the minimum to the maximum (the spread
 over its runs), after interpolating its runs onto the x values of its
 shortest. Without ``--metric`` each group draws its runs' headline metric
 (an RL run's ``train/episode_return``, an evolution strategy's ``fitness/mean``,
-a PBT population's ``fitness/max``). A sweep's ``env_steps`` are drawn per member (its environment steps
-over its member count) wherever it is drawn.
+a PBT population's ``fitness/max``). A sweep's ``env_steps`` are drawn per
+member (its environment steps over its member count) wherever it is drawn.
 
 A single run of a sweep (:class:`~jaxtrainer.population.Sweep`, a run directory
 holding ``sweep_members.csv``) is drawn by :func:`plot_sweep`: one line per
@@ -265,7 +265,8 @@ def _group_curves(kind: RunKind, runs: list[tuple[str, str]], metric: str,
     if not len(grid):  # no step where every run has points: up to the shortest run, as before
         grid = np.unique(np.concatenate([c[1][c[1] <= end] for c in averaged]))
     ys = np.stack([np.interp(grid, xs, vs) for _, xs, vs in averaged])  # [runs, len(grid)]
-    return {"label": kind.label(), "kind": kind, "metric": metric, "curves": curves, "runs": [c[0] for c in curves],
+    return {"label": kind.label(), "kind": kind, "metric": metric, "curves": curves,
+            "runs": [c[0] for c in curves],
             "left_out": [c[0] for c in curves if not any(c is a for a in averaged)],
             "x": grid, "mean": ys.mean(0), "low": ys.min(0), "high": ys.max(0)}
 
