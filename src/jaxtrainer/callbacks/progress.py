@@ -68,6 +68,8 @@ class RichProgressBar(Callback):
         not ``None`` or a bool.
     """
 
+    writes_run_dir = False  # it reads metrics only
+
     def __init__(self, metric: str | None = None, refresh_per_second: float = 4,
                  plain: bool | None = None, plain_every_n_seconds: float = 30.0) -> None:
         if plain is not None and not isinstance(plain, bool):

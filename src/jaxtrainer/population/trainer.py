@@ -173,6 +173,8 @@ class GenerationEndDispatcher(Callback):
     ``metrics`` is the interval's dict plus ``generation`` (generations done).
     """
 
+    writes_run_dir = False  # it reads metrics only
+
     order = 99  # after ordinary callbacks, before ModelCheckpoint (100)
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
