@@ -240,17 +240,9 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
         trainer.root_key = trainer.strategy.to_global(root_key(seed))
     used_seed = int(meta.get("seed", 0)) if seed is None else seed
     video_only = video is not None and episodes is None  # no evaluation nobody asked for
-    if video_only:
-        env, recorded = _record_video(module, trainer.state, member, used_seed, video_episodes)
-        metrics = _video_statistics(recorded)
-    else:
-        ACTIVITY.enter(f"evaluating {stats.spec.eval_episodes} episodes", f"evaluating "
-                       f"{stats.spec.eval_episodes} episodes of step {trainer.global_step} ...")
-        # Trainer's own evaluate: a PopulationTrainer's would wrap the (already wrapped) module
-        metrics = Trainer.evaluate(trainer, stats)
-        for name in STATISTICS:
-            if f"eval/{name}_var" in metrics:
-                metrics[f"eval/{name}_std"] = math.sqrt(max(metrics[f"eval/{name}_var"], 0.0))
+    recorded = _record_video(module, trainer.state, member, used_seed, video_episodes) \
+        if video_only else None
+    metrics = _video_statistics(recorded[1]) if recorded else _evaluate(trainer, stats)
     result = {"checkpoint": os.fspath(step_dir), "step": trainer.global_step,
               "env_steps": trainer.env_steps, "seed": used_seed, "counted_members":
               1 if population is None else counted_members(population),
@@ -262,12 +254,24 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
               if hasattr(population, "describe_member") else None}
     if report is not None:
         report(result)
-    if video is not None:
-        if not video_only:
-            env, recorded = _record_video(module, trainer.state, member, used_seed,
-                                          video_episodes)
-        result["video_frames"] = render.write_episodes(env, recorded, video)
+    if video is not None:  # the episodes drawn, recorded now where not yet
+        env, episodes = recorded or _record_video(module, trainer.state, member, used_seed,
+                                                  video_episodes)
+        result["video_frames"] = render.write_episodes(env, episodes, video)
     return result
+
+
+def _evaluate(trainer: Trainer, stats: EpisodeStatistics) -> dict[str, Any]:
+    """``Trainer.evaluate`` of ``stats`` with ``eval/<x>_std`` (the square root of
+    ``_var``) added: the numbers ``jaxtrainer eval`` prints."""
+    ACTIVITY.enter(f"evaluating {stats.spec.eval_episodes} episodes", f"evaluating "
+                   f"{stats.spec.eval_episodes} episodes of step {trainer.global_step} ...")
+    # Trainer's own evaluate: a PopulationTrainer's would wrap the (already wrapped) module
+    metrics = Trainer.evaluate(trainer, stats)
+    for name in STATISTICS:
+        if f"eval/{name}_var" in metrics:
+            metrics[f"eval/{name}_std"] = math.sqrt(max(metrics[f"eval/{name}_var"], 0.0))
+    return metrics
 
 
 def _record_video(module: Module, state: Any, member: int | None, seed: int,
