@@ -24,7 +24,8 @@ LAST_LINE = re.compile(r"eval/episode_return=(-?[\d.]+|nan)(?:.*run_dir=(\S+))?"
 def run_seed(recipe: str, config: Path, seed: int, max_env_steps: int, root: str,
              overrides: list[str]) -> tuple[float, float]:
     """``(final greedy return, wall seconds)`` of one recipe run (the recipe's
-    last line, ``eval/episode_return=...``; seconds include compilation).
+    last line, ``eval/episode_return=...``; seconds of the whole process, compilation
+    included unless the compilation cache already holds the programs).
 
     Raises:
       RuntimeError: the run failed or printed no ``eval/episode_return=`` line

@@ -17,7 +17,9 @@ line), their mean and IQM with 95% stratified-bootstrap confidence intervals
 (rliable, :func:`jaxtrainer.population.summary.config_statistics`), the training
 return over the last 10% of the budget (CleanRL's statistic: the mean of the
 logged ``train/episode_return`` rows at or after 90% of the env steps), the
-wall seconds per seed (compilation included), and whether the row is at or above
+wall seconds per seed (the whole process, compilation included where the
+compilation cache does not hold the programs yet: :data:`REPRODUCING`), and whether
+the row is at or above
 the published figure (the rule is in ``published.yaml``).
 
 Results accumulate in ``docs/baselines/results.json`` (a row run again replaces
@@ -313,6 +315,25 @@ def side_by_side_figure(row: dict[str, Any], runs: list[dict[str, Any]], entry: 
     return True
 
 
+REPRODUCING = (
+    "What reproduces: on the machine, jax version and commit a row names, its command gives "
+    "each seed's final return bit for bit, and so the row's mean, IQM, intervals (a bootstrap "
+    "of fixed seed), last 10% and min seed; the seed is an input of the compiled programs, and a "
+    "program loaded from the compilation cache computes what a fresh compile does. At another "
+    "commit, machine or XLA version, floating-point sums may run in another order and RL "
+    "amplifies such differences: each seed's return can differ, and the mean over seeds is "
+    "expected within the row's 95% interval, not on its figures. *s/seed* is a wall time, "
+    "never reproduced exactly: the upper median over the row's seeds of the seconds of the "
+    "whole `jaxtrainer fit` process (Python start-up, imports, preparing the programs, training "
+    "and the final evaluation), `--jobs` (2) seeds at once on the machine named, with the "
+    "recipes' compilation cache on (`~/.cache/jaxtrainer/jax`): the first seeds compile, the "
+    "later ones load the compiled programs from the cache, so the median leaves compilation "
+    "out. A first run on a machine compiles (its `compiled in ... s` lines say for how long) "
+    "and takes longer."
+)
+"""The page's paragraph on which figures reproduce bit for bit and what *s/seed* times."""
+
+
 def page(results: dict[str, dict[str, Any]], order: list[str], rows: list[dict[str, Any]],
          docs: Path) -> str:
     """``docs/baselines.md`` from the accumulated results, rows in table order, then the
@@ -333,6 +354,8 @@ def page(results: dict[str, dict[str, Any]], order: list[str], rows: list[dict[s
         "Written by `python benchmarks/published.py` from the results of its runs, which "
         "accumulate row by row (rows and sources: `benchmarks/published.yaml`; presets: "
         "`src/jaxtrainer/recipes/presets/`); each row names its date, machine and commit.",
+        "",
+        REPRODUCING,
         "",
         f"Measured {_dates(results)}; {_seed_counts(results, order)}.",
         "",

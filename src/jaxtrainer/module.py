@@ -62,6 +62,11 @@ class Module:
         over all devices (0 for modules that use no environment). Drives
         ``Trainer(max_env_steps=...)`` and the ``env_steps`` metric.
       stochastic_policy: whether :meth:`policy`'s ``act`` samples when given a key.
+      headline_metric: the metric that says how training goes, shown by the
+        progress bar (:class:`~jaxtrainer.callbacks.RichProgressBar`): the
+        episode return here, an evolution strategy's mean fitness, a PBT
+        population's best (``jaxtrainer plot`` picks it from a run's columns
+        alike, :func:`jaxtrainer.rundir.run_kind.headline_metric`).
       step_key_per_device: ``True`` (default): ``training_step``'s key is
         ``fold_in(step_key, device_index)``, different on every device.
         ``False``: every device gets the same ``step_key`` and the module
@@ -90,6 +95,7 @@ class Module:
     step_key_per_device: bool = True
     global_view: bool = False
     stochastic_policy: bool = False
+    headline_metric: str = "train/episode_return"
     env_fields: tuple[str, ...] = ("env_state", "obs", "carry", "start")
     """The fields of a state dataclass that hold the envs in flight (their
     states, observations and, with memory, the recurrent carry and episode

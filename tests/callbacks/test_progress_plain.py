@@ -159,3 +159,17 @@ def test_the_first_rate_counts_the_first_call_even_when_its_dispatch_runs_it(run
     rows = list(csv.DictReader(open(f"{t.log_dir}/metrics.csv")))
     rates = [float(r["steps_per_second"]) for r in rows if r.get("steps_per_second")]
     assert len(rates) == 2 and all(0 < r <= 20.0 for r in rates), rates  # 0.05 s a step at best
+
+
+def test_an_evolution_strategy_shows_its_fitness():
+    """Issue 68, 3: the ES progress line showed no fitness (it looked for
+    train/episode_return); it shows the module's headline metric."""
+    from types import SimpleNamespace
+
+    from jaxtrainer.population.trainer import GenerationModule
+
+    trainer = SimpleNamespace(is_global_zero=True, env_steps_per_step=0, global_step=1, max_steps=4)
+    bar = jt.RichProgressBar(plain=True)
+    bar.on_train_start(trainer, object.__new__(GenerationModule))
+    line = bar.plain_line(trainer, {"fitness/mean": 15.75, "fitness/max": 56.0})
+    assert line.endswith(" | fitness/mean=15.8"), line

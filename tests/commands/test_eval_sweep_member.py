@@ -32,9 +32,9 @@ TINY = ["trainer.strategy=single", "trainer.max_env_steps=null", "trainer.max_st
 def test_eval_member_2_of_a_4_seed_sweep_prints_what_trainer_evaluate_reports(tmp_path, capsys):
     fit.run([f"trainer.default_root_dir={tmp_path}", *TINY, "sweep.seeds=4"], "ppo")
     run = tmp_path / "version_0"
-    last = capsys.readouterr().out.strip().splitlines()[-1]  # says what its mean averages
-    assert re.fullmatch(rf"eval/episode_return=[\d.]+ \(mean over 4 members \(seeds 0-3\)\) "
-                        rf"run_dir={re.escape(str(run))}", last), last
+    said, last = capsys.readouterr().out.strip().splitlines()[-2:]  # what its mean averages
+    assert said == "jaxtrainer: eval/episode_return on the next line (mean over 4 members (seeds 0-3))"
+    assert re.fullmatch(rf"eval/episode_return=[\d.]+ run_dir={re.escape(str(run))}", last), last
     command = shutil.which("jaxtrainer") or pytest.fail("the jaxtrainer command is not installed")
     env = dict(os.environ, XLA_FLAGS=xla_flags(1), JAX_PLATFORMS="cpu")
     out = subprocess.run([command, "eval", str(run), "--member", "2"], capture_output=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -174,3 +175,35 @@ def test_the_evaluation_program_says_when_it_is_ready(monkeypatch, capsys):
     assert len(_still("\n".join(lines), "evaluation")) == 1
     assert lines[-1] == ("jaxtrainer: the evaluation program is ready (compiled in 0.8 s); "
                          "evaluating ...")
+
+
+@pytest.mark.timeout(120)
+def test_a_video_alone_runs_only_the_episodes_it_draws(monkeypatch, tmp_path, capsys):
+    """Issue 68, 6: `jaxtrainer eval RUN --video cartpole.gif` first ran the 32
+    evaluation episodes (algorithm.eval_episodes) nobody asked for; now only the
+    video's episode runs, and the numbers printed are its own, said so."""
+    from jaxtrainer.recipes import config
+    from tests.test_eval_cli import RECIPES, init_only_run
+
+    cfg = config.load(RECIPES / "configs" / "ppo.yaml", ["algorithm.hidden_sizes=[16]"])
+    run = init_only_run(tmp_path, "ppo", cfg)  # a saved run of the initial policy
+    evaluated, recorded = [], []
+    run_episodes = eval_run.run_episodes
+    monkeypatch.setattr(eval_run, "run_episodes", lambda env, policy, params, key, num, *a, **k:
+                        evaluated.append(num) or run_episodes(env, policy, params, key, num, *a, **k))
+    record = render.record
+    monkeypatch.setattr(render, "record", lambda env, policy, params, key, num, *a:
+                        recorded.append(num) or record(env, policy, params, key, num, *a))
+    monkeypatch.setattr(render, "write_gymnax", lambda env, episodes, path, shown_as=None:
+                        path.write_bytes(b"gif") and sum(len(r) for _, r in episodes))
+    assert eval_cli.main([str(run), "--video", str(tmp_path / "cartpole.gif")]) == 0
+    assert (evaluated, recorded) == ([], [1])
+    out = capsys.readouterr().out
+    assert ("episodes: 1 completed of 1 (the video's, no other evaluation: --episodes N for N "
+            "evaluation episodes)") in out
+    assert (tmp_path / "cartpole.gif").read_bytes() == b"gif"
+    # the Quickstart's --video line names the extra that draws it (pygame)
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    assert '--video cartpole.gif  # watch it: pip install -e ".[render]" first' in readme
+    assert 'render = ["pygame' in (root / "pyproject.toml").read_text()

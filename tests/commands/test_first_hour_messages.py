@@ -63,3 +63,45 @@ def test_multi_node_in_a_process_nobody_launched_is_one_line_naming_the_way_out(
     assert "no coordinator address and no cluster detected" in error[0]
     assert "in one process choose another strategy (trainer.strategy=single or pmap" in error[0]
     assert "must be called before any JAX calls" not in error[0]
+    assert "joining coordinator" not in proc.stderr  # issue 68, 8c: nothing names one
+
+
+LAUNCH_PREFIXES = ("JAX_COORDINATOR", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "SLURM_", "OMPI_",
+                   "JOB_COMPLETION_INDEX")
+
+
+def test_a_process_no_launcher_started_claims_no_coordinator(monkeypatch, capsys):
+    """Issue 68, 8c: resuming a multi-node run without the launcher first printed
+    "joining coordinator found by JAX from the launcher's variables ... (none of ...
+    is set)"; nothing names a coordinator there, so no such line. A launched
+    process still says where it joins."""
+    from jaxtrainer.distributed import process
+
+    for name in [k for k in os.environ if k.startswith(LAUNCH_PREFIXES)]:
+        monkeypatch.delenv(name)
+    with process._join_watchdog(None, None, None, 300):
+        pass
+    assert capsys.readouterr().err == ""
+    with process._join_watchdog("127.0.0.1:1234", 2, 1, 300):
+        pass
+    assert capsys.readouterr().err.startswith(
+        "jaxtrainer: process 1 of 2 joining coordinator 127.0.0.1:1234; waiting up to 300 s")
+
+
+def test_a_trainer_that_writes_nothing_makes_no_run_directory(tmp_path, capsys):
+    """Issue 68, 8b: ``Trainer(logger=False, enable_checkpointing=False)`` still wrote
+    ``runs/version_N/module.yaml``; as Lightning without a logger, no ``version_N``.
+    A callback that does not say it only reads metrics still gets its directory."""
+    import jaxtrainer as jt
+    from tests import toys
+
+    root = tmp_path / "runs"
+    jt.Trainer(logger=False, enable_checkpointing=False, max_steps=2, strategy="single",
+               default_root_dir=root).fit(toys.EnvCounter())
+    assert not root.exists()
+    assert "; no run directory (no logger, checkpoint or other callback writes one)" in \
+        capsys.readouterr().out
+    trainer = jt.Trainer(logger=False, enable_checkpointing=False, max_steps=2, strategy="single",
+                         default_root_dir=root, callbacks=[jt.Callback()])
+    trainer.fit(toys.EnvCounter())
+    assert sorted(os.listdir(trainer.log_dir)) == ["module.yaml"]

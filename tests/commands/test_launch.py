@@ -46,6 +46,8 @@ def leftover(marker: str) -> list[str]:
 @pytest.mark.slow
 def test_every_rank_gets_its_environment_and_a_prefixed_output(tmp_path):
     script = ("import os, sys, jax\n"
+              "from jax.experimental import multihost_utils\n"
+              "multihost_utils.sync_global_devices('joined')  # gloo connects its ranks\n"
               "print(os.environ['JAX_PROCESS_ID'], os.environ['JAX_NUM_PROCESSES'],\n"
               "      os.environ['JAX_COORDINATOR_ADDRESS'], jax.process_index(),\n"
               "      jax.process_count(), sys.argv[1:])\n"
@@ -59,6 +61,7 @@ def test_every_rank_gets_its_environment_and_a_prefixed_output(tmp_path):
         assert (prefix, pid, count, index, total) == (f"{rank}]", str(rank), "2", str(rank), "2")
         assert address.startswith("127.0.0.1:") and int(address.split(":")[1]) > 0
     assert "[rank 0] to stderr" in proc.stderr and "[rank 1] to stderr" in proc.stderr
+    assert "[Gloo]" not in proc.stdout + proc.stderr  # issue 68, 8d: every peer connected
 
 
 @pytest.mark.slow
@@ -183,3 +186,26 @@ def test_launch_is_a_jaxtrainer_command():
 
     assert COMMANDS["launch"][0] == "jaxtrainer.commands.launch:main"
     assert 0 < launch.free_port() < 65536
+
+
+def test_gloos_connection_lines_stay_off_the_runs_stdout():
+    """Issue 68, 8d: every rank's stdout carried gloo's ``[Gloo] Rank N is connected
+    to ...`` (C++ std::cout, no setting silences it); the launcher leaves out the
+    report that every peer connected and sends gloo's other lines to stderr."""
+    import io
+    import threading
+
+    child = (b"[Gloo] Rank 1 is connected to 1 peer ranks. Expected number of connected peer "
+             b"ranks is : 1\n"
+             b"jaxtrainer: step 2/2\n"
+             b"[Gloo] Rank 1 is connected to 0 peer ranks. Expected number of connected peer "
+             b"ranks is : 1\n"
+             b"[Gloo] Rank 1 is NOT connected to: [0]\n"
+             b"eval/episode_return=9.00 run_dir=runs/version_0")
+    out, err = io.BytesIO(), io.BytesIO()
+    launch._pump(io.BytesIO(child), b"[rank 1] ", out, threading.Lock(), None, err)
+    assert out.getvalue() == (b"[rank 1] jaxtrainer: step 2/2\n"
+                              b"[rank 1] eval/episode_return=9.00 run_dir=runs/version_0\n")
+    assert err.getvalue() == (b"[rank 1] [Gloo] Rank 1 is connected to 0 peer ranks. Expected "
+                              b"number of connected peer ranks is : 1\n"
+                              b"[rank 1] [Gloo] Rank 1 is NOT connected to: [0]\n")

@@ -153,3 +153,59 @@ def test_a_metric_with_one_value_per_run_is_nothing_to_plot_and_the_default_figu
     assert (root / "curves.png").is_file() and sorted(os.listdir(tmp_path)) == ["runs"]
     assert cli.main(["plot", "runs/version_0", "runs/version_1"]) == 0  # the folder they share
     assert capsys.readouterr().out.startswith(f"wrote {root / 'curves.png'}: ")
+
+
+ES_COLUMNS = "step,env_steps,es/best_fitness,fitness/max,fitness/mean,fitness/min,population_size"
+
+
+def _run_files(path, config, columns, rows, hparams=None):
+    """A run directory as a recipe leaves it: ``config.yaml``, ``metrics.csv``
+    (``columns`` and ``rows``), and ``hparams.csv`` where given."""
+    os.makedirs(path)
+    with open(os.path.join(path, "config.yaml"), "w") as f:
+        f.write(config)
+    with open(os.path.join(path, "metrics.csv"), "w") as f:
+        f.write("\n".join([columns, *rows]) + "\n")
+    if hparams is not None:
+        with open(os.path.join(path, "hparams.csv"), "w") as f:
+            f.write("name,value\n" + "".join(f"{k},{v}\n" for k, v in hparams.items()))
+
+
+@pytest.mark.timeout(60)
+def test_plot_of_an_es_run_draws_its_fitness_and_a_pbt_run_its_best(tmp_path, capsys):
+    """Issue 68, 3: `jaxtrainer plot runs/openes` (default metric) exited 2, 'no column
+    train/episode_return'; each run kind draws its own headline metric."""
+    es = tmp_path / "runs" / "openes" / "version_0"
+    _run_files(es, "recipe: openes\nenv:\n  name: CartPole-v1\n", ES_COLUMNS,
+               ["1,4000,56,56,15.75,8,8", "2,8000,108,108,31,9,8"])
+    assert cli.main(["plot", str(tmp_path / "runs" / "openes")]) == 0
+    assert capsys.readouterr().out.startswith(
+        f"wrote {tmp_path / 'runs' / 'openes' / 'curves.png'}: fitness/mean over 1 run(s) "
+        "(version_0) of openes CartPole-v1, final mean 31 at env_steps=8000")
+    pbt = tmp_path / "pbt"
+    _run_files(pbt, "recipe: pbt_ppo\n", "step,env_steps,train/episode_return,fitness/max,"
+               "member/0/fitness", ["1,100,5,9,9", "2,200,6,12,12"])
+    assert plot.plot_runs([str(pbt), str(es)], str(tmp_path / "c.png"))["metric"] == \
+        "fitness/max / fitness/mean"
+
+
+@pytest.mark.timeout(60)
+def test_runs_of_other_budgets_are_never_one_mean(tmp_path, capsys):
+    """Issue 68, 3: runs of 500k and 1M env steps (config.yaml) and of another
+    learning rate (hparams.csv) are groups of their own; seeds alone are not."""
+    root = tmp_path / "runs"
+    rows = ["1,100,1", "2,200,2"]
+    for n, (budget, seed) in enumerate([(500000, 0), (1000000, 0), (500000, 1)]):
+        _run_files(root / f"version_{n}", f"recipe: ppo\nenv:\n  name: CartPole-v1\ntrainer:\n"
+                   f"  max_env_steps: {budget}\n  seed: {seed}\n  default_root_dir: {root}\n",
+                   "step,env_steps,train/episode_return", rows)
+    for n, lr in ((3, 0.001), (4, 0.003)):
+        _run_files(root / f"version_{n}", "recipe: ppo\nenv:\n  name: Acrobot-v1\n",
+                   "step,env_steps,train/episode_return", rows,
+                   hparams={"trainer/seed": n, "module/learning_rate": lr})
+    out = plot.plot_runs([str(root)], str(tmp_path / "c.png"))
+    assert [(g["label"], g["runs"]) for g in out["groups"]] == [
+        ("ppo CartPole-v1 (trainer.max_env_steps=500000)", ["version_0", "version_2"]),
+        ("ppo CartPole-v1 (trainer.max_env_steps=1000000)", ["version_1"]),
+        ("ppo Acrobot-v1 (module/learning_rate=0.001)", ["version_3"]),
+        ("ppo Acrobot-v1 (module/learning_rate=0.003)", ["version_4"])]

@@ -205,3 +205,13 @@ def test_seeds_added_to_a_row_join_its_earlier_seeds_and_say_when_those_ran(monk
     with pytest.raises(ValueError, match=r"seeds \[2\] are already in results.json; it has "
                                          r"seeds \[0, 1, 2\]"):
         published.check_new_seeds(row, earlier, [2, 3])
+
+
+def test_the_baselines_page_says_what_reproduces_and_what_s_per_seed_times():
+    """Issue 68, 5: the page did not say whether a seed reproduces bit for bit, nor
+    that its s/seed column leaves compilation out (the compilation cache's seeds)."""
+    page = (ROOT / "docs" / "baselines.md").read_text()
+    assert ("on the machine, jax version and commit a row names, its command gives each "
+            "seed's final return bit for bit") in page
+    assert "the mean over seeds is expected within the row's 95% interval" in page
+    assert "so the median leaves compilation out" in page

@@ -205,6 +205,17 @@ def test_a_sweep_says_what_its_mean_averages():
     assert recipe_sweep.final_note(toys.Regression()) == ""
 
 
+def test_a_sweeps_last_line_keeps_the_readmes_shape():
+    """Issue 68, 8a: ``eval/episode_return=483.13 (mean over 4 members (seeds 0-3))
+    run_dir=...`` broke the README's ``eval/episode_return=<v> run_dir=<dir>``;
+    what the value averages is the line before."""
+    sweep = Sweep(toys.Regression(), seeds=4)
+    assert config.last_lines(483.131, sweep, "runs/ppo/version_2") == [
+        "jaxtrainer: eval/episode_return on the next line (mean over 4 members (seeds 0-3))",
+        "eval/episode_return=483.13 run_dir=runs/ppo/version_2"]
+    assert config.last_lines(500.0, toys.Regression(), "r") == ["eval/episode_return=500.00 run_dir=r"]
+
+
 @pytest.mark.timeout(60)
 def test_run_identity_from_module_yaml_and_unrecorded_runs(tmp_path):
     run = tmp_path / "version_0"

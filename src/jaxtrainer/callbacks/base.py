@@ -61,9 +61,16 @@ class Callback:
         orders keep the order given). Guards use -100 (they run first), loggers
         and most callbacks 0, :class:`ModelCheckpoint` 100 (it runs last, so it
         saves the other callbacks' states after they saw the step's metrics).
+      writes_run_dir: whether it may write into ``trainer.log_dir``. The Trainer
+        makes a new run's directory (and records the module there) only when
+        one of its callbacks may: a ``Trainer(logger=False,
+        enable_checkpointing=False)`` leaves no ``version_N`` behind. True
+        unless a callback says otherwise (the progress bar, the guards and
+        monitors that only read metrics).
     """
 
     order: int = 0
+    writes_run_dir: bool = True
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         """Whether this callback may read ``trainer.state``, evaluate, save or end

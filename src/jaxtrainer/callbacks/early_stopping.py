@@ -51,6 +51,8 @@ class EarlyStopping(Callback):
       ValueError: a negative ``patience`` or ``min_delta``, or a bad ``mode``.
     """
 
+    writes_run_dir = False  # it reads metrics only
+
     def __init__(self, monitor: str, mode: str | None = None, patience: int = 3, min_delta: float = 0.0,
                  stopping_threshold: float | None = None, divergence_threshold: float | None = None,
                  check_finite: bool = True) -> None:

@@ -49,6 +49,8 @@ class LearningRateMonitor(Callback):
     Warns once (UserWarning) when the state holds no injected optimizer state.
     """
 
+    writes_run_dir = False  # it reads metrics only
+
     order = -50
 
     def __init__(self, names: tuple[str, ...] | None = ("learning_rate",)) -> None:

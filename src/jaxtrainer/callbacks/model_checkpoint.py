@@ -12,7 +12,7 @@ from jaxtrainer import arguments
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.monitor import check_mode
-from jaxtrainer.rundir import run_layout, storage
+from jaxtrainer.rundir import module_record, run_layout, storage
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -435,6 +435,8 @@ def save_now(trainer: Trainer, module: Module) -> str:
         path = cb.save_now(trainer, module) or path
     if not savers:
         directory = os.path.join(trainer.log_dir, run_layout.CHECKPOINTS_DIR)
+        if trainer.is_global_zero and not module_record.exists(trainer.log_dir):
+            module_record.write(trainer.log_dir, module)  # a run that wrote nothing until now
         with ckpt.manager(directory, async_save=False) as mgr:
             trainer.save_checkpoint(mgr, metrics=dict(trainer.callback_metrics))
         path = os.path.join(directory, str(trainer.global_step))

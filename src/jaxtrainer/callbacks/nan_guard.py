@@ -60,6 +60,8 @@ class NaNGuard(Callback):
         ``on_exception`` and ``teardown``.
     """
 
+    writes_run_dir = False  # it reads metrics only
+
     order = -100
 
     def __init__(self, monitor: list[str] | tuple[str, ...] | None = None, check_state: bool = False,

@@ -52,7 +52,10 @@ class RichProgressBar(Callback):
     adds no host synchronisation of its own.
 
     Args:
-      metric: the metric shown beside the bar.
+      metric: the metric shown beside the bar (its name without ``train/``);
+        ``None``: the module's :attr:`~jaxtrainer.Module.headline_metric`
+        (``episode_return``, an evolution strategy's ``fitness/mean``, PBT's
+        ``fitness/max``).
       refresh_per_second: redraws per second of the rich live display.
       plain: ``None`` picks by stdout (rich's terminal detection, which also
         honours ``FORCE_COLOR`` and ``TTY_COMPATIBLE``); ``True`` always prints
@@ -65,7 +68,9 @@ class RichProgressBar(Callback):
         not ``None`` or a bool.
     """
 
-    def __init__(self, metric: str = "train/episode_return", refresh_per_second: float = 4,
+    writes_run_dir = False  # it reads metrics only
+
+    def __init__(self, metric: str | None = None, refresh_per_second: float = 4,
                  plain: bool | None = None, plain_every_n_seconds: float = 30.0) -> None:
         if plain is not None and not isinstance(plain, bool):
             raise ValueError(f"plain={plain!r}: expected None (by stdout), True or False")
@@ -83,6 +88,7 @@ class RichProgressBar(Callback):
         self._last_line: str | None = None
         self._printed_step = -1
         self._latest: float | None = None
+        self._shown = metric or "train/episode_return"
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         self._stop()  # a bar an earlier ``fit`` left open (it raised before teardown)
@@ -100,6 +106,7 @@ class RichProgressBar(Callback):
             return
         from jaxtrainer.module import counted_members
 
+        self._shown = self.metric or getattr(module, "headline_metric", "train/episode_return")
         self._use_env_steps = trainer.env_steps_per_step > 0
         self._members = counted_members(module)  # a sweep counts env steps per member
         self._t0 = self._last_print = time.perf_counter()
@@ -157,10 +164,11 @@ class RichProgressBar(Callback):
     def _value(self, metrics: dict[str, float]) -> str:
         """The latest value of ``metric`` (an interval without one, e.g. no
         episode ended in it, keeps the previous value)."""
-        value = metrics.get(self.metric)
+        value = metrics.get(self._shown)
         if value is not None:
             self._latest = value
-        return f"{self.metric.rsplit('/', 1)[-1]}={fixed(self._latest, 1)}" if self._latest is not None else ""
+        name = self._shown.removeprefix("train/")
+        return f"{name}={fixed(self._latest, 1)}" if self._latest is not None else ""
 
     def plain_line(self, trainer: Trainer, metrics: dict[str, float]) -> str:
         """The plain progress line for ``trainer``'s current step and the

@@ -30,6 +30,8 @@ class ThroughputMonitor(Callback):
       summary: the final numbers, set at ``on_train_end``.
     """
 
+    writes_run_dir = False  # it reads metrics only
+
     order = -50
 
     def __init__(self) -> None:

@@ -60,6 +60,8 @@ class Timer(Callback):
       ValueError: not a positive duration.
     """
 
+    writes_run_dir = False  # it reads metrics only
+
     def __init__(self, duration: float | str) -> None:
         self.duration = parse_duration(duration)
         self._previous = 0.0

@@ -15,7 +15,9 @@ and the checkpoint restored on the chosen strategy. The episodes are those of
 draws them), whatever device runs it. So the mean return printed is the one
 ``Trainer.evaluate`` returns for that checkpoint with ``eval_episodes =
 --episodes``, and the one the run's own evaluation at that step logged, on any
-strategy and device count (up to the order of float sums).
+strategy and device count (up to the order of float sums). ``--video`` without
+``--episodes`` runs no evaluation: only the video's ``--video-episodes``
+episodes (keys of their own), whose return and length it prints, labelled so.
 
 The command says what it is doing, one line per phase on stderr (restoring,
 compiling, recording, ``drawing frame i/n``), and stops on the first SIGINT or
@@ -51,7 +53,8 @@ USAGE_EPILOG = """\
 The module is rebuilt from RUN_DIR/config.yaml (written by the recipes). The episodes
 and the mean return are those of Trainer.evaluate on that checkpoint (eval_episodes =
 --episodes, the run's seed unless --seed). --video renders --video-episodes other fresh
-episodes: gymnax (CartPole-v1, Acrobot-v1, ...) as .gif (or .mp4 with ffmpeg), brax/<env>
+episodes, and alone (without --episodes) runs no evaluation: the numbers are the video's
+episodes' (said so). gymnax (CartPole-v1, Acrobot-v1, ...) as .gif (or .mp4 with ffmpeg), brax/<env>
 as .html (brax's viewer: it loads three.js from public CDNs, so the browser needs internet
 access) or as .gif (drawn here, offline, by MuJoCo's renderer: EGL without a display).
 Each phase is a line on stderr; the first SIGINT/SIGTERM stops the command."""
@@ -66,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a run directory (runs/ppo/version_0), its checkpoints directory "
                              "or a step directory (.../checkpoints/976)")
     parser.add_argument("--episodes", type=int, default=None, metavar="N",
-                        help="episodes to run (default: the config's algorithm.eval_episodes)")
+                        help="episodes to run (default: the config's algorithm.eval_episodes; "
+                             "with --video, none: the video's episodes alone)")
     parser.add_argument("--seed", type=int, default=None, metavar="S",
                         help="evaluation keys of a run with this seed (default: the run's)")
     parser.add_argument("--strategy", default=None,

@@ -12,6 +12,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxtrainer import arguments
 from jaxtrainer.commands.eval_cli import BEST
@@ -190,7 +191,8 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
       path: a run directory, its ``checkpoints`` directory or a step directory.
       ckpt: ``None``/``"last"`` (newest), ``"best"`` or a step number.
       episodes: evaluation episodes (the config's ``algorithm.eval_episodes``
-        by default); must divide by the device count.
+        by default; with ``video`` and no ``episodes``, none: only the video's
+        episodes run, and the numbers are theirs); must divide by the device count.
       seed: ``None``: the run's root key; else ``key(seed)``.
       strategy, devices: as the Trainer's.
       video: write ``video_episodes`` fresh episodes there (``.gif``/``.mp4``
@@ -199,11 +201,11 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
         ``"best"`` (PBT, searches: the best current fitness, also the default;
         a sweep's default is member 0); named in the result.
       report: called with the result (``video_frames`` ``None``) once the
-        evaluation is done, before the video is drawn and written.
+        evaluation (or the video's episodes) is done, before the video is drawn.
 
     Returns:
       ``{"checkpoint", "step", "env_steps", "counted_members", "seed", "episodes",
-      "completed", "metrics", "video_frames", "member"}`` (``counted_members``:
+      "completed", "metrics", "video_frames", "member", "video_only"}`` (``counted_members``:
       a sweep's or search's members, else 1; ``member``: ``(index, size)`` or ``None``); ``metrics`` is ``trainer.evaluate``'s dict
       of :class:`EpisodeStatistics` with ``eval/<x>_std`` (the square root of
       ``_var``, ``float``) added.
@@ -236,41 +238,68 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
         stats.member = member = population.default_member(trainer.state)
     if seed is not None:
         trainer.root_key = trainer.strategy.to_global(root_key(seed))
-    ACTIVITY.enter(f"evaluating {stats.spec.eval_episodes} episodes",
-                   f"evaluating {stats.spec.eval_episodes} episodes of step {trainer.global_step} ...")
-    # Trainer's own evaluate: a PopulationTrainer's would wrap the (already wrapped) module
-    metrics = Trainer.evaluate(trainer, stats)
-    for name in STATISTICS:
-        if f"eval/{name}_var" in metrics:
-            metrics[f"eval/{name}_std"] = math.sqrt(max(metrics[f"eval/{name}_var"], 0.0))
     used_seed = int(meta.get("seed", 0)) if seed is None else seed
+    video_only = video is not None and episodes is None  # no evaluation nobody asked for
+    recorded = _record_video(module, trainer.state, member, used_seed, video_episodes) \
+        if video_only else None
+    metrics = _video_statistics(recorded[1]) if recorded else _evaluate(trainer, stats)
     result = {"checkpoint": os.fspath(step_dir), "step": trainer.global_step,
               "env_steps": trainer.env_steps, "seed": used_seed, "counted_members":
-              1 if population is None else counted_members(population), "episodes": stats.spec.eval_episodes,
+              1 if population is None else counted_members(population),
+              "episodes": video_episodes if video_only else stats.spec.eval_episodes,
               "completed": int(round(metrics.get("eval/episodes", 0.0))),
-              "metrics": metrics, "video_frames": None,
+              "metrics": metrics, "video_frames": None, "video_only": video_only,
               "member": None if population is None else (member, population.population_size),
               "member_note": population.describe_member(trainer.state, member)
               if hasattr(population, "describe_member") else None}
     if report is not None:
         report(result)
-    if video is not None:
-        result["video_frames"] = _video(module, trainer.state, member, used_seed, video,
-                                        video_episodes)
+    if video is not None:  # the episodes drawn, recorded now where not yet
+        env, episodes = recorded or _record_video(module, trainer.state, member, used_seed,
+                                                  video_episodes)
+        result["video_frames"] = render.write_episodes(env, episodes, video)
     return result
 
 
-def _video(module: Module, state: Any, member: int | None, seed: int, video: Any,
-           episodes: int) -> int:
-    """Write ``episodes`` fresh episodes of the module's greedy policy to ``video``."""
+def _evaluate(trainer: Trainer, stats: EpisodeStatistics) -> dict[str, Any]:
+    """``Trainer.evaluate`` of ``stats`` with ``eval/<x>_std`` (the square root of
+    ``_var``) added: the numbers ``jaxtrainer eval`` prints."""
+    ACTIVITY.enter(f"evaluating {stats.spec.eval_episodes} episodes", f"evaluating "
+                   f"{stats.spec.eval_episodes} episodes of step {trainer.global_step} ...")
+    # Trainer's own evaluate: a PopulationTrainer's would wrap the (already wrapped) module
+    metrics = Trainer.evaluate(trainer, stats)
+    for name in STATISTICS:
+        if f"eval/{name}_var" in metrics:
+            metrics[f"eval/{name}_std"] = math.sqrt(max(metrics[f"eval/{name}_var"], 0.0))
+    return metrics
+
+
+def _record_video(module: Module, state: Any, member: int | None, seed: int,
+                  episodes: int) -> tuple[Any, list[Any]]:
+    """``(env, recorded)``: ``episodes`` fresh episodes of the module's greedy policy
+    for the video (:func:`jaxtrainer.commands.render.record`), keys from
+    ``fold_in(key(seed), VIDEO_KEY)``."""
     from jaxtrainer.commands import render
     from jaxtrainer.policy import params_of
 
     spec, params = params_of(module, state, member)
     params = jax.device_put(jax.device_get(params))
     key = jax.random.fold_in(root_key(seed), VIDEO_KEY)
-    return render.write_video(spec.env, spec.greedy, params, key, video, episodes,
-                              spec.initial_carry)
+    return spec.env, render.record(spec.env, spec.greedy, params, key, episodes,
+                                   spec.initial_carry)
+
+
+def _video_statistics(recorded: list[Any]) -> dict[str, float]:
+    """The ``eval/*`` statistics :func:`format_result` prints, of the video's
+    episodes (:func:`jaxtrainer.commands.render.record`'s ``(states, returns)``:
+    an episode's return is its last, its length the count of its steps)."""
+    values = {"episode_return": np.array([float(r[-1]) for _, r in recorded]),
+              "episode_length": np.array([float(len(r)) for _, r in recorded])}
+    out = {"eval/episodes": float(len(recorded))}
+    for name, v in values.items():
+        out.update({f"eval/{name}": float(v.mean()), f"eval/{name}_std": float(v.std()),
+                    f"eval/{name}_min": float(v.min()), f"eval/{name}_max": float(v.max())})
+    return out
 
 
 def format_result(result: dict[str, Any]) -> list[str]:
@@ -281,7 +310,9 @@ def format_result(result: dict[str, Any]) -> list[str]:
                  f"env steps {result['env_steps'] // counted} per member x {counted} members")
     lines = [f"checkpoint {result['checkpoint']} (step {result['step']}, {env_steps}); "
              f"seed {result['seed']}",
-             f"episodes: {result['completed']} completed of {result['episodes']}"]
+             f"episodes: {result['completed']} completed of {result['episodes']}"
+             + (" (the video's, no other evaluation: --episodes N for N evaluation episodes)"
+                if result.get("video_only") else "")]
     if result.get("member") is not None:
         note = f", {result['member_note']}" if result.get("member_note") else ""
         lines.insert(1, f"member {result['member'][0]} of {result['member'][1]}{note} (--member I "

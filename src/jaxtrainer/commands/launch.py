@@ -5,7 +5,8 @@
 Like ``torchrun``: it starts ``N`` copies of ``SCRIPT`` with the environment
 ``jax.distributed`` needs (``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``,
 ``JAX_PROCESS_ID``; read by :class:`~jaxtrainer.strategies.MultiNodeStrategy`),
-prefixes every output line with ``[rank K]``, forwards SIGINT/SIGTERM/SIGUSR1 to every
+prefixes every output line with ``[rank K]`` (gloo's report that every peer
+connected is left out, its other lines go to stderr: :func:`gloo_destination`), forwards SIGINT/SIGTERM/SIGUSR1 to every
 rank, and when one rank fails stops the others and exits non-zero, ending with
 one line per rank: the rank that failed first and its last error line, then
 how each other rank ended.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -77,14 +79,38 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+GLOO_CONNECTED = re.compile(rb"\[Gloo\] Rank \d+ is connected to (\d+) peer ranks\. "
+                            rb"Expected number of connected peer ranks is : (\d+)\s*$")
+"""The line gloo's TCP transport writes to the C++ ``std::cout`` of every rank when it
+connects (``gloo/transport/tcp/context.cc``, ``printConnectivityInfo``; no setting
+turns it off)."""
+
+
+def gloo_destination(line: bytes, out: IO[bytes], err: IO[bytes]) -> IO[bytes] | None:
+    """Where a line a rank wrote to stdout goes: gloo's connection report
+    (:data:`GLOO_CONNECTED`) nowhere when every peer connected, to ``err`` with any
+    other ``[Gloo]`` line (a rank NOT connected); every other line to ``out``.
+    So a run's stdout holds what the script prints (its last line, as a run
+    without the launcher's)."""
+    if not line.startswith(b"[Gloo] "):
+        return out
+    found = GLOO_CONNECTED.match(line)
+    return None if found and found[1] == found[2] else err
+
+
 def _pump(stream: IO[bytes], prefix: bytes, out: IO[bytes], lock: threading.Lock,
-          last: list[str] | None = None) -> None:
+          last: list[str] | None = None, err: IO[bytes] | None = None) -> None:
     """Copy ``stream`` to ``out`` line by line, each line prefixed; the last
-    non-blank line is kept in ``last[0]`` (the error a failing rank printed last)."""
+    non-blank line is kept in ``last[0]`` (the error a failing rank printed last).
+    ``err``: ``stream`` is a rank's stdout, whose gloo lines go to ``err`` or
+    nowhere (:func:`gloo_destination`)."""
     for line in iter(stream.readline, b""):
+        to = out if err is None else gloo_destination(line, out, err)
+        if to is None:
+            continue
         with lock:
-            out.write(prefix + line if line.endswith(b"\n") else prefix + line + b"\n")
-            out.flush()
+            to.write(prefix + line if line.endswith(b"\n") else prefix + line + b"\n")
+            to.flush()
         if last is not None and line.strip():
             last[:] = [line.decode(errors="replace").strip()]
     stream.close()
@@ -168,9 +194,9 @@ def _start_rank(ranks: _Ranks, rank: int, local: int, env: dict[str, str], comma
     ranks.procs[rank] = proc
     prefix = f"[rank {rank:>{width}}] ".encode()
     ranks.last_error[rank] = []
-    for stream, out, last in ((proc.stdout, sys.stdout.buffer, None),
-                              (proc.stderr, sys.stderr.buffer, ranks.last_error[rank])):
-        t = threading.Thread(target=_pump, args=(stream, prefix, out, lock, last), daemon=True)
+    for stream, out, last, err in ((proc.stdout, sys.stdout.buffer, None, sys.stderr.buffer),
+                                   (proc.stderr, sys.stderr.buffer, ranks.last_error[rank], None)):
+        t = threading.Thread(target=_pump, args=(stream, prefix, out, lock, last, err), daemon=True)
         t.start()
         ranks.threads.append(t)
 

@@ -8,12 +8,15 @@ Each argument is a run directory (one holding ``metrics.csv``) or, as
 ``tensorboard --logdir`` takes, a root: every directory below it holding a
 ``metrics.csv`` is a run (``version_<n>`` in number order). Each run is one
 line, labelled with its path relative to the root. Runs are grouped by recipe,
-environment and kind (:func:`group_runs`, :mod:`jaxtrainer.rundir.run_kind`: a
-CartPole run, an Acrobot run and a sweep are three groups); per group the
+environment, kind and settings beyond the seed (:func:`group_runs`,
+:mod:`jaxtrainer.rundir.run_kind`: a CartPole run, an Acrobot run, a sweep and
+a CartPole run of another budget are four groups); per group the
 figure shows the mean and a band from the minimum to the maximum (the spread
 over its runs), after interpolating its runs onto the x values of its
-shortest. A sweep's ``env_steps`` are drawn per member (its environment steps
-over its member count) wherever it is drawn.
+shortest. Without ``--metric`` each group draws its runs' headline metric
+(an RL run's ``train/episode_return``, an evolution strategy's ``fitness/mean``,
+a PBT population's ``fitness/max``). A sweep's ``env_steps`` are drawn per
+member (its environment steps over its member count) wherever it is drawn.
 
 A single run of a sweep (:class:`~jaxtrainer.population.Sweep`, a run directory
 holding ``sweep_members.csv``) is drawn by :func:`plot_sweep`: one line per
@@ -209,12 +212,29 @@ def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
 
 def group_runs(runs: list[tuple[str, str]]) -> list[tuple[RunKind, list[tuple[str, str]]]]:
     """``runs`` (``(run_dir, label)``, :func:`find_runs`) grouped by recipe,
-    environment and kind (:func:`jaxtrainer.rundir.run_kind.of_run`): ``[(identity,
-    [(run_dir, label), ...]), ...]``, groups in the order of their first run."""
-    groups: dict[RunKind, list[tuple[str, str]]] = {}
+    environment and kind (:func:`jaxtrainer.rundir.run_kind.of_run`) and by
+    their settings beyond the seed (:func:`jaxtrainer.rundir.run_kind.settings`:
+    runs of other budgets or hyperparameters are never one mean; a run that
+    records no settings joins the first group of its kind): ``[(identity,
+    [(run_dir, label), ...]), ...]``, groups in the order of their first run;
+    where one identity has several groups, each identity's ``settings`` name
+    what differs between them."""
+    groups: dict[tuple[RunKind, frozenset | None], list[tuple[str, str]]] = {}
     for run_dir, label in runs:
-        groups.setdefault(run_kind.of_run(run_dir), []).append((run_dir, label))
-    return list(groups.items())
+        kind, found = run_kind.of_run(run_dir), run_kind.settings(run_dir)
+        key = (kind, None if found is None else frozenset(found.items()))
+        if found is None:  # nothing says it differs: with the first of its kind
+            key = next((k for k in groups if k[0] == kind), key)
+        groups.setdefault(key, []).append((run_dir, label))
+    out = []
+    for (kind, found), members in groups.items():
+        others = [dict(f) for k, f in groups if k == kind and f is not None]
+        if len(others) > 1 and found is not None:
+            mine = dict(found)
+            differs = sorted(n for n in set().union(*others) if len({o.get(n) for o in others}) > 1)
+            kind = kind._replace(settings=tuple((n, mine.get(n, "-")) for n in differs))
+        out.append((kind, members))
+    return out
 
 
 def x_label(x: str, sweeps: bool) -> str:
@@ -245,7 +265,8 @@ def _group_curves(kind: RunKind, runs: list[tuple[str, str]], metric: str,
     if not len(grid):  # no step where every run has points: up to the shortest run, as before
         grid = np.unique(np.concatenate([c[1][c[1] <= end] for c in averaged]))
     ys = np.stack([np.interp(grid, xs, vs) for _, xs, vs in averaged])  # [runs, len(grid)]
-    return {"label": kind.label(), "kind": kind, "curves": curves, "runs": [c[0] for c in curves],
+    return {"label": kind.label(), "kind": kind, "metric": metric, "curves": curves,
+            "runs": [c[0] for c in curves],
             "left_out": [c[0] for c in curves if not any(c is a for a in averaged)],
             "x": grid, "mean": ys.mean(0), "low": ys.min(0), "high": ys.max(0)}
 
@@ -296,10 +317,22 @@ def _one_value_each(groups: list[dict[str, Any]], metric: str, x: str) -> str:
             "no figure written")
 
 
-def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_return",
+def _headline(run_dir: str) -> str:
+    """The run's headline metric (:func:`jaxtrainer.rundir.run_kind.headline_metric`
+    of its ``metrics.csv`` columns), ``train/episode_return`` where it logs none."""
+    with open(os.path.join(run_dir, run_layout.METRICS_FILE), newline="") as f:
+        columns = next(csv.reader(f), [])
+    return run_kind.headline_metric(columns) or "train/episode_return"
+
+
+def plot_runs(run_dirs: list[str], output: str, metric: str | None = None,
               x: str = "env_steps", title: str | None = None) -> dict[str, Any]:
-    """Write a PNG of ``metric`` against ``x``. Runs are grouped by recipe,
-    environment and kind (:func:`group_runs`); per group, every run thin
+    """Write a PNG of ``metric`` against ``x``. Without ``metric``, each group
+    draws its runs' headline metric (:func:`jaxtrainer.rundir.run_kind.headline_metric`:
+    an RL agent's ``train/episode_return``, an evolution strategy's
+    ``fitness/mean``, a PBT population's or search's best, ``fitness/max``).
+    Runs are grouped by recipe, environment, kind and settings beyond the seed
+    (:func:`group_runs`); per group, every run thin
     (labelled as :func:`find_runs` names it) and the mean over its runs thick
     with a min-max band, one colour a group; above :data:`RUNS_IN_LEGEND` runs
     the thin lines have no legend entry. A sweep's ``env_steps`` are drawn
@@ -308,12 +341,12 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
     runs (see :func:`find_runs`); one sweep run alone is drawn by :func:`plot_sweep`.
 
     Returns:
-      ``{"groups": [{"label", "runs", "left_out", "x", "mean", "low", "high"}, ...]}``
+      ``{"groups": [{"label", "metric", "runs", "left_out", "x", "mean", "low", "high"}, ...]}``
       (the arrays float64, on the x values of the group's shortest run; ``x`` in env
       steps per member for sweeps; ``left_out``: runs of one value drawn but not
       averaged, when others have a line), ``"runs"``: every run drawn (runs that never
       logged ``metric`` are left out), ``"x_label"``, ``"legend"`` (its
-      labels); with one group, also its
+      labels), ``"metric"`` (the metrics drawn, `` / `` between them); with one group, also its
       ``"x"``, ``"mean"``, ``"low"`` and ``"high"``.
 
     Raises:
@@ -323,20 +356,24 @@ def plot_runs(run_dirs: list[str], output: str, metric: str = "train/episode_ret
     """
     run_dirs, output = [expand_path(d) for d in run_dirs], expand_path(output)
     if len(run_dirs) == 1 and os.path.exists(os.path.join(run_dirs[0], run_layout.SWEEP_MEMBERS_FILE)):
-        return plot_sweep(run_dirs[0], output, metric, x, title)  # one line per configuration
-    groups = [g for g in (_group_curves(kind, runs, metric, x)
-                          for kind, runs in group_runs(find_runs(list(run_dirs)))) if g]
+        out = plot_sweep(run_dirs[0], output, metric or _headline(run_dirs[0]), x, title)
+        return {**out, "metric": metric or _headline(run_dirs[0])}  # one line per configuration
+    found = group_runs(find_runs(list(run_dirs)))
+    groups = [g for g in (_group_curves(kind, runs, metric or _headline(runs[0][0]), x)
+                          for kind, runs in found) if g]
     if not groups:
-        raise ValueError(f"no run in {run_dirs} logged {metric!r}")
+        wanted = metric or " / ".join(dict.fromkeys(_headline(runs[0][0]) for _, runs in found))
+        raise ValueError(f"no run in {run_dirs} logged {wanted!r}")
+    drawn = " / ".join(dict.fromkeys(g["metric"] for g in groups))
     if all(len(xs) < 2 for g in groups for _, xs, _ in g["curves"]):
-        raise ValueError(_one_value_each(groups, metric, x))
+        raise ValueError(_one_value_each(groups, drawn, x))
     xlabel = x_label(x, any(g["kind"].kind != run_kind.SINGLE for g in groups))
-    legend = _draw_groups(groups, output, metric, xlabel, title)
-    out: dict[str, Any] = {"groups": [{**{k: g[k] for k in ("label", "runs", "left_out", "x", "mean",
-                                                             "low", "high")},
+    legend = _draw_groups(groups, output, drawn, xlabel, title)
+    out: dict[str, Any] = {"groups": [{**{k: g[k] for k in ("label", "metric", "runs", "left_out",
+                                                             "x", "mean", "low", "high")},
                                        "members": g["kind"].members} for g in groups],
                            "runs": [r for g in groups for r in g["runs"]], "x_label": xlabel,
-                           "legend": legend}
+                           "legend": legend, "metric": drawn}
     if len(groups) == 1:
         out.update({k: groups[0][k] for k in ("x", "mean", "low", "high")})
     return out
@@ -366,8 +403,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="PNG file to write (default: curves.png in the run directory or "
                              "root given, or in the folder the given paths share)")
     parser.add_argument("--metric", default=None,
-                        help="column to plot (default train/episode_return; a search run "
-                             "without --metric: each trial's result against its hyperparameters)")
+                        help="column to plot (default: each run's headline metric, "
+                             "train/episode_return of an RL run, fitness/mean of an evolution "
+                             "strategy, fitness/max of PBT; a search run without --metric: each "
+                             "trial's result against its hyperparameters)")
     parser.add_argument("--x", default="env_steps", help="x-axis column (env_steps or step)")
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
@@ -383,12 +422,11 @@ def main(argv: list[str] | None = None) -> int:
             found = search_plot.plot_search(expand_path(args.run_dirs[0]), args.output, args.title)
             print(search_plot.report(found, args.output))
             return 0
-        args.metric = args.metric or "train/episode_return"
         out = plot_runs(args.run_dirs, args.output, args.metric, args.x, args.title)
     except (FileNotFoundError, KeyError, ValueError) as e:
         print(f"jaxtrainer plot: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    print(report(out, args.output, args.metric, args.x))
+    print(report(out, args.output, out["metric"], args.x))
     return 0
 
 
@@ -413,6 +451,7 @@ def report(out: dict[str, Any], output: str, metric: str, x: str) -> str:
                 f"of {g['label']}, {_final(g, x)}")
     lines = [f"wrote {output}: {metric} of {len(groups)} groups, each its own mean (runs of "
              "another recipe, environment or kind are not averaged together):"]
-    lines += [f"  {g['label']}: {len(g['runs'])} run(s) ({', '.join(g['runs'])}), {_final(g, x)}"
+    lines += [f"  {g['label']}: {len(g['runs'])} run(s) ({', '.join(g['runs'])}), "
+              f"{'' if g.get('metric', metric) == metric else g['metric'] + ' '}{_final(g, x)}"
               for g in groups]
     return "\n".join(lines)

@@ -335,7 +335,14 @@ def write_video(env: Env, policy_fn: Any, params: Any, key: jax.Array,
     drawn = getattr(env, "unwrapped", env)  # a masked env's states are its base env's
     check_video_path(drawn.name, path)
     check_output_path(path)
-    episodes = record(env, policy_fn, params, key, num_episodes, initial_carry)
+    return write_episodes(env, record(env, policy_fn, params, key, num_episodes, initial_carry),
+                          path)
+
+
+def write_episodes(env: Env, episodes: list[Any], path: str | os.PathLike) -> int:
+    """Write episodes :func:`record` returned into ``path`` (as :func:`write_video`,
+    whose paths it takes checked); returns the number of frames written."""
+    drawn = getattr(env, "unwrapped", env)
     temporary = temporary_path(path)
     try:
         with writing("the video", path):

@@ -454,15 +454,26 @@ def _arguments(coordinator_address: str | None, num_processes: int | None,
     return coordinator_address, num_processes, process_id, cluster_detection_method
 
 
+def _unlaunched(coordinator_address: str | None, num_processes: int | None) -> bool:
+    """Whether nothing names a run to join: no coordinator address or process
+    count given or set, no ``srun`` step, no Open MPI rank, no indexed
+    Kubernetes job (a multi_node run resumed in a plain shell)."""
+    return (coordinator_address is None and num_processes is None and srun_tasks() is None
+            and "OMPI_COMM_WORLD_SIZE" not in os.environ and not indexed_job_pod())
+
+
 def _join_watchdog(coordinator_address: str | None, num_processes: int | None,
                    process_id: int | None, init_timeout: int) -> Any:
     """With several processes: print who joins where, and a watchdog that names
     the coordinator and the launch variables shortly before JAX ends a process
-    whose peers never joined (JAX names neither). Otherwise a no-op context."""
+    whose peers never joined (JAX names neither). Otherwise (one process, or a
+    process no launcher started: nothing to join, :func:`_unlaunched`) a no-op
+    context: no line claims a coordinator that nothing names."""
     where = coordinator_address or "found by JAX from the launcher's variables"
     who = ("this process" if process_id is None or num_processes is None
            else f"process {process_id} of {num_processes}")
-    if num_processes is not None and num_processes <= 1:
+    if (num_processes is not None and num_processes <= 1) or \
+            _unlaunched(coordinator_address, num_processes):
         return contextlib.nullcontext()
     print(f"jaxtrainer: {who} joining coordinator {where}; "
           f"waiting up to {init_timeout} s for every process ({launch_environment()})",
@@ -482,8 +493,7 @@ def _join_error(e: Exception, coordinator_address: str | None, num_processes: in
                 process_id: int | None, init_timeout: int) -> Exception:
     """The error to raise when ``jax.distributed.initialize`` failed with ``e``:
     what went wrong, the address tried and the launch variables read."""
-    alone = (coordinator_address is None and num_processes is None and srun_tasks() is None
-             and "OMPI_COMM_WORLD_SIZE" not in os.environ and not indexed_job_pod())
+    alone = _unlaunched(coordinator_address, num_processes)
     if (isinstance(e, ValueError) and coordinator_address is None) or \
             (alone and "before any jax" in str(e).lower()):
         return ValueError(

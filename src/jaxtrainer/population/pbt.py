@@ -231,6 +231,8 @@ class PBT(MemberPopulation):
         the ones it has), or the wrapped module's own size checks.
     """
 
+    headline_metric = "fitness/max"  # the population's best member
+
     def __init__(
         self,
         module: Module,

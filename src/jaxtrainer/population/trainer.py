@@ -72,6 +72,7 @@ class GenerationModule(Module):
     """
 
     step_key_per_device = False
+    headline_metric = "fitness/mean"
 
     def __init__(
         self,
@@ -171,6 +172,8 @@ class GenerationEndDispatcher(Callback):
 
     ``metrics`` is the interval's dict plus ``generation`` (generations done).
     """
+
+    writes_run_dir = False  # it reads metrics only
 
     order = 99  # after ordinary callbacks, before ModelCheckpoint (100)
 

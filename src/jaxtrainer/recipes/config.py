@@ -504,9 +504,10 @@ def make_env(cfg: DictConfig) -> envs.Env:
 def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[str, float]:
     """Train ``module`` (from ``trainer.ckpt_path`` when the config sets one),
     evaluate it once and print (process 0) the recipes' last line,
-    ``eval/episode_return=<value with 2 decimals> run_dir=<trainer.log_dir>``
-    (a sweep's says what its value averages, before ``run_dir``:
-    ``eval/episode_return=20.31 (mean over 4 members (seeds 0-3)) run_dir=...``).
+    ``eval/episode_return=<value with 2 decimals> run_dir=<trainer.log_dir>``,
+    whatever the run (a sweep's or search's line before it says what the value
+    averages: ``jaxtrainer: eval/episode_return on the next line (mean over 4
+    members (seeds 0-3))``).
 
     ``trainer`` is a :class:`Trainer` or a :class:`~jaxtrainer.PopulationTrainer`.
     During ``fit`` a :class:`~jaxtrainer.recipes.command.RunRecord` writes
@@ -543,6 +544,15 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
         raise KeyError(f"the evaluation of {type(module).__name__} has no eval/episode_return; "
                        f"its metrics: {', '.join(sorted(result))}")
     if trainer.is_global_zero:  # one line for the run, as its logs (every process has it)
-        print(f"eval/episode_return={fixed(result['eval/episode_return'])}"
-              f"{sweep.final_note(module)}{search.final_note(module)} run_dir={trainer.log_dir}")
+        print("\n".join(last_lines(result["eval/episode_return"], module, trainer.log_dir)))
     return result
+
+
+def last_lines(value: float, module: Module, run_dir: Any) -> list[str]:
+    """The lines a recipe ends with: ``eval/episode_return=<value with 2
+    decimals> run_dir=<run_dir>`` last, whatever the run; for a sweep or a
+    search, the line before it says what the value averages (``jaxtrainer:
+    eval/episode_return on the next line (mean over 4 members (seeds 0-3))``)."""
+    note = f"{sweep.final_note(module)}{search.final_note(module)}"
+    return ([f"jaxtrainer: eval/episode_return on the next line{note}"] if note else []) + \
+        [f"eval/episode_return={fixed(value)} run_dir={run_dir}"]

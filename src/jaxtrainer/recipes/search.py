@@ -290,7 +290,7 @@ def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None
 
 
 def final_note(module: Any) -> str:
-    """For a recipe's last line: ``" (the member with the best fitness)"`` for a search."""
+    """For the line before a recipe's last: ``" (the member with the best fitness)"`` for a search."""
     from jaxtrainer.population.search import Search
 
     return f" (the member with the best {module.fitness_metric})" if isinstance(module, Search) else ""

@@ -28,7 +28,7 @@ that command for the last member when ``fit`` starts. The run also holds
 ``sweep_members.csv`` and ``sweep_summary.csv``
 (:class:`~jaxtrainer.population.summary.SweepSummary`); the summary table is
 printed before the recipe's last line, whose ``eval/episode_return`` is then
-the mean over the members, with a line saying so ("mean over 4 members (seeds 0-3)").
+the mean over the members, with the line before it saying so ("mean over 4 members (seeds 0-3)").
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def before_fit(trainer: Any, module: Any, recipe: str | None) -> None:
 
 
 def final_note(module: Any) -> str:
-    """For a recipe's last line: ``" (mean over 4 members (seeds 0-3))"`` for a
+    """For the line before a recipe's last: ``" (mean over 4 members (seeds 0-3))"`` for a
     sweep (:meth:`~jaxtrainer.population.Sweep.averaged`), ``""`` otherwise."""
     from jaxtrainer.population.sweep import Sweep
 

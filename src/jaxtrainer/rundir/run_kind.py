@@ -10,6 +10,11 @@ identity (:class:`RunKind`) is read from its files:
 * ``module.yaml`` (a module started from Python): the class's name, and its
   ``env`` argument where that is a string;
 * ``sweep_members.csv`` (a sweep, whoever started it): its configurations and seeds.
+
+Runs of one identity whose settings differ beyond the seed (:func:`settings`:
+another budget, schedule or hyperparameter) are not comparable either: ``plot``
+draws them apart too (:attr:`RunKind.settings` names what sets each apart).
+A run's headline metric (:func:`headline_metric`) is what ``plot`` draws by default.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import csv
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -42,19 +47,81 @@ class RunKind(NamedTuple):
       env: the environment's name, or ``None`` where the run's files do not say.
       kind: :data:`SINGLE`, or a sweep's shape (:func:`sweep_kind`).
       members: agents trained (1 for a single run).
+      settings: ``((name, value), ...)``: the settings that set these runs
+        apart from other runs of the same recipe, environment and kind
+        (empty: none do, or no other runs are compared).
     """
 
     recipe: str | None
     env: str | None
     kind: str
     members: int
+    settings: tuple[tuple[str, str], ...] = ()
 
     def label(self) -> str:
         """``"ppo CartPole-v1"``, ``"ppo CartPole-v1, sweep of 4 seeds"``,
-        ``"Regression"`` (a module started from Python, no env recorded)."""
+        ``"Regression"`` (a module started from Python, no env recorded),
+        ``"ppo CartPole-v1 (trainer/max_env_steps=500000)"``."""
         head = " ".join(p for p in (self.recipe, self.env) if p) or \
             "runs without config.yaml or module.yaml"
-        return head if self.kind == SINGLE else f"{head}, {self.kind}"
+        head = head if self.kind == SINGLE else f"{head}, {self.kind}"
+        shown = ", ".join(f"{k}={v}" for k, v in self.settings[:SETTINGS_SHOWN])
+        more = len(self.settings) - SETTINGS_SHOWN
+        return f"{head} ({shown}{f', {more} more' if more > 0 else ''})" if shown else head
+
+
+SETTINGS_SHOWN = 3
+"""Settings a group's label names (:meth:`RunKind.label`); the rest are counted."""
+
+UNCOMPARED_CONFIG = ("trainer.seed", "trainer.default_root_dir", "trainer.ckpt_path",
+                     "trainer.enable_progress_bar", "trainer.compilation_cache",
+                     "trainer.requeue", "logger")
+"""``config.yaml`` keys (and sections) that :func:`settings` leaves out: the
+seed, and where or how a run writes and shows what it computes."""
+
+
+def settings(run_dir: str | os.PathLike) -> dict[str, str] | None:
+    """What a run was set to beyond its seed, to tell comparable runs apart:
+    ``hparams.csv``'s rows (what the CSVLogger recorded: the Trainer's budget
+    and schedule, the module's hyperparameters) but every ``seed``, else the
+    flattened ``config.yaml`` but :data:`UNCOMPARED_CONFIG`; None where the run
+    has neither (nothing says how it differs)."""
+    run_dir = Path(run_dir)
+    try:
+        with open(run_dir / run_layout.HPARAMS_FILE, newline="") as f:
+            rows = list(csv.reader(f))[1:]
+        return {r[0]: r[1] for r in rows if len(r) == 2 and r[0].rsplit("/", 1)[-1] != "seed"}
+    except OSError:
+        pass
+    cfg = _read_yaml(run_dir / CONFIG_FILE)
+    if cfg is None:
+        return None
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if prefix in UNCOMPARED_CONFIG:
+            return
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        else:
+            flat[prefix] = str(value)
+
+    walk("", cfg)
+    return flat
+
+
+def headline_metric(columns: Collection[str]) -> str | None:
+    """The metric a run's ``metrics.csv`` (its ``columns``) is judged by, as
+    :attr:`jaxtrainer.Module.headline_metric` names it while it trains:
+    ``fitness/max`` where members report ``member/<i>/fitness`` (PBT, a
+    search: the population's best member), else ``train/episode_return`` (an
+    RL agent, a sweep), else ``fitness/mean`` (an evolution strategy: the
+    members' mean fitness); None where none is logged."""
+    names = set(columns)
+    if "member/0/fitness" in names and "fitness/max" in names:
+        return "fitness/max"
+    return next((m for m in ("train/episode_return", "fitness/mean") if m in names), None)
 
 
 def sweep_kind(configs: int, seeds: int) -> str:

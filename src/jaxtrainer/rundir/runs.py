@@ -18,12 +18,13 @@ CONFIG_FILE = run_layout.CONFIG_FILE
 """The run directory's config file (written by the recipes)."""
 
 
-def new_run_dir(root: str | os.PathLike) -> str:
+def new_run_dir(root: str | os.PathLike, create: bool = True) -> str:
     """Create and return ``<root>/version_<n>`` for a new run, ``n`` one past
     the highest taken. The directory is created exclusively, so runs started at
     the same instant in one root (several processes, or several machines on a
     shared filesystem) each get their own: one that loses the race takes the
-    next number.
+    next number. ``create=False`` (a run that writes nothing): the name alone,
+    nothing made.
 
     Raises:
       jaxtrainer.rundir.storage.StorageError: ``root`` or the run directory cannot be
@@ -31,6 +32,9 @@ def new_run_dir(root: str | os.PathLike) -> str:
         the directory and the OS error.
     """
     root = Path(root)
+    if not create:
+        taken = [int(p.name[8:]) for p in root.glob("version_*") if p.name[8:].isdigit()]
+        return os.fspath(root / f"version_{max(taken, default=-1) + 1}")
     with storage.writing("the root of runs", root):
         root.mkdir(parents=True, exist_ok=True)
     taken = [int(p.name[8:]) for p in root.glob("version_*") if p.name[8:].isdigit()]

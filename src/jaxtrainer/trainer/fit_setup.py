@@ -55,7 +55,8 @@ def check_callbacks(trainer: Trainer, module: Module) -> None:
 def resolve_resume(trainer: Trainer, module: Module,
                    ckpt_path: str | os.PathLike | None) -> tuple[Path | None, int]:
     """``(checkpoint step directory or None, its step)``; sets ``log_dir`` to
-    the resumed run, or to a new run directory reserved by process 0.
+    the resumed run, or to a new run directory reserved by process 0 (named, not
+    made, where no callback writes there: :func:`writes_run_dir`).
 
     Raises:
       FileNotFoundError, ValueError: from
@@ -68,11 +69,21 @@ def resolve_resume(trainer: Trainer, module: Module,
         resume = None if ckpt_path is None else checkpoint_of(trainer, module, ckpt_path)
     if resume is None:
         trainer.log_dir = trainer.strategy.broadcast(
-            runs.new_run_dir(trainer.default_root_dir) if trainer.is_global_zero else "")
+            runs.new_run_dir(trainer.default_root_dir, create=writes_run_dir(trainer))
+            if trainer.is_global_zero else "")
         return None, 0
     step = checkpoint_connector.check_env_steps(resume, trainer.env_steps_per_step, type(module).__name__)
     trainer.log_dir = os.fspath(resume.parent.parent)
     return resume, step
+
+
+def writes_run_dir(trainer: Trainer) -> bool:
+    """Whether a callback of ``trainer`` may write into its run directory
+    (:attr:`jaxtrainer.Callback.writes_run_dir`: loggers, checkpoints, videos,
+    any callback that does not say otherwise); where none does, a new run makes
+    no directory and records nothing, as Lightning makes no ``version_N``
+    without a logger."""
+    return any(getattr(cb, "writes_run_dir", True) for cb in trainer.callbacks)
 
 
 def requeued_checkpoint(trainer: Trainer, module: Module) -> Path | None:
@@ -124,7 +135,7 @@ def lock_run_dir(trainer: Trainer) -> Path | None:
       jaxtrainer.rundir.run_lock.RunInUseError: another live process owns it.
     """
     lock, refused = None, ""
-    if trainer.is_global_zero:
+    if trainer.is_global_zero and os.path.isdir(trainer.log_dir):  # none made: nothing to hold
         try:
             lock = run_lock.acquire(trainer.log_dir)
         except run_lock.RunInUseError as e:
@@ -162,13 +173,16 @@ def announce(trainer: Trainer, module: Module, resume: Path | None, step: int) -
     directory and, resuming, the checkpoint and its step."""
     if not trainer.is_global_zero:
         return
-    if resume is None:
+    made = os.path.isdir(trainer.log_dir)
+    if resume is None and made:
         module_record.write(trainer.log_dir, module)
         run_kind.write_members(trainer.log_dir, module)
-    slurm.record_job(trainer.log_dir)  # in a SLURM job: the run is this job's (its requeue resumes it)
+    if made:
+        slurm.record_job(trainer.log_dir)  # in a SLURM job: the run is this job's (its requeue resumes it)
     cache = f"; compilation cache {trainer.compilation_cache_dir}" if trainer.compilation_cache_dir else ""
-    print(f"jaxtrainer: {trainer.strategy.describe()}; run directory {trainer.log_dir}{cache}",
-          flush=True)
+    where = (f"run directory {trainer.log_dir}" if made else
+             "no run directory (no logger, checkpoint or other callback writes one)")
+    print(f"jaxtrainer: {trainer.strategy.describe()}; {where}{cache}", flush=True)
     hint = one_cpu_device_hint(trainer.strategy)
     if hint:
         print(hint, flush=True)
