@@ -182,8 +182,9 @@ def test_a_video_alone_runs_only_the_episodes_it_draws(monkeypatch, tmp_path, ca
     """Issue 68, 6: `jaxtrainer eval RUN --video cartpole.gif` first ran the 32
     evaluation episodes (algorithm.eval_episodes) nobody asked for; now only the
     video's episode runs, and the numbers printed are its own, said so."""
-    from jaxtrainer.recipes import config
     from tests.test_eval_cli import RECIPES, init_only_run
+
+    from jaxtrainer.recipes import config
 
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", ["algorithm.hidden_sizes=[16]"])
     run = init_only_run(tmp_path, "ppo", cfg)  # a saved run of the initial policy
