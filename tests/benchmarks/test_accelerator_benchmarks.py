@@ -63,8 +63,10 @@ def test_our_side_of_the_pqn_row_runs_the_documented_command_for_every_member():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (PUREJAXQL / "purejaxql" / "pqn_minatar.py").exists(),
-                    reason=f"no purejaxql checkout at {PUREJAXQL} (set PUREJAXQL)")
+@pytest.mark.skipif(not (PUREJAXQL / "purejaxql" / "pqn_minatar.py").exists()
+                    or not (os.environ.get("PUREJAXQL_PYTHONPATH") or importlib.util.find_spec("hydra")),
+                    reason=f"no purejaxql checkout at {PUREJAXQL} (set PUREJAXQL) with its packages "
+                           "(hydra-core; set PUREJAXQL_PYTHONPATH)")
 def test_purejaxqls_own_pqn_script_runs_its_seeds_in_one_program():
     row = pqn_row.peer(2, "Breakout-MinAtar", 8192, str(PUREJAXQL),
                        os.environ.get("PUREJAXQL_PYTHONPATH"), timeout=600)

@@ -152,7 +152,7 @@ def test_every_trainer_argument_is_a_key_of_each_recipe_config(name):
     cfg = config.load(CONFIGS / f"{name}.yaml", defaults=CONFIGS / f"{recipe}.yaml")
     keys = set(cfg.trainer)
     cls = PopulationTrainer if "max_generations" in keys else jt.Trainer
-    wanted = set(inspect.signature(cls.__init__).parameters) - {"self", "callbacks"}
+    wanted = set(inspect.signature(cls.__init__).parameters) - set(config.NOT_FROM_YAML)
     if cls is PopulationTrainer:
         wanted -= {"population_size", "member_map", "map_batch_size"}  # set under es:/algorithm:
     assert wanted - keys == set(), f"{name}.yaml lacks trainer keys {sorted(wanted - keys)}"
@@ -164,7 +164,7 @@ def test_every_trainer_keyword_argument_but_callbacks_is_a_config_key(cls, monke
     """The trainer keys are read from the signature, so they cannot drift from it:
     every keyword argument but ``callbacks`` reaches the trainer from ``trainer:``
     (``ckpt_path`` is the extra key, for fit), and ``callbacks`` is refused."""
-    names = [n for n in inspect.signature(cls.__init__).parameters if n not in ("self", "callbacks")]
+    names = [n for n in inspect.signature(cls.__init__).parameters if n not in config.NOT_FROM_YAML]
     cfg = OmegaConf.create({"trainer": {**{n: f"<{n}>" for n in names}, "ckpt_path": "last"}})
     received = {}
 

@@ -154,7 +154,7 @@ def test_bad_trainer_arguments_fail_at_construction(kwargs, match):
 
 def test_whole_number_floats_are_budgets():
     # YAML reads 5e5 as a float
-    assert jt.Trainer(max_env_steps=5e5, **QUIET).max_env_steps == 500_000
+    assert jt.Trainer(max_env_steps=5e5, **QUIET).budget.max_env_steps == 500_000
 
 
 def test_sizes_that_do_not_split_fail_before_compiling(run_dir, monkeypatch):

@@ -46,9 +46,11 @@ from jaxtrainer.rundir import run_layout
 from jaxtrainer.trainer import Trainer
 from jaxtrainer.trainer.budget import Budget
 
-NOT_FROM_YAML = ("self", "callbacks")
+NOT_FROM_YAML = ("self", "callbacks", "budget")
 """Trainer arguments that a YAML file cannot give: callbacks are Python objects
-(a recipe passes them as keyword overrides of :func:`make_trainer`)."""
+(a recipe passes them as keyword overrides of :func:`make_trainer`); the budget is
+``max_steps`` and ``max_env_steps``, each member's in a sweep or a search
+(:func:`make_trainer` builds the ``Budget``)."""
 
 
 def accepted_keys(cls: type) -> tuple[str, ...]:
