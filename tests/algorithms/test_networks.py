@@ -176,7 +176,7 @@ def _recipe_run(monkeypatch, recipe: str, argv: list[str]):
 COMMON = ["trainer.max_steps=2", "trainer.enable_progress_bar=false", "trainer.strategy=single",
           "trainer.logger=false", "trainer.enable_checkpointing=false",
           "trainer.compile_evaluation_ahead=false", "algorithm.eval_episodes=2",
-          "network.torso.class_path=tests.torsos.TinyTorso", "network.torso.init_args.features=5"]
+          "network.torso.class_path=tests._support.torsos.TinyTorso", "network.torso.init_args.features=5"]
 
 
 @pytest.mark.slow
@@ -192,7 +192,7 @@ def test_own_flax_module_by_class_path_drives_the_algorithm(run_dir, monkeypatch
                                  [f"trainer.default_root_dir={run_dir}", *COMMON, *argv])
     assert result["step"] == 2
     assert module.config.network == NetworkConfig(
-        {"class_path": "tests.torsos.TinyTorso", "init_args": {"features": 5}})
+        {"class_path": "tests._support.torsos.TinyTorso", "init_args": {"features": 5}})
     state = jax.eval_shape(module.init_state, jax.random.key(0))
     params = tree(state.params if recipe == "ppo" else (state.actor_params, state.critic_params))
     obs_size = 4 if recipe == "ppo" else 3
@@ -228,8 +228,8 @@ def test_bad_network_input_is_one_line_before_anything_compiles(run_dir, recipe,
 @pytest.mark.timeout(60)
 def test_a_torso_class_that_rejects_its_arguments_is_named():
     with pytest.raises(ValueError, match=r"network.torso.init_args=\{'width': 3\}: "
-                                         r"tests.torsos.TinyTorso rejects them"):
-        NetworkConfig({"class_path": "tests.torsos.TinyTorso", "init_args": {"width": 3}})
+                                         r"tests._support.torsos.TinyTorso rejects them"):
+        NetworkConfig({"class_path": "tests._support.torsos.TinyTorso", "init_args": {"width": 3}})
     with pytest.raises(ValueError, match=r"needs frames of at least 36x36"):
         PPO(env="Breakout-MinAtar", network={"torso": "nature_cnn"})
 

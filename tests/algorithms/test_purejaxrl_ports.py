@@ -97,7 +97,7 @@ def test_global_view_layout_splits_the_per_env_leaves_only():
 def test_the_porting_guide_says_what_equal_under_pmap_means_for_returns():
     """Issue 68, 7: the guide said the pmap port equals the one-device run "up to
     the order of float32 sums" without a word that RL amplifies such differences."""
-    guide = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "guides"
+    guide = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "guides"
              / "porting-purejaxrl.md").read_text()
     assert "Equal up to the order of sums is not equal returns" in guide
     assert "RL amplifies such differences" in guide

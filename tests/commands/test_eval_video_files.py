@@ -182,9 +182,8 @@ def test_a_video_alone_runs_only_the_episodes_it_draws(monkeypatch, tmp_path, ca
     """Issue 68, 6: `jaxtrainer eval RUN --video cartpole.gif` first ran the 32
     evaluation episodes (algorithm.eval_episodes) nobody asked for; now only the
     video's episode runs, and the numbers printed are its own, said so."""
-    from tests.test_eval_cli import RECIPES, init_only_run
-
     from jaxtrainer.recipes import config
+    from tests.commands.test_eval_cli import RECIPES, init_only_run
 
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", ["algorithm.hidden_sizes=[16]"])
     run = init_only_run(tmp_path, "ppo", cfg)  # a saved run of the initial policy
@@ -204,7 +203,7 @@ def test_a_video_alone_runs_only_the_episodes_it_draws(monkeypatch, tmp_path, ca
             "evaluation episodes)") in out
     assert (tmp_path / "cartpole.gif").read_bytes() == b"gif"
     # the Quickstart's --video line names the extra that draws it (pygame)
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     readme = (root / "README.md").read_text()
     assert '--video cartpole.gif  # watch it: pip install -e ".[render]" first' in readme
     assert 'render = ["pygame' in (root / "pyproject.toml").read_text()

@@ -93,7 +93,7 @@ def test_a_trainer_that_writes_nothing_makes_no_run_directory(tmp_path, capsys):
     ``runs/version_N/module.yaml``; as Lightning without a logger, no ``version_N``.
     A callback that does not say it only reads metrics still gets its directory."""
     import jaxtrainer as jt
-    from tests import toys
+    from tests._support import toys
 
     root = tmp_path / "runs"
     jt.Trainer(logger=False, enable_checkpointing=False, max_steps=2, strategy="single",

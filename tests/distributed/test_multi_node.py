@@ -38,7 +38,8 @@ pytestmark = pytest.mark.timeout(HARD_TIMEOUT + 60)
 def env_for(devices_per_process: int = 2, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXTRAINER_"))}
     env["XLA_FLAGS"] = xla_flags(devices_per_process)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(WORKER).parent), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(WORKER).parent), str(Path(WORKER).parents[2]),
+                                         env.get("PYTHONPATH", "")])
     return {**env, **extra}
 
 
@@ -211,7 +212,7 @@ def test_two_process_checkpoint_resumes_in_one_process_on_one_device(two_process
 def test_population_fitness_bitwise_equal_to_one_process_one_device(two_process_run):
     proc, _, out = two_process_run
     assert proc.returncode == 0, proc.stderr[-3000:]
-    from test_population import Recording, evolve
+    from tests.population.test_population import Recording, evolve
 
     one, _ = evolve(Recording(), devices=1, population_size=10)
     want = np.asarray(jax.device_get(one.state["history"]))

@@ -146,9 +146,8 @@ def resume(out, root, max_steps, name="resumed.npz", ckpt_path="last"):
 
 
 def population(out):
-    from test_population import GENERATIONS, Recording
-
     from jaxtrainer.population import PopulationTrainer
+    from tests.population.test_population import GENERATIONS, Recording
 
     trainer = PopulationTrainer(10, strategy="multi_node", max_generations=GENERATIONS,
                                 log_every_n_generations=3, logger=False,

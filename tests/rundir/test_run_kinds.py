@@ -154,7 +154,7 @@ def test_trainer_last_passes_over_a_newer_sweep(run_dir, capsys):
     assert again.log_dir == first.log_dir and again.global_step == 3
     assert "version_1: it is a sweep of 4 seeds, this fit trains a single run" in \
         capsys.readouterr().err
-    accept = run_kind.module_acceptor("tests.toys.Regression", None)
+    accept = run_kind.module_acceptor("tests._support.toys.Regression", None)
     assert accept(Path(first.log_dir)) is None
 
 
