@@ -69,28 +69,31 @@ def _final_state(root: Path) -> dict[str, np.ndarray]:
             for k, v in jax.tree_util.tree_flatten_with_path(state)[0]}
 
 
+BUDGET = "trainer.max_env_steps=25600"  # 50 updates of 512 env steps
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_documented_mpirun_command_learns_bitwise_as_jaxtrainer_launch(tmp_path):
+def test_the_documented_mpirun_command_trains_bitwise_as_jaxtrainer_launch(tmp_path):
     """``mpirun --allow-run-as-root --oversubscribe -np 2 jaxtrainer fit ppo
-    trainer.strategy=multi_node``, as the multi-node guide gives it (the recipe's
-    whole budget, 500,000 env steps): one run directory, CartPole-v1 learned,
-    and the final state bitwise that of ``jaxtrainer launch --nproc-per-node 2``."""
+    trainer.strategy=multi_node``, as the multi-node guide gives it, at 50 of the
+    recipe's 976 updates (the processes are what is tested here; PPO's learning is held
+    by its own tests): one run directory, one final line, and the final state and
+    evaluation bitwise those of ``jaxtrainer launch --nproc-per-node 2``."""
     (tmp_path / "mpi").mkdir()
     by_mpi = subprocess.run(
-        [*_mpirun_jaxtrainer(), "fit", "ppo", "trainer.strategy=multi_node"],
+        [*_mpirun_jaxtrainer(), "fit", "ppo", "trainer.strategy=multi_node", BUDGET],
         cwd=tmp_path / "mpi", env=_env(), capture_output=True, text=True, timeout=400)
     assert by_mpi.returncode == 0, by_mpi.stderr[-3000:]
     assert "OMPI_COMM_WORLD_SIZE=2, OMPI_COMM_WORLD_RANK=1" in by_mpi.stderr  # rank 1 joined
     # Open MPI gives the processes a terminal: the progress bar is drawn, then the final line
     returns = re.findall(r"eval/episode_return=(-?[\d.]+)", by_mpi.stdout)
     assert len(returns) == 1, by_mpi.stdout[-3000:]  # process 0 alone reports
-    assert float(returns[0]) >= 475.0, returns
 
     (tmp_path / "launch").mkdir()
     by_launch = subprocess.run(
         [sys.executable, "-m", "jaxtrainer.commands.cli", "launch", "--nproc-per-node", "2",
-         str(REPO / "recipes" / "ppo.py"), "trainer.strategy=multi_node"],
+         str(REPO / "recipes" / "ppo.py"), "trainer.strategy=multi_node", BUDGET],
         cwd=tmp_path / "launch", env=_env(), capture_output=True, text=True, timeout=400)
     assert by_launch.returncode == 0, by_launch.stderr[-3000:]
     mpi, launch = (_final_state(tmp_path / side / "runs" / "ppo") for side in ("mpi", "launch"))

@@ -59,21 +59,38 @@ def fit(module, root, devices=1, callbacks=(), eval_every=None):
     return trainer
 
 
+class _Fits(dict):
+    """The module's fits by name, each made when a test first asks for it (a test run
+    alone, as in its default-emitters subprocess, makes only the fits it reads)."""
+
+    def __init__(self, makers):
+        super().__init__()
+        self._makers = makers
+
+    def __missing__(self, name):
+        self.update(self._makers[name]())
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
-    out = {}
-    compiles = CountCompiles()
-    search = Search(tiny(), SPACE, members=3, seeds=2, rungs=RUNGS, vectorize=False, seed=3)
-    report = SearchReport()
-    out["one"] = (search, fit(search, root / "one", callbacks=[compiles, report],
-                              eval_every=STEPS))
-    out["compiles"], out["report"] = compiles.events, report
-    search = Search(tiny(), SPACE, members=3, seeds=2, rungs=RUNGS, vectorize=False, seed=3)
-    out["four"] = (search, fit(search, root / "four", devices=4))
-    search = Search(tiny(), SPACE, members=4, rungs=RUNGS, replace="exploit")
-    out["exploit"] = (search, fit(search, root / "exploit"))
-    return out
+
+    def one():
+        compiles, report = CountCompiles(), SearchReport()
+        search = Search(tiny(), SPACE, members=3, seeds=2, rungs=RUNGS, vectorize=False, seed=3)
+        trainer = fit(search, root / "one", callbacks=[compiles, report], eval_every=STEPS)
+        return {"one": (search, trainer), "compiles": compiles.events, "report": report}
+
+    def four():
+        search = Search(tiny(), SPACE, members=3, seeds=2, rungs=RUNGS, vectorize=False, seed=3)
+        return {"four": (search, fit(search, root / "four", devices=4))}
+
+    def exploit():
+        search = Search(tiny(), SPACE, members=4, rungs=RUNGS, replace="exploit")
+        return {"exploit": (search, fit(search, root / "exploit"))}
+
+    return _Fits({"one": one, "compiles": one, "report": one, "four": four, "exploit": exploit})
 
 
 # ---- spaces and sampling (no compile) ------------------------------------------------

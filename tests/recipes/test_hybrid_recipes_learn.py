@@ -5,7 +5,8 @@ Pendulum-v1, where a random actor scores about -1,200 and the full runs reach
 -837 there with seed 0, against >= -500 at 40,000), on one
 device as on a CPU machine (the tests' 4 fake devices would have to divide the
 populations and RL episodes); PBT-CSO's 8 PPO members on CartPole-v1 at 100 of
-its 200 updates, over the 4 fake devices."""
+its 200 updates, over the 4 fake devices. One learning case per family is checked in
+CI; the other hybrids' floors are ``benchmarks/learning_floors.py``'s."""
 
 from __future__ import annotations
 
