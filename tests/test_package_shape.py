@@ -381,8 +381,6 @@ TRAINER_WRITES = {
     ("jaxtrainer/recipes/resume.py", "state"):
         "a resumed recipe's changed traced hyperparameters are written into the restored "
         "state by its callback",
-    ("jaxtrainer/recipes/config.py", "resume_hint"):
-        "the recipes' preemption advice; a constructor argument next",
     ("jaxtrainer/recipes/search.py", "log_every_n_steps"):
         "an Optuna search's rounds end on log boundaries (the log interval divides a "
         "round); the planner takes a callback's boundaries next",

@@ -175,7 +175,7 @@ def test_every_trainer_keyword_argument_but_callbacks_is_a_config_key(cls, monke
     monkeypatch.setattr(config, cls.__name__, Recorder)
     build = config.make_trainer if cls is jt.Trainer else config.make_population_trainer
     build(cfg)
-    assert received == {n: f"<{n}>" for n in names}
+    assert received == {**{n: f"<{n}>" for n in names}, "resume_hint": config.RESUME_HINT}
     assert config.ckpt_path(cfg) == "last"
     cfg.trainer.callbacks = []
     with pytest.raises(ValueError, match=rf"unknown trainer keys \['callbacks'\]; {cls.__name__} "):

@@ -237,7 +237,7 @@ class PopulationTrainer(Trainer):
                  logger: bool = True, run_ahead: bool | str = "auto",
                  sync_every_n_seconds: float | None = 1.0, compile_evaluation_ahead: bool | str = "auto",
                  compilation_cache: bool | str | os.PathLike | None = None,
-                 requeue: bool | str = "auto") -> None:
+                 requeue: bool | str = "auto", resume_hint: str | None = None) -> None:
         # Checked here under their own names; the Trainer checks everything it is passed.
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 1:
@@ -259,7 +259,7 @@ class PopulationTrainer(Trainer):
             enable_progress_bar=enable_progress_bar, enable_checkpointing=enable_checkpointing,
             logger=logger, run_ahead=run_ahead, sync_every_n_seconds=sync_every_n_seconds,
             compile_evaluation_ahead=compile_evaluation_ahead, compilation_cache=compilation_cache,
-            requeue=requeue)
+            requeue=requeue, resume_hint=resume_hint)
         self.population_size = population_size
         self.member_map = member_map
         self.map_batch_size = map_batch_size

@@ -46,11 +46,12 @@ from jaxtrainer.rundir import run_layout
 from jaxtrainer.trainer import Trainer
 from jaxtrainer.trainer.budget import Budget
 
-NOT_FROM_YAML = ("self", "callbacks", "budget")
+NOT_FROM_YAML = ("self", "callbacks", "budget", "resume_hint")
 """Trainer arguments that a YAML file cannot give: callbacks are Python objects
 (a recipe passes them as keyword overrides of :func:`make_trainer`); the budget is
 ``max_steps`` and ``max_env_steps``, each member's in a sweep or a search
-(:func:`make_trainer` builds the ``Budget``)."""
+(:func:`make_trainer` builds the ``Budget``); the resume advice is the recipes'
+(:data:`RESUME_HINT`)."""
 
 
 def accepted_keys(cls: type) -> tuple[str, ...]:
@@ -344,9 +345,7 @@ def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
         share = search.budget_share(cfg[search.SECTION]) if search.active(cfg) else 1
         kwargs["budget"] = _member_budget(kwargs.pop("max_steps", None),
                                           kwargs.pop("max_env_steps", None), share)
-    trainer = _built(Trainer, components.trainer_arguments(cfg, kwargs))
-    trainer.resume_hint = RESUME_HINT
-    return trainer
+    return _built(Trainer, components.trainer_arguments(cfg, {"resume_hint": RESUME_HINT, **kwargs}))
 
 
 def _member_budget(max_steps: Any, max_env_steps: Any, share: Any) -> Budget:
@@ -375,9 +374,8 @@ def make_population_trainer(cfg: DictConfig, **overrides: Any) -> PopulationTrai
     ``overrides`` win), converted and checked as in :func:`trainer_kwargs`, with
     the loggers and callbacks of the config as in :func:`make_trainer`."""
     kwargs = {**RECIPE_DEFAULTS, **trainer_kwargs(cfg, POPULATION_TRAINER_KEYS, "PopulationTrainer")}
-    trainer = _built(PopulationTrainer, components.trainer_arguments(cfg, {**kwargs, **overrides}))
-    trainer.resume_hint = RESUME_HINT
-    return trainer
+    return _built(PopulationTrainer, components.trainer_arguments(
+        cfg, {"resume_hint": RESUME_HINT, **kwargs, **overrides}))
 
 
 def ckpt_path(cfg: DictConfig) -> str | None:

@@ -182,15 +182,14 @@ class Trainer:
       requeue: after SIGUSR1 checkpointed the run, ``scontrol requeue`` the SLURM
         job: ``"auto"`` in a batch job, ``True``, ``False``; a requeued job
         resumes from ``"last"`` (:mod:`jaxtrainer.runtime.slurm`).
-      budget: a :class:`~jaxtrainer.trainer.budget.Budget` instead of ``max_steps``
-        and ``max_env_steps``: one per member of a population (a sweep's, a
-        search's) is the members' total at ``fit`` (:meth:`Budget.total`).
+      budget: a :class:`~jaxtrainer.trainer.budget.Budget` instead of ``max_steps`` and
+        ``max_env_steps`` (one per member of a population is totalled at ``fit``).
+      resume_hint: the preemption message's advice, formatted with ``{checkpoint}``
+        and ``{default_root_dir}`` (``None``: the Python call, ``fit(..., ckpt_path='last')``).
 
     Attributes:
       root_key: the run's root PRNG key (``key(seed)``, replicated; restored on
         resume), which every key is folded from; ``None`` before ``fit``/``evaluate``.
-      resume_hint: the preemption message's advice, formatted with ``{checkpoint}``
-        and ``{default_root_dir}`` (``None``: the Python call, ``fit(..., ckpt_path='last')``).
 
     Raises:
       ValueError: before JAX starts or anything is written: an unknown strategy,
@@ -222,6 +221,7 @@ class Trainer:
         compilation_cache: bool | str | os.PathLike | None = None,
         requeue: bool | str = "auto",
         budget: Budget | None = None,
+        resume_hint: str | None = None,
     ) -> None:
         self.requeue = slurm.check_requeue(requeue)
         self.run_ahead = arguments.flag("run_ahead", run_ahead, also=("auto",))
@@ -255,7 +255,7 @@ class Trainer:
         self._module: Module | None = None
         self.root_key: jax.Array | None = None
         self.ckpt_path: str | None = None
-        self.resume_hint: str | None = None
+        self.resume_hint = resume_hint
         self.log_dir = ""
         self.global_step = self.env_steps = self.max_steps = self.env_steps_per_step = 0
         self.should_stop, self.stop_reason = False, None
