@@ -65,3 +65,29 @@ def test_plot_output_expands_home(home):
     assert (home / "home" / "curves.png").is_file()
     assert not (home / "~").exists()
     assert os.environ["HOME"] == str(home / "home")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_path_through_dotdot_reads_and_resumes_a_healthy_checkpoint(tmp_path, monkeypatch, capsys):
+    """A new user's inputs, from another folder: ``jaxtrainer eval ../jaxtrainer/runs/...``
+    and a resume with ``trainer.default_root_dir=../rr``. TensorStore refuses a path
+    that holds ``..``; the checkpoint was reported damaged."""
+    import importlib.util
+    import shutil
+
+    from jaxtrainer.commands import eval_cli
+
+    fixtures = Path(__file__).parents[1] / "_support" / "fixtures"
+    spec = importlib.util.spec_from_file_location("make_release_runs", fixtures / "make_release_runs.py")
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    shutil.copytree(fixtures / "release_runs" / "ppo_recipe", tmp_path / "jaxtrainer" / "runs")
+    shutil.copytree(fixtures / "release_runs" / "ppo_python", tmp_path / "rr")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert eval_cli.main(["../jaxtrainer/runs/version_0", "--episodes", "2"]) == 0
+    assert "damaged" not in capsys.readouterr().err
+    trainer = make.python_fit(make.python_modules()["ppo_python"], Path("../rr"), 3, "last")
+    assert trainer.global_step == 3
+    assert jt.load_policy("../rr/version_0").global_step == 3

@@ -218,7 +218,7 @@ class Manager:
 
     def __init__(self, directory: str | os.PathLike, *, max_to_keep: int | None = None,
                  best_fn=None, best_mode: str = "max", async_save: bool = True) -> None:
-        self.directory = Path(directory).absolute()  # orbax requires absolute paths
+        self.directory = _absolute(directory)
         self.async_save = async_save
         self.is_writer = jax.process_index() == 0
         self._orbax: ocp.CheckpointManager | None = None
@@ -542,10 +542,18 @@ def save(mgr: Manager | ocp.CheckpointManager, step: int, state: Any, meta: dict
             metrics=metrics, force=force)
 
 
+def _absolute(path: str | os.PathLike) -> Path:
+    """``path`` absolute and without ``.`` or ``..`` parts (``os.path.abspath``):
+    orbax and TensorStore take absolute paths and refuse one that holds ``..``
+    (``Invalid file path``), which ``../runs/...`` given by a user would."""
+    return Path(os.path.abspath(path))
+
+
 def _read(path: Path, item: str, args: ocp.args.CheckpointArgs | None = None) -> Any:
     """Read ``item`` of the step directory ``path`` on this process alone (an
     orbax handler whose options make this process the only active one: no
     barrier with, and nothing written for, any other process)."""
+    path = _absolute(path)
     only_me = _only(jax.process_index())
     if item == META:
         handler = _ocp().JsonCheckpointHandler(multiprocessing_options=only_me)
@@ -571,7 +579,7 @@ def read_meta(path: str | os.PathLike) -> dict[str, Any]:
       DamagedCheckpointError: its ``meta/metadata`` is missing or not a JSON
         object (a ValueError naming the file).
     """
-    path = Path(path).absolute()
+    path = _absolute(path)
     if not (path / META).is_dir():
         raise FileNotFoundError(f"no checkpoint at {path} (expected a directory with '{META}/')")
     file = path / META / META_FILE
@@ -777,7 +785,7 @@ def check(path: str | os.PathLike, abstract_state: Any, rows: MemberRows | None 
       DamagedCheckpointError: a file is missing, truncated or unreadable.
       CheckpointMismatchError: the arrays do not match ``abstract_state``.
     """
-    path = Path(path).absolute()
+    path = _absolute(path)
     if not path.is_dir() or not (path / META).exists():
         raise FileNotFoundError(f"no checkpoint at {path} (expected a directory with '{META}/')")
     damage = _damage(path)
@@ -818,7 +826,7 @@ def restore(path: str | os.PathLike, abstract_state: Any,
 
     Both errors are ``ValueError`` subclasses.
     """
-    path = Path(path).absolute()  # orbax requires absolute paths
+    path = _absolute(path)
     check(path, abstract_state, rows)
     meta = read_meta(path)
     target = _abstract_encoded(abstract_state)
