@@ -54,6 +54,7 @@ def reset(trainer: Trainer) -> None:
     trainer.state_is_valid, trainer.received_signal, trainer.callback_metrics = True, None, {}
     trainer.state_ahead = trainer.more_metrics_pending = False
     trainer.unfinished_hooks = hook_replay.UnfinishedHooks()
+    trainer.hook_seconds = {}  # this fit's hooks only (callbacks of earlier fits leave no keys)
 
 
 def start(trainer: Trainer, module: Module, resume: Path | None) -> None:
