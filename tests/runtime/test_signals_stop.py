@@ -389,17 +389,27 @@ def test_a_signal_sent_twice_at_once_still_saves_the_checkpoint(tmp_path):
     to make them two deliveries), to the recipe that compiles fastest: one request, the
     run saves its checkpoint and says how to resume."""
     jaxtrainer = shutil.which("jaxtrainer") or pytest.fail("the jaxtrainer command is not installed")
-    root = tmp_path / "runs"
-    child = Child([jaxtrainer, "fit", "ppo", f"trainer.default_root_dir={root}"])
-    try:
-        child.wait_for("the training program is ready")
-        child.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.005)
-        child.proc.send_signal(signal.SIGTERM)
-        child.proc.wait(timeout=60)
-    finally:
-        child.kill()
-    err = child.err
+    for attempt in range(3):
+        root = tmp_path / f"runs{attempt}"
+        child = Child([jaxtrainer, "fit", "ppo", f"trainer.default_root_dir={root}"])
+        try:
+            child.wait_for("the training program is ready")
+            start = time.monotonic()
+            child.proc.send_signal(signal.SIGTERM)
+            while time.monotonic() - start < 0.005:  # spin: a sleep may wake up much later
+                pass
+            child.proc.send_signal(signal.SIGTERM)
+            gap = time.monotonic() - start
+            child.proc.wait(timeout=60)
+        finally:
+            child.kill()
+        err = child.err
+        if gap < signals.REPEAT_SECONDS / 2:
+            break
+        # this process waited for a core between the two: not "at once"; try again
+        assert child.proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM), err
+    else:
+        pytest.fail(f"could not send two signals within {signals.REPEAT_SECONDS / 2} s in 3 tries")
     assert child.proc.returncode == 128 + signal.SIGTERM, err  # Preempted, not killed
     assert "received SIGTERM while " in err and "second SIGTERM" not in err, err
     last = ckpt.latest_step_dir(root / "version_0" / "checkpoints")

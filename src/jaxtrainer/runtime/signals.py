@@ -54,13 +54,15 @@ DEADLINE_SECONDS = 1.8
 """After a second signal the process ends within this many seconds (plus the
 time to flush the standard streams), whatever the cleanup is doing."""
 
-REPEAT_SECONDS = 0.25
+REPEAT_SECONDS = 0.5
 """A signal that arrives again within this many seconds of the same signal (last
 counted) is the same request, not a second one. GNU ``timeout`` (without
 ``--foreground``) sends its signal to the command and then to the command's
 process group, so a command it started gets the signal twice at once; counted
-twice, that second copy would stop the process without its checkpoint. A person
-pressing Ctrl-C again, after reading what the first one did, is slower than this."""
+twice, that second copy would stop the process without its checkpoint. The two
+copies can reach the handler a few hundred milliseconds apart on a loaded machine
+(the sender or the receiving thread waits for a core). A person pressing Ctrl-C
+again, after reading what the first one did, is slower than this."""
 
 
 class Requests:
