@@ -287,9 +287,6 @@ UPWARD = {
     ("jaxtrainer.distributed", "jaxtrainer.compat.evorl"):
         "EvoRL's names and module paths stay reachable at jaxtrainer.distributed, loaded "
         "from compat/evorl on first use (EvoRL users change one import)",
-    ("jaxtrainer.module", "jaxtrainer.envs.evaluation"):
-        "Module.evaluation_step's default plays the policy's episodes in its env; the "
-        "user contract names it, the episodes are the envs'",
 }
 """Imports of a higher floor that stay, ``(importer, imported): reason``."""
 

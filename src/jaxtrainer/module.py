@@ -193,7 +193,7 @@ class Module:
 
         By default, for a module with :meth:`policy` and ``env``: the greedy
         policy on ``eval_episodes`` fresh episodes over all devices, completed
-        episodes only (:func:`jaxtrainer.envs.evaluation.evaluation_metrics`):
+        episodes only (the env's :meth:`~jaxtrainer.envs.Env.evaluation_metrics`):
         ``eval/episode_return`` and ``eval/episode_length``.
 
         Raises:
@@ -202,12 +202,11 @@ class Module:
         if not self.has_policy():
             raise NotImplementedError(f"{type(self).__name__} defines neither evaluation_step "
                                       "nor policy")
-        from jaxtrainer.envs.evaluation import evaluation_metrics
         from jaxtrainer.policy import policy_spec
 
         spec = policy_spec(self)
-        return evaluation_metrics(spec.env, spec.greedy, spec.params(state), key,
-                                  spec.eval_episodes, spec.initial_carry)
+        return spec.env.evaluation_metrics(spec.greedy, spec.params(state), key,
+                                           spec.eval_episodes, spec.initial_carry)
 
     def has_evaluation(self) -> bool:
         """Whether :meth:`evaluation_step` is defined, or given by :meth:`policy`."""

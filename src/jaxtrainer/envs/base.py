@@ -36,6 +36,7 @@ import numpy as np
 from flax import struct
 
 from jaxtrainer.distributed.axis import without_vma_check
+from jaxtrainer.envs import evaluation
 
 Observation = Any
 Action = jax.Array
@@ -389,6 +390,15 @@ class Env(SpecSizes, abc.ABC):
         every output gains one. ``key`` is split into one key per env."""
         num_envs = jax.tree.leaves(state.episode_length)[0].shape[0]
         return jax.vmap(self.step)(jax.random.split(key, num_envs), state, action)
+
+    def evaluation_metrics(self, policy_fn: Any, params: Any, key: jax.Array,
+                           eval_episodes: int, initial_carry: Any = None) -> dict[str, Any]:
+        """``eval/episode_return`` and ``eval/episode_length`` of ``policy_fn(params,
+        obs, key) -> action`` on ``eval_episodes`` fresh episodes of this env, split
+        over the devices (:func:`jaxtrainer.envs.evaluation.evaluation_metrics`): what
+        :meth:`jaxtrainer.Module.evaluation_step` runs by default."""
+        return evaluation.evaluation_metrics(self, policy_fn, params, key, eval_episodes,
+                                             initial_carry)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.name!r}, obs={self.observation_shape}, "

@@ -12,15 +12,17 @@ only by the order of float sums.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jaxtrainer.distributed import axis_index, local_size
 from jaxtrainer.distributed.keys import episode_key, sub_key
-from jaxtrainer.envs.base import Env, StepInfo
 from jaxtrainer.metrics import Mean
+
+if TYPE_CHECKING:
+    from jaxtrainer.envs.base import Env, StepInfo
 
 PolicyFn = Callable[[Any, Any, jax.Array], jax.Array]
 
