@@ -280,14 +280,10 @@ FLOORS = (
 floors below it, at module level and inside functions (DESIGN.md, "Layout");
 ``compat`` sits beside ``population``, since nothing below it imports it."""
 
-GROUND_FLOOR = ("module", "metrics", "policy", "arguments", "formatting", "deprecation")
+GROUND_FLOOR = ("module", "metrics", "policy", "arguments", "formatting", "aliases")
 """The root modules: user contracts, values and the package's own helpers."""
 
-UPWARD = {
-    ("jaxtrainer.distributed", "jaxtrainer.compat.evorl"):
-        "EvoRL's names and module paths stay reachable at jaxtrainer.distributed, loaded "
-        "from compat/evorl on first use (EvoRL users change one import)",
-}
+UPWARD: dict[tuple[str, str], str] = {}
 """Imports of a higher floor that stay, ``(importer, imported): reason``."""
 
 

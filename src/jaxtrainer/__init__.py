@@ -9,10 +9,10 @@ API reference read.
 
 import lazy_loader
 
-from jaxtrainer import deprecation
+from jaxtrainer import aliases
 
 __version__ = "0.2.0"
 
-deprecation.install()  # module paths that moved still import, with a warning, until 0.3.0
+aliases.install()  # module paths found at a second place (moved: with a warning, until 0.3.0)
 
 __getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -57,7 +57,7 @@ class Regression(jt.Module):
         def loss_fn(p, x, y):
             return jnp.mean((x @ p["w"] + p["b"] - y) ** 2), {}
 
-        params, opt, loss, _ = jd.gradient_update(loss_fn, state["params"], state["opt"],
+        params, opt, loss, _ = jd.averaged_update(loss_fn, state["params"], state["opt"],
                                                   self.optimizer, x, y)
         # a running input statistic; without pmean the replicas drift apart
         x_mean = x.mean(0)

@@ -13,7 +13,7 @@ import optax
 
 import jaxtrainer as jt
 from jaxtrainer import envs
-from jaxtrainer.distributed import fold_in_device, gradient_update
+from jaxtrainer.distributed import averaged_update, fold_in_device
 from tests._support._xla import xla_flags
 
 W_TRUE = jnp.array([1.0, -2.0, 0.5])
@@ -74,7 +74,7 @@ class Regression(jt.Module):
         def loss_fn(p, x, y):
             return jnp.mean((x @ p["w"] + p["b"] - y) ** 2), None
 
-        params, opt_state, loss, _ = gradient_update(loss_fn, state["params"], state["opt_state"],
+        params, opt_state, loss, _ = averaged_update(loss_fn, state["params"], state["opt_state"],
                                                      self.optimizer, x, y)
         if self.nan_from_step is not None:
             bad = state["step"] >= self.nan_from_step

@@ -62,7 +62,7 @@ def test_population_example_runs_with_only_the_import_changed():
     pop = population()
     want = np.asarray(pop).sum(-1)
     placements = {
-        "mesh (replicated)": tree_device_put(pop, mesh),
+        "mesh (replicated)": jd.shard_tree(pop, mesh),
         "sharding (EvoRL's form)": tree_device_put(pop, NamedSharding(mesh, P("gpu"))),
     }
     assert placements["mesh (replicated)"].sharding.spec == P()
@@ -100,13 +100,37 @@ def test_evorl_form_maps_fn_over_each_devices_block_and_takes_several_specs():
     np.testing.assert_array_equal(np.asarray(batched["f"]), np.asarray(pop).sum(-1) * 10.0)
 
 
-def test_our_form_is_unchanged_and_positional_axis_names_still_work():
-    """jaxtrainer's form: flat [P, ...] members, P = 10 not a multiple of 4."""
+def test_our_old_form_of_evorls_names_still_runs_with_a_deprecation_warning():
+    """jaxtrainer's form through EvoRL's names (0.2.0): flat [P, ...] members, P = 10
+    not a multiple of 4, as jaxtrainer's own helpers give them, with a warning naming
+    the helper; one name, one form from 0.3.0."""
     mesh = jax.make_mesh((4,), (jd.AXIS_NAME,), axis_types=(jax.sharding.AxisType.Explicit,))
     xs = jnp.arange(10.0)
-    np.testing.assert_array_equal(shmap_vmap(lambda v: v * 2.0, mesh)(xs), xs * 2.0)
-    np.testing.assert_array_equal(shmap_vmap(lambda v: v * 2.0, mesh, jd.AXIS_NAME)(xs), xs * 2.0)
-    np.testing.assert_array_equal(shmap_map(lambda v: v + 1.0, mesh, jd.AXIS_NAME, 2)(xs), xs + 1.0)
+    key = jax.random.key(3)
+    calls = [
+        (lambda: shmap_vmap(lambda v: v * 2.0, mesh)(xs), xs * 2.0, "sharded_vmap"),
+        (lambda: shmap_vmap(lambda v: v * 2.0, mesh, jd.AXIS_NAME)(xs), xs * 2.0, "sharded_vmap"),
+        (lambda: shmap_map(lambda v: v + 1.0, mesh, jd.AXIS_NAME, 2)(xs), xs + 1.0, "sharded_map"),
+        (lambda: tree_device_put(xs, mesh), xs, "shard_tree"),
+        (lambda: jax.random.key_data(split_key_to_devices(key, 4)),
+         jax.random.key_data(jd.device_keys(key, 4)), "device_keys"),
+    ]
+    for call, want, new in calls:
+        with pytest.warns(DeprecationWarning, match=rf"is now written jaxtrainer\.distributed\.{new}\("):
+            np.testing.assert_array_equal(call(), want)
+    optimizer, params = optax.sgd(0.1), {"w": jnp.ones(3)}
+
+    def linear(p, x):
+        return jnp.sum(p["w"] * x), None
+
+    with pytest.warns(DeprecationWarning, match=r"is now written jaxtrainer\.distributed\.averaged_update\("):
+        old = gradient_update(linear, params, optimizer.init(params), optimizer, xs[:3])
+    new = jd.averaged_update(linear, params, optimizer.init(params), optimizer, xs[:3])
+    np.testing.assert_array_equal(old[0]["w"], new[0]["w"])
+    np.testing.assert_array_equal(new[0]["w"], 1.0 - 0.1 * xs[:3])
+    np.testing.assert_array_equal(jd.sharded_vmap(lambda v: v * 2.0, mesh)(xs), xs * 2.0)
+    np.testing.assert_array_equal(jd.sharded_map(lambda v: v + 1.0, mesh, jd.AXIS_NAME, 2)(xs),
+                                  xs + 1.0)
 
 
 @pytest.mark.parametrize("call,message", [
@@ -144,7 +168,8 @@ def test_tree_device_put_takes_a_device_or_sharding_as_evorl_does():
                                   jax.random.key_data(tree["keys"]))
     with pytest.raises(ValueError, match=r"axis_names='gpu' goes with a mesh"):
         tree_device_put(tree, NamedSharding(mesh, P()), "gpu")
-    with pytest.raises(ValueError, match=r"mesh='gpu': expected a jax.sharding.Mesh"):
+    with pytest.warns(DeprecationWarning, match="shard_tree"), \
+            pytest.raises(ValueError, match=r"mesh='gpu': expected a jax.sharding.Mesh"):
         tree_device_put(tree, "gpu")
 
 
@@ -184,7 +209,7 @@ def test_split_key_to_devices_takes_evorl_devices_argument():
         np.testing.assert_array_equal(jax.random.key_data(shard.data)[0],
                                       jax.random.key_data(jax.random.fold_in(key, d)))
     np.testing.assert_array_equal(jax.random.key_data(keys),
-                                  jax.random.key_data(split_key_to_devices(key, 4)))
+                                  jax.random.key_data(jd.device_keys(key, 4)))
     one = split_key_to_devices(key, devices[:1])  # EvoRL's one-device list
     assert one.shape == (1,) and one.devices() == {devices[0]}
     np.testing.assert_array_equal(jax.random.key_data(one)[0],
@@ -194,7 +219,7 @@ def test_split_key_to_devices_takes_evorl_devices_argument():
     with pytest.raises(ValueError, match=r"distinct jax.Device"):
         split_key_to_devices(key, [devices[0], devices[0]])
     with pytest.raises(ValueError, match=r"num_devices=0: expected a positive int"):
-        split_key_to_devices(key, 0)
+        jd.device_keys(key, 0)
 
 
 # ------------------------------------------------------------ gradient synchronisation
@@ -377,8 +402,8 @@ def test_evorl_form_steps_bitwise_as_jaxtrainers_form_on_four_devices():
 
     def both(x, y, params, opt_state):
         (_, _), p1, o1 = evorl_step(opt_state, params, (x, y))
-        p2, o2, _, _ = gradient_update(lambda p, b: loss_fn(p, b), params, opt_state,
-                                       optimizer, (x, y))
+        p2, o2, _, _ = jd.averaged_update(lambda p, b: loss_fn(p, b), params, opt_state,
+                                          optimizer, (x, y))
         return (p1, o1), (p2, o2)
 
     evorl, ours = data_parallel(both, params, opt_state)

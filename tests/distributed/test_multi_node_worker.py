@@ -64,7 +64,7 @@ class Toy(jt.Module):
         def loss_fn(p, x, y):
             return jnp.mean((x @ p["w"] + p["b"] - y) ** 2), {}
 
-        params, opt, loss, _ = jd.gradient_update(loss_fn, state["params"], state["opt"],
+        params, opt, loss, _ = jd.averaged_update(loss_fn, state["params"], state["opt"],
                                                   self.optimizer, x, y)
         rows = state["rows"] + self._rows()
         return {"params": params, "opt": opt, "rows": rows}, {"loss": loss}

@@ -22,7 +22,7 @@ W_TRUE = jnp.array([1.0, -2.0, 0.5])
 
 
 class Regression(jt.Module):
-    """A data-parallel module (local_size, fold_in_device, gradient_update's pmean)
+    """A data-parallel module (local_size, fold_in_device, averaged_update's pmean)
     with its learning rate in ``state["hyperparams"]``; fitness ``score = -loss``."""
 
     env_steps_per_step = 8
@@ -48,7 +48,7 @@ class Regression(jt.Module):
 
         opt_state = state["opt_state"]._replace(hyperparams={
             **state["opt_state"].hyperparams, "learning_rate": state["hyperparams"]["lr"]})
-        params, opt_state, loss, _ = jd.gradient_update(loss_fn, state["params"], opt_state,
+        params, opt_state, loss, _ = jd.averaged_update(loss_fn, state["params"], opt_state,
                                                         self.optimizer, x, y)
         new = {**state, "params": params, "opt_state": opt_state, "noise_key": noise_key,
                "step": state["step"] + 1}

@@ -51,7 +51,7 @@ class Regression(jt.Module):
         def loss_fn(p, x, y):
             return jnp.mean((x @ p["w"] + p["b"] - y) ** 2), {}
 
-        params, opt, loss, _ = D.gradient_update(loss_fn, state["params"], state["opt"],
+        params, opt, loss, _ = D.averaged_update(loss_fn, state["params"], state["opt"],
                                                  self.optimizer, x, y, axis_name=BOTH_AXES)
         return {"params": params, "opt": opt}, {"loss": loss}
 
@@ -217,13 +217,13 @@ def test_nested_map_over_another_device_set_fails_early():
             return {"x": jnp.zeros(())}
 
         def training_step(self, state, key):
-            f = D.shmap_vmap(lambda v: v * 2.0, mesh=three)(jnp.arange(6.0))
+            f = D.sharded_vmap(lambda v: v * 2.0, mesh=three)(jnp.arange(6.0))
             return state, {"f": jnp.sum(f)}
 
     with pytest.raises(ValueError, match=r"inside a shard_map already mapped over axes .*not supported"):
         fit(Nested(), "shard_map", steps=1, log=1)
     # The same call outside mapped code runs on its own 3-device mesh.
-    np.testing.assert_array_equal(D.shmap_vmap(lambda v: v * 2.0, mesh=three)(jnp.arange(6.0)),
+    np.testing.assert_array_equal(D.sharded_vmap(lambda v: v * 2.0, mesh=three)(jnp.arange(6.0)),
                                   jnp.arange(6.0) * 2.0)
 
 
@@ -248,11 +248,11 @@ def test_shmap_vmap_and_map_equal_vmap_for_any_population_size(n):
     xs = jnp.linspace(-1.0, 1.0, 10)
     keys = jax.random.split(jax.random.key(0), 10)
     ref = jax.jit(jax.vmap(noisy))(xs, keys)
-    for mapper in (D.shmap_vmap(noisy, mesh(n)), D.shmap_map(noisy, mesh(n), batch_size=2)):
+    for mapper in (D.sharded_vmap(noisy, mesh(n)), D.sharded_map(noisy, mesh(n), batch_size=2)):
         got = jax.jit(mapper)(xs, keys)
         np.testing.assert_allclose(got["y"], ref["y"], rtol=1e-6)
         np.testing.assert_array_equal(got["neg"], ref["neg"])
-    inside = jax.jit(jax.shard_map(lambda a, k: D.shmap_vmap(noisy)(a, k), mesh=mesh(n),
+    inside = jax.jit(jax.shard_map(lambda a, k: D.sharded_vmap(noisy)(a, k), mesh=mesh(n),
                                    in_specs=P(), out_specs=P(), check_vma=True))
     got = inside(xs, keys)
     assert got["y"].shape == (10,)
@@ -286,14 +286,14 @@ def test_pad_population_and_local_members_errors():
 def test_tree_device_put_shards_or_replicates():
     m = mesh(4)
     tree = {"a": np.arange(8.0), "b": np.ones((4, 2))}
-    sharded = D.tree_device_put(tree, m, D.AXIS_NAME)
+    sharded = D.shard_tree(tree, m, D.AXIS_NAME)
     assert sharded["a"].sharding.spec == P(D.AXIS_NAME)
     assert len(sharded["b"].addressable_shards) == 4 and sharded["b"].addressable_shards[0].data.shape == (1, 2)
-    replicated = D.tree_device_put(tree, m)
+    replicated = D.shard_tree(tree, m)
     assert replicated["a"].sharding.spec == P()
     np.testing.assert_array_equal(replicated["a"], tree["a"])
     with pytest.raises(ValueError, match=r"leaf \['a'\] with shape \(6,\) does not split over 4"):
-        D.tree_device_put({"a": np.zeros(6)}, m, D.AXIS_NAME)
+        D.shard_tree({"a": np.zeros(6)}, m, D.AXIS_NAME)
 
 
 @pytest.mark.parametrize("make", ["Mesh(devices, names)", "jax.make_mesh"])
@@ -306,8 +306,8 @@ def test_shmap_vmap_with_a_mesh_of_any_axis_type(make):
     m = Mesh(jax.devices(), ("gpu",)) if make != "jax.make_mesh" else jax.make_mesh((4,), ("gpu",))
     for size in (6, 8):
         pop = jnp.arange(size * 3.0).reshape(size, 3)
-        for mapped in (D.shmap_vmap(lambda x: x.sum(-1), m, "gpu"),
-                       D.shmap_map(lambda x: x.sum(-1), m, "gpu", 2)):
+        for mapped in (D.sharded_vmap(lambda x: x.sum(-1), m, "gpu"),
+                       D.sharded_map(lambda x: x.sum(-1), m, "gpu", 2)):
             np.testing.assert_array_equal(mapped(pop), pop.sum(-1))
             np.testing.assert_array_equal(jax.jit(mapped)(pop), pop.sum(-1))
 

@@ -38,7 +38,7 @@ def test_every_device_draws_its_own_stream_and_reruns_reproduce_it(run_dir):
 
 def test_split_key_to_devices_matches_fold_in_device():
     key = jax.random.key(3)
-    keys = jd.split_key_to_devices(key, 4)
+    keys = jd.device_keys(key, 4)
     data = jax.random.key_data(keys)
     assert len({tuple(row) for row in np.asarray(data).tolist()}) == 4
     np.testing.assert_array_equal(jax.random.key_data(keys[0]),

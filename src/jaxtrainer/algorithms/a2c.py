@@ -32,7 +32,7 @@ from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.normalization import RunningStatistics
 from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule, check_gae_fields
 from jaxtrainer.algorithms.rollout import Rollout
-from jaxtrainer.distributed.gradient_step import gradient_update
+from jaxtrainer.distributed.gradient_step import averaged_update
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,6 +169,6 @@ class A2C(OnPolicyModule):
         """One gradient step on the whole rollout (gradients averaged over devices,
         so it is the one-device step on the global batch)."""
         del key
-        params, opt_state, loss, aux = gradient_update(
+        params, opt_state, loss, aux = averaged_update(
             self.loss, params, opt_state, self.optimizer, batch, hp)
         return params, opt_state, {"total": loss, **aux}

@@ -30,7 +30,7 @@ buffer; the population's :class:`~jaxtrainer.distributed.MemberLayout`), fitness
 is gathered bit for bit, and steps 1, 2 and 4 run
 replicated: the critic and the RL actors are trained data-parallel (each device
 samples ``batch_size / num_devices`` of every global batch from its own share,
-gradients averaged with :func:`~jaxtrainer.distributed.gradient_update`), so the
+gradients averaged with :func:`~jaxtrainer.distributed.averaged_update`), so the
 search distribution, the critic and its optimizer state stay bitwise equal on
 every device. ``P`` must be a multiple of the device count (no padding: a
 padded member's transitions would enter the replay buffer).

@@ -48,7 +48,7 @@ from jaxtrainer.algorithms.networks import LOG_STD_MAX, LOG_STD_MIN, activation
 from jaxtrainer.algorithms.offpolicy_config import ActorCriticConfig
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.sac import SAC, check_sac, squashed_sample
-from jaxtrainer.distributed.gradient_step import gradient_update
+from jaxtrainer.distributed.gradient_step import averaged_update
 from jaxtrainer.metrics import Last, Mean
 
 
@@ -328,7 +328,7 @@ class CrossQ(SAC):
         alpha = jnp.exp(log_alpha)
         actor = {"params": carry.actor_params, "batch_stats": carry.actor_stats}
         next_action, next_log_prob = self.sample_action(actor, batch.next_obs, next_key)
-        critic_params, critic_opt, critic_loss, aux = gradient_update(
+        critic_params, critic_opt, critic_loss, aux = averaged_update(
             self.crossq_critic_loss, carry.critic_params, carry.critic_opt,
             self.critic_optimizer, carry.critic_stats, batch, next_action,
             alpha * next_log_prob, hp["gamma"])
@@ -337,13 +337,13 @@ class CrossQ(SAC):
 
         def delayed(carry):
             critic = {"params": carry.critic_params, "batch_stats": carry.critic_stats}
-            actor_params, actor_opt, actor_loss, aux = gradient_update(
+            actor_params, actor_opt, actor_loss, aux = averaged_update(
                 self.crossq_actor_loss, carry.actor_params, carry.actor_opt,
                 self.actor_optimizer, carry.actor_stats, critic, alpha, batch.obs, actor_key)
             log_alpha, alpha_opt = carry.log_alpha, carry.alpha_opt
             alpha_loss = jnp.zeros((), jnp.float32)
             if self.config.autotune:
-                log_alpha, alpha_opt, alpha_loss, _ = gradient_update(
+                log_alpha, alpha_opt, alpha_loss, _ = averaged_update(
                     self.alpha_loss, log_alpha, alpha_opt, self.alpha_optimizer, aux["log_prob"])
             carry = carry.replace(actor_params=actor_params, actor_stats=aux["stats"],
                                   actor_opt=actor_opt, log_alpha=log_alpha, alpha_opt=alpha_opt)

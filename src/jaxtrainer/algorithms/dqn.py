@@ -54,7 +54,7 @@ from jaxtrainer.algorithms.q_learning import (
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.target_update import soft_update
 from jaxtrainer.algorithms.torsos import torso_factory
-from jaxtrainer.distributed.gradient_step import gradient_update
+from jaxtrainer.distributed.gradient_step import averaged_update
 from jaxtrainer.metrics import Last
 
 DISTRIBUTIONAL = ("c51", "qr")
@@ -441,7 +441,7 @@ class DQN(offpolicy.OffPolicyModule):
         if self.config.prioritised:
             return self.prioritised_update(carry, key)
         batch = self.buffer.sample(buffer, key)
-        params, opt_state, loss, aux = gradient_update(
+        params, opt_state, loss, aux = averaged_update(
             self.loss, carry.params, carry.opt_state, self.optimizer, carry.target_params, batch,
             carry.hyperparams)
         return carry.replace(params=params, opt_state=opt_state), {"td": loss, "q": aux["q"]}
@@ -469,7 +469,7 @@ class DQN(offpolicy.OffPolicyModule):
                            ) -> tuple[PrioritisedDQNCarry, dict]:
         batch, indices, probabilities = self.buffer.sample_prioritised(carry.buffer, key)
         weights = self.importance_weights(probabilities, carry.buffer)
-        params, opt_state, loss, aux = gradient_update(
+        params, opt_state, loss, aux = averaged_update(
             self.loss, carry.params, carry.opt_state, self.optimizer, carry.target_params, batch,
             carry.hyperparams, weights, average_aux=False)  # each device's own priorities
         buffer = self.buffer.set_priorities(carry.buffer, indices,

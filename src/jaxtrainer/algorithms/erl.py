@@ -54,7 +54,7 @@ Devices, as CEM-RL: the population is replicated state and sharded for step 1
 of the replay buffer); fitness is gathered bit for bit, so step 2 (replicated
 keys) gives the same population on every device; step 3 is TD3's data-parallel
 update (each device samples ``batch_size / num_devices`` from its share,
-gradients averaged with :func:`~jaxtrainer.distributed.gradient_update`), so the
+gradients averaged with :func:`~jaxtrainer.distributed.averaged_update`), so the
 critic, the RL actor, their targets and optimizer states stay bitwise equal on
 every device. Member ``i``'s rollout key is ``fold_in(key, i)`` and the RL
 actor's ``j``-th copy's ``fold_in(key, P + j)``, whatever the device count.

@@ -29,7 +29,7 @@ both ends alike, as terminal).
 The rollout, state, learning-rate schedule, observation normalisation,
 evaluation and device handling are :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyModule`'s
 (shared with PPO and A2C). Gradients are averaged over devices
-(:func:`~jaxtrainer.distributed.gradient_update`), so a step is the one-device
+(:func:`~jaxtrainer.distributed.averaged_update`), so a step is the one-device
 step on the same global minibatch and replicas stay bitwise equal.
 """
 
@@ -55,7 +55,7 @@ from jaxtrainer.algorithms.onpolicy import (
     check_minibatch_fields,
 )
 from jaxtrainer.algorithms.rollout import trajectory_minibatch_epochs
-from jaxtrainer.distributed.gradient_step import gradient_update
+from jaxtrainer.distributed.gradient_step import averaged_update
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last
 
@@ -382,7 +382,7 @@ class IMPALA(OnPolicyModule):
         """
         def minibatch_step(carry, minibatch):
             params, opt_state = carry
-            params, opt_state, loss, aux = gradient_update(
+            params, opt_state, loss, aux = averaged_update(
                 self.loss, params, opt_state, self.optimizer, minibatch, hp)
             return (params, opt_state), {"total": loss, **aux}
 

@@ -9,7 +9,7 @@ target actions come from that member (the reference trains the critic with
 update of the target critic; then every member takes ``actor_steps`` steps of
 ``max E[Q_1(s, pi_theta(s))]`` on the final critic, vmapped, from a fresh Adam
 state. Gradients are averaged over devices
-(:func:`~jaxtrainer.distributed.gradient_update`), so the critic and the
+(:func:`~jaxtrainer.distributed.averaged_update`), so the critic and the
 members stay bitwise equal on every device.
 """
 
@@ -24,7 +24,7 @@ import optax
 
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.target_update import soft_update
-from jaxtrainer.distributed.gradient_step import gradient_update
+from jaxtrainer.distributed.gradient_step import averaged_update
 
 
 def improve_members(rl_members: jax.Array, critic_state: tuple[Any, Any, optax.OptState],
@@ -69,7 +69,7 @@ def improve_members(rl_members: jax.Array, critic_state: tuple[Any, Any, optax.O
         sample_key, noise_key = jax.random.split(step_key)
         batch = sample_critic_batch(sample_key)
         member = unravel(rl_members[k // block])  # block k // block: that member
-        critic, opt, loss, _ = gradient_update(critic_loss, critic, opt, critic_optimizer,
+        critic, opt, loss, _ = averaged_update(critic_loss, critic, opt, critic_optimizer,
                                                member, target, batch, noise_key)
         return (critic, soft_update(target, critic, tau), opt), loss
 
@@ -86,7 +86,7 @@ def improve_members(rl_members: jax.Array, critic_state: tuple[Any, Any, optax.O
         members, opt = carry
         batches = jax.tree.map(  # one draw of R batches: [R, batch / num_devices, ...]
             lambda x: x.reshape((num_rl, -1) + x.shape[1:]), sample_member_batches(step_key))
-        members, opt, loss, _ = gradient_update(members_loss, members, opt, actor_optimizer,
+        members, opt, loss, _ = averaged_update(members_loss, members, opt, actor_optimizer,
                                                 batches)
         return (members, opt), loss / num_rl
 

@@ -28,11 +28,10 @@ import jax
 import jax.numpy as jnp
 from flax.linen.initializers import constant, orthogonal
 
-from jaxtrainer import arguments
+from jaxtrainer import aliases, arguments
 from jaxtrainer.algorithms.cores import Carry, Core
 from jaxtrainer.algorithms.distributions import DiagGaussian, Distribution, TanhNormal, categorical
 from jaxtrainer.algorithms.torsos import TorsoFactory, features
-from jaxtrainer.deprecation import moved_names
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "tanh": nn.tanh, "relu": nn.relu, "gelu": nn.gelu, "silu": nn.silu}
@@ -109,9 +108,9 @@ class MLP(nn.Module):
         return x
 
 
-__getattr__ = moved_names(__name__)
+__getattr__, __dir__ = aliases.attach(__name__)
 """Names that moved to :mod:`jaxtrainer.algorithms.distributions`: found here, with a
-DeprecationWarning, until 0.3.0 (``jaxtrainer.deprecation.MOVED_NAMES``)."""
+DeprecationWarning, until 0.3.0 (``jaxtrainer.aliases.ALIASES``)."""
 
 POLICIES = ("gaussian", "brax")
 """Continuous-action policies of :class:`ActorCritic` (``distribution``; the

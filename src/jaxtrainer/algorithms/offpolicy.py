@@ -48,7 +48,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxtrainer import arguments, envs
+from jaxtrainer import aliases, arguments, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.exploration import uniform_warmup
@@ -57,14 +57,13 @@ from jaxtrainer.algorithms.networks import TwinCritic
 from jaxtrainer.algorithms.normalization import learning_batch, normalize_obs, normalizing_policy
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.torsos import torso_factory
-from jaxtrainer.deprecation import moved_names
 from jaxtrainer.distributed import fold_in_device, local_size
 from jaxtrainer.envs.base import refuse_multi_discrete
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
 
-__getattr__ = moved_names(__name__)  # names that moved out: jaxtrainer.deprecation.MOVED_NAMES
+__getattr__, __dir__ = aliases.attach(__name__)  # names that moved out: jaxtrainer.aliases.ALIASES
 
 
 def hyperparam(config: Any, hyperparams: Mapping[str, jax.Array] | None, name: str) -> Any:

@@ -14,7 +14,7 @@ binds the network and env to the pure pieces and runs one update
 3. the algorithm's :meth:`~OnPolicyModule.update` on the flattened rollout:
    PPO's epochs of clipped-surrogate minibatch steps, A2C's one full-batch step.
    Gradients are averaged over devices
-   (:func:`~jaxtrainer.distributed.gradient_update`), so an update is the
+   (:func:`~jaxtrainer.distributed.averaged_update`), so an update is the
    one-device update on the same global batch and replicas stay bitwise equal.
 
 Sizes are global (over all devices). Hyperparameters that population-based
@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import arguments, envs
+from jaxtrainer import aliases, arguments, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.actor_critic import ActorCriticBase
 from jaxtrainer.algorithms.advantages import compute_gae
@@ -46,15 +46,14 @@ from jaxtrainer.algorithms.rollout import (
     unroll_recurrent,
 )
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config
-from jaxtrainer.deprecation import moved_names
 from jaxtrainer.distributed import fold_in_device, local_size
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last
 from jaxtrainer.module import Module
 
-__getattr__ = moved_names(__name__)
+__getattr__, __dir__ = aliases.attach(__name__)
 """Names that moved to the pieces' modules: found here, with a DeprecationWarning, until
-0.3.0 (``jaxtrainer.deprecation.MOVED_NAMES``)."""
+0.3.0 (``jaxtrainer.aliases.ALIASES``)."""
 
 CRITIC_INPUTS = ("observation", "global_state")
 """What the critic of A2C and PPO reads (their configs' ``critic_input``)."""

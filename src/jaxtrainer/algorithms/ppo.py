@@ -16,7 +16,7 @@ normalisation and linearly annealed Adam. Differences, on purpose:
 * device-parallel: sizes are global, each device collects
   ``num_envs / num_devices`` envs, advantages are normalised with global
   statistics and gradients are averaged over devices
-  (:func:`jaxtrainer.distributed.gradient_update`), so an update is the
+  (:func:`jaxtrainer.distributed.averaged_update`), so an update is the
   one-device update on the same global minibatch and replicas stay bitwise
   equal;
 * the learning rate stays at 0 after ``total_updates`` instead of going negative;
@@ -58,7 +58,7 @@ from jaxtrainer.algorithms.onpolicy import (
     check_minibatch_fields,
 )
 from jaxtrainer.algorithms.rollout import minibatch_advantage_moments, minibatch_epochs
-from jaxtrainer.distributed.gradient_step import gradient_update
+from jaxtrainer.distributed.gradient_step import averaged_update
 
 PPOState = OnPolicyState
 """PPO's training state: :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyState`."""
@@ -291,7 +291,7 @@ class PPO(OnPolicyModule):
             if cfg.normalize_advantages:
                 minibatch["advantage"] = normalize_advantages(minibatch["advantage"],
                                                               moments=moments)
-            params, opt_state, loss, aux = gradient_update(
+            params, opt_state, loss, aux = averaged_update(
                 self.loss, params, opt_state, self.optimizer, minibatch, hp)
             return (params, opt_state), {"total": loss, **aux}
 

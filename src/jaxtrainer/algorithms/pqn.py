@@ -45,7 +45,7 @@ from jaxtrainer.algorithms.q_learning import q_lambda_returns
 from jaxtrainer.algorithms.rollout import minibatch_epochs
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import local_size
-from jaxtrainer.distributed.gradient_step import gradient_update
+from jaxtrainer.distributed.gradient_step import averaged_update
 from jaxtrainer.envs.base import refuse_multi_discrete
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last
@@ -301,7 +301,7 @@ class PQN(OnPolicyModule):
 
         def minibatch_step(carry, minibatch):
             params, opt_state = carry
-            params, opt_state, loss, _ = gradient_update(self.loss, params, opt_state,
+            params, opt_state, loss, _ = averaged_update(self.loss, params, opt_state,
                                                          self.optimizer, minibatch)
             return (params, opt_state), loss
 

@@ -55,7 +55,7 @@ from jaxtrainer.algorithms.networks import SquashedGaussianActor
 from jaxtrainer.algorithms.offpolicy_config import ActorCriticConfig
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.target_update import soft_update
-from jaxtrainer.distributed.gradient_step import gradient_update
+from jaxtrainer.distributed.gradient_step import averaged_update
 from jaxtrainer.metrics import Last
 
 
@@ -321,16 +321,16 @@ class SAC(offpolicy.OffPolicyModule):
         batch = self.sample_batch(buffer, sample_key, obs_stats)
         log_alpha = carry.log_alpha if self.config.autotune else jnp.log(hp["init_alpha"])
         alpha = jnp.exp(log_alpha)
-        critic_params, critic_opt, critic_loss, _ = gradient_update(
+        critic_params, critic_opt, critic_loss, _ = averaged_update(
             self.critic_loss, carry.critic_params, carry.critic_opt, self.critic_optimizer,
             carry.target_critic_params, carry.actor_params, alpha, batch, critic_key, hp)
-        actor_params, actor_opt, actor_loss, aux = gradient_update(
+        actor_params, actor_opt, actor_loss, aux = averaged_update(
             self.actor_loss, carry.actor_params, carry.actor_opt, self.actor_optimizer,
             critic_params, alpha, batch, actor_key)
         alpha_opt = carry.alpha_opt
         alpha_loss = jnp.zeros((), jnp.float32)
         if self.config.autotune:
-            log_alpha, alpha_opt, alpha_loss, _ = gradient_update(
+            log_alpha, alpha_opt, alpha_loss, _ = averaged_update(
                 self.alpha_loss, log_alpha, alpha_opt, self.alpha_optimizer, aux["log_prob"])
         target_params = soft_update(carry.target_critic_params, critic_params, hp["tau"])
         carry = SACCarry(actor_params, critic_params, target_params, log_alpha, actor_opt,

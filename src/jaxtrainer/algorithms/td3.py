@@ -57,7 +57,7 @@ from jaxtrainer.algorithms.offpolicy_config import (
 )
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.target_update import soft_update
-from jaxtrainer.distributed.gradient_step import gradient_update
+from jaxtrainer.distributed.gradient_step import averaged_update
 from jaxtrainer.metrics import Mean
 
 
@@ -298,7 +298,7 @@ class TD3(offpolicy.OffPolicyModule):
                       ) -> tuple[Any, optax.OptState, jax.Array]:
         """One gradient step of :meth:`critic_loss` (averaged over devices):
         ``(critic_params, critic_opt, loss: float32[])``."""
-        critic_params, critic_opt, loss, _ = gradient_update(
+        critic_params, critic_opt, loss, _ = averaged_update(
             self.critic_loss, critic_params, critic_opt, self.critic_optimizer,
             target_actor_params, target_critic_params, batch, key, hyperparams)
         return critic_params, critic_opt, loss
@@ -366,7 +366,7 @@ class TD3(offpolicy.OffPolicyModule):
                               updates=carry.updates + 1)
 
         def delayed(carry):
-            actor_params, actor_opt, loss, _ = gradient_update(
+            actor_params, actor_opt, loss, _ = averaged_update(
                 self.actor_loss, carry.actor_params, carry.actor_opt, self.actor_optimizer,
                 carry.critic_params, batch)
             targets = soft_update(

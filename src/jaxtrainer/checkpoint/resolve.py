@@ -367,7 +367,7 @@ def resolve(path: str | os.PathLike, which: str | int | None = None, *,
     file here) before a directory is read as ``resolve(root, "last")``.
     """
     if _old_order(path, which):
-        from jaxtrainer.deprecation import warn_changed
+        from jaxtrainer.aliases import warn_changed
 
         warn_changed(f"resolve({os.fspath(path)!r}, root)", f"resolve(root, {os.fspath(path)!r})")
         path, which = which, os.fspath(path)

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from jaxtrainer.aliases import warn_moved
 from jaxtrainer.checkpoint.resolve import run_dir_of  # noqa: F401  (0.1's runs.run_dir_of)
-from jaxtrainer.deprecation import warn_moved
 from jaxtrainer.rundir.runs import *  # noqa: F403
 
 

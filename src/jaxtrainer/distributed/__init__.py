@@ -1,34 +1,30 @@
 """Cross-device helpers for code that runs inside ``training_step``.
 
 All of them are no-ops (or return trivial values) outside a mapped axis, so a
-module written with them runs under every strategy.
+module written with them runs under every strategy: the collectives
+(:func:`pmean`, :func:`psum`, ...), the data-parallel step
+(:func:`averaged_update`, :func:`local_copy`), per-device keys
+(:func:`fold_in_device`, :func:`device_keys`), member maps over a mesh
+(:func:`sharded_vmap`, :func:`sharded_map`, :func:`shard_tree`) and the
+processes of a multi-node run (:func:`initialize`, :func:`process_index`, ...).
 
 Code written against EvoRL's ``evorl.distributed`` runs with its imports
 changed to ``jaxtrainer.distributed``: every name EvoRL's package exports is
-here, and EvoRL's submodules are at the same paths
-(``jaxtrainer.distributed.comm``, ``.gradients``, ``.sharding``).
-
-* EvoRL's names for jaxtrainer's: :data:`PMAP_AXIS_NAME` (:data:`AXIS_NAME`),
-  :func:`get_global_ranks` (:func:`global_ranks`, as a device array),
-  :func:`is_dist_initialized` (:func:`is_distributed`), :func:`get_process_id`
-  (:func:`process_index`).
-* EvoRL's own: :func:`unpmap` (the first device's copy of a ``jax.pmap``
-  output), :func:`all_gather`, :data:`POP_AXIS_NAME` (``"POP"``),
-  :func:`loss_and_pgrad`, :func:`agent_gradient_update`.
-* Both forms, told apart by the arguments: :func:`gradient_update`,
-  :func:`shmap_vmap`, :func:`shmap_map`, :func:`tree_device_put`,
-  :func:`split_key_to_devices`; jaxtrainer's form goes to the core function
-  (:mod:`jaxtrainer.distributed.gradient_step`,
-  :mod:`jaxtrainer.distributed.population`, :mod:`jaxtrainer.distributed.keys`).
-* :func:`pmean`, :func:`psum`, :func:`pmax`, :func:`pmin` take EvoRL's
-  ``(x, axis_name=None)`` as they are.
-
-The EvoRL names are implemented in :mod:`jaxtrainer.compat.evorl` and loaded
-from there on first use, so importing this package does not import them.
+found here with EvoRL's signature, and EvoRL's submodules at the same paths
+(``jaxtrainer.distributed.comm``, ``.gradients``, ``.sharding``). They are
+:mod:`jaxtrainer.compat.evorl`'s, found here through :mod:`jaxtrainer.aliases`
+(loaded on first use: importing this package does not import them). Where
+EvoRL's name is also a helper here under another name (EvoRL's
+``gradient_update``, ``shmap_vmap``, ``shmap_map``, ``tree_device_put``,
+``split_key_to_devices``; jaxtrainer's :func:`averaged_update`,
+:func:`sharded_vmap`, :func:`sharded_map`, :func:`shard_tree`,
+:func:`device_keys`), a call of EvoRL's name in jaxtrainer's old form still
+works with a ``DeprecationWarning`` until 0.3.0.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from jaxtrainer import aliases
 from jaxtrainer.distributed.axis import (
     AXIS_NAME,
     axis_index,
@@ -47,8 +43,8 @@ from jaxtrainer.distributed.axis import (
     varying_axes,
     without_vma_check,
 )
-from jaxtrainer.distributed.gradient_step import local_copy
-from jaxtrainer.distributed.keys import fold_in_device
+from jaxtrainer.distributed.gradient_step import averaged_update, local_copy
+from jaxtrainer.distributed.keys import device_keys, fold_in_device
 from jaxtrainer.distributed.members import (
     MemberLayout,
     gather_members,
@@ -56,6 +52,7 @@ from jaxtrainer.distributed.members import (
     pad_population,
     population_size,
 )
+from jaxtrainer.distributed.population import shard_tree, sharded_map, sharded_vmap
 from jaxtrainer.distributed.process import (
     barrier,
     broadcast_from_zero,
@@ -84,39 +81,7 @@ if TYPE_CHECKING:
         unpmap,
     )
 
-EVORL_NAMES = (
-    "PMAP_AXIS_NAME",
-    "POP_AXIS_NAME",
-    "agent_gradient_update",
-    "all_gather",
-    "get_global_ranks",
-    "get_process_id",
-    "gradient_update",
-    "is_dist_initialized",
-    "loss_and_pgrad",
-    "shmap_map",
-    "shmap_vmap",
-    "split_key_to_devices",
-    "tree_device_put",
-    "unpmap",
-)
-"""EvoRL's ``evorl.distributed`` names exported here, loaded from
-:mod:`jaxtrainer.compat.evorl` on first use (the core never imports it)."""
-
-
-def __getattr__(name: str) -> Any:
-    if name in EVORL_NAMES:
-        from jaxtrainer.compat import evorl
-
-        value = getattr(evorl, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(EVORL_NAMES))
-
+__getattr__, __dir__ = aliases.attach(__name__)  # EvoRL's names, on first use
 
 __all__ = [
     "AXIS_NAME",
@@ -125,11 +90,13 @@ __all__ = [
     "POP_AXIS_NAME",
     "agent_gradient_update",
     "all_gather",
+    "averaged_update",
     "axis_index",
     "axis_size",
     "barrier",
     "bound_axes",
     "broadcast_from_zero",
+    "device_keys",
     "fold_in_device",
     "gather_members",
     "get_global_ranks",
@@ -153,6 +120,9 @@ __all__ = [
     "process_count",
     "process_index",
     "psum",
+    "shard_tree",
+    "sharded_map",
+    "sharded_vmap",
     "shmap_map",
     "shmap_vmap",
     "split_key_to_devices",

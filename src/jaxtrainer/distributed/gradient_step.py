@@ -1,10 +1,10 @@
-"""Data-parallel gradient steps: :func:`gradient_update` and :func:`local_copy`.
+"""Data-parallel gradient steps: :func:`averaged_update` and :func:`local_copy`.
 
 Every strategy runs ``training_step`` with ``jax.pmap``'s semantics, where each
 device's gradient with respect to replicated parameters is its own, so a
 hand-written ``pmean(jax.grad(loss_fn)(params))`` is already the mean over
 devices, the gradient a single device computes on all rows;
-:func:`gradient_update` gives the same in one call. It differentiates with
+:func:`averaged_update` gives the same in one call. It differentiates with
 respect to :func:`local_copy` of the parameters, which keeps that meaning in
 one's own ``jax.shard_map(..., check_vma=True)`` code, where the gradient with
 respect to a replicated (device-invariant) input comes back already *summed*
@@ -12,9 +12,9 @@ over devices (the transpose of the implicit broadcast is a ``psum``) and a
 ``pmean`` of it would leave N times the mean.
 
 EvoRL's gradient helpers (``loss_and_pgrad``, ``agent_gradient_update`` and
-``gradient_update`` called as ``gradient_update(loss_fn, optimizer,
-pmap_axis_name)``) are in :mod:`jaxtrainer.compat.evorl.gradients`, exported
-at EvoRL's paths :mod:`jaxtrainer.distributed` and
+``gradient_update(loss_fn, optimizer, pmap_axis_name)``, which builds a step
+function) are in :mod:`jaxtrainer.compat.evorl.gradients`, found at EvoRL's
+paths :mod:`jaxtrainer.distributed` and
 :mod:`jaxtrainer.distributed.gradients`.
 """
 
@@ -28,7 +28,7 @@ import optax
 
 from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, cast_varying, pmean, trace_axes
 
-__all__ = ["gradient_update", "local_copy"]
+__all__ = ["averaged_update", "local_copy"]
 
 
 def _manual_axes(axis_name: AxisName) -> tuple[str, ...]:
@@ -48,7 +48,7 @@ def local_copy(tree: Any, axis_name: AxisName = AXIS_NAME) -> Any:
     input of a loss computed on per-device data is already *summed* over
     devices (the transpose of the implicit broadcast is a ``psum``); taking
     gradients with respect to ``local_copy(params)`` instead gives each device
-    its own gradient, which :func:`gradient_update` then averages with ``pmean``.
+    its own gradient, which :func:`averaged_update` then averages with ``pmean``.
 
     ``tree``: any pytree of arrays; shapes, dtypes and values are kept (a type
     cast, ``lax.pcast(..., to="varying")``; no data moves). Only the axes of
@@ -77,7 +77,7 @@ def _gradient_step(
     return optax.apply_updates(params, updates), opt_state, loss, aux
 
 
-def gradient_update(
+def averaged_update(
     loss_fn: Callable[..., tuple[jax.Array, Any]],
     params: Any,
     opt_state: optax.OptState,
@@ -104,13 +104,13 @@ def gradient_update(
 
     Raises:
       ValueError: ``loss_fn`` is not callable, or ``optimizer`` has no ``update``
-        (e.g. the arguments of EvoRL's form, ``(loss_fn, optimizer,
+        (e.g. the arguments of EvoRL's ``(loss_fn, optimizer,
         pmap_axis_name)``, which :func:`jaxtrainer.distributed.gradient_update`
         takes).
     """
     if not callable(loss_fn):
-        raise ValueError(f"gradient_update: loss_fn={loss_fn!r} is not callable")
+        raise ValueError(f"averaged_update: loss_fn={loss_fn!r} is not callable")
     if not callable(getattr(optimizer, "update", None)):
-        raise ValueError(f"gradient_update: optimizer={optimizer!r}: expected an "
+        raise ValueError(f"averaged_update: optimizer={optimizer!r}: expected an "
                          "optax.GradientTransformation as fourth argument")
     return _gradient_step(loss_fn, params, opt_state, optimizer, args, axis_name, average_aux)

@@ -129,7 +129,7 @@ def fold_in_device(key: jax.Array, axis_name: AxisName = AXIS_NAME) -> jax.Array
     return device_key(key, axis_index(axis_name))
 
 
-def split_key_to_devices(key: jax.Array, num_devices: int) -> jax.Array:
+def device_keys(key: jax.Array, num_devices: int) -> jax.Array:
     """Keys for ``num_devices`` devices: ``key[num_devices]``, row ``d`` equal to
     ``fold_in(key, d)``, i.e. what :func:`fold_in_device` gives device ``d``.
 

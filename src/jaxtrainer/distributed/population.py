@@ -1,11 +1,11 @@
 """Map a function over a population's members split over a device mesh.
 
 A *population* is a pytree whose leaves share a leading axis of ``P`` members.
-:func:`shmap_vmap` and :func:`shmap_map` evaluate ``fn(member, ...)`` for every
+:func:`sharded_vmap` and :func:`sharded_map` evaluate ``fn(member, ...)`` for every
 member with the members split over the devices of one or more mesh axes, and
 bring the results back as one replicated array, so that
 
-    shmap_vmap(fn)(population) == jax.vmap(fn)(population)
+    sharded_vmap(fn)(population) == jax.vmap(fn)(population)
 
 whatever the device count. The members are laid out as every population is
 (:class:`~jaxtrainer.distributed.members.MemberLayout`): ``P`` need not divide
@@ -24,9 +24,9 @@ Passing a ``mesh`` from inside another ``shard_map`` is refused with a clear
 error: a map over another device set nested in a mapped computation is not
 supported, and would otherwise fail later and obscurely.
 
-EvoRL's forms (``shmap_vmap(fn, mesh, in_specs, out_specs)``, a sharding or a
-device in ``tree_device_put``) are :mod:`jaxtrainer.compat.evorl`'s; the names
-exported from :mod:`jaxtrainer.distributed` take both.
+EvoRL's ``shmap_vmap(fn, mesh, in_specs, out_specs)``, ``shmap_map`` and
+``tree_device_put(tree, sharding_or_device)`` are :mod:`jaxtrainer.compat.evorl`'s,
+found at :mod:`jaxtrainer.distributed` under EvoRL's names.
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ from jaxtrainer.distributed.axis import (
 )
 from jaxtrainer.distributed.members import MemberLayout, population_size
 
-__all__ = ["check_not_nested", "local_lax_map", "local_vmap", "shmap_map", "shmap_vmap",
-           "tree_device_put"]
+__all__ = ["check_not_nested", "local_lax_map", "local_vmap", "sharded_map", "sharded_vmap",
+           "shard_tree"]
 
 
 def check_not_nested(mesh: Mesh | None, what: str) -> None:
@@ -149,7 +149,7 @@ def _checked(what: str, fn: Any, mesh: Any, axis_names: Any) -> None:
         raise ValueError(f"{what}: mesh={mesh!r}: expected None or a jax.sharding.Mesh")
 
 
-def shmap_vmap(fn: Callable[..., Any], mesh: Mesh | None = None,
+def sharded_vmap(fn: Callable[..., Any], mesh: Mesh | None = None,
                axis_names: AxisName = AXIS_NAME) -> Callable[..., Any]:
     """``jax.vmap(fn)`` with the members split over devices.
 
@@ -174,35 +174,35 @@ def shmap_vmap(fn: Callable[..., Any], mesh: Mesh | None = None,
         building); leaves without a common leading axis, axis names not in
         ``mesh``, or ``mesh`` given inside another ``shard_map`` (when called).
     """
-    _checked("shmap_vmap", fn, mesh, axis_names)
-    return _member_map(local_vmap(), "shmap_vmap", fn, mesh, axis_names)
+    _checked("sharded_vmap", fn, mesh, axis_names)
+    return _member_map(local_vmap(), "sharded_vmap", fn, mesh, axis_names)
 
 
-def shmap_map(fn: Callable[..., Any], mesh: Mesh | None = None, axis_names: AxisName = AXIS_NAME,
+def sharded_map(fn: Callable[..., Any], mesh: Mesh | None = None, axis_names: AxisName = AXIS_NAME,
               batch_size: int | None = None) -> Callable[..., Any]:
-    """Like :func:`shmap_vmap`, with ``jax.lax.map`` over each device's members.
+    """Like :func:`sharded_vmap`, with ``jax.lax.map`` over each device's members.
 
     For memory-bound members (large networks, long rollouts): each device
     evaluates its ``L`` members one after another (``batch_size`` at a time,
     vmapped within a batch), so peak memory is that of ``batch_size`` members.
-    Results equal :func:`shmap_vmap`'s up to floating-point reassociation that
+    Results equal :func:`sharded_vmap`'s up to floating-point reassociation that
     XLA may apply differently to the two programs.
 
     Raises:
-      ValueError: as :func:`shmap_vmap`; ``batch_size`` not a positive int.
+      ValueError: as :func:`sharded_vmap`; ``batch_size`` not a positive int.
     """
-    _checked("shmap_map", fn, mesh, axis_names)
-    batch_size = arguments.positive_int("shmap_map batch_size", batch_size)
-    return _member_map(local_lax_map(batch_size), "shmap_map", fn, mesh, axis_names)
+    _checked("sharded_map", fn, mesh, axis_names)
+    batch_size = arguments.positive_int("sharded_map batch_size", batch_size)
+    return _member_map(local_lax_map(batch_size), "sharded_map", fn, mesh, axis_names)
 
 
-def tree_device_put(tree: Any, mesh: Mesh, axis_names: AxisName | None = None) -> Any:
+def shard_tree(tree: Any, mesh: Mesh, axis_names: AxisName | None = None) -> Any:
     """Put every leaf of ``tree`` on ``mesh``, replicated or sharded on its leading axis.
 
     Args:
       tree: host or device arrays (typed PRNG keys included).
       mesh: the target :class:`jax.sharding.Mesh` (a sharding or a device, as
-        EvoRL passes, is :func:`jaxtrainer.distributed.tree_device_put`'s).
+        EvoRL passes, is :func:`jaxtrainer.distributed.shard_tree`'s).
       axis_names: ``None``: replicate every leaf
         (``PartitionSpec()``); an axis name or names: shard every leaf's
         leading axis over them (row-major).
@@ -216,7 +216,7 @@ def tree_device_put(tree: Any, mesh: Mesh, axis_names: AxisName | None = None) -
         names the leaf).
     """
     if not isinstance(mesh, Mesh):
-        raise ValueError(f"tree_device_put: mesh={mesh!r}: expected a jax.sharding.Mesh, "
+        raise ValueError(f"shard_tree: mesh={mesh!r}: expected a jax.sharding.Mesh, "
                          "a jax.sharding.Sharding or a jax.Device")
     if axis_names is None:
         sharding = NamedSharding(mesh, P())

@@ -25,17 +25,4 @@ differ in are read and written through :mod:`jaxtrainer.algorithms.hyperparams`.
 
 import lazy_loader
 
-__getattr__, __dir__, __all__ = lazy_loader.attach(
-    __name__,
-    submod_attrs={
-        "trainer": ["PopulationTrainer", "GenerationModule"],
-        "members": ["MemberPopulation"],
-        "pbt": ["PBT", "PBTState", "Hyperparam"],
-        "sweep": ["Sweep", "SweepState"],
-        "summary": ["SweepSummary"],
-        "search": ["Search", "SearchState"],
-        "search_report": ["SearchReport"],
-        "optuna_search": ["OptunaSearch"],
-        "spaces": ["Choice", "parse_space", "sample_trials"],
-    },
-)
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -14,11 +14,11 @@ The submodules of this package mirror EvoRL's:
 * :mod:`.sharding`: ``shmap_vmap``/``shmap_map(fn, mesh, in_specs, out_specs)``,
   ``tree_device_put(tree, sharding_or_device)``.
 
-Where a name is also jaxtrainer's (``gradient_update``, ``shmap_vmap``,
-``shmap_map``, ``tree_device_put``, ``split_key_to_devices``), the function here
-takes both forms, tells them apart by the arguments (a call that fits neither
-or mixes them is a ValueError whose message shows both), and hands jaxtrainer's
-form to the core function, which takes that form only.
+Each name takes EvoRL's signature. Where jaxtrainer has its own helper under
+another name (``averaged_update``, ``sharded_vmap``, ``sharded_map``,
+``shard_tree``, ``device_keys``), a call of EvoRL's name in jaxtrainer's old form
+(before 0.2.1 the names took both) still runs with a ``DeprecationWarning``,
+until 0.3.0; a call that fits neither is a ValueError naming both.
 """
 
 from jaxtrainer.compat.evorl.comm import (
@@ -35,7 +35,6 @@ from jaxtrainer.compat.evorl.comm import (
 )
 from jaxtrainer.compat.evorl.gradients import agent_gradient_update, gradient_update, loss_and_pgrad
 from jaxtrainer.compat.evorl.sharding import shmap_map, shmap_vmap, tree_device_put
-from jaxtrainer.distributed import EVORL_NAMES
 from jaxtrainer.distributed.axis import AXIS_NAME
 
 PMAP_AXIS_NAME = AXIS_NAME
@@ -52,4 +51,7 @@ POP_AXIS_NAME = "POP"
 it itself (``jax.pmap(..., axis_name=POP_AXIS_NAME)``) and gathers over it
 (:func:`all_gather`); no jaxtrainer strategy binds it."""
 
-__all__ = [*EVORL_NAMES, "pmax", "pmean", "pmin", "psum"]
+__all__ = [
+    "PMAP_AXIS_NAME", "POP_AXIS_NAME", "agent_gradient_update", "all_gather", "get_global_ranks",
+    "get_process_id", "gradient_update", "is_dist_initialized", "loss_and_pgrad", "pmax", "pmean",
+    "pmin", "psum", "shmap_map", "shmap_vmap", "split_key_to_devices", "tree_device_put", "unpmap"]

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxtrainer.aliases import warn_changed
 from jaxtrainer.distributed import keys
 from jaxtrainer.distributed.axis import (
     AXIS_NAME,
@@ -128,8 +129,10 @@ def all_gather(x: Any, axis_name: AxisName | None = None, **kwargs: Any) -> Any:
 
 
 def split_key_to_devices(key: jax.Array, devices: int | Sequence[jax.Device]) -> jax.Array:
-    """One key per device, as :func:`jaxtrainer.distributed.keys.split_key_to_devices`
-    makes them, also in EvoRL's form ``split_key_to_devices(key, devices)``.
+    """EvoRL's ``split_key_to_devices(key, devices)``: one key per device, as
+    :func:`jaxtrainer.distributed.device_keys` makes them, placed on the devices.
+    (An int ``devices``, jaxtrainer's old form, is deprecated: that is
+    :func:`~jaxtrainer.distributed.device_keys`.)
 
     Args:
       key: a typed key (``jax.random.key``) or a raw ``uint32[2]`` key
@@ -137,7 +140,7 @@ def split_key_to_devices(key: jax.Array, devices: int | Sequence[jax.Device]) ->
       devices: a sequence of distinct ``jax.Device`` (EvoRL's form): one row per
         device, row ``d`` placed on ``devices[d]`` (sharded over a 1-D mesh of
         ``devices``), ready for ``jax.pmap`` over them; or a positive int, the
-        number of rows (unplaced). Row ``d`` is ``fold_in(key, d)``, what the
+        number of rows (unplaced; deprecated). Row ``d`` is ``fold_in(key, d)``, what the
         Trainer's device ``d`` draws (EvoRL's rows are ``jax.random.split``'s:
         other keys, the same independence).
 
@@ -149,13 +152,15 @@ def split_key_to_devices(key: jax.Array, devices: int | Sequence[jax.Device]) ->
         of distinct devices.
     """
     if isinstance(devices, int) or not isinstance(devices, Sequence) or isinstance(devices, str):
-        return keys.split_key_to_devices(key, devices)
+        warn_changed("jaxtrainer.distributed.split_key_to_devices(key, num_devices)",
+                     "jaxtrainer.distributed.device_keys(key, num_devices)")
+        return keys.device_keys(key, devices)
     listed = list(devices)
     if not listed or not all(isinstance(d, jax.Device) for d in listed) \
             or len(set(listed)) != len(listed):
         raise ValueError(f"split_key_to_devices: devices={devices!r}: expected a non-empty "
                          "sequence of distinct jax.Device, or a positive int")
-    rows = keys.split_key_to_devices(key, len(listed))
+    rows = keys.device_keys(key, len(listed))
     mesh = Mesh(np.asarray(listed, dtype=object), (AXIS_NAME,))
     return jax.device_put(rows, NamedSharding(mesh, PartitionSpec(AXIS_NAME)))
 

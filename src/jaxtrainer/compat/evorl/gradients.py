@@ -1,12 +1,13 @@
 """EvoRL's gradient helpers (``evorl.distributed.gradients``): :func:`loss_and_pgrad`,
-:func:`gradient_update` in both forms, :func:`agent_gradient_update`.
+:func:`gradient_update`, :func:`agent_gradient_update`.
 
 They build a function once and call it in the step, with EvoRL's argument order
 and return values, and differentiate with respect to
 :func:`~jaxtrainer.distributed.gradient_step.local_copy` of the params, so the
 averaged gradient is the single-device one under every strategy. jaxtrainer's
-one-call form of ``gradient_update`` is handed to
-:func:`jaxtrainer.distributed.gradient_step.gradient_update`.
+one-call step is :func:`jaxtrainer.distributed.averaged_update`; called through
+``gradient_update`` in that form it still runs, with a ``DeprecationWarning``,
+until 0.3.0.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import jax
 import optax
 
 from jaxtrainer import arguments
+from jaxtrainer.aliases import warn_changed
 from jaxtrainer.compat.evorl.unset import UNSET as _UNSET
 from jaxtrainer.distributed import gradient_step
 from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, pmean, trace_axes
@@ -227,20 +229,9 @@ def gradient_update(
     pmap_axis_name: AxisName | None = _UNSET,
     has_aux: bool = _UNSET,
 ) -> Any:
-    """One optimizer step with gradients averaged over devices, in one of two forms.
+    """EvoRL's ``gradient_update``: build an optimizer step whose gradients are
+    averaged over devices.
 
-    **jaxtrainer's form**, ``gradient_update(loss_fn, params, opt_state,
-    optimizer, *args, axis_name=AXIS_NAME)``: ``loss_fn(params, *args) ->
-    (loss: float32[], aux)`` is differentiated on this device's data (with
-    respect to :func:`local_copy` of ``params``, so the gradient is this
-    device's own); gradients, loss and aux are averaged with :func:`pmean` (a
-    no-op on one device), then ``optimizer`` is applied. Every device applies
-    the same averaged update, so replicated parameters stay bitwise equal (no
-    replica drifts from the others). Returns ``(new_params, new_opt_state,
-    loss, aux)``: params and optimizer state with the input's structure, shapes
-    and dtypes; loss ``float32[]`` and aux averaged over devices.
-
-    **EvoRL's form** (``evorl.distributed.gradient_update``),
     ``gradient_update(loss_fn, optimizer, pmap_axis_name, has_aux=False)``:
     builds and returns ``f(opt_state, params, *args, **kwargs) -> (value,
     new_params, new_opt_state)``. ``loss_fn(params, *args, **kwargs)`` returns
@@ -252,15 +243,16 @@ def gradient_update(
     to ``optimizer.update`` as well (EvoRL omits it; only optimizers that read
     it, such as ``optax.adamw``, see a difference, and they need it).
 
-    Both forms differentiate with respect to :func:`local_copy` of the params
+    It differentiates with respect to :func:`local_copy` of the params
     over the bound axes, so that in one's own ``shard_map(check_vma=True)``
     code, too, the averaged gradient is the single-device one (there the
     gradient with respect to replicated params would otherwise arrive already
     summed over devices).
 
-    The forms are told apart by the second argument: an
-    ``optax.GradientTransformation`` (or ``optimizer=`` with no params, or
-    ``pmap_axis_name=``/``has_aux=``) selects EvoRL's form; params select ours.
+    jaxtrainer's one-call step is :func:`jaxtrainer.distributed.averaged_update`
+    (``(loss_fn, params, opt_state, optimizer, *args) -> (params, opt_state,
+    loss, aux)``); a call of this function in that form still runs, with a
+    ``DeprecationWarning``, until 0.3.0.
 
     Raises:
       ValueError: a call that fits neither form, or mixes them (e.g. params with
@@ -270,7 +262,10 @@ def gradient_update(
     """
     call = _parse_gradient_call(loss_fn, args, axis_name, optimizer, pmap_axis_name, has_aux)
     if call["form"] == "ours":
-        return gradient_step.gradient_update(loss_fn, call["params"], call["opt_state"],
+        warn_changed("jaxtrainer.distributed.gradient_update(loss_fn, params, opt_state, "
+                     "optimizer, *args)", "jaxtrainer.distributed.averaged_update(loss_fn, "
+                     "params, opt_state, optimizer, *args)")
+        return gradient_step.averaged_update(loss_fn, call["params"], call["opt_state"],
                                              call["optimizer"], *call["args"],
                                              axis_name=call["axis_name"])
     try:

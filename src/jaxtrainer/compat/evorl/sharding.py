@@ -28,6 +28,7 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 from jaxtrainer import arguments
+from jaxtrainer.aliases import warn_changed
 from jaxtrainer.compat.evorl.unset import UNSET as _UNSET
 from jaxtrainer.distributed import population
 from jaxtrainer.distributed.axis import AXIS_NAME, AxisName
@@ -187,8 +188,11 @@ def _build(what: str, apply: Callable[[int | None], Callable[[Callable, tuple], 
     call = _parse_map_call(what, fn, mesh, specs, axis_names, in_specs, out_specs, batch_size,
                            kwargs)
     if call["form"] == "members":
+        ours = {"shmap_vmap": "sharded_vmap", "shmap_map": "sharded_map"}[what]
+        warn_changed(f"jaxtrainer.distributed.{what}(fn, mesh, axis_names)",
+                     f"jaxtrainer.distributed.{ours}(fn, mesh, axis_names)", stacklevel=4)
         extra = (call["batch_size"],) if what == "shmap_map" else ()
-        return getattr(population, what)(fn, mesh, call["axis_names"], *extra)
+        return getattr(population, ours)(fn, mesh, call["axis_names"], *extra)
     return _spec_map(apply(call["batch_size"]), what, fn, mesh, call["in_specs"],
                      call["out_specs"], call["check_vma"])
 
@@ -202,13 +206,12 @@ def shmap_vmap(
     out_specs: Any = _UNSET,
     **shard_map_kwargs: Any,
 ) -> Callable[..., Any]:
-    """``jax.vmap(fn)`` with the members split over devices, in either form.
+    """EvoRL's ``shmap_vmap``: ``jax.vmap(fn)`` with the members split over devices.
 
-    jaxtrainer's form (recommended), ``shmap_vmap(fn, mesh=None,
-    axis_names=AXIS_NAME)`` (``axis_names`` also as the third positional
-    argument): any population size ``P``, members padded, split over the mesh
-    axes ``axis_names`` and gathered bit for bit into ``[P, ...]``; see
-    :func:`jaxtrainer.distributed.population.shmap_vmap`, which it calls.
+    jaxtrainer's own, with any population size, padding and a bitwise gather,
+    is :func:`jaxtrainer.distributed.sharded_vmap`; called here in that form
+    (``shmap_vmap(fn, mesh=None, axis_names=AXIS_NAME)``) it still runs, with a
+    ``DeprecationWarning``, until 0.3.0.
 
     EvoRL's form, ``shmap_vmap(fn, mesh, in_specs, out_specs, check_vma=True)``
     (the signature of ``evorl.distributed.shmap_vmap``; ``in_specs`` and
@@ -248,11 +251,10 @@ def shmap_map(
     Results equal :func:`shmap_vmap`'s up to floating-point reassociation that
     XLA may apply differently to the two programs.
 
-    Both forms of :func:`shmap_vmap`: jaxtrainer's ``shmap_map(fn, mesh=None,
-    axis_names=AXIS_NAME, batch_size=None)`` (``axis_names`` and
-    ``batch_size`` also positionally) and EvoRL's ``shmap_map(fn, mesh,
-    in_specs, out_specs, check_vma=True)`` (``lax.map`` over the leading axis
-    of each device's block; ``batch_size`` by keyword).
+    EvoRL's ``shmap_map(fn, mesh, in_specs, out_specs, check_vma=True)``
+    (``lax.map`` over the leading axis of each device's block; ``batch_size`` by
+    keyword); jaxtrainer's own is :func:`jaxtrainer.distributed.sharded_map`
+    (its form here is deprecated, as in :func:`shmap_vmap`).
 
     Raises:
       ValueError: as :func:`shmap_vmap`; ``batch_size`` not a positive int.
@@ -263,13 +265,14 @@ def shmap_map(
 
 def tree_device_put(tree: Any, mesh: Mesh | jax.sharding.Sharding | jax.Device,
                     axis_names: AxisName | None = None) -> Any:
-    """Put every leaf of ``tree`` on ``mesh``, or, as EvoRL's
-    ``tree_device_put(tree, device_or_sharding)``, on a sharding or device.
+    """EvoRL's ``tree_device_put(tree, device_or_sharding)``: every leaf of ``tree``
+    put on a sharding or device. (A mesh, jaxtrainer's old form, is deprecated:
+    that is :func:`jaxtrainer.distributed.shard_tree`.)
 
     Args:
       tree: host or device arrays (typed PRNG keys included).
-      mesh: a :class:`jax.sharding.Mesh`
-        (:func:`jaxtrainer.distributed.population.tree_device_put`); or a
+      mesh: a :class:`jax.sharding.Mesh` (deprecated:
+        :func:`jaxtrainer.distributed.shard_tree`); or a
         :class:`jax.sharding.Sharding` (e.g. ``NamedSharding(mesh, P("gpu"))``
         to shard every leaf's leading axis over mesh axis ``"gpu"``) or a
         :class:`jax.Device`: then every leaf is ``jax.device_put`` there.
@@ -288,4 +291,6 @@ def tree_device_put(tree: Any, mesh: Mesh | jax.sharding.Sharding | jax.Device,
             raise ValueError(f"tree_device_put: axis_names={axis_names!r} goes with a mesh; "
                              f"{mesh!r} already says where every leaf goes")
         return jax.tree.map(lambda x: jax.device_put(x, mesh), tree)
-    return population.tree_device_put(tree, mesh, axis_names)
+    warn_changed("jaxtrainer.distributed.tree_device_put(tree, mesh, axis_names)",
+                 "jaxtrainer.distributed.shard_tree(tree, mesh, axis_names)")
+    return population.shard_tree(tree, mesh, axis_names)
