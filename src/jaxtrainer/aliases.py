@@ -85,6 +85,8 @@ ALIASES: dict[str, str] = {
     "jaxtrainer.deferred_import": "jaxtrainer.runtime.deferred_import",
     # a saved run builds its Trainer: above the Trainer, beside the populations
     "jaxtrainer.rundir.saved_run": "jaxtrainer.inference.saved_run",
+    # one table of paths found at a second place
+    "jaxtrainer.deprecation": "jaxtrainer.aliases",
     # ---- names that moved out of a module that still exists
     "jaxtrainer.algorithms:PBT": "jaxtrainer.population:PBT",
     "jaxtrainer.algorithms:PBTState": "jaxtrainer.population:PBTState",
