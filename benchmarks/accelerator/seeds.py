@@ -71,14 +71,16 @@ def _run(cmd: list[str], extra: str | None, timeout: float) -> str:
     return proc.stdout
 
 
-def ours(n: int, total: float, extra: str | None, timeout: float) -> dict:
-    """``jaxtrainer fit ppo --config ppo_purejaxrl.yaml sweep.seeds=n``: env steps/s
-    of the training loop and each member's return over the last tenth."""
+def ours(n: int, total: float, extra: str | None, timeout: float,
+         overrides: tuple[str, ...] = ()) -> dict:
+    """``jaxtrainer fit ppo --config ppo_purejaxrl.yaml sweep.seeds=n [overrides]``: env
+    steps/s of the training loop and each member's return over the last tenth."""
     with tempfile.TemporaryDirectory() as root:
         out = _run([sys.executable, "-m", "jaxtrainer", "fit", "ppo", "--config", "ppo_purejaxrl.yaml",
                     f"sweep.seeds={n}", f"trainer.max_env_steps={int(total)}",
                     f"trainer.default_root_dir={root}", "trainer.enable_progress_bar=false",
-                    "trainer.enable_checkpointing=false", "callbacks.throughput=true"], extra, timeout)
+                    "trainer.enable_checkpointing=false", "callbacks.throughput=true", *overrides],
+                   extra, timeout)
         match = THROUGHPUT.search(out)
         if match is None:
             raise RuntimeError(f"no throughput line in the command's output:\n{out[-2000:]}")
@@ -88,8 +90,9 @@ def ours(n: int, total: float, extra: str | None, timeout: float) -> dict:
     tail = [r for r in rows if int(r["step"]) > 0.9 * last]
     columns = [f"member/{i}/train/episode_return" for i in range(n)] if n > 1 else ["train/episode_return"]
     returns = [statistics.fmean(float(r[c]) for r in tail if r.get(c)) for c in columns]
-    return {"side": "ours", "n": n, "env_steps_per_s": float(match[2].replace(",", "")),
-            "train_s": float(match[3]), "compile_s": float(match[4]), "returns": returns}
+    row = {"side": "ours", "n": n, "env_steps_per_s": float(match[2].replace(",", "")),
+           "train_s": float(match[3]), "compile_s": float(match[4]), "returns": returns}
+    return {**row, "overrides": list(overrides)} if overrides else row
 
 
 def peer(n: int, total: float, path: str, extra: str | None, timeout: float) -> dict:
@@ -167,17 +170,27 @@ def main() -> None:
     parser.add_argument("--peer-pythonpath", default=None)
     parser.add_argument("--timeout", type=float, default=900, help="seconds a program may take")
     parser.add_argument("--json", default=None, help="append every program's JSON line here")
+    parser.add_argument("--ours-override", action="append", default=[],
+                        help="a further override of our command (repeatable), e.g. "
+                             "trainer.log_every_n_steps=976 (one host round trip per run); "
+                             "recorded in its JSON line")
+    parser.add_argument("--sides", default="env_only,ours,purejaxrl",
+                        help="which programs to run, comma-separated")
     args = parser.parse_args()
+    wanted = set(args.sides.split(","))
     ns = [int(n) for n in args.n.split(",")]
     results = {n: {} for n in ns}
-    for row in limit(ns, args.ours_pythonpath, args.timeout):
+    for row in limit(ns, args.ours_pythonpath, args.timeout) if "env_only" in wanted else []:
         results[row["n"]]["env_only"] = row
         _emit(row, args.json)
     for i, n in enumerate(ns):
-        sides = [("ours", lambda n=n: ours(n, args.total_timesteps, args.ours_pythonpath, args.timeout)),
+        sides = [("ours", lambda n=n: ours(n, args.total_timesteps, args.ours_pythonpath, args.timeout,
+                                           tuple(args.ours_override))),
                  ("purejaxrl", lambda n=n: peer(n, args.total_timesteps, args.purejaxrl,
                                             args.peer_pythonpath, args.timeout))]
         for name, side in (sides if i % 2 == 0 else sides[::-1]):
+            if name not in wanted:
+                continue
             try:
                 results[n][name] = side()
             except (RuntimeError, subprocess.TimeoutExpired) as error:  # e.g. out of chip memory
