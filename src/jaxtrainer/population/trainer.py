@@ -44,7 +44,8 @@ class GenerationModule(Module):
     """A :class:`PopulationModule` as a :class:`Module` whose step is one generation.
 
     Built by :class:`PopulationTrainer`; callbacks receive it as ``module`` (the
-    wrapped population module is :attr:`population_module`).
+    wrapped population module is its ``module``, also read as
+    :attr:`population_module`; :func:`jaxtrainer.module.unwrap` reaches it).
 
     Logged metrics (per generation, reduced over the generations of a log
     interval by their reductions, see :mod:`jaxtrainer.metrics`):
@@ -82,13 +83,18 @@ class GenerationModule(Module):
         member_map: str = "vmap",
         map_batch_size: int | None = None,
     ) -> None:
-        self.population_module = population_module
+        self.module = population_module
         self.population_size = population_size
         self.data_axes = data_axes
         self.member_map = member_map
         self.map_batch_size = map_batch_size
         self.layout = MemberLayout(population_size, 1, data_axes)  # set per run by validate
-        self.env_steps_per_step = int(getattr(population_module, "env_steps_per_generation", 0))
+        self.env_steps_per_step = int(population_module.env_steps_per_generation)
+
+    @property
+    def population_module(self) -> PopulationModule:
+        """The population module this generation runs (its ``module``)."""
+        return self.module
 
     def validate(self, num_devices: int) -> None:
         """Check that ``ask`` returns ``population_size`` members (shape-only trace).
@@ -97,9 +103,8 @@ class GenerationModule(Module):
           ValueError: the population's leading axis differs from ``population_size``.
         """
         self.layout = MemberLayout(self.population_size, int(num_devices), self.data_axes)
-        pm = self.population_module
-        if hasattr(pm, "validate"):
-            pm.validate(num_devices)
+        pm = self.module
+        pm.validate(num_devices)
 
         def probe(key):
             return pm.ask(pm.init_state(key), key)[0]
@@ -114,18 +119,18 @@ class GenerationModule(Module):
             )
 
     def init_state(self, key: jax.Array) -> Any:
-        return self.population_module.init_state(key)
+        return self.module.init_state(key)
 
     def _evaluate_local(self, members: Any, keys: jax.Array) -> tuple[jax.Array, Any]:
         """``evaluate`` of this device's members: vmapped, or one ``lax.map``
         batch of ``map_batch_size`` after another (``member_map="map"``)."""
-        fn = self.population_module.evaluate
+        fn = self.module.evaluate
         if self.member_map == "map":
             return jax.lax.map(lambda a: fn(*a), (members, keys), batch_size=self.map_batch_size)
         return jax.vmap(fn)(members, keys)
 
     def training_step(self, state: Any, key: jax.Array) -> tuple[Any, dict[str, Any]]:
-        pm, layout = self.population_module, self.layout
+        pm, layout = self.module, self.layout
         population, state = pm.ask(state, jax.random.fold_in(key, 0))
         local = layout.local(layout.pad(population))
         evaluated = self._evaluate_local(local, layout.keys(jax.random.fold_in(key, 1)))
@@ -145,25 +150,22 @@ class GenerationModule(Module):
         return state, metrics
 
     @property
-    def step_function_name(self) -> str:
+    def step_function_name(self) -> str:  # type: ignore[override]
         """How the strategy's errors name this step (e.g. a state leaf whose
         dtype ``tell`` changed): the population module's ``ask``/``tell``."""
-        name = type(self.population_module).__name__
+        name = type(self.module).__name__
         return f"{name}.ask/{name}.tell (one PopulationTrainer generation)"
 
     def has_evaluation(self) -> bool:
-        return hasattr(self.population_module, "evaluation_step")
+        return self.module.has_evaluation()
 
     def evaluation_step(self, state: Any, key: jax.Array) -> dict[str, Any]:
-        pm = self.population_module
-        if not hasattr(pm, "evaluation_step"):
-            raise NotImplementedError(f"{type(pm).__name__} does not define evaluation_step")
-        return pm.evaluation_step(state, key)
+        return self.module.evaluation_step(state, key)
 
     def hparams(self) -> dict[str, Any]:
-        return {"population_module": type(self.population_module).__name__,
+        return {"population_module": type(self.module).__name__,
                 "population_size": self.population_size,
-                **self.population_module.hparams()}
+                **self.module.hparams()}
 
 
 class GenerationEndDispatcher(Callback):
@@ -291,9 +293,7 @@ class PopulationTrainer(Trainer):
                             f"got {type(module).__name__}")
         cached = self._wrappers.get(id(module))
         if cached is None:
-            configure = getattr(module, "configure_population", None)
-            if callable(configure):
-                configure(self.population_size)
+            module.configure_population(self.population_size)
             self.strategy.setup()
             wrapper = GenerationModule(module, self.population_size, self.strategy.data_axes,
                                        self.member_map, self.map_batch_size)
