@@ -22,6 +22,7 @@ evaluation) is the Trainer's.
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -190,6 +191,42 @@ class GenerationEndDispatcher(Callback):
                 hook(trainer, module, metrics)
 
 
+_IN_STEPS = {"max_steps": "max_generations", "max_env_steps": "max_generations",
+            "budget": "max_generations", "log_every_n_steps": "log_every_n_generations",
+            "eval_every_n_steps": "eval_every_n_generations"}
+"""The Trainer's arguments counted in steps, and the PopulationTrainer's own for each."""
+
+
+def _passed_on() -> list[inspect.Parameter]:
+    """The Trainer's arguments a PopulationTrainer passes on: all but ``self``,
+    ``strategy``, ``devices`` (its own, positional) and those counted in steps,
+    as keyword-only arguments with the Trainer's defaults."""
+    return [p.replace(kind=p.KEYWORD_ONLY)
+            for name, p in inspect.signature(Trainer.__init__).parameters.items()
+            if name not in {"self", "strategy", "devices", *_IN_STEPS}]
+
+
+def _takes_trainer_arguments(init: Any) -> Any:
+    """``init`` (taking ``**trainer_arguments``) with the signature ``help``,
+    ``inspect.signature`` and the recipes' ``trainer:`` keys read: its own
+    arguments, then each Trainer argument it passes on."""
+    own = [p for p in inspect.signature(init).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    init.__signature__ = inspect.Signature(own + _passed_on(), return_annotation=None)
+    return init
+
+
+def _check_passed_on(given: dict[str, Any]) -> None:
+    """Raise TypeError naming a keyword the PopulationTrainer does not pass on."""
+    taken = [p.name for p in _passed_on()]
+    for name in given:
+        if name in _IN_STEPS:
+            raise TypeError(f"PopulationTrainer counts generations: got {name}={given[name]!r}; "
+                            f"use {_IN_STEPS[name]}")
+        if name not in taken:
+            raise TypeError(f"PopulationTrainer got an unexpected keyword argument {name!r}"
+                            f"{arguments.did_you_mean(name, taken)}")
+
+
 class PopulationTrainer(Trainer):
     """Evolve a :class:`~jaxtrainer.PopulationModule` on any device layout.
 
@@ -210,9 +247,7 @@ class PopulationTrainer(Trainer):
 
     Args:
       population_size: ``P``, global number of members per generation (>= 1).
-      strategy, devices, callbacks, seed, default_root_dir, jit, enable_progress_bar, enable_checkpointing, logger, run_ahead, sync_every_n_seconds, compile_evaluation_ahead, compilation_cache, requeue: as in
-        :class:`~jaxtrainer.Trainer`, passed on to it (every argument after
-        ``eval_every_n_generations`` by keyword).
+      strategy, devices: as in :class:`~jaxtrainer.Trainer`.
       max_generations: generations to run (the Trainer's ``max_steps``).
       log_every_n_generations: generations per log interval (callbacks get
         metrics reduced over each interval, see :class:`GenerationModule`).
@@ -221,25 +256,26 @@ class PopulationTrainer(Trainer):
       member_map: ``"vmap"`` or ``"map"`` (``lax.map`` over a device's members,
         ``map_batch_size`` at a time). Part of the numerics: compare runs with the
         same choice.
+      **trainer_arguments: every other :class:`~jaxtrainer.Trainer` argument but
+        those counted in steps (``callbacks``, ``seed``, ``default_root_dir``, ...),
+        by keyword, passed on to it with the Trainer's defaults;
+        ``inspect.signature(PopulationTrainer)`` lists them.
 
     Raises:
       ValueError: ``population_size < 1``, a bad budget or interval, an unknown
         strategy or ``member_map``; at construction, before compiling. ``fit``
         raises ValueError when ``ask`` returns another number of members.
-      TypeError: a Trainer argument counted in steps (``max_steps``, ...).
+      TypeError: a Trainer argument counted in steps (``max_steps``, ...), or
+        a keyword the Trainer does not take (naming it).
     """
 
+    @_takes_trainer_arguments
     def __init__(self, population_size: int, strategy: str | Strategy = "auto",
                  devices: DevicesArg = "auto", max_generations: int | None = None,
                  log_every_n_generations: int = 10, eval_every_n_generations: int | None = None,
                  *, member_map: str = "vmap", map_batch_size: int | None = None,
-                 callbacks: list[Callback] | None = None, seed: int = 0,
-                 default_root_dir: str | os.PathLike = "runs", jit: bool = True,
-                 enable_progress_bar: bool = True, enable_checkpointing: bool = True,
-                 logger: bool = True, run_ahead: bool | str = "auto",
-                 sync_every_n_seconds: float | None = 1.0, compile_evaluation_ahead: bool | str = "auto",
-                 compilation_cache: bool | str | os.PathLike | None = None,
-                 requeue: bool | str = "auto", resume_hint: str | None = None) -> None:
+                 **trainer_arguments: Any) -> None:
+        _check_passed_on(trainer_arguments)
         # Checked here under their own names; the Trainer checks everything it is passed.
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 1:
@@ -257,11 +293,7 @@ class PopulationTrainer(Trainer):
         super().__init__(
             strategy=strategy, devices=devices, max_steps=max_generations,
             log_every_n_steps=log_every_n_generations, eval_every_n_steps=eval_every_n_generations,
-            callbacks=callbacks, seed=seed, default_root_dir=default_root_dir, jit=jit,
-            enable_progress_bar=enable_progress_bar, enable_checkpointing=enable_checkpointing,
-            logger=logger, run_ahead=run_ahead, sync_every_n_seconds=sync_every_n_seconds,
-            compile_evaluation_ahead=compile_evaluation_ahead, compilation_cache=compilation_cache,
-            requeue=requeue, resume_hint=resume_hint)
+            **trainer_arguments)
         self.population_size = population_size
         self.member_map = member_map
         self.map_batch_size = map_batch_size
