@@ -114,3 +114,86 @@ def test_every_shipped_rl_module_acts_through_policy(name):
     assert actions.dtype == (jnp.int32 if env.discrete else jnp.float32)
     act = module.policy(state)  # the contract itself (a population: its default member)
     np.testing.assert_array_equal(act(obs), actions)
+
+
+# ---------------------------------------------------------------- the protocols
+def test_what_a_module_offers_is_a_protocol_checked_with_isinstance():
+    """Populations, members ranked by fitness and the modules a wrapper runs are
+    told apart by ``isinstance`` against :mod:`jaxtrainer.module`'s Protocols, and
+    :func:`~jaxtrainer.module.unwrap` follows the one wrapping attribute, ``module``."""
+    from jaxtrainer.commands.eval_run import EpisodeStatistics
+    from jaxtrainer.module import (
+        HostEnv,
+        Members,
+        Population,
+        RankedMembers,
+        counted_members,
+        members_of,
+        unwrap,
+    )
+    from jaxtrainer.population import PBT, GenerationModule, Sweep
+
+    ppo = shipped.MODULES["PPO"]()
+    pbt = PBT(ppo, {"lr": (1e-4, 1e-2)}, population_size=4, ready_every_n_steps=1)
+    sweep = Sweep(ppo, seeds=3)
+    es = shipped.POPULATION["NeuroES"]()
+    generation = GenerationModule(es, 4, ("devices",))
+    stats = EpisodeStatistics(pbt)
+
+    assert [isinstance(m, Members) for m in (pbt, sweep, ppo, generation)] == [True, True, False, False]
+    assert [isinstance(m, RankedMembers) for m in (pbt, sweep)] == [True, False]
+    assert [isinstance(m, Population) for m in (generation, ppo)] == [True, False]
+    assert [counted_members(m) for m in (sweep, pbt, ppo, generation)] == [3, 1, 1, 1]
+    assert unwrap(pbt) is ppo and unwrap(stats) is ppo and unwrap(ppo) is ppo
+    assert unwrap(generation) is es and generation.population_module is es is generation.module
+    assert pbt.member_module is ppo  # the old names stay readable
+    assert members_of(stats) is pbt and members_of(generation) is None and members_of(ppo) is None
+    assert unwrap(stats, Members) is pbt and unwrap(ppo, Members) is None
+    assert isinstance(ppo.env, HostEnv) and ppo.env.host is False
+
+    class HoldsANetwork(jt.Module):  # a ``module`` that is no jaxtrainer module is not followed
+        def __init__(self):
+            self.module = object()
+
+    held = HoldsANetwork()
+    assert unwrap(held) is held and members_of(held) is None
+
+
+def test_the_base_classes_declare_what_modules_may_offer():
+    """Lightning's style: the base class declares each optional hook and attribute
+    with its default, and a subclass overrides it (no ``hasattr`` needed)."""
+    import dataclasses
+
+    class Bare(jt.PopulationModule):
+        pass
+
+    bare = Bare()
+    assert (bare.population_size, bare.env_steps_per_generation, bare.env) == (None, 0, None)
+    assert (bare.has_evaluation(), bare.has_policy(), bare.initial_hyperparams()) == (False, False, None)
+    assert bare.validate(4) is None and bare.configure_population(8) is None
+    with pytest.raises(NotImplementedError, match="^Bare does not define evaluation_step$"):
+        bare.evaluation_step(None, jax.random.key(0))
+    es = shipped.POPULATION["NeuroES"]()
+    assert (es.has_evaluation(), es.has_policy()) == (True, True)
+
+    module = jt.Module()
+    assert (module.env, module.eval_episodes, module.config, module.num_envs) == (None, None, None, None)
+    assert (module.TUNABLE, module.step_function_name, module.has_evaluation()) == ((), None, False)
+
+    @dataclasses.dataclass
+    class State:
+        env_state: int
+        params: int
+
+        def replace(self, **kw):
+            return dataclasses.replace(self, **kw)
+
+    class Host:
+        host = True
+
+    class OnHost(jt.Module):
+        env = Host()
+
+    fresh = State(env_state=7, params=0)
+    assert OnHost().resumed_state(State(1, 1), lambda: fresh) == State(7, 1)
+    assert jt.Module().resumed_state(State(1, 1), lambda: fresh) == State(1, 1)

@@ -460,3 +460,92 @@ def test_the_tests_mirror_the_package():
     helpers = [p.name for p in tests.glob("*.py") if not p.name.startswith("test_") and p.name != "conftest.py"]
     assert helpers == [], "helpers belong in tests/_support/"
     assert len(list(tests.rglob("test_*.py"))) > 100
+
+
+MODULE_CAPABILITIES = frozenset({
+    "budget_per_member", "budget_share", "member_state", "member_module", "population_module",
+    "module", "initial_hyperparams", "env_steps_per_generation", "configure_population",
+    "evaluation_step", "validate", "has_policy", "policy", "greedy_policy", "policy_params",
+    "sample_policy", "stochastic_policy", "recurrent", "initial_carry", "headline_metric",
+    "step_function_name", "current_fitness", "describe_member", "TUNABLE", "population_size",
+    "num_envs", "host", "env", "_init_arguments",
+})
+"""What a module may offer beyond ``training_step``: a probe for one of these names
+is a capability probe whatever its receiver (a config's ``eval_episodes`` is not)."""
+
+MODULE_PROBES = {
+    ("jaxtrainer/rundir/module_record.py", "_init_arguments"):
+        "the constructor arguments Module.__new__ keeps on the instance; a module of "
+        "another base (a PopulationModule) has none, and its run is not recorded",
+}
+"""``getattr``/``hasattr`` probes on a module that stay, ``(file, attribute): reason``."""
+
+
+def _looks_like_a_module(node: ast.AST, module_classes: set[str]) -> bool:
+    """The receiver heuristic: ``module``, ``pm``, ``*_module``, ``self.module``,
+    ``self.*_module``, and ``self`` inside a class whose bases name a module
+    (``Module``, ``*Module``, ``MemberPopulation``, ``ParamsPolicy``)."""
+    if isinstance(node, ast.Name):
+        return node.id in {"module", "pm"} or node.id.endswith("_module") \
+            or (node.id == "self" and bool(module_classes))
+    return isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+        and node.value.id == "self" and (node.attr == "module" or node.attr.endswith("_module"))
+
+
+def _module_probes(path: Path) -> set[tuple[int, str]]:
+    """``(line, attribute)`` for each ``getattr(x, "name", ...)`` / ``hasattr(x, "name")``
+    whose receiver looks like a module or whose name is a module capability."""
+    tree = ast.parse(path.read_text())
+    found = set()
+
+    def visit(node: ast.AST, classes: set[str]) -> None:
+        if isinstance(node, ast.ClassDef):
+            bases = {ast.unparse(b).rpartition(".")[2] for b in node.bases}
+            module_like = {b for b in bases if b.endswith("Module") or b in
+                           {"MemberPopulation", "ParamsPolicy", "ActorCriticBase"}}
+            classes = module_like | ({node.name} if module_like or node.name.endswith("Module")
+                                     else set())
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2 \
+                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            name = node.args[1].value
+            if name in MODULE_CAPABILITIES or _looks_like_a_module(node.args[0], classes):
+                found.add((node.lineno, name))
+        for child in ast.iter_child_nodes(node):
+            visit(child, classes)
+
+    visit(tree, set())
+    return found
+
+
+def test_no_capability_probe_on_a_module():
+    """What a module offers is declared (``Module``'s attributes and hooks with their
+    defaults) or a ``typing.Protocol`` checked with ``isinstance``
+    (:mod:`jaxtrainer.module`), never probed by name with ``getattr``/``hasattr``."""
+    assert len(MODULE_PROBES) <= 3
+    found = {}
+    for path in _modules():
+        rel = path.relative_to(SRC).as_posix()
+        for line, attr in _module_probes(path):
+            found.setdefault((rel, attr), []).append(line)
+    unexplained = sorted(k for k in found if k not in MODULE_PROBES)
+    assert unexplained == [], "\n".join(f"{f}:{found[(f, a)]}: probe for {a!r}" for f, a in unexplained)
+    stale = sorted(set(MODULE_PROBES) - set(found))
+    assert not stale, f"allow-list entries no longer needed: {stale}"
+
+
+def test_the_module_probe_check_sees_what_it_must(tmp_path):
+    path = tmp_path / "probe.py"
+    path.write_text("a = getattr(module, 'budget_per_member', False)\n"
+                    "b = hasattr(self.population_module, 'anything')\n"
+                    "c = getattr(trainer_module, 'x', None)\n"
+                    "d = callable(getattr(thing, 'member_state', None))\n"
+                    "class M(Module):\n"
+                    "    def f(self):\n"
+                    "        return getattr(self, 'whatever', 0)\n"
+                    "e = getattr(cfg, 'dtype', None)\n"
+                    "class Plain:\n"
+                    "    def f(self):\n"
+                    "        return getattr(self, 'whatever', 0)\n")
+    assert sorted(_module_probes(path)) == [(1, "budget_per_member"), (2, "anything"), (3, "x"),
+                                           (4, "member_state"), (7, "whatever")]

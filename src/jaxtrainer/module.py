@@ -1,4 +1,7 @@
-"""The user contracts: :class:`Module` (one agent) and :class:`PopulationModule`."""
+"""The user contracts: :class:`Module` (one agent) and :class:`PopulationModule`, and
+what a module may offer beyond them as ``typing.Protocol`` s (:class:`Population`,
+:class:`Members`, :class:`RankedMembers`, :class:`HostEnv`, :class:`Wrapper`),
+checked with ``isinstance``, with :func:`unwrap` to reach the module a wrapper runs."""
 
 from __future__ import annotations
 
@@ -67,6 +70,18 @@ class Module:
         episode return here, an evolution strategy's mean fitness, a PBT
         population's best (``jaxtrainer plot`` picks it from a run's columns
         alike, :func:`jaxtrainer.rundir.run_kind.headline_metric`).
+      env: the :class:`~jaxtrainer.envs.Env` the module acts in (``None``:
+        none), which :meth:`policy` and the default :meth:`evaluation_step` use.
+      eval_episodes: fresh episodes an evaluation of :meth:`policy` runs
+        (global); ``None``: ``config.eval_episodes``, else 16.
+      config: the module's hyperparameters (the shipped modules' config
+        dataclass), or ``None``.
+      num_envs: with ``global_view``, the envs whose leading axis is split over
+        the devices (``None``: no leaf is split by it).
+      TUNABLE: the names in ``state.hyperparams`` a population may vary per
+        member and a resumed recipe may change.
+      step_function_name: how errors name the step (``None``:
+        ``<Module>.training_step``; a wrapper names what it runs).
       step_key_per_device: ``True`` (default): ``training_step``'s key is
         ``fold_in(step_key, device_index)``, different on every device.
         ``False``: every device gets the same ``step_key`` and the module
@@ -96,6 +111,12 @@ class Module:
     global_view: bool = False
     stochastic_policy: bool = False
     headline_metric: str = "train/episode_return"
+    env: Any = None
+    eval_episodes: int | None = None
+    config: Any = None
+    num_envs: int | None = None
+    TUNABLE: tuple[str, ...] = ()
+    step_function_name: str | None = None
     env_fields: tuple[str, ...] = ("env_state", "obs", "carry", "start")
     """The fields of a state dataclass that hold the envs in flight (their
     states, observations and, with memory, the recurrent carry and episode
@@ -160,7 +181,7 @@ class Module:
         else (parameters, optimizer state, counters, replay buffer, observation
         statistics) is kept as restored.
         """
-        if not getattr(getattr(self, "env", None), "host", False) or not hasattr(state, "replace"):
+        if not (isinstance(self.env, HostEnv) and self.env.host) or not hasattr(state, "replace"):
             return state
         fresh = fresh_state()
         return state.replace(**{name: getattr(fresh, name) for name in self.env_fields
@@ -211,7 +232,7 @@ class Module:
     def has_evaluation(self) -> bool:
         """Whether :meth:`evaluation_step` is defined, or given by :meth:`policy`."""
         return (type(self).evaluation_step is not Module.evaluation_step
-                or (self.has_policy() and getattr(self, "env", None) is not None))
+                or (self.has_policy() and self.env is not None))
 
     def policy(self, state: State) -> Any:
         """The policy of ``state``, for evaluation and use outside training. Optional.
@@ -254,11 +275,24 @@ class PopulationModule:
     devices (``evaluate`` sees one member) and calls ``tell`` with every real
     member's fitness (padding never reaches it).
 
-    Optional members the PopulationTrainer uses when present:
-    ``evaluation_step(state, key) -> metrics`` (e.g. the mean solution's return),
-    ``validate(num_devices)``, ``configure_population(population_size)`` and
-    ``env_steps_per_generation: int``.
+    Optional members the PopulationTrainer uses, declared here with their
+    defaults: :meth:`evaluation_step` (e.g. the mean solution's return),
+    :meth:`validate`, :meth:`configure_population` and
+    ``env_steps_per_generation``; :meth:`policy` with ``env`` (and
+    ``eval_episodes``, ``stochastic_policy``) as in :class:`Module`.
+
+    Attributes:
+      population_size: ``P``, set by :meth:`configure_population` (``None``: not yet).
+      env_steps_per_generation: environment transitions one generation consumes
+        (0: none), the PopulationTrainer's ``env_steps_per_step``.
     """
+
+    population_size: int | None = None
+    env_steps_per_generation: int = 0
+    env: Any = None
+    eval_episodes: int | None = None
+    config: Any = None
+    stochastic_policy: bool = False
 
     def init_state(self, key: jax.Array) -> State:
         raise NotImplementedError
@@ -271,6 +305,36 @@ class PopulationModule:
 
     def tell(self, state: State, population: Any, fitness: jax.Array) -> tuple[State, Metrics]:
         raise NotImplementedError
+
+    def validate(self, num_devices: int) -> None:
+        """Check sizes against the device count before anything compiles (as
+        :meth:`Module.validate`)."""
+
+    def configure_population(self, population_size: int) -> None:
+        """Receive ``P`` before anything is traced (the PopulationTrainer calls it once)."""
+
+    def initial_hyperparams(self) -> dict[str, Any] | None:
+        """The traced hyperparameters the state starts from (as :meth:`Module.initial_hyperparams`)."""
+        return None
+
+    def evaluation_step(self, state: State, key: jax.Array) -> Metrics:
+        """Evaluate ``state`` (e.g. the mean solution). Optional.
+
+        Raises:
+          NotImplementedError: not defined."""
+        raise NotImplementedError(f"{type(self).__name__} does not define evaluation_step")
+
+    def has_evaluation(self) -> bool:
+        """Whether :meth:`evaluation_step` is defined."""
+        return type(self).evaluation_step is not PopulationModule.evaluation_step
+
+    def policy(self, state: State) -> Any:
+        """The policy of ``state`` (as :meth:`Module.policy`). Optional."""
+        raise NotImplementedError(f"{type(self).__name__} does not define policy")
+
+    def has_policy(self) -> bool:
+        """Whether this module defines :meth:`policy`."""
+        return type(self).policy is not PopulationModule.policy
 
     def hparams(self) -> dict[str, Any]:
         return {}
@@ -288,20 +352,81 @@ class SweepModule(Protocol):
     def members(self) -> list[dict[str, Any]]: ...
 
 
+@runtime_checkable
+class Population(Protocol):
+    """A module of ``population_size`` members: a population of members
+    (:class:`Members`) or a PopulationTrainer's generation."""
+
+    population_size: int
+
+
+@runtime_checkable
+class Members(Population, Protocol):
+    """A population of members of one module, stacked on a leading member axis
+    (:class:`jaxtrainer.population.MemberPopulation`: PBT, sweeps, searches).
+
+    ``budget_per_member``: the budget is each member's (a sweep, a search), so
+    env steps are counted per member; ``budget_share``: the fraction of it each
+    member slot trains (a search's rounds)."""
+
+    budget_per_member: bool
+    budget_share: Any
+
+    def member_state(self, state: State, member: int | None = None) -> State: ...
+
+    def default_member(self, state: State) -> int: ...
+
+    def describe_member(self, state: State, member: int) -> str | None: ...
+
+
+@runtime_checkable
+class RankedMembers(Members, Protocol):
+    """Members ranked by a fitness they hold now (PBT, searches)."""
+
+    def current_fitness(self, state: State) -> jax.Array: ...
+
+
+@runtime_checkable
+class HostEnv(Protocol):
+    """An env that says whether its simulators run on the host (``host``:
+    Gymnasium, EnvPool; :class:`jaxtrainer.envs.Env`): a module whose ``env``
+    is one with ``host`` true has host envs, which a checkpoint cannot hold."""
+
+    host: bool
+
+
+@runtime_checkable
+class Wrapper(Protocol):
+    """A module that runs another, kept as ``module``: a PopulationTrainer's
+    generation (its population module), a population of members (the module each
+    member runs), an evaluation's statistics."""
+
+    module: Any
+
+
+def unwrap(module: Any, until: type | None = None) -> Any:
+    """The module ``module`` runs: ``module.module`` followed while it is a
+    :class:`Module` or :class:`PopulationModule` (:class:`Wrapper`), to the
+    innermost; with ``until`` (a class or a runtime-checkable Protocol), the
+    first module on the way that is an instance of it, else ``None``."""
+    for _ in range(8):  # a few wrappers deep at most
+        if until is not None and isinstance(module, until):
+            return module
+        inner = module.module if isinstance(module, Wrapper) else None
+        if not isinstance(inner, Module | PopulationModule):
+            break
+        module = inner
+    return module if until is None else None
+
+
 def counted_members(module: Module) -> int:
     """How many members a printed env-step count of ``module`` is divided by:
     ``population_size`` for a population whose budget is per member (its
     ``budget_per_member`` is True: a sweep, a search), else 1."""
-    return int(module.population_size) if getattr(module, "budget_per_member", False) else 1
+    return int(module.population_size) if isinstance(module, Members) and module.budget_per_member else 1
 
 
-def members_of(module: Any) -> Any:
+def members_of(module: Any) -> Members | None:
     """The population of members ``module`` is or wraps (PBT, a sweep, a search:
-    it has ``member_state`` and a member ``layout``), found through a
-    PopulationTrainer (``population_module``) and wrappers that keep the module
-    they wrap as ``module`` (an evaluation's statistics), or ``None``."""
-    for _ in range(8):  # a few wrappers deep at most
-        if module is None or callable(getattr(module, "member_state", None)):
-            return module
-        module = getattr(module, "population_module", None) or getattr(module, "module", None)
-    return None
+    :class:`Members`), found through the modules that wrap it (:func:`unwrap`), or ``None``."""
+    return unwrap(module, Members)

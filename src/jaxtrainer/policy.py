@@ -17,12 +17,12 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer.module import members_of
+from jaxtrainer.module import Module, PopulationModule, members_of, unwrap
 
 if TYPE_CHECKING:  # importing the envs imports gymnax, which starts JAX: keep
     from jaxtrainer.envs.base import Env  # `import jaxtrainer` free of it (jax.distributed)
@@ -88,9 +88,20 @@ def _as_pytree(act: Callable) -> jax.tree_util.Partial:
     return act if isinstance(act, jax.tree_util.Partial) else jax.tree_util.Partial(act)
 
 
-def _defines_policy(module: Any) -> bool:
-    has = getattr(module, "has_policy", None)
-    return has() if callable(has) else callable(getattr(module, "policy", None))
+@runtime_checkable
+class BatchedPolicy(Protocol):
+    """A module whose ``policy(state)`` is ``acting(greedy_policy(), sample_policy(),
+    policy_params(state))`` (:class:`~jaxtrainer.algorithms.acting.ParamsPolicy`,
+    every shipped RL module): batched policy functions over its params, with
+    ``initial_carry(n)`` where ``recurrent``."""
+
+    recurrent: bool
+
+    def greedy_policy(self) -> PolicyFn: ...
+
+    def sample_policy(self) -> PolicyFn | None: ...
+
+    def policy_params(self, state: Any) -> Any: ...
 
 
 def policy_spec(module: Any) -> PolicySpec:
@@ -98,11 +109,10 @@ def policy_spec(module: Any) -> PolicySpec:
     contract), its ``env``, ``stochastic_policy`` and ``eval_episodes``
     (attribute, else ``config.eval_episodes``; default 16).
 
-    A population of members (``member_module``: PBT, sweeps) acts as its
-    members do: the spec is the member module's, ``params`` taking one
-    member's state (:func:`params_of` picks it). A
-    :class:`~jaxtrainer.population.GenerationModule` acts as its population
-    module.
+    A module that wraps another (:func:`jaxtrainer.module.unwrap`) acts as
+    the one it runs: a population of members (PBT, sweeps) as its members do,
+    ``params`` taking one member's state (:func:`params_of` picks it); a
+    :class:`~jaxtrainer.population.GenerationModule` as its population module.
 
     ``params(state)`` is the state's policy as a pytree (``jax.tree_util.Partial``),
     ``greedy``/``sample`` call it without/with the key. A module whose policy
@@ -114,30 +124,25 @@ def policy_spec(module: Any) -> PolicySpec:
     Raises:
       TypeError: ``module`` defines no ``policy`` or has no ``env`` (naming its class).
     """
-    inner = getattr(module, "member_module", None) or getattr(module, "population_module", None)
-    if inner is not None:
-        return policy_spec(inner)
+    module = unwrap(module)
     name = type(module).__name__
-    if not _defines_policy(module):
+    if not isinstance(module, Module | PopulationModule) or not module.has_policy():
         raise TypeError(f"{name} exposes no policy: define policy(state) returning "
                         "act(obs, key=None) -> actions (jaxtrainer.Module.policy)")
-    env = getattr(module, "env", None)
+    env = module.env
     if env is None:
         raise TypeError(f"{name} defines policy but has no env attribute: set self.env to the "
                         "jaxtrainer.envs.Env the policy acts in")
-    episodes = getattr(module, "eval_episodes", None)
-    if episodes is None:
-        episodes = getattr(getattr(module, "config", None), "eval_episodes", 16)
-    if callable(getattr(module, "greedy_policy", None)) and \
-            callable(getattr(module, "policy_params", None)):
+    episodes = module.eval_episodes
+    if episodes is None:  # the config's (a dataclass), else 16
+        episodes = getattr(module.config, "eval_episodes", 16)
+    if isinstance(module, BatchedPolicy):
         # policy(state) is acting(greedy_policy(), sample_policy(), policy_params(state)):
         # the same functions, with the params themselves as the spec's params
-        sample = getattr(module, "sample_policy", lambda: None)()
-        carry = module.initial_carry if getattr(module, "recurrent", False) else None
-        return PolicySpec(env, module.greedy_policy(), sample, module.policy_params,
+        carry = module.initial_carry if module.recurrent else None
+        return PolicySpec(env, module.greedy_policy(), module.sample_policy(), module.policy_params,
                           int(episodes), carry)
-    sample = ((lambda act, obs, key: act(obs, key))
-              if getattr(module, "stochastic_policy", False) else None)
+    sample = (lambda act, obs, key: act(obs, key)) if module.stochastic_policy else None
     return PolicySpec(env, lambda act, obs, key: act(obs), sample,
                       lambda state: _as_pytree(module.policy(state)), int(episodes))
 

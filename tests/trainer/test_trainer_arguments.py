@@ -208,9 +208,9 @@ def test_population_trainer_takes_device_indices():
 
 
 def test_population_trainer_takes_every_trainer_argument_not_counted_in_steps():
-    """PopulationTrainer writes its signature out (no rewriting at import): it takes
-    every Trainer argument, by keyword, with the Trainer's default, except the step
-    counts it replaces with generations."""
+    """PopulationTrainer takes every Trainer argument, by keyword, with the Trainer's
+    default, except the step counts it replaces with generations; its signature
+    (what ``help`` and the recipes' ``trainer:`` keys read) lists them."""
     import inspect
 
     trainer = inspect.signature(jt.Trainer.__init__).parameters
@@ -222,6 +222,19 @@ def test_population_trainer_takes_every_trainer_argument_not_counted_in_steps():
         assert population[name].default == trainer[name].default, name
     with pytest.raises(TypeError, match="max_steps"):
         PopulationTrainer(8, max_generations=1, max_steps=3, **QUIET)
+
+
+def test_population_trainer_names_an_unknown_keyword():
+    """The Trainer's arguments are passed on, not copied: a keyword neither takes is a
+    TypeError naming it (and the closest name), before anything starts."""
+    with pytest.raises(TypeError, match=r"^PopulationTrainer got an unexpected keyword argument "
+                                        r"'sede'; did you mean 'seed'\?$"):
+        PopulationTrainer(8, max_generations=1, sede=3, **QUIET)
+    with pytest.raises(TypeError, match=r"^PopulationTrainer counts generations: got "
+                                        r"log_every_n_steps=5; use log_every_n_generations$"):
+        PopulationTrainer(8, max_generations=1, log_every_n_steps=5, **QUIET)
+    trainer = PopulationTrainer(8, max_generations=1, seed=3, sync_every_n_seconds=None, **QUIET)
+    assert (trainer.seed, trainer.sync_every_n_seconds, trainer.jit) == (3, 0.0, True)
 
 
 # ------------------------------------------------------------ recipes

@@ -11,7 +11,12 @@ class ParamsPolicy:
     """``policy(state)`` for a module that defines ``greedy_policy()`` and
     ``policy_params(state)`` (and ``sample_policy()`` where it samples): batched
     ``policy(params, obs[n, ...], key) -> actions[n, ...]`` functions over the
-    params its state holds (with observation statistics where it normalises)."""
+    params its state holds (with observation statistics where it normalises).
+
+    ``recurrent``: whether the policy has memory (then the module defines
+    ``initial_carry(n)``)."""
+
+    recurrent: bool = False
 
     def sample_policy(self) -> PolicyFn | None:
         """The stochastic policy the module trains with; ``None``: deterministic."""
@@ -27,4 +32,4 @@ class ParamsPolicy:
         (a module whose ``recurrent`` is true) ``act(obs, carry, key=None) ->
         (actions, carry)``, ``carry`` from the module's ``initial_carry(n)``."""
         return acting(self.greedy_policy(), self.sample_policy(), self.policy_params(state),
-                      recurrent=getattr(self, "recurrent", False))
+                      recurrent=self.recurrent)

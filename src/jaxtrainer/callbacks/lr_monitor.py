@@ -10,6 +10,7 @@ import numpy as np
 import optax
 
 from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.module import Population
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -90,7 +91,7 @@ class LearningRateMonitor(Callback):
         return out
 
     def on_train_steps_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
-        members = getattr(module, "population_size", None)
+        members = module.population_size if isinstance(module, Population) else None
         values = self.current(trainer.peek_state(), members if isinstance(members, int) else None)
         if not values and not self._warned:
             self._warned = True

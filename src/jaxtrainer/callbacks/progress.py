@@ -106,7 +106,7 @@ class RichProgressBar(Callback):
             return
         from jaxtrainer.module import counted_members
 
-        self._shown = self.metric or getattr(module, "headline_metric", "train/episode_return")
+        self._shown = self.metric or module.headline_metric
         self._use_env_steps = trainer.env_steps_per_step > 0
         self._members = counted_members(module)  # a sweep counts env steps per member
         self._t0 = self._last_print = time.perf_counter()

@@ -21,7 +21,7 @@ from jaxtrainer.distributed.keys import root_key
 from jaxtrainer.envs.evaluation import episode_share, run_episodes
 from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
-from jaxtrainer.module import Module, counted_members, members_of
+from jaxtrainer.module import Module, RankedMembers, counted_members, members_of
 from jaxtrainer.runtime.signals import ACTIVITY, StopOnSignal
 from jaxtrainer.trainer import Trainer
 
@@ -117,7 +117,7 @@ class EpisodeStatistics(Module):
             ep, means = jax.vmap(member)(state.members, keys)
         if self.member is not None:
             best = jnp.int32(self.member)
-        elif callable(getattr(population, "current_fitness", None)):  # PBT: the best now
+        elif isinstance(population, RankedMembers):  # PBT: the best now
             best = layout.rank(layout.gather(population.current_fitness(state)))[0]
         else:
             best = jnp.int32(0)
@@ -152,7 +152,7 @@ def _checked_population(module: Any, member: Any) -> tuple[Any, int | None]:
     (ValueError); ``best`` becomes ``None``, the population's default (its best fitness)."""
     population = members_of(module)
     if member == BEST:
-        if population is None or not hasattr(population, "current_fitness"):
+        if not isinstance(population, RankedMembers):
             raise ValueError(f"--member best: {type(module).__name__} ranks no members by fitness "
                              "(PBT and searches do); name a member, --member I")
         return population, None
@@ -250,8 +250,8 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
               "completed": int(round(metrics.get("eval/episodes", 0.0))),
               "metrics": metrics, "video_frames": None, "video_only": video_only,
               "member": None if population is None else (member, population.population_size),
-              "member_note": population.describe_member(trainer.state, member)
-              if hasattr(population, "describe_member") else None}
+              "member_note": None if population is None else
+              population.describe_member(trainer.state, member)}
     if report is not None:
         report(result)
     if video is not None:  # the episodes drawn, recorded now where not yet

@@ -26,7 +26,7 @@ import jax
 from omegaconf import DictConfig, OmegaConf
 
 from jaxtrainer.checkpoint.resolve import resolve, run_dir_of
-from jaxtrainer.module import PopulationModule
+from jaxtrainer.module import Members, PopulationModule
 from jaxtrainer.policy import Policy, RecurrentPolicy, params_of
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.rundir import module_record
@@ -113,7 +113,7 @@ def make_trainer(module: Any, cfg: DictConfig | None, strategy: Any = "single",
     quiet = dict(strategy=strategy, devices=devices, logger=False, enable_checkpointing=False,
                  enable_progress_bar=False, compile_evaluation_ahead=False)
     if isinstance(module, PopulationModule):
-        size = _trainer_value(cfg, "population_size") or getattr(module, "population_size", None)
+        size = _trainer_value(cfg, "population_size") or module.population_size
         if not size:
             raise ValueError(f"{type(module).__name__}: set its population size "
                              "(configure_population) to restore a PopulationTrainer's checkpoint")
@@ -124,8 +124,9 @@ def make_trainer(module: Any, cfg: DictConfig | None, strategy: Any = "single",
     max_steps, max_env_steps = _trainer_value(cfg, "max_steps"), _trainer_value(cfg, "max_env_steps")
     if max_steps is None:  # a search of an ES recipe: a training step is a generation
         max_steps = _trainer_value(cfg, "max_generations")
-    budget = Budget(max_steps, max_env_steps, per_member=getattr(module, "budget_per_member", False),
-                    share=getattr(module, "budget_share", 1))  # a recipe's sweep or search
+    per_member, share = (module.budget_per_member, module.budget_share) if isinstance(module, Members) \
+        else (False, 1)  # a recipe's sweep or search: each member's budget
+    budget = Budget(max_steps, max_env_steps, per_member=per_member, share=share)
     return Trainer(budget=budget if budget.is_set else Budget(max_steps=1), **quiet)
 
 

@@ -110,6 +110,8 @@ class MemberPopulation(Module):
 
     step_key_per_device = False  # member keys are derived per member, not per device
     name = "population"
+    budget_per_member = False  # a sweep's and a search's budget is each member's
+    budget_share: Any = 1  # the fraction of it each member slot trains (a search's rounds)
 
     def __init__(self, module: Module, population_size: int, axis_name: AxisName = AXIS_NAME,
                  name: str | None = None, vectorize: bool = True) -> None:
@@ -133,6 +135,10 @@ class MemberPopulation(Module):
     def default_member(self, state: Any) -> int:
         """The member evaluated and loaded when none is named: member 0 here."""
         return 0
+
+    def describe_member(self, state: Any, member: int) -> str | None:
+        """A line about member ``member`` for ``jaxtrainer eval`` (``None``: none here)."""
+        return None
 
     def member_state(self, state: Any, member: int | None = None) -> Any:
         """Member ``member``'s own state (a host-side slice of a whole
@@ -158,7 +164,7 @@ class MemberPopulation(Module):
 
     @property
     def stochastic_policy(self) -> bool:  # type: ignore[override]
-        return bool(getattr(self.module, "stochastic_policy", False))
+        return bool(self.module.stochastic_policy)
 
     # ---- checks ----------------------------------------------------------------
     def configure_budget(self, max_steps: int) -> None:

@@ -22,6 +22,7 @@ evaluation) is the Trainer's.
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
@@ -44,7 +45,8 @@ class GenerationModule(Module):
     """A :class:`PopulationModule` as a :class:`Module` whose step is one generation.
 
     Built by :class:`PopulationTrainer`; callbacks receive it as ``module`` (the
-    wrapped population module is :attr:`population_module`).
+    wrapped population module is its ``module``, also read as
+    :attr:`population_module`; :func:`jaxtrainer.module.unwrap` reaches it).
 
     Logged metrics (per generation, reduced over the generations of a log
     interval by their reductions, see :mod:`jaxtrainer.metrics`):
@@ -82,13 +84,18 @@ class GenerationModule(Module):
         member_map: str = "vmap",
         map_batch_size: int | None = None,
     ) -> None:
-        self.population_module = population_module
+        self.module = population_module
         self.population_size = population_size
         self.data_axes = data_axes
         self.member_map = member_map
         self.map_batch_size = map_batch_size
         self.layout = MemberLayout(population_size, 1, data_axes)  # set per run by validate
-        self.env_steps_per_step = int(getattr(population_module, "env_steps_per_generation", 0))
+        self.env_steps_per_step = int(population_module.env_steps_per_generation)
+
+    @property
+    def population_module(self) -> PopulationModule:
+        """The population module this generation runs (its ``module``)."""
+        return self.module
 
     def validate(self, num_devices: int) -> None:
         """Check that ``ask`` returns ``population_size`` members (shape-only trace).
@@ -97,9 +104,8 @@ class GenerationModule(Module):
           ValueError: the population's leading axis differs from ``population_size``.
         """
         self.layout = MemberLayout(self.population_size, int(num_devices), self.data_axes)
-        pm = self.population_module
-        if hasattr(pm, "validate"):
-            pm.validate(num_devices)
+        pm = self.module
+        pm.validate(num_devices)
 
         def probe(key):
             return pm.ask(pm.init_state(key), key)[0]
@@ -114,18 +120,18 @@ class GenerationModule(Module):
             )
 
     def init_state(self, key: jax.Array) -> Any:
-        return self.population_module.init_state(key)
+        return self.module.init_state(key)
 
     def _evaluate_local(self, members: Any, keys: jax.Array) -> tuple[jax.Array, Any]:
         """``evaluate`` of this device's members: vmapped, or one ``lax.map``
         batch of ``map_batch_size`` after another (``member_map="map"``)."""
-        fn = self.population_module.evaluate
+        fn = self.module.evaluate
         if self.member_map == "map":
             return jax.lax.map(lambda a: fn(*a), (members, keys), batch_size=self.map_batch_size)
         return jax.vmap(fn)(members, keys)
 
     def training_step(self, state: Any, key: jax.Array) -> tuple[Any, dict[str, Any]]:
-        pm, layout = self.population_module, self.layout
+        pm, layout = self.module, self.layout
         population, state = pm.ask(state, jax.random.fold_in(key, 0))
         local = layout.local(layout.pad(population))
         evaluated = self._evaluate_local(local, layout.keys(jax.random.fold_in(key, 1)))
@@ -145,25 +151,22 @@ class GenerationModule(Module):
         return state, metrics
 
     @property
-    def step_function_name(self) -> str:
+    def step_function_name(self) -> str:  # type: ignore[override]
         """How the strategy's errors name this step (e.g. a state leaf whose
         dtype ``tell`` changed): the population module's ``ask``/``tell``."""
-        name = type(self.population_module).__name__
+        name = type(self.module).__name__
         return f"{name}.ask/{name}.tell (one PopulationTrainer generation)"
 
     def has_evaluation(self) -> bool:
-        return hasattr(self.population_module, "evaluation_step")
+        return self.module.has_evaluation()
 
     def evaluation_step(self, state: Any, key: jax.Array) -> dict[str, Any]:
-        pm = self.population_module
-        if not hasattr(pm, "evaluation_step"):
-            raise NotImplementedError(f"{type(pm).__name__} does not define evaluation_step")
-        return pm.evaluation_step(state, key)
+        return self.module.evaluation_step(state, key)
 
     def hparams(self) -> dict[str, Any]:
-        return {"population_module": type(self.population_module).__name__,
+        return {"population_module": type(self.module).__name__,
                 "population_size": self.population_size,
-                **self.population_module.hparams()}
+                **self.module.hparams()}
 
 
 class GenerationEndDispatcher(Callback):
@@ -188,6 +191,42 @@ class GenerationEndDispatcher(Callback):
                 hook(trainer, module, metrics)
 
 
+_IN_STEPS = {"max_steps": "max_generations", "max_env_steps": "max_generations",
+            "budget": "max_generations", "log_every_n_steps": "log_every_n_generations",
+            "eval_every_n_steps": "eval_every_n_generations"}
+"""The Trainer's arguments counted in steps, and the PopulationTrainer's own for each."""
+
+
+def _passed_on() -> list[inspect.Parameter]:
+    """The Trainer's arguments a PopulationTrainer passes on: all but ``self``,
+    ``strategy``, ``devices`` (its own, positional) and those counted in steps,
+    as keyword-only arguments with the Trainer's defaults."""
+    return [p.replace(kind=p.KEYWORD_ONLY)
+            for name, p in inspect.signature(Trainer.__init__).parameters.items()
+            if name not in {"self", "strategy", "devices", *_IN_STEPS}]
+
+
+def _takes_trainer_arguments(init: Any) -> Any:
+    """``init`` (taking ``**trainer_arguments``) with the signature ``help``,
+    ``inspect.signature`` and the recipes' ``trainer:`` keys read: its own
+    arguments, then each Trainer argument it passes on."""
+    own = [p for p in inspect.signature(init).parameters.values() if p.kind is not p.VAR_KEYWORD]
+    init.__signature__ = inspect.Signature(own + _passed_on(), return_annotation=None)
+    return init
+
+
+def _check_passed_on(given: dict[str, Any]) -> None:
+    """Raise TypeError naming a keyword the PopulationTrainer does not pass on."""
+    taken = [p.name for p in _passed_on()]
+    for name in given:
+        if name in _IN_STEPS:
+            raise TypeError(f"PopulationTrainer counts generations: got {name}={given[name]!r}; "
+                            f"use {_IN_STEPS[name]}")
+        if name not in taken:
+            raise TypeError(f"PopulationTrainer got an unexpected keyword argument {name!r}"
+                            f"{arguments.did_you_mean(name, taken)}")
+
+
 class PopulationTrainer(Trainer):
     """Evolve a :class:`~jaxtrainer.PopulationModule` on any device layout.
 
@@ -208,9 +247,7 @@ class PopulationTrainer(Trainer):
 
     Args:
       population_size: ``P``, global number of members per generation (>= 1).
-      strategy, devices, callbacks, seed, default_root_dir, jit, enable_progress_bar, enable_checkpointing, logger, run_ahead, sync_every_n_seconds, compile_evaluation_ahead, compilation_cache, requeue: as in
-        :class:`~jaxtrainer.Trainer`, passed on to it (every argument after
-        ``eval_every_n_generations`` by keyword).
+      strategy, devices: as in :class:`~jaxtrainer.Trainer`.
       max_generations: generations to run (the Trainer's ``max_steps``).
       log_every_n_generations: generations per log interval (callbacks get
         metrics reduced over each interval, see :class:`GenerationModule`).
@@ -219,25 +256,26 @@ class PopulationTrainer(Trainer):
       member_map: ``"vmap"`` or ``"map"`` (``lax.map`` over a device's members,
         ``map_batch_size`` at a time). Part of the numerics: compare runs with the
         same choice.
+      **trainer_arguments: every other :class:`~jaxtrainer.Trainer` argument but
+        those counted in steps (``callbacks``, ``seed``, ``default_root_dir``, ...),
+        by keyword, passed on to it with the Trainer's defaults;
+        ``inspect.signature(PopulationTrainer)`` lists them.
 
     Raises:
       ValueError: ``population_size < 1``, a bad budget or interval, an unknown
         strategy or ``member_map``; at construction, before compiling. ``fit``
         raises ValueError when ``ask`` returns another number of members.
-      TypeError: a Trainer argument counted in steps (``max_steps``, ...).
+      TypeError: a Trainer argument counted in steps (``max_steps``, ...), or
+        a keyword the Trainer does not take (naming it).
     """
 
+    @_takes_trainer_arguments
     def __init__(self, population_size: int, strategy: str | Strategy = "auto",
                  devices: DevicesArg = "auto", max_generations: int | None = None,
                  log_every_n_generations: int = 10, eval_every_n_generations: int | None = None,
                  *, member_map: str = "vmap", map_batch_size: int | None = None,
-                 callbacks: list[Callback] | None = None, seed: int = 0,
-                 default_root_dir: str | os.PathLike = "runs", jit: bool = True,
-                 enable_progress_bar: bool = True, enable_checkpointing: bool = True,
-                 logger: bool = True, run_ahead: bool | str = "auto",
-                 sync_every_n_seconds: float | None = 1.0, compile_evaluation_ahead: bool | str = "auto",
-                 compilation_cache: bool | str | os.PathLike | None = None,
-                 requeue: bool | str = "auto", resume_hint: str | None = None) -> None:
+                 **trainer_arguments: Any) -> None:
+        _check_passed_on(trainer_arguments)
         # Checked here under their own names; the Trainer checks everything it is passed.
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 1:
@@ -255,11 +293,7 @@ class PopulationTrainer(Trainer):
         super().__init__(
             strategy=strategy, devices=devices, max_steps=max_generations,
             log_every_n_steps=log_every_n_generations, eval_every_n_steps=eval_every_n_generations,
-            callbacks=callbacks, seed=seed, default_root_dir=default_root_dir, jit=jit,
-            enable_progress_bar=enable_progress_bar, enable_checkpointing=enable_checkpointing,
-            logger=logger, run_ahead=run_ahead, sync_every_n_seconds=sync_every_n_seconds,
-            compile_evaluation_ahead=compile_evaluation_ahead, compilation_cache=compilation_cache,
-            requeue=requeue, resume_hint=resume_hint)
+            **trainer_arguments)
         self.population_size = population_size
         self.member_map = member_map
         self.map_batch_size = map_batch_size
@@ -291,9 +325,7 @@ class PopulationTrainer(Trainer):
                             f"got {type(module).__name__}")
         cached = self._wrappers.get(id(module))
         if cached is None:
-            configure = getattr(module, "configure_population", None)
-            if callable(configure):
-                configure(self.population_size)
+            module.configure_population(self.population_size)
             self.strategy.setup()
             wrapper = GenerationModule(module, self.population_size, self.strategy.data_axes,
                                        self.member_map, self.map_batch_size)

@@ -212,7 +212,7 @@ def unknown_algorithm_key(where: str, name: str, algorithm: Any, module: Any) ->
     from jaxtrainer.arguments import did_you_mean
 
     keys = [str(k) for k in algorithm]
-    held = getattr(module, "initial_hyperparams", lambda: None)() or {}
+    held = module.initial_hyperparams() or {}
     varied = (f"the hyperparameters {type(module).__name__} varies per member: "
               f"{', '.join(sorted(held))}" if held else f"its keys: {', '.join(keys)}")
     return ValueError(f"{where}: {name!r} is not a key of the algorithm section"

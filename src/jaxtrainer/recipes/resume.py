@@ -195,7 +195,7 @@ class ApplyHyperparameters(Callback):
     def on_load_checkpoint(self, trainer: Any, module: Any, checkpoint: Any) -> None:
         state = trainer.peek_state()
         held = getattr(state, "hyperparams", None)
-        names = set(getattr(module, "TUNABLE", ())) & set(self.values)
+        names = set(module.TUNABLE) & set(self.values)
         if not isinstance(held, dict) or not names:
             return
         new = dict(held)

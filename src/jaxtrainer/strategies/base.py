@@ -229,7 +229,7 @@ class Strategy(abc.ABC):
         cache = getattr(self, "_layout_cache", {})
         if id(module) in cache:
             return cache[id(module)]
-        values = module.initial_hyperparams() if hasattr(module, "initial_hyperparams") else None
+        values = module.initial_hyperparams()
         hyperparams = (None if values is None else
                        {name: np.asarray(jax.device_get(v), np.float32) for name, v in values.items()})
 
@@ -239,8 +239,7 @@ class Strategy(abc.ABC):
         init = jax.jit(call)
         if module.global_view:  # global shapes; XLA partitions: the split is for speed only
             shapes = init.eval_shape(jax.random.key(0), hyperparams)
-            found = layout_lib.infer_global(shapes, getattr(module, "num_envs", None),
-                                            self.num_devices)
+            found = layout_lib.infer_global(shapes, module.num_envs, self.num_devices)
             cache[id(module)] = (module, found, init, hyperparams)
             self._layout_cache = cache
             return cache[id(module)]

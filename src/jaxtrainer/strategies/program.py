@@ -83,7 +83,7 @@ def step_name(module: Module) -> str:
     """How errors name the step function: ``<Module>.training_step``, or the
     ``step_function_name`` of a wrapping module (PopulationTrainer's names the
     population module's ask/tell)."""
-    return getattr(module, "step_function_name", None) or f"{type(module).__name__}.training_step"
+    return module.step_function_name or f"{type(module).__name__}.training_step"
 
 
 def step_output(module: Module, out: Any) -> tuple[Any, dict]:
