@@ -24,8 +24,8 @@ PPO_CONFIG_FILES = ("ippo", "mappo")
 
 
 def quiet(run_dir, *overrides):
-    """recipes/configs/ppo.yaml with a tiny single-device budget under ``run_dir``."""
-    return config.load(CONFIGS / "ppo.yaml", [
+    """The run of recipes/configs/ppo.yaml with a tiny single-device budget under ``run_dir``."""
+    return config.load_run(CONFIGS / "ppo.yaml", [
         f"trainer.default_root_dir={run_dir}", "trainer.strategy=single",
         "trainer.max_env_steps=null", "trainer.log_every_n_steps=1",
         "trainer.enable_progress_bar=false", "trainer.logger=false", *overrides])
@@ -83,9 +83,9 @@ def test_make_env_errors_name_the_choices():
 
 @pytest.mark.timeout(20)
 def test_fit_and_report_trains_evaluates_and_prints_the_recipe_line(run_dir, capsys):
-    cfg = quiet(run_dir, "trainer.max_steps=2")
-    trainer = config.make_trainer(cfg)
-    result = config.fit_and_report(trainer, toys.EnvCounter(), cfg)
+    run = quiet(run_dir, "trainer.max_steps=2")
+    trainer = config.make_trainer(run.config)
+    result = config.fit_and_report(trainer, toys.EnvCounter(), run)
     assert trainer.global_step == 2 and trainer.env_steps == 24   # 2 x 4 envs x 3 steps
     # FixedLengthEnv: every evaluation episode lasts 10 steps with reward 1
     assert result["eval/episode_return"] == 10.0 and result["eval/episode_length"] == 10.0
@@ -101,8 +101,8 @@ class NearZeroReturn(toys.EnvCounter):
 
 @pytest.mark.timeout(20)
 def test_a_return_that_rounds_to_zero_prints_without_a_sign(run_dir, capsys):
-    cfg = quiet(run_dir, "trainer.max_steps=1", "trainer.enable_checkpointing=false")
-    result = config.fit_and_report(config.make_trainer(cfg), NearZeroReturn(), cfg)
+    run = quiet(run_dir, "trainer.max_steps=1", "trainer.enable_checkpointing=false")
+    result = config.fit_and_report(config.make_trainer(run.config), NearZeroReturn(), run)
     assert result["eval/episode_return"] == pytest.approx(-0.001)
     assert capsys.readouterr().out.strip().splitlines()[-1] == \
         f"eval/episode_return=0.00 run_dir={run_dir / 'version_0'}"
@@ -113,11 +113,11 @@ def test_a_return_that_rounds_to_zero_prints_without_a_sign(run_dir, capsys):
 
 @pytest.mark.timeout(20)
 def test_fit_and_report_resumes_from_the_configs_ckpt_path(run_dir, capsys):
-    first = config.make_trainer(quiet(run_dir, "trainer.max_steps=2"))
+    first = config.make_trainer(quiet(run_dir, "trainer.max_steps=2").config)
     first.fit(toys.EnvCounter())
-    cfg = quiet(run_dir, "trainer.max_steps=4", "trainer.ckpt_path=last")
-    trainer = config.make_trainer(cfg)
-    config.fit_and_report(trainer, toys.EnvCounter(), cfg)
+    run = quiet(run_dir, "trainer.max_steps=4", "trainer.ckpt_path=last")
+    trainer = config.make_trainer(run.config)
+    config.fit_and_report(trainer, toys.EnvCounter(), run)
     assert (trainer.global_step, trainer.env_steps) == (4, 48)  # 2 restored + 2 trained
     assert capsys.readouterr().out.strip().splitlines()[-1] == \
         f"eval/episode_return=10.00 run_dir={run_dir / 'version_0'}"   # the resumed run's dir
@@ -126,10 +126,10 @@ def test_fit_and_report_resumes_from_the_configs_ckpt_path(run_dir, capsys):
 
 @pytest.mark.timeout(20)
 def test_fit_and_report_without_an_episode_return_names_the_metrics(run_dir, capsys):
-    cfg = quiet(run_dir, "trainer.max_steps=1", "trainer.enable_checkpointing=false")
+    run = quiet(run_dir, "trainer.max_steps=1", "trainer.enable_checkpointing=false")
     with pytest.raises(KeyError, match=r"Regression has no eval/episode_return; its metrics: "
                                        r"env_steps, eval/mse, step.$"):  # KeyError quotes it
-        config.fit_and_report(config.make_trainer(cfg), toys.Regression(), cfg)
+        config.fit_and_report(config.make_trainer(run.config), toys.Regression(), run)
     assert "eval/episode_return=" not in capsys.readouterr().out
 
 
