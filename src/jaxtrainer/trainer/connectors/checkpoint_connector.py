@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
+from jaxtrainer.arguments import expand_path
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint import files as ckpt
 from jaxtrainer.checkpoint.resolve import NAMES, Accept, resolve
@@ -270,9 +271,9 @@ def resolve_ckpt_path(ckpt_path: str | os.PathLike, root: str | os.PathLike,
 
     ``"last"`` and ``"best"`` name the newest checkpoint of the newest run under
     ``root`` (a ``default_root_dir``, or one run directory) and its recorded
-    best; anything else is a path (a run, checkpoints or step directory), as
-    :func:`jaxtrainer.checkpoint.resolve` takes them: a step directory, one
-    resolved already, resolves to itself.
+    best; a step directory is taken as it is, with no search (the recipes pass
+    the one they resolved); anything else is a path (a run or checkpoints
+    directory), as :func:`jaxtrainer.checkpoint.resolve` takes them.
 
     With ``strategy`` and several processes, process 0 resolves it and every
     process uses that path, which must be visible on each of them (a shared
@@ -291,6 +292,9 @@ def resolve_ckpt_path(ckpt_path: str | os.PathLike, root: str | os.PathLike,
     def here() -> Path:
         if name in NAMES:
             return resolve(root, name, across_runs=True, prefix=prefix, accept=accept)
+        given = Path(expand_path(name))
+        if (given / ckpt.META).exists():  # a step directory: itself
+            return given
         return resolve(ckpt_path, prefix=prefix)
 
     if strategy is None or strategy.process_count <= 1:
