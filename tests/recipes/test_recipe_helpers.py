@@ -270,3 +270,23 @@ def test_config_flag_forms_and_env_keyword_arguments():
     with pytest.raises(TypeError, match=r"config keys env.foo: not all are keyword arguments "
                                         r"of the environment 'CartPole-v1'"):
         config.make_env(cfg)
+
+
+@pytest.mark.timeout(60)
+def test_an_optuna_searchs_rounds_end_on_log_boundaries_by_its_budget():
+    """``search.method=optuna search.rounds=2 trainer.max_steps=6``: rounds of 3 updates;
+    the Trainer is built with that budget, so the fit's log interval is gcd(4, 3) = 1
+    (``trainer.log_every_n_steps`` stays the 4 given); other searches have no rounds."""
+    from jaxtrainer.recipes.modules import build_module
+
+    sizes = ["search.space.lr=loguniform(1e-5,1e-2)", "search.members=2", "trainer.max_steps=6",
+             "trainer.max_env_steps=null", "trainer.log_every_n_steps=4", "trainer.devices=1",
+             "algorithm.num_envs=2", "algorithm.num_steps=4", "algorithm.num_minibatches=1",
+             "trainer.logger=false", "trainer.enable_progress_bar=false"]
+    cfg = config.load(CONFIGS / "ppo.yaml", ["search.method=optuna", "search.rounds=2", *sizes])
+    trainer = config.make_trainer(cfg)
+    assert trainer.budget.rounds == 2
+    trainer.prepare(build_module("ppo", cfg))
+    assert (trainer.max_steps, trainer.log_every_n_steps, trainer.planner.log_every_n_steps) == (6, 4, 1)
+    asha = config.make_trainer(config.load(CONFIGS / "ppo.yaml", ["search.method=asha", *sizes]))
+    assert asha.budget.rounds is None
