@@ -92,8 +92,8 @@ class RecipeRun:
 
     @property
     def ckpt_path(self) -> Path | None:
-        """The step directory to resume (a path ``Trainer.fit`` resolves to
-        itself), or ``None``."""
+        """The step directory to resume (``Trainer.fit`` takes a step directory
+        as it is, with no search), or ``None``."""
         return None if self.resume is None else self.resume.checkpoint
 
 
