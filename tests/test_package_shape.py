@@ -362,24 +362,11 @@ def test_the_floor_check_sees_what_it_must():
     assert _floor("jaxtrainer.algorithms") == _floor("jaxtrainer.population.pbt")
 
 
-TRAINER_WRITES = {
-    ("jaxtrainer/callbacks/profiler.py", "callbacks"):
-        "the profiler adds its end-of-fit callback and takes it out at the next setup",
-    ("jaxtrainer/commands/eval_run.py", "root_key"):
-        "jaxtrainer eval --seed draws the episodes from another root key; the seed becomes "
-        "an evaluate() argument next",
-    ("jaxtrainer/population/optuna_search.py", "state"):
-        "the Optuna search writes its study's suggestions into the population's table "
-        "between rounds (a host step of a population algorithm)",
-    ("jaxtrainer/recipes/resume.py", "state"):
-        "a resumed recipe's changed traced hyperparameters are written into the restored "
-        "state by its callback",
-    ("jaxtrainer/recipes/search.py", "log_every_n_steps"):
-        "an Optuna search's rounds end on log boundaries (the log interval divides a "
-        "round); the planner takes a callback's boundaries next",
-}
-"""Trainer attributes written outside ``trainer/`` that stay for now,
-``(file, attribute): reason``; callbacks stop a fit with ``trainer.request_stop``."""
+TRAINER_WRITES: dict[tuple[str, str], str] = {}
+"""Trainer attributes written outside ``trainer/``, ``(file, attribute): reason``: none.
+Callbacks stop a fit with ``trainer.request_stop``, change the state with
+``trainer.update_state``, add and remove callbacks with ``add_callback`` and
+``remove_callback``; a search's rounds end on log boundaries by its ``Budget``."""
 
 
 def _is_trainer(node: ast.AST) -> bool:

@@ -70,12 +70,13 @@ def test_a_recipe_ippo_run_evaluates_and_loads_as_a_policy(tmp_path, capsys):
     from jaxtrainer.recipes import config
     from jaxtrainer.recipes.modules import build_module
 
-    cfg = config.load(RECIPES / "configs" / "ippo.yaml", [
+    recipe_run = config.load_run(RECIPES / "configs" / "ippo.yaml", [
         "trainer.max_steps=2", "algorithm.num_envs=6", "algorithm.num_steps=8",
         "algorithm.num_minibatches=1", "algorithm.update_epochs=1", "algorithm.eval_episodes=6",
         f"trainer.default_root_dir={tmp_path}", "trainer.devices=1",
         "trainer.enable_progress_bar=false"], defaults=RECIPES / "configs" / "ppo.yaml")
-    result = config.fit_and_report(config.make_trainer(cfg), build_module("ppo", cfg), cfg)
+    cfg = recipe_run.config
+    result = config.fit_and_report(config.make_trainer(cfg), build_module("ppo", cfg), recipe_run)
     capsys.readouterr()
     run = tmp_path / "version_0"
     assert cli.main(["eval", str(run)]) == 0

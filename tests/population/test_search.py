@@ -371,12 +371,13 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     from jaxtrainer.commands import cli
     from jaxtrainer.rundir import run_kind
 
-    cfg = config.load(RECIPES / "configs" / "ppo.yaml", [
+    recipe_run = config.load_run(RECIPES / "configs" / "ppo.yaml", [
         "search.method=random", "search.members=4", "search.space.lr=loguniform(1e-3,1e-2)",
         "trainer.max_steps=3", "algorithm.num_envs=2", "algorithm.num_steps=8",
         "algorithm.num_minibatches=1", "algorithm.eval_episodes=2", f"trainer.default_root_dir={tmp_path}",
         "trainer.devices=1", "trainer.enable_progress_bar=false"])
-    result = config.fit_and_report(config.make_trainer(cfg), build_module("ppo", cfg), cfg)
+    cfg = recipe_run.config
+    result = config.fit_and_report(config.make_trainer(cfg), build_module("ppo", cfg), recipe_run)
     run = tmp_path / "version_0"
     out = capsys.readouterr().out
     assert "search: 4 trials started, 0 stopped at a rung, 4 complete; the best by fitness:" in out

@@ -252,17 +252,17 @@ def test_errors_once_training_started_keep_their_traceback(run_dir, capsys):
             raise ValueError("boom in init_state")
 
     def main(argv):
-        cfg = config.load(CONFIGS / "ppo.yaml", [f"trainer.default_root_dir={run_dir}",
-                                                 "trainer.max_steps=2", *argv])
-        return config.fit_and_report(config.make_trainer(cfg), Boom(), cfg)
+        run = config.load_run(CONFIGS / "ppo.yaml", [f"trainer.default_root_dir={run_dir}",
+                                                     "trainer.max_steps=2", *argv])
+        return config.fit_and_report(config.make_trainer(run.config), Boom(), run)
 
     with pytest.raises(ValueError, match="boom in init_state"):   # started: not one line
         config.cli(main, ["trainer.enable_progress_bar=false"])
     assert not (run_dir / "version_0").exists()  # no step trained: its run directory is gone
 
     def uneven(argv):  # sizes checked against the devices in fit, before training starts
-        cfg = config.load(CONFIGS / "ppo.yaml", argv)
-        return config.fit_and_report(config.make_trainer(cfg), toys.Regression(batch_size=6), cfg)
+        run = config.load_run(CONFIGS / "ppo.yaml", argv)
+        return config.fit_and_report(config.make_trainer(run.config), toys.Regression(batch_size=6), run)
 
     with pytest.raises(SystemExit) as exit_:
         config.cli(uneven, [f"trainer.default_root_dir={run_dir / 'b'}", "trainer.strategy=pmap",
@@ -273,7 +273,11 @@ def test_errors_once_training_started_keep_their_traceback(run_dir, capsys):
 
 
 def tiny(run_dir, *overrides):
-    return config.load(CONFIGS / "ppo.yaml", [
+    return tiny_run(run_dir, *overrides).config
+
+
+def tiny_run(run_dir, *overrides):
+    return config.load_run(CONFIGS / "ppo.yaml", [
         f"trainer.default_root_dir={run_dir}", "trainer.strategy=single",
         "trainer.max_env_steps=null", "trainer.log_every_n_steps=1",
         "trainer.enable_progress_bar=false", *overrides])
@@ -281,14 +285,15 @@ def tiny(run_dir, *overrides):
 
 @pytest.mark.timeout(60)
 def test_config_yaml_is_kept_on_resume_and_each_fit_logs_its_final_evaluation(run_dir, capsys):
-    cfg = tiny(run_dir, "trainer.max_steps=2")
-    first = config.fit_and_report(config.make_trainer(cfg), toys.EnvCounter(), cfg)
+    run1 = tiny_run(run_dir, "trainer.max_steps=2")
+    cfg = run1.config
+    first = config.fit_and_report(config.make_trainer(cfg), toys.EnvCounter(), run1)
     run = run_dir / "version_0"
     written = (run / "config.yaml").read_text()
     assert yaml.safe_load(written) == {"recipe": "ppo",
                                        **OmegaConf.to_container(cfg, resolve=True)}
-    cfg2 = tiny(run_dir, "trainer.max_steps=4", "trainer.ckpt_path=last")
-    second = config.fit_and_report(config.make_trainer(cfg2), toys.EnvCounter(), cfg2)
+    run2 = tiny_run(run_dir, "trainer.max_steps=4", "trainer.ckpt_path=last")
+    second = config.fit_and_report(config.make_trainer(run2.config), toys.EnvCounter(), run2)
     assert (run / "config.yaml").read_text() == written   # the run's original config
     assert not (run_dir / "version_1").exists()
     # FixedLengthEnv: every evaluation episode returns 10; one evaluation row per fit end
@@ -298,8 +303,8 @@ def test_config_yaml_is_kept_on_resume_and_each_fit_logs_its_final_evaluation(ru
     assert [(r["step"], r["eval/episode_return"]) for r in rows if r["eval/episode_return"]] \
         == [("2", "10.0"), ("4", "10.0")]
     # eval_every_n_steps dividing the last step: that evaluation is the final one (not twice)
-    cfg3 = tiny(run_dir / "c", "trainer.max_steps=2", "trainer.eval_every_n_steps=1")
-    config.fit_and_report(config.make_trainer(cfg3), toys.EnvCounter(), cfg3)
+    run3 = tiny_run(run_dir / "c", "trainer.max_steps=2", "trainer.eval_every_n_steps=1")
+    config.fit_and_report(config.make_trainer(run3.config), toys.EnvCounter(), run3)
     rows = list(csv.DictReader(open(run_dir / "c" / "version_0" / "metrics.csv")))
     assert [r["step"] for r in rows if r["eval/episode_return"]] == ["1", "2"]
 
@@ -319,9 +324,9 @@ def test_print_config_is_the_resolved_yaml_and_a_valid_config_file(tmp_path, cap
     # the printed file (as a run's config.yaml) is a --config file of its recipe, not another's
     again = tmp_path / "config.yaml"
     again.write_text(yaml.safe_dump(printed))
-    cfg = config.load(again, [], defaults=CONFIGS / "ppo.yaml")
-    assert OmegaConf.to_container(cfg) == {k: v for k, v in printed.items() if k != "recipe"}
-    assert config.recipe_of(cfg) == "ppo"
+    run = config.load_run(again, [], defaults=CONFIGS / "ppo.yaml")
+    assert OmegaConf.to_container(run.config) == {k: v for k, v in printed.items() if k != "recipe"}
+    assert run.recipe == "ppo"
     with pytest.raises(ValueError, match=r"config of the 'ppo' recipe .* run recipes/ppo.py"):
         config.load(again, [], defaults=CONFIGS / "a2c.yaml")
 

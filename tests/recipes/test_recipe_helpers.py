@@ -24,8 +24,8 @@ PPO_CONFIG_FILES = ("ippo", "mappo")
 
 
 def quiet(run_dir, *overrides):
-    """recipes/configs/ppo.yaml with a tiny single-device budget under ``run_dir``."""
-    return config.load(CONFIGS / "ppo.yaml", [
+    """The run of recipes/configs/ppo.yaml with a tiny single-device budget under ``run_dir``."""
+    return config.load_run(CONFIGS / "ppo.yaml", [
         f"trainer.default_root_dir={run_dir}", "trainer.strategy=single",
         "trainer.max_env_steps=null", "trainer.log_every_n_steps=1",
         "trainer.enable_progress_bar=false", "trainer.logger=false", *overrides])
@@ -83,9 +83,9 @@ def test_make_env_errors_name_the_choices():
 
 @pytest.mark.timeout(20)
 def test_fit_and_report_trains_evaluates_and_prints_the_recipe_line(run_dir, capsys):
-    cfg = quiet(run_dir, "trainer.max_steps=2")
-    trainer = config.make_trainer(cfg)
-    result = config.fit_and_report(trainer, toys.EnvCounter(), cfg)
+    run = quiet(run_dir, "trainer.max_steps=2")
+    trainer = config.make_trainer(run.config)
+    result = config.fit_and_report(trainer, toys.EnvCounter(), run)
     assert trainer.global_step == 2 and trainer.env_steps == 24   # 2 x 4 envs x 3 steps
     # FixedLengthEnv: every evaluation episode lasts 10 steps with reward 1
     assert result["eval/episode_return"] == 10.0 and result["eval/episode_length"] == 10.0
@@ -101,8 +101,8 @@ class NearZeroReturn(toys.EnvCounter):
 
 @pytest.mark.timeout(20)
 def test_a_return_that_rounds_to_zero_prints_without_a_sign(run_dir, capsys):
-    cfg = quiet(run_dir, "trainer.max_steps=1", "trainer.enable_checkpointing=false")
-    result = config.fit_and_report(config.make_trainer(cfg), NearZeroReturn(), cfg)
+    run = quiet(run_dir, "trainer.max_steps=1", "trainer.enable_checkpointing=false")
+    result = config.fit_and_report(config.make_trainer(run.config), NearZeroReturn(), run)
     assert result["eval/episode_return"] == pytest.approx(-0.001)
     assert capsys.readouterr().out.strip().splitlines()[-1] == \
         f"eval/episode_return=0.00 run_dir={run_dir / 'version_0'}"
@@ -113,11 +113,11 @@ def test_a_return_that_rounds_to_zero_prints_without_a_sign(run_dir, capsys):
 
 @pytest.mark.timeout(20)
 def test_fit_and_report_resumes_from_the_configs_ckpt_path(run_dir, capsys):
-    first = config.make_trainer(quiet(run_dir, "trainer.max_steps=2"))
+    first = config.make_trainer(quiet(run_dir, "trainer.max_steps=2").config)
     first.fit(toys.EnvCounter())
-    cfg = quiet(run_dir, "trainer.max_steps=4", "trainer.ckpt_path=last")
-    trainer = config.make_trainer(cfg)
-    config.fit_and_report(trainer, toys.EnvCounter(), cfg)
+    run = quiet(run_dir, "trainer.max_steps=4", "trainer.ckpt_path=last")
+    trainer = config.make_trainer(run.config)
+    config.fit_and_report(trainer, toys.EnvCounter(), run)
     assert (trainer.global_step, trainer.env_steps) == (4, 48)  # 2 restored + 2 trained
     assert capsys.readouterr().out.strip().splitlines()[-1] == \
         f"eval/episode_return=10.00 run_dir={run_dir / 'version_0'}"   # the resumed run's dir
@@ -126,10 +126,10 @@ def test_fit_and_report_resumes_from_the_configs_ckpt_path(run_dir, capsys):
 
 @pytest.mark.timeout(20)
 def test_fit_and_report_without_an_episode_return_names_the_metrics(run_dir, capsys):
-    cfg = quiet(run_dir, "trainer.max_steps=1", "trainer.enable_checkpointing=false")
+    run = quiet(run_dir, "trainer.max_steps=1", "trainer.enable_checkpointing=false")
     with pytest.raises(KeyError, match=r"Regression has no eval/episode_return; its metrics: "
                                        r"env_steps, eval/mse, step.$"):  # KeyError quotes it
-        config.fit_and_report(config.make_trainer(cfg), toys.Regression(), cfg)
+        config.fit_and_report(config.make_trainer(run.config), toys.Regression(), run)
     assert "eval/episode_return=" not in capsys.readouterr().out
 
 
@@ -270,3 +270,23 @@ def test_config_flag_forms_and_env_keyword_arguments():
     with pytest.raises(TypeError, match=r"config keys env.foo: not all are keyword arguments "
                                         r"of the environment 'CartPole-v1'"):
         config.make_env(cfg)
+
+
+@pytest.mark.timeout(60)
+def test_an_optuna_searchs_rounds_end_on_log_boundaries_by_its_budget():
+    """``search.method=optuna search.rounds=2 trainer.max_steps=6``: rounds of 3 updates;
+    the Trainer is built with that budget, so the fit's log interval is gcd(4, 3) = 1
+    (``trainer.log_every_n_steps`` stays the 4 given); other searches have no rounds."""
+    from jaxtrainer.recipes.modules import build_module
+
+    sizes = ["search.space.lr=loguniform(1e-5,1e-2)", "search.members=2", "trainer.max_steps=6",
+             "trainer.max_env_steps=null", "trainer.log_every_n_steps=4", "trainer.devices=1",
+             "algorithm.num_envs=2", "algorithm.num_steps=4", "algorithm.num_minibatches=1",
+             "trainer.logger=false", "trainer.enable_progress_bar=false"]
+    cfg = config.load(CONFIGS / "ppo.yaml", ["search.method=optuna", "search.rounds=2", *sizes])
+    trainer = config.make_trainer(cfg)
+    assert trainer.budget.rounds == 2
+    trainer.prepare(build_module("ppo", cfg))
+    assert (trainer.max_steps, trainer.log_every_n_steps, trainer.planner.log_every_n_steps) == (6, 4, 1)
+    asha = config.make_trainer(config.load(CONFIGS / "ppo.yaml", ["search.method=asha", *sizes]))
+    assert asha.budget.rounds is None

@@ -62,3 +62,16 @@ def test_the_trainer_takes_a_budget_or_its_two_arguments_not_both():
         jt.Trainer(budget=Budget(max_steps=2), max_steps=3)
     with pytest.raises(ValueError, match=r"^budget=7: expected a jaxtrainer.trainer.budget.Budget"):
         jt.Trainer(budget=7)
+
+
+def test_a_budget_spent_in_rounds_ends_each_round_on_a_log_boundary():
+    # an Optuna search's rounds: 100 steps in 4 rounds of 25; a log interval of 10 becomes 5
+    assert Budget(max_steps=100, rounds=4).log_interval(10, 100) == 5
+    assert Budget(max_steps=25, rounds=1).log_interval(10, 25) == 5     # the one round: 25 steps
+    assert Budget(max_steps=100, rounds=4).log_interval(5, 100) == 5    # 5 divides 25 already
+    assert Budget(max_steps=100).log_interval(10, 100) == 10            # no rounds: as given
+    assert Budget(max_steps=3, rounds=8).log_interval(10, 3) == 1       # fewer steps than rounds
+    assert Budget(10, 1000, per_member=True, share=Fraction(1, 4), rounds=3).total(8) == \
+        Budget(2, 2000, rounds=3)
+    with pytest.raises(ValueError, match=r"^rounds=0: expected a positive int or None$"):
+        Budget(max_steps=1, rounds=0)

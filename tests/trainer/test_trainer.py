@@ -260,3 +260,51 @@ def test_evaluate_runs_the_module_it_is_given(run_dir):
     assert trainer.evaluate(Scaled(2.0))["eval/scaled"] == 2.0
     assert trainer.evaluate(fitted)["eval/scaled"] == 1.0
     assert [trainer.evaluate(Scaled(float(k)))["eval/scaled"] for k in (3, 4)] == [3.0, 4.0]
+
+
+class KeyDraw(Regression):
+    """:class:`Regression` (whose training uses no key) evaluating one uniform draw
+    of its evaluation key."""
+
+    def evaluation_step(self, state, key):
+        return {"eval/draw": jax.random.uniform(key)}
+
+
+def test_evaluate_with_a_seed_draws_that_seeds_keys_and_keeps_the_runs(run_dir):
+    """``evaluate(module, seed=5)`` (``jaxtrainer eval --seed 5``) evaluates as a
+    run of seed 5 at that step would; the run's own root key stays."""
+    trainer = jt.Trainer(strategy="single", max_steps=2, seed=0, default_root_dir=run_dir, **QUIET)
+    module = KeyDraw()
+    trainer.fit(module)
+    root = np.asarray(jax.random.key_data(trainer.root_key))
+    own = trainer.evaluate(module)["eval/draw"]
+    assert trainer.evaluate(module, seed=0)["eval/draw"] == own  # seed 0: the run's own key
+    seeded = trainer.evaluate(module, seed=5)["eval/draw"]
+    five = jt.Trainer(strategy="single", max_steps=2, seed=5, default_root_dir=run_dir / "5", **QUIET)
+    five.fit(KeyDraw())
+    assert seeded == five.evaluate(KeyDraw())["eval/draw"] and seeded != own
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(trainer.root_key)), root)
+    with pytest.raises(ValueError, match=r"^seed='5': expected an int$"):
+        trainer.evaluate(module, seed="5")
+
+
+class Jump(jt.Callback):
+    """At step 2, adds 100 to the state's step counter through ``update_state``."""
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if trainer.global_step == 2:
+            trainer.update_state(lambda state: {**state, "step": state["step"] + 100})
+
+
+def test_a_hook_changes_the_state_through_update_state_and_training_goes_on_from_it(run_dir):
+    from tests._support import toys
+
+    jump = Jump()
+    trainer = jt.Trainer(strategy="single", max_steps=4, log_every_n_steps=1, callbacks=[jump],
+                         default_root_dir=run_dir, **QUIET)
+    trainer.fit(toys.Regression(per_device=False))
+    assert int(trainer.state["step"]) == 104  # 2 steps, +100, 2 steps
+    trainer.remove_callback(jump)
+    assert jump not in trainer.callbacks
+    with pytest.raises(ValueError):
+        trainer.remove_callback(jump)

@@ -152,7 +152,7 @@ class ProfilerCallback(Callback):
 
     # -- the trace ---------------------------------------------------------------
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
-        return not self._done and step >= self.steps[0] - trainer.log_every_n_steps
+        return not self._done and step >= self.steps[0] - trainer.planner.log_every_n_steps
 
     def _boundary(self, trainer: Trainer) -> None:
         """Start or stop the trace at a boundary between training calls."""
@@ -165,7 +165,7 @@ class ProfilerCallback(Callback):
             if trainer.is_global_zero:
                 print(f"jaxtrainer: ProfilerCallback: no trace: training is at step {step}, past "
                       f"steps [{a}, {b}]", flush=True)
-        elif self._tracing is None and step >= a - trainer.log_every_n_steps:
+        elif self._tracing is None and step >= a - trainer.planner.log_every_n_steps:
             self._start_trace(trainer)
         elif self._tracing is not None and step >= b:
             self._stop_trace(trainer)
@@ -202,7 +202,8 @@ class ProfilerCallback(Callback):
     # -- hooks -------------------------------------------------------------------
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         """A new run: time it from here (the hooks' seconds counted from now on)."""
-        trainer.callbacks[:] = [cb for cb in trainer.callbacks if not isinstance(cb, _Finish)]
+        for left in [cb for cb in trainer.callbacks if isinstance(cb, _Finish)]:
+            trainer.remove_callback(left)  # an earlier fit's, whose teardown was cut short
         self.summary, self.trace_dir = {}, None
         self._reset()
         self._hooks_before = dict(trainer.hook_seconds)
@@ -261,7 +262,7 @@ class _Finish(Callback):
         return False
 
     def teardown(self, trainer: Trainer, module: Module, stage: str) -> None:
-        trainer.callbacks.remove(self)
+        trainer.remove_callback(self)
         self.profiler.finish(trainer)
 
 

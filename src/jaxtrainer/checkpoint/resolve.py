@@ -41,35 +41,6 @@ Accept = Callable[[Path], "str | None"]
 not, as a clause (``"it is a sweep of 4 seeds, this command trains a single run"``)."""
 
 
-class Resolved(os.PathLike):
-    """A step directory that :func:`resolve` already chose, to hand on as a
-    ``ckpt_path``: ``Trainer.fit(module, ckpt_path=Resolved(step_dir))`` restores
-    it without searching the runs again (the recipes resolve ``last`` once, to
-    read the run's saved config, and pass on what they found).
-
-    Attributes:
-      path: the step directory (``<run>/checkpoints/<step>``).
-    """
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
-
-    def __fspath__(self) -> str:
-        return os.fspath(self.path)
-
-    def __str__(self) -> str:
-        return os.fspath(self.path)
-
-    def __repr__(self) -> str:
-        return f"Resolved({os.fspath(self.path)!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Resolved) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash(self.path)
-
-
 class NotResumable(FileNotFoundError):
     """Every run under a root that holds a checkpoint is one the caller cannot
     resume (another recipe, environment or kind); the message names the newest

@@ -236,13 +236,11 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     meta = trainer.restore_checkpoint(stats, step_dir)
     if population is not None and member is None:
         stats.member = member = population.default_member(trainer.state)
-    if seed is not None:
-        trainer.root_key = trainer.strategy.to_global(root_key(seed))
     used_seed = int(meta.get("seed", 0)) if seed is None else seed
     video_only = video is not None and episodes is None  # no evaluation nobody asked for
     recorded = _record_video(module, trainer.state, member, used_seed, video_episodes) \
         if video_only else None
-    metrics = _video_statistics(recorded[1]) if recorded else _evaluate(trainer, stats)
+    metrics = _video_statistics(recorded[1]) if recorded else _evaluate(trainer, stats, seed)
     result = {"checkpoint": os.fspath(step_dir), "step": trainer.global_step,
               "env_steps": trainer.env_steps, "seed": used_seed, "counted_members":
               1 if population is None else counted_members(population),
@@ -261,13 +259,14 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     return result
 
 
-def _evaluate(trainer: Trainer, stats: EpisodeStatistics) -> dict[str, Any]:
-    """``Trainer.evaluate`` of ``stats`` with ``eval/<x>_std`` (the square root of
-    ``_var``) added: the numbers ``jaxtrainer eval`` prints."""
+def _evaluate(trainer: Trainer, stats: EpisodeStatistics, seed: int | None) -> dict[str, Any]:
+    """``Trainer.evaluate`` of ``stats`` (its episodes drawn from ``key(seed)``, or
+    the run's root key) with ``eval/<x>_std`` (the square root of ``_var``) added:
+    the numbers ``jaxtrainer eval`` prints."""
     ACTIVITY.enter(f"evaluating {stats.spec.eval_episodes} episodes", f"evaluating "
                    f"{stats.spec.eval_episodes} episodes of step {trainer.global_step} ...")
     # Trainer's own evaluate: a PopulationTrainer's would wrap the (already wrapped) module
-    metrics = Trainer.evaluate(trainer, stats)
+    metrics = Trainer.evaluate(trainer, stats, seed=seed)
     for name in STATISTICS:
         if f"eval/{name}_var" in metrics:
             metrics[f"eval/{name}_std"] = math.sqrt(max(metrics[f"eval/{name}_var"], 0.0))

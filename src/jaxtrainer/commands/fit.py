@@ -69,7 +69,8 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
     path, argv = config.config_arg([_shipped_arg(argv, i) for i in range(len(argv))], default,
                                    about=about(recipe, prog), prog=prog,
                                    classes=lambda: modules.documenting_classes(recipe))
-    cfg = config.load(path, argv, defaults=default)
+    run = config.load_run(path, argv, defaults=default)  # config, recipe, resume: made once
+    cfg = run.config
     chosen = None if config.ckpt_path(cfg) else config.preset_of(recipe, path, default,
                                                                  cfg.env.get("name"))
     if chosen is not None:
@@ -79,7 +80,7 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
         make = search.make_trainer
     trainer = make(cfg)
     module = modules.build_module(recipe, cfg)
-    return config.fit_and_report(trainer, module, cfg)
+    return config.fit_and_report(trainer, module, run)
 
 
 def script(recipe: str, argv: list[str], prog: str | None = None) -> None:

@@ -66,6 +66,13 @@ def hparam_value(v: Any) -> Any:
     return str(v)
 
 
+def _hparams(trainer: Trainer, module: Module) -> dict[str, Any]:
+    """What a logger records as the run's hyperparameters: the Trainer's arguments
+    (``trainer.config``) with its device count, and the module's class and ``hparams()``."""
+    return {"trainer": {**trainer.config, "num_devices": trainer.num_devices},
+            "module": {"class": type(module).__name__, **module.hparams()}}
+
+
 class Logger(Callback):
     """Base class of loggers. Subclasses implement :meth:`log_metrics`,
     :meth:`log_hyperparams` and :meth:`finalize`; the hooks below call them on
@@ -119,7 +126,7 @@ class Logger(Callback):
             return
         self.start(trainer, module)
         self._active = True
-        params = {k: hparam_value(v) for k, v in flatten(trainer.hparams(module)).items()}
+        params = {k: hparam_value(v) for k, v in flatten(_hparams(trainer, module)).items()}
         self.log_hyperparams(params)
 
     def _log(self, metrics: dict[str, Any]) -> None:

@@ -161,10 +161,11 @@ class OptunaSearch(Callback):
         # a new run draws its id; a resumed one gets it back from the checkpoint
         # (load_state_dict), or, saved before runs had ids, is known by its path
         self.run_id = uuid.uuid4().hex if trainer.ckpt_path is None else None
-        if module.round_steps % trainer.log_every_n_steps:
+        interval = trainer.planner.log_every_n_steps  # this fit's (a Budget's rounds divide it)
+        if module.round_steps % interval:
             raise ValueError(f"OptunaSearch: a round of {module.round_steps} updates does not end "
-                             f"on a log interval (trainer.log_every_n_steps="
-                             f"{trainer.log_every_n_steps}): choose a log interval dividing it")
+                             f"on a log interval (trainer.log_every_n_steps={interval}): choose "
+                             "a log interval dividing it")
         if not trainer.is_global_zero:
             return
         import optuna
@@ -251,9 +252,8 @@ class OptunaSearch(Callback):
                 for n in module.spaces:
                     rows[n][k] = values[n]
         rows = trainer.strategy.broadcast(rows)
-        state = trainer.peek_state()
-        table = {n: _with_rows(column, first, rows[n]) for n, column in state.table.items()}
-        trainer.state = state.replace(table=table)
+        trainer.update_state(lambda state: state.replace(
+            table={n: _with_rows(column, first, rows[n]) for n, column in state.table.items()}))
 
     def _tell(self, trainer: Trainer, module: Any, round_index: int,
               evaluation: dict[str, float]) -> None:

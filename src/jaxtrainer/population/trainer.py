@@ -342,7 +342,9 @@ class PopulationTrainer(Trainer):
         """
         super().fit(self.wrap(module), ckpt_path=ckpt_path)
 
-    def evaluate(self, module: PopulationModule, ckpt_path: str | os.PathLike | None = None) -> dict[str, float]:  # type: ignore[override]
+    def evaluate(self, module: PopulationModule, ckpt_path: str | os.PathLike | None = None, *,  # type: ignore[override]
+                 seed: int | None = None) -> dict[str, float]:
         """Run the population module's ``evaluation_step`` on the current state
-        (after ``fit``), a checkpoint, or a fresh ``init_state``."""
-        return super().evaluate(self.wrap(module), ckpt_path=ckpt_path)
+        (after ``fit``), a checkpoint, or a fresh ``init_state`` (``seed``: as
+        :meth:`Trainer.evaluate`)."""
+        return super().evaluate(self.wrap(module), ckpt_path=ckpt_path, seed=seed)

@@ -21,6 +21,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ from jaxtrainer.runtime.signals import exit_at_once
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
+    from jaxtrainer.recipes.resume import Found
     from jaxtrainer.trainer import Trainer
 
 CONFIG_FILE = run_layout.CONFIG_FILE
@@ -68,27 +70,31 @@ class _Command:
     training_started = False
 
 
-_RECIPES: list[tuple[DictConfig, str, Any]] = []  # what :func:`remember` saw, newest last
-_KEPT = 32
+@dataclass(frozen=True)
+class RecipeRun:
+    """One command's run of a recipe, made once by
+    :func:`jaxtrainer.recipes.config.load_run` and handed to what needs it
+    (:func:`jaxtrainer.recipes.config.fit_and_report`).
 
+    Attributes:
+      config: the resolved config (a resume's: the run's saved config with what
+        the command line changed over it).
+      recipe: the recipe's name (``ppo``): the ``recipe:`` key of the run's
+        ``config.yaml``.
+      resume: what the run resumes (:class:`jaxtrainer.recipes.resume.Found`:
+        the checkpoint's step directory, already resolved, and the run's saved
+        config), or ``None`` for a new run.
+    """
 
-def remember(cfg: DictConfig, recipe: str, resume: Any = None) -> None:
-    """Record that ``cfg`` (the object) is the config of recipe ``recipe``,
-    and what it resumes (:class:`jaxtrainer.recipes.resume.Found`, or None)."""
-    _RECIPES[:] = [e for e in _RECIPES if e[0] is not cfg][-(_KEPT - 1):] + [(cfg, recipe, resume)]
+    config: DictConfig
+    recipe: str
+    resume: Found | None = None
 
-
-def recipe_of(cfg: DictConfig) -> str | None:
-    """The recipe name :func:`jaxtrainer.recipes.config.load` recorded for
-    ``cfg`` (the same object), or ``None``."""
-    return next((r for c, r, _ in reversed(_RECIPES) if c is cfg), None)
-
-
-def resume_of(cfg: DictConfig) -> Any:
-    """What :func:`jaxtrainer.recipes.config.load` found ``cfg`` resumes
-    (:class:`jaxtrainer.recipes.resume.Found`), or ``None`` (it resumes
-    nothing, or ``load`` did not make it)."""
-    return next((f for c, _, f in reversed(_RECIPES) if c is cfg), None)
+    @property
+    def ckpt_path(self) -> Path | None:
+        """The step directory to resume (``Trainer.fit`` takes a step directory
+        as it is, with no search), or ``None``."""
+        return None if self.resume is None else self.resume.checkpoint
 
 
 def one_line(error: BaseException) -> str:

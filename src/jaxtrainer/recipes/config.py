@@ -40,8 +40,8 @@ from jaxtrainer.envs.registry import unknown as unknown_env
 from jaxtrainer.formatting import fixed
 from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
-from jaxtrainer.recipes import catalog, command, components, presets, resume, search, sweep
-from jaxtrainer.recipes.command import CONFIG_FILE, RunRecord, cli, recipe_of  # noqa: F401 (re-exported)
+from jaxtrainer.recipes import catalog, components, presets, resume, search, sweep
+from jaxtrainer.recipes.command import CONFIG_FILE, RecipeRun, RunRecord, cli  # noqa: F401 (re-exported)
 from jaxtrainer.rundir import run_layout
 from jaxtrainer.trainer import Trainer
 from jaxtrainer.trainer.budget import Budget
@@ -185,7 +185,14 @@ def _a_file(path: str | os.PathLike) -> str | os.PathLike:
 
 def load(path: str | os.PathLike, overrides: Sequence[str] = (),
          defaults: str | os.PathLike | None = None) -> DictConfig:
-    """Load ``path`` and apply ``overrides`` (``"a.b=value"`` strings).
+    """The config of :func:`load_run` (``load_run(...).config``)."""
+    return load_run(path, overrides, defaults).config
+
+
+def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
+             defaults: str | os.PathLike | None = None) -> RecipeRun:
+    """Load ``path`` and apply ``overrides`` (``"a.b=value"`` strings): the
+    run a recipe command makes once and hands on, its config, recipe and resume.
 
     With ``defaults`` (the recipe's own YAML file) and a different ``path`` (a
     ``--config`` file), ``path`` is merged over ``defaults``: it need only hold
@@ -200,8 +207,11 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
     (:mod:`jaxtrainer.recipes.presets`; :func:`preset_of`).
 
     A top-level ``recipe:`` key (as in a run's ``config.yaml``) is taken out of
-    the config; :func:`recipe_of` returns it (or the stem of ``defaults``, else
-    of ``path``: ``ppo`` for ``recipes/configs/ppo.yaml``).
+    the config into :attr:`RecipeRun.recipe` (else the stem of ``defaults``, or
+    of ``path``: ``ppo`` for ``recipes/configs/ppo.yaml``). With
+    ``trainer.ckpt_path``, the checkpoint is resolved here, once, and the run
+    resumes with its saved config (:mod:`jaxtrainer.recipes.resume`):
+    :attr:`RecipeRun.resume`.
 
     Raises:
       ValueError: an override that is not ``key=value``, or a key (in an
@@ -258,8 +268,7 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
         cfg = resume.resumed(cfg, OmegaConf.merge(from_file, given), setting, found)
     components.check_entries(cfg)
     OmegaConf.set_struct(cfg, True)
-    command.remember(cfg, recipe, found)
-    return cfg
+    return RecipeRun(cfg, recipe, found)
 
 
 def preset_of(recipe: str, path: str | os.PathLike, defaults: str | os.PathLike | None,
@@ -344,15 +353,17 @@ def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
     if sweep.active(cfg) or search.active(cfg):  # the budget is each member's: its Budget says so
         share = search.budget_share(cfg[search.SECTION]) if search.active(cfg) else 1
         kwargs["budget"] = _member_budget(kwargs.pop("max_steps", None),
-                                          kwargs.pop("max_env_steps", None), share)
+                                          kwargs.pop("max_env_steps", None), share,
+                                          search.host_rounds(cfg))
     return _built(Trainer, components.trainer_arguments(cfg, {"resume_hint": RESUME_HINT, **kwargs}))
 
 
-def _member_budget(max_steps: Any, max_env_steps: Any, share: Any) -> Budget:
+def _member_budget(max_steps: Any, max_env_steps: Any, share: Any, rounds: int | None) -> Budget:
     """A sweep's or a search's ``Budget``: each member's, each slot training ``share``
-    of it; a bad value is named by its config key, ``trainer.max_steps=...``."""
+    of it, spent in ``rounds`` (an Optuna search's); a bad value is named by its
+    config key, ``trainer.max_steps=...``."""
     try:
-        return Budget(max_steps, max_env_steps, per_member=True, share=share)
+        return Budget(max_steps, max_env_steps, per_member=True, share=share, rounds=rounds)
     except ValueError as e:
         raise ValueError(f"trainer.{e}") from None
 
@@ -390,15 +401,15 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | 
 
     ``-h``/``--help`` prints every key of the config with its value and a
     one-line doc (:func:`jaxtrainer.recipes.usage.help_text`; the classes that
-    document the recipe's own sections are looked up among the names of the
-    calling function and its module, then in :mod:`jaxtrainer.algorithms`);
-    ``--print-config`` prints the resolved config (after ``--config`` and the
-    overrides) as YAML with ``recipe: <name>`` first (what the run's
-    ``config.yaml`` will hold). Both exit with status 0. ``about`` is the
-    recipe's description in ``--help`` (default: the calling script's
-    docstring) and ``prog`` its command (default ``sys.argv[0]``); ``classes()``
-    gives the classes that document the recipe's sections, looked at first
-    (called only for ``--help``).
+    document the recipe's own sections are ``classes()``, then those of
+    :mod:`jaxtrainer.algorithms`); ``--print-config`` prints the resolved
+    config (after ``--config`` and the overrides) as YAML with ``recipe:
+    <name>`` first (what the run's ``config.yaml`` will hold). Both exit with
+    status 0. ``about`` is the recipe's description in ``--help`` (default: the
+    docstring of the script run as ``__main__`` where it is named after the
+    recipe, ``recipes/ppo.py`` for ``ppo``) and ``prog`` its command (default
+    ``sys.argv[0]``); ``classes()`` gives the classes that document the
+    recipe's sections, looked at first (called only for ``--help``).
 
     Raises:
       ValueError: ``--config`` without a path, or given twice; with ``--help``
@@ -412,25 +423,23 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | 
     if wants:
         from jaxtrainer.recipes import usage
 
-        cfg = load(path, rest, defaults=default)
-        chosen = None if ckpt_path(cfg) else preset_of(recipe_of(cfg), path, default,
+        run = load_run(path, rest, defaults=default)
+        cfg = run.config
+        chosen = None if ckpt_path(cfg) else preset_of(run.recipe, path, default,
                                                        cfg.env.get("name"))
         if any(a in ("-h", "--help") for a in wants):
-            caller = inspect.currentframe().f_back  # the recipe script that called load_cli
             main = sys.modules.get("__main__")
-            if about is None:
-                about = main.__doc__ if Path(getattr(main, "__file__", "") or "").stem == \
-                    recipe_of(cfg) else caller.f_globals.get("__doc__")
+            if about is None and Path(getattr(main, "__file__", "") or "").stem == run.recipe:
+                about = main.__doc__
             sources = [default] + ([path] if os.path.realpath(path) != os.path.realpath(default) else [])
             prog = prog or (sys.argv[0] if main is not None else "recipe")
             print(usage.help_text(cfg, prog, sources,
-                                  usage.candidate_classes([{c.__name__: c for c in classes()},
-                                                          caller.f_locals, caller.f_globals]),
+                                  usage.candidate_classes([{c.__name__: c for c in classes()}]),
                                   about, preset=chosen), end="")
         else:
             if chosen is not None:
                 print(f"# {chosen.describe()}")
-            print(usage.config_text(cfg, recipe_of(cfg)), end="")
+            print(usage.config_text(cfg, run.recipe), end="")
         sys.stdout.flush()
         raise SystemExit(0)
     return path, rest
@@ -501,9 +510,9 @@ def make_env(cfg: DictConfig) -> envs.Env:
                         f"environment {name!r} ({e})") from e
 
 
-def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[str, float]:
-    """Train ``module`` (from ``trainer.ckpt_path`` when the config sets one),
-    evaluate it once and print (process 0) the recipes' last line,
+def fit_and_report(trainer: Trainer, module: Module, run: RecipeRun) -> dict[str, float]:
+    """Train ``module`` (from the checkpoint ``run`` resumes, resolved by
+    :func:`load_run`), evaluate it once and print (process 0) the recipes' last line,
     ``eval/episode_return=<value with 2 decimals> run_dir=<trainer.log_dir>``,
     whatever the run (a sweep's or search's line before it says what the value
     averages: ``jaxtrainer: eval/episode_return on the next line (mean over 4
@@ -511,7 +520,7 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
 
     ``trainer`` is a :class:`Trainer` or a :class:`~jaxtrainer.PopulationTrainer`.
     During ``fit`` a :class:`~jaxtrainer.recipes.command.RunRecord` writes
-    ``<run_dir>/config.yaml`` (:data:`CONFIG_FILE`: ``cfg`` resolved, plus
+    ``<run_dir>/config.yaml`` (:data:`CONFIG_FILE`: ``run.config`` resolved, plus
     ``recipe:``; a resume keeps the run's) and runs the evaluation at the last
     step while the loggers are open, so ``metrics.csv`` and TensorBoard hold it
     at that step. A resume whose checkpoint already spent the budget evaluates
@@ -524,21 +533,21 @@ def fit_and_report(trainer: Trainer, module: Module, cfg: DictConfig) -> dict[st
     Raises:
       KeyError: the evaluation has no ``eval/episode_return`` (raised after
         training and evaluating; the message lists the metrics it has).
-      FileNotFoundError: ``trainer.ckpt_path`` names no checkpoint (from
+      FileNotFoundError: the checkpoint ``run`` resumes is gone (from
         :meth:`Trainer.fit`, as do the module's size checks' ``ValueError``).
     """
-    sweep.before_fit(trainer, module, recipe_of(cfg))  # a Sweep: budget per member, summary
+    cfg, found = run.config, run.resume
+    sweep.before_fit(trainer, module, run.recipe)  # a Sweep: budget per member, summary
     search.before_fit(trainer, module, cfg)  # a Search: budget per member, search.csv
-    found = command.resume_of(cfg) or resume.find(cfg)  # looked up by load, else here
     changed = resume.hyperparameter_changes(cfg, found)  # confirmed changes of a resumed run
     if changed:
         trainer.add_callback(resume.ApplyHyperparameters(changed))
-    record = RunRecord(cfg, recipe_of(cfg), found.saved if found is not None else None)
+    record = RunRecord(cfg, run.recipe, found.saved if found is not None else None)
     trainer.add_callback(record)
     try:
-        trainer.fit(module, ckpt_path=found.checkpoint if found is not None else None)
+        trainer.fit(module, ckpt_path=run.ckpt_path)
     finally:
-        trainer.callbacks.remove(record)
+        trainer.remove_callback(record)
     result = record.evaluated_at(trainer.global_step) or trainer.evaluate(module)
     if "eval/episode_return" not in result:
         raise KeyError(f"the evaluation of {type(module).__name__} has no eval/episode_return; "

@@ -30,7 +30,7 @@ import jax
 from omegaconf import DictConfig, OmegaConf
 
 from jaxtrainer.callbacks.base import Callback
-from jaxtrainer.checkpoint.resolve import Resolved, run_dir_of
+from jaxtrainer.checkpoint.resolve import run_dir_of
 from jaxtrainer.rundir import run_kind, runs
 from jaxtrainer.trainer.connectors import checkpoint_connector
 
@@ -84,14 +84,15 @@ class Found:
     """What a resume of a recipe run resumes, found once per command.
 
     Attributes:
-      checkpoint: the step directory, resolved (``Trainer.fit`` takes it
-        without searching again).
+      checkpoint: the step directory ``trainer.ckpt_path`` names, resolved
+        (``last`` and ``best`` chosen here): a path that ``Trainer.fit``
+        resolves to itself.
       saved: the config the run saved (its ``recipe:`` key dropped), or None
         for a run without a ``config.yaml``.
       file: that ``config.yaml``'s path (``""`` without one).
     """
 
-    checkpoint: Resolved
+    checkpoint: Path
     saved: DictConfig | None
     file: str
 
@@ -121,7 +122,7 @@ def find(cfg: DictConfig) -> Found | None:
     else:  # a path, not last or best: no run was looked at
         text = file.read_text() if file.is_file() else None
     if text is None:
-        return Found(Resolved(step_dir), None, "")
+        return Found(step_dir, None, "")
     saved = OmegaConf.create(text)
     if file.parent not in read:  # a path: say it is another recipe's before its config is merged
         other = run_kind.other_recipe(OmegaConf.to_container(saved, resolve=True),
@@ -130,7 +131,7 @@ def find(cfg: DictConfig) -> Found | None:
             raise ValueError(f"trainer.ckpt_path={path}: this command cannot resume that run: "
                              f"{other} ({file})")
     saved.pop("recipe", None)
-    return Found(Resolved(step_dir), saved, str(file))
+    return Found(step_dir, saved, str(file))
 
 
 def _same(key: str, saved: Any, given: Any) -> bool:
@@ -159,8 +160,8 @@ def resumed(cfg: DictConfig, given: DictConfig, setting: str | None,
     saved, file, step_dir = found.saved, found.file, str(found.checkpoint)
     struct = OmegaConf.is_struct(cfg)
     out = OmegaConf.merge(cfg, saved, given)  # the saved settings, then what was given
-    if str(cfg.trainer.ckpt_path) in checkpoint_connector.NAMES:
-        out.trainer.ckpt_path = step_dir  # the run chosen here is the one the Trainer resumes
+    if str(cfg.trainer.ckpt_path) in checkpoint_connector.NAMES:  # the run chosen here is resumed
+        OmegaConf.update(out, "trainer.ckpt_path", step_dir)
     OmegaConf.set_struct(out, struct)
     changes = [(key, _get(saved, key), _get(out, key)) for key in _leaves(given)
                if key != "trainer.ckpt_path" and _get(saved, key) is not _UNSET
@@ -193,8 +194,7 @@ class ApplyHyperparameters(Callback):
         self.values = dict(values)
 
     def on_load_checkpoint(self, trainer: Any, module: Any, checkpoint: Any) -> None:
-        state = trainer.peek_state()
-        held = getattr(state, "hyperparams", None)
+        held = getattr(trainer.peek_state(), "hyperparams", None)
         names = set(module.TUNABLE) & set(self.values)
         if not isinstance(held, dict) or not names:
             return
@@ -203,7 +203,7 @@ class ApplyHyperparameters(Callback):
             old = held[name]
             new[name] = jax.device_put(jax.numpy.asarray(self.values[name], old.dtype),
                                        old.sharding)
-        trainer.state = state.replace(hyperparams=new)
+        trainer.update_state(lambda state: state.replace(hyperparams=new))
 
 
 def hyperparameter_changes(cfg: DictConfig, found: Found | None) -> dict[str, float]:

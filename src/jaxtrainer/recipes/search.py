@@ -124,6 +124,19 @@ def budget_share(node: Any) -> Fraction:
     return min(Fraction(1), Fraction(runs, members))
 
 
+def host_rounds(cfg: DictConfig) -> int | None:
+    """The rounds (``search.rounds``) at whose ends an Optuna search's host tells
+    the results and asks for the next trials, for the Trainer's ``Budget``: each
+    round ends on a log boundary. ``None``: another method, or a bad
+    ``search.rounds`` (:class:`~jaxtrainer.population.Search` names it)."""
+    node = cfg[SECTION]
+    rounds = node.get("rounds", 1)
+    if node.get("method") != "optuna" or isinstance(rounds, bool) or not isinstance(rounds, int) \
+            or rounds < 1:
+        return None
+    return rounds
+
+
 def _member_steps(cfg: DictConfig, env_steps_per_step: int) -> int | None:
     """Each member slot's budget in training steps, from the ``trainer:``
     section and its :func:`budget_share`."""
@@ -257,10 +270,8 @@ def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None
     one line when below a whole run; a :class:`~jaxtrainer.population.search_report.SearchReport`
     is added unless one is there; for ``search.method=optuna``, an
     :class:`~jaxtrainer.population.optuna_search.OptunaSearch` (``cfg``'s
-    sampler and storage, seeded with ``trainer.seed``) and a log interval that
-    divides a round (the greatest common divisor of the two)."""
-    import math
-
+    sampler and storage, seeded with ``trainer.seed``); its rounds end on log
+    boundaries by the Trainer's budget (:func:`host_rounds`)."""
     import jax
 
     from jaxtrainer.population.optuna_search import OptunaSearch
@@ -284,9 +295,6 @@ def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None
         node = cfg[SECTION] if cfg is not None else {}
         trainer.add_callback(OptunaSearch(node.get("sampler") or "tpe", node.get("storage"),
                                           seed=module.seed))
-        steps = total.in_steps(int(module.env_steps_per_step), type(module).__name__)
-        trainer.log_every_n_steps = math.gcd(trainer.log_every_n_steps,
-                                             max(steps // module.rounds, 1))
 
 
 def final_note(module: Any) -> str:

@@ -12,9 +12,15 @@ turns it into training steps for a module.
 from __future__ import annotations
 
 import dataclasses
+import math
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from jaxtrainer import arguments
+from jaxtrainer.module import counted_members
+
+if TYPE_CHECKING:
+    from jaxtrainer.module import Module
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,16 +34,22 @@ class Budget:
         than the whole run's.
       share: the fraction of a member's budget each member slot trains, in
         ``(0, 1]`` (a search's ``search.runs`` over its slots; 1 otherwise).
+      rounds: the rounds the training steps are spent in (``steps // rounds``
+        each), where the host acts at each round's end (an Optuna search tells
+        the results and asks for the next trials): each round ends on a log
+        boundary (:meth:`log_interval`). ``None``: no rounds.
 
     Raises:
-      ValueError: a budget that is not a positive int (or None), or a share
-        outside ``(0, 1]``, naming the value.
+      ValueError: a budget that is not a positive int (or None), a share
+        outside ``(0, 1]``, or rounds that are not a positive int or None, naming
+        the value.
     """
 
     max_steps: int | None = None
     max_env_steps: int | None = None
     per_member: bool = False
     share: Fraction | float = 1
+    rounds: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "max_steps", arguments.positive_int("max_steps", self.max_steps))
@@ -46,6 +58,7 @@ class Budget:
         if isinstance(self.share, bool) or not isinstance(self.share, int | float | Fraction) \
                 or not 0 < self.share <= 1:
             raise ValueError(f"share={self.share!r}: expected a number in (0, 1]")
+        object.__setattr__(self, "rounds", arguments.positive_int("rounds", self.rounds))
 
     @property
     def is_set(self) -> bool:
@@ -61,7 +74,23 @@ class Budget:
         steps = None if self.max_steps is None else max(int(self.max_steps * self.share), 1)
         env = None if self.max_env_steps is None else \
             int(self.max_env_steps * self.share) * (members if self.per_member else 1)
-        return Budget(steps, env)
+        return Budget(steps, env, rounds=self.rounds)
+
+    def steps_of(self, module: Module) -> int:
+        """The training steps ``module`` runs: the whole program's budget
+        (:meth:`total` over its counted members,
+        :func:`jaxtrainer.module.counted_members`) :meth:`in_steps` of its
+        ``env_steps_per_step`` (ValueError as there)."""
+        return self.total(counted_members(module)).in_steps(int(module.env_steps_per_step),
+                                                            type(module).__name__)
+
+    def log_interval(self, log_every_n_steps: int, steps: int) -> int:
+        """The log interval of a run of ``steps`` training steps: ``log_every_n_steps``,
+        or with :attr:`rounds` its greatest common divisor with a round
+        (``steps // rounds``, at least 1), so that every round ends on a log boundary."""
+        if self.rounds is None:
+            return log_every_n_steps
+        return math.gcd(log_every_n_steps, max(steps // self.rounds, 1))
 
     def in_steps(self, env_steps_per_step: int, module_name: str = "the module") -> int:
         """Training steps: ``max_steps``, or the whole training steps that fit in

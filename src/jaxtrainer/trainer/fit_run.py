@@ -111,10 +111,11 @@ def fail(trainer: Trainer, module: Module, exc: BaseException) -> ProcessLost | 
     return lost_process.lost_process(trainer, exc, fit_loop.checkpoint_paths(trainer))
 
 
-def evaluate(trainer: Trainer, module: Module) -> dict[str, float]:
+def evaluate(trainer: Trainer, module: Module, seed: int | None = None) -> dict[str, float]:
     """Run ``module.evaluation_step`` once on the current state with the key
     of (seed, step), report the metrics to ``on_evaluation_end`` and return
-    them (Python floats, plus ``step`` and ``env_steps``).
+    them (Python floats, plus ``step`` and ``env_steps``). ``seed``: the key
+    folded from ``key(seed)`` instead of the run's root key (``None``: the run's).
 
     Raises:
       ValueError: ``module`` has no ``evaluation_step``.
@@ -122,7 +123,8 @@ def evaluate(trainer: Trainer, module: Module) -> dict[str, float]:
     if not module.has_evaluation():
         raise ValueError(f"{type(module).__name__} has no evaluation_step: define it to "
                          "evaluate (Trainer.evaluate, eval_every_n_steps)")
-    key = keys.sub_key(keys.stream_key(trainer.root_key, keys.EVAL_STREAM), trainer.global_step)
+    root = trainer.root_key if seed is None else trainer.strategy.to_global(keys.root_key(seed))
+    key = keys.sub_key(keys.stream_key(root, keys.EVAL_STREAM), trainer.global_step)
     state = trainer.peek_state()
     program = trainer.programs.evaluation(module, state, key)
     trainer.rendezvous("evaluation")  # the processes enter its collectives together

@@ -32,9 +32,12 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
-def require_budget(trainer: Trainer) -> None:
-    """Raises ValueError when ``trainer`` has neither ``max_steps`` nor
-    ``max_env_steps`` (``fit`` needs one; such a trainer can only evaluate)."""
+def check_fit(trainer: Trainer, module: Module) -> None:
+    """Refuse a ``fit`` that cannot start: TypeError for a ``module`` that is not a
+    :class:`~jaxtrainer.Module`; ValueError when ``trainer`` has neither ``max_steps``
+    nor ``max_env_steps`` (``fit`` needs one; such a trainer can only evaluate)."""
+    if not isinstance(module, Module):
+        raise TypeError(f"fit expects a jaxtrainer.Module, got {type(module).__name__}")
     if not trainer.has_budget:
         raise ValueError(f"{type(trainer).__name__}.fit needs a training budget: this trainer was "
                          "built with max_steps=None and max_env_steps=None; set max_steps or "

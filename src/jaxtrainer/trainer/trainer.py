@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,6 @@ import jax
 import jax.numpy as jnp
 
 from jaxtrainer import arguments
-from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
@@ -94,6 +94,14 @@ def _budget(budget: Budget | None, max_steps: int | None, max_env_steps: int | N
         raise ValueError(f"budget={budget!r}: expected a jaxtrainer.trainer.budget.Budget, "
                          "given instead of max_steps and max_env_steps")
     return budget
+
+
+def _recorded(strategy: str | Strategy, devices: Any, budget: Budget, **given: Any) -> dict[str, Any]:
+    """``Trainer.config``: the arguments a Trainer records (the loggers' hyperparameters),
+    the strategy by name and the budget as ``max_steps`` and ``max_env_steps``."""
+    return dict(strategy=strategy if isinstance(strategy, str) else type(strategy).__name__,
+                devices=str(devices), max_steps=budget.max_steps,
+                max_env_steps=budget.max_env_steps, **given)
 
 
 def call_hooks(trainer: Trainer, hook: str, module: Module, args: tuple) -> None:
@@ -242,11 +250,9 @@ class Trainer:
             arguments.flag("enable_progress_bar", enable_progress_bar))
         self.strategy = resolve(strategy, devices, jit=self.jit)
         self.compilation_cache_dir = compilation_cache_lib.enable(compilation_cache)
-        self.config = dict(strategy=strategy if isinstance(strategy, str) else type(strategy).__name__,
-                           devices=str(devices), max_steps=self.budget.max_steps,
-                           max_env_steps=self.budget.max_env_steps,
-                           log_every_n_steps=log_every_n_steps, eval_every_n_steps=eval_every_n_steps,
-                           seed=seed, jit=self.jit, sync_every_n_seconds=sync_every_n_seconds)
+        self.config = _recorded(strategy, devices, self.budget, log_every_n_steps=log_every_n_steps,
+                                eval_every_n_steps=eval_every_n_steps, seed=seed, jit=self.jit,
+                                sync_every_n_seconds=sync_every_n_seconds)
         self.programs = Programs(self.strategy)
         self.planner = IntervalPlanner(1, self.log_every_n_steps)
         self._state: Any = None
@@ -308,10 +314,6 @@ class Trainer:
         """Compile times of the training and evaluation programs (seconds)."""
         return self.programs.compile_seconds
 
-    def hparams(self, module: Module) -> dict[str, Any]:
-        return {"trainer": {**self.config, "num_devices": self.num_devices},
-                "module": {"class": type(module).__name__, **module.hparams()}}
-
     def wait_for_compilation(self) -> None:
         """Block until programs compiling in the background are ready (e.g. in
         ``on_train_start``, to time training without a concurrent compile)."""
@@ -355,6 +357,16 @@ class Trainer:
         at = sum(int(getattr(cb, "order", 0)) <= order for cb in self.callbacks)
         self.callbacks.insert(at, callback)
 
+    def remove_callback(self, callback: Callback) -> None:
+        """Take ``callback`` out of :attr:`callbacks` (ValueError: it is not there)."""
+        self.callbacks.remove(callback)
+
+    def update_state(self, fn: Callable[[Any], Any]) -> None:
+        """Replace the state with ``fn(state)`` (read without a copy, :meth:`peek_state`), e.g.
+        a hook writing new hyperparameters: ``trainer.update_state(lambda s: s.replace(
+        hyperparams=new))``; ``fn`` keeps the tree's structure, shapes and shardings."""
+        self.state = fn(self._state)
+
     def prepare(self, module: Module) -> None:
         """Set up the devices, the budget (``max_steps``) and run the module's
         checks (``validate``) for ``module``, before anything compiles (``fit`` and
@@ -365,16 +377,14 @@ class Trainer:
         self._module = module
         self.strategy.setup()
         self.env_steps_per_step = int(module.env_steps_per_step)
+        self.max_steps = self.budget.steps_of(module) if self.has_budget else 0
         if self.has_budget:
-            self.max_steps = self.budget.total(counted_members(module)).in_steps(
-                self.env_steps_per_step, type(module).__name__)
             module.configure_budget(self.max_steps)
-        else:
-            self.max_steps = 0
         module.validate(self.num_devices)
-        self.planner = IntervalPlanner(
-            self.max_steps, self.log_every_n_steps, self.eval_every_n_steps,
-            self.sync_every_n_seconds, fuse=self.strategy.jit, max_intervals=MAX_INTERVALS_PER_CALL)
+        self.planner = IntervalPlanner(  # a budget spent in rounds: each ends on a log boundary
+            self.max_steps, self.budget.log_interval(self.log_every_n_steps, self.max_steps),
+            self.eval_every_n_steps, self.sync_every_n_seconds, fuse=self.strategy.jit,
+            max_intervals=MAX_INTERVALS_PER_CALL)
 
     def restore_checkpoint(self, module: Module, path: Path, abstract_state: Any = None) -> dict[str, Any]:
         """Load the checkpoint step directory ``path`` (state, root key, counters,
@@ -396,10 +406,7 @@ class Trainer:
           TypeError: a plain orbax manager with several processes.
           RuntimeError: on every process but 0, when writing failed on process 0.
         """
-        meta = checkpoint_connector.meta(self)
-        self.call_hook("on_save_checkpoint", self._module, meta)
-        ckpt.save(manager, self.global_step, {"module": self._state, "rng": self.root_key}, meta,
-                  metrics=metrics)
+        checkpoint_connector.save(self, self._module, manager, metrics)
 
     # ------------------------------------------------------------------- fit
     def fit(self, module: Module, ckpt_path: str | os.PathLike | None = None) -> None:
@@ -444,9 +451,7 @@ class Trainer:
           jaxtrainer.runtime.lost_process.ProcessLost: another process of the run died.
           FileNotFoundError: ``ckpt_path`` names no checkpoint.
         """
-        if not isinstance(module, Module):
-            raise TypeError(f"fit expects a jaxtrainer.Module, got {type(module).__name__}")
-        fit_setup.require_budget(self)
+        fit_setup.check_fit(self, module)
         self.prepare(module)
         fit_setup.check_callbacks(self, module)
         resume, step = fit_setup.resolve_resume(self, module, ckpt_path)
@@ -490,9 +495,11 @@ class Trainer:
         """
         return fit_run.evaluate(self, module)
 
-    def evaluate(self, module: Module, ckpt_path: str | os.PathLike | None = None) -> dict[str, float]:
+    def evaluate(self, module: Module, ckpt_path: str | os.PathLike | None = None, *,
+                 seed: int | None = None) -> dict[str, float]:
         """Run ``module.evaluation_step`` once on the current state (after
-        ``fit``), the checkpoint at ``ckpt_path``, or a fresh ``init_state``.
+        ``fit``), the checkpoint at ``ckpt_path``, or a fresh ``init_state``; with
+        ``seed``, its keys drawn from ``key(seed)`` instead of the run's root key.
 
         Needs no budget: ``Trainer().evaluate(module, ckpt_path=...)`` evaluates
         a saved run. ``ckpt_path`` takes what :meth:`fit` takes (``"last"``,
@@ -504,8 +511,9 @@ class Trainer:
 
         Raises:
           FileNotFoundError: ``ckpt_path`` names no checkpoint.
-          ValueError: ``ckpt_path="best"`` where no best checkpoint was recorded.
+          ValueError: ``ckpt_path="best"`` where no best was recorded, or a non-int ``seed``.
         """
+        seed = None if seed is None else arguments.integer("seed", seed)  # before anything runs
         self.prepare(module)
         if ckpt_path is not None:
             self.restore_checkpoint(module, fit_setup.checkpoint_of(self, module, ckpt_path))
@@ -513,4 +521,4 @@ class Trainer:
             fit_run.init_state(self, module)
         else:
             self._state = fit_setup.adopt(self, module, self._state)
-        return self.run_evaluation(module)
+        return fit_run.evaluate(self, module, seed)

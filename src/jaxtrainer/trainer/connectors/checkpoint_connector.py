@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
+from jaxtrainer.arguments import expand_path
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint import files as ckpt
-from jaxtrainer.checkpoint.resolve import NAMES, Accept, Resolved, resolve
+from jaxtrainer.checkpoint.resolve import NAMES, Accept, resolve
 from jaxtrainer.distributed import keys
 from jaxtrainer.module import members_of
 
@@ -44,6 +45,15 @@ def meta(trainer: Trainer) -> dict[str, Any]:
             "callbacks": {cb.state_key: cb.state_dict() for cb in trainer.callbacks},
             # hook calls of this step that an exception kept from some callbacks
             "unfinished_hooks": list(trainer.unfinished_hooks.cut)}
+
+
+def save(trainer: Trainer, module: Module, manager: Any, metrics: dict[str, float] | None) -> None:
+    """``Trainer.save_checkpoint``: ``trainer``'s state, root key, counters and
+    callback states (after their ``on_save_checkpoint``) written with ``manager``."""
+    written = meta(trainer)
+    trainer.call_hook("on_save_checkpoint", module, written)
+    ckpt.save(manager, trainer.global_step, {"module": trainer.peek_state(), "rng": trainer.root_key},
+              written, metrics=metrics)
 
 
 def _has_state(callback: Callback) -> bool:
@@ -261,9 +271,9 @@ def resolve_ckpt_path(ckpt_path: str | os.PathLike, root: str | os.PathLike,
 
     ``"last"`` and ``"best"`` name the newest checkpoint of the newest run under
     ``root`` (a ``default_root_dir``, or one run directory) and its recorded
-    best; a :class:`~jaxtrainer.checkpoint.resolve.Resolved` is the step
-    directory it holds, taken without a search; anything else is a path (a run,
-    checkpoints or step directory), as :func:`jaxtrainer.checkpoint.resolve` takes them.
+    best; a step directory is taken as it is, with no search (the recipes pass
+    the one they resolved); anything else is a path (a run or checkpoints
+    directory), as :func:`jaxtrainer.checkpoint.resolve` takes them.
 
     With ``strategy`` and several processes, process 0 resolves it and every
     process uses that path, which must be visible on each of them (a shared
@@ -280,10 +290,11 @@ def resolve_ckpt_path(ckpt_path: str | os.PathLike, root: str | os.PathLike,
     prefix = f"ckpt_path={name!r}: "
 
     def here() -> Path:
-        if isinstance(ckpt_path, Resolved):  # chosen by an earlier resolve: not searched again
-            return ckpt_path.path
         if name in NAMES:
             return resolve(root, name, across_runs=True, prefix=prefix, accept=accept)
+        given = Path(expand_path(name))
+        if (given / ckpt.META).exists():  # a step directory: itself
+            return given
         return resolve(ckpt_path, prefix=prefix)
 
     if strategy is None or strategy.process_count <= 1:
