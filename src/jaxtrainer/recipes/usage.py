@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from jaxtrainer import aliases
 from jaxtrainer.recipes import components
 from jaxtrainer.recipes.command import TRACEBACK_VARIABLE
 
@@ -365,8 +366,8 @@ class _Candidates:
 
         for pool in namespaces:
             yield from (v for v in list(pool.values()) if isinstance(v, type))
-        moved = getattr(algorithms, "MOVED", {})  # deprecated aliases: looked up where they live
-        for name in getattr(algorithms, "__all__", []):
+        moved = aliases.names_of(algorithms.__name__)  # moved names: looked up where they live
+        for name in algorithms.__all__:
             if name not in moved:
                 yield getattr(algorithms, name)
 
