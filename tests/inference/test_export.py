@@ -198,10 +198,10 @@ def test_a_member_outside_the_population_is_refused_before_anything_is_restored(
 def test_bad_arguments_are_one_line_before_anything_is_restored(tmp_path, capsys):
     run = tmp_path / "empty_run"
     run.mkdir()
-    assert export_cli.main([str(run), "-o", str(tmp_path / "missing" / "p.onnx")]) == 2
+    assert export_cli.main([str(run), "-o", str(tmp_path / "missing" / "p.stablehlo")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("jaxtrainer export: error: could not write the exported policy ") \
-        and err.endswith("missing/p.onnx: directory " + str(tmp_path / "missing") + " does not exist\n")
+        and err.endswith("missing/p.stablehlo: directory " + str(tmp_path / "missing") + " does not exist\n")
     assert export_cli.main([str(run), "-o", str(tmp_path / "p.stablehlo")]) == 2
     assert capsys.readouterr().err.startswith(f"jaxtrainer export: error: no checkpoint in {run}")
     assert export_cli.main([str(run), "-o", str(tmp_path / "p.bin")]) == 2
