@@ -179,6 +179,17 @@ def test_the_model_card_names_the_spaces_the_run_and_its_return(runs, tmp_path):
     assert jt.load_policy(runs["gru"]).member == 0  # a sweep's default member
 
 
+def test_a_policy_built_by_hand_exports_through_export_policy_without_a_run(tmp_path):
+    act = jt.load_policy(RELEASE_PPO)
+    bare = jt.Policy(act.spec, act.params)
+    with pytest.raises(TypeError, match="Policy built without an exporter: pass exporter="):
+        bare.export(tmp_path / "bare.stablehlo")
+    assert export.export_policy(bare, tmp_path / "bare.stablehlo") == tmp_path / "bare.stablehlo"
+    card = json.loads((tmp_path / "bare.stablehlo.json").read_text())
+    assert card["run_dir"] is card["algorithm"] is card["return"] is card["checkpoint"] is None
+    assert card["env"] == "CartPole-v1" and card["global_step"] == 0
+
+
 @pytest.mark.slow
 def test_a_member_outside_the_population_is_refused_before_anything_is_restored(
         runs, tmp_path, monkeypatch, capsys):
