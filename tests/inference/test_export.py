@@ -173,6 +173,7 @@ def test_the_model_card_names_the_spaces_the_run_and_its_return(runs, tmp_path):
                                    "low": [-2.0], "high": [2.0]}
     assert sac["return"]["metric"] == "eval/episode_return" and sac["return"]["step"] == 4
     assert gru["member"] == 1 and gru["recurrent"] is True
+    assert gru["return"]["metric"] == "member/1/eval/episode_return"  # the member's own
     assert gru["inputs"][1:] == [{"name": "carry_0", "shape": ["batch", 8], "dtype": "float32"}]
     assert gru["outputs"][1:] == [{"name": "next_carry_0", "shape": ["batch", 8],
                                    "dtype": "float32"}]
