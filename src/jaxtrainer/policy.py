@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
@@ -201,6 +202,9 @@ class Policy:
       stochastic: whether ``key`` samples.
       checkpoint: the step directory it was loaded from.
       global_step, env_steps: the checkpoint's counters.
+      member: the population member it is (PBT, sweeps, searches); ``None`` for one agent.
+      exporter: what :meth:`export` calls, ``exporter(policy, file, format) -> path``
+        (:func:`jaxtrainer.inference.export.export_policy` for a loaded policy).
 
     Raises (from ``act``):
       ValueError: an observation whose shape is neither ``observation_shape``
@@ -208,8 +212,11 @@ class Policy:
     """
 
     def __init__(self, spec: PolicySpec, params: Any, checkpoint: str | os.PathLike | None = None,
-                 global_step: int = 0, env_steps: int = 0) -> None:
+                 global_step: int = 0, env_steps: int = 0, member: int | None = None,
+                 exporter: Callable[[Policy, str | os.PathLike, str], Path] | None = None) -> None:
         self.env = spec.env
+        self.member = member
+        self.exporter = exporter
         self.params = params
         self.stochastic = spec.sample is not None
         self.checkpoint = None if checkpoint is None else os.fspath(checkpoint)
@@ -237,6 +244,29 @@ class Policy:
         else:
             actions = self._sample(self.params, batch, key)
         return actions if batched else actions[0]
+
+    def export(self, file: str | os.PathLike, format: str = "stablehlo") -> Path:
+        """Write the greedy policy (what ``act(obs)`` runs: observation
+        normalisation, the network, the argmax, squash or clip) as a file that
+        runs without jaxtrainer, and a model card beside it (``<file>.json``).
+
+        ``format``: ``"stablehlo"`` (``jax.export``, serialized; reload it with
+        ``jax.export.deserialize``) or ``"onnx"`` (jax2onnx, the ``jaxtrainer[onnx]``
+        extra). The batch size is dynamic: ``obs[batch, *observation_shape] ->
+        actions[batch, ...]``; a :class:`RecurrentPolicy`'s carry is an input and
+        an output. Returns the file's path. The exporter is the one the policy
+        was built with: :func:`jaxtrainer.load_policy` gives its policies
+        :func:`jaxtrainer.inference.export.export_policy`.
+
+        Raises:
+          ValueError: an unknown ``format``; ImportError: ``"onnx"`` without its
+            converter; StorageError: ``file`` cannot be written (all before any
+            work); TypeError: a policy built without an exporter.
+        """
+        if self.exporter is None:
+            raise TypeError(f"{type(self).__name__} built without an exporter: pass exporter="
+                            "jaxtrainer.inference.export.export_policy, or call it with the policy")
+        return self.exporter(self, file, format)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.env.name!r}, checkpoint={self.checkpoint!r}, "

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from jaxtrainer.commands import eval_cli, eval_run, render
-from jaxtrainer.rundir.storage import StorageError
+from jaxtrainer.rundir.storage import StorageError, check_writable
 from jaxtrainer.runtime import signals
 from jaxtrainer.trainer import compile_ahead
 
@@ -25,12 +25,12 @@ def test_a_video_in_a_missing_or_non_directory_is_refused_before_anything_runs(t
     afile = tmp_path / "afile"
     afile.write_text("x")
     with pytest.raises(StorageError, match=r"afile/v\.gif: .*afile is not a directory"):
-        render.check_output_path(afile / "v.gif")
+        check_writable(afile / "v.gif", "the video")
     with pytest.raises(StorageError, match=r"missing/v\.gif: directory .*missing does not exist"):
-        render.check_output_path(tmp_path / "missing" / "v.gif")
+        check_writable(tmp_path / "missing" / "v.gif", "the video")
     with pytest.raises(StorageError, match="it is a directory"):
-        render.check_output_path(tmp_path)
-    render.check_output_path(tmp_path / "v.gif")  # a writable directory: fine
+        check_writable(tmp_path, "the video")
+    check_writable(tmp_path / "v.gif", "the video")  # a writable directory: fine
 
 
 @pytest.mark.timeout(30)

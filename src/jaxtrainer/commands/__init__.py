@@ -7,6 +7,8 @@
 * :mod:`~jaxtrainer.commands.eval_cli` and :mod:`~jaxtrainer.commands.eval_run`:
   ``jaxtrainer eval`` (arguments without JAX, then the evaluation), with
   :mod:`~jaxtrainer.commands.render` for its videos;
+* :mod:`~jaxtrainer.commands.export_cli`: ``jaxtrainer export`` (a saved run's
+  policy as a StableHLO or ONNX file, :mod:`jaxtrainer.inference.export`);
 * :mod:`~jaxtrainer.commands.plot` and :mod:`~jaxtrainer.commands.search_plot`:
   ``jaxtrainer plot``;
 * :mod:`~jaxtrainer.commands.launch`: ``jaxtrainer launch`` (N processes of one

@@ -16,6 +16,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "envs": ("jaxtrainer.commands.envs_cli:main", "the environment names env.name takes (a prefix filters)"),
     "eval": ("jaxtrainer.commands.eval_cli:main", "evaluate a saved run's checkpoint on fresh episodes; "
                                          "--video to watch it"),
+    "export": ("jaxtrainer.commands.export_cli:main", "a saved run's policy as a StableHLO or ONNX "
+                                                      "file, with a model card"),
     "fit": ("jaxtrainer.commands.fit:main", "train a shipped recipe (ppo, sac, openes, ...); "
                                            "--list names them"),
     "launch": ("jaxtrainer.commands.launch:main", "start N processes of one multi-node run on this machine"),

@@ -50,7 +50,7 @@ from jaxtrainer.envs.rendering import (  # noqa: F401 - shared with VideoCallbac
     simulator,
     step_states,
 )
-from jaxtrainer.rundir.storage import StorageError, writing
+from jaxtrainer.rundir.storage import check_writable, writing
 from jaxtrainer.runtime.signals import ACTIVITY, Every
 
 FORMATS = {"gymnax": (".gif", ".mp4"), "brax": (".html", ".gif")}
@@ -87,29 +87,6 @@ def _check_offscreen_gl(path: str | os.PathLike) -> None:
             f"an OpenGL context (MUJOCO_GL={os.environ.get('MUJOCO_GL', '')!r}; egl or osmesa "
             f"headless): {type(error).__name__}: {' '.join(str(error).split())}; write .html "
             "instead (brax's viewer; the browser needs internet access)") from None
-
-
-def check_output_path(path: str | os.PathLike) -> None:
-    """Check, before anything runs, that a file can be written at ``path``:
-    its directory exists, is a directory and is writable, and ``path`` is not
-    a directory.
-
-    Raises:
-      StorageError: one line naming the path and what is wrong.
-    """
-    target = Path(path)
-    directory = target.parent
-    problem = None
-    if target.is_dir():
-        problem = "it is a directory"
-    elif not directory.exists():
-        problem = f"directory {directory} does not exist"
-    elif not directory.is_dir():
-        problem = f"{directory} is not a directory"
-    elif not os.access(directory, os.W_OK | os.X_OK):
-        problem = f"directory {directory} is not writable"
-    if problem is not None:
-        raise StorageError(f"could not write the video {os.fspath(path)}: {problem}", path=path)
 
 
 def temporary_path(path: str | os.PathLike) -> Path:
@@ -329,12 +306,12 @@ def write_video(env: Env, policy_fn: Any, params: Any, key: jax.Array,
 
     Raises:
       ValueError: as :func:`check_video_path`.
-      StorageError: ``path`` cannot be written (:func:`check_output_path`, or
+      StorageError: ``path`` cannot be written (:func:`~jaxtrainer.rundir.storage.check_writable`,
         an OS error while writing: one line naming the path).
     """
     drawn = getattr(env, "unwrapped", env)  # a masked env's states are its base env's
     check_video_path(drawn.name, path)
-    check_output_path(path)
+    check_writable(path, "the video")
     return write_episodes(env, record(env, policy_fn, params, key, num_episodes, initial_carry),
                           path)
 

@@ -26,7 +26,8 @@ import jax
 from omegaconf import DictConfig, OmegaConf
 
 from jaxtrainer.checkpoint.resolve import resolve, run_dir_of
-from jaxtrainer.module import Members, PopulationModule
+from jaxtrainer.inference.export import export_policy
+from jaxtrainer.module import Members, PopulationModule, members_of
 from jaxtrainer.policy import Policy, RecurrentPolicy, params_of
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.rundir import module_record
@@ -252,7 +253,8 @@ def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
         :class:`~jaxtrainer.PopulationModule` with its population size).
       member: for PBT and sweep runs, the member whose policy to load (a
         sweep's member ``i`` is configuration ``i // seeds``, seed
-        ``i % seeds``); default PBT's best member, a sweep's member 0.
+        ``i % seeds``); default PBT's best member, a sweep's member 0 (the
+        policy's ``member`` says which).
 
     Returns:
       A :class:`~jaxtrainer.Policy`: ``act(obs, key=None) -> action``, jitted; see its
@@ -263,12 +265,39 @@ def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
     Raises:
       FileNotFoundError: no checkpoint there, or no ``config.yaml`` and no
         ``module``.
-      ValueError: a bad ``ckpt``, or a checkpoint that does not match the module.
+      ValueError: a bad ``ckpt`` or ``member`` (before anything is loaded), or a
+        checkpoint that does not match the module.
       TypeError: a module that exposes no policy.
     """
-    restored = restore(path, ckpt, module=module, strategy="single", devices=1)
-    trainer = restored.trainer
-    spec, params = params_of(restored.module, trainer.state, member)
+    trainer, module, _, _, step_dir = prepare(path, ckpt, module=module, strategy="single",
+                                              devices=1)
+    population = members_of(module)
+    check_member(module, member)  # before anything is loaded
+    load_into(trainer, module, step_dir)
+    if population is not None and member is None:
+        member = population.default_member(trainer.state)
+    spec, params = params_of(module, trainer.state, member)
     params = jax.device_put(jax.device_get(params))  # on the default device, no sharding ties
     cls = Policy if spec.initial_carry is None else RecurrentPolicy
-    return cls(spec, params, restored.checkpoint, trainer.global_step, trainer.env_steps)
+    return cls(spec, params, step_dir, trainer.global_step, trainer.env_steps, member,
+               exporter=export_policy)
+
+
+def check_member(module: Any, member: int | None) -> None:
+    """Check ``member`` against the population ``module`` is or wraps (PBT, a
+    sweep, a search); ``None`` (its default member) always passes.
+
+    Raises:
+      ValueError: ``member`` is not an index in ``[0, population_size)``, or
+        is given for a module without members (naming it).
+    """
+    if member is None:
+        return
+    population = members_of(module)
+    if population is None:
+        raise ValueError(f"member={member!r}: {type(module).__name__} is one agent, not a "
+                         "population of members (PBT, a sweep or a search)")
+    size = population.population_size
+    if isinstance(member, bool) or not isinstance(member, int) or not 0 <= member < size:
+        raise ValueError(f"member={member!r}: expected an index in [0, {size}) (the run's "
+                         f"{size} members)")

@@ -17,6 +17,7 @@ import csv
 import errno
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 STORAGE_ERRNOS = frozenset(getattr(errno, name) for name in (
     "ENOSPC", "EDQUOT", "EFBIG", "EROFS", "EACCES", "EPERM", "EIO") if hasattr(errno, name))
@@ -73,6 +74,29 @@ def writing(what: str, path: str | os.PathLike) -> Iterator[None]:
         raise
     except OSError as error:
         raise storage_error(what, path, error) from error
+
+
+def check_writable(path: str | os.PathLike, what: str) -> None:
+    """Check, before anything runs, that a file can be written at ``path``: its
+    directory exists, is a directory and is writable, and ``path`` is not a
+    directory (``what``: e.g. ``"the video"``, for the message).
+
+    Raises:
+      StorageError: one line naming what, the path and what is wrong.
+    """
+    target = Path(path)
+    directory = target.parent
+    problem = None
+    if target.is_dir():
+        problem = "it is a directory"
+    elif not directory.exists():
+        problem = f"directory {directory} does not exist"
+    elif not directory.is_dir():
+        problem = f"{directory} is not a directory"
+    elif not os.access(directory, os.W_OK | os.X_OK):
+        problem = f"directory {directory} is not writable"
+    if problem is not None:
+        raise StorageError(f"could not write {what} {os.fspath(path)}: {problem}", path=path)
 
 
 def as_storage_error(error: BaseException) -> StorageError | None:
