@@ -4,6 +4,7 @@ no module reaches into another's private names, and no function is too long to r
 from __future__ import annotations
 
 import ast
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -536,3 +537,41 @@ def test_the_module_probe_check_sees_what_it_must(tmp_path):
                     "        return getattr(self, 'whatever', 0)\n")
     assert sorted(_module_probes(path)) == [(1, "budget_per_member"), (2, "anything"), (3, "x"),
                                            (4, "member_state"), (7, "whatever")]
+
+
+def test_the_public_api_is_the_reviewed_list():
+    """Every public name (a name without a leading underscore in a module whose path
+    has none) with its signature is a line of ``docs/reference/api.txt``, and every line
+    is one: adding, removing or changing a public name is a reviewed change of that
+    file (``python docs/api_list.py --write``)."""
+    spec = importlib.util.spec_from_file_location("api_list", ROOT / "docs" / "api_list.py")
+    api_list = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(api_list)
+    listed = api_list.LIST.read_text().splitlines()
+    listed = [line for line in listed if line and not line.startswith("#")]
+    code = api_list.api()
+    assert not (new := sorted(set(code) - set(listed))), (
+        f"public names not in docs/reference/api.txt (make them private, or review and run "
+        f"python docs/api_list.py --write): {new[:20]}")
+    assert not (gone := sorted(set(listed) - set(code))), (
+        f"docs/reference/api.txt lists what the code no longer has: {gone[:20]}")
+
+
+def test_the_api_list_sees_a_new_public_name(tmp_path, monkeypatch):
+    """A public function planted in a public module is a line the list must hold; the
+    same name with a leading underscore, or in a private module, is none."""
+    spec = importlib.util.spec_from_file_location("api_list", ROOT / "docs" / "api_list.py")
+    api_list = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(api_list)
+    package = tmp_path / "jaxtrainer"
+    (package / "room").mkdir(parents=True)
+    (package / "aliases.py").write_text("ALIASES = {}\n")
+    (package / "room" / "__init__.py").write_text("")
+    (package / "room" / "piece.py").write_text("def helper(x, *, y=1): ...\ndef _own(): ...\n"
+                                               "class Thing:\n    def __init__(self, a): ...\n"
+                                               "    def go(self, b): ...\n")
+    (package / "room" / "_inner.py").write_text("def hidden(): ...\n")
+    monkeypatch.setattr(api_list, "PACKAGE", package)
+    assert api_list.api() == ["jaxtrainer.aliases.ALIASES", "class jaxtrainer.room.piece.Thing(a)",
+                              "  jaxtrainer.room.piece.Thing.go(b)",
+                              "def jaxtrainer.room.piece.helper(x, *, y=1)"]
