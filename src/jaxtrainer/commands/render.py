@@ -50,7 +50,7 @@ from jaxtrainer.envs.rendering import (  # noqa: F401 - shared with VideoCallbac
     simulator,
     step_states,
 )
-from jaxtrainer.rundir.storage import StorageError, writing
+from jaxtrainer.rundir.storage import check_writable, writing
 from jaxtrainer.runtime.signals import ACTIVITY, Every
 
 FORMATS = {"gymnax": (".gif", ".mp4"), "brax": (".html", ".gif")}
@@ -90,26 +90,27 @@ def _check_offscreen_gl(path: str | os.PathLike) -> None:
 
 
 def check_output_path(path: str | os.PathLike) -> None:
-    """Check, before anything runs, that a file can be written at ``path``:
-    its directory exists, is a directory and is writable, and ``path`` is not
-    a directory.
+    """Check, before anything runs, that a video can be written at ``path``:
+    a file name whose suffix is a video format (:data:`FORMATS`), in a
+    directory that exists and takes a new file, not a directory
+    (:func:`jaxtrainer.rundir.storage.check_writable`). Which of the formats
+    an environment is drawn in is :func:`check_video_path`'s.
 
     Raises:
+      ValueError: no file name (``--video ''``) or a suffix of no video format.
       StorageError: one line naming the path and what is wrong.
     """
-    target = Path(path)
-    directory = target.parent
-    problem = None
-    if target.is_dir():
-        problem = "it is a directory"
-    elif not directory.exists():
-        problem = f"directory {directory} does not exist"
-    elif not directory.is_dir():
-        problem = f"{directory} is not a directory"
-    elif not os.access(directory, os.W_OK | os.X_OK):
-        problem = f"directory {directory} is not writable"
-    if problem is not None:
-        raise StorageError(f"could not write the video {os.fspath(path)}: {problem}", path=path)
+    text = os.fspath(path)
+    suffixes = tuple(dict.fromkeys(s for kind in FORMATS.values() for s in kind))
+    named = f"{', '.join(suffixes[:-1])} or {suffixes[-1]}"
+    if not text.strip() or text.endswith(os.sep):
+        raise ValueError(f"--video {text!r}: needs a file name ending in {named} "
+                         f"(e.g. --video cartpole.gif); {_supported()}")
+    suffix = Path(text).suffix
+    if not Path(text).is_dir() and suffix.lower() not in suffixes:
+        raise ValueError(f"--video {text!r}: expected a file name ending in {named}, not "
+                         f"{suffix or 'a name without suffix'!r}; {_supported()}")
+    check_writable(path, "the video", expected=f"a file name ending in {named}")
 
 
 def temporary_path(path: str | os.PathLike) -> Path:
