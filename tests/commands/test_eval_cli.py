@@ -100,7 +100,7 @@ def test_every_recipe_script_builds_its_module_through_the_registry():
         expected = jt.PopulationModule if name in POPULATION_RECIPES else jt.Module
         assert isinstance(module, expected)
         assert policy_spec(module).env.name in ("CartPole-v1", "Pendulum-v1")
-    with pytest.raises(ValueError, match=r"unknown recipe 'ppo2': expected one of a2c, .*ppo"):
+    with pytest.raises(ValueError, match=r"unknown recipe 'ppo2'; did you mean 'ppo'\? expected one of a2c, .*ppo"):
         build_module("ppo2", None)
 
 

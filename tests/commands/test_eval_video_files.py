@@ -4,6 +4,7 @@ whole or not at all, and phase lines while compiling and writing."""
 from __future__ import annotations
 
 import errno
+import re
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,6 +32,38 @@ def test_a_video_in_a_missing_or_non_directory_is_refused_before_anything_runs(t
     with pytest.raises(StorageError, match="it is a directory"):
         check_writable(tmp_path, "the video")
     check_writable(tmp_path / "v.gif", "the video")  # a writable directory: fine
+
+
+@pytest.mark.timeout(60)
+def test_an_unwritable_or_empty_video_path_is_refused_before_the_run_is_read(capsys):
+    """Issue 68, a new user: `jaxtrainer eval RUN --video /proc/x.gif` failed only after
+    ~75 s of recording (root passes os.access on /proc; a file cannot be made there),
+    and `--video ''` said 'it is a directory'. Both are one line, status 2, before the
+    run (here none) is read."""
+    from jaxtrainer.commands import cli
+
+    assert cli.main(["eval", "RUN", "--video", "/proc/x.gif"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and re.fullmatch(
+        r"jaxtrainer eval: error: could not write the video /proc/x\.gif: no file can be created "
+        r"in directory /proc \(\[Errno \d+\] [^)]+\)", err[0]), err
+    assert cli.main(["eval", "RUN", "--video", ""]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["jaxtrainer eval: error: --video '': needs a file name ending in .gif, .mp4 or "
+                   ".html (e.g. --video cartpole.gif); supported: gymnax environments its "
+                   "visualiser draws (e.g. CartPole-v1) as .gif (or .mp4 with ffmpeg installed), "
+                   "brax/<env> as .html or .gif"]
+    assert cli.main(["eval", "RUN", "--video", "x.txt"]) == 2
+    assert "--video 'x.txt': expected a file name ending in .gif, .mp4 or .html, not '.txt'" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.timeout(30)
+def test_a_video_path_that_is_a_directory_says_what_was_expected(tmp_path):
+    with pytest.raises(StorageError, match=rf"could not write the video {re.escape(str(tmp_path))}: "
+                                           r"it is a directory; expected a file name ending in "
+                                           r"\.gif, \.mp4 or \.html$"):
+        render.check_output_path(tmp_path)
 
 
 @pytest.mark.timeout(30)

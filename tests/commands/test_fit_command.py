@@ -56,8 +56,66 @@ def test_an_unknown_recipe_is_one_line_and_status_2():
     names = ", ".join(sorted(catalog.RECIPES))
     assert names.startswith("a2c, c51, cem_rl, cemrl_openes, cma_es, crossq, ddpg, dqn, erl, erl_eda, ")
     assert proc.stderr.strip().splitlines() == [
-        f"jaxtrainer fit: error: unknown recipe 'ppo2': expected one of {names} "
+        f"jaxtrainer fit: error: unknown recipe 'ppo2'; did you mean 'ppo'? expected one of {names} "
         "(jaxtrainer fit --list)"]
+
+
+def test_a_recipe_or_command_in_the_wrong_case_is_suggested(capsys):
+    """Issue 68, a new user: `jaxtrainer fit PPO` suggested nothing; as an unknown
+    strategy is answered, the close name is suggested (ignoring case)."""
+    assert cli.main(["fit", "PPO"]) == 2
+    names = ", ".join(sorted(catalog.RECIPES))
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"jaxtrainer fit: error: unknown recipe 'PPO'; did you mean 'ppo'? expected one of {names} "
+        "(jaxtrainer fit --list)"]
+    assert cli.main(["fit", "zzz"]) == 2  # nothing close: no suggestion
+    assert f"unknown recipe 'zzz': expected one of {names}" in capsys.readouterr().err
+    assert cli.main(["FIT", "ppo"]) == 2
+    assert capsys.readouterr().err == ("jaxtrainer: unknown command 'FIT'; did you mean 'fit'? "
+                                       "choose one of: envs, eval, fit, launch, plot\n")
+
+
+def test_a_config_file_that_is_not_there_says_where_configs_are_looked_up(capsys, monkeypatch,
+                                                                          tmp_path):
+    """Issue 68, a new user: `jaxtrainer fit ppo --config nope.yaml` printed a bare
+    `[Errno 2] No such file or directory`; the line names the file, where it was
+    looked for and the recipe's shipped configs (a close shipped name is suggested)."""
+    monkeypatch.setattr("gc.freeze", lambda: None)  # the command freezes; not in a test process
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        cli.main(["fit", "ppo", "--config", "nope.yaml"])
+    assert done.value.code == 2
+    shipped = ", ".join(sorted(p.name for p in catalog.CONFIGS.glob("ppo*.yaml")))
+    assert shipped.startswith("ppo.yaml, ppo_brax.yaml, ") and "ppo_pendulum.yaml" in shipped
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"jaxtrainer fit ppo: error: --config nope.yaml: no such file ({tmp_path / 'nope.yaml'}); "
+        f"expected a YAML file: a path (relative to {tmp_path}) or the file name of a config "
+        f"shipped with jaxtrainer ({shipped}); jaxtrainer fit ppo --print-config > mine.yaml "
+        "writes one to edit"]
+    with pytest.raises(SystemExit):
+        cli.main(["fit", "ppo", "--config", "ppo_pendlum.yaml"])
+    assert "no such file (" in capsys.readouterr().err.split(
+        "; did you mean ppo_pendulum.yaml? expected a YAML file: ")[0]
+
+
+@pytest.mark.timeout(120)
+def test_the_resume_advice_is_the_command_with_ckpt_path_last_once(monkeypatch, tmp_path):
+    """Issue 68, a new user: after a SIGINT of `jaxtrainer fit ppo trainer.ckpt_path=last`
+    the advice was that command plus trainer.ckpt_path=last, so it read `... ckpt_path=last
+    trainer.ckpt_path=last`. The advice is the command itself, the override in it once."""
+    from jaxtrainer.recipes import config
+    from jaxtrainer.trainer import fit_setup
+    from tests.commands.test_eval_cli import init_only_run
+
+    monkeypatch.chdir(tmp_path)
+    init_only_run(tmp_path / "runs" / "ppo", "ppo", config.load(catalog.config_file("ppo")))
+    built = {}
+    monkeypatch.setattr(config, "fit_and_report", lambda trainer, module, cfg: built.update(
+        trainer=trainer) or {})
+    fit.run(["trainer.ckpt_path=last"], "ppo")
+    advice = fit_setup.resume_hint(built["trainer"], "runs/ppo/version_0/checkpoints/0")
+    assert advice == ("jaxtrainer fit ppo trainer.ckpt_path=last (or "
+                      "trainer.ckpt_path=runs/ppo/version_0/checkpoints/0 in place of last)")
 
 
 def test_print_config_is_a_config_to_start_from(tmp_path, capsys, monkeypatch):

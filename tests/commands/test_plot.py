@@ -209,3 +209,75 @@ def test_runs_of_other_budgets_are_never_one_mean(tmp_path, capsys):
         ("ppo CartPole-v1 (trainer.max_env_steps=1000000)", ["version_1"]),
         ("ppo Acrobot-v1 (module/learning_rate=0.001)", ["version_3"]),
         ("ppo Acrobot-v1 (module/learning_rate=0.003)", ["version_4"])]
+
+
+@pytest.mark.timeout(60)
+def test_a_figure_is_written_in_its_suffixs_format_and_another_suffix_is_refused_first(
+        tmp_path, capsys, monkeypatch):
+    """Issue 68, a new user: `jaxtrainer plot ... -o p.txt` wrote a PNG under a .txt
+    name. Now a suffix matplotlib writes picks the format (.pdf is a PDF); another is
+    one line, status 2, before any run is read (here a folder holding no run)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "not_a_run").mkdir()
+    assert cli.main(["plot", "not_a_run", "-o", "p.txt"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("jaxtrainer plot: -o p.txt: a figure is written in the format its file "
+                          "name ends in: .eps, ") and ".pdf, " in err and ".png, " in err
+    assert err.endswith("; not '.txt' (e.g. -o curves.png)\n")
+    assert sorted(os.listdir(tmp_path)) == ["not_a_run"]
+    _fake_run(str(tmp_path / "runs" / "version_0"), [1, 2, 3])
+    assert cli.main(["plot", "runs", "-o", "p.pdf"]) == 0
+    assert (tmp_path / "p.pdf").read_bytes()[:5] == b"%PDF-"
+    assert cli.main(["plot", "runs", "-o", "runs"]) == 2
+    assert capsys.readouterr().err.endswith(
+        "-o runs: it is a directory; expected a file name such as runs/curves.png\n")
+    with pytest.raises(ValueError, match=r"-o .*p\.txt: a figure is written"):
+        plot.plot_runs([str(tmp_path / "runs")], str(tmp_path / "p.txt"))
+
+
+@pytest.mark.timeout(60)
+def test_runs_apart_only_in_when_they_evaluate_or_log_are_one_mean(tmp_path):
+    """Issue 68, a new user: `plot` drew a run of trainer.eval_every_n_steps=100 apart
+    from one without: how often a run evaluates, logs or saves, and where it runs,
+    change nothing it trains. The budget still does."""
+    root = tmp_path / "runs"
+    rows = ["1,100,1", "2,200,2"]
+    base = "recipe: ppo\nenv:\n  name: CartPole-v1\ntrainer:\n  max_env_steps: 500000\n"
+    for n, extra in enumerate(["  eval_every_n_steps: null\n  seed: 0\n",
+                               "  eval_every_n_steps: 100\n  seed: 1\n  log_every_n_steps: 5\n"
+                               "  devices: 2\ncallbacks:\n  checkpoint:\n    every_n_steps: 50\n"
+                               "algorithm:\n  eval_episodes: 8\n"]):
+        _run_files(root / f"version_{n}", base + extra, "step,env_steps,train/episode_return", rows)
+    for n, (every, budget) in enumerate([(None, 100), (100, 100), (None, 200)], start=2):
+        _run_files(root / f"version_{n}", "recipe: ppo\nenv:\n  name: Acrobot-v1\n",
+                   "step,env_steps,train/episode_return", rows,
+                   hparams={"trainer/seed": n, "trainer/eval_every_n_steps": every,
+                            "trainer/log_every_n_steps": n, "trainer/num_devices": n,
+                            "module/eval_episodes": n, "trainer/max_steps": budget})
+    out = plot.plot_runs([str(root)], str(tmp_path / "c.png"))
+    assert [(g["label"], g["runs"]) for g in out["groups"]] == [
+        ("ppo CartPole-v1", ["version_0", "version_1"]),
+        ("ppo Acrobot-v1 (trainer/max_steps=100)", ["version_2", "version_3"]),
+        ("ppo Acrobot-v1 (trainer/max_steps=200)", ["version_4"])]
+
+
+@pytest.mark.timeout(60)
+def test_a_run_without_an_episode_return_draws_its_loss_against_steps(tmp_path, capsys):
+    """Issue 68, a new user: the plot of a run of a module that is not RL (the
+    Writing-a-module guide's Regression: `loss`, env_steps 0 throughout) exited 2 for
+    want of train/episode_return; it draws its loss against the step. A run that logs
+    no return, fitness or loss is one line naming its columns."""
+    run = tmp_path / "runs" / "version_0"
+    run.mkdir(parents=True)
+    (run / "metrics.csv").write_text("step,loss,env_steps,steps_per_second\n20,1.9,0,6908.4\n"
+                                     "40,1.2,0,30690.5\n60,0.5,0,30000.0\n")
+    (run / "module.yaml").write_text("class_path: __main__.Regression\ninit_args: {}\n")
+    assert cli.main(["plot", str(tmp_path / "runs")]) == 0
+    assert capsys.readouterr().out == (f"wrote {tmp_path / 'runs' / 'curves.png'}: loss over 1 "
+                                       "run(s) (version_0) of Regression, final mean 0.5 at "
+                                       "step=60\n")
+    (run / "metrics.csv").write_text("step,env_steps,grad_norm\n1,0,3.0\n2,0,2.0\n")
+    assert cli.main(["plot", str(run), "-o", str(tmp_path / "c.png")]) == 2
+    assert capsys.readouterr().err == (
+        f"jaxtrainer plot: {run / 'metrics.csv'} has no episode return, fitness or loss column "
+        "to draw by default; columns: step, env_steps, grad_norm; name one with --metric\n")

@@ -290,3 +290,25 @@ def test_an_optuna_searchs_rounds_end_on_log_boundaries_by_its_budget():
     assert (trainer.max_steps, trainer.log_every_n_steps, trainer.planner.log_every_n_steps) == (6, 4, 1)
     asha = config.make_trainer(config.load(CONFIGS / "ppo.yaml", ["search.method=asha", *sizes]))
     assert asha.budget.rounds is None
+
+
+def test_the_resume_hint_is_the_command_with_ckpt_path_last_once():
+    """The preemption advice of a recipe command: the command, shell-quoted, with
+    ``trainer.ckpt_path=last`` once, in place of any ``ckpt_path`` it had (a step
+    directory would resume the old checkpoint again); braces survive ``format``. One
+    process of several says it in words (its launcher's command is not this one)."""
+    hint = config.resume_hint("jaxtrainer fit ppo", ["trainer.ckpt_path=runs/ppo/version_0/checkpoints/8",
+                                                     "algorithm.hidden_sizes=[64, 64]",
+                                                     "--config", "x.yaml", "env.kwargs={a: 1}"])
+    assert hint.format(checkpoint="CK") == (
+        "jaxtrainer fit ppo 'algorithm.hidden_sizes=[64, 64]' --config x.yaml 'env.kwargs={a: 1}' "
+        "trainer.ckpt_path=last (or trainer.ckpt_path=CK in place of last)")
+    hint = config.resume_hint("python recipes/ppo.py", ["trainer.ckpt_path=last"])
+    assert hint.format(checkpoint="CK") == ("python recipes/ppo.py trainer.ckpt_path=last (or "
+                                            "trainer.ckpt_path=CK in place of last)")
+    assert config.resume_hint("jaxtrainer fit ppo", [], one_process=False) == config.RESUME_HINT
+    assert config.resume_hint("x", ["trainer.ckpt_path=last"], one_process=False).format(
+        checkpoint="CK") == "the same command, with its trainer.ckpt_path=last (or trainer.ckpt_path=CK)"
+    assert config.resume_hint("x", ["trainer.ckpt_path=r/checkpoints/8"], one_process=False).format(
+        checkpoint="CK") == ("the same command with trainer.ckpt_path=last in place of its "
+                             "trainer.ckpt_path=r/checkpoints/8 (or trainer.ckpt_path=CK)")

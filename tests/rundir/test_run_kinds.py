@@ -258,3 +258,34 @@ def test_another_recipes_config_is_refused_and_a_newer_key_is_not(tmp_path):
     older = {**ppo, "recipe": "ppo", "algorithm": dict(ppo["algorithm"])}
     del older["algorithm"]["unroll_length"]  # a run from before the key existed
     assert run_kind.config_refusal(older, ppo) is None
+
+
+def test_the_headline_of_a_module_that_is_not_rl_is_its_loss():
+    """A run's columns name what it is judged by: the return, an ES's mean fitness, a
+    population's best, else a loss (the guide's Regression logs ``loss``), else a
+    fitness; None where none is logged."""
+    assert run_kind.headline_metric(["step", "loss", "env_steps"]) == "loss"
+    assert run_kind.headline_metric(["step", "critic_loss", "train/loss", "x"]) == "train/loss"
+    assert run_kind.headline_metric(["step", "q/td_loss", "member_fitness"]) == "q/td_loss"
+    assert run_kind.headline_metric(["step", "best_fitness"]) == "best_fitness"
+    assert run_kind.headline_metric(["step", "train/loss", "train/episode_return"]) == \
+        "train/episode_return"
+    assert run_kind.headline_metric(["step", "env_steps", "grad_norm"]) is None
+
+
+def test_settings_leave_out_how_a_run_is_logged_evaluated_and_run(tmp_path):
+    """What sets runs apart is what they train: not the evaluation or logging
+    cadence, the checkpoints, the strategy or devices, nor the evaluation's size."""
+    (tmp_path / "config.yaml").write_text(
+        "recipe: ppo\ntrainer:\n  max_env_steps: 500000\n  eval_every_n_steps: 100\n"
+        "  log_every_n_steps: 5\n  strategy: pmap\n  devices: 2\n  seed: 3\n"
+        "algorithm:\n  lr: 0.001\n  eval_episodes: 8\nlogger:\n  csv: true\n"
+        "callbacks:\n  checkpoint:\n    every_n_steps: 5\n  early_stopping: false\n")
+    assert run_kind.settings(tmp_path) == {
+        "recipe": "ppo", "trainer.max_env_steps": "500000", "algorithm.lr": "0.001",
+        "callbacks.early_stopping": "False"}
+    (tmp_path / "hparams.csv").write_text(
+        "name,value\ntrainer/max_steps,10\ntrainer/eval_every_n_steps,5\ntrainer/seed,0\n"
+        "trainer/num_devices,2\nmodule/class,PPO\nmodule/eval_episodes,8\nmodule/lr,0.001\n")
+    assert run_kind.settings(tmp_path) == {"trainer/max_steps": "10", "module/class": "PPO",
+                                           "module/lr": "0.001"}

@@ -158,3 +158,25 @@ def test_a_metrics_row_cut_short_is_removed_whole(tmp_path, monkeypatch):
                                f"{os.strerror(errno.ENOSPC)}")
     assert info.value.errno == errno.ENOSPC and info.value.filename == str(path)
     assert path.read_text() == "step,loss\n2,0.5\n"
+
+
+def test_check_writable_tries_a_file_where_permission_bits_do_not_tell(tmp_path):
+    """``/proc`` takes no new file though root passes ``os.access`` on it; a folder
+    that takes one is fine and keeps nothing of the try; with ``make_dirs`` the
+    nearest existing folder is tried; a directory is no file name."""
+    with pytest.raises(storage.StorageError, match=r"^could not write the figure /proc/x\.png: no "
+                                                   r"file can be created in directory /proc "
+                                                   r"\(\[Errno \d+\] [^)]+\)$") as refused:
+        storage.check_writable("/proc/x.png", "the figure")
+    assert refused.value.filename == "/proc/x.png" and refused.value.errno is not None
+    storage.check_writable(tmp_path / "x.png", "the figure")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(storage.StorageError, match=r"directory .*/new does not exist"):
+        storage.check_writable(tmp_path / "new" / "x.png", "the figure")
+    storage.check_writable(tmp_path / "new" / "deeper" / "x.png", "the figure", make_dirs=True)
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(storage.StorageError, match=r"/proc/sub/x.png: no file can be created in "
+                                                   r"directory /proc "):
+        storage.check_writable("/proc/sub/x.png", "the figure", make_dirs=True)
+    with pytest.raises(storage.StorageError, match=r"it is a directory; expected a file name$"):
+        storage.check_writable(tmp_path, "the figure")

@@ -122,6 +122,58 @@ def test_recipe_first_sigint_during_compile_names_it_and_second_ends_it_at_once(
     assert not any(root.rglob("checkpoints"))  # no empty checkpoints directory either
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_second_sigint_to_fit_ppo_leaves_no_run_lock(tmp_path):
+    """Issue 68, a new user: a second SIGINT during `jaxtrainer fit ppo` left
+    `<run>/.lock` behind (the next resume took it over on one host, but a run no
+    process writes is not to be held). The second signal removes it on the way out;
+    the process still ends within about 2 s, by that signal."""
+    root = tmp_path / "runs"
+    child = Child([sys.executable, "-m", "jaxtrainer", "fit", "ppo",
+                   f"trainer.default_root_dir={root}", "trainer.max_steps=20", *PPO_SIZES],
+                  env={"JAXTRAINER_COMPILATION_CACHE": "0"})  # a compile, not a cache hit
+    try:
+        child.wait_for("jaxtrainer: compiling the training program ...")
+        assert (root / "version_0" / ".lock").is_file()  # held while it runs
+        child.proc.send_signal(signal.SIGINT)
+        child.wait_for("received SIGINT", timeout=10)
+        seconds = child.signal_and_time_exit()
+    finally:
+        child.kill()
+    err = child.err
+    assert child.proc.returncode == -signal.SIGINT, err
+    assert seconds < SECOND_SIGNAL_SECONDS, (seconds, err)
+    assert "second SIGINT: stopped at once" in err
+    assert (root / "version_0").is_dir() and list(root.rglob(".lock")) == []
+
+
+def test_ending_at_once_removes_the_run_locks_the_process_holds(tmp_path):
+    """What ends a process without its ``finally`` blocks (a second signal, a lost
+    peer: ``end_by_signal``, ``exit_at_once``) first removes the locks it holds; a
+    lock released already, or another process's, is left alone."""
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from jaxtrainer.rundir import run_lock
+        from jaxtrainer.runtime import signals
+        held = run_lock.acquire(Path({str(tmp_path)!r}) / "a")
+        released = run_lock.acquire(Path({str(tmp_path)!r}) / "b")
+        run_lock.release(released)
+        (Path({str(tmp_path)!r}) / "b" / ".lock").write_text('{{"pid": 1, "host": "elsewhere"}}')
+        signals.exit_at_once(3) if sys.argv[1] == "exit" else signals.end_by_signal(15, lambda: None)
+    """)
+    for how, status in (("exit", 3), ("signal", -signal.SIGTERM)):
+        for name in ("a", "b"):
+            (tmp_path / name).mkdir(exist_ok=True)
+            (tmp_path / name / ".lock").unlink(missing_ok=True)
+        proc = subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True,
+                              timeout=60, cwd=REPO)
+        assert proc.returncode == status, proc.stderr
+        assert not (tmp_path / "a" / ".lock").exists()
+        assert (tmp_path / "b" / ".lock").read_text() == '{"pid": 1, "host": "elsewhere"}'
+
+
 _TRAIN = """
 import time
 import jaxtrainer as jt

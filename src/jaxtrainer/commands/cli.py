@@ -43,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
-        print(f"jaxtrainer: unknown command {name!r}; choose one of: {', '.join(sorted(COMMANDS))}",
-              file=sys.stderr)
+        from jaxtrainer.arguments import did_you_mean
+
+        print(f"jaxtrainer: unknown command {name!r}{did_you_mean(name, COMMANDS) or ';'} "
+              f"choose one of: {', '.join(sorted(COMMANDS))}", file=sys.stderr)
         return 2
     module, func = COMMANDS[name][0].split(":")
     if name != "launch":  # the launcher starts other processes; each checks for itself

@@ -22,7 +22,6 @@ from jaxtrainer.envs.evaluation import episode_share, run_episodes
 from jaxtrainer.formatting import fixed
 from jaxtrainer.metrics import Max, Mean, Min, Sum
 from jaxtrainer.module import Module, RankedMembers, counted_members, members_of
-from jaxtrainer.rundir.storage import check_writable
 from jaxtrainer.runtime.signals import ACTIVITY, StopOnSignal
 from jaxtrainer.trainer import Trainer
 
@@ -223,7 +222,7 @@ def evaluate_run(path: str | os.PathLike, *, ckpt: str | int | None = None,
     _check_counts(episodes, seed, video_episodes)
     video = None if video is None else arguments.expand_path(video)
     if video is not None:
-        check_writable(video, "the video")
+        render.check_output_path(video)
     overrides = None if episodes is None else {"algorithm.eval_episodes": episodes}
     trainer, module, _, cfg, step_dir = saved_run.prepare(
         path, ckpt, overrides=overrides, strategy=strategy, devices=devices)

@@ -61,11 +61,13 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
         (``jaxtrainer fit`` and the scripts print it on one line, status 2).
       SystemExit: after ``--help`` or ``--print-config`` (status 0).
     """
+    from jaxtrainer.distributed.process import cluster_detected
     from jaxtrainer.recipes import config, modules, search
 
     modules.check_recipe(recipe)
     default = config_file(recipe)
     prog = prog or f"{PROG} {recipe}"
+    hint = config.resume_hint(prog, argv, one_process=not cluster_detected())
     path, argv = config.config_arg([_shipped_arg(argv, i) for i in range(len(argv))], default,
                                    about=about(recipe, prog), prog=prog,
                                    classes=lambda: modules.documenting_classes(recipe))
@@ -78,7 +80,7 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
     make = config.make_population_trainer if RECIPES[recipe].population else config.make_trainer
     if recipe in search.ES_RECIPES and search.active(cfg):  # members are ES runs: a Trainer's
         make = search.make_trainer
-    trainer = make(cfg)
+    trainer = make(cfg, resume_hint=hint)
     module = modules.build_module(recipe, cfg)
     return config.fit_and_report(trainer, module, run)
 

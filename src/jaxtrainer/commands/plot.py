@@ -42,6 +42,7 @@ import numpy as np
 from jaxtrainer.arguments import expand_path
 from jaxtrainer.rundir import run_kind, run_layout
 from jaxtrainer.rundir.run_kind import RunKind
+from jaxtrainer.rundir.storage import StorageError
 
 
 def read_curve(run_dir: str | os.PathLike, metric: str, x: str = "env_steps") -> tuple[np.ndarray, np.ndarray]:
@@ -128,22 +129,69 @@ SWEEP_BAND_REPS = 1000
 """Bootstrap resamples of a sweep plot's confidence band (at every x value at once)."""
 
 
-def _save(fig: Any, ax: Any, output: str) -> None:
-    """Grid, legend and layout, then the PNG at ``output`` (its folder made)."""
-    import matplotlib.pyplot as plt
+def figure_format(output: str | os.PathLike) -> str:
+    """The format a figure is written in at ``output``: its suffix's, where
+    matplotlib writes that format (``png``, ``pdf``, ``svg``, ...:
+    ``FigureCanvasAgg.get_supported_filetypes()``).
 
+    Raises:
+      ValueError: a suffix matplotlib does not write, or none (naming the path
+        and the suffixes it writes).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    types = FigureCanvasAgg.get_supported_filetypes()
+    suffix = os.path.splitext(os.fspath(output))[1]
+    if suffix[1:].lower() not in types:
+        raise ValueError(f"-o {os.fspath(output)}: a figure is written in the format its file "
+                         f"name ends in: {', '.join(f'.{t}' for t in types)}; not "
+                         f"{suffix or 'a name without suffix'!r} (e.g. -o curves.png)")
+    return suffix[1:].lower()
+
+
+def check_output(output: str | os.PathLike) -> str:
+    """Check a figure can be written at ``output`` (:func:`figure_format`, and
+    :func:`jaxtrainer.rundir.storage.check_writable`; missing folders are
+    made when it is written); returns its format.
+
+    Raises:
+      ValueError: a suffix of no figure format.
+      StorageError: a directory, or a folder that takes no new file.
+    """
+    from jaxtrainer.rundir.storage import check_writable
+
+    if os.path.isdir(output):
+        raise ValueError(f"-o {os.fspath(output)}: it is a directory; expected a file name such "
+                         f"as {os.path.join(os.fspath(output), 'curves.png')}")
+    kind = figure_format(output)
+    check_writable(output, "the figure", make_dirs=True)
+    return kind
+
+
+def _save(fig: Any, ax: Any, output: str) -> None:
+    """Grid, legend and layout, then the figure at ``output`` in the format of
+    its suffix (:func:`figure_format`; its folder made)."""
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    save_figure(fig, output)
+
+
+def save_figure(fig: Any, output: str) -> None:
+    """Lay out ``fig`` and write it at ``output`` in the format of its suffix
+    (:func:`figure_format`), its folder made; the figure is closed."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    fig.savefig(output, format="png")
+    fig.savefig(output, format=figure_format(output))
     plt.close(fig)
 
 
 def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
                x: str = "env_steps", title: str | None = None,
                reps: int = SWEEP_BAND_REPS) -> dict[str, Any]:
-    """Write a PNG of one sweep run: per configuration (``sweep_members.csv``),
+    """Write a figure of one sweep run at ``output`` (in the format of its
+    suffix, :func:`figure_format`): per configuration (``sweep_members.csv``),
     the interquartile mean over its seeds of ``member/<i>/<metric>`` against
     ``x`` with a 95% stratified-bootstrap confidence band (rliable's
     ``get_interval_estimates``, percentile method; the IQM at each x value is
@@ -158,8 +206,10 @@ def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
 
     Raises:
       FileNotFoundError: ``run_dir`` holds no ``sweep_members.csv`` or ``metrics.csv``.
-      ValueError: no member logged ``member/<i>/<metric>``.
+      ValueError: ``output``'s suffix is no figure format, or no member logged
+        ``member/<i>/<metric>``.
     """
+    figure_format(output)  # before reading the run
     import matplotlib
 
     matplotlib.use("Agg")
@@ -317,20 +367,50 @@ def _one_value_each(groups: list[dict[str, Any]], metric: str, x: str) -> str:
             "no figure written")
 
 
+def _columns(run_dir: str) -> list[str]:
+    with open(os.path.join(run_dir, run_layout.METRICS_FILE), newline="") as f:
+        return next(csv.reader(f), [])
+
+
 def _headline(run_dir: str) -> str:
     """The run's headline metric (:func:`jaxtrainer.rundir.run_kind.headline_metric`
-    of its ``metrics.csv`` columns), ``train/episode_return`` where it logs none."""
-    with open(os.path.join(run_dir, run_layout.METRICS_FILE), newline="") as f:
-        columns = next(csv.reader(f), [])
-    return run_kind.headline_metric(columns) or "train/episode_return"
+    of its ``metrics.csv`` columns).
+
+    Raises:
+      ValueError: it logs no episode return, fitness or loss (naming its columns).
+    """
+    columns = _columns(run_dir)
+    found = run_kind.headline_metric(columns)
+    if found is None:
+        raise ValueError(f"{os.path.join(run_dir, run_layout.METRICS_FILE)} has no episode "
+                         f"return, fitness or loss column to draw by default; columns: "
+                         f"{', '.join(columns)}; name one with --metric")
+    return found
+
+
+def default_x(run_dirs: list[str]) -> str:
+    """``env_steps``, or ``step`` where no run counts environment steps (a
+    module that uses no environment logs ``env_steps`` 0 throughout)."""
+    for run_dir in run_dirs:
+        with open(os.path.join(run_dir, run_layout.METRICS_FILE), newline="") as f:
+            for row in csv.DictReader(f):
+                try:
+                    if float(row.get("env_steps") or 0.0) != 0.0:
+                        return "env_steps"
+                except ValueError:
+                    continue
+    return "step"
 
 
 def plot_runs(run_dirs: list[str], output: str, metric: str | None = None,
-              x: str = "env_steps", title: str | None = None) -> dict[str, Any]:
-    """Write a PNG of ``metric`` against ``x``. Without ``metric``, each group
+              x: str | None = None, title: str | None = None) -> dict[str, Any]:
+    """Write a figure of ``metric`` against ``x`` at ``output``, in the format
+    of its suffix (:func:`figure_format`). Without ``metric``, each group
     draws its runs' headline metric (:func:`jaxtrainer.rundir.run_kind.headline_metric`:
     an RL agent's ``train/episode_return``, an evolution strategy's
-    ``fitness/mean``, a PBT population's or search's best, ``fitness/max``).
+    ``fitness/mean``, a PBT population's or search's best, ``fitness/max``,
+    another module's loss). Without ``x``, ``env_steps``, or ``step`` where no
+    run counts environment steps (:func:`default_x`).
     Runs are grouped by recipe, environment, kind and settings beyond the seed
     (:func:`group_runs`); per group, every run thin
     (labelled as :func:`find_runs` names it) and the mean over its runs thick
@@ -345,20 +425,27 @@ def plot_runs(run_dirs: list[str], output: str, metric: str | None = None,
       (the arrays float64, on the x values of the group's shortest run; ``x`` in env
       steps per member for sweeps; ``left_out``: runs of one value drawn but not
       averaged, when others have a line), ``"runs"``: every run drawn (runs that never
-      logged ``metric`` are left out), ``"x_label"``, ``"legend"`` (its
+      logged ``metric`` are left out), ``"x_label"``, ``"x_column"`` (the column drawn
+      on x), ``"legend"`` (its
       labels), ``"metric"`` (the metrics drawn, `` / `` between them); with one group, also its
       ``"x"``, ``"mean"``, ``"low"`` and ``"high"``.
 
     Raises:
       FileNotFoundError: a path is neither a run nor a root of runs.
-      ValueError: no run has a value of ``metric``, or each has one value only
-        (nothing to draw a line through); no file is written.
+      ValueError: ``output``'s suffix is no figure format (before any run is
+        read), a run without ``metric`` logs no headline metric, no run has a
+        value of ``metric``, or each has one value only (nothing to draw a line
+        through); no file is written.
     """
     run_dirs, output = [expand_path(d) for d in run_dirs], expand_path(output)
+    figure_format(output)
     if len(run_dirs) == 1 and os.path.exists(os.path.join(run_dirs[0], run_layout.SWEEP_MEMBERS_FILE)):
+        x = x or "env_steps"
         out = plot_sweep(run_dirs[0], output, metric or _headline(run_dirs[0]), x, title)
-        return {**out, "metric": metric or _headline(run_dirs[0])}  # one line per configuration
-    found = group_runs(find_runs(list(run_dirs)))
+        return {**out, "metric": metric or _headline(run_dirs[0]), "x_column": x}  # a line a configuration
+    runs = find_runs(list(run_dirs))
+    x = x or default_x([d for d, _ in runs])
+    found = group_runs(runs)
     groups = [g for g in (_group_curves(kind, runs, metric or _headline(runs[0][0]), x)
                           for kind, runs in found) if g]
     if not groups:
@@ -373,7 +460,7 @@ def plot_runs(run_dirs: list[str], output: str, metric: str | None = None,
                                                              "x", "mean", "low", "high")},
                                        "members": g["kind"].members} for g in groups],
                            "runs": [r for g in groups for r in g["runs"]], "x_label": xlabel,
-                           "legend": legend, "metric": drawn}
+                           "legend": legend, "metric": drawn, "x_column": x}
     if len(groups) == 1:
         out.update({k: groups[0][k] for k in ("x", "mean", "low", "high")})
     return out
@@ -400,14 +487,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
                         help="run directories (version_N) or roots: every run below a root")
     parser.add_argument("-o", "--output", default=None,
-                        help="PNG file to write (default: curves.png in the run directory or "
-                             "root given, or in the folder the given paths share)")
+                        help="figure to write, in the format its name ends in (.png, .pdf, "
+                             ".svg, ...; default: curves.png in the run directory or root "
+                             "given, or in the folder the given paths share)")
     parser.add_argument("--metric", default=None,
                         help="column to plot (default: each run's headline metric, "
                              "train/episode_return of an RL run, fitness/mean of an evolution "
-                             "strategy, fitness/max of PBT; a search run without --metric: each "
-                             "trial's result against its hyperparameters)")
-    parser.add_argument("--x", default="env_steps", help="x-axis column (env_steps or step)")
+                             "strategy, fitness/max of PBT, another module's loss; a search run "
+                             "without --metric: each trial's result against its hyperparameters)")
+    parser.add_argument("--x", default=None, help="x-axis column (env_steps or step; default: "
+                                                  "env_steps, or step where no run counts "
+                                                  "environment steps)")
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv)
     try:
@@ -415,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
             if not os.path.exists(path):
                 raise FileNotFoundError(f"{path}: no such run directory or root")
         args.output = expand_path(args.output) if args.output else default_output(args.run_dirs)
+        check_output(args.output)  # before any run is read
         if args.metric is None and len(args.run_dirs) == 1 and os.path.exists(
                 os.path.join(expand_path(args.run_dirs[0]), run_layout.SEARCH_FILE)):
             from jaxtrainer.commands import search_plot
@@ -423,10 +514,10 @@ def main(argv: list[str] | None = None) -> int:
             print(search_plot.report(found, args.output))
             return 0
         out = plot_runs(args.run_dirs, args.output, args.metric, args.x, args.title)
-    except (FileNotFoundError, KeyError, ValueError) as e:
+    except (FileNotFoundError, KeyError, ValueError, StorageError) as e:
         print(f"jaxtrainer plot: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
-    print(report(out, args.output, out["metric"], args.x))
+    print(report(out, args.output, out["metric"], out["x_column"]))
     return 0
 
 

@@ -89,6 +89,30 @@ def _check_offscreen_gl(path: str | os.PathLike) -> None:
             "instead (brax's viewer; the browser needs internet access)") from None
 
 
+def check_output_path(path: str | os.PathLike) -> None:
+    """Check, before anything runs, that a video can be written at ``path``:
+    a file name whose suffix is a video format (:data:`FORMATS`), in a
+    directory that exists and takes a new file, not a directory
+    (:func:`jaxtrainer.rundir.storage.check_writable`). Which of the formats
+    an environment is drawn in is :func:`check_video_path`'s.
+
+    Raises:
+      ValueError: no file name (``--video ''``) or a suffix of no video format.
+      StorageError: one line naming the path and what is wrong.
+    """
+    text = os.fspath(path)
+    suffixes = tuple(dict.fromkeys(s for kind in FORMATS.values() for s in kind))
+    named = f"{', '.join(suffixes[:-1])} or {suffixes[-1]}"
+    if not text.strip() or text.endswith(os.sep):
+        raise ValueError(f"--video {text!r}: needs a file name ending in {named} "
+                         f"(e.g. --video cartpole.gif); {_supported()}")
+    suffix = Path(text).suffix
+    if not Path(text).is_dir() and suffix.lower() not in suffixes:
+        raise ValueError(f"--video {text!r}: expected a file name ending in {named}, not "
+                         f"{suffix or 'a name without suffix'!r}; {_supported()}")
+    check_writable(path, "the video", expected=f"a file name ending in {named}")
+
+
 def temporary_path(path: str | os.PathLike) -> Path:
     """Where the video for ``path`` is written before it replaces ``path``:
     ``.<name>.tmp-<pid><suffix>`` in the same directory (the suffix kept, as the

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from jaxtrainer.commands.plot import figure_format, save_figure
 from jaxtrainer.population.search_report import SEARCH_FILE
 
 FIXED = ("trial", "rung", "step", "env_steps", "fitness", "status", "eval")
@@ -60,7 +61,8 @@ def _log_axis(values: np.ndarray) -> bool:
 
 
 def plot_search(run_dir: str, output: str, title: str | None = None) -> dict[str, Any]:
-    """Write a PNG of a search run (module docstring).
+    """Write a figure of a search run (module docstring) at ``output``, in the
+    format of its suffix (:func:`jaxtrainer.commands.plot.figure_format`).
 
     Returns:
       ``{"trials": the trials drawn (:func:`read_trials`), "names": the
@@ -69,8 +71,10 @@ def plot_search(run_dir: str, output: str, title: str | None = None) -> dict[str
 
     Raises:
       FileNotFoundError: no ``search.csv``.
-      ValueError: no trial finished or stopped yet.
+      ValueError: ``output``'s suffix is no figure format, or no trial
+        finished or stopped yet.
     """
+    figure_format(output)  # before reading the run
     import matplotlib
 
     matplotlib.use("Agg")
@@ -97,10 +101,7 @@ def plot_search(run_dir: str, output: str, title: str | None = None) -> dict[str
     axes[0][0].set_ylabel("final evaluation (else fitness)")
     axes[0][0].legend(fontsize=8)
     fig.suptitle(title or f"search: {len(trials)} trials")
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    fig.savefig(output, format="png")
-    plt.close(fig)
+    save_figure(fig, output)
     kept = [t for t in trials if not t["stopped"] and math.isfinite(t["fitness"])]
     # ranked as the search and its best-trials table rank them: fitness, then result
     best = max(kept, key=lambda t: (t["fitness"], t["result"])) if kept else None

@@ -27,6 +27,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -173,13 +174,29 @@ def _leaf_keys(node: DictConfig, prefix: str = "") -> list[str]:
     return keys
 
 
-def _a_file(path: str | os.PathLike) -> str | os.PathLike:
-    """``path``, unless it is a directory (a run's, given for its config):
-    ValueError naming the run's config file where it has one."""
+def _a_file(path: str | os.PathLike, recipe: str | None = None) -> str | os.PathLike:
+    """``path``, when it is a file.
+
+    Raises:
+      ValueError: a directory (naming the run's config file where it has one).
+      FileNotFoundError: nothing there: one line naming the path, where it was
+        looked for and the configs shipped with ``recipe`` (or all of them).
+    """
     if os.path.isdir(path):
         saved = os.path.join(path, run_layout.CONFIG_FILE)
         hint = f": --config {saved} reruns that run's config" if os.path.isfile(saved) else ""
         raise ValueError(f"--config {path} is a directory, expected a YAML file{hint}")
+    if not os.path.exists(path):
+        shipped = sorted(p.name for p in catalog.CONFIGS.glob("*.yaml"))
+        own = [n for n in shipped if recipe and (n == f"{recipe}.yaml" or n.startswith(f"{recipe}_"))]
+        close = difflib.get_close_matches(Path(path).stem.lower(), [Path(n).stem for n in shipped], n=1,
+                                            cutoff=0.75)
+        raise FileNotFoundError(
+            f"--config {os.fspath(path)}: no such file ({os.path.abspath(path)})"
+            f"{f'; did you mean {close[0]}.yaml?' if close else ';'} expected a YAML file: a path "
+            f"(relative to {os.getcwd()}) or the file name of a config shipped with jaxtrainer "
+            f"({', '.join(own or shipped)}); jaxtrainer fit {recipe or 'RECIPE'} --print-config "
+            "> mine.yaml writes one to edit")
     return path
 
 
@@ -220,10 +237,11 @@ def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
         one), a ``logger:``/``callbacks:`` entry that is not true, false, null
         or a mapping of its class's keys, a ``recipe:`` other than the
         recipe of ``defaults``, or a ``path`` that is a directory.
+      FileNotFoundError: no file at ``path`` (naming where configs are looked up).
     """
     setting, overrides = resume.take_setting(overrides)
-    base = OmegaConf.load(_a_file(path))
     recipe = Path(defaults if defaults is not None else path).stem
+    base = OmegaConf.load(_a_file(path, recipe))
     named = base.pop("recipe", None) if isinstance(base, DictConfig) else None
     if named is not None and defaults is not None and str(named) != recipe:
         raise ValueError(f"{os.fspath(path)} is a config of the {named!r} recipe (recipe: {named}), "
@@ -328,6 +346,31 @@ def trainer_kwargs(cfg: DictConfig, keys: Sequence[str] = TRAINER_KEYS,
 RESUME_HINT = ("the same command plus trainer.ckpt_path=last "
                "(or trainer.ckpt_path={checkpoint})")
 """The preemption message's resume advice for a recipe user (see ``Trainer.resume_hint``)."""
+
+
+def resume_hint(prog: str, argv: Sequence[str], one_process: bool = True) -> str:
+    """The preemption message's resume advice (a ``Trainer(resume_hint=...)``
+    template) for the command ``prog argv``: that command, shell-quoted, with
+    ``trainer.ckpt_path=last`` once, in place of any ``trainer.ckpt_path`` it
+    had. ``one_process`` False (one process of several, whose launcher's
+    command is not this one): the same command with ``trainer.ckpt_path=last``
+    (:data:`RESUME_HINT` where it had none)."""
+    given = [a for a in argv if a.split("=", 1)[0].lstrip("+") == "trainer.ckpt_path"]
+    if not one_process:
+        if not given:
+            return RESUME_HINT
+        if given[-1].split("=", 1)[1] == "last":
+            return "the same command, with its trainer.ckpt_path=last (or trainer.ckpt_path={checkpoint})"
+        return (f"the same command with trainer.ckpt_path=last in place of its "
+                f"{escaped(given[-1])} (or trainer.ckpt_path={{checkpoint}})")
+    kept = [a for a in argv if a not in given]
+    command = " ".join([prog, *(shlex.quote(a) for a in kept), "trainer.ckpt_path=last"])
+    return f"{escaped(command)} (or trainer.ckpt_path={{checkpoint}} in place of last)"
+
+
+def escaped(text: str) -> str:
+    """``text`` with its braces doubled: ``str.format`` prints it as it is."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 RECIPE_DEFAULTS = {"compilation_cache": True}

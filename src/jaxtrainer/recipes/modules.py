@@ -23,6 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from jaxtrainer.arguments import did_you_mean
 from jaxtrainer.module import Module, PopulationModule
 from jaxtrainer.recipes import config, search, sweep
 
@@ -144,7 +145,8 @@ def check_recipe(recipe: str) -> str:
       ValueError: an unknown name (the message lists the known ones).
     """
     if not isinstance(recipe, str) or recipe not in BUILDERS:
-        raise ValueError(f"unknown recipe {recipe!r}: expected one of "
+        hint = did_you_mean(recipe, BUILDERS) if isinstance(recipe, str) else ""
+        raise ValueError(f"unknown recipe {recipe!r}{hint or ':'} expected one of "
                          f"{', '.join(sorted(BUILDERS))} (jaxtrainer fit --list)")
     return recipe
 

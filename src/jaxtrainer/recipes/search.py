@@ -239,12 +239,13 @@ def wrap(recipe: str, cfg: DictConfig, module: Any) -> Any:
     return found
 
 
-def make_trainer(cfg: DictConfig) -> Any:
+def make_trainer(cfg: DictConfig, **overrides: Any) -> Any:
     """The Trainer of a search of an ES recipe (:data:`ES_RECIPES`): its
     ``trainer:`` section with :data:`GENERATION_KEYS` renamed (a training step
     is one generation of every member) and without the PopulationTrainer's
     ``population_size``, ``member_map`` and ``map_batch_size`` (each member's ES
-    population is ``trainer.population_size``, vmapped).
+    population is ``trainer.population_size``, vmapped); keyword ``overrides``
+    win, as in :func:`jaxtrainer.recipes.config.make_trainer`.
 
     Raises:
       ValueError: ``trainer.member_map`` other than ``vmap``, or what
@@ -260,7 +261,7 @@ def make_trainer(cfg: DictConfig) -> Any:
                          "search vmaps every member's ES population; use trainer.member_map=vmap")
     renamed = OmegaConf.merge({k: v for k, v in cfg.items() if k != "trainer"},
                               {"trainer": {GENERATION_KEYS.get(k, k): v for k, v in section.items()}})
-    return config.make_trainer(renamed)
+    return config.make_trainer(renamed, **overrides)
 
 
 def before_fit(trainer: Any, module: Any, cfg: DictConfig | None = None) -> None:

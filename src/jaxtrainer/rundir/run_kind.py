@@ -75,22 +75,48 @@ SETTINGS_SHOWN = 3
 
 UNCOMPARED_CONFIG = ("trainer.seed", "trainer.default_root_dir", "trainer.ckpt_path",
                      "trainer.enable_progress_bar", "trainer.compilation_cache",
-                     "trainer.requeue", "logger")
+                     "trainer.requeue", "trainer.log_every_n_steps", "trainer.eval_every_n_steps",
+                     "trainer.strategy", "trainer.devices", "trainer.num_devices", "trainer.jit",
+                     "trainer.run_ahead", "trainer.sync_every_n_seconds",
+                     "trainer.compile_evaluation_ahead", "trainer.enable_checkpointing",
+                     "trainer.resume_overrides", "algorithm.eval_episodes", "logger",
+                     "callbacks.checkpoint", "callbacks.lr_monitor", "callbacks.throughput",
+                     "callbacks.video", "callbacks.profiler")
 """``config.yaml`` keys (and sections) that :func:`settings` leaves out: the
-seed, and where or how a run writes and shows what it computes."""
+seed, and what changes how a run is logged, evaluated, saved, shown or
+computed (the strategy and devices: the same algorithm), not what it trains.
+The budget, the algorithm's settings and the callbacks that end training
+(early stopping, a timer, the NaN guard) are compared."""
+
+HPARAMS_SECTIONS = {"trainer": "trainer", "module": "algorithm"}
+"""``hparams.csv``'s sections (``trainer/<key>``, ``module/<key>``) as
+``config.yaml``'s, so that :data:`UNCOMPARED_CONFIG` names their keys too."""
+
+
+def _compared(name: str) -> bool:
+    """Whether an ``hparams.csv`` row (``trainer/eval_every_n_steps``) or a
+    flattened ``config.yaml`` key (``trainer.eval_every_n_steps``) tells runs apart."""
+    dotted = name
+    if "/" in name:
+        section, _, key = name.partition("/")
+        if key.rsplit("/", 1)[-1] == "seed":
+            return False
+        dotted = f"{HPARAMS_SECTIONS.get(section, section)}.{key.replace('/', '.')}"
+    return not any(dotted == k or dotted.startswith(f"{k}.") for k in UNCOMPARED_CONFIG)
 
 
 def settings(run_dir: str | os.PathLike) -> dict[str, str] | None:
     """What a run was set to beyond its seed, to tell comparable runs apart:
     ``hparams.csv``'s rows (what the CSVLogger recorded: the Trainer's budget
-    and schedule, the module's hyperparameters) but every ``seed``, else the
-    flattened ``config.yaml`` but :data:`UNCOMPARED_CONFIG`; None where the run
-    has neither (nothing says how it differs)."""
+    and schedule, the module's hyperparameters), else the flattened
+    ``config.yaml``, each but every ``seed`` and :data:`UNCOMPARED_CONFIG`
+    (how a run is logged, evaluated or computed); None where the run has
+    neither (nothing says how it differs)."""
     run_dir = Path(run_dir)
     try:
         with open(run_dir / run_layout.HPARAMS_FILE, newline="") as f:
             rows = list(csv.reader(f))[1:]
-        return {r[0]: r[1] for r in rows if len(r) == 2 and r[0].rsplit("/", 1)[-1] != "seed"}
+        return {r[0]: r[1] for r in rows if len(r) == 2 and _compared(r[0])}
     except OSError:
         pass
     cfg = _read_yaml(run_dir / CONFIG_FILE)
@@ -99,12 +125,10 @@ def settings(run_dir: str | os.PathLike) -> dict[str, str] | None:
     flat: dict[str, str] = {}
 
     def walk(prefix: str, value: Any) -> None:
-        if prefix in UNCOMPARED_CONFIG:
-            return
         if isinstance(value, Mapping):
             for k, v in value.items():
                 walk(f"{prefix}.{k}" if prefix else str(k), v)
-        else:
+        elif _compared(prefix):
             flat[prefix] = str(value)
 
     walk("", cfg)
@@ -117,11 +141,17 @@ def headline_metric(columns: Collection[str]) -> str | None:
     ``fitness/max`` where members report ``member/<i>/fitness`` (PBT, a
     search: the population's best member), else ``train/episode_return`` (an
     RL agent, a sweep), else ``fitness/mean`` (an evolution strategy: the
-    members' mean fitness); None where none is logged."""
+    members' mean fitness); a module of neither kind (a regression) by its
+    loss: ``train/loss``, ``loss``, else the first column naming a loss, else
+    the first naming a fitness; None where none is logged."""
     names = set(columns)
     if "member/0/fitness" in names and "fitness/max" in names:
         return "fitness/max"
-    return next((m for m in ("train/episode_return", "fitness/mean") if m in names), None)
+    for m in ("train/episode_return", "fitness/mean", "train/loss", "loss"):
+        if m in names:
+            return m
+    return next((c for word in ("loss", "fitness") for c in columns
+                 if word in c.rsplit("/", 1)[-1]), None)
 
 
 def sweep_kind(configs: int, seeds: int) -> str:

@@ -9,6 +9,9 @@ owner is gone is stale and taken over: on the same host a pid that no longer
 runs; an empty or unreadable lock file older than :data:`UNREADABLE_GRACE_S`
 (an owner killed while writing it). A lock of another host cannot be checked
 and is honoured; the error says which file to remove if that process is gone.
+A process that ends at once, skipping the ``finally`` blocks (a second signal,
+a lost peer: :mod:`jaxtrainer.runtime.signals`), removes the locks it holds
+first (:func:`release_held`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ LOCK_FILE = run_layout.LOCK_FILE
 
 UNREADABLE_GRACE_S = 30.0
 """Seconds after which an empty or unreadable lock file counts as stale."""
+
+_HELD: set[Path] = set()
+"""The locks this process took and has not released (:func:`release_held`)."""
 
 
 class RunInUseError(FileExistsError):
@@ -92,6 +98,7 @@ def acquire(run_dir: str | os.PathLike) -> Path:
             continue
         with os.fdopen(fd, "w") as f:
             json.dump({"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}, f)
+        _HELD.add(path)
         return path
     raise RunInUseError(f"the run directory {run_dir}: another process keeps taking its lock {path}")
 
@@ -100,9 +107,17 @@ def release(path: Path | None) -> None:
     """Remove a lock :func:`acquire` returned, if it is still this process's."""
     if path is None:
         return
+    _HELD.discard(path)
     owner = _read(path)
     if owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
         try:
             path.unlink()
         except FileNotFoundError:
             pass
+
+
+def release_held() -> None:
+    """Remove every lock this process holds (:func:`release`): for a process
+    that ends without running its ``finally`` blocks. Callable from any thread."""
+    for path in list(_HELD):
+        release(path)

@@ -76,29 +76,6 @@ def writing(what: str, path: str | os.PathLike) -> Iterator[None]:
         raise storage_error(what, path, error) from error
 
 
-def check_writable(path: str | os.PathLike, what: str) -> None:
-    """Check, before anything runs, that a file can be written at ``path``: its
-    directory exists, is a directory and is writable, and ``path`` is not a
-    directory (``what``: e.g. ``"the video"``, for the message).
-
-    Raises:
-      StorageError: one line naming what, the path and what is wrong.
-    """
-    target = Path(path)
-    directory = target.parent
-    problem = None
-    if target.is_dir():
-        problem = "it is a directory"
-    elif not directory.exists():
-        problem = f"directory {directory} does not exist"
-    elif not directory.is_dir():
-        problem = f"{directory} is not a directory"
-    elif not os.access(directory, os.W_OK | os.X_OK):
-        problem = f"directory {directory} is not writable"
-    if problem is not None:
-        raise StorageError(f"could not write {what} {os.fspath(path)}: {problem}", path=path)
-
-
 def as_storage_error(error: BaseException) -> StorageError | None:
     """``error`` as a :class:`StorageError` when it is one, or an ``OSError``
     of :data:`STORAGE_ERRNOS` naming a file (written by code that does not
@@ -119,3 +96,43 @@ def write_csv(path: str | os.PathLike, rows: list[dict]) -> None:
         writer.writeheader()
         writer.writerows(rows)
     os.replace(tmp, path)
+
+
+def check_writable(path: str | os.PathLike, what: str, *, make_dirs: bool = False,
+                   expected: str = "a file name") -> None:
+    """Check, before any work, that a file can be written at ``path``: it is
+    not a directory, its directory exists (``make_dirs``: its nearest existing
+    ancestor, the rest to be made) and is a directory, and a file can be made
+    there. The last is tried (a hidden file created and removed at once), as
+    permission bits do not tell: root passes ``os.access`` on ``/proc`` or a
+    read-only mount.
+
+    Args:
+      what: what is written there, e.g. ``"the video"`` (the message says it).
+      expected: what a directory given as ``path`` is told to be instead.
+
+    Raises:
+      StorageError: ``could not write <what> <path>: <what is wrong>`` (one line).
+    """
+    target = Path(os.path.abspath(os.fspath(path)))
+
+    def refuse(problem: str, cause: OSError | None = None) -> StorageError:
+        return StorageError(f"could not write {what} {os.fspath(path)}: {problem}", cause, path)
+
+    if target.is_dir():
+        raise refuse(f"it is a directory; expected {expected}")
+    directory = target.parent
+    while make_dirs and not directory.exists() and directory != directory.parent:
+        directory = directory.parent
+    if not directory.exists():
+        raise refuse(f"directory {directory} does not exist")
+    if not directory.is_dir():
+        raise refuse(f"{directory} is not a directory")
+    probe = directory / f".jaxtrainer-probe-{os.getpid()}"
+    try:
+        os.close(os.open(probe, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError as error:
+        raise refuse(f"no file can be created in directory {directory} ({describe(error)})",
+                     error) from None
+    with contextlib.suppress(OSError):
+        probe.unlink()

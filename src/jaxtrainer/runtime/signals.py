@@ -12,11 +12,11 @@ process within about 2 seconds, by that signal (:func:`end_by_signal`: a shell
 shows status ``128 + signal`` again): a checkpoint write in flight gets up to
 :data:`GRACE_SECONDS` to complete, what is left of an unfinished one (orbax's
 ``<step>.orbax-checkpoint-tmp*`` directories, step directories without their
-``meta``) is removed, complete checkpoints are left as they are and the
-standard streams are flushed. From the second signal on, both signals have
-their default action again, so a third one ends the process even if that
-cleanup hangs. :class:`StopOnSignal` (``jaxtrainer eval``)
-stops on the first signal.
+``meta``) is removed, complete checkpoints are left as they are, the run
+directory's lock is removed and the standard streams are flushed. From the
+second signal on, both signals have their default action again, so a third
+one ends the process even if that cleanup hangs. :class:`StopOnSignal`
+(``jaxtrainer eval``) stops on the first signal.
 
 Phases. :data:`ACTIVITY` holds what the process is doing now ("compiling the
 training program", "training steps 31-40"), which the signal message names,
@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-from jaxtrainer.rundir import run_layout
+from jaxtrainer.rundir import run_layout, run_lock
 
 # Signals that ask a running ``fit`` to checkpoint and exit (preemption);
 # SIGUSR1 is SLURM's warning before a time limit (``sbatch --signal=USR1@90``),
@@ -336,11 +336,14 @@ def _silence_stderr() -> int | None:
 
 
 def exit_at_once(status: int) -> NoReturn:
-    """End the process with ``status`` at once, from any thread: the standard
-    streams are flushed (a closed pipe or stream is skipped); no exit handler
-    runs and no other thread is waited for (``os._exit``). For a rank that
-    failed, a finished recipe whose exit handlers already ran, and a survivor
-    whose main thread waits in the runtime for a process that died."""
+    """End the process with ``status`` at once, from any thread: the run
+    directory locks it holds are removed (:func:`jaxtrainer.rundir.run_lock.release_held`)
+    and the standard streams flushed (a closed pipe or stream is skipped); no
+    exit handler runs and no other thread is waited for (``os._exit``). For a
+    rank that failed, a finished recipe whose exit handlers already ran, and a
+    survivor whose main thread waits in the runtime for a process that died."""
+    with contextlib.suppress(OSError):
+        run_lock.release_held()
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
@@ -357,7 +360,9 @@ def end_by_signal(signum: int, clean_up: Callable[[], str | None],
     doing. The signals of :data:`PREEMPTION_SIGNALS` get their default action
     first (a further one ends the process at once) and the standard streams
     are flushed; stderr then shows only ``<prefix>: <line>``, the line
-    ``clean_up`` returns (if any). Then the process sends itself ``signum`` (a
+    ``clean_up`` returns (if any). The run directory locks the process holds
+    are removed (:func:`jaxtrainer.rundir.run_lock.release_held`), whether or
+    not ``clean_up`` finished. Then the process sends itself ``signum`` (a
     shell shows status ``128 + signum``, a parent's ``subprocess`` a return
     code of ``-signum``; no exit handler runs). Callable from any thread; never
     returns."""
@@ -373,6 +378,8 @@ def end_by_signal(signum: int, clean_up: Callable[[], str | None],
     worker = threading.Thread(target=last_words, name="jaxtrainer-exit", daemon=True)
     worker.start()
     worker.join(DEADLINE_SECONDS if deadline_seconds is None else deadline_seconds)
+    with contextlib.suppress(OSError):  # the run is no longer written: another may take it
+        run_lock.release_held()
     with contextlib.suppress(OSError, ValueError, AttributeError):
         sys.stdout.flush()
     os.kill(os.getpid(), int(signum))
