@@ -72,7 +72,7 @@ def test_a_recipe_or_command_in_the_wrong_case_is_suggested(capsys):
     assert f"unknown recipe 'zzz': expected one of {names}" in capsys.readouterr().err
     assert cli.main(["FIT", "ppo"]) == 2
     assert capsys.readouterr().err == ("jaxtrainer: unknown command 'FIT'; did you mean 'fit'? "
-                                       "choose one of: envs, eval, fit, launch, plot\n")
+                                       "choose one of: envs, eval, export, fit, launch, plot\n")
 
 
 def test_a_config_file_that_is_not_there_says_where_configs_are_looked_up(capsys, monkeypatch,

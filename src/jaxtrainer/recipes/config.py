@@ -259,6 +259,29 @@ def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
     for dotted, value in (chosen.settings if chosen else {}).items():
         _check_key(base, dotted, source=f"{presets.file_of(recipe)} ({chosen.env}): ")
         OmegaConf.update(base, dotted, value, merge=False)
+    _check_overrides(base, overrides, recipe)
+    given = OmegaConf.from_dotlist(_keep_entry_mappings(base, overrides))
+    cfg = OmegaConf.merge(base, given)
+    found = resume.find(cfg)  # the checkpoint and its run's saved config, looked up once
+    if found is not None:  # resume with the run's saved config
+        from_file = (_sections_checked(OmegaConf.load(path), base, os.fspath(path))
+                     if defaults is not None
+                     and os.path.realpath(defaults) != os.path.realpath(path) else {})
+        if isinstance(from_file, DictConfig):
+            from_file.pop("recipe", None)
+        cfg = resume.resumed(cfg, OmegaConf.merge(from_file, given), setting, found)
+    components.check_entries(cfg)
+    OmegaConf.set_struct(cfg, True)
+    return RecipeRun(cfg, recipe, found)
+
+
+def _check_overrides(base: DictConfig, overrides: Sequence[str], recipe: str) -> None:
+    """Each override is ``key=value`` of a key ``base`` has (or of an open section or an
+    entry of ``logger:``/``callbacks:``), not a whole section.
+
+    Raises:
+      ValueError: naming the override and what was expected.
+    """
     for item in overrides:
         if item.startswith("--"):
             raise ValueError(_dashed(item, base))
@@ -274,19 +297,6 @@ def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
         if isinstance(OmegaConf.select(base, key), DictConfig) and key + "." not in OPEN_KEYS:
             raise ValueError(f"bad override {item!r}: {key} is a section; set one of its keys, "
                              f"e.g. {key}.{next(iter(OmegaConf.select(base, key)), 'name')}=...")
-    given = OmegaConf.from_dotlist(_keep_entry_mappings(base, overrides))
-    cfg = OmegaConf.merge(base, given)
-    found = resume.find(cfg)  # the checkpoint and its run's saved config, looked up once
-    if found is not None:  # resume with the run's saved config
-        from_file = (_sections_checked(OmegaConf.load(path), base, os.fspath(path))
-                     if defaults is not None
-                     and os.path.realpath(defaults) != os.path.realpath(path) else {})
-        if isinstance(from_file, DictConfig):
-            from_file.pop("recipe", None)
-        cfg = resume.resumed(cfg, OmegaConf.merge(from_file, given), setting, found)
-    components.check_entries(cfg)
-    OmegaConf.set_struct(cfg, True)
-    return RecipeRun(cfg, recipe, found)
 
 
 def preset_of(recipe: str, path: str | os.PathLike, defaults: str | os.PathLike | None,
