@@ -98,8 +98,9 @@ from brax_ppo import EPOCHS_PER_UPDATE, ROOT, UNROLL, _brax_replication_shim, st
 from brax_ppo import SIZES as PPO_SIZES
 
 import jaxtrainer as jt
-from jaxtrainer.recipes import config, modules
-from jaxtrainer.trainer.connectors import checkpoint_connector
+from jaxtrainer.recipes import _modules as modules
+from jaxtrainer.recipes import config
+from jaxtrainer.trainer._connectors import checkpoint_connector
 
 SAC_SIZES = {
     # env, num_envs, batch_size, gradient_steps per update, replay capacity,

@@ -114,7 +114,7 @@ def side(layout: str, updates: int, cache: str) -> dict:
     """Run one side in fresh processes; its process 0's RESULT."""
     env = {**os.environ, "JAXTRAINER_BENCH_CACHE": cache}
     script = [str(HERE), "--worker", layout, "--updates", str(updates)]
-    rank = [sys.executable, "-m", "jaxtrainer.commands.launch", *script]  # initialises first
+    rank = [sys.executable, "-m", "jaxtrainer.commands._launch", *script]  # initialises first
     if layout == "1x2":
         cmd = [sys.executable, *script]
     elif layout == "2x1":

@@ -136,7 +136,7 @@ def run_seed(row: dict[str, Any], seed: int, root: Path) -> dict[str, Any]:
     Raises:
       RuntimeError: the command failed or printed no ``eval/episode_return=`` line.
     """
-    command = [sys.executable, "-m", "jaxtrainer.commands.cli", "fit", row["recipe"],
+    command = [sys.executable, "-m", "jaxtrainer.commands._cli", "fit", row["recipe"],
                f"env.name={row['env']}", f"trainer.max_env_steps={row['budget']}",
                f"trainer.seed={seed}", f"trainer.default_root_dir={root / row['id'] / f'seed{seed}'}",
                "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",
@@ -353,7 +353,7 @@ def page(results: dict[str, dict[str, Any]], order: list[str], rows: list[dict[s
         "",
         "Written by `python benchmarks/published.py` from the results of its runs, which "
         "accumulate row by row (rows and sources: `benchmarks/published.yaml`; presets: "
-        "`src/jaxtrainer/recipes/presets/`); each row names its date, machine and commit.",
+        "`src/jaxtrainer/recipes/_presets/`); each row names its date, machine and commit.",
         "",
         REPRODUCING,
         "",

@@ -25,12 +25,12 @@ import sys
 import time
 
 PY = sys.executable
-CLI = [PY, "-m", "jaxtrainer.commands.cli"]
+CLI = [PY, "-m", "jaxtrainer.commands._cli"]
 
 
 def rows() -> list[tuple[str, list[str], int]]:
     """``(label, argv, expected exit status)`` for every timed command."""
-    from jaxtrainer.recipes.catalog import RECIPES
+    from jaxtrainer.recipes._catalog import RECIPES
 
     out = [("import jaxtrainer", [PY, "-c", "import jaxtrainer"], 0),
            ("jaxtrainer --help", [*CLI, "--help"], 0),

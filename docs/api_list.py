@@ -136,13 +136,32 @@ def _lines(module: str, path: Path) -> list[str]:
                 continue
             if name in defined:
                 lines.extend(_entry(f"{module}.{name}", defined[name]))
+            elif name in imported:
+                lines.extend(_exported(f"{module}.{name}", imported[name], name))
             else:
-                lines.append(f"{module}.{name} -> {imported.get(name) or _alias(module, name)}")
+                lines.append(f"{module}.{name} -> {_alias(module, name)}")
         return lines
     for name in sorted(defined):
         if not name.startswith("_") and name not in ("TYPE_CHECKING",):
             lines.extend(_entry(f"{module}.{name}", defined[name]))
     return lines
+
+
+def _exported(qual: str, source: str, name: str, hops: int = 4) -> list[str]:
+    """The entry of ``name`` as ``source`` defines it (following re-exports), listed as
+    ``qual``, the path the package exports it at."""
+    path = PACKAGE.parent.joinpath(*source.split("."))
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    if hops and path.exists():
+        tree = ast.parse(path.read_text())
+        defined = _defined(tree)
+        if name in defined:
+            return _entry(qual, defined[name])
+        stub = path.with_suffix(".pyi")
+        imported = _imported(ast.parse(stub.read_text()) if stub.exists() else tree, source)
+        if name in imported:
+            return _exported(qual, imported[name], name, hops - 1)
+    return [f"{qual} -> {source}"]
 
 
 def _alias(module: str, name: str) -> str:

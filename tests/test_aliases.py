@@ -17,7 +17,7 @@ import pytest
 from jaxtrainer import aliases
 from jaxtrainer.checkpoint import resolve
 from jaxtrainer.commands import script
-from jaxtrainer.recipes.catalog import RECIPES
+from jaxtrainer.recipes._catalog import RECIPES
 from tests._support.commands import ROOT
 
 MOVED_MODULES = sorted((old, new) for old, new in aliases.ALIASES.items()
@@ -93,7 +93,7 @@ def test_resolve_in_the_0_1_order_reads_as_the_new_one(tmp_path):
 
 def _fake_checkpoint(step: Path) -> None:
     """A complete checkpoint step directory as the resolver sees one."""
-    from jaxtrainer.checkpoint import files
+    from jaxtrainer.checkpoint import _files as files
 
     step.mkdir(parents=True)
     (step / files.META).mkdir()
@@ -109,7 +109,7 @@ def test_python_m_of_an_old_command_path_runs_the_new_command():
                          capture_output=True, text=True, timeout=50)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: jaxtrainer COMMAND")
-    assert "jaxtrainer.cli moved to jaxtrainer.commands.cli" in out.stderr
+    assert "jaxtrainer.cli moved to jaxtrainer.commands._cli" in out.stderr
 
 
 def test_each_recipe_script_is_the_generated_one():

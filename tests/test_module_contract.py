@@ -121,7 +121,7 @@ def test_what_a_module_offers_is_a_protocol_checked_with_isinstance():
     """Populations, members ranked by fitness and the modules a wrapper runs are
     told apart by ``isinstance`` against :mod:`jaxtrainer.module`'s Protocols, and
     :func:`~jaxtrainer.module.unwrap` follows the one wrapping attribute, ``module``."""
-    from jaxtrainer.commands.eval_run import EpisodeStatistics
+    from jaxtrainer.commands._eval_run import EpisodeStatistics
     from jaxtrainer.module import (
         HostEnv,
         Members,

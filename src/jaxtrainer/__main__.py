@@ -2,6 +2,6 @@
 
 import sys
 
-from jaxtrainer.commands.cli import main
+from jaxtrainer.commands._cli import main
 
 sys.exit(main())

@@ -355,7 +355,7 @@ def rows_to_host(metrics: Any, num_rows: int,
     """Fetch per-interval metrics (fields ``float32[rows]``) to the host in one
     transfer; return the first ``num_rows`` rows as dicts of Python floats, each
     without the metrics that had no samples in that row. ``unpack`` (e.g.
-    :meth:`~jaxtrainer.strategies.program.TrainProgram.metrics`) maps what
+    :meth:`~jaxtrainer.strategies._program.TrainProgram.metrics`) maps what
     was fetched to ``{name: Metric}`` first. ``finish=False`` returns each row's
     values still as :class:`Metric` (host scalars), for :func:`merge_rows` to
     pool rows that belong to one log interval, and :func:`finish_row` to report."""

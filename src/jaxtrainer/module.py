@@ -69,7 +69,7 @@ class Module:
         progress bar (:class:`~jaxtrainer.callbacks.RichProgressBar`): the
         episode return here, an evolution strategy's mean fitness, a PBT
         population's best (``jaxtrainer plot`` picks it from a run's columns
-        alike, :func:`jaxtrainer.rundir.run_kind.headline_metric`).
+        alike, :func:`jaxtrainer.rundir._run_kind.headline_metric`).
       env: the :class:`~jaxtrainer.envs.Env` the module acts in (``None``:
         none), which :meth:`policy` and the default :meth:`evaluation_step` use.
       eval_episodes: fresh episodes an evaluation of :meth:`policy` runs

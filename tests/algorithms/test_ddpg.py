@@ -117,7 +117,8 @@ def test_ddpg_replicas_stay_bitwise_equal_over_2_devices():
 def test_ddpg_recipe_builds_ddpg_from_its_config():
     import pathlib
 
-    from jaxtrainer.recipes import config, modules
+    from jaxtrainer.recipes import _modules as modules
+    from jaxtrainer.recipes import config
 
     path = pathlib.Path(__file__).parents[2] / "recipes" / "configs" / "ddpg.yaml"
     module = modules.build_module("ddpg", config.load(path, ["algorithm.hidden_sizes=[4]"]))

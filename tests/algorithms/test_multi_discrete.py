@@ -24,7 +24,7 @@ from jaxtrainer.algorithms.es import NeuroES
 from jaxtrainer.algorithms.impala import IMPALA, IMPALAConfig
 from jaxtrainer.algorithms.ppo import PPO, PPOConfig
 from jaxtrainer.algorithms.sac import SAC
-from jaxtrainer.commands.eval_cli import evaluate_run
+from jaxtrainer.commands._eval_cli import evaluate_run
 from jaxtrainer.metrics import to_host
 from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
 from tests._support.commands import recipe_script

@@ -20,7 +20,7 @@ from jaxtrainer.algorithms.torsos import (
     torso_factory,
 )
 from jaxtrainer.commands import fit
-from jaxtrainer.recipes import modules
+from jaxtrainer.recipes import _modules as modules
 
 
 def tree(params) -> dict[str, tuple[int, ...]]:

@@ -13,7 +13,7 @@ from jax.sharding import PartitionSpec as P
 
 import jaxtrainer as jt
 from jaxtrainer.algorithms import PPO, PPOConfig, normalization
-from jaxtrainer.distributed.axis import to_varying
+from jaxtrainer.distributed._axis import to_varying
 from tests._support import shipped, toys
 
 OBS_DIM = 3

@@ -254,7 +254,7 @@ def test_observation_masks_and_memory_tasks_by_name():
 
 @pytest.mark.slow
 def test_a_video_of_a_recurrent_policy_on_a_masked_env_draws_the_base_env(tmp_path):
-    from jaxtrainer.commands import render
+    from jaxtrainer.commands import _render as render
     from jaxtrainer.policy import policy_spec
 
     ppo = PPO(env="CartPole-v1-NoVelocity", num_envs=2, num_steps=8, num_minibatches=1,

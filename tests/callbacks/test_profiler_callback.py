@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 import jaxtrainer as jt
 from jaxtrainer.callbacks.profiler import PHASES
-from jaxtrainer.recipes import components
+from jaxtrainer.recipes import _components as components
 from tests._support import toys
 
 

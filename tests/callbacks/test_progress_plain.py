@@ -106,7 +106,7 @@ def test_a_silent_phase_gets_a_line_every_heartbeat(capsys, monkeypatch):
     phase that prints nothing gets `still <phase> (H:MM:SS)` lines."""
     import time
 
-    from jaxtrainer.runtime.signals import ACTIVITY
+    from jaxtrainer.runtime._signals import ACTIVITY
 
     monkeypatch.setattr(type(ACTIVITY), "heartbeat_seconds", 0.2)
     with ACTIVITY.showing(True):

@@ -119,7 +119,7 @@ def test_without_pygame_a_classic_control_run_says_so_before_training(run_dir, c
     to install, and ``jaxtrainer eval --video`` says the same."""
     import importlib.util
 
-    from jaxtrainer.commands import render
+    from jaxtrainer.commands import _render as render
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

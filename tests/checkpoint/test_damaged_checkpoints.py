@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer.commands import eval_cli
+from jaxtrainer.commands import _eval_cli as eval_cli
 from tests._support._xla import xla_flags
 from tests._support.commands import ROOT, TINY_PPO
 

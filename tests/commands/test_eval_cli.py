@@ -18,16 +18,18 @@ from PIL import Image, ImageChops
 
 import jaxtrainer as jt
 from jaxtrainer import checkpoint as ckpt
-from jaxtrainer.commands import cli, eval_cli, render
-from jaxtrainer.commands.eval_cli import evaluate_run, format_result
+from jaxtrainer.commands import _cli as cli
+from jaxtrainer.commands import _eval_cli as eval_cli
+from jaxtrainer.commands import _render as render
+from jaxtrainer.commands._eval_cli import evaluate_run, format_result
 from jaxtrainer.distributed import keys
 from jaxtrainer.envs.evaluation import run_episodes
 from jaxtrainer.inference import saved_run
 from jaxtrainer.policy import policy_spec
 from jaxtrainer.recipes import config
-from jaxtrainer.recipes.modules import BUILDERS, POPULATION_RECIPES, build_module
+from jaxtrainer.recipes._modules import BUILDERS, POPULATION_RECIPES, build_module
 from jaxtrainer.rundir import runs
-from jaxtrainer.trainer import fit_run
+from jaxtrainer.trainer import _fit_run as fit_run
 
 RECIPES = Path(__file__).parents[2] / "recipes"
 QUIET = dict(logger=False, enable_progress_bar=False, compile_evaluation_ahead=False)

@@ -16,7 +16,7 @@ import pytest
 import jaxtrainer as jt
 from jaxtrainer.commands import fit
 from jaxtrainer.recipes import config
-from jaxtrainer.recipes.modules import build_module
+from jaxtrainer.recipes._modules import build_module
 from tests._support._xla import xla_flags
 
 ROOT = Path(__file__).parents[2]
@@ -60,7 +60,7 @@ def test_a_sweep_padded_on_four_devices_evaluates_and_loads_on_one_and_on_four(t
     """3 seeds on 4 devices are stored as 4 rows (the last member twice): member 2 of
     that checkpoint evaluates to the same numbers on one device and on the four, and
     its policy loads on one device."""
-    from jaxtrainer.commands.eval_run import evaluate_run
+    from jaxtrainer.commands._eval_run import evaluate_run
 
     tiny = [o for o in TINY if o != "trainer.strategy=single"]
     fit.run([f"trainer.default_root_dir={tmp_path}", *tiny, "trainer.strategy=pmap",

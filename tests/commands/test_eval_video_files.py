@@ -11,10 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from jaxtrainer.commands import eval_cli, eval_run, render
+from jaxtrainer.commands import _eval_cli as eval_cli
+from jaxtrainer.commands import _eval_run as eval_run
+from jaxtrainer.commands import _render as render
 from jaxtrainer.rundir.storage import StorageError, check_writable
-from jaxtrainer.runtime import signals
-from jaxtrainer.trainer import compile_ahead
+from jaxtrainer.runtime import _signals as signals
+from jaxtrainer.trainer import _compile_ahead as compile_ahead
 
 
 def _phase_lines(err: str) -> list[str]:
@@ -40,7 +42,7 @@ def test_an_unwritable_or_empty_video_path_is_refused_before_the_run_is_read(cap
     ~75 s of recording (root passes os.access on /proc; a file cannot be made there),
     and `--video ''` said 'it is a directory'. Both are one line, status 2, before the
     run (here none) is read."""
-    from jaxtrainer.commands import cli
+    from jaxtrainer.commands import _cli as cli
 
     assert cli.main(["eval", "RUN", "--video", "/proc/x.gif"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

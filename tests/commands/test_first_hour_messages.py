@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from jaxtrainer.checkpoint.resolve import resolve
-from jaxtrainer.commands.launch import launch
+from jaxtrainer.commands._launch import launch
 from jaxtrainer.recipes import config as recipe_config
 from tests._support._xla import xla_flags
 
@@ -53,7 +53,7 @@ def test_multi_node_in_a_process_nobody_launched_is_one_line_naming_the_way_out(
                                 "SLURM_", "OMPI_", "JOB_COMPLETION_INDEX"))}
     env.update(XLA_FLAGS=xla_flags(1), JAX_PLATFORMS="cpu")
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo", "trainer.strategy=multi_node",
+        [sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "ppo", "trainer.strategy=multi_node",
          "trainer.max_env_steps=1000", f"trainer.default_root_dir={tmp_path / 'runs'}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr[-3000:]
@@ -75,7 +75,7 @@ def test_a_process_no_launcher_started_claims_no_coordinator(monkeypatch, capsys
     "joining coordinator found by JAX from the launcher's variables ... (none of ...
     is set)"; nothing names a coordinator there, so no such line. A launched
     process still says where it joins."""
-    from jaxtrainer.distributed import process
+    from jaxtrainer.distributed import _process as process
 
     for name in [k for k in os.environ if k.startswith(LAUNCH_PREFIXES)]:
         monkeypatch.delenv(name)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from jaxtrainer.commands import cli, fit
-from jaxtrainer.recipes import catalog
-from jaxtrainer.recipes.modules import BUILDERS
+from jaxtrainer.commands import _cli as cli
+from jaxtrainer.commands import fit
+from jaxtrainer.recipes import _catalog as catalog
+from jaxtrainer.recipes._modules import BUILDERS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +28,7 @@ def test_every_recipe_has_a_builder_a_shipped_config_and_a_script():
 
 @pytest.mark.timeout(120)
 def test_fit_list_names_every_recipe():
-    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "--list"],
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "--list"],
                           capture_output=True, text=True, timeout=100, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     listed = [line.split()[0] for line in proc.stdout.splitlines()[1:]]
@@ -50,7 +51,7 @@ def test_every_recipe_help_through_fit_exits_0(recipe, capsys, monkeypatch):
 
 @pytest.mark.timeout(120)
 def test_an_unknown_recipe_is_one_line_and_status_2():
-    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo2"],
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "ppo2"],
                           capture_output=True, text=True, timeout=100, cwd=ROOT)
     assert proc.returncode == 2
     names = ", ".join(sorted(catalog.RECIPES))
@@ -104,7 +105,7 @@ def test_the_resume_advice_is_the_command_with_ckpt_path_last_once(monkeypatch, 
     the advice was that command plus trainer.ckpt_path=last, so it read `... ckpt_path=last
     trainer.ckpt_path=last`. The advice is the command itself, the override in it once."""
     from jaxtrainer.recipes import config
-    from jaxtrainer.trainer import fit_setup
+    from jaxtrainer.trainer import _fit_setup as fit_setup
     from tests.commands.test_eval_cli import init_only_run
 
     monkeypatch.chdir(tmp_path)
@@ -158,8 +159,8 @@ def test_the_wheel_holds_the_recipe_configs(tmp_path):
     assert "jaxtrainer/recipes/configs/ars.yaml" in names
     entry_points = zipfile.ZipFile(wheel).read(
         next(n for n in names if n.endswith("entry_points.txt"))).decode()
-    assert "jaxtrainer = jaxtrainer.commands.cli:main" in entry_points
-    assert "recipes = jaxtrainer.recipes.modules:build_module" in entry_points
+    assert "jaxtrainer = jaxtrainer.commands._cli:main" in entry_points
+    assert "recipes = jaxtrainer.recipes._modules:build_module" in entry_points
 
 
 @pytest.mark.slow

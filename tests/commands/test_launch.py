@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from jaxtrainer.commands import launch
+from jaxtrainer.commands import _launch as launch
 from tests._support._xla import xla_flags
 
 HARD_TIMEOUT = 120  # seconds, per launch
@@ -28,7 +28,7 @@ def run_launcher(tmp_path, script: str, *args: str, extra: tuple[str, ...] = (),
     path.write_text(script)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXTRAINER_"))}
     env["XLA_FLAGS"] = xla_flags(1)
-    cmd = [sys.executable, "-m", "jaxtrainer.commands.cli", "launch", "--nproc-per-node", "2",
+    cmd = [sys.executable, "-m", "jaxtrainer.commands._cli", "launch", "--nproc-per-node", "2",
            "--timeout", "20", "--grace", "2", *extra, str(path), *args]
     if not wait:
         return subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
@@ -182,9 +182,9 @@ def test_bad_arguments_fail_before_starting_anything(argv, message, capsys):
 
 
 def test_launch_is_a_jaxtrainer_command():
-    from jaxtrainer.commands.cli import COMMANDS
+    from jaxtrainer.commands._cli import COMMANDS
 
-    assert COMMANDS["launch"][0] == "jaxtrainer.commands.launch:main"
+    assert COMMANDS["launch"][0] == "jaxtrainer.commands._launch:main"
     assert 0 < launch.free_port() < 65536
 
 

@@ -6,7 +6,8 @@ import shutil
 import numpy as np
 import pytest
 
-from jaxtrainer.commands import cli, plot
+from jaxtrainer.commands import _cli as cli
+from jaxtrainer.commands import _plot as plot
 from tests._support import toys
 
 

@@ -600,7 +600,7 @@ def test_global_ranks_under_launch_with_two_processes_of_two_devices(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXTRAINER_"))}
     env["XLA_FLAGS"] = xla_flags(2)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])  # this checkout
-    cmd = [sys.executable, "-m", "jaxtrainer.commands.cli", "launch", "--nproc-per-node", "2",
+    cmd = [sys.executable, "-m", "jaxtrainer.commands._cli", "launch", "--nproc-per-node", "2",
            "--timeout", "20", "--grace", "2", str(script), str(tmp_path)]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=HARD_TIMEOUT)

@@ -21,9 +21,9 @@ import time
 
 import pytest
 
-from jaxtrainer.commands.launch import free_port
-from jaxtrainer.distributed import process
-from jaxtrainer.strategies import registry
+from jaxtrainer.commands._launch import free_port
+from jaxtrainer.distributed import _process as process
+from jaxtrainer.strategies import _registry as registry
 from tests._support._xla import xla_flags
 from tests._support.commands import TINY_PPO
 
@@ -91,8 +91,8 @@ QUIET = ("max_steps=1, logger=False, enable_checkpointing=False, enable_progress
          "compile_evaluation_ahead=False")
 RESOLVE = f"""
 import jax, jaxtrainer as jt
-from jaxtrainer.distributed.process import srun_tasks
-from jaxtrainer.strategies.registry import auto_name, cluster_detected
+from jaxtrainer.distributed._process import srun_tasks
+from jaxtrainer.strategies._registry import auto_name, cluster_detected
 print("detected", cluster_detected(), srun_tasks(), auto_name())
 every = jt.Trainer({QUIET})
 one = jt.Trainer(devices=1, {QUIET})
@@ -119,8 +119,8 @@ def test_auto_is_multi_node_for_a_task_of_an_srun_step():
     """Judged from the environment alone: no JAX backend, no distributed runtime."""
     code = """
 import jax
-from jaxtrainer.distributed.process import srun_tasks
-from jaxtrainer.strategies.registry import auto_name, cluster_detected
+from jaxtrainer.distributed._process import srun_tasks
+from jaxtrainer.strategies._registry import auto_name, cluster_detected
 print(cluster_detected(), srun_tasks(), auto_name(), jax.distributed.is_initialized())
 """
     proc, _ = run(code, clean_env(4, **SRUN_TASK))
@@ -298,7 +298,7 @@ def test_two_pods_of_an_indexed_job_train_one_run(tmp_path):
     port = free_port()
     root = tmp_path / "runs"
     procs = [subprocess.Popen(
-        [sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo", "trainer.strategy=auto",
+        [sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "ppo", "trainer.strategy=auto",
          *[a for a in TINY_PPO if not a.startswith("trainer.strategy")], "trainer.max_steps=4",
          f"trainer.default_root_dir={root}"],
         cwd=tmp_path, env=clean_env(1, **{**POD, "JOB_COMPLETION_INDEX": str(i),

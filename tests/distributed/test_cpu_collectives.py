@@ -13,7 +13,7 @@ import jax
 import pytest
 
 from jaxtrainer import distributed as jd
-from jaxtrainer.distributed import cpu_collectives
+from jaxtrainer.distributed import _cpu_collectives as cpu_collectives
 
 LAUNCHER = "OMPI_COMM_WORLD_SIZE"
 
@@ -86,14 +86,14 @@ def test_initialize_checks_the_choice_before_starting_anything(clean):
      "when JAX starts"),
 ])
 def test_the_command_names_a_bad_collectives_variable_before_jax_starts(env, status, message):
-    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo"],
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "ppo"],
                           env=dict(os.environ, **env), capture_output=True, text=True, timeout=60)
     assert proc.returncode == status and message in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
 
 
 def test_jaxtrainer_launch_refuses_mpi_collectives_before_starting_a_process(clean, capsys):
-    from jaxtrainer.commands import launch
+    from jaxtrainer.commands import _launch as launch
 
     clean.setenv(cpu_collectives.ENV, "mpi")
     assert launch.main(["--nproc-per-node", "2", "recipes/ppo.py"]) == 2

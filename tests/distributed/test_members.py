@@ -11,7 +11,7 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import jaxtrainer.distributed as jd
-from jaxtrainer.distributed.members import MemberLayout, rank
+from jaxtrainer.distributed._members import MemberLayout, rank
 from jaxtrainer.metrics import Max, Mean, Min
 
 BY_DEVICE = P(jd.AXIS_NAME)

@@ -16,7 +16,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxtrainer.checkpoint import files
+from jaxtrainer.checkpoint import _files as files
 from tests._support._xla import xla_flags
 from tests._support.commands import TINY_PPO
 from tests.distributed.test_cluster_detection import CLUSTER_PREFIXES
@@ -43,7 +43,7 @@ def _mpirun_jaxtrainer() -> list[str]:
     """``mpirun ... -np 2 jaxtrainer``."""
     jaxtrainer = shutil.which("jaxtrainer")
     return [*_mpirun_np2(), *([jaxtrainer] if jaxtrainer else
-                              [sys.executable, "-m", "jaxtrainer.commands.cli"])]
+                              [sys.executable, "-m", "jaxtrainer.commands._cli"])]
 
 
 def _mpirun(root: Path, **env: str) -> subprocess.CompletedProcess:
@@ -92,7 +92,7 @@ def test_the_documented_mpirun_command_trains_bitwise_as_jaxtrainer_launch(tmp_p
 
     (tmp_path / "launch").mkdir()
     by_launch = subprocess.run(
-        [sys.executable, "-m", "jaxtrainer.commands.cli", "launch", "--nproc-per-node", "2",
+        [sys.executable, "-m", "jaxtrainer.commands._cli", "launch", "--nproc-per-node", "2",
          str(REPO / "recipes" / "ppo.py"), "trainer.strategy=multi_node", BUDGET],
         cwd=tmp_path / "launch", env=_env(), capture_output=True, text=True, timeout=400)
     assert by_launch.returncode == 0, by_launch.stderr[-3000:]

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer.commands.launch import free_port
+from jaxtrainer.commands._launch import free_port
 from tests._support._xla import xla_flags
 
 WORKER = str(Path(__file__).with_name("test_multi_node_worker.py"))
@@ -44,7 +44,7 @@ def env_for(devices_per_process: int = 2, **extra: str) -> dict[str, str]:
 
 
 def launch_cmd(*args: str, timeout: float = 10) -> list[str]:
-    return [sys.executable, "-m", "jaxtrainer.commands.cli", "launch", "--nproc-per-node", "2",
+    return [sys.executable, "-m", "jaxtrainer.commands._cli", "launch", "--nproc-per-node", "2",
             "--timeout", str(timeout), "--grace", "3", WORKER, *args]
 
 
@@ -300,7 +300,7 @@ def _kill_rank_1(tmp_path, args, watched, when):
                       JAX_PROCESS_ID=str(rank), JAXTRAINER_HEARTBEAT_TIMEOUT="5",
                       JAXTRAINER_INIT_TIMEOUT="60")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "jaxtrainer.commands.launch", WORKER, "forever", str(tmp_path),
+            [sys.executable, "-m", "jaxtrainer.commands._launch", WORKER, "forever", str(tmp_path),
              *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, start_new_session=True))
     try:

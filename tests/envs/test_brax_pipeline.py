@@ -31,7 +31,7 @@ from jax.sharding import PartitionSpec as P
 import jaxtrainer as jt
 from jaxtrainer import envs
 from jaxtrainer.algorithms import PPO, PPOConfig
-from jaxtrainer.distributed.axis import AXIS_NAME, vary_like, varying_axes, without_vma_check
+from jaxtrainer.distributed._axis import AXIS_NAME, vary_like, varying_axes, without_vma_check
 
 pytestmark = [pytest.mark.timeout(600),  # brax compiles slowly on 2 CPU cores
               pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::UserWarning")]
@@ -139,7 +139,7 @@ def test_ppo_trains_on_the_generalized_pipeline_over_two_processes(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXTRAINER_"))}
     env["XLA_FLAGS"] = xla_flags(2)
-    cmd = [sys.executable, "-m", "jaxtrainer.commands.cli", "launch", "--nproc-per-node", "2",
+    cmd = [sys.executable, "-m", "jaxtrainer.commands._cli", "launch", "--nproc-per-node", "2",
            "--timeout", "30", "--grace", "3", __file__, str(tmp_path)]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -104,7 +104,7 @@ def test_make_unknown_name_lists_gymnax_and_brax_names():
 
 
 def test_jaxtrainer_envs_lists_every_name_and_filters_by_prefix(capsys):
-    from jaxtrainer.commands import cli
+    from jaxtrainer.commands import _cli as cli
 
     assert cli.main(["envs"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -66,9 +66,9 @@ def test_a_sweep_of_ippo_members_trains_each_on_its_own_games(tmp_path):
 def test_a_recipe_ippo_run_evaluates_and_loads_as_a_policy(tmp_path, capsys):
     """`jaxtrainer fit ppo --config ippo.yaml` (tiny): `jaxtrainer eval RUN` prints
     what the run's last line printed; `load_policy` acts for every agent."""
-    from jaxtrainer.commands import cli
+    from jaxtrainer.commands import _cli as cli
     from jaxtrainer.recipes import config
-    from jaxtrainer.recipes.modules import build_module
+    from jaxtrainer.recipes._modules import build_module
 
     recipe_run = config.load_run(RECIPES / "configs" / "ippo.yaml", [
         "trainer.max_steps=2", "algorithm.num_envs=6", "algorithm.num_steps=8",

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer.commands import export_cli, fit
+from jaxtrainer.commands import _export_cli as export_cli
+from jaxtrainer.commands import fit
 from jaxtrainer.inference import export, saved_run
 from jaxtrainer.rundir.storage import StorageError
 

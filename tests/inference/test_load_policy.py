@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 import jaxtrainer as jt
 from jaxtrainer.recipes import config
-from jaxtrainer.recipes.modules import build_module
+from jaxtrainer.recipes._modules import build_module
 
 RECIPES = Path(__file__).parents[2] / "recipes"
 QUIET = dict(logger=False, enable_progress_bar=False, compile_evaluation_ahead=False)
@@ -107,7 +107,7 @@ def test_the_readme_quick_start_is_evaluated_and_loaded_from_its_run(tmp_path, m
     """The README's first code block as written (PPO(PPOConfig(...)), a config dataclass)
     records its module: ``load_policy`` and ``jaxtrainer eval`` need nothing else (they
     once said "no config.yaml" for it)."""
-    from jaxtrainer.commands import eval_cli
+    from jaxtrainer.commands import _eval_cli as eval_cli
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     code = readme.split("```python\n", 1)[1].split("```", 1)[0]

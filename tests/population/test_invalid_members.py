@@ -8,7 +8,7 @@ import pytest
 import jaxtrainer as jt
 from jaxtrainer.algorithms import FunctionES, sphere
 from jaxtrainer.distributed import MemberLayout
-from jaxtrainer.distributed.members import rank
+from jaxtrainer.distributed._members import rank
 
 
 class NaNAtMember3(jt.PopulationModule):

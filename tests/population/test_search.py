@@ -35,7 +35,7 @@ from jaxtrainer.population import (
 )
 from jaxtrainer.population.pbt import Hyperparam
 from jaxtrainer.recipes import config
-from jaxtrainer.recipes.modules import build_module
+from jaxtrainer.recipes._modules import build_module
 from tests.population.test_pbt import CountCompiles
 
 RECIPES = Path(__file__).parents[2] / "recipes"
@@ -267,7 +267,7 @@ def test_recipe_search_section_builds_a_search():
 
 def test_search_runs_share_the_budget_between_member_slots(capsys):
     from jaxtrainer.inference.saved_run import make_trainer
-    from jaxtrainer.recipes import search as search_section
+    from jaxtrainer.recipes import _search as search_section
 
     space = ["search.method=asha", "search.space.lr=loguniform(1e-5,1e-2)"]
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", [*space, "search.members=32"])
@@ -368,8 +368,8 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     """A recipe's random search (4 members, 3 updates each): `jaxtrainer plot RUN`
     draws its trials, `jaxtrainer eval RUN --member best` evaluates the member
     the run reported, and the run is told apart from single runs."""
-    from jaxtrainer.commands import cli
-    from jaxtrainer.rundir import run_kind
+    from jaxtrainer.commands import _cli as cli
+    from jaxtrainer.rundir import _run_kind as run_kind
 
     recipe_run = config.load_run(RECIPES / "configs" / "ppo.yaml", [
         "search.method=random", "search.members=4", "search.space.lr=loguniform(1e-3,1e-2)",
@@ -389,7 +389,7 @@ def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
     said = capsys.readouterr().out
     assert said.startswith(f"wrote {png}: 4 trials of a search (0 stopped at a rung) against lr")
     assert f"the best trial by fitness: {best_row[0]} (lr=" in said  # the table's first
-    from jaxtrainer.commands.search_plot import _log_axis
+    from jaxtrainer.commands._search_plot import _log_axis
 
     draws = np.random.default_rng(0)
     assert _log_axis(10 ** draws.uniform(-5, -2, 64)) and not _log_axis(draws.uniform(0, 0.05, 64))
@@ -464,7 +464,7 @@ def test_optuna_or_an_env_family_not_installed_is_one_line_and_writes_nothing(tm
     ("sqlite:////nonexistent/dir/study.db", "unable to open database file"),
 ])
 def test_a_storage_that_cannot_open_is_one_line_and_writes_nothing(tmp_path, capsys, url, reason):
-    from jaxtrainer.commands import cli
+    from jaxtrainer.commands import _cli as cli
 
     with pytest.raises(SystemExit) as stop:
         cli.main(["fit", "ppo", "search.method=optuna", "search.space.lr=loguniform(1e-5,1e-2)",
@@ -483,7 +483,7 @@ def test_an_evolution_strategy_searches_its_learning_rate_and_std(tmp_path, caps
     `jaxtrainer eval --member best` evaluates the member the run reported."""
     import logging
 
-    from jaxtrainer.commands import cli
+    from jaxtrainer.commands import _cli as cli
     from jaxtrainer.commands import fit as recipe_fit
 
     compiled: list[str] = []

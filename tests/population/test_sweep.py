@@ -25,14 +25,14 @@ from scipy.stats import trim_mean
 
 import jaxtrainer as jt
 from jaxtrainer.algorithms import PPO
-from jaxtrainer.commands.plot import plot_runs
+from jaxtrainer.commands._plot import plot_runs
 from jaxtrainer.loggers import CSVLogger
 from jaxtrainer.population import Sweep
 from jaxtrainer.population import summary as sweep_summary
 from jaxtrainer.population.sweep import grid
+from jaxtrainer.recipes import _sweep as recipe_sweep
 from jaxtrainer.recipes import config
-from jaxtrainer.recipes import sweep as recipe_sweep
-from jaxtrainer.recipes.modules import build_module
+from jaxtrainer.recipes._modules import build_module
 from tests.population.test_pbt import CountCompiles
 
 RECIPES = Path(__file__).parents[2] / "recipes"

@@ -30,7 +30,7 @@ def test_the_recipe_learns_at_a_fraction_of_its_budget(recipe, budget, floor, tm
 
 def learns(recipe, budget, floor, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "jaxtrainer.commands.cli", "fit", recipe, *budget,
+        [sys.executable, "-m", "jaxtrainer.commands._cli", "fit", recipe, *budget,
          "trainer.seed=0", f"trainer.default_root_dir={tmp_path}",
          "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",
          "trainer.logger=false"],

@@ -12,15 +12,16 @@ import yaml
 from omegaconf import OmegaConf
 
 from jaxtrainer import envs
-from jaxtrainer.recipes import config, presets
-from jaxtrainer.recipes.catalog import RECIPES, config_file
+from jaxtrainer.recipes import _presets as presets
+from jaxtrainer.recipes import config
+from jaxtrainer.recipes._catalog import RECIPES, config_file
 from tests._support.commands import ROOT
 
 ENV = dict(os.environ, JAX_PLATFORMS="cpu")
 
 
 def _command(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "jaxtrainer.commands._cli", "fit", *args], cwd=ROOT,
                           env=ENV, capture_output=True, text=True, timeout=200)
 
 
@@ -91,7 +92,7 @@ def test_a_config_file_runs_exactly_as_written_and_a_preset_is_printed_at_start(
 
 
 def test_the_recipe_list_names_the_presets():
-    done = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "--list"], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "--list"], cwd=ROOT,
                           env=ENV, capture_output=True, text=True, timeout=60)
     sac = next(line for line in done.stdout.splitlines() if line.strip().startswith("sac "))
     assert sac.endswith("(presets: Pendulum-v1)")

@@ -19,7 +19,8 @@ from omegaconf import OmegaConf
 
 import jaxtrainer as jt
 from jaxtrainer.checkpoint import read_meta
-from jaxtrainer.recipes import components, config
+from jaxtrainer.recipes import _components as components
+from jaxtrainer.recipes import config
 from tests._support import toys
 from tests._support._xla import xla_flags
 
@@ -192,7 +193,7 @@ def test_a_key_close_to_nothing_in_its_section_suggests_nothing(run_dir, capsys)
 @pytest.mark.timeout(60)
 def test_help_gives_whole_sentences_wrapped_to_80_columns(monkeypatch, capsys):
     """No description is cut: each wraps under its column at the terminal's width."""
-    from jaxtrainer.recipes.usage import doc_entries, one_sentence
+    from jaxtrainer.recipes._usage import doc_entries, one_sentence
 
     monkeypatch.setenv("COLUMNS", "80")
     with pytest.raises(SystemExit) as exit_:
@@ -455,7 +456,7 @@ def test_a_resume_with_another_seed_is_refused_even_with_apply(run_dir, capsys):
 
 def recipe_module(run):
     from jaxtrainer.inference import saved_run
-    from jaxtrainer.recipes.modules import build_module
+    from jaxtrainer.recipes._modules import build_module
 
     name, cfg = saved_run.load_config(run)
     return build_module(name, cfg)
@@ -478,7 +479,7 @@ def test_one_resume_resolves_the_checkpoint_once_and_reads_config_yaml_once(tmp_
     restores the step directory they found; the run record compares against
     the config they read)."""
     from jaxtrainer.commands import fit
-    from jaxtrainer.trainer.connectors import checkpoint_connector
+    from jaxtrainer.trainer._connectors import checkpoint_connector
 
     base = [*TINY_PPO, "trainer.strategy=single", f"trainer.default_root_dir={tmp_path}"]
     fit.run([*base, "trainer.max_steps=2"], "ppo")

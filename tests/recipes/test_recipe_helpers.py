@@ -106,7 +106,7 @@ def test_a_return_that_rounds_to_zero_prints_without_a_sign(run_dir, capsys):
     assert result["eval/episode_return"] == pytest.approx(-0.001)
     assert capsys.readouterr().out.strip().splitlines()[-1] == \
         f"eval/episode_return=0.00 run_dir={run_dir / 'version_0'}"
-    from jaxtrainer.formatting import fixed
+    from jaxtrainer._formatting import fixed
     assert [fixed(v) for v in (-0.004, -0.005001, 0.0, -0.0, float("nan"))] == \
         ["0.00", "-0.01", "0.00", "0.00", "nan"]
 
@@ -277,7 +277,7 @@ def test_an_optuna_searchs_rounds_end_on_log_boundaries_by_its_budget():
     """``search.method=optuna search.rounds=2 trainer.max_steps=6``: rounds of 3 updates;
     the Trainer is built with that budget, so the fit's log interval is gcd(4, 3) = 1
     (``trainer.log_every_n_steps`` stays the 4 given); other searches have no rounds."""
-    from jaxtrainer.recipes.modules import build_module
+    from jaxtrainer.recipes._modules import build_module
 
     sizes = ["search.space.lr=loguniform(1e-5,1e-2)", "search.members=2", "trainer.max_steps=6",
              "trainer.max_env_steps=null", "trainer.log_every_n_steps=4", "trainer.devices=1",

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer.commands import plot
+from jaxtrainer.commands import _plot as plot
 
 
 class Counter(jt.Module):
@@ -76,7 +76,7 @@ def test_a_path_through_dotdot_reads_and_resumes_a_healthy_checkpoint(tmp_path, 
     import importlib.util
     import shutil
 
-    from jaxtrainer.commands import eval_cli
+    from jaxtrainer.commands import _eval_cli as eval_cli
 
     fixtures = Path(__file__).parents[1] / "_support" / "fixtures"
     spec = importlib.util.spec_from_file_location("make_release_runs", fixtures / "make_release_runs.py")

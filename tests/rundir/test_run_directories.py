@@ -111,7 +111,7 @@ def test_a_run_in_use_by_another_process_refuses_a_second_resume_and_writes_noth
     import socket
     from pathlib import Path
 
-    from jaxtrainer.rundir import run_lock
+    from jaxtrainer.rundir import _run_lock as run_lock
     from tests._support.commands import TINY_PPO
 
     repo = Path(__file__).resolve().parents[2]

@@ -17,13 +17,17 @@ from omegaconf import OmegaConf
 
 import jaxtrainer as jt
 from jaxtrainer.checkpoint.resolve import NotResumable
-from jaxtrainer.commands import cli, fit, plot
+from jaxtrainer.commands import _cli as cli
+from jaxtrainer.commands import _plot as plot
+from jaxtrainer.commands import fit
 from jaxtrainer.population import Sweep
 from jaxtrainer.population import summary as sweep_summary
-from jaxtrainer.recipes import command, config
-from jaxtrainer.recipes import sweep as recipe_sweep
-from jaxtrainer.recipes.catalog import CONFIGS
-from jaxtrainer.rundir import run_kind, storage
+from jaxtrainer.recipes import _command as command
+from jaxtrainer.recipes import _sweep as recipe_sweep
+from jaxtrainer.recipes import config
+from jaxtrainer.recipes._catalog import CONFIGS
+from jaxtrainer.rundir import _run_kind as run_kind
+from jaxtrainer.rundir import storage
 from tests._support import toys
 
 

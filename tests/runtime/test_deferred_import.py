@@ -63,7 +63,7 @@ def test_a_module_already_imported_is_not_deferred():
     out = run("""
         import sys
         import json
-        from jaxtrainer.runtime.deferred_import import deferred_imports
+        from jaxtrainer.runtime._deferred_import import deferred_imports
         with deferred_imports("json", "csv"):
             import csv
             import json as j
@@ -75,7 +75,7 @@ def test_a_module_already_imported_is_not_deferred():
 def test_a_deferred_module_imports_on_first_attribute_and_leaves_sys_modules():
     out = run("""
         import sys
-        from jaxtrainer.runtime.deferred_import import deferred_imports
+        from jaxtrainer.runtime._deferred_import import deferred_imports
         with deferred_imports("wsgiref", "wsgiref.headers"):
             import wsgiref.headers as headers
             from wsgiref import headers as same
@@ -90,7 +90,7 @@ def test_a_deferred_module_imports_on_first_attribute_and_leaves_sys_modules():
 
 def test_a_missing_module_is_not_deferred_and_fails_where_imported():
     out = run("""
-        from jaxtrainer.runtime.deferred_import import deferred_imports
+        from jaxtrainer.runtime._deferred_import import deferred_imports
         try:
             with deferred_imports("no_such_module_here"):
                 import no_such_module_here  # noqa: F401
@@ -108,7 +108,7 @@ def test_import_jaxtrainer_and_the_commands_help_do_not_import_jax():
     out = run("""
         import contextlib, io, sys
         import jaxtrainer as jt
-        from jaxtrainer.commands import cli
+        from jaxtrainer.commands import _cli as cli
         with contextlib.redirect_stdout(io.StringIO()):
             assert cli.main(["--help"]) == 0
             with contextlib.suppress(SystemExit):

@@ -8,14 +8,14 @@ import threading
 
 import pytest
 
-from jaxtrainer.recipes.command import exit_now
+from jaxtrainer.recipes._command import exit_now
 
 
 def test_atexit_handlers_run_and_output_is_flushed(tmp_path):
     marker = tmp_path / "atexit.txt"
     script = textwrap.dedent(f"""
         import atexit, sys
-        from jaxtrainer.recipes.command import exit_now
+        from jaxtrainer.recipes._command import exit_now
         atexit.register(lambda: open({str(marker)!r}, "w").write("ran"))
         sys.stdout.write("no newline, still buffered")
         sys.stderr.write("and stderr")
@@ -47,7 +47,7 @@ def test_a_running_thread_gets_a_normal_exit():
 def test_the_recipe_command_freezes_what_exists_before_main_and_in_process_calls_do_not():
     script = textwrap.dedent("""
         import gc
-        from jaxtrainer.recipes.command import cli
+        from jaxtrainer.recipes._command import cli
         before = gc.get_freeze_count()
         seen = []
         def main(argv):
@@ -71,7 +71,7 @@ def test_the_recipe_command_freezes_what_exists_before_main_and_in_process_calls
 
 
 def test_ctrl_c_before_training_is_one_line_and_status_130(capsys):
-    from jaxtrainer.recipes.command import cli
+    from jaxtrainer.recipes._command import cli
 
     def main(argv):
         raise KeyboardInterrupt  # e.g. while building the environment

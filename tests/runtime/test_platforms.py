@@ -22,8 +22,8 @@ EXPECTED = ("error: JAX_PLATFORMS='cuda': JAX cannot start cuda here; installed:
 @pytest.mark.parametrize("command, prog", [
     ([sys.executable, str(ROOT / "recipes" / "ppo.py"), "trainer.max_env_steps=2048"],
      str(ROOT / "recipes" / "ppo.py")),
-    ([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo"], "jaxtrainer fit"),
-    ([sys.executable, "-m", "jaxtrainer.commands.cli", "eval", "runs/ppo/version_0"], "jaxtrainer eval"),
+    ([sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "ppo"], "jaxtrainer fit"),
+    ([sys.executable, "-m", "jaxtrainer.commands._cli", "eval", "runs/ppo/version_0"], "jaxtrainer eval"),
 ])
 def test_an_unavailable_platform_is_one_line_before_anything_runs(command, prog, tmp_path):
     env = {**os.environ, "JAX_PLATFORMS": "cuda", "PYTHONPATH": str(ROOT / "src")}

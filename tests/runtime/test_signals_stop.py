@@ -19,7 +19,7 @@ import pytest
 import jaxtrainer as jt
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.recipes import config
-from jaxtrainer.runtime import signals
+from jaxtrainer.runtime import _signals as signals
 from tests._support import toys
 from tests._support._xla import xla_flags
 from tests.commands.test_eval_cli import PPO_SIZES, RECIPES, init_only_run
@@ -155,8 +155,8 @@ def test_ending_at_once_removes_the_run_locks_the_process_holds(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        from jaxtrainer.rundir import run_lock
-        from jaxtrainer.runtime import signals
+        from jaxtrainer.rundir import _run_lock as run_lock
+        from jaxtrainer.runtime import _signals as signals
         held = run_lock.acquire(Path({str(tmp_path)!r}) / "a")
         released = run_lock.acquire(Path({str(tmp_path)!r}) / "b")
         run_lock.release(released)
@@ -177,7 +177,7 @@ def test_ending_at_once_removes_the_run_locks_the_process_holds(tmp_path):
 _TRAIN = """
 import time
 import jaxtrainer as jt
-from jaxtrainer.runtime import signals
+from jaxtrainer.runtime import _signals as signals
 from tests._support import toys
 
 signals.GRACE_SECONDS = {grace}  # 0: the write in flight is cut off and removed, not waited for
@@ -288,7 +288,7 @@ def test_eval_video_stops_on_the_first_signal_with_no_video_written(tmp_path, si
     cfg = config.load(RECIPES / "configs" / "ppo.yaml", PPO_SIZES)
     run = init_only_run(tmp_path, "ppo", cfg)  # its greedy policy balances: a long episode
     gif = tmp_path / "cartpole.gif"
-    child = Child([sys.executable, "-m", "jaxtrainer.commands.cli", "eval", str(run), "--episodes", "4",
+    child = Child([sys.executable, "-m", "jaxtrainer.commands._cli", "eval", str(run), "--episodes", "4",
                    "--video", str(gif)])
     phases = [f"jaxtrainer eval: restoring checkpoint {run}/checkpoints/0 ...",
               "jaxtrainer eval: evaluating 4 episodes of step 0 ...",
@@ -402,7 +402,7 @@ def test_a_signal_between_installing_two_handlers_reaches_the_new_one():
                 os.kill(os.getpid(), signal.SIGINT)  # arrives before SIGINT's handler
             return old
         signal.signal = install_then_interrupt
-        from jaxtrainer.runtime import startup
+        from jaxtrainer.runtime import _startup as startup
         startup.begin("prog")
         signal.signal = real
         import time

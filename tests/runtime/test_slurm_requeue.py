@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import jaxtrainer as jt
-from jaxtrainer.runtime import slurm
+from jaxtrainer.runtime import _slurm as slurm
 from tests._support._xla import xla_flags
 
 REPO = Path(__file__).resolve().parents[2]

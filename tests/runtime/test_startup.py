@@ -40,7 +40,7 @@ def _wait(proc: subprocess.Popen, ready, timeout: float = 60.0) -> None:
 def test_a_ctrl_c_while_starting_ends_the_command_in_one_line(tmp_path, command, when):
     root = tmp_path / "runs"
     args, prog = ([sys.executable, "recipes/ppo.py"], "recipes/ppo.py") if command == "recipe" \
-        else ([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo"], "jaxtrainer")
+        else ([sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "ppo"], "jaxtrainer")
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags(1))
     proc = subprocess.Popen([*args, *TINY_PPO, "trainer.max_steps=4",
                              f"trainer.default_root_dir={root}"], cwd=ROOT, env=env,
@@ -95,7 +95,7 @@ def test_help_imports_only_what_it_documents(recipe, needs):
     the packages of saving (orbax), logging (wandb) or other algorithms (evosax):
     each costs a tenth of a second or more of every help and config error."""
     code = (f"import sys, runpy; sys.argv = ['jaxtrainer', 'fit', {recipe!r}, '--help']\n"
-            "try:\n    runpy.run_module('jaxtrainer.commands.cli', run_name='__main__')\n"
+            "try:\n    runpy.run_module('jaxtrainer.commands._cli', run_name='__main__')\n"
             "except SystemExit:\n    pass\n"
             "print('LOADED', sorted(m for m in ('orbax.checkpoint', 'wandb', 'evosax', "
             "'tensorboardX') if m in sys.modules))")
@@ -116,13 +116,13 @@ def test_a_closed_pipe_and_an_unavailable_env_family_end_in_one_line_or_none():
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     for reader, statuses, out in (("head -1", (0, 141), "# preset sac/Pendulum-v1"),
                                   ("true", (141,), "")):
-        piped = subprocess.run(f"{sys.executable} -m jaxtrainer.commands.cli fit sac --print-config "
+        piped = subprocess.run(f"{sys.executable} -m jaxtrainer.commands._cli fit sac --print-config "
                                f"| {reader}; exit ${{PIPESTATUS[0]}}", shell=True,
                                executable="/bin/bash", cwd=ROOT, env=env, capture_output=True,
                                text=True, timeout=100)
         assert piped.returncode in statuses and piped.stderr == "", (reader, piped.stderr)
         assert piped.stdout.startswith(out) and piped.stdout.count("\n") == bool(out)
-    done = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo",
+    done = subprocess.run([sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "ppo",
                            "env.name=kinetix/foo"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=100)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr

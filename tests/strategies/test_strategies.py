@@ -176,7 +176,7 @@ def test_state_layout_is_inferred_from_the_device_dependence_of_each_leaf():
     ({"OMPI_COMM_WORLD_SIZE": "2"}, "multi_node"),
 ])
 def test_auto_picks_multi_node_when_a_cluster_launched_several_processes(monkeypatch, env, expected):
-    from jaxtrainer.strategies.registry import auto_name
+    from jaxtrainer.strategies._registry import auto_name
 
     for name in ("JAX_NUM_PROCESSES", "JAX_COORDINATOR_ADDRESS", "SLURM_JOB_ID", "SLURM_STEP_ID",
                  "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID",

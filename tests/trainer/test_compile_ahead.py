@@ -12,7 +12,7 @@ import pytest
 
 import jaxtrainer as jt
 from jaxtrainer.strategies import SingleDeviceStrategy
-from jaxtrainer.trainer.fit_loop import FitLoop
+from jaxtrainer.trainer._fit_loop import FitLoop
 from tests._support.toys import Regression, trainer
 
 

@@ -87,7 +87,7 @@ def test_plain_modules_under_multi_node_two_processes_of_two_devices(tmp_path):
     env["XLA_FLAGS"] = xla_flags(2)
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = __import__("os").pathsep.join([str(Path(worker).parent), root])
-    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "launch", "--nproc-per-node",
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands._cli", "launch", "--nproc-per-node",
                            "2", "--timeout", "30", "--grace", "3", worker, str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=360)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -110,7 +110,7 @@ def test_eval_command_and_load_policy_work_on_a_run_started_from_python(tmp_path
     run = Path(trainer.log_dir)
     assert (run / "module.yaml").read_text().splitlines()[0] == "class_path: actor_critic.ActorCritic"
     expected = trainer.evaluate(module)["eval/episode_return"]
-    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands.cli", "eval", str(run)],
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands._cli", "eval", str(run)],
                           cwd=tmp_path, capture_output=True, text=True, timeout=240,
                           env={**__import__("os").environ, "PYTHONPATH": ""})
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -118,7 +118,7 @@ def test_eval_command_and_load_policy_work_on_a_run_started_from_python(tmp_path
     mean = float(proc.stdout.split("episode_return: mean=")[1].split()[0])
     assert mean == pytest.approx(expected, abs=1e-3)
 
-    from jaxtrainer.commands.eval_cli import evaluate_run
+    from jaxtrainer.commands._eval_cli import evaluate_run
     assert evaluate_run(run, episodes=4)["completed"] == 4  # --episodes: the constructor's
 
     act = jt.load_policy(run)

@@ -7,10 +7,11 @@ import time
 
 import pytest
 
-from jaxtrainer.commands import cli, render
+from jaxtrainer.commands import _cli as cli
+from jaxtrainer.commands import _render as render
 from jaxtrainer.population import PopulationTrainer
-from jaxtrainer.runtime import signals
-from jaxtrainer.trainer import compile_ahead
+from jaxtrainer.runtime import _signals as signals
+from jaxtrainer.trainer import _compile_ahead as compile_ahead
 from tests._support import toys
 from tests.population.test_population import GENERATIONS, Recording
 
@@ -104,8 +105,8 @@ import sys
 from types import SimpleNamespace
 from typing import NamedTuple
 import numpy as np
-from jaxtrainer.runtime import signals
-from jaxtrainer.commands import render
+from jaxtrainer.runtime import _signals as signals
+from jaxtrainer.commands import _render as render
 render.headless_gl()  # as jaxtrainer eval does, before brax imports MuJoCo
 import mujoco
 

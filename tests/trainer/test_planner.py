@@ -1,6 +1,6 @@
 """The interval planner: plain Python, no JAX (these tests run in milliseconds)."""
 
-from jaxtrainer.trainer.planner import IntervalPlanner, stop_reason
+from jaxtrainer.trainer._planner import IntervalPlanner, stop_reason
 
 
 def never(step):

@@ -179,7 +179,7 @@ def test_a_resume_goes_on_with_its_own_seed_and_says_so(tmp_path, capsys):
     """``Trainer(seed=7)`` resuming a run of seed 0 trained on with seed 0's keys while
     recording seed 7 (so ``jaxtrainer eval`` then named the wrong seed): it now says the
     run's seed goes on, and every record keeps it."""
-    from jaxtrainer.checkpoint.files import read_meta
+    from jaxtrainer.checkpoint._files import read_meta
 
     straight = toys.trainer(tmp_path / "a", strategy="single", max_steps=4, logger=False)
     straight.fit(toys.Regression())

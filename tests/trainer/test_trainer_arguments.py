@@ -317,7 +317,7 @@ def test_add_callback_inserts_by_order_and_is_the_one_way_to_edit_the_list():
 
     from jaxtrainer.population.optuna_search import OptunaSearch
     from jaxtrainer.population.search_report import SearchReport
-    from jaxtrainer.recipes.command import RunRecord
+    from jaxtrainer.recipes._command import RunRecord
 
     t = jt.Trainer(max_steps=1, callbacks=[jt.CSVLogger()], enable_progress_bar=False)
     for cb in (SearchReport(), OptunaSearch(), RunRecord(None, "ppo")):
@@ -337,7 +337,7 @@ def test_add_callback_inserts_by_order_and_is_the_one_way_to_edit_the_list():
 def test_more_devices_than_the_one_cpu_device_says_how_to_split_the_cpu():
     """``trainer.devices=3`` on a CPU JAX shows as one device named only a strategy
     the user never chose (``... available to PmapStrategy``)."""
-    from jaxtrainer.arguments import pick_devices
+    from jaxtrainer._arguments import pick_devices
 
     with pytest.raises(ValueError, match=r"^devices=3: this process has 1 cpu device\(s\) \(for "
                                          r"PmapStrategy\); choose 1..1 \(the CPU shows as one device: "
@@ -356,7 +356,7 @@ def test_pmap_on_the_one_cpu_device_says_how_to_split_the_cpu(tmp_path):
 
     def fit(strategy):
         proc = subprocess.run(
-            [sys.executable, "-m", "jaxtrainer.commands.cli", "fit", "ppo",
+            [sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "ppo",
              f"trainer.strategy={strategy}", f"trainer.default_root_dir={tmp_path / 'runs'}",
              "trainer.max_env_steps=256", "trainer.enable_progress_bar=false",
              "trainer.enable_checkpointing=false", "trainer.compile_evaluation_ahead=false",

@@ -11,7 +11,7 @@ import pytest
 import jaxtrainer as jt
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.recipes import config
-from jaxtrainer.trainer.connectors import checkpoint_connector
+from jaxtrainer.trainer._connectors import checkpoint_connector
 from tests._support import toys
 
 QUIET = dict(enable_progress_bar=False, compile_evaluation_ahead=False)

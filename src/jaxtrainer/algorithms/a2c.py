@@ -26,13 +26,13 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms.advantages import normalize_advantages
 from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.normalization import RunningStatistics
 from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule, check_gae_fields
 from jaxtrainer.algorithms.rollout import Rollout
-from jaxtrainer.distributed.gradient_step import averaged_update
+from jaxtrainer.distributed._gradient_step import averaged_update
 
 
 @dataclasses.dataclass(frozen=True)

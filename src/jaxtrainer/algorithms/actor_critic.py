@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxtrainer import arguments, envs
+from jaxtrainer import _arguments as arguments
+from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.cores import Carry, initial_carry

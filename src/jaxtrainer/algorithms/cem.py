@@ -28,8 +28,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments
-from jaxtrainer.distributed.members import rank
+from jaxtrainer import _arguments as arguments
+from jaxtrainer.distributed._members import rank
 
 
 def check_cem(config: Any) -> None:

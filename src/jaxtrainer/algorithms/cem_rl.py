@@ -65,7 +65,8 @@ import optax
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from jaxtrainer import arguments, envs
+from jaxtrainer import _arguments as arguments
+from jaxtrainer import envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.cem import check_cem, sample_population, sep_cem_update
@@ -82,7 +83,7 @@ from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.td3 import deterministic_action, td3_actor_loss, td3_critic_loss
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import axis_size, fold_in_device
-from jaxtrainer.distributed.members import MemberLayout
+from jaxtrainer.distributed._members import MemberLayout
 from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module

@@ -35,7 +35,8 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import arguments, envs
+from jaxtrainer import _arguments as arguments
+from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms.batch_renorm import BatchRenorm
 from jaxtrainer.algorithms.critic_losses import (
@@ -48,7 +49,7 @@ from jaxtrainer.algorithms.networks import LOG_STD_MAX, LOG_STD_MIN, activation
 from jaxtrainer.algorithms.offpolicy_config import ActorCriticConfig
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.sac import SAC, check_sac, squashed_sample
-from jaxtrainer.distributed.gradient_step import averaged_update
+from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.metrics import Last, Mean
 
 
@@ -126,27 +127,12 @@ class CrossQConfig(ActorCriticConfig):
       renorm_warmup_steps: training calls of a layer before its renormalisation
         corrections start.
 
-    SAC's fields, as there (checked by :func:`~jaxtrainer.algorithms.sac.check_sac`):
-
-    Attributes:
-      env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy_config.OffPolicyConfig`
-        (``env`` with continuous actions; an update is a critic, an actor and a
-        temperature step; uniform random actions before ``learning_starts``).
-      normalize_observations, reward_scaling: as in
-        :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig` (off: ``False``, 1).
-      policy_lr: Adam learning rate of the actor.
-      q_lr: Adam learning rate of the critics (and of the temperature unless
-        ``alpha_lr`` is set).
-      alpha_lr: Adam learning rate of the temperature; ``None``: ``q_lr`` (CleanRL's).
-      tau: Polyak rate of the target critics (updated after every update).
-      init_alpha: initial temperature.
-      autotune: learn the temperature; ``False`` keeps ``init_alpha``.
-      target_entropy: entropy the temperature tunes toward; ``None`` is
-        ``-action_dim`` (the SAC paper's heuristic).
-      hidden_sizes: hidden widths of the actor and of each critic.
-      activation: their activation.
-      network: the torso of the actor and of each critic before their hidden
-        layers (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`; default ``mlp``).
+    SAC's fields, with the meaning and checks they have there
+    (:class:`~jaxtrainer.algorithms.sac.SACConfig`, :func:`~jaxtrainer.algorithms.sac.check_sac`):
+    ``env``, ``num_envs``, ``train_frequency``, ``gradient_steps``, ``buffer_size``,
+    ``batch_size``, ``learning_starts``, ``normalize_observations``, ``reward_scaling``,
+    ``policy_lr``, ``q_lr``, ``alpha_lr``, ``tau``, ``init_alpha``, ``autotune``,
+    ``target_entropy``, ``hidden_sizes``, ``activation``, ``network``.
     """
 
     hidden_sizes: tuple[int, ...] = (256, 256)

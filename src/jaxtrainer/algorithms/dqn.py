@@ -37,7 +37,8 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import arguments, envs
+from jaxtrainer import _arguments as arguments
+from jaxtrainer import envs
 from jaxtrainer.algorithms import env_steps, offpolicy
 from jaxtrainer.algorithms.exploration import epsilon_greedy, linear_schedule
 from jaxtrainer.algorithms.networks import QNetwork
@@ -54,7 +55,7 @@ from jaxtrainer.algorithms.q_learning import (
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.target_update import soft_update
 from jaxtrainer.algorithms.torsos import torso_factory
-from jaxtrainer.distributed.gradient_step import averaged_update
+from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.metrics import Last
 
 DISTRIBUTIONAL = ("c51", "qr")

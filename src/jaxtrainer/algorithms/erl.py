@@ -80,7 +80,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxtrainer import arguments, envs
+from jaxtrainer import _arguments as arguments
+from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.es import ESState
@@ -92,7 +93,7 @@ from jaxtrainer.algorithms.offpolicy import configure
 from jaxtrainer.algorithms.offpolicy_config import ReplayLearnerConfig, check_normalization
 from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config, check_td3_learner
 from jaxtrainer.distributed import axis_size, fold_in_device
-from jaxtrainer.distributed.members import MemberLayout, rank
+from jaxtrainer.distributed._members import MemberLayout, rank
 from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module

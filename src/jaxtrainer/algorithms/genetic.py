@@ -6,7 +6,7 @@ Learning", NeurIPS, arXiv:1805.07917), Algorithm 1, and the reference code
 fixed-shape form EvoRL uses for JAX (``EMI-Group/evorl``,
 ``evorl/ec/optimizers/erl_ga.py`` and ``evorl/ec/operators``). A population is
 a pytree whose leaves have a leading member axis ``P`` (e.g. flax parameters of
-``P`` actors, :mod:`jaxtrainer.distributed.members`). One :func:`ga_step`:
+``P`` actors, :mod:`jaxtrainer.distributed._members`). One :func:`ga_step`:
 
 1. **elitism**: the ``K`` best members (``K = max(1, int(elite_fraction * P))``,
    the reference's ``num_elitists``) are kept unchanged, in their slots;
@@ -38,8 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtrainer import arguments
-from jaxtrainer.distributed.members import population_size, rank
+from jaxtrainer import _arguments as arguments
+from jaxtrainer.distributed._members import population_size, rank
 
 _PROBABILITIES = ("elite_fraction", "crossover_prob", "crossover_fraction", "mutation_prob",
                   "mutation_fraction", "super_mutation_prob", "reset_prob")
@@ -86,7 +86,7 @@ def tournament_selection(fitness: jax.Array, u: jax.Array) -> jax.Array:
     (uniform over ``0 .. P-1``, with replacement) and its winner is the member at
     the best (smallest) drawn rank (the reference's
     ``np.min(np.random.randint(total_choices, size=tournament_size))`` into
-    ``index_rank``). Ranks as :func:`~jaxtrainer.distributed.members.rank`:
+    ``index_rank``). Ranks as :func:`~jaxtrainer.distributed._members.rank`:
     larger fitness is better, ties keep member order, NaN ranks last.
 
     Args:

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.advantages import normalize_advantages
 from jaxtrainer.algorithms.distributions import Distribution
@@ -55,7 +55,7 @@ from jaxtrainer.algorithms.onpolicy import (
     check_minibatch_fields,
 )
 from jaxtrainer.algorithms.rollout import trajectory_minibatch_epochs
-from jaxtrainer.distributed.gradient_step import averaged_update
+from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last
 

@@ -24,7 +24,7 @@ import optax
 
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.target_update import soft_update
-from jaxtrainer.distributed.gradient_step import averaged_update
+from jaxtrainer.distributed._gradient_step import averaged_update
 
 
 def improve_members(rl_members: jax.Array, critic_state: tuple[Any, Any, optax.OptState],

@@ -28,7 +28,8 @@ import jax
 import jax.numpy as jnp
 from flax.linen.initializers import constant, orthogonal
 
-from jaxtrainer import aliases, arguments
+from jaxtrainer import _arguments as arguments
+from jaxtrainer import aliases
 from jaxtrainer.algorithms.cores import Carry, Core
 from jaxtrainer.algorithms.distributions import DiagGaussian, Distribution, TanhNormal, categorical
 from jaxtrainer.algorithms.torsos import TorsoFactory, features

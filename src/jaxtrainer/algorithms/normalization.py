@@ -34,7 +34,7 @@ from flax import struct
 
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.distributed import AXIS_NAME, psum
-from jaxtrainer.distributed.axis import AxisName
+from jaxtrainer.distributed._axis import AxisName
 
 
 @struct.dataclass

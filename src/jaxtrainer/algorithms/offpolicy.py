@@ -48,7 +48,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxtrainer import aliases, arguments, envs
+from jaxtrainer import _arguments as arguments
+from jaxtrainer import aliases, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.exploration import uniform_warmup

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms.networks import activation
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config
 

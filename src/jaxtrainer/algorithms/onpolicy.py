@@ -31,7 +31,8 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import aliases, arguments, envs
+from jaxtrainer import _arguments as arguments
+from jaxtrainer import aliases, envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.actor_critic import ActorCriticBase
 from jaxtrainer.algorithms.advantages import compute_gae

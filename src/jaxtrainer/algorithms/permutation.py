@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtrainer.distributed.axis import cast_varying, varying_axes
+from jaxtrainer.distributed._axis import cast_varying, varying_axes
 
 MAX_SIZE = 2 ** 16
 """Largest ``n`` the packed sorts serve: both passes pack ``ceil(log2 n)`` index

@@ -47,7 +47,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms.advantages import normalize_advantages
 from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.onpolicy import (
@@ -58,7 +58,7 @@ from jaxtrainer.algorithms.onpolicy import (
     check_minibatch_fields,
 )
 from jaxtrainer.algorithms.rollout import minibatch_advantage_moments, minibatch_epochs
-from jaxtrainer.distributed.gradient_step import averaged_update
+from jaxtrainer.distributed._gradient_step import averaged_update
 
 PPOState = OnPolicyState
 """PPO's training state: :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyState`."""

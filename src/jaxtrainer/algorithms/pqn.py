@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms.exploration import epsilon_greedy, linear_schedule
 from jaxtrainer.algorithms.networks import QNetwork, activation
 from jaxtrainer.algorithms.onpolicy import OnPolicyModule, OnPolicyState
@@ -45,7 +45,7 @@ from jaxtrainer.algorithms.q_learning import q_lambda_returns
 from jaxtrainer.algorithms.rollout import minibatch_epochs
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import local_size
-from jaxtrainer.distributed.gradient_step import averaged_update
+from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.envs.base import refuse_multi_discrete
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last

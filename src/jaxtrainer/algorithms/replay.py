@@ -34,7 +34,7 @@ from typing import Any
 import jax
 from flax import struct
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.distributed import local_size, per_device
 
 

@@ -42,7 +42,8 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from jaxtrainer import arguments, envs
+from jaxtrainer import _arguments as arguments
+from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms.critic_losses import (
     clipped_double_q_loss,
@@ -55,7 +56,7 @@ from jaxtrainer.algorithms.networks import SquashedGaussianActor
 from jaxtrainer.algorithms.offpolicy_config import ActorCriticConfig
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.target_update import soft_update
-from jaxtrainer.distributed.gradient_step import averaged_update
+from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.metrics import Last
 
 

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.monitor import check_mode

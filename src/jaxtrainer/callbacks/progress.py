@@ -6,9 +6,9 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from jaxtrainer._formatting import fixed
 from jaxtrainer.callbacks.base import Callback
-from jaxtrainer.formatting import fixed
-from jaxtrainer.runtime.signals import ACTIVITY
+from jaxtrainer.runtime._signals import ACTIVITY
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -46,7 +46,7 @@ class RichProgressBar(Callback):
     ETA is the steps left at the mean speed since then. Intervals that reach
     the host together (several fused in one call) print one line, the last's.
     Where phase lines are on, a silence of 30 s in any phase gets a ``still
-    ...`` line (:class:`~jaxtrainer.runtime.signals.Activity`).
+    ...`` line (:class:`~jaxtrainer.runtime._signals.Activity`).
 
     Only the global-zero process draws. Updated once per log interval, so it
     adds no host synchronisation of its own.

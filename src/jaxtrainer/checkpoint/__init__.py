@@ -1,6 +1,6 @@
 """Checkpoints: the files, and which checkpoint a path names.
 
-* :mod:`~jaxtrainer.checkpoint.files`: what a checkpoint holds and how it is
+* :mod:`~jaxtrainer.checkpoint._files`: what a checkpoint holds and how it is
   written and read (orbax-checkpoint, one logical copy, process 0 writes);
 * :mod:`~jaxtrainer.checkpoint.resolve`: the one resolver of ``"last"``,
   ``"best"`` and a step, used by ``Trainer.fit``/``evaluate``, ``jaxtrainer
@@ -10,13 +10,13 @@ Run directories (``version_<n>``), saved runs restored into their module and the
 run lock are :mod:`jaxtrainer.rundir`'s.
 
 The Trainer's side (what its checkpoint holds, saved and restored) is
-:mod:`jaxtrainer.trainer.connectors.checkpoint_connector`, beside the Trainer.
+:mod:`jaxtrainer.trainer._connectors.checkpoint_connector`, beside the Trainer.
 
 The names below are the files' and the resolver's; import the other modules
 by name.
 """
 
-from jaxtrainer.checkpoint.files import (
+from jaxtrainer.checkpoint._files import (
     META,
     STATE,
     CheckpointMismatchError,

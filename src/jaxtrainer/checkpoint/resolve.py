@@ -12,7 +12,7 @@ Every reader of checkpoints resolves through :func:`resolve`: ``Trainer.fit`` an
 and ``which`` is ``None`` (the step directory the path names, else the newest),
 ``"last"`` (the newest), ``"best"`` (the best that a monitored
 :class:`~jaxtrainer.ModelCheckpoint` recorded, :func:`best`) or a step number.
-Only complete checkpoints count (:func:`~jaxtrainer.checkpoint.files.steps`):
+Only complete checkpoints count (:func:`~jaxtrainer.checkpoint._files.steps`):
 one being written, or cut off by a crash, is never chosen.
 """
 
@@ -25,8 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from jaxtrainer.arguments import expand_path
-from jaxtrainer.checkpoint.files import META, latest_step_dir, read_meta, steps
+from jaxtrainer._arguments import expand_path
+from jaxtrainer.checkpoint._files import META, latest_step_dir, read_meta, steps
 from jaxtrainer.rundir import module_record, run_layout
 
 CHECKPOINTS = run_layout.CHECKPOINTS_DIR
@@ -274,7 +274,7 @@ def _locate(path: Path, across_runs: bool, prefix: str,
         raise FileNotFoundError(f"{prefix}{path} is a root of runs ({', '.join(versions[:8])}"
                                 f"{', ...' if len(versions) > 8 else ''}): pass one run directory")
     if not path.exists():
-        from jaxtrainer.arguments import did_you_mean
+        from jaxtrainer._arguments import did_you_mean
         hint = did_you_mean(str(path), NAMES) if os.sep not in str(path) else ""
         raise FileNotFoundError(f"{prefix}{path}: no such file or directory{hint}")
     broken = [d for c in (path, path / CHECKPOINTS) for d in incomplete_after(c)]

@@ -6,7 +6,7 @@
     jaxtrainer fit ppo --print-config > mine.yaml      # start one's own config
     jaxtrainer fit ppo --config mine.yaml trainer.seed=3
 
-The configs ship inside the package (:data:`jaxtrainer.recipes.catalog.CONFIGS`);
+The configs ship inside the package (:data:`jaxtrainer.recipes._catalog.CONFIGS`);
 ``--config NAME`` also finds a shipped one by file name (``--config ars.yaml``).
 A bad key or value prints one line and exits with status 2, as the scripts in
 ``recipes/`` (thin wrappers over :func:`run`) do.
@@ -19,8 +19,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from jaxtrainer.arguments import check_platforms
-from jaxtrainer.recipes.catalog import CONFIGS, RECIPES, about, config_file
+from jaxtrainer._arguments import check_platforms
+from jaxtrainer.recipes._catalog import CONFIGS, RECIPES, about, config_file
 
 PROG = "jaxtrainer fit"
 
@@ -61,8 +61,10 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
         (``jaxtrainer fit`` and the scripts print it on one line, status 2).
       SystemExit: after ``--help`` or ``--print-config`` (status 0).
     """
-    from jaxtrainer.distributed.process import cluster_detected
-    from jaxtrainer.recipes import config, modules, search
+    from jaxtrainer.distributed._process import cluster_detected
+    from jaxtrainer.recipes import _modules as modules
+    from jaxtrainer.recipes import _search as search
+    from jaxtrainer.recipes import config
 
     modules.check_recipe(recipe)
     default = config_file(recipe)
@@ -96,7 +98,7 @@ def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
     except ValueError as e:
         print(f"{prog or f'{PROG} {recipe}'}: error: {e}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
-    from jaxtrainer.distributed.process import join_detected_cluster
+    from jaxtrainer.distributed._process import join_detected_cluster
 
     try:  # one process of several (mpirun, srun, a Kubernetes indexed Job): join before
         join_detected_cluster()  # anything uses JAX (importing gymnax does)
@@ -113,7 +115,7 @@ def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
 def listing() -> str:
     """``jaxtrainer fit --list``: every recipe with its one-line summary."""
     width = max(map(len, RECIPES))
-    from jaxtrainer.recipes import presets
+    from jaxtrainer.recipes import _presets as presets
 
     lines = [f"  {name:<{width}}  {entry.summary}"
              + (f" ({presets.listing(name)})" if presets.listing(name) else "")
@@ -134,7 +136,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(listing())
         return 0
     if argv[0] not in RECIPES:
-        from jaxtrainer.recipes.modules import check_recipe
+        from jaxtrainer.recipes._modules import check_recipe
 
         try:
             check_recipe(argv[0])

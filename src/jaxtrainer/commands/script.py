@@ -2,9 +2,9 @@
 (:func:`main`) and their text (:func:`source`), one per recipe of the catalog.
 
 This module imports no JAX, so a script that imports it first takes Ctrl-C from
-its first line (:func:`jaxtrainer.runtime.startup.begin`) before the heavy imports
+its first line (:func:`jaxtrainer.runtime._startup.begin`) before the heavy imports
 start. The scripts are generated: ``python -m jaxtrainer.commands.script
-recipes`` writes one per :data:`jaxtrainer.recipes.catalog.RECIPES` entry (a
+recipes`` writes one per :data:`jaxtrainer.recipes._catalog.RECIPES` entry (a
 test checks that each file equals :func:`source`)."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from jaxtrainer.runtime import startup
+from jaxtrainer.runtime import _startup as startup
 
 
 def main(recipe: str) -> None:
-    """Run ``recipe`` as the command ``sys.argv[0]``: :func:`jaxtrainer.runtime.startup.begin`,
+    """Run ``recipe`` as the command ``sys.argv[0]``: :func:`jaxtrainer.runtime._startup.begin`,
     then :func:`jaxtrainer.commands.fit.script` with ``sys.argv[1:]`` (a bad
     config: one line, status 2)."""
     prog = sys.argv[0]
@@ -54,16 +54,16 @@ def source(recipe: str) -> str:
     """The text of ``recipes/<recipe>.py``.
 
     Raises:
-      KeyError: ``recipe`` is not in :data:`jaxtrainer.recipes.catalog.RECIPES`.
+      KeyError: ``recipe`` is not in :data:`jaxtrainer.recipes._catalog.RECIPES`.
     """
-    from jaxtrainer.recipes.catalog import RECIPES
+    from jaxtrainer.recipes._catalog import RECIPES
 
     return _TEMPLATE.format(name=recipe, summary=RECIPES[recipe].summary)
 
 
 def write_scripts(directory: str | Path) -> list[Path]:
     """Write ``<directory>/<name>.py`` for every recipe (:func:`source`); returns the paths."""
-    from jaxtrainer.recipes.catalog import RECIPES
+    from jaxtrainer.recipes._catalog import RECIPES
 
     paths = [Path(directory) / f"{name}.py" for name in RECIPES]
     for path in paths:

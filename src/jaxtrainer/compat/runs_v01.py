@@ -17,11 +17,11 @@ from jaxtrainer.rundir.runs import *  # noqa: F403
 def resolve_checkpoint(ckpt_path: str | os.PathLike, root: str | os.PathLike,
                        strategy: Any = None) -> Path:
     """``ckpt_path`` as a step directory: now
-    :func:`jaxtrainer.trainer.connectors.checkpoint_connector.resolve_ckpt_path` (same arguments)."""
-    from jaxtrainer.trainer.connectors import checkpoint_connector
+    :func:`jaxtrainer.trainer._connectors.checkpoint_connector.resolve_ckpt_path` (same arguments)."""
+    from jaxtrainer.trainer._connectors import checkpoint_connector
 
     warn_moved("jaxtrainer.runs.resolve_checkpoint",
-               "jaxtrainer.trainer.connectors.checkpoint_connector.resolve_ckpt_path")
+               "jaxtrainer.trainer._connectors.checkpoint_connector.resolve_ckpt_path")
     return checkpoint_connector.resolve_ckpt_path(ckpt_path, root, strategy)
 
 

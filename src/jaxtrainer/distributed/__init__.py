@@ -25,7 +25,7 @@ works with a ``DeprecationWarning`` until 0.3.0.
 from typing import TYPE_CHECKING
 
 from jaxtrainer import aliases
-from jaxtrainer.distributed.axis import (
+from jaxtrainer.distributed._axis import (
     AXIS_NAME,
     axis_index,
     axis_size,
@@ -43,17 +43,16 @@ from jaxtrainer.distributed.axis import (
     varying_axes,
     without_vma_check,
 )
-from jaxtrainer.distributed.gradient_step import averaged_update, local_copy
-from jaxtrainer.distributed.keys import device_keys, fold_in_device
-from jaxtrainer.distributed.members import (
+from jaxtrainer.distributed._gradient_step import averaged_update, local_copy
+from jaxtrainer.distributed._members import (
     MemberLayout,
     gather_members,
     local_members,
     pad_population,
     population_size,
 )
-from jaxtrainer.distributed.population import shard_tree, sharded_map, sharded_vmap
-from jaxtrainer.distributed.process import (
+from jaxtrainer.distributed._population import shard_tree, sharded_map, sharded_vmap
+from jaxtrainer.distributed._process import (
     barrier,
     broadcast_from_zero,
     global_ranks,
@@ -62,6 +61,7 @@ from jaxtrainer.distributed.process import (
     process_count,
     process_index,
 )
+from jaxtrainer.distributed.keys import device_keys, fold_in_device
 
 if TYPE_CHECKING:
     from jaxtrainer.compat.evorl import (

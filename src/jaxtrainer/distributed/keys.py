@@ -31,8 +31,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtrainer import arguments
-from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, axis_index
+from jaxtrainer import _arguments as arguments
+from jaxtrainer.distributed._axis import AXIS_NAME, AxisName, axis_index
 
 INIT_STREAM, TRAIN_STREAM, EVAL_STREAM = 0, 1, 2
 """Streams derived from the root key: initialisation, training steps, evaluation."""

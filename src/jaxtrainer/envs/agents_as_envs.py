@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from jaxtrainer.distributed.axis import size_probe_active, without_vma_check
+from jaxtrainer.distributed._axis import size_probe_active, without_vma_check
 from jaxtrainer.envs.base import (
     Action,
     Env,

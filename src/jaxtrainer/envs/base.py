@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxtrainer.distributed.axis import without_vma_check
+from jaxtrainer.distributed._axis import without_vma_check
 from jaxtrainer.envs import evaluation
 
 Observation = Any

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.envs.base import Action, Env, Observation, positive_steps
 
 BRAX_ENV_NAMES = (

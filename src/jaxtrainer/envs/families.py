@@ -17,7 +17,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 
 
 def import_family(module: str, prefix: str, extra: str) -> ModuleType:

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from jaxtrainer.distributed.axis import without_vma_check
+from jaxtrainer.distributed._axis import without_vma_check
 from jaxtrainer.envs.base import Observation, SpecSizes
 
 __all__ = ["MultiAgentEnv", "MultiAgentInfo", "MultiAgentState", "team_returns"]

@@ -28,7 +28,7 @@ from typing import Any
 
 import jax
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.envs.brax_env import RESET_MODES, BraxEnv, make_leaves_local
 
 PLAYGROUND_PREFIX = "playground/"

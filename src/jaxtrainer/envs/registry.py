@@ -6,12 +6,13 @@ import importlib
 import inspect
 from typing import Any
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.envs.base import Env, positive_steps
 from jaxtrainer.envs.brax_env import BRAX_ENV_NAMES, RESET_MODES, BraxEnv
 from jaxtrainer.envs.gymnax_env import GymnaxEnv, gymnax
 from jaxtrainer.envs.masked import NO_VELOCITY, NO_VELOCITY_SUFFIX, ObservationMask
 from jaxtrainer.envs.playground_env import PLAYGROUND_ENV_NAMES, PLAYGROUND_PREFIX
+from jaxtrainer.runtime._optional import import_optional
 
 BRAX_PREFIX = "brax/"
 
@@ -74,10 +75,10 @@ def _make_brax(name: str, episode_length: int = 1000, reset_mode: str = "first_s
                **kwargs: Any) -> BraxEnv:
     """``brax/<env>`` as :func:`make` builds it (``kwargs``: the env constructor's)."""
     reset_mode = arguments.one_of("reset_mode", reset_mode, RESET_MODES)
-    import brax.envs  # slow import: only for brax names
+    brax_envs = import_optional("brax.envs", "brax", f"make({name!r})")  # slow: brax names only
 
     try:
-        env = brax.envs.get_environment(name[len(BRAX_PREFIX):], **kwargs)
+        env = brax_envs.get_environment(name[len(BRAX_PREFIX):], **kwargs)
     except KeyError:
         raise unknown(name) from None
     return BraxEnv(env, episode_length=episode_length, name=name, reset_mode=reset_mode)

@@ -1,5 +1,5 @@
 """Episodes of a policy as RGB frames, drawn headless on CPU by each simulator's
-own renderer: what ``jaxtrainer eval --video`` (:mod:`jaxtrainer.commands.render`)
+own renderer: what ``jaxtrainer eval --video`` (:mod:`jaxtrainer.commands._render`)
 and :class:`~jaxtrainer.callbacks.VideoCallback` share.
 
 * gymnax classic control (``CartPole-v1``, ``Acrobot-v1``, ``Pendulum-v1``,

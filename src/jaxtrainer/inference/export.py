@@ -49,7 +49,7 @@ import jax.extend
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from jaxtrainer.arguments import expand_path
+from jaxtrainer._arguments import expand_path
 from jaxtrainer.checkpoint.resolve import run_dir_of
 from jaxtrainer.policy import Policy
 from jaxtrainer.rundir.run_layout import CONFIG_FILE, METRICS_FILE, MODULE_FILE

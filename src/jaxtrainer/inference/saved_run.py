@@ -238,7 +238,7 @@ def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
     """Load a trained policy from a run directory or a checkpoint directory.
 
     The module is rebuilt from the run's ``config.yaml`` (written by the
-    recipes; :func:`jaxtrainer.recipes.modules.build_module`) and the
+    recipes; :func:`jaxtrainer.recipes._modules.build_module`) and the
     checkpoint restored onto one device, whatever strategy and device count
     wrote it (the arrays are stored as one logical copy).
 

@@ -8,7 +8,7 @@ import io
 import os
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.loggers.base import Logger
 from jaxtrainer.rundir import run_layout, storage
 

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.loggers.base import Logger
 from jaxtrainer.rundir import run_layout, storage
-from jaxtrainer.runtime.deferred_import import deferred_imports
+from jaxtrainer.runtime._deferred_import import deferred_imports
 
 TENSORBOARDX_STORAGE = ("boto3",)
 """Modules tensorboardX imports at import time for ``s3://`` log directories
-only; imported on first use instead (see :mod:`jaxtrainer.runtime.deferred_import`)."""
+only; imported on first use instead (see :mod:`jaxtrainer.runtime._deferred_import`)."""
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module

@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jaxtrainer.arguments import expand_path
-from jaxtrainer.checkpoint.files import steps
+from jaxtrainer._arguments import expand_path
+from jaxtrainer.checkpoint._files import steps
 from jaxtrainer.checkpoint.resolve import checkpoint_dirs
 from jaxtrainer.loggers.base import Logger
+from jaxtrainer.runtime._optional import import_optional
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -70,7 +71,7 @@ class WandbLogger(Logger):
         self.run, self.run_id = None, None  # a new run gets a new wandb run id
 
     def start(self, trainer: Trainer, module: Module) -> None:
-        import wandb
+        wandb = import_optional("wandb", "wandb", "WandbLogger")
 
         directory = os.fspath(self.save_dir or trainer.log_dir)
         os.makedirs(directory, exist_ok=True)
@@ -115,7 +116,7 @@ class WandbLogger(Logger):
         """``wandb.Video(path)`` under ``tag``, with ``video/step`` = ``step`` as
         its x axis (``define_metric``): a video finishes rendering after later
         metrics were logged, and wandb's own step only moves forward."""
-        import wandb
+        wandb = import_optional("wandb", "wandb", "WandbLogger")
 
         if self.run is not None:
             self.run.define_metric(tag, step_metric="video/step")

@@ -46,11 +46,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms.hyperparams import get_hyperparams, set_hyperparams
 from jaxtrainer.distributed import AXIS_NAME, member_scope, per_device, pmax, pmin, psum
-from jaxtrainer.distributed.axis import AxisName
-from jaxtrainer.distributed.members import MemberLayout
+from jaxtrainer.distributed._axis import AxisName
+from jaxtrainer.distributed._members import MemberLayout
 from jaxtrainer.metrics import Last, Mean, Metric
 from jaxtrainer.module import Module, counted_members  # noqa: F401 (counted_members: its old home)
 

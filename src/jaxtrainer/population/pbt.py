@@ -61,7 +61,7 @@ from flax import struct
 
 from jaxtrainer.algorithms.hyperparams import get_hyperparams, set_hyperparams
 from jaxtrainer.distributed import AXIS_NAME, per_device
-from jaxtrainer.distributed.axis import AxisName
+from jaxtrainer.distributed._axis import AxisName
 from jaxtrainer.metrics import Last, Max, Mean
 from jaxtrainer.module import Module
 from jaxtrainer.population.members import MemberPopulation, mean_parts

@@ -54,9 +54,9 @@ from flax import struct
 
 from jaxtrainer.algorithms.hyperparams import get_hyperparams
 from jaxtrainer.distributed import AXIS_NAME, per_device
-from jaxtrainer.distributed.axis import AxisName
+from jaxtrainer.distributed._axis import AxisName
+from jaxtrainer.distributed._members import rank
 from jaxtrainer.distributed.keys import host_seed
-from jaxtrainer.distributed.members import rank
 from jaxtrainer.metrics import Last
 from jaxtrainer.module import Module
 from jaxtrainer.population.pbt import PBT, Hyperparam, PBTState

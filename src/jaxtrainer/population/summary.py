@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from jaxtrainer.callbacks.base import Callback
-from jaxtrainer.rundir import run_kind, run_layout, storage
+from jaxtrainer.rundir import _run_kind as run_kind
+from jaxtrainer.rundir import run_layout, storage
+from jaxtrainer.runtime._optional import import_optional
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -52,9 +54,9 @@ from those of 50,000."""
 
 
 def _rliable() -> tuple[Any, Any]:
-    from rliable import library, metrics
-
-    return library, metrics
+    purpose = "a sweep's summary (IQM and bootstrap intervals over seeds)"
+    return (import_optional("rliable.library", "sweeps", purpose),
+            import_optional("rliable.metrics", "sweeps", purpose))
 
 
 def interval_estimates(scores: np.ndarray, func: Callable[[np.ndarray], np.ndarray],
@@ -195,6 +197,7 @@ class SweepSummary(Callback):
                              "as 'eval/episode_return'")
         if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
             raise ValueError(f"SweepSummary: reps={reps!r}: expected an int >= 1")
+        _rliable()  # a missing extra fails here, before the training, not at its end
         self.metric = metric
         self.reps = reps
         self.seed = int(seed)

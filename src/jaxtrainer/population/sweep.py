@@ -68,7 +68,7 @@ import numpy as np
 from flax import struct
 
 from jaxtrainer.distributed import AXIS_NAME, keys
-from jaxtrainer.distributed.axis import AxisName
+from jaxtrainer.distributed._axis import AxisName
 from jaxtrainer.metrics import Max, Mean, Min
 from jaxtrainer.module import Module
 from jaxtrainer.population.members import MemberPopulation, mean_parts

@@ -11,7 +11,7 @@ One *generation* is one Trainer step. The population module is wrapped in a
     state, metrics  = tell(state, population, layout.unpad(fitness))  # padding never reaches tell
 
 with ``layout`` the population's
-:class:`~jaxtrainer.distributed.members.MemberLayout` over the strategy's data
+:class:`~jaxtrainer.distributed._members.MemberLayout` over the strategy's data
 axes. ``gen_key = fold_in(fold_in(key(seed), TRAIN_STREAM), generation)`` is the
 same on every device (``step_key_per_device = False``), so member ``i``'s key
 depends only on (seed, generation, i), and fitness is gathered bit for bit:
@@ -29,9 +29,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.callbacks.base import Callback
-from jaxtrainer.distributed.members import MemberLayout
+from jaxtrainer.distributed._members import MemberLayout
 from jaxtrainer.metrics import Last, Mean, Metric
 from jaxtrainer.module import Module, PopulationModule
 from jaxtrainer.strategies import Strategy

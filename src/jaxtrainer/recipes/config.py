@@ -9,16 +9,16 @@ config key with nothing to update here. Overrides use omegaconf's dotlist syntax
     python recipes/ppo.py trainer.strategy=pmap env.name=Acrobot-v1 algorithm.lr=1e-3
 
 The ``logger:`` and ``callbacks:`` sections choose the loggers and callbacks
-(:mod:`jaxtrainer.recipes.components`; their keys are read from the classes'
+(:mod:`jaxtrainer.recipes._components`; their keys are read from the classes'
 signatures too)::
 
     python recipes/ppo.py callbacks.checkpoint.every_n_steps=100 logger.wandb.mode=offline
 
 Every recipe takes ``--help`` (every key with its value and a one-line doc,
-:mod:`jaxtrainer.recipes.usage`), ``--print-config`` and ``--config FILE``
+:mod:`jaxtrainer.recipes._usage`), ``--print-config`` and ``--config FILE``
 (:func:`config_arg`); run through :func:`cli`, a bad config prints one line and
 exits with status 2. A run a recipe starts holds ``config.yaml``, the resolved
-config plus ``recipe: <name>`` (:class:`~jaxtrainer.recipes.command.RunRecord`),
+config plus ``recipe: <name>`` (:class:`~jaxtrainer.recipes._command.RunRecord`),
 which is also a valid ``--config`` file of that recipe.
 """
 
@@ -36,13 +36,18 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from jaxtrainer import envs
-from jaxtrainer.arguments import did_you_mean
+from jaxtrainer._arguments import did_you_mean
+from jaxtrainer._formatting import fixed
 from jaxtrainer.envs.registry import unknown as unknown_env
-from jaxtrainer.formatting import fixed
 from jaxtrainer.module import Module
 from jaxtrainer.population import PopulationTrainer
-from jaxtrainer.recipes import catalog, components, presets, resume, search, sweep
-from jaxtrainer.recipes.command import CONFIG_FILE, RecipeRun, RunRecord, cli  # noqa: F401 (re-exported)
+from jaxtrainer.recipes import _catalog as catalog
+from jaxtrainer.recipes import _components as components
+from jaxtrainer.recipes import _presets as presets
+from jaxtrainer.recipes import _resume as resume
+from jaxtrainer.recipes import _search as search
+from jaxtrainer.recipes import _sweep as sweep
+from jaxtrainer.recipes._command import CONFIG_FILE, RecipeRun, RunRecord, cli  # noqa: F401 (re-exported)
 from jaxtrainer.rundir import run_layout
 from jaxtrainer.trainer import Trainer
 from jaxtrainer.trainer.budget import Budget
@@ -216,18 +221,18 @@ def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
     what differs, and each of its keys must exist in ``defaults`` (except under
     the sections in :data:`OPEN_SECTIONS`). The keys of the ``logger:`` and
     ``callbacks:`` sections are checked against their classes' signatures
-    (:mod:`jaxtrainer.recipes.components`) instead, in every file and override;
+    (:mod:`jaxtrainer.recipes._components`) instead, in every file and override;
     ``<entry>=true`` over an entry the file gives as a mapping keeps the mapping.
 
     Loaded from the recipe's own YAML (``path`` is ``defaults``), the recipe's
     preset for the env it trains is applied over it, under the overrides
-    (:mod:`jaxtrainer.recipes.presets`; :func:`preset_of`).
+    (:mod:`jaxtrainer.recipes._presets`; :func:`preset_of`).
 
     A top-level ``recipe:`` key (as in a run's ``config.yaml``) is taken out of
     the config into :attr:`RecipeRun.recipe` (else the stem of ``defaults``, or
     of ``path``: ``ppo`` for ``recipes/configs/ppo.yaml``). With
     ``trainer.ckpt_path``, the checkpoint is resolved here, once, and the run
-    resumes with its saved config (:mod:`jaxtrainer.recipes.resume`):
+    resumes with its saved config (:mod:`jaxtrainer.recipes._resume`):
     :attr:`RecipeRun.resume`.
 
     Raises:
@@ -302,7 +307,7 @@ def _check_overrides(base: DictConfig, overrides: Sequence[str], recipe: str) ->
 def preset_of(recipe: str, path: str | os.PathLike, defaults: str | os.PathLike | None,
               env: str | None) -> presets.Preset | None:
     """The preset :func:`load` applies to a config of ``recipe`` loaded from
-    ``path`` over ``defaults`` that trains ``env`` (:mod:`jaxtrainer.recipes.presets`:
+    ``path`` over ``defaults`` that trains ``env`` (:mod:`jaxtrainer.recipes._presets`:
     none with a ``--config`` file)."""
     return presets.pick(recipe, env) if presets.applies(path, defaults) else None
 
@@ -394,7 +399,7 @@ learning rate starts in seconds; ``trainer.compilation_cache=false`` or
 def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
     """A Trainer from ``cfg.trainer`` (keyword ``overrides`` win), with the
     loggers and callbacks of the ``logger:`` and ``callbacks:`` sections
-    (:func:`jaxtrainer.recipes.components.trainer_arguments`; ``callbacks`` in
+    (:func:`jaxtrainer.recipes._components.trainer_arguments`; ``callbacks`` in
     ``overrides`` are added to them), whose preemption message names the
     command-line form (:data:`RESUME_HINT`).
 
@@ -453,7 +458,7 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | 
     YAML file; returns ``(path, the other arguments)``.
 
     ``-h``/``--help`` prints every key of the config with its value and a
-    one-line doc (:func:`jaxtrainer.recipes.usage.help_text`; the classes that
+    one-line doc (:func:`jaxtrainer.recipes._usage.help_text`; the classes that
     document the recipe's own sections are ``classes()``, then those of
     :mod:`jaxtrainer.algorithms`); ``--print-config`` prints the resolved
     config (after ``--config`` and the overrides) as YAML with ``recipe:
@@ -474,7 +479,7 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | 
     path, rest = _split_config(argv, default)
     rest = [a for a in rest if a not in wants]
     if wants:
-        from jaxtrainer.recipes import usage
+        from jaxtrainer.recipes import _usage as usage
 
         run = load_run(path, rest, defaults=default)
         cfg = run.config
@@ -572,7 +577,7 @@ def fit_and_report(trainer: Trainer, module: Module, run: RecipeRun) -> dict[str
     members (seeds 0-3))``).
 
     ``trainer`` is a :class:`Trainer` or a :class:`~jaxtrainer.PopulationTrainer`.
-    During ``fit`` a :class:`~jaxtrainer.recipes.command.RunRecord` writes
+    During ``fit`` a :class:`~jaxtrainer.recipes._command.RunRecord` writes
     ``<run_dir>/config.yaml`` (:data:`CONFIG_FILE`: ``run.config`` resolved, plus
     ``recipe:``; a resume keeps the run's) and runs the evaluation at the last
     step while the loggers are open, so ``metrics.csv`` and TensorBoard hold it

@@ -5,7 +5,7 @@ directory ends a run with a :class:`StorageError` (an ``OSError``) raised by the
 layer that writes: the run directory, the run's config, the loggers' files and
 the checkpoints (:class:`jaxtrainer.checkpoint.CheckpointWriteError` is one).
 Its message is one line; the recipe commands print it as
-``<prog>: error: <message>`` and exit with status 2 (:func:`jaxtrainer.recipes.command.cli`).
+``<prog>: error: <message>`` and exit with status 2 (:func:`jaxtrainer.recipes._command.cli`).
 What was written before stays whole: ``metrics.csv`` keeps complete rows,
 TensorBoard event files complete records, checkpoints only complete steps.
 """

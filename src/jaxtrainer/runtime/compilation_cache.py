@@ -36,7 +36,7 @@ from pathlib import Path
 import jax
 from jax.experimental.compilation_cache import compilation_cache as jax_cache
 
-from jaxtrainer.arguments import expand_path
+from jaxtrainer._arguments import expand_path
 
 ENV_VAR = "JAXTRAINER_COMPILATION_CACHE"
 """Environment variable that overrides every setting: off, on, or a directory."""

@@ -21,15 +21,16 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer import metrics as metrics_lib
 from jaxtrainer.distributed import AXIS_NAME
-from jaxtrainer.distributed.axis import axis_size, size_probe
-from jaxtrainer.distributed.process import broadcast_from_zero, rendezvous
+from jaxtrainer.distributed._axis import axis_size, size_probe
+from jaxtrainer.distributed._process import broadcast_from_zero, rendezvous
 from jaxtrainer.module import Module
-from jaxtrainer.strategies import dependence, program
+from jaxtrainer.strategies import _program as program
+from jaxtrainer.strategies import dependence
 from jaxtrainer.strategies import layout as layout_lib
-from jaxtrainer.strategies.program import EvalProgram, TrainProgram
+from jaxtrainer.strategies._program import EvalProgram, TrainProgram
 
 DevicesArg = int | str | Sequence[int] | Sequence[jax.Device]
 
@@ -125,7 +126,7 @@ class Strategy(abc.ABC):
 
     def rendezvous(self, name: str) -> None:
         """Every process waits here for the others (through the coordination
-        service, not a collective; :func:`jaxtrainer.distributed.process.rendezvous`)
+        service, not a collective; :func:`jaxtrainer.distributed._process.rendezvous`)
         before a program's first collective. Nothing happens with one process."""
         if self.process_count > 1:
             rendezvous(name)
@@ -213,7 +214,7 @@ class Strategy(abc.ABC):
 
         Traces ``init_state`` twice: as it is (a trace the init program reuses)
         and with :func:`~jaxtrainer.distributed.local_size` one larger
-        (:func:`~jaxtrainer.distributed.axis.size_probe`), to see which leaves
+        (:func:`~jaxtrainer.distributed._axis.size_probe`), to see which leaves
         it sizes."""
         return self._layout_entry(module)[1]
 
@@ -355,8 +356,8 @@ class Strategy(abc.ABC):
         return {name: m.over_devices(axes) for name, m in acc.items()}
 
     def compile_train(self, module: Module, state: Any, train_key: jax.Array) -> TrainProgram:
-        """Compile the training program (:class:`~jaxtrainer.strategies.program.TrainProgram`,
-        its body :func:`~jaxtrainer.strategies.program.fused_intervals`) for
+        """Compile the training program (:class:`~jaxtrainer.strategies._program.TrainProgram`,
+        its body :func:`~jaxtrainer.strategies._program.fused_intervals`) for
         arrays shaped like ``state`` and ``train_key`` (arrays or
         ``ShapeDtypeStruct``s); it donates the state."""
         layout = self.state_layout(module)
@@ -404,7 +405,7 @@ class Strategy(abc.ABC):
 
     def compile_eval(self, module: Module, state: Any, key: jax.Array,
                      traced: tuple[Any, float] | None = None) -> EvalProgram:
-        """Compile the evaluation program (:class:`~jaxtrainer.strategies.program.EvalProgram`,
+        """Compile the evaluation program (:class:`~jaxtrainer.strategies._program.EvalProgram`,
         ``evaluation_step`` on every device with the evaluation's key); from
         ``traced`` (:meth:`trace_eval` of the same arguments) when given."""
         if traced is None or not self.jit:

@@ -36,7 +36,7 @@ from typing import Any
 import jax
 import jax.extend as jex
 
-from jaxtrainer.distributed.axis import PER_DEVICE_MARK, REDUCED_MARK
+from jaxtrainer.distributed._axis import PER_DEVICE_MARK, REDUCED_MARK
 
 Axes = frozenset[str]
 """The mesh axes a value may vary over (empty: the same on every device)."""

@@ -6,8 +6,8 @@ from typing import Any
 
 import jax
 
-from jaxtrainer import arguments
-from jaxtrainer.distributed.process import initialize
+from jaxtrainer import _arguments as arguments
+from jaxtrainer.distributed._process import initialize
 from jaxtrainer.strategies.base import DevicesArg
 from jaxtrainer.strategies.shard_map import ShardMapStrategy
 

@@ -9,7 +9,7 @@ unfinished) and ``connectors/`` (what the Trainer writes into and restores from 
 checkpoint).
 """
 
-from jaxtrainer.runtime.signals import Preempted
+from jaxtrainer.runtime._signals import Preempted
 from jaxtrainer.trainer.trainer import Trainer
 
 __all__ = ["Preempted", "Trainer"]

@@ -16,7 +16,7 @@ import math
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.module import counted_members
 
 if TYPE_CHECKING:

@@ -1,11 +1,11 @@
 """Trainer: the host loop around a Module's compiled steps.
 
 The Trainer is a facade over small pieces, each in its own module:
-:mod:`jaxtrainer.trainer.planner` (log intervals, fused calls, run-ahead; plain Python),
-:mod:`jaxtrainer.strategies.program` (the compiled programs),
-:mod:`jaxtrainer.trainer.compile_ahead` (compiling them in the background),
+:mod:`jaxtrainer.trainer._planner` (log intervals, fused calls, run-ahead; plain Python),
+:mod:`jaxtrainer.strategies._program` (the compiled programs),
+:mod:`jaxtrainer.trainer._compile_ahead` (compiling them in the background),
 :mod:`jaxtrainer.checkpoint` (run directories, the checkpoint to resume, what it holds),
-:mod:`jaxtrainer.runtime.signals` (preemption) and :mod:`jaxtrainer.distributed.keys`
+:mod:`jaxtrainer.runtime._signals` (preemption) and :mod:`jaxtrainer.distributed.keys`
 (every PRNG key). What stays here: the order of hooks, counters, and resume.
 """
 
@@ -20,25 +20,27 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module, counted_members
 from jaxtrainer.rundir import module_record
+from jaxtrainer.runtime import _slurm as slurm
 from jaxtrainer.runtime import compilation_cache as compilation_cache_lib
-from jaxtrainer.runtime import slurm
-from jaxtrainer.runtime.signals import Preempted
+from jaxtrainer.runtime._signals import Preempted
 from jaxtrainer.strategies import Strategy, resolve
+from jaxtrainer.strategies._program import MAX_INTERVALS_PER_CALL
 from jaxtrainer.strategies.base import DevicesArg
-from jaxtrainer.strategies.program import MAX_INTERVALS_PER_CALL
-from jaxtrainer.trainer import fit_run, fit_setup, hook_replay
+from jaxtrainer.trainer import _fit_run as fit_run
+from jaxtrainer.trainer import _fit_setup as fit_setup
+from jaxtrainer.trainer import _hook_replay as hook_replay
+from jaxtrainer.trainer._compile_ahead import Programs
+from jaxtrainer.trainer._connectors import checkpoint_connector
+from jaxtrainer.trainer._fit_loop import FitLoop, signals_and_phases
+from jaxtrainer.trainer._planner import IntervalPlanner
 from jaxtrainer.trainer.budget import Budget
-from jaxtrainer.trainer.compile_ahead import Programs
-from jaxtrainer.trainer.connectors import checkpoint_connector
-from jaxtrainer.trainer.fit_loop import FitLoop, signals_and_phases
-from jaxtrainer.trainer.planner import IntervalPlanner
 
 __all__ = ["Preempted", "Trainer"]
 
@@ -109,7 +111,7 @@ def call_hooks(trainer: Trainer, hook: str, module: Module, args: tuple) -> None
     added to ``trainer.hook_seconds`` under ``(id(callback), hook)`` (what a
     ``ProfilerCallback`` reads).
     A callback raising in ``on_evaluation_end`` or ``on_train_steps_end`` leaves
-    the call unfinished for it and the callbacks after it (:mod:`jaxtrainer.trainer.hook_replay`)."""
+    the call unfinished for it and the callbacks after it (:mod:`jaxtrainer.trainer._hook_replay`)."""
     for i, cb in enumerate(trainer.callbacks):
         start = time.perf_counter()
         try:
@@ -130,7 +132,7 @@ class Trainer:
     the callbacks at its last step. Intervals of any length, and any number per
     call, share one compilation. Consecutive intervals run in one call where no
     callback needs the state in between, and with run-ahead the next call is
-    enqueued before a boundary's hooks (:mod:`jaxtrainer.trainer.planner`); callbacks then
+    enqueued before a boundary's hooks (:mod:`jaxtrainer.trainer._planner`); callbacks then
     see ``trainer.state_ahead`` True (``trainer.state`` is already further on) and,
     for all but a call's last interval, ``trainer.more_metrics_pending`` True.
     Results are bit for bit those of one call per interval: step keys depend on
@@ -189,7 +191,7 @@ class Trainer:
         (:mod:`jaxtrainer.runtime.compilation_cache`).
       requeue: after SIGUSR1 checkpointed the run, ``scontrol requeue`` the SLURM
         job: ``"auto"`` in a batch job, ``True``, ``False``; a requeued job
-        resumes from ``"last"`` (:mod:`jaxtrainer.runtime.slurm`).
+        resumes from ``"last"`` (:mod:`jaxtrainer.runtime._slurm`).
       budget: a :class:`~jaxtrainer.trainer.budget.Budget` instead of ``max_steps`` and
         ``max_env_steps`` (one per member of a population is totalled at ``fit``).
       resume_hint: the preemption message's advice, formatted with ``{checkpoint}``
@@ -417,7 +419,7 @@ class Trainer:
           ckpt_path: ``None`` (a new run in a new ``version_<n>``), ``"last"``
             (newest checkpoint under ``default_root_dir`` of a run this module
             can resume: newer runs of another recorded module class or sweep
-            shape, :func:`jaxtrainer.rundir.run_kind.acceptor_of`, are passed over and
+            shape, :func:`jaxtrainer.rundir._run_kind.acceptor_of`, are passed over and
             named on stderr), ``"best"`` (the
             best checkpoint by its :class:`ModelCheckpoint`'s ``monitor`` of the
             newest run there, see :func:`jaxtrainer.checkpoint.resolve`) or
@@ -429,7 +431,7 @@ class Trainer:
         compile) saves a checkpoint at the next step boundary (every
         :class:`ModelCheckpoint`, or ``<log_dir>/checkpoints``), closes the
         loggers and raises :class:`Preempted`; a second ends the process within
-        about 2 s keeping every complete checkpoint (:mod:`jaxtrainer.runtime.signals`).
+        about 2 s keeping every complete checkpoint (:mod:`jaxtrainer.runtime._signals`).
         With a progress bar, process 0 prints one line per phase on stderr
         ("compiling the training program ...").
 
@@ -442,13 +444,13 @@ class Trainer:
             monitoring an ``eval/`` metric in a fit that never evaluates, or
             ``ckpt_path="best"`` where no best checkpoint was recorded; before
             anything compiles or is written.
-          jaxtrainer.rundir.run_lock.RunInUseError: another live process
+          jaxtrainer.rundir._run_lock.RunInUseError: another live process
             owns the run directory (e.g. the same run resumed twice at once);
             nothing is written. Exceptions from the module or
             callbacks are re-raised unchanged after ``on_exception`` and
             ``teardown``.
           Preempted: after SIGTERM/SIGINT/SIGUSR1, once the checkpoint is written.
-          jaxtrainer.runtime.lost_process.ProcessLost: another process of the run died.
+          jaxtrainer.runtime._lost_process.ProcessLost: another process of the run died.
           FileNotFoundError: ``ckpt_path`` names no checkpoint.
         """
         fit_setup.check_fit(self, module)
@@ -469,7 +471,7 @@ class Trainer:
     def _run(self, module: Module, resume: Path | None) -> None:
         """setup -> (restore | init) -> on_fit_start -> train -> on_fit_end; on
         an exception every callback's ``on_exception`` and ``teardown`` run and
-        the exception is re-raised unchanged (:mod:`jaxtrainer.trainer.fit_run`)."""
+        the exception is re-raised unchanged (:mod:`jaxtrainer.trainer._fit_run`)."""
         try:
             fit_run.start(self, module, resume)
             self._donating = True  # hooks now read copies (see ``state``)

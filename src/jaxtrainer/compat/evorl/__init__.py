@@ -35,7 +35,7 @@ from jaxtrainer.compat.evorl.comm import (
 )
 from jaxtrainer.compat.evorl.gradients import agent_gradient_update, gradient_update, loss_and_pgrad
 from jaxtrainer.compat.evorl.sharding import shmap_map, shmap_vmap, tree_device_put
-from jaxtrainer.distributed.axis import AXIS_NAME
+from jaxtrainer.distributed._axis import AXIS_NAME
 
 PMAP_AXIS_NAME = AXIS_NAME
 """EvoRL's name for the data-parallel axis (``evorl.distributed.PMAP_AXIS_NAME``),

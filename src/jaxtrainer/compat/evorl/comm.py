@@ -24,7 +24,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxtrainer.aliases import warn_changed
 from jaxtrainer.distributed import keys
-from jaxtrainer.distributed.axis import (
+from jaxtrainer.distributed._axis import (
     AXIS_NAME,
     AxisName,
     axis_tuple,
@@ -34,7 +34,7 @@ from jaxtrainer.distributed.axis import (
     pmin,
     psum,
 )
-from jaxtrainer.distributed.process import global_ranks, is_distributed, process_index
+from jaxtrainer.distributed._process import global_ranks, is_distributed, process_index
 
 __all__ = ["all_gather", "get_global_ranks", "get_process_id", "is_dist_initialized", "pmax",
            "pmean", "pmin", "psum", "split_key_to_devices", "unpmap"]

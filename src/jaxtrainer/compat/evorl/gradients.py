@@ -3,7 +3,7 @@
 
 They build a function once and call it in the step, with EvoRL's argument order
 and return values, and differentiate with respect to
-:func:`~jaxtrainer.distributed.gradient_step.local_copy` of the params, so the
+:func:`~jaxtrainer.distributed._gradient_step.local_copy` of the params, so the
 averaged gradient is the single-device one under every strategy. jaxtrainer's
 one-call step is :func:`jaxtrainer.distributed.averaged_update`; called through
 ``gradient_update`` in that form it still runs, with a ``DeprecationWarning``,
@@ -19,12 +19,12 @@ from typing import Any
 import jax
 import optax
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.aliases import warn_changed
 from jaxtrainer.compat.evorl.unset import UNSET as _UNSET
-from jaxtrainer.distributed import gradient_step
-from jaxtrainer.distributed.axis import AXIS_NAME, AxisName, pmean, trace_axes
-from jaxtrainer.distributed.gradient_step import local_copy
+from jaxtrainer.distributed import _gradient_step as gradient_step
+from jaxtrainer.distributed._axis import AXIS_NAME, AxisName, pmean, trace_axes
+from jaxtrainer.distributed._gradient_step import local_copy
 
 __all__ = ["agent_gradient_update", "gradient_update", "loss_and_pgrad"]
 

@@ -14,7 +14,7 @@ out as ``out_specs`` says. The caller lays the population out (e.g.
 
 As EvoRL's documentation writes it, ``out_specs`` may be a one-element tuple
 for a function returning one array. jaxtrainer's form (any population size,
-padded and gathered) is handed to :mod:`jaxtrainer.distributed.population`.
+padded and gathered) is handed to :mod:`jaxtrainer.distributed._population`.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import jax
 from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
-from jaxtrainer import arguments
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.aliases import warn_changed
 from jaxtrainer.compat.evorl.unset import UNSET as _UNSET
-from jaxtrainer.distributed import population
-from jaxtrainer.distributed.axis import AXIS_NAME, AxisName
-from jaxtrainer.distributed.population import check_not_nested, is_axis_names
+from jaxtrainer.distributed import _population as population
+from jaxtrainer.distributed._axis import AXIS_NAME, AxisName
+from jaxtrainer.distributed._population import check_not_nested, is_axis_names
 
 __all__ = ["shmap_map", "shmap_vmap", "tree_device_put"]
 

@@ -1,0 +1,175 @@
+"""The module each recipe trains, built from its config in one place.
+
+Every script in ``recipes/`` builds its module with :func:`build_module`, and
+``jaxtrainer eval`` / :func:`jaxtrainer.load_policy` rebuild it the same way
+from a run's saved ``config.yaml`` (the resolved config plus a top-level
+``recipe: <script stem>`` key), so a saved run restores into exactly the module
+that wrote it.
+
+>>> cfg = config.load("recipes/configs/ppo.yaml")
+>>> module = build_module("ppo", cfg)          # PPO(PPOConfig(env=..., **algorithm), env=...)
+
+Recipes whose module is a :class:`~jaxtrainer.PopulationModule`
+(:data:`POPULATION_RECIPES`) train with a
+:class:`~jaxtrainer.PopulationTrainer`; the others with a
+:class:`~jaxtrainer.Trainer`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from omegaconf import DictConfig
+
+from jaxtrainer._arguments import did_you_mean
+from jaxtrainer.module import Module, PopulationModule
+from jaxtrainer.recipes import _search as search
+from jaxtrainer.recipes import _sweep as sweep
+from jaxtrainer.recipes import config
+
+
+def _from_algorithm(module: str, cls: str) -> Callable[[DictConfig], Module]:
+    """The builder of ``jaxtrainer.algorithms.<module>.<cls>``:
+    ``cls(<cls>Config(env=cfg.env.name, **cfg.algorithm, network=cfg.network),
+    env=make_env(cfg))`` (``network`` where the config has that section).
+    ``total_updates`` is left unset where the config has it, so a learning rate
+    anneals over the Trainer's budget."""
+    def build(cfg: DictConfig) -> Module:
+        algorithms = importlib.import_module(f"jaxtrainer.algorithms.{module}")
+        config_class = getattr(algorithms, f"{cls}Config")
+        kwargs = config.section(cfg, "algorithm")
+        if "network" in cfg:
+            kwargs["network"] = config.section(cfg, "network")
+        return getattr(algorithms, cls)(config_class(env=cfg.env.name, **kwargs),
+                                        env=config.make_env(cfg))
+    build.config_class = (module, f"{cls}Config")
+    return build
+
+
+_ppo = _from_algorithm("ppo", "PPO")
+_sac = _from_algorithm("sac", "SAC")
+
+
+def _neuro_es(cfg: DictConfig) -> PopulationModule:
+    from jaxtrainer.algorithms.es import NeuroES
+
+    algo = config.section(cfg, "algorithm")
+    name = algo.pop("name")
+    # null means "evosax's default" except for fitness_shaping, where None is a choice
+    return NeuroES(config.make_env(cfg), name,
+                   **{k: v for k, v in algo.items() if v is not None or k == "fitness_shaping"})
+
+
+def _pbt(cfg: DictConfig, member: Module) -> Module:
+    """PBT (the ``pbt:`` section) of ``member``, the module one member trains
+    (built from ``env:`` and ``algorithm:`` as the recipe without PBT builds it)."""
+    from jaxtrainer.population import PBT
+
+    return PBT(member, **config.section(cfg, "pbt"))
+
+
+def _pbt_ppo(cfg: DictConfig) -> Module:
+    # each member's learning rate anneals over the Trainer's budget (PBT.configure_budget)
+    return _pbt(cfg, _ppo(cfg))
+
+
+def _pbt_sac(cfg: DictConfig) -> Module:
+    return _pbt(cfg, _sac(cfg))
+
+
+def _pbt_openes(cfg: DictConfig) -> Module:
+    from jaxtrainer.distributed import AXIS_NAME
+    from jaxtrainer.population import GenerationModule
+
+    # a member is an ES run (algorithm.population_size solutions a generation);
+    # one PBT step is one generation of every member
+    es = _neuro_es(cfg)
+    return _pbt(cfg, GenerationModule(es, es.population_size, (AXIS_NAME,)))
+
+
+BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
+    "ppo": _ppo,
+    "a2c": _from_algorithm("a2c", "A2C"),
+    "impala": _from_algorithm("impala", "IMPALA"),
+    "dqn": _from_algorithm("dqn", "DQN"),
+    "pqn": _from_algorithm("pqn", "PQN"),
+    "c51": _from_algorithm("dqn", "DQN"),
+    "rainbow": _from_algorithm("dqn", "DQN"),
+    "sac": _sac,
+    "crossq": _from_algorithm("crossq", "CrossQ"),
+    "td3": _from_algorithm("td3", "TD3"),
+    "ddpg": _from_algorithm("ddpg", "DDPG"),
+    "cem_rl": _from_algorithm("cem_rl", "CEMRL"),
+    "cemrl_openes": _from_algorithm("cem_rl", "CEMRL"),
+    "erl": _from_algorithm("erl", "ERL"),
+    "erl_es": _from_algorithm("erl", "ERL"),
+    "erl_eda": _from_algorithm("erl", "ERL"),
+    "openes": _neuro_es,
+    "cma_es": _neuro_es,
+    "pbt_ppo": _pbt_ppo,
+    "pbt_cso": _pbt_ppo,
+    "pbt_sac": _pbt_sac,
+    "pbt_openes": _pbt_openes,
+}
+"""``recipe name -> builder(cfg)``; the name is the script's stem (``recipes/<name>.py``)."""
+
+POPULATION_RECIPES = frozenset({"openes", "cma_es"})
+"""Recipes whose module is a :class:`~jaxtrainer.PopulationModule`, trained by a
+:class:`~jaxtrainer.PopulationTrainer` (``trainer:`` keys in generations)."""
+
+
+def documenting_classes(recipe: str) -> tuple[type, ...]:
+    """The classes whose arguments are ``recipe``'s sections' keys, as ``--help``
+    documents them: the algorithm's config class (``PPOConfig`` for ``ppo`` and
+    ``pbt_ppo``), :class:`~jaxtrainer.population.PBT` for the ``pbt_*`` recipes,
+    :class:`~jaxtrainer.algorithms.es.NeuroES` for the ES ones. Imports only those."""
+    builder = {"pbt_ppo": _ppo, "pbt_sac": _sac}.get(recipe, BUILDERS.get(recipe))
+    where = getattr(builder, "config_class", None)
+    found = [getattr(importlib.import_module(f"jaxtrainer.algorithms.{where[0]}"), where[1])] \
+        if where else []
+    if recipe.startswith("pbt_"):
+        from jaxtrainer.population import PBT
+
+        found.append(PBT)
+    if builder is _neuro_es or recipe == "pbt_openes":
+        from jaxtrainer.algorithms.es import NeuroES
+
+        found.append(NeuroES)
+    return tuple(found)
+
+
+def check_recipe(recipe: str) -> str:
+    """``recipe`` if it names a recipe of :data:`BUILDERS`.
+
+    Raises:
+      ValueError: an unknown name (the message lists the known ones).
+    """
+    if not isinstance(recipe, str) or recipe not in BUILDERS:
+        hint = did_you_mean(recipe, BUILDERS) if isinstance(recipe, str) else ""
+        raise ValueError(f"unknown recipe {recipe!r}{hint or ':'} expected one of "
+                         f"{', '.join(sorted(BUILDERS))} (jaxtrainer fit --list)")
+    return recipe
+
+
+def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
+    """The module that ``recipes/<recipe>.py`` trains, from its config ``cfg``
+    (a :func:`jaxtrainer.recipes.config.load` result, or a run's saved
+    ``config.yaml``): built from the ``env:`` and ``algorithm:`` sections (and
+    ``pbt:`` for the ``pbt_*`` recipes). Sections the recipe does not use (``trainer:``,
+    ``recipe``, loggers, callbacks) are ignored. A ``sweep:`` section asking
+    for seeds or a grid wraps the module in a
+    :class:`~jaxtrainer.population.Sweep` (:func:`jaxtrainer.recipes._sweep.wrap`).
+
+    Returns:
+      A :class:`~jaxtrainer.Module`, or for :data:`POPULATION_RECIPES` a
+      :class:`~jaxtrainer.PopulationModule` (:class:`~jaxtrainer.algorithms.es.NeuroES`).
+
+    Raises:
+      ValueError: an unknown ``recipe`` (listing the known ones), or what the
+        module's config rejects (a bad value, an unknown environment).
+      TypeError: an ``algorithm:`` or ``env:`` key the module or environment
+        does not take.
+    """
+    return search.wrap(recipe, cfg, sweep.wrap(recipe, cfg, BUILDERS[check_recipe(recipe)](cfg)))

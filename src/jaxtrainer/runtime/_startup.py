@@ -1,0 +1,75 @@
+"""The first lines of every command: Ctrl-C during start-up, and the import path.
+
+A command (``jaxtrainer ...``, ``python recipes/<name>.py``) calls :func:`begin`
+before anything heavy is imported (this module and :mod:`jaxtrainer.runtime._signals`
+import the standard library only; ``import jaxtrainer`` imports no JAX).
+
+* From then on a first SIGINT or SIGTERM is taken by a handler, never raised
+  as ``KeyboardInterrupt`` inside whatever code runs at that moment: raised
+  inside a library's callback (JAX's garbage-collection callback, a
+  ``__del__``), Python would print ``Exception ignored in: ...`` and carry on,
+  and the run would train as if never interrupted. Until the Trainer's own
+  handlers take over (while ``fit`` runs: a checkpoint, then a stop), the
+  process ends at once, also in the middle of a long import or compile, with
+  one line on stderr (``<prog>: received SIGINT while starting; stopping``)
+  and by that signal (status 130 for SIGINT, 143 for SIGTERM in a shell).
+  After ``fit`` the same holds again (the run is saved and closed by then).
+* The current directory is put first on ``sys.path``, as ``python -m`` does, so
+  a user's own module there (a torso named by ``network.torso.class_path``)
+  imports without ``PYTHONPATH``.
+* When stderr is not a terminal (piped into a log file), warnings are printed
+  without the terminal colour codes some libraries put in their messages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import warnings
+from typing import Any
+
+from jaxtrainer.runtime import _signals as signals
+
+_GUARD: list[signals.StopOnSignal] = []
+
+
+def current_directory_on_path() -> None:
+    """Put the current directory first on ``sys.path`` (as ``python -m``
+    does) unless it is there already."""
+    cwd = os.getcwd()
+    if not any(os.path.abspath(p or os.curdir) == cwd for p in sys.path):
+        sys.path.insert(0, cwd)
+
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+"""A terminal control sequence (colour, bold, cursor movement): ``ESC [ ... letter``."""
+
+
+def plain_warnings(stream: Any = None) -> None:
+    """Print warnings without :data:`ANSI_ESCAPE` sequences when ``stream``
+    (default ``sys.stderr``) is not a terminal; a terminal keeps its colours."""
+    stream = sys.stderr if stream is None else stream
+    if getattr(stream, "isatty", lambda: False)() or getattr(warnings.formatwarning, "plain", False):
+        return
+    colored = warnings.formatwarning
+
+    def formatwarning(*args: Any, **kwargs: Any) -> str:
+        return ANSI_ESCAPE.sub("", colored(*args, **kwargs))
+
+    formatwarning.plain = True  # type: ignore[attr-defined]
+    warnings.formatwarning = formatwarning
+
+
+def begin(prog: str) -> None:
+    """Start a command named ``prog`` (what its lines on stderr start with):
+    :func:`current_directory_on_path`, :func:`plain_warnings`, and a first
+    SIGINT/SIGTERM from now on ends the process in one line (module
+    docstring). Call it once, first, in
+    the process's main thread, from a command only (never from a library or
+    a test process: it keeps its handlers for the life of the process)."""
+    current_directory_on_path()
+    plain_warnings()
+    if not _GUARD:
+        guard = signals.StopOnSignal(prefix=prog)
+        _GUARD.append(guard.__enter__())  # left only when the process ends
