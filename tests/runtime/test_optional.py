@@ -4,10 +4,19 @@ installs it, at the first place that needs it (before any training)."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
 from jaxtrainer.runtime._optional import import_optional
+
+
+def _uninstall(monkeypatch, package: str) -> None:
+    """``package`` as if not installed, for this test: its modules already imported
+    (by an earlier test in this process) leave ``sys.modules`` too."""
+    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, package, None)
 
 
 def test_an_installed_module_is_imported():
@@ -20,7 +29,7 @@ def test_an_installed_module_is_imported():
     ("rliable.library", "sweeps", "a sweep's summary"),
 ])
 def test_a_missing_extra_names_its_install_line(monkeypatch, module, extra, purpose):
-    monkeypatch.setitem(__import__("sys").modules, module.split(".")[0], None)
+    _uninstall(monkeypatch, module.split(".")[0])
     with pytest.raises(ModuleNotFoundError, match=rf"^{purpose.replace('(', '[(]').replace(')', '[)]')} "
                                                   rf"needs {module.split('.')[0]}, which is not installed: "
                                                   rf"pip install 'jaxtrainer\[{extra}\]'$"):
@@ -30,8 +39,7 @@ def test_a_missing_extra_names_its_install_line(monkeypatch, module, extra, purp
 def test_make_of_a_brax_name_without_brax_says_which_extra(monkeypatch):
     from jaxtrainer import envs
 
-    monkeypatch.setitem(__import__("sys").modules, "brax", None)
-    monkeypatch.delitem(__import__("sys").modules, "brax.envs", raising=False)
+    _uninstall(monkeypatch, "brax")
     with pytest.raises(ModuleNotFoundError, match=r"make\('brax/ant'\) needs brax, .* "
                                                   r"pip install 'jaxtrainer\[brax\]'"):
         envs.make("brax/ant")
@@ -42,6 +50,6 @@ def test_a_sweep_without_rliable_stops_when_its_summary_is_made(monkeypatch):
     training (the summary is made with the Trainer, not at the sweep's end)."""
     from jaxtrainer.population import SweepSummary
 
-    monkeypatch.setitem(__import__("sys").modules, "rliable", None)
+    _uninstall(monkeypatch, "rliable")
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'jaxtrainer\[sweeps\]'"):
         SweepSummary()

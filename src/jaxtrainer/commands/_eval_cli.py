@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="episodes in the video (default 1)")
     args = parser.parse_args(argv)
     from jaxtrainer import _arguments as arguments
-    from jaxtrainer.commands import eval_run  # JAX from here on
+    from jaxtrainer.commands import _eval_run as eval_run  # JAX from here on
     from jaxtrainer.rundir.storage import StorageError
     from jaxtrainer.runtime import compilation_cache
 
