@@ -1,7 +1,8 @@
 """An asymmetric actor-critic (MuJoCo Playground's ``policy_obs_key`` /
 ``value_obs_key``): an env with dict observations gives PPO's actor one entry
 and its critic another, each normalised with statistics of its own; the policy
-(evaluation, export) sees its entry only."""
+(evaluation, export) sees its entry only. Domain randomisation: each env steps
+its own model, drawn from its key, in every episode."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from flax import struct
 
 from jaxtrainer.algorithms import A2C, IMPALA, PPO
 from jaxtrainer.envs import BraxEnv
+from jaxtrainer.envs.brax_env import MODEL_DRAW
 
 
 @struct.dataclass
@@ -69,6 +71,7 @@ def test_the_env_gives_the_critic_its_entry_and_the_final_one_before_a_reset():
         _env(value_obs_key="pixels")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_ppo_actor_and_critic_see_their_entries_each_normalised_on_its_own():
     env = _env(value_obs_key="privileged_state")
@@ -114,3 +117,55 @@ def test_what_cannot_train_an_asymmetric_env_says_so_before_compiling():
         PPO(env=env, critic_input="global_state")
     with pytest.raises(ValueError, match=r"needs a feedforward network .*network.core='gru'"):
         PPO(env=env, network={"core": "gru"})
+
+
+# ---- domain randomisation: one model per env, kept across its episodes ---------------------
+@struct.dataclass
+class GainState:
+    obs: Any
+    reward: jax.Array
+    done: jax.Array
+
+
+class Gain:
+    """brax's API on a model ``sys = {"gain", "offset"}``: the reward is ``gain * action``."""
+
+    action_size = 1
+
+    def __init__(self):
+        self.sys = {"gain": jnp.ones(()), "offset": jnp.zeros(())}
+
+    @property
+    def unwrapped(self):
+        return self
+
+    def reset(self, rng):
+        return GainState(jnp.full((1,), self.sys["offset"]), jnp.zeros(()), jnp.zeros(()))
+
+    def step(self, state, action):
+        return GainState(state.obs + 1.0, self.sys["gain"] * action[0], jnp.zeros(()))
+
+
+def _randomize(sys, rng):
+    """A randomisation function of Playground's form: a gain per key, a shared offset."""
+    gains = jax.vmap(lambda k: jax.random.uniform(k, minval=1.0, maxval=2.0))(rng)
+    return {"gain": gains, "offset": sys["offset"]}, {"gain": 0, "offset": None}
+
+
+@pytest.mark.parametrize("reset_mode", ["first_state", "exact"])
+def test_each_env_steps_its_own_model_drawn_from_its_key_in_every_episode(reset_mode):
+    env = BraxEnv(Gain(), episode_length=2, randomization=_randomize, reset_mode=reset_mode)
+    keys = jax.random.split(jax.random.key(0), 3)
+    _, state = jax.vmap(env.reset)(keys)
+    rngs = jax.vmap(lambda k: jax.random.key_data(jax.random.fold_in(k, MODEL_DRAW)))(keys)
+    gains = _randomize(Gain().sys, rngs)[0]["gain"]
+    np.testing.assert_array_equal(state.env_state.model[0], gains)
+    assert len(set(np.asarray(gains).tolist())) == 3
+    step = jax.jit(jax.vmap(env.step))
+    for i in range(5):  # episodes of 2 steps: two resets in between
+        _, state, info = step(jax.random.split(jax.random.key(i + 1), 3), state, jnp.ones((3, 1)))
+        np.testing.assert_allclose(info.reward, gains, rtol=1e-6)
+    np.testing.assert_array_equal(state.env_state.model[0], gains)
+    assert env.env.sys["gain"].shape == ()  # the env's own model is back after tracing
+    with pytest.raises(TypeError, match=r"randomization=3: expected a function"):
+        BraxEnv(Gain(), randomization=3)
