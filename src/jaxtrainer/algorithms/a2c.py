@@ -146,12 +146,14 @@ class A2C(OnPolicyModule):
                                hyperparams: dict[str, jax.Array] | None = None,
                                obs_stats: RunningStatistics | None = None,
                                last_obs: jax.Array | None = None,
+                               critic_obs_stats: RunningStatistics | None = None,
                                ) -> tuple[jax.Array, jax.Array]:
         """GAE as PPO's, ``float32[num_steps, num_envs_per_device]``; with
         ``normalize_advantages`` the advantages are standardised over the whole
         global batch (PPO does it per minibatch)."""
         advantages, targets = super().advantages_and_targets(params, traj, hyperparams,
-                                                             obs_stats, last_obs)
+                                                             obs_stats, last_obs,
+                                                             critic_obs_stats)
         if self.config.normalize_advantages:
             advantages = normalize_advantages(advantages)
         return advantages, targets

@@ -80,6 +80,9 @@ class ActorCriticBase(ParamsPolicy):
                 f"global state (a multi-agent env through AgentsAsEnvs, e.g. "
                 f"make('jaxmarl/MPE_simple_spread_v3')); {self.env.name!r} "
                 f"({type(self.env).__name__}) has none: use critic_input='observation'")
+        self.asymmetric = getattr(self.env, "critic_observation_shape", None) is not None
+        if self.asymmetric:
+            self._check_asymmetric(config)
         self.network = self.make_network()
         # learning_rate and max_grad_norm live in the optimizer state as traced
         # values (optax.inject_hyperparams), set from ``state.hyperparams`` before
@@ -91,6 +94,43 @@ class ActorCriticBase(ParamsPolicy):
 
         self.optimizer = optax.inject_hyperparams(flat_optimizer)(
             learning_rate=config.lr, max_grad_norm=config.max_grad_norm)
+
+    def _check_asymmetric(self, config: Any) -> None:
+        """Refuse, in one line, what an env whose critic has its own observation
+        (``critic_observation_shape``: a ``value_obs_key``) cannot train with.
+
+        Raises:
+          ValueError: an algorithm without a critic of its own input
+            (``_ASYMMETRIC`` false), ``critic_input="global_state"``, a
+            recurrent core or a torso other than ``mlp``.
+        """
+        name = (f"{type(self).__name__} on {self.env.name} (its critic sees its own "
+                f"observation, shape {self.env.critic_observation_shape}: value_obs_key)")
+        if not self._ASYMMETRIC:
+            raise ValueError(f"{name}: {type(self).__name__} has no critic that reads another "
+                             "input; train it with PPO or A2C, or drop env.value_obs_key")
+        if self.global_critic:
+            raise ValueError(f"{name}: critic_input='global_state' is a second critic input; "
+                             "use critic_input='observation'")
+        if config.network.core is not None or config.network.torso != "mlp":
+            raise ValueError(f"{name}: needs a feedforward network on flat inputs; got "
+                             f"network.torso={config.network.torso!r}, network.core="
+                             f"{config.network.core!r} (use torso 'mlp' and core null)")
+
+    _ASYMMETRIC = True
+    """Whether the module trains an env whose critic has its own observation
+    (:attr:`~jaxtrainer.envs.Env.critic_observation_shape`): its critic then
+    reads that observation (normalised with statistics of its own) and its
+    actor the policy's."""
+
+    @property
+    def _critic_input_shape(self) -> tuple[int, ...] | None:
+        """The shape of the critic's input when it is not the observation:
+        ``(critic_input_size,)`` with ``critic_input="global_state"``, the env's
+        ``critic_observation_shape`` with an asymmetric env; ``None`` otherwise."""
+        if self.global_critic:
+            return (int(self.env.critic_input_size),)
+        return self.env.critic_observation_shape if self.asymmetric else None
 
     def make_network(self) -> Any:
         """The flax module :meth:`init_state` initialises: an
@@ -108,7 +148,8 @@ class ActorCriticBase(ParamsPolicy):
             torso=torso_factory(network, self.env.observation_shape, math.sqrt(2),
                                 observation_layout=self.env.observation_layout),
             distribution=config.policy,
-            critic_ndim=1 if self.global_critic else None,
+            critic_ndim=(None if self._critic_input_shape is None
+                         else len(self._critic_input_shape)),
             action_nvec=self.env.action_nvec,
         )
         if self.recurrent:

@@ -315,6 +315,7 @@ class IMPALA(OnPolicyModule):
     """
 
     config_class = IMPALAConfig
+    _ASYMMETRIC = False  # its own rollout and targets: the critic sees the observation
     TUNABLE = ("lr", "ent_coef", "vf_coef", "max_grad_norm", "gamma", "vtrace_lambda",
                "rho_bar", "c_bar", "pg_rho_bar")
     """Hyperparameters kept in :attr:`IMPALAState.hyperparams` (traced, tunable by PBT)."""

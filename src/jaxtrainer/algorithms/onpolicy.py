@@ -223,6 +223,10 @@ class OnPolicyState:
         axis ``[num_envs]``, sharded); ``None`` (no leaves) without.
       start: with a core, ``bool[num_envs]``: ``obs`` is the first of an
         episode, so the carry is reset before it (sharded); ``None`` without.
+      critic_obs_stats: with ``normalize_observations`` and an env whose
+        critic has its own observation (``value_obs_key``), the statistics of
+        every critic observation the rollouts saw (replicated), kept apart
+        from ``obs_stats`` (the policy's); ``None`` (no leaves) otherwise.
     """
 
     params: Any
@@ -234,6 +238,7 @@ class OnPolicyState:
     obs_stats: normalization.RunningStatistics | None = None
     carry: Any = None
     start: jax.Array | None = None
+    critic_obs_stats: normalization.RunningStatistics | None = None
 
 
 class OnPolicyModule(ActorCriticBase, Module):
@@ -274,9 +279,9 @@ class OnPolicyModule(ActorCriticBase, Module):
         if self.recurrent:
             params = self.network.init(params_key, self.initial_carry(1), dummy[None, None],
                                        jnp.ones((1, 1), jnp.bool_))
-        elif self.global_critic:
+        elif self._critic_input_shape is not None:
             params = self.network.init(params_key, dummy,
-                                       jnp.zeros((self.env.critic_input_size,), jnp.float32))
+                                       jnp.zeros(self._critic_input_shape, jnp.float32))
         else:
             params = self.network.init(params_key, dummy)
         num_envs = local_size(self.config.num_envs, "num_envs")
@@ -284,6 +289,8 @@ class OnPolicyModule(ActorCriticBase, Module):
         obs, env_state = self.env.reset_batch(env_key, num_envs)
         obs_stats = (normalization.init(self.env.observation_shape)
                      if self.config.normalize_observations else None)
+        critic_obs_stats = (normalization.init(self._critic_input_shape)
+                            if self.config.normalize_observations and self.asymmetric else None)
         carry = self.initial_carry(num_envs)
         start = jnp.ones((num_envs,), jnp.bool_) if self.recurrent else None
         hp = self.initial_hyperparams() if hyperparams is None else dict(hyperparams)
@@ -291,7 +298,7 @@ class OnPolicyModule(ActorCriticBase, Module):
         opt_state = opt_state._replace(hyperparams={
             **opt_state.hyperparams, "learning_rate": hp["lr"], "max_grad_norm": hp["max_grad_norm"]})
         return OnPolicyState(params, opt_state, jnp.zeros((), jnp.int32),
-                             env_state, obs, hp, obs_stats, carry, start)
+                             env_state, obs, hp, obs_stats, carry, start, critic_obs_stats)
 
     def _env_step(self, keys: jax.Array, env_state: envs.EnvState,
                   action: jax.Array) -> tuple[jax.Array, envs.EnvState, envs.StepInfo]:
@@ -300,19 +307,39 @@ class OnPolicyModule(ActorCriticBase, Module):
 
     def rollout(self, params: Any, env_state: envs.EnvState, obs: jax.Array,
                 key: jax.Array, obs_stats: normalization.RunningStatistics | None = None,
+                critic_obs_stats: normalization.RunningStatistics | None = None,
                 ) -> tuple[envs.EnvState, jax.Array, Rollout]:
         """``num_steps`` steps of this device's envs (:func:`~jaxtrainer.algorithms.rollout.unroll`),
         actions sampled from the policy with ``params`` on observations normalised
-        with ``obs_stats`` (when given), then :meth:`critic_values`. Returns the env
+        with ``obs_stats`` (when given), then :meth:`critic_values` (of the
+        critic's own inputs when it has them, normalised with
+        ``critic_obs_stats`` for an env's ``value_obs_key``). Returns the env
         state and (raw) observations after the rollout and the :class:`Rollout`
         (``[num_steps, n]``)."""
         def policy(obs):
             return self.network.apply(params, self._normalize_obs(obs_stats, obs),
                                       method=ActorCritic.policy)
 
-        return unroll(policy, lambda obs: self.critic_values(params, obs, obs_stats),
+        critic_stats = self._critic_stats(obs_stats, critic_obs_stats)
+        return unroll(policy, lambda obs: self.critic_values(params, obs, critic_stats),
                       self._env_step, env_state, obs, key, self.config.num_steps,
-                      self.env.critic_inputs if self.global_critic else None)
+                      self._critic_inputs())
+
+    def _critic_inputs(self) -> Any:
+        """``critic_inputs(env_state) -> float32[n, ...]``, what the critic reads of
+        a batch's state when it is not the observation (the env's
+        ``critic_inputs`` with ``critic_input="global_state"``, its
+        ``critic_observation`` with a ``value_obs_key``); ``None`` otherwise."""
+        if self.global_critic:
+            return self.env.critic_inputs
+        return self.env.critic_observation if self.asymmetric else None
+
+    def _critic_stats(self, obs_stats: normalization.RunningStatistics | None,
+                      critic_obs_stats: normalization.RunningStatistics | None,
+                      ) -> normalization.RunningStatistics | None:
+        """The statistics the critic's inputs are normalised with: ``critic_obs_stats``
+        for an env's ``value_obs_key``, else ``obs_stats`` (``None`` with a global state)."""
+        return critic_obs_stats if self.asymmetric else obs_stats
 
     def critic_values(self, params: Any, obs: jax.Array,
                       obs_stats: normalization.RunningStatistics | None = None) -> jax.Array:
@@ -351,7 +378,7 @@ class OnPolicyModule(ActorCriticBase, Module):
             return self.recurrent_rollout(params, state.env_state, state.obs, state.carry,
                                           state.start, key, state.obs_stats)
         env_state, obs, traj = self.rollout(params, state.env_state, state.obs, key,
-                                            state.obs_stats)
+                                            state.obs_stats, state.critic_obs_stats)
         return env_state, obs, None, None, traj
 
     def _values_after(self, params: Any, carry: Carry, obs: jax.Array, start: jax.Array,
@@ -370,6 +397,7 @@ class OnPolicyModule(ActorCriticBase, Module):
                                hyperparams: dict[str, jax.Array] | None = None,
                                obs_stats: normalization.RunningStatistics | None = None,
                                last_obs: jax.Array | None = None,
+                               critic_obs_stats: normalization.RunningStatistics | None = None,
                                ) -> tuple[jax.Array, jax.Array]:
         """GAE advantages and value targets (:func:`~jaxtrainer.algorithms.advantages.compute_gae`),
         ``float32[num_steps, num_envs_per_device]``, of the rewards scaled by
@@ -387,24 +415,32 @@ class OnPolicyModule(ActorCriticBase, Module):
         ``[num_envs_per_device, ...]``, the observations, or with
         ``critic_input="global_state"`` the critic inputs, after the rollout).
         With ``critic_input="global_state"`` the critic values the env's critic
-        inputs (``traj.critic_obs``; at ``final_obs`` its ``final_critic_inputs``).
+        inputs (``traj.critic_obs``; at ``final_obs`` its ``final_critic_inputs``);
+        with an env's ``value_obs_key`` its critic observations (``traj.critic_obs``;
+        at ``final_obs`` ``info.final_critic_obs``), normalised with
+        ``critic_obs_stats``.
 
         Raises:
           ValueError: ``bootstrap_truncation=False`` without ``last_obs``.
         """
         hp = self.initial_hyperparams() if hyperparams is None else hyperparams
+        critic_stats = self._critic_stats(obs_stats, critic_obs_stats)
         if self.config.bootstrap_truncation:
             if self.recurrent:  # V(final_obs) one step after each step's carry, no reset
                 next_values = self._values_after(params, traj.carry, traj.info.final_obs,
                                                  jnp.zeros_like(traj.info.done), obs_stats)
             else:
-                final = (self.env.final_critic_inputs(traj.info) if self.global_critic
-                         else traj.info.final_obs)
+                if self.global_critic:
+                    final = self.env.final_critic_inputs(traj.info)
+                elif self.asymmetric:
+                    final = traj.info.final_critic_obs
+                else:
+                    final = traj.info.final_obs
                 last = self.critic_values(params, jax.tree.map(lambda x: x[-1:], final),
-                                          obs_stats)
+                                          critic_stats)
                 next_values = bootstrap_truncations(
-                    lambda obs: self.critic_values(params, obs, obs_stats), traj.info.truncated,
-                    jnp.concatenate([traj.value[1:], last]), final)
+                    lambda obs: self.critic_values(params, obs, critic_stats),
+                    traj.info.truncated, jnp.concatenate([traj.value[1:], last]), final)
             terminated = traj.info.terminated
         else:
             if last_obs is None:
@@ -414,7 +450,8 @@ class OnPolicyModule(ActorCriticBase, Module):
                 last_value = self._values_after(params, jax.tree.map(lambda c: c[-1], traj.carry),
                                                 last_obs, traj.info.done[-1], obs_stats)
             else:
-                last_value = self.network.apply(params, self._normalize_obs(obs_stats, last_obs),
+                last_value = self.network.apply(params,
+                                                self._normalize_obs(critic_stats, last_obs),
                                                 method=ActorCritic.value)
             next_values = jnp.concatenate([traj.value[1:], last_value[None]])
             terminated = traj.info.done
@@ -442,22 +479,28 @@ class OnPolicyModule(ActorCriticBase, Module):
         With ``normalize_observations`` (as Brax's PPO): the rollout and GAE use
         the statistics before this step; then the rollout's observations (all
         devices') are merged into them, and :meth:`update` sees observations
-        normalised with the merged statistics, which the new state keeps.
+        normalised with the merged statistics, which the new state keeps. With
+        an env's ``value_obs_key`` the critic's observations have statistics of
+        their own (``critic_obs_stats``), kept the same way.
         """
         rollout_key, update_key = self.step_keys(key)
         env_state, obs, carry, start, traj = self.collect(state.params, state, rollout_key)
         hp = state.hyperparams
-        last_obs = self.env.critic_inputs(env_state) if self.global_critic else obs
+        critic_inputs = self._critic_inputs()
+        last_obs = obs if critic_inputs is None else critic_inputs(env_state)
         advantages, targets = self.advantages_and_targets(state.params, traj, hp,
-                                                          state.obs_stats, last_obs)
-        obs_stats = state.obs_stats
+                                                          state.obs_stats, last_obs,
+                                                          state.critic_obs_stats)
+        obs_stats, critic_obs_stats = state.obs_stats, state.critic_obs_stats
         if obs_stats is not None:
             obs_stats = normalization.update(obs_stats, traj.obs)
+        if critic_obs_stats is not None:
+            critic_obs_stats = normalization.update(critic_obs_stats, traj.critic_obs)
         batch = {"obs": self._normalize_obs(obs_stats, traj.obs), "action": traj.action,
                  "log_prob": traj.log_prob, "value": traj.value, "advantage": advantages,
                  "target": targets}
-        if self.global_critic:
-            batch["critic_obs"] = traj.critic_obs
+        if critic_inputs is not None:
+            batch["critic_obs"] = self._normalize_obs(critic_obs_stats, traj.critic_obs)
         if self.recurrent:  # whole sequences, env-major, with the carry they started from
             batch = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), {**batch, "start": traj.start})
             batch["carry"] = state.carry
@@ -472,7 +515,7 @@ class OnPolicyModule(ActorCriticBase, Module):
             "lr": Last.of(self._learning_rate(hp, state.update_count)),
         }
         new_state = OnPolicyState(params, opt_state, state.update_count + 1, env_state, obs, hp,
-                                  obs_stats, carry, start)
+                                  obs_stats, carry, start, critic_obs_stats)
         return new_state, metrics
 
     def forward(self, params: Any, batch: dict[str, Any],
@@ -483,7 +526,8 @@ class OnPolicyModule(ActorCriticBase, Module):
         are. With a core: leaves ``[envs, num_steps, ...]`` with ``start`` and
         the ``carry`` the sequences started from; the sequences are run again
         from it and everything returned is time-major, ``[num_steps, envs]``.
-        With ``critic_input="global_state"`` the critic reads ``batch["critic_obs"]``."""
+        With ``critic_input="global_state"`` or an env's ``value_obs_key`` the
+        critic reads ``batch["critic_obs"]``."""
         if not self.recurrent:
             dist, value = self.network.apply(params, batch["obs"], batch.get("critic_obs"))
             return dist, value, batch

@@ -181,6 +181,7 @@ class PQN(OnPolicyModule):
     """
 
     config_class = PQNConfig
+    _ASYMMETRIC = False  # no critic
     TUNABLE = ("lr", "gamma", "q_lambda", "epsilon_start", "epsilon_end", "max_grad_norm")
 
     def __init__(self, config: PQNConfig | None = None, *, env: Any = None,

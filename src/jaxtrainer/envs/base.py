@@ -81,6 +81,11 @@ class StepInfo:
         completed episodes as ``train/<name>`` by
         :func:`~jaxtrainer.envs.evaluation.episode_metrics`. Keyword-only; empty
         (no leaves) for envs that have none, which is most.
+      final_critic_obs: for an env whose critic has an observation of its own
+        (:attr:`Env.critic_observation_shape`, e.g. a MuJoCo Playground env's
+        ``privileged_state``), the critic's observation of the state this
+        transition reached, before any auto-reset (``float32[*critic_observation_shape]``);
+        keyword-only, ``None`` (no leaves) for every other env.
     """
 
     reward: jax.Array
@@ -90,6 +95,7 @@ class StepInfo:
     episode_return: jax.Array
     episode_length: jax.Array
     extra_statistics: dict[str, jax.Array] = struct.field(default_factory=dict, kw_only=True)
+    final_critic_obs: Observation = struct.field(default=None, kw_only=True)
 
     @property
     def done(self) -> jax.Array:
@@ -100,6 +106,7 @@ class StepInfo:
 def with_statistics(state: EnvState, env_state: Any, obs: Observation, reward: jax.Array,
                     terminated: jax.Array, truncated: jax.Array, final_obs: Observation,
                     extra_statistics: dict[str, jax.Array] | None = None,
+                    final_critic_obs: Observation = None,
                     ) -> tuple[Observation, EnvState, StepInfo]:
     """One auto-reset transition of one env with its episode statistics: what
     :meth:`Env.step` returns, from the simulator's outputs.
@@ -113,6 +120,7 @@ def with_statistics(state: EnvState, env_state: Any, obs: Observation, reward: j
       final_obs: the observation reached before any reset.
       extra_statistics: :attr:`StepInfo.extra_statistics` (cast to ``float32[]``
         each); ``None``: none.
+      final_critic_obs: :attr:`StepInfo.final_critic_obs`; ``None``: none.
     """
     reward = jnp.asarray(reward, jnp.float32).reshape(())
     terminated = jnp.asarray(terminated, jnp.bool_).reshape(())
@@ -123,7 +131,7 @@ def with_statistics(state: EnvState, env_state: Any, obs: Observation, reward: j
     episode_length = state.episode_length + 1
     extra = {k: jnp.asarray(v, jnp.float32).reshape(()) for k, v in (extra_statistics or {}).items()}
     info = StepInfo(reward, terminated, truncated, final_obs, episode_return, episode_length,
-                    extra_statistics=extra)
+                    extra_statistics=extra, final_critic_obs=final_critic_obs)
     next_state = EnvState(
         env_state,
         jnp.where(done, 0.0, episode_return),
@@ -291,9 +299,16 @@ class Env(SpecSizes, abc.ABC):
         ``"channels_last"`` (``[height, width, channels]``, the default) or
         ``"channels_first"`` (``[channels, height, width]``: EnvPool's Atari
         frame stacks); what the CNN torsos read unless ``network.layout`` is set.
+      critic_observation_shape: for an env whose critic sees an observation of
+        its own (an asymmetric actor-critic: MuJoCo Playground's
+        ``value_obs_key``, e.g. ``privileged_state``), its shape; such an env
+        implements :meth:`critic_observation` and reports the critic's final
+        observation in :attr:`StepInfo.final_critic_obs`. ``None`` (default):
+        the critic sees the observation.
     """
 
     host: bool = False
+    critic_observation_shape: tuple[int, ...] | None = None
     time_limit: int | None = None
     observation_layout: str = "channels_last"
 
@@ -324,8 +339,20 @@ class Env(SpecSizes, abc.ABC):
           observation reached before the reset. An env with further episode
           statistics returns them as a seventh element, a dict of named
           ``float32[]`` values of the episode so far including this step (taken
-          before the reset): :attr:`StepInfo.extra_statistics`.
+          before the reset): :attr:`StepInfo.extra_statistics`. An env with a
+          :attr:`critic_observation_shape` returns an eighth, the critic's
+          observation reached before the reset (:attr:`StepInfo.final_critic_obs`).
         """
+
+    def critic_observation(self, state: EnvState) -> Observation:
+        """The critic's observation of ``state`` (an :class:`EnvState` of one env
+        or of a batch, leading axes kept): ``float32[..., *critic_observation_shape]``.
+
+        Raises:
+          NotImplementedError: an env without :attr:`critic_observation_shape`.
+        """
+        raise NotImplementedError(f"{self.name}: the critic sees the observation (this env "
+                                  "has no critic_observation_shape)")
 
     # ---- the public API --------------------------------------------------
     def set_time_limit(self, max_episode_steps: int) -> None:
@@ -376,7 +403,7 @@ class Env(SpecSizes, abc.ABC):
             obs, env_state = auto_reset(cut, fresh, (obs, env_state))
             truncated = jnp.logical_or(jnp.asarray(truncated, jnp.bool_).reshape(()), cut)
         return with_statistics(state, env_state, obs, reward, terminated, truncated, final_obs,
-                               *extra)
+                               *extra[:1], final_critic_obs=extra[1] if len(extra) > 1 else None)
 
     def reset_batch(self, key: jax.Array, num_envs: int) -> tuple[Observation, EnvState]:
         """``num_envs`` fresh episodes: obs ``[num_envs, *observation_shape]`` and a

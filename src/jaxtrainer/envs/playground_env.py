@@ -23,13 +23,14 @@ clone is not there.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import jax
 
 from jaxtrainer import _arguments as arguments
-from jaxtrainer.envs.brax_env import RESET_MODES, BraxEnv, make_leaves_local
+from jaxtrainer.envs.brax_env import RESET_MODES, BraxEnv, Randomization, make_leaves_local
 
 PLAYGROUND_PREFIX = "playground/"
 
@@ -143,9 +144,14 @@ class PlaygroundEnv(BraxEnv):
       action_repeat: control steps per :meth:`Env.step` (see
         :class:`~jaxtrainer.envs.BraxEnv`); ``None``: the env config's
         ``action_repeat`` (1 for the DeepMind Control Suite envs).
-      observation_key: the entry of a dict observation to use (Playground's
-        policy observation is ``"state"``; its asymmetric critics' is
-        ``"privileged_state"``).
+      observation_key: the entry of a dict observation the policy sees
+        (Playground's ``policy_obs_key``; its policies' is ``"state"``).
+      value_obs_key: the entry the critic sees (Playground's ``value_obs_key``;
+        its asymmetric critics' is ``"privileged_state"``); ``None``: the
+        policy's (see :class:`~jaxtrainer.envs.BraxEnv`).
+      randomization: a domain randomisation function, e.g.
+        ``mujoco_playground.registry.get_domain_randomizer(name)``: one model
+        per env (see :class:`~jaxtrainer.envs.BraxEnv`); ``None``: none.
       reset_mode: ``"first_state"`` (default) or ``"exact"``
         (:data:`~jaxtrainer.envs.brax_env.RESET_MODES`).
 
@@ -156,6 +162,7 @@ class PlaygroundEnv(BraxEnv):
 
     def __init__(self, env: Any, episode_length: int | None = None, name: str = "playground",
                  *, action_repeat: int | None = None, observation_key: str = "state",
+                 value_obs_key: str | None = None, randomization: Randomization | None = None,
                  reset_mode: str = "first_state") -> None:
         config = getattr(getattr(env, "unwrapped", env), "_config", None)
         if config is None:
@@ -165,7 +172,25 @@ class PlaygroundEnv(BraxEnv):
         if action_repeat is None:
             action_repeat = config.get("action_repeat", 1)
         super().__init__(env, episode_length, name, action_repeat=action_repeat,
-                         observation_key=observation_key, reset_mode=reset_mode)
+                         observation_key=observation_key, value_obs_key=value_obs_key,
+                         randomization=randomization, reset_mode=reset_mode)
+
+    def _model(self) -> Any:
+        """The env's MJX model (``mjx_model``), what Playground's randomisation
+        functions randomise."""
+        return self.env.unwrapped.mjx_model
+
+    @contextlib.contextmanager
+    def _stepping_model(self, model: Any) -> Iterator[None]:
+        """While inside, the env steps ``model`` (as Playground's
+        ``BraxDomainRandomizationVmapWrapper`` swaps its env's MJX model)."""
+        env = self.env.unwrapped
+        old = env._mjx_model
+        try:
+            env._mjx_model = model
+            yield
+        finally:
+            env._mjx_model = old
 
     def _make_process_local(self) -> None:
         """Rebuild on this process the arrays of the env's mjx model that another
@@ -183,7 +208,9 @@ class PlaygroundEnv(BraxEnv):
 def make_playground(env_name: str, *, episode_length: int | None = None,
                     action_repeat: int | None = None,
                     config_overrides: Mapping[str, Any] | None = None,
-                    observation_key: str = "state",
+                    observation_key: str = "state", policy_obs_key: str | None = None,
+                    value_obs_key: str | None = None,
+                    randomization: bool | str | Randomization | None = None,
                     reset_mode: str = "first_state") -> PlaygroundEnv:
     """Load ``mujoco_playground.registry.load(env_name)`` as a :class:`PlaygroundEnv`.
 
@@ -202,7 +229,17 @@ def make_playground(env_name: str, *, episode_length: int | None = None,
         must be in the env's default config. ``impl`` is set to
         :data:`DEFAULT_IMPL` (``"jax"``) unless given here (``"warp"``: MuJoCo
         Warp, Playground's own default, for CUDA GPUs).
-      observation_key: the entry of a dict observation to use.
+      observation_key: the entry of a dict observation the policy sees.
+      policy_obs_key: Playground's name for ``observation_key`` (its training
+        scripts' ``policy_obs_key``); ``None``: ``observation_key``.
+      value_obs_key: the entry the critic sees (Playground's ``value_obs_key``,
+        e.g. ``"privileged_state"``: an asymmetric actor-critic); ``None``: the
+        policy's.
+      randomization: domain randomisation, one model per env
+        (:class:`~jaxtrainer.envs.BraxEnv`): ``True``, the env's own from
+        Playground's registry (``registry.get_domain_randomizer(env_name)``);
+        a registry name, that env's; a function (model, rng) -> (models,
+        in_axes); ``None`` or ``False``: none.
       reset_mode: how an ended episode restarts
         (:data:`~jaxtrainer.envs.brax_env.RESET_MODES`).
 
@@ -212,7 +249,11 @@ def make_playground(env_name: str, *, episode_length: int | None = None,
         ``config_overrides`` that is not in the env's config (the message lists
         them) or a value its config rejects; ``impl`` not in :data:`IMPLS`;
         ``episode_length``/``action_repeat`` not a positive int; an unknown
-        ``reset_mode``.
+        ``reset_mode``; ``policy_obs_key`` and ``observation_key`` both set and
+        different; a ``randomization`` that is not a bool, a registry name or
+        a function, or names an env without a domain randomizer.
+      KeyError: ``policy_obs_key`` or ``value_obs_key`` not in the env's dict
+        observation (the message lists its keys).
       FileNotFoundError: a locomotion or manipulation env whose assets (MuJoCo
         Menagerie, which Playground would clone from GitHub) are not on disk;
         raised before any download is attempted.
@@ -224,6 +265,32 @@ def make_playground(env_name: str, *, episode_length: int | None = None,
     arguments.positive_int("episode_length", episode_length)
     arguments.positive_int("action_repeat", action_repeat)
     arguments.one_of("reset_mode", reset_mode, RESET_MODES)
+    if policy_obs_key is not None:
+        if observation_key not in ("state", policy_obs_key):
+            raise ValueError(f"policy_obs_key={policy_obs_key!r} and observation_key="
+                             f"{observation_key!r}: two names of one entry; set one of them")
+        observation_key = policy_obs_key
+    randomizer = _randomizer(pg, env_name, randomization)
+    overrides = _checked_overrides(pg, env_name, config_overrides)
+    missing = _menagerie_missing(env_name)
+    if missing is not None:
+        raise missing
+    env = pg.registry.load(env_name, config_overrides=overrides)
+    return PlaygroundEnv(env, episode_length, name=PLAYGROUND_PREFIX + env_name,
+                         action_repeat=action_repeat, observation_key=observation_key,
+                         value_obs_key=value_obs_key, randomization=randomizer,
+                         reset_mode=reset_mode)
+
+
+def _checked_overrides(pg: Any, env_name: str, config_overrides: Any) -> dict[str, Any]:
+    """``config_overrides`` flattened (dotted keys), each key checked against the
+    env's default config and ``impl`` set to :data:`DEFAULT_IMPL` unless given
+    (see :func:`make_playground`).
+
+    Raises:
+      ValueError: not a dict, a key not in the env's config (listing them), a
+        value its config rejects, or ``impl`` not in :data:`IMPLS`.
+    """
     if config_overrides is None:
         config_overrides = {}
     if not isinstance(config_overrides, Mapping):
@@ -243,10 +310,33 @@ def make_playground(env_name: str, *, episode_length: int | None = None,
         config.update_from_flattened_dict(overrides)
     except (TypeError, ValueError, KeyError) as e:
         raise ValueError(f"playground/{env_name}: config_overrides={overrides!r}: {e}") from e
-    missing = _menagerie_missing(env_name)
-    if missing is not None:
-        raise missing
-    env = pg.registry.load(env_name, config_overrides=overrides)
-    return PlaygroundEnv(env, episode_length, name=PLAYGROUND_PREFIX + env_name,
-                         action_repeat=action_repeat, observation_key=observation_key,
-                         reset_mode=reset_mode)
+    return overrides
+
+
+def _randomizer(pg: Any, env_name: str, randomization: Any) -> Callable[..., Any] | None:
+    """The randomisation function ``randomization`` names for ``playground/<env_name>``
+    (see :func:`make_playground`); ``None`` for none.
+
+    Raises:
+      ValueError: not a bool, a registry name or a function; or the env it names
+        has no domain randomizer in Playground's registry.
+    """
+    if randomization is None or randomization is False:
+        return None
+    if callable(randomization):
+        return randomization
+    if randomization is True:
+        source = env_name
+    elif isinstance(randomization, str) and randomization in pg.registry.ALL_ENVS:
+        source = randomization
+    else:
+        raise ValueError(f"playground/{env_name}: randomization={randomization!r}: expected "
+                         "true (the env's own randomisation), the name of an env of Playground's "
+                         "registry (that env's), a function (model, rng) -> (models, in_axes), "
+                         "or false")
+    found = pg.registry.get_domain_randomizer(source)
+    if found is None:
+        raise ValueError(f"playground/{env_name}: randomization={randomization!r}: Playground's "
+                         f"registry has no domain randomizer for {source} (locomotion and "
+                         "manipulation envs such as Go1JoystickFlatTerrain have one)")
+    return found

@@ -301,7 +301,7 @@ def help_text(cfg: DictConfig, prog: str, sources: Sequence[str | os.PathLike],
     out = [f"usage: {prog} [--config FILE] [--print-config] [-h] [section.key=value ...]", ""]
     if about:
         out += [inspect.cleandoc(about), ""]
-    preset = (f", then its preset for {preset.env} (jaxtrainer/recipes/presets/{preset.recipe}.yaml)"
+    preset = (f", then its preset for {preset.env} (jaxtrainer/recipes/_presets/{preset.recipe}.yaml)"
               if preset is not None else "")
     shown = ", ".join(os.path.relpath(p) if not os.path.relpath(p).startswith("..") else os.fspath(p)
                       for p in sources)
