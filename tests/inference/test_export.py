@@ -38,25 +38,44 @@ RELEASE_PPO = Path(__file__).parents[1] / "_support" / "fixtures" / "release_run
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """Three saved runs: PPO on CartPole (discrete; the release fixture's recipe run), SAC
-    on Pendulum (tanh-squashed, continuous) normalising observations, and a 2-seed sweep of
-    PPO with a GRU core normalising observations (recurrent, a population)."""
+    """Five saved runs: PPO on CartPole (discrete; the release fixture's recipe run), SAC
+    on Pendulum (tanh-squashed, continuous) normalising observations, a 2-seed sweep of
+    PPO with a GRU core normalising observations (recurrent, a population), PPO on a brax
+    env normalising observations (``ppo_brax_cpu.yaml`` on ``brax/fast``, brax's smallest
+    env: two steps on ``inverted_pendulum`` take over a minute on 2 busy cores, its physics
+    compiling; the policy and its normalisation are the same code) and PQN with the MinAtar
+    CNN (``pqn_minatar.yaml``: Breakout-MinAtar, 10x10x4 grids)."""
     root = tmp_path_factory.mktemp("runs")
     fit.run([f"trainer.default_root_dir={root / 'sac'}", *TINY, "trainer.max_steps=4",
              "algorithm.buffer_size=64", "algorithm.batch_size=8", "algorithm.learning_starts=4",
              "algorithm.normalize_observations=true"], "sac")
     fit.run([f"trainer.default_root_dir={root / 'gru'}", *TINY_PPO, "network.core=gru",
              "network.core_size=8", "sweep.seeds=2"], "ppo")
-    return {"ppo": RELEASE_PPO, **{name: root / name / "version_0" for name in ("sac", "gru")}}
+    fit.run(["--config", "ppo_brax_cpu.yaml", f"trainer.default_root_dir={root / 'brax'}",
+             *TINY_PPO, "env.name=brax/fast", "env.episode_length=20", "algorithm.num_steps=10",
+             "algorithm.unroll_length=5", "algorithm.critic_hidden_sizes=[8]"], "ppo")
+    fit.run(["--config", "pqn_minatar.yaml", f"trainer.default_root_dir={root / 'pqn'}", *TINY,
+             "trainer.max_steps=2", "algorithm.num_steps=4", "algorithm.num_minibatches=2",
+             "algorithm.update_epochs=1"], "pqn")
+    return {"ppo": RELEASE_PPO, **{name: root / name / "version_0" for name in list(CASES)[1:]}}
+
+
+CASES = {"ppo": None, "sac": None, "gru": 1, "brax": None, "pqn": None}
+"""The runs exported (:func:`runs`), each with the member exported (``None``: not a population)."""
 
 
 def observations(name: str) -> np.ndarray:
     """1,000 observations in (and beyond) the env's range: CartPole float32[N, 4],
-    Pendulum (cos, sin, angular velocity) float32[N, 3]."""
+    Pendulum (cos, sin, angular velocity) float32[N, 3], brax/fast (position, velocity)
+    float32[N, 2], Breakout-MinAtar's 0/1 grids float32[N, 10, 10, 4]."""
     rng = np.random.default_rng(0)
     if name == "sac":
         theta = rng.uniform(-np.pi, np.pi, N)
         return np.stack([np.cos(theta), np.sin(theta), rng.uniform(-8, 8, N)], 1).astype(np.float32)
+    if name == "brax":
+        return rng.normal(0, 3, (N, 2)).astype(np.float32)
+    if name == "pqn":
+        return (rng.uniform(size=(N, 10, 10, 4)) < 0.1).astype(np.float32)
     return (rng.uniform(-1, 1, (N, 4)) * [2.4, 3.0, 0.21, 3.0]).astype(np.float32)
 
 
@@ -86,13 +105,18 @@ RELOAD = textwrap.dedent("""\
 """)
 
 
+BOUND = {"sac": 2.0, "brax": 1.0}
+"""The continuous runs' action bounds (Pendulum, brax/fast): the squash or clip is in the file."""
+
+
 def assert_acts_alike(got: list[np.ndarray], want: list[np.ndarray], name: str) -> None:
-    """Discrete actions equal; continuous actions and carries to float32 rounding."""
+    """Discrete actions (argmax, PQN's greedy Q) equal; continuous actions and carries
+    to float32 rounding: ``rtol=1e-5, atol=1e-6``."""
     assert len(got) == len(want)
     assert got[0].shape == want[0].shape and got[0].dtype == want[0].dtype
-    if name == "sac":
+    if name in BOUND:
         np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
-        assert np.all(np.abs(got[0]) <= 2.0)  # Pendulum's bounds: the squash is in the file
+        assert np.all(np.abs(got[0]) <= BOUND[name]) and len(np.unique(want[0])) > 1
     else:
         np.testing.assert_array_equal(got[0], want[0])
     for g, w in zip(got[1:], want[1:], strict=True):
@@ -102,8 +126,8 @@ def assert_acts_alike(got: list[np.ndarray], want: list[np.ndarray], name: str) 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_stablehlo_reloads_in_plain_jax_and_acts_as_load_policy(runs, tmp_path, capsys):
-    jobs, args = {"ppo": None, "sac": None, "gru": 1}, []
-    for name, member in jobs.items():
+    args = []
+    for name, member in CASES.items():
         file = tmp_path / f"{name}.stablehlo"
         argv = [str(runs[name]), "--format", "stablehlo", "-o", str(file)]
         assert export_cli.main(argv + ([] if member is None else ["--member", str(member)])) == 0
@@ -116,7 +140,7 @@ def test_stablehlo_reloads_in_plain_jax_and_acts_as_load_policy(runs, tmp_path, 
                          timeout=240, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "jaxtrainer imported: False" in out.stdout
-    for name, member in jobs.items():
+    for name, member in CASES.items():
         with np.load(tmp_path / f"{name}_out.npz") as got:
             assert_acts_alike([got[k] for k in sorted(got.files)],
                               expected(runs[name], name, member), name)
@@ -127,7 +151,7 @@ def test_stablehlo_reloads_in_plain_jax_and_acts_as_load_policy(runs, tmp_path, 
 def test_onnx_runs_in_onnxruntime_and_acts_as_load_policy(runs, tmp_path):
     ort = pytest.importorskip(
         "onnxruntime", reason="onnxruntime is not installed: pip install 'jaxtrainer[onnx]'")
-    for name, member in {"ppo": None, "sac": None, "gru": 1}.items():
+    for name, member in CASES.items():
         file = jt.load_policy(runs[name], member=member).export(tmp_path / f"{name}.onnx", "onnx")
         options = ort.SessionOptions()
         options.log_severity_level = 3  # errors only
@@ -146,12 +170,21 @@ def test_onnx_runs_in_onnxruntime_and_acts_as_load_policy(runs, tmp_path):
         assert_acts_alike(got, expected(runs[name], name, member), name)
         one = session.run(None, {k: v[:1] for k, v in feed.items()})  # the batch is dynamic
         assert one[0].shape[0] == 1
+    brax, pqn = (json.loads(export.card_path(tmp_path / f"{n}.onnx").read_text())
+                 for n in ("brax", "pqn"))
+    assert brax["env"] == "brax/fast" and brax["algorithm"] == "ppo" and brax["format"] == "onnx"
+    assert brax["observation_space"] == {"shape": [2], "dtype": "float32"}
+    assert brax["action_space"] == {"shape": [1], "dtype": "float32", "type": "box",
+                                    "low": [-1.0], "high": [1.0]}
+    assert pqn["env"] == "Breakout-MinAtar" and pqn["algorithm"] == "pqn"
+    assert pqn["inputs"] == [{"name": "obs", "shape": ["batch", 10, 10, 4], "dtype": "float32"}]
+    assert pqn["action_space"] == {"shape": [], "dtype": "int32", "type": "discrete", "n": 3}
 
 
 @pytest.mark.slow
 def test_the_model_card_names_the_spaces_the_run_and_its_return(runs, tmp_path):
     cards = {}
-    for name, member in {"ppo": None, "sac": None, "gru": 1}.items():
+    for name, member in {"ppo": None, "sac": None, "gru": 1}.items():  # brax, pqn: the ONNX test
         file = tmp_path / f"{name}.stablehlo"
         assert jt.load_policy(runs[name], member=member).export(file) == file
         cards[name] = json.loads((tmp_path / f"{name}.stablehlo.json").read_text())

@@ -18,6 +18,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 from jaxtrainer._arguments import check_platforms
 from jaxtrainer.recipes._catalog import CONFIGS, RECIPES, about, config_file
@@ -33,6 +34,31 @@ def fast_cpu_compile() -> None:
     if (os.environ.get("JAXTRAINER_FAST_COMPILE", "1") != "0" and shutil.which("nvidia-smi") is None
             and "xla_backend_optimization_level" not in flags):
         os.environ["XLA_FLAGS"] = f"{flags} --xla_backend_optimization_level=0".strip()
+
+
+def _asks_determinism(recipe: str, argv: list[str]) -> bool:
+    """Whether ``trainer.deterministic`` is true for ``recipe`` run with ``argv``: in its
+    YAML, its ``--config`` file, then its overrides, read with omegaconf alone (before
+    JAX starts: importing the environment libraries starts it, and XLA reads ``XLA_FLAGS``
+    then). A file that cannot be read counts as not asking; loading the config reports it."""
+    from omegaconf import OmegaConf
+
+    def asked(cfg: Any, default: Any) -> Any:
+        return OmegaConf.select(cfg, "trainer.deterministic", default=default)
+
+    files = [config_file(recipe)] + [
+        _shipped(a.split("=", 1)[1] if a.startswith("--config=") else argv[i + 1])
+        for i, a in enumerate(argv) if a.startswith("--config=") or (a == "--config" and i + 1 < len(argv))]
+    value: Any = False
+    for file in files:
+        try:
+            value = asked(OmegaConf.load(file), value)
+        except Exception:  # a missing or broken file: load_run names it
+            pass
+    for item in argv:
+        if item.split("=", 1)[0].lstrip("+") == "trainer.deterministic" and "=" in item:
+            value = asked(OmegaConf.from_dotlist([item.lstrip("+")]), value)
+    return value is True
 
 
 def _shipped(path: str | os.PathLike) -> str | os.PathLike:
@@ -98,6 +124,10 @@ def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
     except ValueError as e:
         print(f"{prog or f'{PROG} {recipe}'}: error: {e}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
+    if _asks_determinism(recipe, argv):  # XLA reads XLA_FLAGS when JAX's backend starts
+        from jaxtrainer.runtime import _determinism as determinism
+
+        determinism.add_gpu_flag()
     from jaxtrainer.distributed._process import join_detected_cluster
 
     try:  # one process of several (mpirun, srun, a Kubernetes indexed Job): join before

@@ -166,15 +166,17 @@ def _quiet_converter() -> Iterator[None]:
 def _onnx(policy: Policy) -> bytes:
     """The policy traced by JAX (a symbolic batch), then converted: jax2onnx
     replaces ``jnp.shape`` while it traces, which flax's ``scan`` (the
-    recurrent cores) cannot take, so it converts the traced program, not the code."""
+    recurrent cores) cannot take, so it converts the traced program, not the code.
+    The converter gets the same symbolic batch the program was traced with: a program
+    holding it in an operation's parameters (a CNN's gather's ``slice_sizes``) mixed
+    with another ``batch`` of the converter's own is refused by JAX."""
     (batch,) = jax.export.symbolic_shape(BATCH)
     fn, specs, inputs, outputs = policy_function(policy, batch)
     program = jax.extend.core.jaxpr_as_fun(jax.make_jaxpr(fn)(*specs))
-    named = [jax.ShapeDtypeStruct((BATCH, *s.shape[1:]), s.dtype) for s in specs]
     with _quiet_converter():
         from jax2onnx import to_onnx
 
-        model = to_onnx(program, named, model_name="jaxtrainer_policy", opset=ONNX_OPSET,
+        model = to_onnx(program, specs, model_name="jaxtrainer_policy", opset=ONNX_OPSET,
                         input_names=inputs, output_names=outputs)
     return model.SerializeToString()
 

@@ -212,13 +212,16 @@ def _raised_here(error: BaseException) -> bool:
     return tb is not None and "jaxtrainer" in Path(tb.tb_frame.f_code.co_filename).parts
 
 
-def write_config(path: str | os.PathLike, cfg: DictConfig, recipe: str | None) -> None:
+def write_config(path: str | os.PathLike, cfg: DictConfig, recipe: str | None,
+                 determinism: dict[str, str] | None = None) -> None:
     """Write ``cfg`` resolved, with ``recipe: <recipe>`` first when given, to
     ``path`` (atomically: a temporary file then ``os.replace``). The file holds
     the run's settings, not how this command started: its ``trainer.ckpt_path``
     is null, so ``--config <run>/config.yaml`` starts a new run (a resumed run's
     file once named the checkpoint it resumed from, and rerunning it resumed and
-    overwrote that run).
+    overwrote that run). ``determinism`` (what ``trainer.deterministic=true`` set,
+    ``Trainer.config["deterministic"]``) is written as a comment on that key's line:
+    ``deterministic: true  # set XLA_FLAGS=... jax_default_matmul_precision=highest``.
 
     Raises:
       jaxtrainer.rundir.storage.StorageError: the file cannot be written (naming it
@@ -227,15 +230,30 @@ def write_config(path: str | os.PathLike, cfg: DictConfig, recipe: str | None) -
     body = OmegaConf.to_container(cfg, resolve=True)
     if isinstance(body.get("trainer"), dict) and "ckpt_path" in body["trainer"]:
         body["trainer"]["ckpt_path"] = None
-    data = OmegaConf.create({"recipe": recipe, **body} if recipe else body)
+    text = OmegaConf.to_yaml(OmegaConf.create({"recipe": recipe, **body} if recipe else body))
+    if determinism:
+        text = _noted(text, "trainer", "deterministic: true",
+                      "set " + " ".join(f"{k}={v}" for k, v in determinism.items() if v))
     tmp = f"{os.fspath(path)}.tmp"
     with writing("the run's config", path):
         try:
-            OmegaConf.save(data, tmp)
+            Path(tmp).write_text(text, encoding="utf-8")
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)  # a write cut short: nothing half-written stays
+
+
+def _noted(text: str, section: str, line: str, note: str) -> str:
+    """YAML ``text`` with ``  # note`` after ``line`` in top-level ``section``."""
+    lines, current = text.split("\n"), None
+    for i, item in enumerate(lines):
+        if item and not item[0].isspace():  # a top-level key
+            current = item[:-1] if item.endswith(":") else None
+        if current == section and item == f"  {line}":
+            lines[i] = f"{item}  # {note}"
+            break
+    return "\n".join(lines)
 
 
 class RunRecord(Callback):
@@ -309,7 +327,7 @@ class RunRecord(Callback):
             # a resume that applied changed settings (trainer.resume_overrides=apply)
         with writing("the run directory", path.parent):
             path.parent.mkdir(parents=True, exist_ok=True)
-        write_config(path, self.cfg, self.recipe)
+        write_config(path, self.cfg, self.recipe, trainer.config.get("deterministic"))
 
     def on_evaluation_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
         self.result = dict(metrics)

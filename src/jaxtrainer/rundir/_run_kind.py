@@ -77,7 +77,7 @@ UNCOMPARED_CONFIG = ("trainer.seed", "trainer.default_root_dir", "trainer.ckpt_p
                      "trainer.enable_progress_bar", "trainer.compilation_cache",
                      "trainer.requeue", "trainer.log_every_n_steps", "trainer.eval_every_n_steps",
                      "trainer.strategy", "trainer.devices", "trainer.num_devices", "trainer.jit",
-                     "trainer.run_ahead", "trainer.sync_every_n_seconds",
+                     "trainer.run_ahead", "trainer.sync_every_n_seconds", "trainer.deterministic",
                      "trainer.compile_evaluation_ahead", "trainer.enable_checkpointing",
                      "trainer.resume_overrides", "algorithm.eval_episodes", "logger",
                      "callbacks.checkpoint", "callbacks.lr_monitor", "callbacks.throughput",

@@ -6,7 +6,8 @@
   ending a process at once;
 * :mod:`~jaxtrainer.runtime._slurm`: SLURM's time-limit warning, requeued jobs;
 * :mod:`~jaxtrainer.runtime._lost_process`: a run whose other process died;
-* :mod:`~jaxtrainer.runtime.compilation_cache`: JAX's persistent compilation cache.
+* :mod:`~jaxtrainer.runtime.compilation_cache`: JAX's persistent compilation cache;
+* :mod:`~jaxtrainer.runtime._determinism`: ``Trainer(deterministic=True)``, XLA's side.
 
 Nothing is imported here (``startup`` must stay free of JAX); import the
 modules by name.

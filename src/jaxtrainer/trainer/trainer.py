@@ -5,8 +5,9 @@ The Trainer is a facade over small pieces, each in its own module:
 :mod:`jaxtrainer.strategies._program` (the compiled programs),
 :mod:`jaxtrainer.trainer._compile_ahead` (compiling them in the background),
 :mod:`jaxtrainer.checkpoint` (run directories, the checkpoint to resume, what it holds),
-:mod:`jaxtrainer.runtime._signals` (preemption) and :mod:`jaxtrainer.distributed.keys`
-(every PRNG key). What stays here: the order of hooks, counters, and resume.
+:mod:`jaxtrainer.runtime._signals` (preemption), :mod:`jaxtrainer.runtime._determinism`
+(``deterministic``) and :mod:`jaxtrainer.distributed.keys` (every PRNG key). What
+stays here: the order of hooks, counters, and resume.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module, counted_members
 from jaxtrainer.rundir import module_record
+from jaxtrainer.runtime import _determinism as determinism
 from jaxtrainer.runtime import _slurm as slurm
 from jaxtrainer.runtime import compilation_cache as compilation_cache_lib
 from jaxtrainer.runtime._signals import Preempted
@@ -98,12 +100,14 @@ def _budget(budget: Budget | None, max_steps: int | None, max_env_steps: int | N
     return budget
 
 
-def _recorded(strategy: str | Strategy, devices: Any, budget: Budget, **given: Any) -> dict[str, Any]:
+def _recorded(strategy: str | Strategy, devices: Any, budget: Budget, deterministic: dict[str, str],
+              **given: Any) -> dict[str, Any]:
     """``Trainer.config``: the arguments a Trainer records (the loggers' hyperparameters),
-    the strategy by name and the budget as ``max_steps`` and ``max_env_steps``."""
+    the strategy by name, the budget as ``max_steps`` and ``max_env_steps``, and with
+    ``deterministic`` what it set (``deterministic: {xla_flags, jax_default_matmul_precision}``)."""
     return dict(strategy=strategy if isinstance(strategy, str) else type(strategy).__name__,
-                devices=str(devices), max_steps=budget.max_steps,
-                max_env_steps=budget.max_env_steps, **given)
+                devices=str(devices), max_steps=budget.max_steps, max_env_steps=budget.max_env_steps,
+                **given, **({"deterministic": deterministic} if deterministic else {}))
 
 
 def call_hooks(trainer: Trainer, hook: str, module: Module, args: tuple) -> None:
@@ -150,13 +154,12 @@ class Trainer:
         any device count. With both set, the smaller budget wins. With neither,
         the Trainer can :meth:`evaluate` but :meth:`fit` raises ValueError.
       log_every_n_steps: training steps per log interval.
-      eval_every_n_steps: run ``evaluation_step`` every this many training steps
-        (``None``: only through :meth:`evaluate`). Evaluations cut no log
-        interval: training metrics are reported on their own grid (multiples of
-        ``log_every_n_steps``, each the reduction over the whole interval), and
-        evaluation metrics at their own steps. An evaluation gives the same
-        result on any device count (episodes are numbered over all devices and
-        draw their keys from the seed, the step and their number).
+      eval_every_n_steps: run ``evaluation_step`` every this many training steps (``None``:
+        only through :meth:`evaluate`). Evaluations cut no log interval: training metrics are
+        reported on their own grid (multiples of ``log_every_n_steps``, each the reduction over
+        the whole interval), and evaluation metrics at their own steps. An evaluation gives the
+        same result on any device count (episodes are numbered over all devices and draw their
+        keys from the seed, the step and their number).
       callbacks: callbacks and loggers, a list (or one ``Callback``); TypeError otherwise.
       seed: root of every PRNG key (init, per-step per-device keys, evaluation);
         any int, every bit used (``key(seed)`` in ``[0, 2**32)``); ValueError otherwise.
@@ -165,28 +168,25 @@ class Trainer:
         ``shard_map`` still traces the step (``jax.debug.print``, not ``print``).
       enable_progress_bar: add a :class:`RichProgressBar` if none is given.
       enable_checkpointing: add a :class:`ModelCheckpoint` (at the end) if none is given.
-      logger: ``True`` adds a :class:`CSVLogger` and a :class:`TensorBoardLogger`,
-        each unless a logger of its class is in ``callbacks``; other loggers
-        (e.g. a ``WandbLogger``) are added beside them, so ``metrics.csv``
-        stays. ``False`` adds neither (only the loggers in ``callbacks`` log).
+      logger: ``True`` adds a :class:`CSVLogger` and a :class:`TensorBoardLogger`, each unless
+        a logger of its class is in ``callbacks``; other loggers (e.g. a ``WandbLogger``) are
+        added beside them, so ``metrics.csv`` stays. ``False`` adds neither.
       run_ahead: enqueue the next call before a boundary's hooks when nothing
         needs the state there. ``"auto"``: on GPU/TPU; off on CPU, where an
         execution queued behind a running one slows the run. Single-process only.
-      sync_every_n_seconds: target device time (seconds) of one call fusing log
-        intervals: how long metrics may wait on the devices. ``None`` or ``0``:
-        one call, and one host sync, per log interval.
-      compile_evaluation_ahead: compile the evaluation program in the background
-        while the first training call runs; ``False`` compiles it when first
-        needed (no CPU spent when nothing evaluates). ``"auto"`` (the Trainer's default; the recipes set ``True``):
-        ahead when ``fit`` evaluates (``eval_every_n_steps`` set); pass ``True``
-        when :meth:`evaluate` follows ``fit`` (the recipes do). Ahead, a broken
-        ``evaluation_step`` fails ``fit`` before training (at a boundary if it compiles late).
-      compilation_cache: JAX's persistent compilation cache, so a second run of
-        the same programs (another seed or learning rate) loads them from disk
-        instead of compiling: ``True`` in ``~/.cache/jaxtrainer/jax`` (or
-        ``JAX_COMPILATION_CACHE_DIR``), a directory, or ``None``/``False``
-        (default: off, the recipes turn it on). The environment variable
-        ``JAXTRAINER_COMPILATION_CACHE`` overrides it (``0`` off, ``1`` on, or a
+      sync_every_n_seconds: target device time (seconds) of one call fusing log intervals: how
+        long metrics may wait on the devices. ``None`` or ``0``: one call per log interval.
+      compile_evaluation_ahead: compile the evaluation program in the background while the
+        first training call runs; ``False`` compiles it when first needed (no CPU spent when
+        nothing evaluates). ``"auto"`` (the Trainer's default; the recipes set ``True``): ahead
+        when ``fit`` evaluates (``eval_every_n_steps`` set); pass ``True`` when :meth:`evaluate`
+        follows ``fit`` (the recipes do). Ahead, a broken ``evaluation_step`` fails ``fit``
+        before training (at a boundary if it compiles late).
+      compilation_cache: JAX's persistent compilation cache, so a second run of the same
+        programs (another seed or learning rate) loads them from disk instead of compiling:
+        ``True`` in ``~/.cache/jaxtrainer/jax`` (or ``JAX_COMPILATION_CACHE_DIR``), a
+        directory, or ``None``/``False`` (default: off, the recipes turn it on). The environment
+        variable ``JAXTRAINER_COMPILATION_CACHE`` overrides it (``0`` off, ``1`` on, or a
         directory). Process-wide: it stays on for later compiles
         (:mod:`jaxtrainer.runtime.compilation_cache`).
       requeue: after SIGUSR1 checkpointed the run, ``scontrol requeue`` the SLURM
@@ -196,17 +196,19 @@ class Trainer:
         ``max_env_steps`` (one per member of a population is totalled at ``fit``).
       resume_hint: the preemption message's advice, formatted with ``{checkpoint}``
         and ``{default_root_dir}`` (``None``: the Python call, ``fit(..., ckpt_path='last')``).
+      deterministic: ``--xla_gpu_deterministic_ops=true`` (GPU) and the highest float32 matmul
+        precision for the process's programs (slower; one line says what it set, :attr:`config`
+        records it). ValueError: a GPU backend already started without that flag.
 
     Attributes:
       root_key: the run's root PRNG key (``key(seed)``, replicated; restored on
         resume), which every key is folded from; ``None`` before ``fit``/``evaluate``.
 
     Raises:
-      ValueError: before JAX starts or anything is written: an unknown strategy,
-        a non-positive budget or interval, a negative ``sync_every_n_seconds``,
-        malformed ``devices``, or an on/off argument that is not a bool
-        (``"flase"`` or ``100``; ``run_ahead`` also takes ``"auto"``); each
-        message names the value and the accepted forms. A device index beyond
+      ValueError: before JAX starts or anything is written: an unknown strategy, a non-positive
+        budget or interval, a negative ``sync_every_n_seconds``, malformed ``devices``, or an
+        on/off argument that is not a bool (``"flase"`` or ``100``; ``run_ahead`` also takes
+        ``"auto"``); each message names the value and the accepted forms. A device index beyond
         the devices there raises when the devices are picked, before any compile.
     """
 
@@ -232,6 +234,7 @@ class Trainer:
         requeue: bool | str = "auto",
         budget: Budget | None = None,
         resume_hint: str | None = None,
+        deterministic: bool = False,
     ) -> None:
         self.requeue = slurm.check_requeue(requeue)
         self.run_ahead = arguments.flag("run_ahead", run_ahead, also=("auto",))
@@ -250,11 +253,12 @@ class Trainer:
             callbacks, arguments.flag("logger", logger, hint=_LOGGER_HINT),
             arguments.flag("enable_checkpointing", enable_checkpointing),
             arguments.flag("enable_progress_bar", enable_progress_bar))
+        flags_set = determinism.apply() if arguments.flag("deterministic", deterministic) else {}
         self.strategy = resolve(strategy, devices, jit=self.jit)
         self.compilation_cache_dir = compilation_cache_lib.enable(compilation_cache)
-        self.config = _recorded(strategy, devices, self.budget, log_every_n_steps=log_every_n_steps,
-                                eval_every_n_steps=eval_every_n_steps, seed=seed, jit=self.jit,
-                                sync_every_n_seconds=sync_every_n_seconds)
+        self.config = _recorded(strategy, devices, self.budget, flags_set,
+                                log_every_n_steps=log_every_n_steps, eval_every_n_steps=eval_every_n_steps,
+                                seed=seed, jit=self.jit, sync_every_n_seconds=sync_every_n_seconds)
         self.programs = Programs(self.strategy)
         self.planner = IntervalPlanner(1, self.log_every_n_steps)
         self._state: Any = None
