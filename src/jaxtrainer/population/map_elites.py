@@ -273,6 +273,9 @@ class MAPElites(PopulationModule):
 
     tell_extras = True
     headline_metric = "qd/score"
+    ENV_SECTION = ("the quality-diversity task: jaxtrainer.population.make_task(name, **the "
+                   "other keys); name: arm")
+    """What a recipe's ``env:`` section is for this module (``--help``)."""
 
     def __init__(self, task: str | QDTask = "arm", *, grid_shape: Sequence[int] = (100, 100),
                  iso_sigma: float = 0.005, line_sigma: float = 0.05, qd_offset: float = 0.0,
