@@ -160,6 +160,7 @@ def evolve(devices, generations=8, strategy="pmap", **kw):
     return trainer, module, seen
 
 
+@pytest.mark.default_emitters
 def test_one_and_four_devices_end_with_bitwise_equal_archives():
     one, module, seen = evolve(1)
     four, _, seen4 = evolve(4)  # 10 members padded to 12 over 4 devices
