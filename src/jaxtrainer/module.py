@@ -285,10 +285,18 @@ class PopulationModule:
       population_size: ``P``, set by :meth:`configure_population` (``None``: not yet).
       env_steps_per_generation: environment transitions one generation consumes
         (0: none), the PopulationTrainer's ``env_steps_per_step``.
+      tell_extras: ``True``: ``tell`` is called as ``tell(state, population,
+        fitness, extras)``, with ``extras`` the second outputs of ``evaluate``
+        gathered over the real members (``{name: [P, ...]}``; e.g. the
+        descriptors of a quality-diversity search).
+      headline_metric: the metric the progress bar shows (``None``: the
+        trainer's ``fitness/mean``).
     """
 
     population_size: int | None = None
     env_steps_per_generation: int = 0
+    tell_extras: bool = False
+    headline_metric: str | None = None
     env: Any = None
     eval_episodes: int | None = None
     config: Any = None

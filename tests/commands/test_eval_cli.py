@@ -92,6 +92,10 @@ def reference_episodes(run: Path, step_dir: Path, root_key, episodes: int):
     return np.asarray(ep.returns), np.asarray(ep.lengths)
 
 
+POLICYLESS_RECIPES = ("map_elites",)
+"""Recipes whose module searches genotypes of a task, with no policy acting in an env."""
+
+
 def test_every_recipe_script_builds_its_module_through_the_registry():
     scripts = sorted(p.stem for p in RECIPES.glob("*.py"))
     assert scripts == sorted(BUILDERS)
@@ -101,6 +105,9 @@ def test_every_recipe_script_builds_its_module_through_the_registry():
         module = build_module(name, config.load(RECIPES / "configs" / f"{name}.yaml"))
         expected = jt.PopulationModule if name in POPULATION_RECIPES else jt.Module
         assert isinstance(module, expected)
+        if name in POLICYLESS_RECIPES:  # a quality-diversity archive, not a policy
+            assert not module.has_policy()
+            continue
         assert policy_spec(module).env.name in ("CartPole-v1", "Pendulum-v1")
     with pytest.raises(ValueError, match=r"unknown recipe 'ppo2'; did you mean 'ppo'\? expected one of a2c, .*ppo"):
         build_module("ppo2", None)

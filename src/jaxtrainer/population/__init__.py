@@ -17,7 +17,10 @@ count and gathered bit for bit by :class:`~jaxtrainer.distributed.MemberLayout`
 * :class:`Search` (:mod:`.search`): trials drawn from search spaces
   (:mod:`.spaces`), successive halving at rungs, with :class:`SearchReport`
   (:mod:`.search_report`) writing ``search.csv`` and :class:`OptunaSearch`
-  (:mod:`.optuna_search`) choosing trials with Optuna's samplers.
+  (:mod:`.optuna_search`) choosing trials with Optuna's samplers;
+* :class:`MAPElites` (:mod:`.map_elites`): quality-diversity search, a
+  :class:`Repertoire` of elites per cell of descriptor space filled by a
+  PopulationTrainer, on the tasks of :mod:`.qd_tasks` (``"arm"``).
 
 Algorithms never import this package; the traced hyperparameters that members
 differ in are read and written through :mod:`jaxtrainer.algorithms.hyperparams`.

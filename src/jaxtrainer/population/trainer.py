@@ -9,6 +9,7 @@ One *generation* is one Trainer step. The population module is wrapped in a
     keys     = layout.keys(fold_in(gen_key, 1))                  # member i: fold_in(., i)
     fitness, extras = layout.gather(vmap(evaluate)(local, keys))  # P_pad, bit for bit
     state, metrics  = tell(state, population, layout.unpad(fitness))  # padding never reaches tell
+                      # (tell_extras: tell(..., layout.unpad(extras)), e.g. descriptors)
 
 with ``layout`` the population's
 :class:`~jaxtrainer.distributed._members.MemberLayout` over the strategy's data
@@ -91,6 +92,7 @@ class GenerationModule(Module):
         self.map_batch_size = map_batch_size
         self.layout = MemberLayout(population_size, 1, data_axes)  # set per run by validate
         self.env_steps_per_step = int(population_module.env_steps_per_generation)
+        self.headline_metric = population_module.headline_metric or self.headline_metric
 
     @property
     def population_module(self) -> PopulationModule:
@@ -136,7 +138,10 @@ class GenerationModule(Module):
         local = layout.local(layout.pad(population))
         evaluated = self._evaluate_local(local, layout.keys(jax.random.fold_in(key, 1)))
         fitness, extras = layout.unpad(layout.gather(evaluated))
-        state, tell_metrics = pm.tell(state, population, fitness)
+        if pm.tell_extras:
+            state, tell_metrics = pm.tell(state, population, fitness, dict(extras or {}))
+        else:
+            state, tell_metrics = pm.tell(state, population, fitness)
         metrics: dict[str, Any] = {
             **layout.fitness_metrics(fitness),
             "population_size": Last.of(jnp.asarray(layout.size, jnp.float32)),

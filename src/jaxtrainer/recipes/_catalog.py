@@ -15,7 +15,10 @@ from typing import Any, NamedTuple
 CONFIGS = Path(__file__).parent / "configs"
 """The shipped YAML configs (package data)."""
 
-LAST_LINE = ("The last line printed is ``eval/episode_return=<value> run_dir=<dir>``{what}. "
+FINAL_METRIC = "eval/episode_return"
+"""The metric a recipe's last line prints unless its :attr:`Recipe.final_metric` says otherwise."""
+
+LAST_LINE = ("The last line printed is ``{metric}=<value> run_dir=<dir>``{what}. "
              "Every key of the config (default ``{config}``, inside the package; "
              "``--print-config`` prints it) can be overridden as ``section.key=value``.")
 
@@ -31,11 +34,12 @@ class Recipe(NamedTuple):
       summary: one line (``jaxtrainer fit --list``).
       examples: command lines after ``jaxtrainer fit <name>``, each with a comment.
       notes: more about it (``--help``), or ``""``.
-      last_line: what the final ``eval/episode_return`` measures, or ``""``.
+      last_line: what the final metric measures, or ``""``.
       population: trained by a :class:`~jaxtrainer.PopulationTrainer` (``trainer:``
         counts generations) rather than a :class:`~jaxtrainer.Trainer`.
       fast_compile: lowers XLA's CPU optimisation level before JAX starts
         (:data:`FAST_COMPILE`).
+      final_metric: the evaluation metric the last line prints (:data:`FINAL_METRIC`).
     """
 
     summary: str
@@ -44,6 +48,7 @@ class Recipe(NamedTuple):
     last_line: str = ""
     population: bool = False
     fast_compile: bool = False
+    final_metric: str = FINAL_METRIC
 
 
 def _pbt(what: str) -> str:
@@ -139,6 +144,18 @@ RECIPES: dict[str, Recipe] = {
         notes="The search's mean moves to the TD3 learner's actor every generation; one "
               "training step is one generation.",
         last_line=" (the search's mean, greedy)"),
+    "map_elites": Recipe("MAP-Elites on QDax's planar arm (8 joints, 100x100 end-effector cells)", (
+        "                                          # QDax's me_arm_example.py settings",
+        "algorithm.line_sigma=0.05 env.num_dims=100  # Iso+LineDD on a 100-joint arm",
+        _DEVICES4),
+        notes="Quality-diversity search: one generation emits trainer.population_size "
+              "offspring of elites drawn from the repertoire (Iso+LineDD variation), "
+              "evaluates them split over the devices and keeps, per cell of descriptor "
+              "space, the best (``jaxtrainer.population.MAPElites``). Logged: qd/score, "
+              "qd/coverage (percent of cells filled), qd/max_fitness. " + FAST_COMPILE,
+        last_line=" (QDax's QD-score of the final repertoire: the sum over filled cells of "
+                  "fitness + algorithm.qd_offset)",
+        population=True, fast_compile=True, final_metric="eval/qd_score"),
     "pbt_ppo": Recipe("Population-based training of PPO agents (CartPole-v1, 8 members)", (
         "                                          # every local device",
         _DEVICES4,
@@ -191,7 +208,8 @@ def about(recipe: str, prog: str) -> str:
         text = f"{prog} {command.strip()}".rstrip()
         lines.append(f"    {text.ljust(width)}  # {comment.strip()}" if comment else f"    {text}")
     notes = [entry.notes] if entry.notes else []
-    notes.append(LAST_LINE.format(what=entry.last_line, config=f"configs/{recipe}.yaml"))
+    notes.append(LAST_LINE.format(metric=entry.final_metric, what=entry.last_line,
+                                  config=f"configs/{recipe}.yaml"))
     return "\n\n".join([entry.summary + ".", "\n".join(lines),
                         *(textwrap.fill(n, 88) for n in notes)])
 

@@ -62,6 +62,13 @@ def _neuro_es(cfg: DictConfig) -> PopulationModule:
                    **{k: v for k, v in algo.items() if v is not None or k == "fitness_shaping"})
 
 
+def _map_elites(cfg: DictConfig) -> PopulationModule:
+    from jaxtrainer.population import MAPElites
+
+    task = config.section(cfg, "env")
+    return MAPElites(task.pop("name"), **config.section(cfg, "algorithm"), **task)
+
+
 def _pbt(cfg: DictConfig, member: Module) -> Module:
     """PBT (the ``pbt:`` section) of ``member``, the module one member trains
     (built from ``env:`` and ``algorithm:`` as the recipe without PBT builds it)."""
@@ -108,6 +115,7 @@ BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
     "erl_eda": _from_algorithm("erl", "ERL"),
     "openes": _neuro_es,
     "cma_es": _neuro_es,
+    "map_elites": _map_elites,
     "pbt_ppo": _pbt_ppo,
     "pbt_cso": _pbt_ppo,
     "pbt_sac": _pbt_sac,
@@ -115,7 +123,7 @@ BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
 }
 """``recipe name -> builder(cfg)``; the name is the script's stem (``recipes/<name>.py``)."""
 
-POPULATION_RECIPES = frozenset({"openes", "cma_es"})
+POPULATION_RECIPES = frozenset({"openes", "cma_es", "map_elites"})
 """Recipes whose module is a :class:`~jaxtrainer.PopulationModule`, trained by a
 :class:`~jaxtrainer.PopulationTrainer` (``trainer:`` keys in generations)."""
 
@@ -137,6 +145,10 @@ def documenting_classes(recipe: str) -> tuple[type, ...]:
         from jaxtrainer.algorithms.es import NeuroES
 
         found.append(NeuroES)
+    if builder is _map_elites:
+        from jaxtrainer.population import MAPElites
+
+        found.append(MAPElites)
     return tuple(found)
 
 
@@ -157,14 +169,16 @@ def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
     """The module that ``recipes/<recipe>.py`` trains, from its config ``cfg``
     (a :func:`jaxtrainer.recipes.config.load` result, or a run's saved
     ``config.yaml``): built from the ``env:`` and ``algorithm:`` sections (and
-    ``pbt:`` for the ``pbt_*`` recipes). Sections the recipe does not use (``trainer:``,
+    ``pbt:`` for the ``pbt_*`` recipes; ``map_elites``'s ``env:`` names its
+    quality-diversity task, :func:`jaxtrainer.population.make_task`). Sections the recipe does not use (``trainer:``,
     ``recipe``, loggers, callbacks) are ignored. A ``sweep:`` section asking
     for seeds or a grid wraps the module in a
     :class:`~jaxtrainer.population.Sweep` (:func:`jaxtrainer.recipes._sweep.wrap`).
 
     Returns:
       A :class:`~jaxtrainer.Module`, or for :data:`POPULATION_RECIPES` a
-      :class:`~jaxtrainer.PopulationModule` (:class:`~jaxtrainer.algorithms.es.NeuroES`).
+      :class:`~jaxtrainer.PopulationModule` (:class:`~jaxtrainer.algorithms.es.NeuroES`,
+      :class:`~jaxtrainer.population.MAPElites`).
 
     Raises:
       ValueError: an unknown ``recipe`` (listing the known ones), or what the

@@ -267,7 +267,11 @@ def _section_docs(section: str, keys: list[str], candidates: Iterable[type]
 
     if section == "trainer":
         return _trainer_docs(keys)
+    candidates = list(candidates)
     if section == "env":
+        task = next((c for c in candidates if getattr(c, "ENV_SECTION", None)), None)
+        if task is not None:  # the section names a task, not an environment
+            return task.ENV_SECTION, {}
         return SECTION_ABOUT["env"], {"name": one_sentence(doc_entries(envs.make).get("name", ""))}
     if section in (sweep.SECTION, search.SECTION):
         source = sweep if section == sweep.SECTION else search

@@ -571,7 +571,9 @@ def make_env(cfg: DictConfig) -> envs.Env:
 def fit_and_report(trainer: Trainer, module: Module, run: RecipeRun) -> dict[str, float]:
     """Train ``module`` (from the checkpoint ``run`` resumes, resolved by
     :func:`load_run`), evaluate it once and print (process 0) the recipes' last line,
-    ``eval/episode_return=<value with 2 decimals> run_dir=<trainer.log_dir>``,
+    ``eval/episode_return=<value with 2 decimals> run_dir=<trainer.log_dir>``
+    (another metric where the recipe's ``final_metric`` in the catalog
+    names one: ``eval/qd_score`` for ``map_elites``),
     whatever the run (a sweep's or search's line before it says what the value
     averages: ``jaxtrainer: eval/episode_return on the next line (mean over 4
     members (seeds 0-3))``).
@@ -589,7 +591,8 @@ def fit_and_report(trainer: Trainer, module: Module, run: RecipeRun) -> dict[str
       ``fit`` (Python floats, with ``step`` and ``env_steps``).
 
     Raises:
-      KeyError: the evaluation has no ``eval/episode_return`` (raised after
+      KeyError: the evaluation has no ``eval/episode_return`` (or the recipe's
+        final metric; raised after
         training and evaluating; the message lists the metrics it has).
       FileNotFoundError: the checkpoint ``run`` resumes is gone (from
         :meth:`Trainer.fit`, as do the module's size checks' ``ValueError``).
@@ -607,19 +610,22 @@ def fit_and_report(trainer: Trainer, module: Module, run: RecipeRun) -> dict[str
     finally:
         trainer.remove_callback(record)
     result = record.evaluated_at(trainer.global_step) or trainer.evaluate(module)
-    if "eval/episode_return" not in result:
-        raise KeyError(f"the evaluation of {type(module).__name__} has no eval/episode_return; "
+    entry = catalog.RECIPES.get(run.recipe)
+    final = entry.final_metric if entry is not None else catalog.FINAL_METRIC
+    if final not in result:
+        raise KeyError(f"the evaluation of {type(module).__name__} has no {final}; "
                        f"its metrics: {', '.join(sorted(result))}")
     if trainer.is_global_zero:  # one line for the run, as its logs (every process has it)
-        print("\n".join(last_lines(result["eval/episode_return"], module, trainer.log_dir)))
+        print("\n".join(last_lines(result[final], module, trainer.log_dir, final)))
     return result
 
 
-def last_lines(value: float, module: Module, run_dir: Any) -> list[str]:
+def last_lines(value: float, module: Module, run_dir: Any,
+               metric: str = "eval/episode_return") -> list[str]:
     """The lines a recipe ends with: ``eval/episode_return=<value with 2
     decimals> run_dir=<run_dir>`` last, whatever the run; for a sweep or a
     search, the line before it says what the value averages (``jaxtrainer:
     eval/episode_return on the next line (mean over 4 members (seeds 0-3))``)."""
     note = f"{sweep.final_note(module)}{search.final_note(module)}"
-    return ([f"jaxtrainer: eval/episode_return on the next line{note}"] if note else []) + \
-        [f"eval/episode_return={fixed(value)} run_dir={run_dir}"]
+    return ([f"jaxtrainer: {metric} on the next line{note}"] if note else []) + \
+        [f"{metric}={fixed(value)} run_dir={run_dir}"]
