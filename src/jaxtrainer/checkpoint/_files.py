@@ -867,8 +867,59 @@ def _read_arrays(path: Path, target: Any) -> Any:
     try:
         return _read(path, STATE, _ocp().args.PyTreeRestore(item=item, restore_args=as_numpy))
     except Exception as e:  # the tree matches (checked first): the files are damaged
+        if "tree structures do not match" in str(e):
+            try:  # unless the state gained a field that holds no array since it was written
+                return _read_without_new_empty_fields(path, target)
+            except Exception:  # noqa: S110 - the first error is the one to report
+                pass
         _drop_closed_loop_reports()
         raise DamagedCheckpointError(path, _file_in(str(e), path / STATE), _short(e)) from e
+
+
+def _read_without_new_empty_fields(path: Path, target: Any) -> Any:
+    """:func:`_read_arrays` of a checkpoint written before the state gained fields
+    that hold no array (an optional field left ``None``, as PPO's ``critic_obs_stats``
+    without ``env.value_obs_key``): those fields are not read, and keep their value.
+
+    Raises:
+      ValueError: the stored tree lacks an entry that holds an array.
+    """
+    ocp = _ocp()
+    handler = ocp.PyTreeCheckpointHandler()
+    try:
+        metadata = handler.metadata(path / STATE)
+    finally:
+        handler.close()
+    stored = getattr(metadata, "tree", metadata)
+    tree = ocp.tree.serialize_tree(target, keep_empty_nodes=True)
+    present = _stored_part(tree, stored)
+    item = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), present)
+    as_numpy = jax.tree.map(lambda x: ocp.RestoreArgs(restore_type=np.ndarray), present)
+    read = _read(path, STATE, ocp.args.PyTreeRestore(item=item, restore_args=as_numpy))
+    return ocp.tree.deserialize_tree(_with_missing(tree, read), target, keep_empty_nodes=True)
+
+
+def _stored_part(tree: Any, stored: Any) -> Any:
+    """``tree`` (serialised: dicts and lists) without the dict entries ``stored`` lacks,
+    each of which must hold no array."""
+    if isinstance(tree, dict):
+        missing = [k for k in tree if not isinstance(stored, dict) or k not in stored]
+        if any(jax.tree.leaves(tree[k]) for k in missing):
+            raise ValueError(f"the checkpoint lacks {missing}")
+        return {k: _stored_part(v, stored[k]) for k, v in tree.items() if k not in missing}
+    if isinstance(tree, list):
+        return [_stored_part(v, w) for v, w in zip(tree, stored, strict=True)]
+    return tree
+
+
+def _with_missing(tree: Any, read: Any) -> Any:
+    """``read`` (:func:`_stored_part` of ``tree``, read back) with the entries it left
+    out back as ``tree`` has them."""
+    if isinstance(tree, dict):
+        return {k: _with_missing(v, read[k]) if k in read else v for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [_with_missing(v, r) for v, r in zip(tree, read, strict=True)]
+    return read
 
 
 def _drop_closed_loop_reports() -> None:
