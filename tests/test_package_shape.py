@@ -70,6 +70,15 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
+def _within_allow_list(found: dict, allowed: dict, describe) -> None:
+    """Every key of ``found`` is in ``allowed`` (else the message lists them, each as
+    ``describe(*key)`` says), and every entry of ``allowed`` is still needed."""
+    unexplained = sorted(k for k in found if k not in allowed)
+    assert unexplained == [], "\n".join(describe(*k) for k in unexplained)
+    stale = sorted(set(allowed) - set(found))
+    assert not stale, f"allow-list entries no longer needed: {stale}"
+
+
 def _package_module(dotted: str) -> bool:
     """Whether ``dotted`` names a module or package of ``jaxtrainer`` itself: its private
     modules (``jaxtrainer.trainer._fit_loop``) are private to the package, not to their
@@ -355,10 +364,7 @@ def test_no_floor_imports_a_higher_one():
     a module imports only its own floor and those below, at module level or inside a
     function (``UPWARD`` lists the exceptions that stay, each with its reason)."""
     found = _upward_imports()
-    unexplained = sorted(k for k in found if k not in UPWARD)
-    assert unexplained == [], "\n".join(f"{a} imports {b} ({found[(a, b)]})" for a, b in unexplained)
-    stale = sorted(set(UPWARD) - set(found))
-    assert not stale, f"allow-list entries no longer needed: {stale}"
+    _within_allow_list(found, UPWARD, lambda a, b: f"{a} imports {b} ({found[(a, b)]})")
 
 
 def test_the_package_root_holds_the_ground_floor_only():
@@ -425,10 +431,7 @@ def test_no_module_outside_trainer_assigns_a_trainer_attribute():
             continue
         for line, attr in _trainer_writes(path):
             found.setdefault((rel, attr), []).append(line)
-    unexplained = sorted(k for k in found if k not in TRAINER_WRITES)
-    assert unexplained == [], "\n".join(f"{f}:{found[(f, a)]}: trainer.{a} = ..." for f, a in unexplained)
-    stale = sorted(set(TRAINER_WRITES) - set(found))
-    assert not stale, f"allow-list entries no longer needed: {stale}"
+    _within_allow_list(found, TRAINER_WRITES, lambda f, a: f"{f}:{found[(f, a)]}: trainer.{a} = ...")
 
 
 def test_the_trainer_write_check_sees_what_it_must(tmp_path):
@@ -532,10 +535,7 @@ def test_no_capability_probe_on_a_module():
         rel = path.relative_to(SRC).as_posix()
         for line, attr in _module_probes(path):
             found.setdefault((rel, attr), []).append(line)
-    unexplained = sorted(k for k in found if k not in MODULE_PROBES)
-    assert unexplained == [], "\n".join(f"{f}:{found[(f, a)]}: probe for {a!r}" for f, a in unexplained)
-    stale = sorted(set(MODULE_PROBES) - set(found))
-    assert not stale, f"allow-list entries no longer needed: {stale}"
+    _within_allow_list(found, MODULE_PROBES, lambda f, a: f"{f}:{found[(f, a)]}: probe for {a!r}")
 
 
 def test_the_module_probe_check_sees_what_it_must(tmp_path):
