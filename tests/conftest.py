@@ -11,6 +11,7 @@ os.environ["XLA_FLAGS"] = (_GIVEN_XLA_FLAGS + " " + xla_flags(4)).strip()
 os.environ.setdefault("WANDB_MODE", "disabled")
 os.environ.setdefault("WANDB_SILENT", "true")
 
+import json  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -43,16 +44,53 @@ def run_dir(tmp_path):
     return tmp_path / "runs"
 
 
+_REPORTS_ENV = "JAXTRAINER_TESTS_REPORTS"
+"""In a default-emitters pytest subprocess: the file each test's outcome is appended to."""
+_OUTCOMES: dict[str, tuple[str, str]] = {}
+"""Default-emitters tests run so far in this process: nodeid -> (outcome, report text)."""
+
+
 def _in_a_process_with_default_emitters(item: pytest.Item) -> None:
-    """Run ``item`` alone in a pytest subprocess whose XLA:CPU uses its own
-    fusion emitters (``default_emitters``); its failure is this test's."""
-    env = dict(os.environ, XLA_FLAGS=_GIVEN_XLA_FLAGS, **{EMITTERS_ENV: "default"})
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-         item.nodeid], cwd=item.config.rootpath, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.fail(f"under XLA:CPU's default fusion emitters (pytest subprocess, status "
-                    f"{proc.returncode}):\n{(proc.stdout + proc.stderr)[-6000:]}", pytrace=False)
+    """Run ``item`` in a pytest subprocess whose XLA:CPU uses its own fusion emitters
+    (``default_emitters``); its failure is this test's. The subprocess runs every
+    selected default-emitters test of ``item``'s file not run yet (one interpreter,
+    one set of module fixtures), and each test reports its own outcome."""
+    if item.nodeid not in _OUTCOMES:
+        group = [i.nodeid for i in item.session.items if i.path == item.path
+                 and i.get_closest_marker("default_emitters") and i.nodeid not in _OUTCOMES]
+        with tempfile.TemporaryDirectory() as tmp:
+            reports = os.path.join(tmp, "reports.jsonl")
+            env = dict(os.environ, XLA_FLAGS=_GIVEN_XLA_FLAGS,
+                       **{EMITTERS_ENV: "default", _REPORTS_ENV: reports})
+            proc = subprocess.run(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                 *group], cwd=item.config.rootpath, env=env, capture_output=True, text=True)
+            seen: dict[str, tuple[str, str]] = {}
+            if os.path.exists(reports):
+                with open(reports) as f:
+                    for line in f:
+                        nodeid, outcome, text = json.loads(line)
+                        if seen.get(nodeid, ("passed",))[0] == "passed" or outcome == "failed":
+                            seen[nodeid] = (outcome, text)
+        for nodeid in group:
+            _OUTCOMES[nodeid] = seen.get(nodeid, ("failed", (
+                f"no outcome (pytest subprocess, status {proc.returncode}):\n"
+                + (proc.stdout + proc.stderr)[-6000:])))
+    outcome, text = _OUTCOMES[item.nodeid]
+    if outcome == "skipped":
+        pytest.skip(text)
+    if outcome != "passed":
+        pytest.fail(f"under XLA:CPU's default fusion emitters (pytest subprocess):\n{text[-6000:]}",
+                    pytrace=False)
+
+
+def pytest_runtest_logreport(report):
+    path = os.environ.get(_REPORTS_ENV)
+    if path and (report.when == "call" or report.outcome != "passed"):
+        text = (report.longrepr[2] if report.skipped and isinstance(report.longrepr, tuple)
+                else report.longreprtext)
+        with open(path, "a") as f:
+            f.write(json.dumps([report.nodeid, report.outcome, text]) + "\n")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -61,3 +99,4 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("default_emitters"):
             item.runtest = lambda item=item: _in_a_process_with_default_emitters(item)
+            item.setup = lambda: None  # its fixtures are the subprocess's

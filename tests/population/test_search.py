@@ -36,6 +36,7 @@ from jaxtrainer.population import (
 from jaxtrainer.population.pbt import Hyperparam
 from jaxtrainer.recipes import config
 from jaxtrainer.recipes._modules import build_module
+from tests._support.fits import Fits
 from tests.population.test_pbt import CountCompiles
 
 RECIPES = Path(__file__).parents[2] / "recipes"
@@ -59,19 +60,6 @@ def fit(module, root, devices=1, callbacks=(), eval_every=None):
     return trainer
 
 
-class _Fits(dict):
-    """The module's fits by name, each made when a test first asks for it (a test run
-    alone, as in its default-emitters subprocess, makes only the fits it reads)."""
-
-    def __init__(self, makers):
-        super().__init__()
-        self._makers = makers
-
-    def __missing__(self, name):
-        self.update(self._makers[name]())
-        return self[name]
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
@@ -90,7 +78,7 @@ def runs(tmp_path_factory):
         search = Search(tiny(), SPACE, members=4, rungs=RUNGS, replace="exploit")
         return {"exploit": (search, fit(search, root / "exploit"))}
 
-    return _Fits({"one": one, "compiles": one, "report": one, "four": four, "exploit": exploit})
+    return Fits({"one": one, "compiles": one, "report": one, "four": four, "exploit": exploit})
 
 
 # ---- spaces and sampling (no compile) ------------------------------------------------

@@ -1,8 +1,8 @@
 """Sweeps (issue 17): seeds x a hyperparameter grid in one program, member
 reproducibility, padding, per-member metrics, the rliable summary, recipes, plot.
 
-One module-scoped set of tiny PPO runs (CartPole, 2 envs x 8 steps, 3 updates)
-serves every test that trains:
+One module-scoped set of tiny PPO runs (CartPole, 2 envs x 8 steps, 3 updates),
+each made when a test first reads it, serves every test that trains:
 
 * ``map1``: 10 members (lr in {1e-3, 3e-3} x seeds 0..4) on 1 device, members one
   after another (``vectorize=False``);
@@ -33,6 +33,7 @@ from jaxtrainer.population.sweep import grid
 from jaxtrainer.recipes import _sweep as recipe_sweep
 from jaxtrainer.recipes import config
 from jaxtrainer.recipes._modules import build_module
+from tests._support.fits import Fits
 from tests.population.test_pbt import CountCompiles
 
 RECIPES = Path(__file__).parents[2] / "recipes"
@@ -57,21 +58,30 @@ def fit(module, root, devices=1, seed=0, callbacks=()):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
-    out = {}
-    compiles = CountCompiles()
-    sweep = Sweep(tiny(), seeds=5, hyperparams={"lr": LRS}, vectorize=False)
-    out["map1"] = (sweep, fit(sweep, root / "map1", callbacks=[compiles]))
-    out["compiles"] = compiles.events
-    sweep = Sweep(tiny(), seeds=5, hyperparams={"lr": LRS}, vectorize=False)
-    summary = sweep_summary.SweepSummary(reps=200, print_table=False)
-    out["map4"] = (sweep, fit(sweep, root / "map4", devices=4,
-                              callbacks=[CSVLogger(), summary]))
-    out["summary"] = summary
-    single = tiny(lr=3e-3)
-    out["single"] = (single, fit(single, root / "single", seed=3))
-    sweep = Sweep(tiny(), seeds=[3], hyperparams={"lr": LRS})
-    out["vmap1"] = (sweep, fit(sweep, root / "vmap1"))
-    return out
+
+    def map1():
+        compiles = CountCompiles()
+        sweep = Sweep(tiny(), seeds=5, hyperparams={"lr": LRS}, vectorize=False)
+        return {"map1": (sweep, fit(sweep, root / "map1", callbacks=[compiles])),
+                "compiles": compiles.events}
+
+    def map4():
+        sweep = Sweep(tiny(), seeds=5, hyperparams={"lr": LRS}, vectorize=False)
+        summary = sweep_summary.SweepSummary(reps=200, print_table=False)
+        return {"map4": (sweep, fit(sweep, root / "map4", devices=4,
+                                    callbacks=[CSVLogger(), summary])),
+                "summary": summary}
+
+    def single():
+        single = tiny(lr=3e-3)
+        return {"single": (single, fit(single, root / "single", seed=3))}
+
+    def vmap1():
+        sweep = Sweep(tiny(), seeds=[3], hyperparams={"lr": LRS})
+        return {"vmap1": (sweep, fit(sweep, root / "vmap1"))}
+
+    return Fits({"map1": map1, "compiles": map1, "map4": map4, "summary": map4,
+                 "single": single, "vmap1": vmap1})
 
 
 def member_params(run, i):
