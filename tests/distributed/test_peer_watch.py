@@ -1,6 +1,6 @@
 """The peer watch of a multi-process run, against an in-memory key-value store.
 
-(The watch in real processes: tests/distributed/test_multi_node.py, a survivor in no collective.)
+(The watch in real processes: tests/distributed/test_multi_node_failures.py, a survivor in no collective.)
 """
 
 import threading
