@@ -5,8 +5,9 @@ One launch (the ``two_process_run`` fixture) trains a toy module with every
 built-in callback, resumes a one-process checkpoint, then runs a
 PopulationTrainer; the tests read what it left.
 What they pin: every process runs the same collectives, only rank 0 writes, the
-checkpoints move between one and two processes, and a slow rank 0 between
-collectives does not time the others out. The failure tests, which start their own
+checkpoints move between one and two processes, a slow rank 0 between
+collectives does not time the others out, and a rank 35 s late to the first
+collective still trains. The failure tests, which start their own
 processes, are ``test_multi_node_failures.py`` (a file of their own, so that a
 parallel run's two workers take the two halves).
 """
@@ -218,6 +219,19 @@ def test_population_fitness_bitwise_equal_to_one_process_one_device(two_process_
     got = np.load(out / "history.npy")
     assert got.shape == want.shape == (6, 10)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.slow
+def test_a_rank_35_s_late_to_the_first_collective_still_trains(tmp_path):
+    """Rank 1 reaches the training program 35 s after rank 0 (it compiled slower,
+    or a hook was busy). XLA's CPU collectives give up after 30 s whatever
+    --timeout says (``Gloo context initialization failed: DEADLINE_EXCEEDED``);
+    the ranks now meet before the program starts, within --timeout."""
+    proc = subprocess.run(launch_cmd("late", str(tmp_path), timeout=120), cwd=tmp_path,
+                          env=env_for(), capture_output=True, text=True, timeout=HARD_TIMEOUT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(ln for ln in proc.stdout.splitlines() if "done at step" in ln) == [
+        "[rank 0] done at step 4", "[rank 1] done at step 4"]
 
 
 def test_multi_node_outside_a_distributed_run_explains_how_to_start_one(tmp_path):
