@@ -93,6 +93,7 @@ TINY = dict(num_envs=4, buffer_size=64, batch_size=8, learning_starts=8, gradien
             renorm_warmup_steps=4, eval_episodes=4)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_two_plus_two_steps_equal_four_on_four_devices_with_the_replicas_equal(tmp_path):
     """Steps 2-4 learn, 2 critic updates each: the actor's delay (every 3rd

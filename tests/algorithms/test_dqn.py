@@ -396,6 +396,7 @@ def test_n_step_needs_the_buffer_to_hold_a_run_before_learning():
         DQNConfig(n_step=3, num_envs=4, learning_starts=8)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_a_rainbow_config_resumes_exactly_on_four_devices_with_the_replicas_equal(tmp_path):
     """C51 + 3-step returns + dueling + double DQN + prioritised replay (the

@@ -59,6 +59,7 @@ TINY = dict(num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2, hidden_
             eval_episodes=4)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_two_plus_two_steps_equal_four_on_four_devices_with_the_replicas_equal(tmp_path):
     straight = toys.two_plus_two_on_four_devices(tmp_path, lambda: PQN(PQNConfig(**TINY)))

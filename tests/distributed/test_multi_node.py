@@ -113,6 +113,7 @@ def test_every_process_runs_the_same_collectives_with_every_callback(two_process
     assert all(line.startswith("[rank ") for line in proc.stdout.splitlines() if line)
 
 
+@pytest.mark.slow
 def test_slow_rank_zero_between_collectives_does_not_time_out(two_process_run):
     """Rank 0 alone spends 8 s (more than the 5 s heartbeat timeout) between two
     compiled intervals; rank 1 waits in the next collective and the run completes."""
@@ -121,6 +122,7 @@ def test_slow_rank_zero_between_collectives_does_not_time_out(two_process_run):
     assert ranks[1]["loss"] == ranks[0]["loss"]
 
 
+@pytest.mark.slow
 def test_only_rank_zero_writes_logs_and_checkpoints(two_process_run):
     """Rank 1 writes nothing under the run directory: no log file and no checkpoint
     file (no orbax array shard, array metadata or OCDBT store of process 1); the
@@ -150,6 +152,7 @@ def test_only_rank_zero_writes_logs_and_checkpoints(two_process_run):
     assert all("[rank 0]" in line for line in proc.stdout.splitlines() if "env steps" in line)
 
 
+@pytest.mark.slow
 def test_two_process_checkpoint_restores_bit_for_bit_in_one_process(two_process_run, tmp_path):
     """The checkpoint process 0 wrote alone holds the two processes' global state
     exactly (sharded leaves gathered from both), restored on one device."""
@@ -170,6 +173,7 @@ def test_two_process_checkpoint_restores_bit_for_bit_in_one_process(two_process_
     np.testing.assert_array_equal(got["['rows']"], STEPS * np.arange(8, dtype=np.float32))
 
 
+@pytest.mark.slow
 def test_one_process_checkpoint_resumes_in_two_processes(two_process_run):
     """ckpt_path='last' (resolved on process 0) in two processes on 4 devices: each
     process reads the one-device checkpoint and places its shards; the run goes on
@@ -189,6 +193,7 @@ def test_one_process_checkpoint_resumes_in_two_processes(two_process_run):
     assert not [f for f in files if "tmp" in f.lower()], files
 
 
+@pytest.mark.slow
 def test_two_process_checkpoint_resumes_in_one_process_on_one_device(two_process_run, tmp_path):
     proc, _, out = two_process_run
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -209,6 +214,7 @@ def test_two_process_checkpoint_resumes_in_one_process_on_one_device(two_process
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)  # 4- vs 1-device gradient sums
 
 
+@pytest.mark.slow
 def test_population_fitness_bitwise_equal_to_one_process_one_device(two_process_run):
     proc, _, out = two_process_run
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -27,6 +27,7 @@ from tests.distributed.test_multi_node import HARD_TIMEOUT, WORKER, env_for, lau
 pytestmark = pytest.mark.timeout(HARD_TIMEOUT + 60)
 
 
+@pytest.mark.slow
 def test_killing_rank_1_mid_run_stops_the_launcher_and_every_process(tmp_path):
     proc = subprocess.Popen(launch_cmd("forever", str(tmp_path), timeout=5), cwd=tmp_path,
                             env=env_for(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,

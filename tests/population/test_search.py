@@ -157,6 +157,7 @@ def test_one_compile_and_the_worst_half_stops_at_each_rung(runs):
         assert not np.array_equal(params[a], params[a + 1])
 
 
+@pytest.mark.slow
 def test_search_csv_holds_every_trial_and_the_final_rows(runs, capsys):
     search, trainer = runs["one"]
     rows = list(csv.DictReader(open(Path(trainer.log_dir) / "search.csv")))
@@ -191,6 +192,7 @@ def test_search_csv_holds_every_trial_and_the_final_rows(runs, capsys):
     assert fitness == sorted(fitness, reverse=True) and len(shown) == 3
 
 
+@pytest.mark.slow
 @pytest.mark.default_emitters
 def test_six_members_on_four_devices_equal_one_device(runs):
     (search, four), (_, one) = runs["four"], runs["one"]
@@ -205,6 +207,7 @@ def test_six_members_on_four_devices_equal_one_device(runs):
         np.testing.assert_array_equal(np.asarray(x)[:6], np.asarray(y)[:6])
 
 
+@pytest.mark.slow
 def test_exploit_copies_better_members_and_records_their_new_values(runs):
     search, trainer = runs["exploit"]
     state = jax.device_get(trainer.state)

@@ -144,6 +144,7 @@ def test_one_compile_trains_every_member_with_its_own_hyperparameters(runs):
     assert final_lr[0] < final_lr[5]  # annealed from each member's own lr over the budget
 
 
+@pytest.mark.slow
 @pytest.mark.default_emitters
 def test_member_reproduces_its_single_run_bit_for_bit(runs):
     """Member 8 = (lr 3e-3, seed 3): the keys of Trainer(seed=3) on one device and,
@@ -156,6 +157,7 @@ def test_member_reproduces_its_single_run_bit_for_bit(runs):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_vmapped_member_reproduces_its_single_run_to_float_rounding(runs):
     """With vmap (the default) batched matrix products round differently from the
     one-member program: after 3 updates the parameters agree to ~1e-8."""
@@ -165,6 +167,7 @@ def test_vmapped_member_reproduces_its_single_run_to_float_rounding(runs):
     assert max(diffs) < 1e-6, diffs
 
 
+@pytest.mark.slow
 @pytest.mark.default_emitters
 def test_ten_members_on_four_devices_equal_one_device_and_padding_is_never_logged(runs):
     sweep, trainer = runs["map4"]
@@ -187,6 +190,7 @@ def test_ten_members_on_four_devices_equal_one_device_and_padding_is_never_logge
 
 
 # ---- the summary -------------------------------------------------------------------
+@pytest.mark.slow
 def test_summary_csv_holds_one_row_per_configuration(runs):
     sweep, trainer = runs["map4"]
     run = Path(trainer.log_dir)
@@ -230,6 +234,7 @@ def test_statistics_match_rliable_and_the_iqm_by_hand():
 
 
 # ---- plot --------------------------------------------------------------------------
+@pytest.mark.slow
 def test_plot_draws_one_line_per_configuration(runs, tmp_path):
     sweep, trainer = runs["map4"]
     out = plot_runs([trainer.log_dir], str(tmp_path / "sweep.png"),
@@ -275,6 +280,7 @@ def test_pqn_recipe_sweeps_seeds_and_its_traced_hyperparameters():
     assert type(module.module).__name__ == "PQN"
 
 
+@pytest.mark.slow
 @pytest.mark.default_emitters
 def test_a_pqn_member_reproduces_its_single_run_bit_for_bit(tmp_path):
     """PQN's epsilon schedule and Q(lambda) targets per member: member 1 (seed 1)
@@ -312,6 +318,7 @@ def test_recipes_without_sweeps_reject_the_section():
         load("sweep.seeds=2", recipe="dqn")
 
 
+@pytest.mark.slow
 def test_a_members_policy_params_are_that_members(runs):
     """``load_policy(..., member=i)`` picks member ``i``'s params (and its
     normaliser-free PPO policy): those of the single run it reproduces."""

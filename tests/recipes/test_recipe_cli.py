@@ -432,6 +432,7 @@ def test_a_resume_takes_the_saved_config_and_refuses_or_applies_changed_settings
     assert sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == ["2", "3"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_resume_with_another_seed_is_refused_even_with_apply(run_dir, capsys):
     """``trainer.seed=7 trainer.ckpt_path=last`` on a run of seed 0 printed
@@ -472,6 +473,7 @@ def _audit(event: str, args: tuple) -> None:
         _OPENED.append(os.fsdecode(args[0]))
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_one_resume_resolves_the_checkpoint_once_and_reads_config_yaml_once(tmp_path, monkeypatch):
     """``jaxtrainer fit ppo trainer.ckpt_path=last``: the recipes look up the

@@ -62,6 +62,7 @@ def test_a_ctrl_c_while_starting_ends_the_command_in_one_line(tmp_path, command,
     assert out == "" and not root.exists()  # nothing trained, no run directory
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_users_torso_in_the_current_directory_imports_without_pythonpath(tmp_path):
     """The class imports (its constructor is checked against init_args): without
@@ -88,6 +89,7 @@ def test_warnings_reach_a_piped_log_without_terminal_colour_codes(tmp_path):
     assert "UserWarning: slow path taken" in piped.stderr and "\x1b" not in piped.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("recipe,needs", [("ppo", set()), ("openes", {"evosax"})])
 def test_help_imports_only_what_it_documents(recipe, needs):
@@ -107,6 +109,7 @@ def test_help_imports_only_what_it_documents(recipe, needs):
     assert set(loaded) == needs, loaded
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_closed_pipe_and_an_unavailable_env_family_end_in_one_line_or_none():
     """``--print-config | head -1`` ends quietly (status 141, as a pipe's writer
@@ -129,6 +132,7 @@ def test_a_closed_pipe_and_an_unavailable_env_family_end_in_one_line_or_none():
     assert done.stderr.count("\n") == 1 and "kinetix-env" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_script_beside_a_clone_named_jaxtrainer_imports_the_installed_package(tmp_path):
     """A clone is a folder named ``jaxtrainer`` without ``__init__.py``; a script in
