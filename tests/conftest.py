@@ -96,7 +96,14 @@ def pytest_runtest_logreport(report):
 def pytest_collection_modifyitems(config, items):
     if os.environ.get(EMITTERS_ENV) == "default":
         return
-    for item in items:
-        if item.get_closest_marker("default_emitters"):
-            item.runtest = lambda item=item: _in_a_process_with_default_emitters(item)
-            item.setup = lambda: None  # its fixtures are the subprocess's
+    grouped = [item for item in items if item.get_closest_marker("default_emitters")]
+    budget: dict = {}  # per file: the sum of its default-emitters tests' time limits
+    for item in grouped:
+        limit = item.get_closest_marker("timeout")
+        limit = limit.args[0] if limit and limit.args else float(config.getini("timeout") or 0)
+        budget[item.path] = budget.get(item.path, 0) + limit
+    for item in grouped:
+        item.runtest = lambda item=item: _in_a_process_with_default_emitters(item)
+        item.setup = lambda: None  # its fixtures are the subprocess's
+        if budget[item.path]:  # the first to run waits for the group (each test keeps its
+            item.add_marker(pytest.mark.timeout(budget[item.path]), append=False)  # own limit
