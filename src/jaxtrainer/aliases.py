@@ -134,9 +134,15 @@ finder (:func:`install`), names by the module-level ``__getattr__`` that
 
 
 def warn_moved(old: str, new: str, stacklevel: int = 3) -> None:
-    """Warn (``DeprecationWarning``) that ``old`` is now ``new``."""
-    warnings.warn(f"{old} moved to {new}; import it from there (the old path goes in "
-                  f"{REMOVED_IN})", DeprecationWarning, stacklevel=stacklevel)
+    """Warn (``DeprecationWarning``) that ``old`` is now ``new``; where ``new`` is a
+    private module, that it is internal (what to use is the public API)."""
+    if any(part.startswith("_") for part in new.split(".")[1:]):
+        advice = ("internal: use the public API (docs/reference/api.txt; the jaxtrainer "
+                  "command for a command's module)")
+    else:
+        advice = "import it from there"
+    warnings.warn(f"{old} moved to {new}; {advice} (the old path goes in {REMOVED_IN})",
+                  DeprecationWarning, stacklevel=stacklevel)
 
 
 def _split(path: str) -> tuple[str, str]:
@@ -213,9 +219,12 @@ class _Loader(importlib.abc.Loader):
 
     def get_code(self, fullname: str) -> Any:
         """``python -m <old path>``: say where it moved, then run the new one."""
+        new = str(self.new)
+        run = ("the jaxtrainer command (python -m jaxtrainer)"
+               if any(part.startswith("_") for part in new.split(".")[1:]) else f"python -m {new}")
         return compile(f"import sys, runpy\n"
-                       f"print({self.old!r} + ' moved to ' + {self.new!r} + ': run python -m ' + "
-                       f"{str(self.new)!r} + ' (the old path goes in {REMOVED_IN})', file=sys.stderr)\n"
+                       f"print({self.old!r} + ' moved to ' + {new!r} + ': run ' + {run!r} + "
+                       f"' (the old path goes in {REMOVED_IN})', file=sys.stderr)\n"
                        f"runpy.run_module({str(self.new)!r}, run_name='__main__', alter_sys=True)\n",
                        f"<{self.old}>", "exec")
 
