@@ -441,7 +441,7 @@ def test_optuna_or_an_env_family_not_installed_is_one_line_and_writes_nothing(tm
              'search.method=optuna needs optuna: pip install -e ".[search]"'),
             ("jaxmarl", ["env.name=jaxmarl/MPE_simple_spread_v3"], 'pip install -e ".[marl]"')):
         code = (f"import sys; sys.modules[{module!r}] = None\n"
-                "from jaxtrainer.commands import cli\n"
+                "from jaxtrainer.commands import _cli as cli\n"
                 f"sys.exit(cli.main(['fit', 'ppo', *{args!r}, 'trainer.default_root_dir={tmp_path}']))")
         done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
                               text=True, timeout=100)
