@@ -312,3 +312,14 @@ def test_the_resume_hint_is_the_command_with_ckpt_path_last_once():
     assert config.resume_hint("x", ["trainer.ckpt_path=r/checkpoints/8"], one_process=False).format(
         checkpoint="CK") == ("the same command with trainer.ckpt_path=last in place of its "
                              "trainer.ckpt_path=r/checkpoints/8 (or trainer.ckpt_path=CK)")
+
+
+def test_a_sweep_of_a_recipe_without_a_search_section_builds_its_trainer():
+    """``jaxtrainer fit pqn --config pqn_minatar.yaml sweep.seeds=3`` (the accelerator
+    table's PQN row): PQN's configs have no ``search:`` section, and the sweep's Trainer
+    is built with each member's budget and no search rounds."""
+    cfg = config.load(CONFIGS / "pqn_minatar.yaml", ["sweep.seeds=3"], defaults=CONFIGS / "pqn.yaml")
+    assert "search" not in cfg
+    trainer = config.make_trainer(cfg)
+    assert trainer.budget.per_member and trainer.budget.rounds is None
+    assert trainer.budget.max_env_steps == cfg.trainer.max_env_steps

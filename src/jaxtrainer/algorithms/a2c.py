@@ -27,10 +27,10 @@ import jax.numpy as jnp
 import optax
 
 from jaxtrainer import _arguments as arguments
-from jaxtrainer.algorithms.advantages import normalize_advantages
+from jaxtrainer.algorithms.advantages import check_gae_fields, normalize_advantages
 from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.normalization import RunningStatistics
-from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule, check_gae_fields
+from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule
 from jaxtrainer.algorithms.rollout import Rollout
 from jaxtrainer.distributed._gradient_step import averaged_update
 
@@ -82,7 +82,7 @@ class A2CConfig(OnPolicyConfig):
 
     def __post_init__(self) -> None:
         """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`,
-        :func:`~jaxtrainer.algorithms.onpolicy.check_gae_fields`), then ``optimizer``.
+        :func:`~jaxtrainer.algorithms.advantages.check_gae_fields`), then ``optimizer``.
 
         Raises:
           ValueError: a bad field, named (``optimizer`` not ``"rmsprop"``/``"adam"``).

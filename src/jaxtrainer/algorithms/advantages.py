@@ -11,9 +11,12 @@ arrays with time first (``[T, ...]``). IMPALA's V-trace is
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.distributed import axis_size, pmean
 
 
@@ -103,3 +106,39 @@ def global_moments(shares: jax.Array) -> jax.Array:
     local_var = jnp.mean(jnp.square(shares - local_mean[:, None]), axis=1)
     mean, within, mean_sq = pmean(jnp.stack([local_mean, local_var, jnp.square(local_mean)]))
     return jnp.stack([mean, jnp.maximum(within + (mean_sq - jnp.square(mean)), 0.0)], axis=1)
+
+
+CRITIC_INPUTS = ("observation", "global_state")
+"""What the critic of A2C and PPO reads (their configs' ``critic_input``)."""
+
+
+def check_gae_fields(config: Any) -> None:
+    """Check the GAE fields of A2C's and PPO's configs (``unroll_length``,
+    ``gae_lambda``, ``bootstrap_truncation``, ``critic_input``; documented on
+    :class:`~jaxtrainer.algorithms.PPOConfig`), after :meth:`OnPolicyConfig.__post_init__`.
+
+    Raises:
+      ValueError: a bad field (named), ``num_steps`` not a multiple of
+        ``unroll_length``, ``critic_input`` not in :data:`CRITIC_INPUTS` (listing
+        them), or ``critic_input="global_state"`` with a recurrent core, a torso
+        other than ``mlp`` or ``normalize_observations``.
+    """
+    arguments.check_fields(config, arguments.positive_int, ("unroll_length",))
+    if config.unroll_length is not None and config.num_steps % config.unroll_length:
+        raise ValueError(
+            f"{type(config).__name__}: num_steps={config.num_steps} is not a multiple of "
+            f"unroll_length={config.unroll_length}")
+    arguments.check_fields(config, arguments.number, ("gae_lambda",), low=0, high=1)
+    arguments.check_fields(config, arguments.flag, ("bootstrap_truncation",))
+    arguments.check_fields(config, arguments.one_of, ("critic_input",), choices=CRITIC_INPUTS)
+    if config.critic_input == "global_state":
+        name = f"{type(config).__name__}: critic_input='global_state'"
+        if config.network.core is not None:
+            raise ValueError(f"{name} needs a feedforward network; got network.core="
+                             f"{config.network.core!r} (use network.core=null)")
+        if config.network.torso != "mlp":
+            raise ValueError(f"{name} reads flat inputs; got network.torso="
+                             f"{config.network.torso!r} (use network.torso='mlp')")
+        if config.normalize_observations:
+            raise ValueError(f"{name} does not normalise its inputs; got "
+                             "normalize_observations=True (use False)")

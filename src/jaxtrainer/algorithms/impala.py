@@ -48,13 +48,8 @@ from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.advantages import normalize_advantages
 from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.networks import ActorCritic, RecurrentActorCritic
-from jaxtrainer.algorithms.onpolicy import (
-    OnPolicyConfig,
-    OnPolicyModule,
-    OnPolicyState,
-    check_minibatch_fields,
-)
-from jaxtrainer.algorithms.rollout import trajectory_minibatch_epochs
+from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule, OnPolicyState
+from jaxtrainer.algorithms.rollout import check_minibatch_fields, trajectory_minibatch_epochs
 from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last
@@ -272,7 +267,7 @@ class IMPALAConfig(OnPolicyConfig):
 
     def __post_init__(self) -> None:
         """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`,
-        :func:`~jaxtrainer.algorithms.onpolicy.check_minibatch_fields`), then the
+        :func:`~jaxtrainer.algorithms.rollout.check_minibatch_fields`), then the
         lag, V-trace's fields and the minibatch split.
 
         Raises:

@@ -1,6 +1,7 @@
 """The on-policy base of PPO, A2C and IMPALA (and PQN's state and schedule): the
-shared config fields and checks (:class:`OnPolicyConfig`, :func:`check_gae_fields`,
-:func:`check_minibatch_fields`), the state, and :class:`OnPolicyModule`, which
+shared config fields (:class:`OnPolicyConfig`; their checks are
+:func:`~jaxtrainer.algorithms.advantages.check_gae_fields` and
+:func:`~jaxtrainer.algorithms.rollout.check_minibatch_fields`), the state, and :class:`OnPolicyModule`, which
 binds the network and env to the pure pieces and runs one update
 (:meth:`OnPolicyModule.training_step`), as PureJaxRL's ``purejaxrl/ppo.py``
 (``luchris429/purejaxrl``):
@@ -52,12 +53,7 @@ from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Last
 from jaxtrainer.module import Module
 
-__getattr__, __dir__ = aliases.attach(__name__)
-"""Names that moved to the pieces' modules: found here, with a DeprecationWarning, until
-0.3.0 (``jaxtrainer.aliases.ALIASES``)."""
-
-CRITIC_INPUTS = ("observation", "global_state")
-"""What the critic of A2C and PPO reads (their configs' ``critic_input``)."""
+__getattr__, __dir__ = aliases.attach(__name__)  # moved names, with a warning until 0.3.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,7 +61,7 @@ class OnPolicyConfig:
     """The fields every on-policy config has (A2C's, PPO's, IMPALA's), with
     PureJaxRL's CartPole PPO defaults (``purejaxrl/ppo.py``), and their checks.
     Sizes are global (over all devices). The algorithms' configs add their own
-    fields (checked with :func:`check_gae_fields` and :func:`check_minibatch_fields`
+    fields (checked with :func:`~jaxtrainer.algorithms.advantages.check_gae_fields` and :func:`~jaxtrainer.algorithms.rollout.check_minibatch_fields`
     where they share them) and change defaults; subclasses check their own
     fields after ``super().__post_init__()``.
 
@@ -152,48 +148,6 @@ class OnPolicyConfig:
         activation(self.activation, f"{type(self).__name__}.activation")
         arguments.one_of(f"{type(self).__name__}.policy", self.policy, POLICIES)
         object.__setattr__(self, "network", network_config(self.network, type(self).__name__))
-
-
-def check_gae_fields(config: Any) -> None:
-    """Check the GAE fields of A2C's and PPO's configs (``unroll_length``,
-    ``gae_lambda``, ``bootstrap_truncation``, ``critic_input``; documented on
-    :class:`~jaxtrainer.algorithms.PPOConfig`), after :meth:`OnPolicyConfig.__post_init__`.
-
-    Raises:
-      ValueError: a bad field (named), ``num_steps`` not a multiple of
-        ``unroll_length``, ``critic_input`` not in :data:`CRITIC_INPUTS` (listing
-        them), or ``critic_input="global_state"`` with a recurrent core, a torso
-        other than ``mlp`` or ``normalize_observations``.
-    """
-    arguments.check_fields(config, arguments.positive_int, ("unroll_length",))
-    if config.unroll_length is not None and config.num_steps % config.unroll_length:
-        raise ValueError(
-            f"{type(config).__name__}: num_steps={config.num_steps} is not a multiple of "
-            f"unroll_length={config.unroll_length}")
-    arguments.check_fields(config, arguments.number, ("gae_lambda",), low=0, high=1)
-    arguments.check_fields(config, arguments.flag, ("bootstrap_truncation",))
-    arguments.check_fields(config, arguments.one_of, ("critic_input",), choices=CRITIC_INPUTS)
-    if config.critic_input == "global_state":
-        name = f"{type(config).__name__}: critic_input='global_state'"
-        if config.network.core is not None:
-            raise ValueError(f"{name} needs a feedforward network; got network.core="
-                             f"{config.network.core!r} (use network.core=null)")
-        if config.network.torso != "mlp":
-            raise ValueError(f"{name} reads flat inputs; got network.torso="
-                             f"{config.network.torso!r} (use network.torso='mlp')")
-        if config.normalize_observations:
-            raise ValueError(f"{name} does not normalise its inputs; got "
-                             "normalize_observations=True (use False)")
-
-
-def check_minibatch_fields(config: Any) -> None:
-    """Check ``update_epochs`` and ``num_minibatches`` (PPO's and IMPALA's configs).
-
-    Raises:
-      ValueError: a count that is not a positive int (named).
-    """
-    arguments.check_fields(config, arguments.positive_int,
-                           ("update_epochs", "num_minibatches"), allow_none=False)
 
 
 @struct.dataclass

@@ -48,16 +48,14 @@ import jax.numpy as jnp
 import optax
 
 from jaxtrainer import _arguments as arguments
-from jaxtrainer.algorithms.advantages import normalize_advantages
+from jaxtrainer.algorithms.advantages import check_gae_fields, normalize_advantages
 from jaxtrainer.algorithms.distributions import Distribution
-from jaxtrainer.algorithms.onpolicy import (
-    OnPolicyConfig,
-    OnPolicyModule,
-    OnPolicyState,
-    check_gae_fields,
+from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule, OnPolicyState
+from jaxtrainer.algorithms.rollout import (
     check_minibatch_fields,
+    minibatch_advantage_moments,
+    minibatch_epochs,
 )
-from jaxtrainer.algorithms.rollout import minibatch_advantage_moments, minibatch_epochs
 from jaxtrainer.distributed._gradient_step import averaged_update
 
 PPOState = OnPolicyState
@@ -123,8 +121,8 @@ class PPOConfig(OnPolicyConfig):
 
     def __post_init__(self) -> None:
         """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`,
-        :func:`~jaxtrainer.algorithms.onpolicy.check_minibatch_fields`,
-        :func:`~jaxtrainer.algorithms.onpolicy.check_gae_fields`), then the
+        :func:`~jaxtrainer.algorithms.rollout.check_minibatch_fields`,
+        :func:`~jaxtrainer.algorithms.advantages.check_gae_fields`), then the
         clipping fields and the minibatch split.
 
         Raises:

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
 from jaxtrainer.algorithms.advantages import global_moments
 from jaxtrainer.algorithms.permutation import permutation
@@ -241,3 +242,13 @@ def trajectory_minibatch_epochs(step: Callable[[Any, dict[str, jax.Array]], tupl
         return jax.lax.scan(step, carry, shuffled)
 
     return jax.lax.scan(epoch, carry, jax.random.split(key, epochs))
+
+
+def check_minibatch_fields(config: Any) -> None:
+    """Check ``update_epochs`` and ``num_minibatches`` (PPO's and IMPALA's configs).
+
+    Raises:
+      ValueError: a count that is not a positive int (named).
+    """
+    arguments.check_fields(config, arguments.positive_int,
+                           ("update_epochs", "num_minibatches"), allow_none=False)

@@ -128,7 +128,10 @@ def host_rounds(cfg: DictConfig) -> int | None:
     """The rounds (``search.rounds``) at whose ends an Optuna search's host tells
     the results and asks for the next trials, for the Trainer's ``Budget``: each
     round ends on a log boundary. ``None``: another method, or a bad
-    ``search.rounds`` (:class:`~jaxtrainer.population.Search` names it)."""
+    ``search.rounds`` (:class:`~jaxtrainer.population.Search` names it), or no
+    search (a sweep, or a recipe without a ``search:`` section)."""
+    if not active(cfg):
+        return None
     node = cfg[SECTION]
     rounds = node.get("rounds", 1)
     if node.get("method") != "optuna" or isinstance(rounds, bool) or not isinstance(rounds, int) \

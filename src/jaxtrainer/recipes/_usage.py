@@ -267,9 +267,9 @@ def _section_docs(section: str, keys: list[str], candidates: Iterable[type]
 
     if section == "trainer":
         return _trainer_docs(keys)
-    candidates = list(candidates)
-    if section == "env":
-        task = next((c for c in candidates if getattr(c, "ENV_SECTION", None)), None)
+    if section == "env":  # the recipe's own classes only: the library's need no import for it
+        own = candidates.given() if isinstance(candidates, _Candidates) else candidates
+        task = next((c for c in own if getattr(c, "ENV_SECTION", None)), None)
         if task is not None:  # the section names a task, not an environment
             return task.ENV_SECTION, {}
         return SECTION_ABOUT["env"], {"name": one_sentence(doc_entries(envs.make).get("name", ""))}
@@ -363,7 +363,12 @@ class _Candidates:
 
     def __init__(self, namespaces: list[dict[str, Any]]):
         self._found: list[type] = []
+        self._namespaces = namespaces
         self._pending = self._walk(namespaces)
+
+    def given(self) -> list[type]:
+        """The classes of the namespaces given (the recipe's), none of the library's."""
+        return [v for pool in self._namespaces for v in list(pool.values()) if isinstance(v, type)]
 
     @staticmethod
     def _walk(namespaces: list[dict[str, Any]]) -> Iterator[type]:
