@@ -53,7 +53,7 @@ from jaxtrainer._arguments import expand_path
 from jaxtrainer.checkpoint.resolve import run_dir_of
 from jaxtrainer.policy import Policy
 from jaxtrainer.rundir.run_layout import CONFIG_FILE, METRICS_FILE, MODULE_FILE
-from jaxtrainer.rundir.storage import check_writable, writing
+from jaxtrainer.rundir.storage import check_writable, replace_file
 
 FORMATS = ("stablehlo", "onnx")
 """The formats :func:`export_policy` writes."""
@@ -181,17 +181,6 @@ def _onnx(policy: Policy) -> bytes:
     return model.SerializeToString()
 
 
-def _write(path: Path, data: bytes, what: str) -> None:
-    """``data`` into ``path`` whole: a temporary file beside it, then replaced."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with writing(what, path):
-        try:
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
-
-
 def export_policy(policy: Policy, file: str | os.PathLike, format: str = "stablehlo") -> Path:
     """Write ``policy``'s greedy policy to ``file`` in ``format`` and its model
     card to ``<file>.json`` (:func:`model_card`); returns ``file``'s path.
@@ -203,9 +192,9 @@ def export_policy(policy: Policy, file: str | os.PathLike, format: str = "stable
     check_format(format)
     path = check_output(file)
     data = _stablehlo(policy) if format == "stablehlo" else _onnx(policy)
-    _write(path, data, "the exported policy")
+    replace_file(path, data, "the exported policy")
     card = json.dumps(model_card(policy, format, path), indent=2) + "\n"
-    _write(card_path(path), card.encode(), "the model card")
+    replace_file(card_path(path), card, "the model card")
     return path
 
 

@@ -157,12 +157,4 @@ def _replace(path: str, text: str, what: str) -> None:
     Raises:
       jaxtrainer.rundir.storage.StorageError: naming ``what``, ``path`` and the OS error.
     """
-    tmp = path + ".tmp"
-    with storage.writing(what, path):
-        try:
-            with open(tmp, "w", newline="") as f:
-                f.write(text)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+    storage.replace_file(path, text, what)

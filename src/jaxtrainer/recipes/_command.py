@@ -33,7 +33,7 @@ from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.checkpoint._files import CheckpointReadError
 from jaxtrainer.rundir import run_layout
 from jaxtrainer.rundir._run_lock import RunInUseError
-from jaxtrainer.rundir.storage import StorageError, as_storage_error, writing
+from jaxtrainer.rundir.storage import StorageError, as_storage_error, replace_file, writing
 from jaxtrainer.runtime._signals import exit_at_once
 
 if TYPE_CHECKING:
@@ -234,14 +234,7 @@ def write_config(path: str | os.PathLike, cfg: DictConfig, recipe: str | None,
     if determinism:
         text = _noted(text, "trainer", "deterministic: true",
                       "set " + " ".join(f"{k}={v}" for k, v in determinism.items() if v))
-    tmp = f"{os.fspath(path)}.tmp"
-    with writing("the run's config", path):
-        try:
-            Path(tmp).write_text(text, encoding="utf-8")
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)  # a write cut short: nothing half-written stays
+    replace_file(path, text, "the run's config")
 
 
 def _noted(text: str, section: str, line: str, note: str) -> str:

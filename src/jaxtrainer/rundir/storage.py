@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import errno
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -87,15 +88,35 @@ def as_storage_error(error: BaseException) -> StorageError | None:
     return None
 
 
+def replace_file(path: str | os.PathLike, data: str | bytes, what: str) -> None:
+    """Write ``data`` to ``path`` whole (a temporary file beside it, then
+    ``os.replace``): a reader sees the old file or the new one, a crash or a full
+    disk never leaves a half-written file, and no temporary file stays.
+
+    Raises:
+      StorageError: naming ``what``, ``path`` and the OS error (:func:`writing`).
+    """
+    tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
+    with writing(what, path):
+        try:
+            if isinstance(data, bytes):
+                Path(tmp).write_bytes(data)
+            else:
+                with open(tmp, "w", newline="", encoding="utf-8") as f:
+                    f.write(data)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+
 def write_csv(path: str | os.PathLike, rows: list[dict]) -> None:
-    """``rows`` (same keys) as a CSV file with a header, atomically (a reader sees
-    the old file or the new one, never a part)."""
-    tmp = f"{os.fspath(path)}.tmp"
-    with open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(tmp, path)
+    """``rows`` (same keys) as a CSV file with a header, whole (:func:`replace_file`)."""
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows(rows)
+    replace_file(path, text.getvalue(), "a CSV file")
 
 
 def check_writable(path: str | os.PathLike, what: str, *, make_dirs: bool = False,
