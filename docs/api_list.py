@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import functools
 import sys
 from pathlib import Path
 
@@ -164,16 +165,23 @@ def _exported(qual: str, source: str, name: str, hops: int = 4) -> list[str]:
     return [f"{qual} -> {source}"]
 
 
-def _alias(module: str, name: str) -> str:
-    """Where the alias table (``jaxtrainer.aliases.ALIASES``, read from its source) finds
-    ``module.name``."""
-    tree = ast.parse((PACKAGE / "aliases.py").read_text())
+@functools.cache
+def _aliases(package: Path) -> dict[str, str]:
+    """The alias table (``jaxtrainer.aliases.ALIASES``) read from its source: ``{old: new}``."""
+    tree = ast.parse((package / "aliases.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.AnnAssign | ast.Assign) and "ALIASES" in ast.unparse(node).split("=")[0]:
-            for key, value in zip(node.value.keys, node.value.values, strict=True):
-                if ast.literal_eval(key) == f"{module}:{name}":
-                    return ast.unparse(value).replace("'", "")
-    raise ValueError(f"{module}.{name} is exported but neither defined, imported nor aliased")
+            return {ast.literal_eval(k): ast.unparse(v).replace("'", "")
+                    for k, v in zip(node.value.keys, node.value.values, strict=True)}
+    return {}
+
+
+def _alias(module: str, name: str) -> str:
+    """Where the alias table finds ``module.name``."""
+    found = _aliases(PACKAGE).get(f"{module}:{name}")
+    if found is None:
+        raise ValueError(f"{module}.{name} is exported but neither defined, imported nor aliased")
+    return found
 
 
 def _entry(qual: str, node: ast.AST) -> list[str]:
