@@ -265,9 +265,14 @@ class Measured(NamedTuple):
         return self.arguments + self.outputs - self.aliased + self.temporaries
 
 
-def measure(compiled: Any, env_steps: int, seconds: float) -> Measured:
-    """Cost and memory of a compiled program (a ``jax.stages.Compiled``)."""
-    counted = LoopCounted(compiled.as_text())
+def measure(compiled: Any, env_steps: int, seconds: float, dump: str | None = None) -> Measured:
+    """Cost and memory of a compiled program (a ``jax.stages.Compiled``); with ``dump``,
+    its optimised HLO text is also written to that file."""
+    text = compiled.as_text()
+    if dump:
+        with open(dump, "w") as f:
+            f.write(text)
+    counted = LoopCounted(text)
     cost = counted.total()
     mem = compiled.memory_analysis()
     return Measured(env_steps, cost["flops"], cost["bytes accessed"],
@@ -293,7 +298,8 @@ def our_module(algorithm: str, size: dict) -> Any:
     return modules.build_module(algorithm, cfg)
 
 
-def compile_ours(algorithm: str, size: dict, run_calls: int) -> tuple[Measured, float | None]:
+def compile_ours(algorithm: str, size: dict, run_calls: int,
+                 dump: str | None = None) -> tuple[Measured, float | None]:
     """The training program ``Trainer.fit`` runs (strategy ``single``), compiled
     from the state's shapes; with ``run_calls``, also env steps/s of that many
     calls of ``updates_per_epoch`` updates each (after one untimed call)."""
@@ -306,7 +312,8 @@ def compile_ours(algorithm: str, size: dict, run_calls: int) -> tuple[Measured, 
     begin = time.perf_counter()
     program = strategy.compile_train(module, strategy.abstract_state(module),
                                      checkpoint_connector.abstract_key(strategy))
-    measured = measure(program.program, module.env_steps_per_step, time.perf_counter() - begin)
+    measured = measure(program.program, module.env_steps_per_step, time.perf_counter() - begin,
+                       dump)
     if not run_calls:
         return measured, None
     key = jax.random.key(0)
@@ -425,13 +432,14 @@ def brax_sac_epoch(size: dict, found: dict, run_calls: int) -> int:
     return steps
 
 
-def compile_brax(algorithm: str, size: dict, run_calls: int) -> tuple[Measured, float | None]:
+def compile_brax(algorithm: str, size: dict, run_calls: int,
+                 dump: str | None = None) -> tuple[Measured, float | None]:
     found: dict = {}
     epoch = brax_ppo_epoch if algorithm == "ppo" else brax_sac_epoch
     steps = epoch(size, found, run_calls)
     if "compiled" not in found:
         raise RuntimeError(f"Brax's {algorithm} trainer never called its training epoch")
-    measured = measure(found["compiled"], steps, found["seconds"])
+    measured = measure(found["compiled"], steps, found["seconds"], dump)
     sps = run_calls * steps / found["run_seconds"] if run_calls else None
     return measured, sps
 
@@ -478,6 +486,8 @@ def main() -> None:
     parser.add_argument("--run", action="store_true",
                         help="also run both programs and print env steps/s")
     parser.add_argument("--calls", type=int, default=3, help="timed calls with --run")
+    parser.add_argument("--hlo", default=None,
+                        help="a folder: write each compiled program's optimised HLO text there")
     args = parser.parse_args()
     run_calls = args.calls if args.run else 0
     print(f"{args.size}: {jax.devices()[0].platform} ({jax.devices()[0].device_kind}), "
@@ -486,8 +496,10 @@ def main() -> None:
     for algorithm in [args.only] if args.only else ["ppo", "sac"]:
         size = (PPO_SIZES if algorithm == "ppo" else SAC_SIZES)[args.size]
         begin = time.perf_counter()
-        ours, our_sps = compile_ours(algorithm, size, run_calls)
-        brax, brax_sps = compile_brax(algorithm, size, run_calls)
+        dumps = [f"{args.hlo}/{side}_{algorithm}.hlo.txt" if args.hlo else None
+                 for side in ("ours", "brax")]
+        ours, our_sps = compile_ours(algorithm, size, run_calls, dumps[0])
+        brax, brax_sps = compile_brax(algorithm, size, run_calls, dumps[1])
         summary += report(algorithm, f"{args.size}, brax/{size['env']}, {size['num_envs']} envs",
                           ours, brax, (our_sps, brax_sps))
         print(f"  ({time.perf_counter() - begin:.0f} s for both sides)", flush=True)

@@ -3,15 +3,17 @@
     python benchmarks/accelerator/env_limit.py --env CartPole-v1 --batch 4,256,2048,8192
 
 For each batch size: ``batch`` copies of the env stepped with uniformly random
-actions in one ``jax.jit(lax.scan)`` of ``--length`` steps (gymnax's own
-``reset``/``step``, which reset a finished episode inside ``step``), nothing else:
-no network, no learning, no logging. Timed after compilation as the best of
+actions in one ``jax.jit(lax.scan)`` of ``--length`` steps, nothing else: no network,
+no learning, no logging. A gymnax env runs its own ``reset``/``step`` (which reset a
+finished episode inside ``step``); a brax env (``brax/<name>``, e.g. ``brax/hopper``)
+runs as both Brax's trainers and ours run it: ``brax.envs.training.wrap`` (episodes of
+``--episode-length`` steps, reset inside ``step``), actions uniform in [-1, 1]. Timed after compilation as the best of
 ``--repeats`` calls (each waits for its result). Prints one JSON line per batch:
 ``{"env": ..., "batch": B, "env_steps_per_s": ...}``.
 
 This is the ceiling every trainer's env steps/s is a fraction of on the same chip
-(rows in ``docs/benchmarks.md``). It imports gymnax and JAX only, so it runs beside
-either side's packages.
+(rows in ``docs/benchmarks.md``). It imports JAX and the env's own package only, so it
+runs beside either side's packages.
 """
 
 from __future__ import annotations
@@ -24,28 +26,61 @@ import jax
 import jax.numpy as jnp
 
 
-def limit(env_name: str, batch: int, length: int, repeats: int) -> tuple[float, float]:
-    """Env steps per second of ``batch`` envs over ``length`` random steps, and the
-    reward summed over the last timed call's steps (a check that they ran)."""
+def _gymnax(env_name: str, batch: int):
+    """(reset(key) -> state, step(state, key) -> (state, reward)) of ``batch`` gymnax envs."""
     import gymnax
 
     env, params = gymnax.make(env_name)
     space = env.action_space(params)
 
+    def reset(key):
+        return jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, batch), params)[1]
+
+    def step(state, key):
+        act_key, step_key = jax.random.split(key)
+        actions = jax.vmap(space.sample)(jax.random.split(act_key, batch))
+        out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+            jax.random.split(step_key, batch), state, actions, params)
+        return out[1], out[2]
+
+    return reset, step
+
+
+def _brax(env_name: str, batch: int, episode_length: int):
+    """The same for ``batch`` brax envs as Brax's trainers wrap them."""
+    from brax import envs
+    from brax.envs.wrappers import training
+
+    env = training.wrap(envs.get_environment(env_name), episode_length=episode_length)
+
+    def reset(key):  # brax wants raw uint32 keys
+        return env.reset(jax.random.key_data(jax.random.split(key, batch)))
+
+    def step(state, key):
+        actions = jax.random.uniform(key, (batch, env.action_size), minval=-1.0, maxval=1.0)
+        state = env.step(state, actions)
+        return state, state.reward
+
+    return reset, step
+
+
+def limit(env_name: str, batch: int, length: int, repeats: int,
+          episode_length: int = 1000) -> tuple[float, float]:
+    """Env steps per second of ``batch`` envs over ``length`` random steps, and the
+    reward summed over the last timed call's steps (a check that they ran)."""
+    reset, step = (_brax(env_name.removeprefix("brax/"), batch, episode_length)
+                   if env_name.startswith("brax/") else _gymnax(env_name, batch))
+
     def run(key):
         reset_key, key = jax.random.split(key)
-        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, batch), params)
 
         def one(carry, key):
             state, total = carry
-            act_key, step_key = jax.random.split(key)
-            actions = jax.vmap(space.sample)(jax.random.split(act_key, batch))
-            out = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                jax.random.split(step_key, batch), state, actions, params)
-            state, reward = out[1], out[2]
+            state, reward = step(state, key)
             return (state, total + reward.sum()), None
 
-        (state, total), _ = jax.lax.scan(one, (state, jnp.zeros(())), jax.random.split(key, length))
+        (_, total), _ = jax.lax.scan(one, (reset(reset_key), jnp.zeros(())),
+                                     jax.random.split(key, length))
         return total
 
     compiled = jax.jit(run).lower(jax.random.key(0)).compile()
@@ -59,14 +94,15 @@ def limit(env_name: str, batch: int, length: int, repeats: int) -> tuple[float, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="CartPole-v1", help="a gymnax env name")
+    parser.add_argument("--env", default="CartPole-v1", help="a gymnax env name, or brax/<name>")
     parser.add_argument("--batch", default="4,256,2048,8192",
                         help="comma-separated numbers of envs stepped together")
     parser.add_argument("--length", type=int, default=1000, help="steps in the timed scan")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--episode-length", type=int, default=1000, help="brax envs only")
     args = parser.parse_args()
     for batch in (int(b) for b in args.batch.split(",")):
-        rate, _ = limit(args.env, batch, args.length, args.repeats)
+        rate, _ = limit(args.env, batch, args.length, args.repeats, args.episode_length)
         print(json.dumps({"side": "env_only", "env": args.env, "batch": batch,
                           "env_steps_per_s": rate, "device": jax.devices()[0].device_kind,
                           "jax": jax.__version__}), flush=True)

@@ -1,0 +1,164 @@
+"""Row 3 of the accelerator table: SAC on a brax env against Brax's own SAC trainer.
+
+    python benchmarks/accelerator/sac.py [--env hopper] [--env-steps 6553600] [--seed 1] \\
+        [--num-evals 20] [--sides env_only,ours,brax] [--pythonpath DIR] [--json FILE]
+
+Three programs one after the other on the same chip, each in its own process:
+
+* the limit: the env alone with random actions on Brax's 128 envs (``env_limit.py
+  --env brax/<env>``: Brax's training wrapper, one jitted scan, nothing else);
+* ours: ``jaxtrainer fit sac --config sac_brax.yaml`` with the settings Brax publishes
+  for hopper that ``sac_brax.yaml`` (written after Brax's ant defaults) does not
+  already have: ``env.name=brax/<env> algorithm.gamma=0.997
+  algorithm.reward_scaling=30``; ``trainer.max_env_steps`` the budget, one evaluation
+  at the end (``trainer.eval_every_n_steps=null``; Brax's evaluations between epochs
+  are outside its timing too) and ``callbacks.throughput=true``: env steps/s of the
+  training loop, compilation excluded, the CSV and TensorBoard loggers included;
+* Brax: ``brax.training.agents.sac.train`` at its published hopper settings
+  (``_brax_sac_original.py``; the same budget, ``--num-evals`` evaluations): env
+  steps/s over its training epochs after the first, which compiles, as Brax's
+  ``training/sps`` counts them.
+
+Both sides: 128 envs, 64 gradient updates of a 512 batch per 128 env steps, a 2^20
+replay filled with 8,192 env steps before learning, discount 0.997, reward scaling 30,
+Adam 6e-4, two 256 x 256 relu critics and actor, observation normalisation, a tuned
+entropy temperature. Returns: ours, the greedy evaluation of 128 episodes at the end;
+Brax's, its evaluation after the last epoch (128 episodes, a stochastic policy).
+
+Both sides run with the same packages (brax is one of ours): ``--pythonpath`` is
+added to ``PYTHONPATH``. Printed: one JSON line per program, then one summary line;
+``--json`` appends the JSON lines to FILE; ``sac.py --table FILE ...`` prints the
+markdown rows of ``docs/benchmarks.md`` from such files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+from seeds import THROUGHPUT, _emit, _run
+
+HERE = pathlib.Path(__file__).resolve().parent
+NUM_ENVS = 128  # Brax's published SAC settings, and sac_brax.yaml's
+PUBLISHED_OVERRIDES = ("algorithm.gamma=0.997", "algorithm.reward_scaling=30")
+
+
+def ours(env: str, env_steps: int, seed: int, extra: str | None, timeout: float) -> dict:
+    """``jaxtrainer fit sac --config sac_brax.yaml`` on ``brax/<env>`` at Brax's settings."""
+    with tempfile.TemporaryDirectory() as root:
+        out = _run([sys.executable, "-m", "jaxtrainer", "fit", "sac", "--config", "sac_brax.yaml",
+                    f"env.name=brax/{env}", *PUBLISHED_OVERRIDES,
+                    f"trainer.max_env_steps={env_steps}", f"trainer.seed={seed}",
+                    "trainer.eval_every_n_steps=null", f"trainer.default_root_dir={root}",
+                    "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",
+                    "callbacks.throughput=true"], extra, timeout)
+        match = THROUGHPUT.search(out)
+        if match is None:
+            raise RuntimeError(f"no throughput line in the command's output:\n{out[-2000:]}")
+        rows = list(csv.DictReader(open(next(pathlib.Path(root).glob("version_*/metrics.csv")))))
+    evals = [r for r in rows if r.get("eval/episode_return")]
+    if not evals:
+        raise RuntimeError(f"no evaluation in metrics.csv:\n{out[-2000:]}")
+    steps = max(int(float(r["env_steps"])) for r in rows if r.get("env_steps"))
+    return {"side": "ours", "env": env, "seed": seed, "env_steps": steps,
+            "env_steps_per_s": float(match[2].replace(",", "")), "run_s": float(match[3]),
+            "compile_s": float(match[4]), "eval_return": float(evals[-1]["eval/episode_return"])}
+
+
+def brax(env: str, env_steps: int, seed: int, num_evals: int, extra: str | None,
+         timeout: float) -> dict:
+    """Brax's ``sac.train`` at its published hopper settings and ``env_steps``."""
+    out = _run([sys.executable, str(HERE / "_brax_sac_original.py"), "--env", env,
+                "--num-timesteps", str(env_steps), "--num-evals", str(num_evals),
+                "--seed", str(seed)], extra, timeout)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def limit(env: str, extra: str | None, timeout: float) -> dict:
+    """``brax/<env>`` alone on 128 envs."""
+    out = _run([sys.executable, str(HERE / "env_limit.py"), "--env", f"brax/{env}",
+                "--batch", str(NUM_ENVS)], extra, timeout)
+    line = next(json.loads(x) for x in out.splitlines() if x.startswith("{"))
+    return {**line, "env": env}
+
+
+def summary(rows: dict[str, dict]) -> str:
+    """One line: both sides' env steps/s, their ratio, the limit and both fractions of
+    it, and the returns."""
+    o, b, lim = rows["ours"], rows["brax"], rows["env_only"]["env_steps_per_s"]
+    x, y = o["env_steps_per_s"], b["env_steps_per_s"]
+    return (f"{o['env']} seed={o['seed']} ours={x:,.0f} brax={y:,.0f} ratio={x / y:.3f} "
+            f"limit={lim:,.0f} ours_fraction={x / lim:.3f} brax_fraction={y / lim:.3f} "
+            f"return ours={o['eval_return']:.1f} brax={b['eval_return']:.1f}")
+
+
+def table(paths: list[str]) -> str:
+    """The markdown rows of ``docs/benchmarks.md`` from JSON-line files of runs (per env
+    and budget: every seed run on both sides, the limit's last row)."""
+    runs: dict[tuple[str, int], dict[str, dict]] = {}
+    limits: dict[str, dict] = {}
+    for path in paths:
+        for line in open(path):
+            row = json.loads(line)
+            if "error" in row:
+                continue
+            if row["side"] == "env_only":
+                limits[row["env"]] = row
+                continue
+            runs.setdefault((row["env"], row["seed"]), {})[row["side"]] = row
+    out = ["| env | seed | env steps | ours env steps/s | Brax | ratio | env-only limit (128 envs) "
+           "| ours / limit | Brax / limit | return ours | return Brax |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for (env, seed), sides in sorted(runs.items()):
+        o, b, lim = sides.get("ours"), sides.get("brax"), limits.get(env)
+        if not (o and b and lim):
+            continue
+        x, y, c = o["env_steps_per_s"], b["env_steps_per_s"], lim["env_steps_per_s"]
+        out.append(f"| brax/{env} | {seed} | {b['env_steps']:,} | {x:,.0f} | {y:,.0f} | {x / y:.2f} "
+                   f"| {c:,.0f} | {x / c:.3f} | {y / c:.3f} | {o['eval_return']:.1f} | "
+                   f"{b['eval_return']:.1f} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--table"]:
+        print(table(sys.argv[2:]))
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="hopper", help="a brax env name")
+    parser.add_argument("--env-steps", type=int, default=6_553_600, help="both sides' budget")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--num-evals", type=int, default=20, help="Brax's evaluations (>= 3)")
+    parser.add_argument("--sides", default="env_only,ours,brax")
+    parser.add_argument("--pythonpath", default=None, help="added to both sides' PYTHONPATH")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds a program may take")
+    parser.add_argument("--json", default=None, help="append every program's JSON line here")
+    args = parser.parse_args()
+    env, steps, seed = args.env, args.env_steps, args.seed
+    run = {"env_only": lambda: limit(env, args.pythonpath, args.timeout),
+           "ours": lambda: ours(env, steps, seed, args.pythonpath, args.timeout),
+           "brax": lambda: brax(env, steps, seed, args.num_evals, args.pythonpath, args.timeout)}
+    sides = args.sides.split(",")
+    if not set(sides) <= set(run):
+        parser.error(f"--sides {args.sides!r}: expected some of {', '.join(run)}")
+    results: dict[str, dict] = {}
+    for name in sides:
+        try:
+            results[name] = run[name]()
+        except (RuntimeError, subprocess.TimeoutExpired) as error:
+            results[name] = {"side": name, "env": env, "seed": seed, "error": str(error)[-600:]}
+        _emit(results[name], args.json)
+    failed = {k: v["error"][:200] for k, v in results.items() if "error" in v}
+    if failed:
+        print(" ".join(f"{k}: {v!r}" for k, v in failed.items()))
+    elif set(results) == set(run):
+        print(summary(results))
+
+
+if __name__ == "__main__":
+    main()
