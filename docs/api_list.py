@@ -110,16 +110,33 @@ def _imported(tree: ast.Module, module: str) -> dict[str, str]:
     return found
 
 
-def _all(tree: ast.Module) -> list[str] | None:
+def _all(tree: ast.Module, package: Path | None = None) -> list[str] | None:
+    """The literal ``__all__`` of ``tree``, with what ``__all__ += sub.__all__`` adds
+    (``sub`` a subpackage of ``package``, the folder of a package's ``__init__``),
+    the form type checkers read in a stub; ``None`` when there is none or it is
+    built otherwise."""
+    names: list[str] | None = None
     for node in tree.body:
+        if isinstance(node, ast.AugAssign) and ast.unparse(node.target) == "__all__" and names is not None:
+            value = node.value
+            if not (package is not None and isinstance(value, ast.Attribute) and value.attr == "__all__"
+                    and isinstance(value.value, ast.Name)):
+                return None
+            sub = package / value.value.id
+            source = sub / "__init__.pyi" if (sub / "__init__.pyi").exists() else sub / "__init__.py"
+            added = _all(ast.parse(source.read_text()), sub)
+            if added is None:
+                return None
+            names += added
+            continue
         targets = node.targets if isinstance(node, ast.Assign) else (
             [node.target] if isinstance(node, ast.AnnAssign) else [])
         if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value:
             try:
-                return list(ast.literal_eval(node.value))
+                names = list(ast.literal_eval(node.value))
             except ValueError:
                 return None  # built at run time: the defined names count
-    return None
+    return names
 
 
 def _lines(module: str, path: Path) -> list[str]:
@@ -127,7 +144,7 @@ def _lines(module: str, path: Path) -> list[str]:
     tree = ast.parse(source)
     stub = path.with_suffix(".pyi")
     exports_tree = ast.parse(stub.read_text()) if stub.exists() else tree
-    exported = _all(exports_tree)
+    exported = _all(exports_tree, path.parent if path.name == "__init__.py" else None)
     defined = _defined(tree)
     lines: list[str] = []
     if exported is not None:

@@ -11,7 +11,7 @@ from . import (
     population,
     strategies,
 )
-from .callbacks import (
+from .callbacks import (  # noqa: F401 (exported: __all__ += callbacks.__all__ below)
     Callback,
     EarlyStopping,
     LearningRateMonitor,
@@ -45,17 +45,6 @@ __all__ = [
     "metrics",
     "population",
     "strategies",
-    "Callback",
-    "EarlyStopping",
-    "LearningRateMonitor",
-    "ModelCheckpoint",
-    "NaNGuard",
-    "NonFiniteError",
-    "ProfilerCallback",
-    "RichProgressBar",
-    "ThroughputMonitor",
-    "Timer",
-    "VideoCallback",
     "CSVLogger",
     "TensorBoardLogger",
     "WandbLogger",
@@ -77,3 +66,4 @@ __all__ = [
     "Preempted",
     "Trainer",
 ]
+__all__ += callbacks.__all__  # the built-in callbacks, as jaxtrainer.callbacks lists them

@@ -46,9 +46,8 @@ from jaxtrainer.algorithms.critic_losses import (
 )
 from jaxtrainer.algorithms.exploration import action_scale_bias
 from jaxtrainer.algorithms.networks import LOG_STD_MAX, LOG_STD_MIN, activation
-from jaxtrainer.algorithms.offpolicy_config import ActorCriticConfig
 from jaxtrainer.algorithms.replay import Transition
-from jaxtrainer.algorithms.sac import SAC, check_sac, squashed_sample
+from jaxtrainer.algorithms.sac import SAC, SACConfig, squashed_sample
 from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.metrics import Last, Mean
 
@@ -114,12 +113,18 @@ class CrossQActor(nn.Module):
 
 
 @dataclasses.dataclass(frozen=True)
-class CrossQConfig(ActorCriticConfig):
+class CrossQConfig(SACConfig):
     """CrossQ hyperparameters: :class:`~jaxtrainer.algorithms.sac.SACConfig`'s
     fields (``tau`` unused: there are no target networks) with sbx's defaults,
     plus
 
     Attributes:
+      num_envs, train_frequency, gradient_steps: as in
+        :class:`~jaxtrainer.algorithms.offpolicy_config.OffPolicyConfig`.
+      buffer_size: replay capacity in transitions.
+      batch_size: transitions per update.
+      learning_starts: env steps collected before the first update.
+      hidden_sizes: the actor's hidden layer widths (``critic_hidden_sizes``: the critics').
       policy_delay: critic updates per actor and temperature update.
       critic_hidden_sizes: hidden widths of each critic (``hidden_sizes``: the actor's).
       adam_b1: Adam's ``b1`` for every optimizer (the paper's 0.5).
@@ -135,13 +140,7 @@ class CrossQConfig(ActorCriticConfig):
     ``target_entropy``, ``hidden_sizes``, ``activation``, ``network``.
     """
 
-    hidden_sizes: tuple[int, ...] = (256, 256)
     policy_lr: float = 1e-3
-    q_lr: float = 1e-3
-    alpha_lr: float | None = None
-    init_alpha: float = 1.0
-    autotune: bool = True
-    target_entropy: float | None = None
     critic_hidden_sizes: tuple[int, ...] = (1024, 1024)
     policy_delay: int = 3
     adam_b1: float = 0.5
@@ -149,10 +148,8 @@ class CrossQConfig(ActorCriticConfig):
     renorm_warmup_steps: int = 100_000
 
     def __post_init__(self) -> None:
-        """:class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig`'s checks,
-        :func:`~jaxtrainer.algorithms.sac.check_sac`, then the fields above."""
+        """:class:`~jaxtrainer.algorithms.sac.SACConfig`'s checks, then the fields above."""
         super().__post_init__()
-        check_sac(self)
         arguments.check_fields(self, arguments.sizes, ("critic_hidden_sizes",))
         arguments.check_fields(self, arguments.positive_int, ("policy_delay",), allow_none=False)
         arguments.check_fields(self, arguments.non_negative_int, ("renorm_warmup_steps",))

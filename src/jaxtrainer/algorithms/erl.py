@@ -166,7 +166,7 @@ class ERLConfig(ReplayLearnerConfig):
         population's and the learner's) and of the critic(s).
       eval_episodes: fresh greedy episodes of the champion per evaluation.
       normalize_observations, reward_scaling: as in
-        :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig`.
+        :class:`~jaxtrainer.algorithms.sac.SACConfig`.
 
     Raises:
       ValueError: a bad value, naming ``ERLConfig.<field>``.

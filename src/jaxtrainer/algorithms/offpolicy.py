@@ -136,7 +136,7 @@ class OffPolicyModule(ParamsPolicy, Module):
     :meth:`policy_params` and :meth:`update`.
 
     A config with ``normalize_observations`` and ``reward_scaling`` (an
-    :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig`, TD3's) turns on observation normalisation and reward
+    :class:`~jaxtrainer.algorithms.sac.SACConfig`, TD3's) turns on observation normalisation and reward
     scaling (see the module docstring); the state then needs an ``obs_stats``
     field (:meth:`init_obs_stats`), :meth:`update` takes the statistics as a
     fourth argument and samples with :meth:`sample_batch`, and

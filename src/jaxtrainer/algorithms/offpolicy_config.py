@@ -1,18 +1,17 @@
 """The fields every replay learner's config shares, and their checks.
 
 Each algorithm's config is one flat dataclass (its keys are the YAML keys of
-its recipe) over at most two bases here:
+its recipe) over at most two bases:
 
 * :class:`ReplayLearnerConfig`: the replay, discount, target-rate and network
-  fields of every replay learner, whoever steps its envs (ERL's config builds
-  on it directly);
+  fields of every replay learner, whoever steps its envs (the base of SAC's,
+  TD3's and ERL's configs);
 * :class:`OffPolicyConfig` (DQN's base): plus how the module steps its own
-  envs (:func:`check_stepping`);
-* :class:`ActorCriticConfig` (SAC's and CrossQ's base): plus observation
-  normalisation and reward scaling (:func:`check_normalization`).
+  envs (:func:`check_stepping`).
 
-The checks are functions, so a config that lists fields of two bases (TD3's,
-ERL's) runs the same checks without inheriting both.
+The checks are functions, so a config that lists the same fields as another
+(SAC's and TD3's: how the module steps its envs, observation normalisation and
+reward scaling, :func:`check_normalization`) runs the same checks.
 """
 
 from __future__ import annotations
@@ -70,7 +69,7 @@ def check_normalization(config: Any) -> None:
 @dataclasses.dataclass(frozen=True)
 class ReplayLearnerConfig:
     """The fields of every replay learner, whoever steps its envs: an
-    off-policy module (:class:`OffPolicyConfig`, :class:`ActorCriticConfig`,
+    off-policy module (:class:`OffPolicyConfig`, :class:`~jaxtrainer.algorithms.sac.SACConfig`,
     :class:`~jaxtrainer.algorithms.td3.TD3Config`) or a population method's
     learner (:class:`~jaxtrainer.algorithms.erl.ERLConfig`). Defaults:
     CleanRL's continuous-control ones (SAC's and TD3's). Sizes and step counts
@@ -133,34 +132,4 @@ class OffPolicyConfig(ReplayLearnerConfig):
           ValueError: as there.
         """
         super().__post_init__()
-        check_stepping(self)
-
-
-@dataclasses.dataclass(frozen=True)
-class ActorCriticConfig(ReplayLearnerConfig):
-    """:class:`OffPolicyConfig`'s fields with observation normalisation and
-    reward scaling (the defaults change nothing), for SAC and CrossQ (TD3's
-    config lists the same fields).
-
-    Attributes:
-      normalize_observations: act and learn on observations normalised with
-        running statistics of every observation collected (Brax's SAC option of
-        the same name; see :mod:`~jaxtrainer.algorithms.offpolicy`). The replay
-        buffer keeps raw observations; the statistics are in the state.
-      reward_scaling: rewards are multiplied by it in the critics' targets only
-        (Brax's SAC ``reward_scaling``); logged returns stay raw. A number >= 0.
-      num_envs, train_frequency, gradient_steps: as in :class:`OffPolicyConfig`.
-    """
-
-    normalize_observations: bool = False
-    reward_scaling: float = 1.0
-    num_envs: int = 4
-    train_frequency: int = 1
-    gradient_steps: int = 4
-
-    def __post_init__(self) -> None:
-        """:func:`check_replay_learner`, :func:`check_normalization`, then
-        :func:`check_stepping`."""
-        super().__post_init__()
-        check_normalization(self)
         check_stepping(self)

@@ -53,7 +53,11 @@ from jaxtrainer.algorithms.critic_losses import (
 from jaxtrainer.algorithms.distributions import LOG_2PI
 from jaxtrainer.algorithms.exploration import action_scale_bias
 from jaxtrainer.algorithms.networks import SquashedGaussianActor
-from jaxtrainer.algorithms.offpolicy_config import ActorCriticConfig
+from jaxtrainer.algorithms.offpolicy_config import (
+    ReplayLearnerConfig,
+    check_normalization,
+    check_stepping,
+)
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.target_update import soft_update
 from jaxtrainer.distributed._gradient_step import averaged_update
@@ -78,7 +82,7 @@ def squashed_sample(mean: jax.Array, log_std: jax.Array, key: jax.Array, scale: 
 
 def check_sac(config: Any) -> None:
     """The checks of SAC's fields (learning rates, temperature), in
-    :class:`SACConfig` and :class:`~jaxtrainer.algorithms.crossq.CrossQConfig`.
+    :class:`SACConfig` (and so :class:`~jaxtrainer.algorithms.crossq.CrossQConfig`).
 
     Raises:
       ValueError: a bad field, named (e.g. ``SACConfig.init_alpha=0``).
@@ -91,18 +95,24 @@ def check_sac(config: Any) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class SACConfig(ActorCriticConfig):
+class SACConfig(ReplayLearnerConfig):
     """SAC hyperparameters. Sizes and step counts are global (over all devices).
 
-    :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig`'s fields (with
-    its defaults, CleanRL's), plus the learning rates and the temperature's.
+    :class:`~jaxtrainer.algorithms.offpolicy_config.ReplayLearnerConfig`'s fields (with
+    its defaults, CleanRL's), how the module steps its envs, observation
+    normalisation and reward scaling, plus the learning rates and the
+    temperature's. :class:`~jaxtrainer.algorithms.crossq.CrossQConfig` builds on it.
 
     Attributes:
       env, num_envs, train_frequency, gradient_steps, buffer_size, batch_size, learning_starts: as in :class:`~jaxtrainer.algorithms.offpolicy_config.OffPolicyConfig`
         (``env`` with continuous actions; an update is a critic, an actor and a
         temperature step; uniform random actions before ``learning_starts``).
-      normalize_observations, reward_scaling: as in
-        :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig` (off: ``False``, 1).
+      normalize_observations: act and learn on observations normalised with
+        running statistics of every observation collected (Brax's SAC option of
+        the same name; see :mod:`~jaxtrainer.algorithms.offpolicy`). The replay
+        buffer keeps raw observations; the statistics are in the state.
+      reward_scaling: rewards are multiplied by it in the critics' targets only
+        (Brax's SAC ``reward_scaling``); logged returns stay raw. A number >= 0.
       policy_lr: Adam learning rate of the actor.
       q_lr: Adam learning rate of the critics (and of the temperature unless
         ``alpha_lr`` is set).
@@ -118,6 +128,11 @@ class SACConfig(ActorCriticConfig):
         layers (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`; default ``mlp``).
     """
 
+    normalize_observations: bool = False
+    reward_scaling: float = 1.0
+    num_envs: int = 4
+    train_frequency: int = 1
+    gradient_steps: int = 4
     policy_lr: float = 3e-4
     q_lr: float = 1e-3
     alpha_lr: float | None = None
@@ -126,9 +141,13 @@ class SACConfig(ActorCriticConfig):
     target_entropy: float | None = None
 
     def __post_init__(self) -> None:
-        """:class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig`'s
-        checks, then :func:`check_sac`."""
+        """:func:`~jaxtrainer.algorithms.offpolicy_config.check_replay_learner`,
+        :func:`~jaxtrainer.algorithms.offpolicy_config.check_normalization`,
+        :func:`~jaxtrainer.algorithms.offpolicy_config.check_stepping`, then
+        :func:`check_sac`."""
         super().__post_init__()
+        check_normalization(self)
+        check_stepping(self)
         check_sac(self)
 
 

@@ -91,7 +91,7 @@ class TD3Config(ReplayLearnerConfig):
         (``env`` with continuous actions; an update is a critic step, with the
         delayed actor step; uniform random actions before ``learning_starts``).
       normalize_observations, reward_scaling: as in
-        :class:`~jaxtrainer.algorithms.offpolicy_config.ActorCriticConfig` (off: ``False``, 1).
+        :class:`~jaxtrainer.algorithms.sac.SACConfig` (off: ``False``, 1).
       lr: Adam learning rate of the actor and the critics.
       actor_lr, critic_lr: the actor's / the critics' own learning rate;
         ``None``: ``lr``.

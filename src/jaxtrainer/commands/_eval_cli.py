@@ -60,23 +60,24 @@ access) or as .gif (drawn here, offline, by MuJoCo's renderer: EGL without a dis
 Each phase is a line on stderr; the first SIGINT/SIGTERM stops the command."""
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The saved run a command reads: ``path`` (a run, checkpoints or step directory)
-    and ``--ckpt`` (which checkpoint of a run directory)."""
+def run_parser(prog: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    """The parser of a command that reads a saved run (``eval``, ``export``): its
+    usage text, then ``path`` (a run, checkpoints or step directory) and ``--ckpt``
+    (which checkpoint of a run directory); the command adds its own options."""
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", metavar="RUN_DIR|CHECKPOINT_DIR",
                         help="a run directory (runs/ppo/version_0), its checkpoints directory "
                              "or a step directory (.../checkpoints/976)")
     parser.add_argument("--ckpt", default=None, metavar="best|last|STEP",
                         help="which checkpoint of a run directory (default: the newest; best: by "
                              "the metric its ModelCheckpoint monitored)")
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="jaxtrainer eval", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Evaluate a saved run's checkpoint on fresh episodes: mean, std, min and "
-                    "max of the episode return and length.", epilog=USAGE_EPILOG)
-    add_run_arguments(parser)
+    parser = run_parser("jaxtrainer eval", "Evaluate a saved run's checkpoint on fresh episodes: "
+                        "mean, std, min and max of the episode return and length.", USAGE_EPILOG)
     parser.add_argument("--episodes", type=int, default=None, metavar="N",
                         help="episodes to run (default: the config's algorithm.eval_episodes; "
                              "with --video, none: the video's episodes alone)")

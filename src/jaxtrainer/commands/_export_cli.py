@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from jaxtrainer.commands._eval_cli import add_run_arguments
+from jaxtrainer.commands._eval_cli import run_parser
 
 FORMATS = ("stablehlo", "onnx")  # jaxtrainer.inference.export.FORMATS, named without JAX
 
@@ -42,11 +42,8 @@ def _format_of(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="jaxtrainer export", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Export a saved run's policy as a StableHLO or ONNX file that runs without "
-                    "jaxtrainer, with a model card (FILE.json).", epilog=EPILOG)
-    add_run_arguments(parser)
+    parser = run_parser("jaxtrainer export", "Export a saved run's policy as a StableHLO or ONNX "
+                        "file that runs without jaxtrainer, with a model card (FILE.json).", EPILOG)
     parser.add_argument("--format", choices=FORMATS, default=None,
                         help="stablehlo (jax.export) or onnx (jax2onnx: the jaxtrainer[onnx] "
                              "extra); default: by -o's suffix")
