@@ -506,3 +506,32 @@ def test_an_evolution_strategy_searches_its_learning_rate_and_std(tmp_path, caps
     assert ", trial " in lines[1] and "learning_rate=" in lines[1] and "std=" in lines[1]
     assert float(lines[3].split("mean=")[1].split()[0]) == pytest.approx(
         result["eval/episode_return"])
+
+
+def test_a_recipe_asha_search_compiles_three_programs_for_every_member_and_rung(tmp_path, capsys):
+    """`fit ppo search.method=asha` of 4 members: the initial state, one training
+    program (every member, rung and new trial in it) and one evaluation program
+    for all members; nothing compiles again at a rung."""
+    import logging
+
+    from jaxtrainer.commands import fit as recipe_fit
+
+    compiled: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: compiled.append(record.getMessage())
+    logging.getLogger("jax").addHandler(handler)
+    jax.config.update("jax_log_compiles", True)
+    try:
+        recipe_fit.run([
+            "search.method=asha", "search.members=4", "search.space.lr=loguniform(1e-5,1e-2)",
+            "search.space.ent_coef=uniform(0,0.05)", "trainer.max_steps=8", "trainer.devices=1",
+            "search.runs=null", "algorithm.num_envs=2", "algorithm.num_steps=8",
+            "algorithm.update_epochs=1", "algorithm.num_minibatches=1", "algorithm.hidden_sizes=[8]",
+            "algorithm.eval_episodes=2", "trainer.log_every_n_steps=2",
+            "trainer.enable_progress_bar=false", f"trainer.default_root_dir={tmp_path}"], "ppo")
+    finally:
+        jax.config.update("jax_log_compiles", False)
+        logging.getLogger("jax").removeHandler(handler)
+    programs = [m.split(" with ")[0] for m in compiled if m.startswith("Compiling jit(body)")]
+    assert len(programs) == 3, compiled
+    assert "search: 10 trials started, 6 stopped at a rung" in capsys.readouterr().out

@@ -205,3 +205,12 @@ def test_another_learning_rate_or_seed_loads_every_program_from_the_cache(tmp_pa
         assert second == {n: float(np.float32(getattr(defaults, n) * 0.9)) for n in algo.TUNABLE}
     assert entries[1] == entries[0]  # nothing compiled again
     assert outs[1].stderr.count("Persistent compilation cache hit") >= 6  # init, train x 2 ...
+
+
+def test_the_trainer_turns_it_on_by_default_and_false_leaves_it_off(monkeypatch, tmp_path):
+    monkeypatch.delenv(compilation_cache.ENV_VAR)
+    kwargs = {"max_steps": 1, "default_root_dir": tmp_path, "logger": False,
+              "enable_checkpointing": False}
+    # on: the directory JAX is configured with (here the suite's, else ~/.cache/jaxtrainer/jax)
+    assert jt.Trainer(**kwargs).compilation_cache_dir == Path(jax.config.jax_compilation_cache_dir)
+    assert jt.Trainer(compilation_cache=False, **kwargs).compilation_cache_dir is None

@@ -388,14 +388,6 @@ def escaped(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-RECIPE_DEFAULTS = {"compilation_cache": True}
-"""Trainer arguments whose recipe default differs from the library's: the
-recipes keep compiled programs in JAX's persistent compilation cache
-(:mod:`jaxtrainer.runtime.compilation_cache`), so a rerun with another seed or
-learning rate starts in seconds; ``trainer.compilation_cache=false`` or
-``JAXTRAINER_COMPILATION_CACHE=0`` turns it off."""
-
-
 def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
     """A Trainer from ``cfg.trainer`` (keyword ``overrides`` win), with the
     loggers and callbacks of the ``logger:`` and ``callbacks:`` sections
@@ -407,7 +399,7 @@ def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
       ValueError: a bad trainer key or value, or a logger or callback entry its
         class rejects (naming the entry), before anything runs.
     """
-    kwargs = {**RECIPE_DEFAULTS, **trainer_kwargs(cfg), **overrides}
+    kwargs = {**trainer_kwargs(cfg), **overrides}
     if sweep.active(cfg) or search.active(cfg):  # the budget is each member's: its Budget says so
         share = search.budget_share(cfg[search.SECTION]) if search.active(cfg) else 1
         kwargs["budget"] = _member_budget(kwargs.pop("max_steps", None),
@@ -442,7 +434,7 @@ def make_population_trainer(cfg: DictConfig, **overrides: Any) -> PopulationTrai
     """A :class:`~jaxtrainer.PopulationTrainer` from ``cfg.trainer`` (keyword
     ``overrides`` win), converted and checked as in :func:`trainer_kwargs`, with
     the loggers and callbacks of the config as in :func:`make_trainer`."""
-    kwargs = {**RECIPE_DEFAULTS, **trainer_kwargs(cfg, POPULATION_TRAINER_KEYS, "PopulationTrainer")}
+    kwargs = trainer_kwargs(cfg, POPULATION_TRAINER_KEYS, "PopulationTrainer")
     return _built(PopulationTrainer, components.trainer_arguments(
         cfg, {"resume_hint": RESUME_HINT, **kwargs, **overrides}))
 

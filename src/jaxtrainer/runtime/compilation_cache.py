@@ -18,10 +18,12 @@ devices and the XLA flags, so one cache directory is safe to share across jax
 upgrades, flag changes and machines: an entry that does not match is never
 used, it is compiled again and stored beside it.
 
-The recipes and the ``jaxtrainer`` command line turn it on by default
-(``trainer.compilation_cache: true``); library use is opt-in:
-``Trainer(compilation_cache=True)`` or :func:`enable`. The environment variable
-:data:`ENV_VAR` overrides both: ``0``/``false``/``off`` turns it off,
+The :class:`~jaxtrainer.Trainer`, the recipes and the ``jaxtrainer`` command
+line turn it on by default (``Trainer(compilation_cache=True)``,
+``trainer.compilation_cache: true``); ``Trainer(compilation_cache=False)`` or
+``trainer.compilation_cache=false`` leaves it off, :func:`enable` turns it on
+outside a Trainer. The environment variable :data:`ENV_VAR` overrides every
+setting: ``0``/``false``/``off`` turns it off,
 ``1``/``true``/``on`` turns it on in :func:`default_dir`, anything else is the
 directory to use.
 """

@@ -184,10 +184,10 @@ class Trainer:
         before training (at a boundary if it compiles late).
       compilation_cache: JAX's persistent compilation cache, so a second run of the same
         programs (another seed or learning rate) loads them from disk instead of compiling:
-        ``True`` in ``~/.cache/jaxtrainer/jax`` (or ``JAX_COMPILATION_CACHE_DIR``), a
-        directory, or ``None``/``False`` (default: off, the recipes turn it on). The environment
-        variable ``JAXTRAINER_COMPILATION_CACHE`` overrides it (``0`` off, ``1`` on, or a
-        directory). Process-wide: it stays on for later compiles
+        ``True`` (default) in ``~/.cache/jaxtrainer/jax`` (or ``JAX_COMPILATION_CACHE_DIR``), a
+        directory, or ``False``/``None``: off. The environment variable
+        ``JAXTRAINER_COMPILATION_CACHE`` overrides it (``0`` off, ``1`` on, or a directory).
+        Process-wide: once on it stays on for later compiles
         (:mod:`jaxtrainer.runtime.compilation_cache`).
       requeue: after SIGUSR1 checkpointed the run, ``scontrol requeue`` the SLURM
         job: ``"auto"`` in a batch job, ``True``, ``False``; a requeued job
@@ -230,7 +230,7 @@ class Trainer:
         run_ahead: bool | str = "auto",
         sync_every_n_seconds: float | None = 1.0,
         compile_evaluation_ahead: bool | str = "auto",
-        compilation_cache: bool | str | os.PathLike | None = None,
+        compilation_cache: bool | str | os.PathLike | None = True,
         requeue: bool | str = "auto",
         budget: Budget | None = None,
         resume_hint: str | None = None,
