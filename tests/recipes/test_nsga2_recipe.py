@@ -1,0 +1,56 @@
+"""``jaxtrainer fit nsga2``: NSGA-II on ZDT1 from the shipped config (Deb et al.
+2002's settings), its last line the final population's hypervolume."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from jaxtrainer.commands import fit
+from jaxtrainer.population import NSGA2
+from jaxtrainer.recipes import _catalog as catalog
+from jaxtrainer.recipes import config
+from jaxtrainer.recipes._modules import POPULATION_RECIPES, build_module
+
+
+def test_the_shipped_config_has_the_papers_settings():
+    cfg = config.load(catalog.config_file("nsga2"))
+    module = build_module("nsga2", cfg)
+    assert isinstance(module, NSGA2) and "nsga2" in POPULATION_RECIPES
+    assert (module.task.name, module.task.num_dims) == ("zdt1", 30)
+    assert (module.crossover_prob, module.crossover_eta) == (0.9, 20.0)
+    assert (module.mutation_prob, module.mutation_eta) == (pytest.approx(1 / 30), 20.0)
+    assert module.reference_point == (-1.0, -1.0)
+    t = cfg.trainer
+    assert (t.population_size, t.max_generations) == (100, 250)
+
+
+def test_fit_nsga2_prints_the_hypervolume_and_logs_the_front_metrics(tmp_path, capsys):
+    result = fit.run(
+        [
+            "trainer.max_generations=6",
+            "trainer.population_size=20",
+            "trainer.log_every_n_generations=3",
+            "trainer.enable_progress_bar=false",
+            "trainer.compilation_cache=false",
+            "logger.tensorboard=false",
+            "env.name=zdt2",
+            "env.num_dims=8",
+            f"trainer.default_root_dir={tmp_path}",
+        ],
+        recipe="nsga2",
+    )
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    run_dir = tmp_path / "version_0"
+    assert last == f"eval/hypervolume={result['eval/hypervolume']:.2f} run_dir={run_dir}"
+    assert 0 <= result["eval/hypervolume"] < 1 / 3  # ZDT2's true front: 1/3
+    assert 1 <= result["eval/front_size"] <= 20
+    with open(run_dir / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["step"] for r in rows if r["moo/hypervolume"]] == ["3", "6"]
+    assert float(rows[-1]["eval/hypervolume"]) == pytest.approx(result["eval/hypervolume"])
+    trained = [r for r in rows if r["moo/hypervolume"]][-1]  # per objective (maximised -f)
+    for j in (0, 1):
+        low, high = float(trained[f"fitness/{j}/min"]), float(trained[f"fitness/{j}/max"])
+        assert low <= float(trained[f"fitness/{j}/mean"]) <= high <= 0
