@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import csv
 
+import numpy as np
 import pytest
+from PIL import Image
+from tensorboard.backend.event_processing.event_accumulator import IMAGES, EventAccumulator
 
-from jaxtrainer.commands import fit
-from jaxtrainer.population import NSGA2
+from jaxtrainer.commands import _plot, fit
+from jaxtrainer.population import NSGA2, non_dominated_ranks
+from jaxtrainer.population.front_report import TAG, read_front
 from jaxtrainer.recipes import _catalog as catalog
 from jaxtrainer.recipes import config
 from jaxtrainer.recipes._modules import POPULATION_RECIPES, build_module
@@ -26,7 +30,7 @@ def test_the_shipped_config_has_the_papers_settings():
     assert (t.population_size, t.max_generations) == (100, 250)
 
 
-def test_fit_nsga2_prints_the_hypervolume_and_logs_the_front_metrics(tmp_path, capsys):
+def test_fit_nsga2_prints_the_hypervolume_logs_the_front_and_draws_it(tmp_path, capsys):
     result = fit.run(
         [
             "trainer.max_generations=6",
@@ -34,7 +38,6 @@ def test_fit_nsga2_prints_the_hypervolume_and_logs_the_front_metrics(tmp_path, c
             "trainer.log_every_n_generations=3",
             "trainer.enable_progress_bar=false",
             "trainer.compilation_cache=false",
-            "logger.tensorboard=false",
             "env.name=zdt2",
             "env.num_dims=8",
             f"trainer.default_root_dir={tmp_path}",
@@ -54,3 +57,21 @@ def test_fit_nsga2_prints_the_hypervolume_and_logs_the_front_metrics(tmp_path, c
     for j in (0, 1):
         low, high = float(trained[f"fitness/{j}/min"]), float(trained[f"fitness/{j}/max"])
         assert low <= float(trained[f"fitness/{j}/mean"]) <= high <= 0
+    # the last population, by front, in front.csv; its figure in the run and in TensorBoard
+    front = read_front(run_dir / "front.csv")
+    assert len(front) == 20 and {r["generation"] for r in front} == {6.0}
+    points = np.array([[r["objective_0"], r["objective_1"]] for r in front])
+    np.testing.assert_array_equal(non_dominated_ranks(points), [r["rank"] for r in front])
+    assert sum(r["rank"] == 0 for r in front) == result["eval/front_size"]
+    drawn = (run_dir / "front.png").read_bytes()
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={IMAGES: 0})
+    events.Reload()
+    images = events.Images(TAG)
+    assert images[-1].step == 6 and images[-1].encoded_image_string == drawn
+    assert Image.open(run_dir / "front.png").size == (500, 400)
+    # jaxtrainer plot of the run draws the same front
+    out = tmp_path / "front_again.png"
+    assert _plot.main([str(run_dir), "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"wrote {out}: the population of" in said and "(generation 6)" in said
+    assert Image.open(out).size == (500, 400)

@@ -1,5 +1,6 @@
 """Names of :mod:`jaxtrainer.population`, each imported from its submodule on first use."""
 
+from .front_report import FrontReport
 from .map_elites import MAPElites, MAPElitesState, Repertoire, grid_centroids, isoline_variation
 from .members import MemberPopulation
 from .mo_tasks import MOTask, make_mo_task
@@ -16,6 +17,7 @@ from .trainer import GenerationModule, PopulationTrainer
 
 __all__ = [
     "Choice",
+    "FrontReport",
     "GenerationModule",
     "Hyperparam",
     "MAPElites",
