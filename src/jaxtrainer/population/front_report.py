@@ -5,7 +5,7 @@ objectives: ``generation``, ``member``, ``rank`` (its front, 0 the
 non-dominated), ``crowding`` (its crowding distance, ``inf`` at a front's
 ends) and ``objective_0 .. objective_<M-1>`` (maximised, as the task returns
 them). ``<run>/front.png`` draws it: the first two objectives, the first front
-in colour and joined by a line, the other members grey. Both are rewritten at
+in colour with the boundary of the region it dominates, the other members grey. Both are rewritten at
 every evaluation and at the end of ``fit``; the figure also goes to every
 logger that shows images (TensorBoard's Images tab, wandb) as ``moo/front``.
 ``jaxtrainer plot <run>`` draws the same figure from ``front.csv``.
@@ -76,8 +76,8 @@ def read_front(path: str | os.PathLike) -> list[dict[str, Any]]:
 def draw_front(rows: list[dict[str, Any]], output: str, title: str | None = None) -> None:
     """Write a figure of ``rows`` (:func:`front_rows`) at ``output`` (a PNG, or
     any format matplotlib writes by suffix): ``objective_1`` against
-    ``objective_0``, the first front in colour and joined in order of the first
-    objective, every other member grey.
+    ``objective_0``, the first front in colour with the boundary of the region
+    it dominates, every other member grey.
 
     Raises:
       ValueError: ``rows`` is empty.
@@ -95,7 +95,8 @@ def draw_front(rows: list[dict[str, Any]], output: str, title: str | None = None
     if np.any(~first):
         ax.scatter(*points[~first].T, s=10, c="0.7", label="later fronts")
     front = points[first][np.argsort(points[first][:, 0])]
-    ax.plot(*front.T, "-o", ms=3, lw=0.8, c="C0", label=f"first front ({len(front)})")
+    ax.step(*front.T, where="pre", lw=0.6, c="C0", alpha=0.6)  # the region it dominates
+    ax.plot(*front.T, "o", ms=3, c="C0", label=f"first front ({len(front)})")
     ax.set_xlabel("objective 0 (maximised)")
     ax.set_ylabel("objective 1 (maximised)")
     more = len([k for k in rows[0] if k.startswith("objective_")]) > 2
