@@ -110,3 +110,30 @@ def test_the_committed_zdt_runs_are_at_or_above_pymoos_nsga2(task, monkeypatch):
         if x.startswith(f"| nsga2 (recipes/configs/nsga2.yaml) {task.upper()} ")
     )
     assert "| 25,000 evaluations |" in line and f"| {entry['mean']:.4f} (5) |" in line
+
+
+@pytest.mark.default_emitters
+def test_the_recipe_on_one_and_four_devices_ends_with_the_same_front(tmp_path):
+    """``jaxtrainer fit nsga2`` with ``trainer.devices=1`` and ``=4`` (pmap; 30 members padded
+    to 32): the same front.csv, value for value, and the same last line."""
+    fronts, finals = [], []
+    for devices in (1, 4):
+        root = tmp_path / f"d{devices}"
+        result = fit.run(
+            [
+                "trainer.max_generations=12",
+                "trainer.population_size=30",
+                "trainer.log_every_n_generations=4",
+                "trainer.enable_progress_bar=false",
+                "trainer.compilation_cache=false",
+                "trainer.strategy=pmap",
+                f"trainer.devices={devices}",
+                "logger.tensorboard=false",
+                "env.num_dims=10",
+                f"trainer.default_root_dir={root}",
+            ],
+            recipe="nsga2",
+        )
+        fronts.append((root / "version_0" / "front.csv").read_text())
+        finals.append(result["eval/hypervolume"])
+    assert fronts[0] == fronts[1] and finals[0] == finals[1] > 0
