@@ -221,3 +221,39 @@ def test_nsga2_approaches_the_zdt1_front_in_a_small_budget():
     trainer.fit(NSGA2("zdt1", num_dims=10))
     hv = float(hypervolume(trainer.state.objectives, (-1.0, -1.0)))
     assert 0.6 < hv < 2 / 3  # the true front: 2/3
+
+
+def test_three_objectives_from_an_own_task():
+    """An MOTask of three objectives: fitness [P, 3] reaches tell, each objective is logged,
+    the hypervolume is the Monte-Carlo estimate (a fixed key: the same every call)."""
+    from jaxtrainer.population import MOTask
+
+    def three(x, key):  # the plane x0 + x1 + x2 = 1 (x2 = 1 - x0 - x1 at best), maximised
+        return -jnp.stack([x[0], x[1], 1.0 - x[0] - x[1] + jnp.sum(x[2:])])
+
+    task = MOTask("plane", three, 4, (0.0, 1.0), 3, (-1.0, -1.0, -1.0))
+    with pytest.raises(TypeError, match="task keywords \\['num_dims'\\] are given with an MOTask"):
+        NSGA2(task, num_dims=3)
+    seen = []
+
+    class Rec(jt.Callback):
+        writes_run_dir = False
+
+        def on_generation_end(self, trainer, module, metrics):
+            seen.append(metrics)
+
+    trainer = PopulationTrainer(
+        8,
+        strategy="single",
+        devices=1,
+        max_generations=3,
+        log_every_n_generations=3,
+        callbacks=[Rec()],
+        **QUIET,
+    )
+    trainer.fit(NSGA2(task))
+    objectives = trainer.state.objectives
+    assert objectives.shape == (8, 3) and bool(jnp.all(jnp.isfinite(objectives)))
+    assert {f"fitness/{j}/mean" for j in range(3)} <= set(seen[-1])
+    hv = float(hypervolume(objectives, (-1.0, -1.0, -1.0)))
+    assert seen[-1]["moo/hypervolume"] == pytest.approx(hv) and 0 < hv < 1
