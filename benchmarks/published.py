@@ -112,18 +112,20 @@ def side_by_side_lines(rows: list[dict[str, Any]], docs: Path) -> list[str]:
         runs = json.loads(path.read_text())
         e = side_by_side(row, runs)
         drawn = side_by_side_figure(row, runs, e, docs / "baselines" / f"{row['id']}.png")
-        spread = f" ± {e['their_std']:.2f}" if e["their_std"] is not None else ""
+        d = int(row.get("digits", 2))  # decimals of the row's figures
+        spread = f" ± {e['their_std']:.{d}f}" if e["their_std"] is not None else ""
+        unit = f" {row['budget_unit']}" if row.get("budget_unit") else ""
         lines.append(
-            f"| {row['algorithm']} {row['env']} | {row['budget']:,} | [{row['theirs']}]({row['url']}) "
-            f"| {e['threshold']:.2f} | {e['their_mean']:.2f}{spread} ({len(e['their_finals'])}) "
-            f"| {e['mean']:.2f} ({len(e['finals'])}) | {e['speed_ratio']:.3f} "
+            f"| {row['algorithm']} {row['env']} | {row['budget']:,}{unit} | [{row['theirs']}]({row['url']}) "
+            f"| {e['threshold']:.{d}f} | {e['their_mean']:.{d}f}{spread} ({len(e['their_finals'])}) "
+            f"| {e['mean']:.{d}f} ({len(e['finals'])}) | {e['speed_ratio']:.3f} "
             f"| {', '.join(e['dates'])}, {', '.join(e['devices'])} "
             f"| {'at or above' if e['passed'] else '**below**'} |")
         notes.append(f"{row['id']}: {row['statistic']}; seeds ours "
-                     f"{', '.join(f'{x:.2f}' for x in e['finals'])}, theirs "
-                     f"{', '.join(f'{x:.2f}' for x in e['their_finals'])} (medians "
-                     f"{statistics.median(e['finals']):.2f} and "
-                     f"{statistics.median(e['their_finals']):.2f}). `{row['command']}`"
+                     f"{', '.join(f'{x:.{d}f}' for x in e['finals'])}, theirs "
+                     f"{', '.join(f'{x:.{d}f}' for x in e['their_finals'])} (medians "
+                     f"{statistics.median(e['finals']):.{d}f} and "
+                     f"{statistics.median(e['their_finals']):.{d}f}). `{row['command']}`"
                      + (f"; {row['note']}" if row.get("note") else "") + "."
                      + (f" Curves ({row['curves']}):\n\n  ![{row['id']}](baselines/{row['id']}.png)"
                         if drawn else " These runs recorded no curves."))
@@ -261,11 +263,12 @@ def _plot_seeds(ax, curves: list[list[list[float]]], color: str, label: str) -> 
                 color=color, lw=2, label=f"{label}, mean over seeds")
 
 
-def _save(fig, ax, title: str, path: Path) -> None:
+def _save(fig, ax, title: str, path: Path, labels: tuple[str, str] = ("env steps",
+                                                                   "episode return")) -> None:
     import matplotlib.pyplot as plt
 
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("episode return")
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
@@ -310,8 +313,10 @@ def side_by_side_figure(row: dict[str, Any], runs: list[dict[str, Any]], entry: 
                 "tab:orange", labels[row["their_side"]])
     ax.axhline(entry["threshold"], color="tab:red", ls=":", lw=1,
                label=f"pass line {entry['threshold']:.2f}")
-    _save(fig, ax, f"{row['algorithm'].split(' ')[0]} {row['env']}: ours {entry['mean']:.2f}, "
-          f"{row['their_side']} {entry['their_mean']:.2f}", path)
+    d = int(row.get("digits", 2))
+    _save(fig, ax, f"{row['algorithm'].split(' ')[0]} {row['env']}: ours {entry['mean']:.{d}f}, "
+          f"{row['their_side']} {entry['their_mean']:.{d}f}", path,
+          tuple(row.get("axes", ("env steps", "episode return"))))
     return True
 
 

@@ -273,7 +273,9 @@ class PopulationModule:
     ``ask`` returns a population whose leaves have a leading axis of size
     ``population_size``; the PopulationTrainer evaluates members sharded over the
     devices (``evaluate`` sees one member) and calls ``tell`` with every real
-    member's fitness (padding never reaches it).
+    member's fitness (padding never reaches it): ``float32[P]``, or ``[P, M]``
+    where ``evaluate`` returns ``M`` fitness values per member (a
+    multi-objective search).
 
     Optional members the PopulationTrainer uses, declared here with their
     defaults: :meth:`evaluation_step` (e.g. the mean solution's return),

@@ -421,3 +421,22 @@ def test_tensorboard_opens_on_a_thread_writes_in_the_loop_and_raises_a_write_err
     if os.path.exists(path):
         with open(path) as f:
             assert [int(r["step"]) for r in csv.DictReader(f)] in ([2], [2, 4])
+
+
+def test_wandb_gets_a_wandb_image_with_its_step_as_x_axis(tmp_path):
+    """``Logger.log_image`` (the Pareto front NSGA-II's FrontReport draws): a
+    ``wandb.Image`` with ``image/step`` as its x axis; the CSV logger ignores it."""
+    import wandb
+    from PIL import Image
+
+    logged, defined = [], []
+    logger = jt.WandbLogger(mode="disabled")
+    logger.run = types.SimpleNamespace(log=lambda values: logged.append(values),
+                                 define_metric=lambda *a, **k: defined.append((a, k)))
+    png = tmp_path / "front.png"
+    Image.new("RGB", (4, 3), "white").save(png)
+    logger.log_image("moo/front", str(png), 250)
+    assert defined == [(("moo/front",), {"step_metric": "image/step"})]
+    (values,) = logged
+    assert values["image/step"] == 250 and isinstance(values["moo/front"], wandb.Image)
+    assert jt.CSVLogger().log_image("moo/front", str(png), 250) is None

@@ -132,7 +132,8 @@ def test_side_by_side_rows_are_judged_by_the_other_trainers_runs(monkeypatch, tm
     published = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(published)
     beside = yaml.safe_load((ROOT / "benchmarks" / "published.yaml").read_text())["side_by_side"]
-    assert {r["id"] for r in beside} == {"ippo-mpe", "ppo-brax-ant"}
+    assert {r["id"] for r in beside} == {"ippo-mpe", "ppo-brax-ant", "nsga2-zdt1", "nsga2-zdt2",
+                                         "nsga2-zdt3"}
     ant = next(r for r in beside if r["id"] == "ppo-brax-ant")
     def run(side, seed, ret, sps=1.0):
         return {"side": side, "seed": seed, "final_return": ret, "env_steps_per_s": sps,

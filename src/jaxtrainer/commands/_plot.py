@@ -24,7 +24,10 @@ configuration, the interquartile mean over its seeds' ``member/<i>/<metric>``
 with a 95% stratified-bootstrap confidence band, labelled by its
 hyperparameters. A single run of a search (holding ``search.csv``) without
 ``--metric`` is drawn by :func:`jaxtrainer.commands._search_plot.plot_search`: each
-trial's result against each hyperparameter.
+trial's result against each hyperparameter. A single run of a multi-objective
+search (holding ``front.csv``, :class:`~jaxtrainer.population.FrontReport`)
+without ``--metric`` is drawn as its last population's Pareto front
+(:func:`jaxtrainer.population.front_report.draw_front`).
 """
 
 from __future__ import annotations
@@ -513,6 +516,16 @@ def main(argv: list[str] | None = None) -> int:
 
             found = search_plot.plot_search(expand_path(args.run_dirs[0]), args.output, args.title)
             print(search_plot.report(found, args.output))
+            return 0
+        front = os.path.join(expand_path(args.run_dirs[0]), run_layout.FRONT_FILE)
+        if args.metric is None and len(args.run_dirs) == 1 and os.path.exists(front):
+            from jaxtrainer.population.front_report import draw_front, read_front
+
+            rows = read_front(front)
+            draw_front(rows, args.output, args.title)
+            print(f"wrote {args.output}: the population of {front} (generation "
+                  f"{rows[0]['generation']:.0f}), {sum(r['rank'] == 0 for r in rows)} members "
+                  "in the first front")
             return 0
         out = plot_runs(args.run_dirs, args.output, args.metric, args.x, args.title)
     except (FileNotFoundError, KeyError, ValueError, StorageError) as e:

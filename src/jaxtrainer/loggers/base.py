@@ -107,6 +107,12 @@ class Logger(Callback):
         training loop's thread, while the logger is open; a logger that shows no
         videos (the CSV file) ignores it, as here."""
 
+    def log_image(self, tag: str, path: str, step: int) -> None:
+        """Log the image file ``path`` (a PNG, e.g. the Pareto front
+        :class:`~jaxtrainer.population.FrontReport` draws) under ``tag`` at
+        ``step``; called as :meth:`log_video` is. A logger that shows no
+        images (the CSV file) ignores it, as here."""
+
     def finalize(self, status: str) -> None:
         """Flush and close. ``status``: ``"success"``, ``"failed"`` or ``"interrupted"``."""
 
@@ -139,6 +145,11 @@ class Logger(Callback):
         """:meth:`log_video` while this logger is open (global-zero process), else nothing."""
         if self._active:
             self.log_video(tag, path, step)
+
+    def image(self, tag: str, path: str, step: int) -> None:
+        """:meth:`log_image` while this logger is open (global-zero process), else nothing."""
+        if self._active:
+            self.log_image(tag, path, step)
 
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         return False  # metrics only: the next interval may run meanwhile

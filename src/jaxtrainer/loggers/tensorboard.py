@@ -163,6 +163,13 @@ class TensorBoardLogger(Logger):
             data = f.read()
         self._submit(self._write_image, tag, data, step, start=True)
 
+    def log_image(self, tag: str, path: str, step: int) -> None:
+        """A PNG (or any image PIL reads) as TensorBoard's image summary, shown
+        in the Images tab; written as the scalars are."""
+        with open(path, "rb") as f:
+            data = f.read()
+        self._submit(self._write_image, tag, data, step, start=True)
+
     def _write_image(self, tag: str, data: bytes, step: int) -> None:
         import io
 

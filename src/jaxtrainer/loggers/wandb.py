@@ -123,6 +123,15 @@ class WandbLogger(Logger):
             self.run.log({tag: wandb.Video(path, format="gif", caption=f"step {step}"),
                           "video/step": step})
 
+    def log_image(self, tag: str, path: str, step: int) -> None:
+        """``wandb.Image(path)`` under ``tag``, with ``image/step`` = ``step`` as
+        its x axis (as :meth:`log_video`: wandb's own step only moves forward)."""
+        wandb = import_optional("wandb", "wandb", "WandbLogger")
+
+        if self.run is not None:
+            self.run.define_metric(tag, step_metric="image/step")
+            self.run.log({tag: wandb.Image(path, caption=f"step {step}"), "image/step": step})
+
     def finalize(self, status: str) -> None:
         if self.run is not None:
             self.run.finish(exit_code=0 if status == "success" else 1)

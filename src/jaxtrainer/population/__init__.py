@@ -20,7 +20,11 @@ count and gathered bit for bit by :class:`~jaxtrainer.distributed.MemberLayout`
   (:mod:`.optuna_search`) choosing trials with Optuna's samplers;
 * :class:`MAPElites` (:mod:`.map_elites`): quality-diversity search, a
   :class:`Repertoire` of elites per cell of descriptor space filled by a
-  PopulationTrainer, on the tasks of :mod:`.qd_tasks` (``"arm"``).
+  PopulationTrainer, on the tasks of :mod:`.qd_tasks` (``"arm"``);
+* :class:`NSGA2` (:mod:`.nsga2`): multi-objective search, a population of
+  members with ``M`` fitness values each sorted into Pareto fronts, its
+  hypervolume logged, on the tasks of :mod:`.mo_tasks` (``"zdt1"``), with
+  :class:`FrontReport` (:mod:`.front_report`) writing and drawing its front.
 
 Algorithms never import this package; the traced hyperparameters that members
 differ in are read and written through :mod:`jaxtrainer.algorithms.hyperparams`.

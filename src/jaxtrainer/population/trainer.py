@@ -54,7 +54,10 @@ class GenerationModule(Module):
       ``fitness/mean`` (mean over the ``P`` real members and the interval's
       generations), ``fitness/max`` and ``fitness/min`` (the best and worst
       member of the interval: :class:`~jaxtrainer.metrics.Max` /
-      :class:`~jaxtrainer.metrics.Min`); ``population_size``: ``P`` (padding
+      :class:`~jaxtrainer.metrics.Min`), or ``fitness/<j>/mean`` (and ``/max``,
+      ``/min``) for each objective ``j`` where ``evaluate`` returns ``M``
+      fitness values (``float32[M]``: a multi-objective search, ``tell`` gets
+      ``fitness: [P, M]``); ``population_size``: ``P`` (padding
       excluded, :class:`~jaxtrainer.metrics.Last`); every scalar metric
       ``evaluate`` returns, averaged over real members as ``member/<name>``; and
       the scalar or :class:`~jaxtrainer.metrics.Metric` values ``tell``
@@ -143,7 +146,7 @@ class GenerationModule(Module):
         else:
             state, tell_metrics = pm.tell(state, population, fitness)
         metrics: dict[str, Any] = {
-            **layout.fitness_metrics(fitness),
+            **_fitness_metrics(layout, fitness),
             "population_size": Last.of(jnp.asarray(layout.size, jnp.float32)),
         }
         for name, value in (extras or {}).items():
@@ -172,6 +175,17 @@ class GenerationModule(Module):
         return {"population_module": type(self.module).__name__,
                 "population_size": self.population_size,
                 **self.module.hparams()}
+
+
+def _fitness_metrics(layout: MemberLayout, fitness: jax.Array) -> dict[str, Any]:
+    """:meth:`MemberLayout.fitness_metrics` of ``fitness: [P]``; of each objective
+    ``j`` of a multi-objective ``fitness: [P, M]`` as ``fitness/<j>/mean`` (and
+    ``/max``, ``/min``, ``/invalid``)."""
+    if fitness.ndim == 1:
+        return layout.fitness_metrics(fitness)
+    return {name.replace("fitness/", f"fitness/{j}/", 1): value
+            for j in range(fitness.shape[1])
+            for name, value in layout.fitness_metrics(fitness[:, j]).items()}
 
 
 class GenerationEndDispatcher(Callback):

@@ -156,6 +156,21 @@ RECIPES: dict[str, Recipe] = {
         last_line=" (QDax's QD-score of the final repertoire: the sum over filled cells of "
                   "fitness + algorithm.qd_offset)",
         population=True, fast_compile=True, final_metric="eval/qd_score"),
+    "nsga2": Recipe("NSGA-II on ZDT1 (30 variables, 2 objectives; Deb et al. 2002's settings)", (
+        "                                          # 100 members, 250 generations",
+        "env.name=zdt3 trainer.seed=3              # ZDT2, ZDT3: the other fronts",
+        _DEVICES4),
+        notes="Multi-objective search: each generation's trainer.population_size offspring "
+              "(binary tournaments on front and crowding distance, SBX crossover, polynomial "
+              "mutation) are evaluated split over the devices, each returning one value per "
+              "objective; parents and offspring are sorted into Pareto fronts and the best "
+              "half survives (``jaxtrainer.population.NSGA2``). Logged: moo/hypervolume "
+              "(from algorithm.reference_point), moo/front_size, fitness/<j>/* per objective. "
+              "Objectives are maximised: ZDT's minimised (f1, f2) appear as (-f1, -f2). "
+              + FAST_COMPILE,
+        last_line=" (the hypervolume the final population dominates from "
+                  "algorithm.reference_point; ZDT1's true front: 0.6667)",
+        population=True, fast_compile=True, final_metric="eval/hypervolume"),
     "pbt_ppo": Recipe("Population-based training of PPO agents (CartPole-v1, 8 members)", (
         "                                          # every local device",
         _DEVICES4,

@@ -69,6 +69,13 @@ def _map_elites(cfg: DictConfig) -> PopulationModule:
     return MAPElites(task.pop("name"), **config.section(cfg, "algorithm"), **task)
 
 
+def _nsga2(cfg: DictConfig) -> PopulationModule:
+    from jaxtrainer.population import NSGA2
+
+    task = config.section(cfg, "env")
+    return NSGA2(task.pop("name"), **config.section(cfg, "algorithm"), **task)
+
+
 def _pbt(cfg: DictConfig, member: Module) -> Module:
     """PBT (the ``pbt:`` section) of ``member``, the module one member trains
     (built from ``env:`` and ``algorithm:`` as the recipe without PBT builds it)."""
@@ -116,6 +123,7 @@ BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
     "openes": _neuro_es,
     "cma_es": _neuro_es,
     "map_elites": _map_elites,
+    "nsga2": _nsga2,
     "pbt_ppo": _pbt_ppo,
     "pbt_cso": _pbt_ppo,
     "pbt_sac": _pbt_sac,
@@ -123,7 +131,7 @@ BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
 }
 """``recipe name -> builder(cfg)``; the name is the script's stem (``recipes/<name>.py``)."""
 
-POPULATION_RECIPES = frozenset({"openes", "cma_es", "map_elites"})
+POPULATION_RECIPES = frozenset({"openes", "cma_es", "map_elites", "nsga2"})
 """Recipes whose module is a :class:`~jaxtrainer.PopulationModule`, trained by a
 :class:`~jaxtrainer.PopulationTrainer` (``trainer:`` keys in generations)."""
 
@@ -149,6 +157,10 @@ def documenting_classes(recipe: str) -> tuple[type, ...]:
         from jaxtrainer.population import MAPElites
 
         found.append(MAPElites)
+    if builder is _nsga2:
+        from jaxtrainer.population import NSGA2
+
+        found.append(NSGA2)
     return tuple(found)
 
 
@@ -170,7 +182,8 @@ def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
     (a :func:`jaxtrainer.recipes.config.load` result, or a run's saved
     ``config.yaml``): built from the ``env:`` and ``algorithm:`` sections (and
     ``pbt:`` for the ``pbt_*`` recipes; ``map_elites``'s ``env:`` names its
-    quality-diversity task, :func:`jaxtrainer.population.make_task`). Sections the recipe does not use (``trainer:``,
+    quality-diversity task, :func:`jaxtrainer.population.make_task`, and
+    ``nsga2``'s its multi-objective task, :func:`jaxtrainer.population.make_mo_task`). Sections the recipe does not use (``trainer:``,
     ``recipe``, loggers, callbacks) are ignored. A ``sweep:`` section asking
     for seeds or a grid wraps the module in a
     :class:`~jaxtrainer.population.Sweep` (:func:`jaxtrainer.recipes._sweep.wrap`).
@@ -178,7 +191,7 @@ def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
     Returns:
       A :class:`~jaxtrainer.Module`, or for :data:`POPULATION_RECIPES` a
       :class:`~jaxtrainer.PopulationModule` (:class:`~jaxtrainer.algorithms.es.NeuroES`,
-      :class:`~jaxtrainer.population.MAPElites`).
+      :class:`~jaxtrainer.population.MAPElites`, :class:`~jaxtrainer.population.NSGA2`).
 
     Raises:
       ValueError: an unknown ``recipe`` (listing the known ones), or what the

@@ -592,6 +592,7 @@ def fit_and_report(trainer: Trainer, module: Module, run: RecipeRun) -> dict[str
     cfg, found = run.config, run.resume
     sweep.before_fit(trainer, module, run.recipe)  # a Sweep: budget per member, summary
     search.before_fit(trainer, module, cfg)  # a Search: budget per member, search.csv
+    _front_report(trainer, module)  # NSGA-II: front.csv and front.png
     changed = resume.hyperparameter_changes(cfg, found)  # confirmed changes of a resumed run
     if changed:
         trainer.add_callback(resume.ApplyHyperparameters(changed))
@@ -610,6 +611,15 @@ def fit_and_report(trainer: Trainer, module: Module, run: RecipeRun) -> dict[str
     if trainer.is_global_zero:  # one line for the run, as its logs (every process has it)
         print("\n".join(last_lines(result[final], module, trainer.log_dir, final)))
     return result
+
+
+def _front_report(trainer: Trainer, module: Any) -> None:
+    """Add a :class:`~jaxtrainer.population.FrontReport` to ``trainer`` for an
+    :class:`~jaxtrainer.population.NSGA2` ``module`` (unless it has one)."""
+    from jaxtrainer.population import NSGA2, FrontReport
+
+    if isinstance(module, NSGA2) and not any(isinstance(c, FrontReport) for c in trainer.callbacks):
+        trainer.add_callback(FrontReport())
 
 
 def last_lines(value: float, module: Module, run_dir: Any,

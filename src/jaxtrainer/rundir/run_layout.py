@@ -13,6 +13,7 @@ A run directory (``<default_root_dir>/version_N``) holds::
     checkpoints/         ModelCheckpoint's step directories (checkpoints_1, ... for
                          further ModelCheckpoint callbacks)
     search.csv           a search's trials (searches only)
+    front.csv, front.png a multi-objective search's last population and its Pareto front
     sweep_members.csv    a sweep's or search's members and their settings
     sweep_summary.csv    a sweep's final evaluation per member
     slurm_job.json       the ids of the SLURM job (and array task) that last started it
@@ -32,6 +33,8 @@ VIDEOS_DIR = "videos"
 WANDB_DIR = "wandb"
 CHECKPOINTS_DIR = "checkpoints"
 SEARCH_FILE = "search.csv"
+FRONT_FILE = "front.csv"
+FRONT_FIGURE = "front.png"
 SWEEP_MEMBERS_FILE = "sweep_members.csv"
 SWEEP_SUMMARY_FILE = "sweep_summary.csv"
 LOCK_FILE = ".lock"
