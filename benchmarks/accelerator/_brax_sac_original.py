@@ -8,7 +8,8 @@ max_replay_size=1048576, min_replay_size=8192``), called unmodified.
     python _brax_sac_original.py [--env hopper] [--num-timesteps 6553600] [--num-evals 20] [--seed 1]
 
 ``--num-timesteps`` and ``--num-evals`` change the budget only (Brax counts the
-replay buffer's prefill of ``min_replay_size`` env steps in it). Prints one JSON line:
+replay buffer's prefill of ``min_replay_size`` env steps in it); ``--set name=value``
+changes one published setting (tiny sizes for a smoke test on a CPU). Prints one JSON line:
 ``env_steps`` (Brax's count at the end), ``run_s`` and ``env_steps_per_s`` over the
 training epochs after the first (which compiles; evaluations excluded, as Brax's
 ``training/sps``), ``first_epoch_s``, ``wall_s`` (the call, everything included) and
@@ -49,9 +50,18 @@ def main() -> None:
     parser.add_argument("--num-timesteps", type=int, default=PUBLISHED["num_timesteps"])
     parser.add_argument("--num-evals", type=int, default=PUBLISHED["num_evals"])
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help=f"change one of {', '.join(PUBLISHED)}")
     args = parser.parse_args()
     progress: list[tuple[int, dict]] = []
     settings = dict(PUBLISHED, num_timesteps=args.num_timesteps, num_evals=args.num_evals)
+    for item in args.set:
+        name, _, value = item.partition("=")
+        if name not in PUBLISHED or not value:
+            parser.error(f"--set {item!r}: expected NAME=VALUE with NAME one of {', '.join(PUBLISHED)}")
+        settings[name] = type(PUBLISHED[name])(float(value) if isinstance(PUBLISHED[name], float)
+                                               else int(value) if not isinstance(PUBLISHED[name], bool)
+                                               else value.lower() == "true")
     start = time.perf_counter()
     with _brax_replication_shim():
         brax_sac.train(envs.get_environment(args.env), seed=args.seed,

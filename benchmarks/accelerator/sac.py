@@ -48,15 +48,17 @@ NUM_ENVS = 128  # Brax's published SAC settings, and sac_brax.yaml's
 PUBLISHED_OVERRIDES = ("algorithm.gamma=0.997", "algorithm.reward_scaling=30")
 
 
-def ours(env: str, env_steps: int, seed: int, extra: str | None, timeout: float) -> dict:
-    """``jaxtrainer fit sac --config sac_brax.yaml`` on ``brax/<env>`` at Brax's settings."""
+def ours(env: str, env_steps: int, seed: int, extra: str | None, timeout: float,
+         overrides: tuple[str, ...] = ()) -> dict:
+    """``jaxtrainer fit sac --config sac_brax.yaml`` on ``brax/<env>`` at Brax's settings
+    (``overrides``: more ``key=value`` arguments, e.g. tiny sizes for a smoke test)."""
     with tempfile.TemporaryDirectory() as root:
         out = _run([sys.executable, "-m", "jaxtrainer", "fit", "sac", "--config", "sac_brax.yaml",
                     f"env.name=brax/{env}", *PUBLISHED_OVERRIDES,
                     f"trainer.max_env_steps={env_steps}", f"trainer.seed={seed}",
                     "trainer.eval_every_n_steps=null", f"trainer.default_root_dir={root}",
                     "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",
-                    "callbacks.throughput=true"], extra, timeout)
+                    "callbacks.throughput=true", *overrides], extra, timeout)
         match = THROUGHPUT.search(out)
         if match is None:
             raise RuntimeError(f"no throughput line in the command's output:\n{out[-2000:]}")
@@ -71,11 +73,13 @@ def ours(env: str, env_steps: int, seed: int, extra: str | None, timeout: float)
 
 
 def brax(env: str, env_steps: int, seed: int, num_evals: int, extra: str | None,
-         timeout: float) -> dict:
-    """Brax's ``sac.train`` at its published hopper settings and ``env_steps``."""
+         timeout: float, settings: tuple[str, ...] = ()) -> dict:
+    """Brax's ``sac.train`` at its published hopper settings and ``env_steps``
+    (``settings``: ``name=value`` changes of those settings, for a smoke test)."""
     out = _run([sys.executable, str(HERE / "_brax_sac_original.py"), "--env", env,
                 "--num-timesteps", str(env_steps), "--num-evals", str(num_evals),
-                "--seed", str(seed)], extra, timeout)
+                "--seed", str(seed), *(x for kv in settings for x in ("--set", kv))],
+               extra, timeout)
     return json.loads(out.strip().splitlines()[-1])
 
 

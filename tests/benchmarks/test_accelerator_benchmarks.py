@@ -25,6 +25,10 @@ _spec = importlib.util.spec_from_file_location(  # "pqn" alone could be another 
     "accelerator_pqn", ROOT / "benchmarks" / "accelerator" / "pqn.py")
 pqn_row = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(pqn_row)
+_spec = importlib.util.spec_from_file_location(
+    "accelerator_sac", ROOT / "benchmarks" / "accelerator" / "sac.py")
+sac_row = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sac_row)
 PUREJAXQL = Path(os.environ.get("PUREJAXQL", ROOT / ".peers" / "purejaxql"))
 """A checkout of mttga/purejaxql (``PUREJAXQL``; its packages, ``requirements/purejaxql.txt``
 installed into a folder, named by ``PUREJAXQL_PYTHONPATH``)."""
@@ -92,6 +96,47 @@ def test_the_pqn_row_gives_the_ratio_both_fractions_and_the_markdown_row(tmp_pat
     assert pqn_row.table([str(runs)]).splitlines()[-1] == (
         "| Breakout-MinAtar | 2 | 9,998,336 | 300 | 200 | 1.50 | 1,000 | 0.300 | 0.200 | "
         "65.00 ± 5.00 | 60.00 ± 10.00 | 70.00 ± 5.00 |")
+
+
+TINY_SAC = ("algorithm.num_envs=8", "algorithm.batch_size=32", "algorithm.gradient_steps=2",
+            "algorithm.buffer_size=1024", "algorithm.learning_starts=64",
+            "algorithm.eval_episodes=4", "env.episode_length=50")
+
+
+@pytest.mark.slow
+def test_both_sides_of_the_sac_row_run_at_a_tiny_budget():
+    """Row 3's two programs on brax's ``fast`` env: ours through the documented command,
+    Brax's own trainer through the driver; each reports what the table needs."""
+    ours = sac_row.ours("fast", 256, 0, str(ROOT / "src"), timeout=600, overrides=TINY_SAC)
+    assert ours["side"] == "ours" and ours["env_steps"] == 256
+    assert ours["env_steps_per_s"] > 0 and ours["compile_s"] > 0
+    assert -1e6 < ours["eval_return"] < 1e6
+    brax = sac_row.brax("fast", 64 + 3 * 8 * 4, 0, 4, None, timeout=600, settings=(
+        "num_envs=8", "batch_size=32", "grad_updates_per_step=2", "max_replay_size=1024",
+        "min_replay_size=64", "episode_length=50"))
+    assert brax["side"] == "brax" and brax["env_steps"] == 64 + 3 * 8 * 4
+    assert brax["env_steps_per_s"] > 0 and brax["run_s"] > 0
+    assert [s for s, _ in brax["curve"]] == [0, 64 + 8 * 4, 64 + 2 * 8 * 4, 64 + 3 * 8 * 4]
+
+
+def test_the_sac_row_gives_the_ratio_both_fractions_and_the_markdown_row(tmp_path):
+    rows = {"ours": {"side": "ours", "env": "hopper", "seed": 1, "env_steps": 139264,
+                     "env_steps_per_s": 300.0, "eval_return": 700.0},
+            "brax": {"side": "brax", "env": "hopper", "seed": 1, "env_steps": 139264,
+                     "env_steps_per_s": 200.0, "eval_return": 1400.0},
+            "env_only": {"side": "env_only", "env": "hopper", "env_steps_per_s": 1000.0}}
+    assert sac_row.summary(rows) == (
+        "hopper seed=1 ours=300 brax=200 ratio=1.500 limit=1,000 ours_fraction=0.300 "
+        "brax_fraction=0.200 return ours=700.0 brax=1400.0")
+    runs = tmp_path / "sac.jsonl"
+    runs.write_text("".join(json.dumps(r) + "\n" for r in rows.values()))
+    assert sac_row.table([str(runs)]).splitlines()[-1] == (
+        "| brax/hopper | 1 | 139,264 | 300 | 200 | 1.50 | 1,000 | 0.300 | 0.200 | 700.0 | 1400.0 |")
+
+
+def test_the_env_limit_steps_a_brax_env_as_the_trainers_wrap_it():
+    rate, reward = env_limit.limit("brax/fast", batch=4, length=10, repeats=1, episode_length=5)
+    assert 0 < rate < float("inf") and reward == reward  # ran, no NaN
 
 
 def _wheel(folder: Path, name: str, version: str) -> Path:
