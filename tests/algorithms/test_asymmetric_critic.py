@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from flax import struct
 
-from jaxtrainer.algorithms import A2C, IMPALA, PPO
+from jaxtrainer.algorithms import A2C, DDPG, IMPALA, PPO, SAC, TD3, CrossQ
 from jaxtrainer.envs import BraxEnv
 from jaxtrainer.envs.brax_env import MODEL_DRAW
 
@@ -117,6 +117,15 @@ def test_what_cannot_train_an_asymmetric_env_says_so_before_compiling():
         PPO(env=env, critic_input="global_state")
     with pytest.raises(ValueError, match=r"needs a feedforward network .*network.core='gru'"):
         PPO(env=env, network={"core": "gru"})
+
+
+@pytest.mark.parametrize("algorithm", [SAC, TD3, DDPG, CrossQ])
+def test_off_policy_algorithms_refuse_a_critic_observation_they_would_ignore(algorithm):
+    with pytest.raises(ValueError, match=(
+            rf"^{algorithm.__name__} on point: the env gives the critic an observation of its own "
+            r"\(value_obs_key, shape \(5,\)\), but .* drop env.value_obs_key")):
+        algorithm(env=_env(value_obs_key="privileged_state"))
+    assert algorithm(env=_env()).env.critic_observation_shape is None  # the same env without it
 
 
 # ---- domain randomisation: one model per env, kept across its episodes ---------------------

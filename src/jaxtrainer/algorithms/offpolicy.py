@@ -110,7 +110,9 @@ def configure(module: Any, config: Any, env: envs.Env | str | None, overrides: d
       ValueError: the env's actions are not of the kind the module needs
         (``discrete_actions``), naming the module and the env; a multi-discrete
         env, in one line naming its action space and what the module supports
-        (:func:`~jaxtrainer.envs.base.refuse_multi_discrete`).
+        (:func:`~jaxtrainer.envs.base.refuse_multi_discrete`); an env whose critic
+        has an observation of its own (``value_obs_key``), which these critics,
+        reading the policy's observation and action, would silently ignore.
     """
     if isinstance(env, str):
         overrides, env = {**overrides, "env": env}, None
@@ -123,6 +125,12 @@ def configure(module: Any, config: Any, env: envs.Env | str | None, overrides: d
                          "action space")
     if module.env.discrete and not discrete_actions:
         raise ValueError(f"{module.name} needs continuous actions; {module.env.name} is discrete")
+    if module.env.critic_observation_shape is not None:
+        raise ValueError(
+            f"{module.name} on {module.env.name}: the env gives the critic an observation of "
+            f"its own (value_obs_key, shape {module.env.critic_observation_shape}), but "
+            f"{module.name}'s critics read the policy's observation; drop env.value_obs_key "
+            "(PPO and A2C train with it)")
 
 
 class OffPolicyModule(ParamsPolicy, Module):
