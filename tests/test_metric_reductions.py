@@ -149,7 +149,7 @@ def test_of_reduces_an_array_where_the_mask_is_set():
     nan = jnp.array([1.0, jnp.nan])
     assert np.isnan(metrics_lib.to_host({"m": jt.Max.of(nan)})["m"])
     assert metrics_lib.to_host({"m": jt.Max.of(nan, jnp.array([True, False]))}) == {"m": 1.0}
-    assert {c.reduce_fx for c in metrics_lib.REDUCTIONS.values()} == {
+    assert {c.reduce_fx for c in metrics_lib._REDUCTIONS.values()} == {
         "mean", "sum", "max", "min", "last"}
 
 

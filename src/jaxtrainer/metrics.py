@@ -306,7 +306,7 @@ class Last(Metric):
                     jnp.sum(jnp.where(has, self.count, 0.0), axis=0))
 
 
-REDUCTIONS: dict[str, type[Metric]] = {c.reduce_fx: c for c in (Mean, Sum, Max, Min, Last)}
+_REDUCTIONS: dict[str, type[Metric]] = {c.reduce_fx: c for c in (Mean, Sum, Max, Min, Last)}
 """Every reduction by its name (``"mean"``, ``"sum"``, ``"max"``, ``"min"``, ``"last"``)."""
 
 

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from jaxtrainer.algorithms.permutation import MAX_SIZE, permutation, stable_argsort_u32
+from jaxtrainer.algorithms.permutation import _MAX_SIZE, permutation, stable_argsort_u32
 
 
 # 1625 is the last size jax.random.permutation shuffles in one sorting round, 1626 the
 # first of two; 2 and 2**16 are the ends of the packed-sort path, beyond it jax's own
-@pytest.mark.parametrize("n", [1, 2, 3, 7, 128, 512, 1000, 1625, 1626, 4096, MAX_SIZE,
-                               MAX_SIZE + 1])
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 128, 512, 1000, 1625, 1626, 4096, _MAX_SIZE,
+                               _MAX_SIZE + 1])
 def test_equals_jax_random_permutation(n):
     fast = jax.jit(permutation, static_argnums=1)
     for seed in range(3):

@@ -12,7 +12,7 @@ import pytest
 
 from jaxtrainer import envs
 from jaxtrainer.envs.evaluation import episode_metrics
-from jaxtrainer.envs.kinetix_env import KINETIX_UNAVAILABLE
+from jaxtrainer.envs.kinetix_env import _KINETIX_UNAVAILABLE
 from tests.envs.test_env_families import _python
 
 CLASSIC = "craftax/Craftax-Classic-Symbolic-v1"  # float32[1345], 17 actions, 22 achievements
@@ -150,11 +150,11 @@ def test_a_missing_family_is_one_line_naming_its_extra_and_kinetix_says_why_not(
     lines = done.stdout.strip().splitlines()
     assert lines[:2] == [f'{m}/... environments need {m}: pip install -e ".[{m}]" (in a checkout; '
                          f'pip install "jaxtrainer[{m}]" otherwise)' for m in names]
-    assert lines[2] == KINETIX_UNAVAILABLE
+    assert lines[2] == _KINETIX_UNAVAILABLE
 
 
 def test_kinetix_names_the_version_conflict():
     with pytest.raises(ImportError) as raised:
         envs.make("kinetix/s-h0-weak-thrust")
-    assert str(raised.value) == KINETIX_UNAVAILABLE
+    assert str(raised.value) == _KINETIX_UNAVAILABLE
     assert "jax<=0.9.0" in str(raised.value) and "jax 0.10" in str(raised.value)

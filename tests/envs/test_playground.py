@@ -123,7 +123,7 @@ def test_names_match_the_installed_registry_and_jaxtrainer_does_not_import_playg
     from mujoco_playground._src import dm_control_suite
 
     assert playground_env.PLAYGROUND_ENV_NAMES == playground_env.registered_names()
-    assert playground_env.PLAYGROUND_SUITE_NAMES == dm_control_suite.ALL_ENVS
+    assert playground_env._PLAYGROUND_SUITE_NAMES == dm_control_suite.ALL_ENVS
     names = envs.available()
     assert {"playground/CartpoleBalance", "playground/Go1JoystickFlatTerrain",
             "brax/ant", "CartPole-v1"} <= set(names)

@@ -334,10 +334,13 @@ def test_wandb_resume_from_an_earlier_checkpoint_rewinds_the_run_to_its_step(run
     _fit_logging_to_wandb(run_dir, 8, resumed, ckpt_path=f"{t.log_dir}/checkpoints/2")
     out = capsys.readouterr().out
     assert resumed.run_id == first.run_id
-    newest = max(glob.glob(os.path.join(t.log_dir, "wandb", "offline-run-*", "run-*.wandb")),
-                 key=os.path.getmtime)
-    records = list(_wandb_records(newest))
-    run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
+    files = glob.glob(os.path.join(t.log_dir, "wandb", "offline-run-*", "run-*.wandb"))
+    assert len(files) == 2  # the first run's and the resumed one's (told apart by content:
+    by_file = {f: list(_wandb_records(f)) for f in files}  # equal mtimes happen under load)
+    runs = {f: next(r.run for r in rs if r.WhichOneof("record_type") == "run")
+            for f, rs in by_file.items()}
+    newest = next(f for f, run in runs.items() if run.branch_point.run)
+    records, run = by_file[newest], runs[newest]
     assert (run.run_id, run.branch_point.run, run.branch_point.metric, run.branch_point.value) \
         == (first.run_id, first.run_id, "_step", 2)
     steps = [json.loads(i.value_json) for r in records if r.WhichOneof("record_type") == "history"

@@ -152,7 +152,7 @@ def test_every_trainer_argument_is_a_key_of_each_recipe_config(name):
     cfg = config.load(CONFIGS / f"{name}.yaml", defaults=CONFIGS / f"{recipe}.yaml")
     keys = set(cfg.trainer)
     cls = PopulationTrainer if "max_generations" in keys else jt.Trainer
-    wanted = set(inspect.signature(cls.__init__).parameters) - set(config.NOT_FROM_YAML)
+    wanted = set(inspect.signature(cls.__init__).parameters) - set(config._NOT_FROM_YAML)
     if cls is PopulationTrainer:
         wanted -= {"population_size", "member_map", "map_batch_size"}  # set under es:/algorithm:
     assert wanted - keys == set(), f"{name}.yaml lacks trainer keys {sorted(wanted - keys)}"
@@ -164,7 +164,7 @@ def test_every_trainer_keyword_argument_but_callbacks_is_a_config_key(cls, monke
     """The trainer keys are read from the signature, so they cannot drift from it:
     every keyword argument but ``callbacks`` reaches the trainer from ``trainer:``
     (``ckpt_path`` is the extra key, for fit), and ``callbacks`` is refused."""
-    names = [n for n in inspect.signature(cls.__init__).parameters if n not in config.NOT_FROM_YAML]
+    names = [n for n in inspect.signature(cls.__init__).parameters if n not in config._NOT_FROM_YAML]
     cfg = OmegaConf.create({"trainer": {**{n: f"<{n}>" for n in names}, "ckpt_path": "last"}})
     received = {}
 
@@ -175,7 +175,7 @@ def test_every_trainer_keyword_argument_but_callbacks_is_a_config_key(cls, monke
     monkeypatch.setattr(config, cls.__name__, Recorder)
     build = config.make_trainer if cls is jt.Trainer else config.make_population_trainer
     build(cfg)
-    assert received == {**{n: f"<{n}>" for n in names}, "resume_hint": config.RESUME_HINT}
+    assert received == {**{n: f"<{n}>" for n in names}, "resume_hint": config._RESUME_HINT}
     assert config.ckpt_path(cfg) == "last"
     cfg.trainer.callbacks = []
     with pytest.raises(ValueError, match=rf"unknown trainer keys \['callbacks'\]; {cls.__name__} "):
@@ -306,7 +306,7 @@ def test_the_resume_hint_is_the_command_with_ckpt_path_last_once():
     hint = config.resume_hint("python recipes/ppo.py", ["trainer.ckpt_path=last"])
     assert hint.format(checkpoint="CK") == ("python recipes/ppo.py trainer.ckpt_path=last (or "
                                             "trainer.ckpt_path=CK in place of last)")
-    assert config.resume_hint("jaxtrainer fit ppo", [], one_process=False) == config.RESUME_HINT
+    assert config.resume_hint("jaxtrainer fit ppo", [], one_process=False) == config._RESUME_HINT
     assert config.resume_hint("x", ["trainer.ckpt_path=last"], one_process=False).format(
         checkpoint="CK") == "the same command, with its trainer.ckpt_path=last (or trainer.ckpt_path=CK)"
     assert config.resume_hint("x", ["trainer.ckpt_path=r/checkpoints/8"], one_process=False).format(

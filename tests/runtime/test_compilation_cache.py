@@ -24,7 +24,7 @@ RECIPES = Path(__file__).parents[2] / "recipes"
 
 
 def test_setting_and_environment_variable(monkeypatch, tmp_path):
-    monkeypatch.delenv(compilation_cache.ENV_VAR, raising=False)
+    monkeypatch.delenv(compilation_cache._ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert compilation_cache.resolve(None) is None
     assert compilation_cache.resolve(False) is None
@@ -35,16 +35,16 @@ def test_setting_and_environment_variable(monkeypatch, tmp_path):
     assert compilation_cache.default_dir() == tmp_path / "xdg" / "jaxtrainer" / "jax"
     # the environment variable wins over the setting
     for off in ("0", "off", "False"):
-        monkeypatch.setenv(compilation_cache.ENV_VAR, off)
+        monkeypatch.setenv(compilation_cache._ENV_VAR, off)
         assert compilation_cache.resolve(True) is None
-    monkeypatch.setenv(compilation_cache.ENV_VAR, str(tmp_path / "env"))
+    monkeypatch.setenv(compilation_cache._ENV_VAR, str(tmp_path / "env"))
     assert compilation_cache.resolve(None) == tmp_path / "env"
-    monkeypatch.delenv(compilation_cache.ENV_VAR)
+    monkeypatch.delenv(compilation_cache._ENV_VAR)
     for bad in (3, "flase", "cache"):  # a word without "/" is a misspelt switch, not a directory
         with pytest.raises(ValueError, match=rf"compilation_cache={bad!r}: expected true/false"):
             compilation_cache.resolve(bad)
     assert compilation_cache.resolve(0) is None and compilation_cache.resolve("off") is None
-    monkeypatch.setenv(compilation_cache.ENV_VAR, "flase")
+    monkeypatch.setenv(compilation_cache._ENV_VAR, "flase")
     with pytest.raises(ValueError, match="JAXTRAINER_COMPILATION_CACHE='flase'"):
         compilation_cache.resolve(True)
 
@@ -60,8 +60,8 @@ def test_recipes_turn_it_on_and_config_turns_it_off(monkeypatch):
     assert cfg.trainer.compilation_cache is True
     # the suite points the environment variable at its own throwaway directory
     assert config.make_trainer(cfg).compilation_cache_dir == Path(
-        os.environ[compilation_cache.ENV_VAR])
-    monkeypatch.delenv(compilation_cache.ENV_VAR)
+        os.environ[compilation_cache._ENV_VAR])
+    monkeypatch.delenv(compilation_cache._ENV_VAR)
     # on: the directory JAX is configured with (here the suite's, else ~/.cache/jaxtrainer/jax)
     assert config.make_trainer(cfg).compilation_cache_dir == Path(
         jax.config.jax_compilation_cache_dir)
@@ -87,7 +87,7 @@ def test_second_process_loads_the_compiled_programs(tmp_path):
     cache = tmp_path / "cache"
     env = {**os.environ, "JAX_LOG_COMPILES": "1",
            "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # the toy compiles in no time
-    env.pop(compilation_cache.ENV_VAR)
+    env.pop(compilation_cache._ENV_VAR)
     runs = []
     for i in range(2):
         out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / f"runs{i}"), str(cache)],
@@ -113,7 +113,7 @@ def test_an_unwritable_cache_directory_is_one_line_and_the_run_goes_on(tmp_path)
     home = tmp_path / "home"
     home.mkdir()
     (home / ".cache").write_text("not a directory")
-    env = {k: v for k, v in os.environ.items() if k not in (compilation_cache.ENV_VAR,
+    env = {k: v for k, v in os.environ.items() if k not in (compilation_cache._ENV_VAR,
                                                             "XDG_CACHE_HOME")}
     env.update(HOME=str(home), JAX_COMPILATION_CACHE_DIR="")
     code = textwrap.dedent(f"""
@@ -132,7 +132,7 @@ def test_an_unwritable_cache_directory_is_one_line_and_the_run_goes_on(tmp_path)
     lines = [line for line in out.stderr.splitlines() if "compilation cache directory" in line]
     assert lines == [f"jaxtrainer: the compilation cache directory {home}/.cache/jaxtrainer/jax "
                      "is not writable (NotADirectoryError: Not a directory); running without "
-                     f"the cache (set {compilation_cache.ENV_VAR} to another directory, or 0 to "
+                     f"the cache (set {compilation_cache._ENV_VAR} to another directory, or 0 to "
                      "turn it off)"]
 
 
@@ -140,7 +140,7 @@ def test_an_unwritable_cache_directory_is_one_line_and_the_run_goes_on(tmp_path)
 def test_a_damaged_cache_entry_is_compiled_again(tmp_path):
     cache = tmp_path / "cache"
     env = {**os.environ, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
-    env.pop(compilation_cache.ENV_VAR)
+    env.pop(compilation_cache._ENV_VAR)
     outs = []
     for i in range(2):
         if i:
@@ -186,7 +186,7 @@ def test_another_learning_rate_or_seed_loads_every_program_from_the_cache(tmp_pa
     stored, however fast it compiled)."""
     cache = tmp_path / "cache"
     env = {**os.environ, "JAX_LOG_COMPILES": "1", "XLA_FLAGS": xla_flags(2)}
-    env.pop(compilation_cache.ENV_VAR)
+    env.pop(compilation_cache._ENV_VAR)
     env.pop("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", None)  # jaxtrainer's own threshold
     entries, outs = [], []
     for changed in range(2):
@@ -208,7 +208,7 @@ def test_another_learning_rate_or_seed_loads_every_program_from_the_cache(tmp_pa
 
 
 def test_the_trainer_turns_it_on_by_default_and_false_leaves_it_off(monkeypatch, tmp_path):
-    monkeypatch.delenv(compilation_cache.ENV_VAR)
+    monkeypatch.delenv(compilation_cache._ENV_VAR)
     kwargs = {"max_steps": 1, "default_root_dir": tmp_path, "logger": False,
               "enable_checkpointing": False}
     # on: the directory JAX is configured with (here the suite's, else ~/.cache/jaxtrainer/jax)

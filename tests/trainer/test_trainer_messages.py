@@ -39,7 +39,7 @@ class SendSignal(jt.Callback):
 
 def test_preemption_message_uses_the_recipe_form_when_set(run_dir, capsys):
     t = toys.trainer(run_dir, max_steps=6, callbacks=[SendSignal(), jt.CSVLogger()])
-    t.resume_hint = config.RESUME_HINT
+    t.resume_hint = config._RESUME_HINT
     with pytest.raises(jt.Preempted):
         t.fit(toys.Regression())
     err = capsys.readouterr().err
@@ -51,9 +51,9 @@ def test_preemption_message_uses_the_recipe_form_when_set(run_dir, capsys):
 
 def test_recipe_trainers_carry_the_command_line_resume_hint():
     cfg = config.load(Path(__file__).parents[2] / "recipes" / "configs" / "ppo.yaml")
-    assert config.make_trainer(cfg).resume_hint == config.RESUME_HINT
+    assert config.make_trainer(cfg).resume_hint == config._RESUME_HINT
     assert jt.Trainer(max_steps=1).resume_hint is None  # Python users: fit(..., ckpt_path='last')
-    assert "trainer.ckpt_path=last" in config.RESUME_HINT
+    assert "trainer.ckpt_path=last" in config._RESUME_HINT
 
 
 def test_a_logger_given_is_added_beside_the_default_loggers(run_dir):

@@ -58,7 +58,7 @@ from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.metrics import Last
 
-DISTRIBUTIONAL = ("c51", "qr")
+_DISTRIBUTIONAL = ("c51", "qr")
 """The return distributions :class:`DQN` learns besides the expected value."""
 
 
@@ -179,7 +179,7 @@ class DQNConfig(OffPolicyConfig):
                                allow_none=True)
         if self.distributional is not None:
             arguments.one_of(f"{type(self).__name__}.distributional", self.distributional,
-                             DISTRIBUTIONAL)
+                             _DISTRIBUTIONAL)
         arguments.check_fields(self, arguments.positive_int, ("num_atoms", "n_step"),
                                allow_none=False)
         if self.n_step > 1 and self.learning_starts < self.n_step * self.num_envs:

@@ -15,7 +15,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-INT32_MAX = 2**31 - 1
+_INT32_MAX = 2**31 - 1
 
 
 def steps_to_reach(env_steps: int, per_step: int) -> int:
@@ -25,7 +25,7 @@ def steps_to_reach(env_steps: int, per_step: int) -> int:
 
 def reached(step: jax.Array, env_steps: int, per_step: int) -> jax.Array:
     """``bool[]``: ``step * per_step >= env_steps``, exactly, for any ``int32`` ``step``."""
-    return step >= min(steps_to_reach(env_steps, per_step), INT32_MAX)
+    return step >= min(steps_to_reach(env_steps, per_step), _INT32_MAX)
 
 
 def as_float(step: jax.Array, per_step: int) -> jax.Array:
@@ -37,7 +37,7 @@ def as_float(step: jax.Array, per_step: int) -> jax.Array:
 def check_interval(interval: int, per_step: int, what: str) -> None:
     """Raise ValueError when :func:`crossed` cannot be exact for these sizes
     (their least common multiple at or above 2^31 env steps), naming both."""
-    if 0 < per_step < interval and math.lcm(interval, per_step) > INT32_MAX:
+    if 0 < per_step < interval and math.lcm(interval, per_step) > _INT32_MAX:
         raise ValueError(
             f"{what}={interval} env steps with {per_step} env steps per training step: their "
             f"least common multiple, {math.lcm(interval, per_step)}, is 2^31 or more, where "

@@ -38,7 +38,7 @@ when fitness is maximised, else :class:`~jaxtrainer.Min`), not as a mean."""
 CURRENT_METRICS = ("generation_counter", "best_solution_norm", "mean_norm")
 """evosax metrics reported as of the interval's last generation (:class:`~jaxtrainer.Last`)."""
 
-OPTIMIZERS: dict[str, Callable[[float], optax.GradientTransformation]] = {
+_OPTIMIZERS: dict[str, Callable[[float], optax.GradientTransformation]] = {
     "sgd": optax.sgd, "adam": optax.adam, "adamw": optax.adamw,
 }
 
@@ -54,10 +54,10 @@ is a traced hyperparameter (``ESState.hyperparams["std"]``)."""
 
 
 def injected_optimizer(name: str, learning_rate: float) -> optax.GradientTransformation:
-    """``OPTIMIZERS[name](learning_rate)`` built by ``optax.inject_hyperparams``
+    """``_OPTIMIZERS[name](learning_rate)`` built by ``optax.inject_hyperparams``
     with the learning rate alone injected (a number in the optimizer state, the
     optimizer's other numbers constants): the same updates, bit for bit."""
-    make = OPTIMIZERS[name]
+    make = _OPTIMIZERS[name]
 
     def build(learning_rate):
         return make(learning_rate)
@@ -112,8 +112,8 @@ def evosax_arguments(cls: type, algorithm: str, algorithm_kwargs: dict[str, Any]
         if "optimizer" not in accepted:
             raise ValueError(f"{algorithm} has no optimizer: drop learning_rate/optimizer")
         if isinstance(optimizer, str):
-            if optimizer not in OPTIMIZERS:
-                raise ValueError(f"optimizer={optimizer!r}: choose one of {sorted(OPTIMIZERS)} "
+            if optimizer not in _OPTIMIZERS:
+                raise ValueError(f"optimizer={optimizer!r}: choose one of {sorted(_OPTIMIZERS)} "
                                  "or pass an optax transformation")
             optimizer = injected_optimizer(optimizer, float(learning_rate))
             tunable["learning_rate"] = float(learning_rate)

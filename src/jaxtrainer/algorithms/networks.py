@@ -117,7 +117,7 @@ POLICIES = ("gaussian", "brax")
 """Continuous-action policies of :class:`ActorCritic` (``distribution``; the
 on-policy configs' ``policy`` field)."""
 
-BRAX_MIN_STD = 0.001
+_BRAX_MIN_STD = 0.001
 """Brax's ``NormalTanhDistribution(min_std=0.001)``: the scale is ``softplus(x) + min_std``."""
 
 
@@ -221,7 +221,7 @@ class ActorCritic(nn.Module):
             return categorical(out, self.action_nvec)
         if self.tanh_normal:
             loc, scale = jnp.split(out, 2, axis=-1)
-            return TanhNormal(loc, jax.nn.softplus(scale) + BRAX_MIN_STD)
+            return TanhNormal(loc, jax.nn.softplus(scale) + _BRAX_MIN_STD)
         return DiagGaussian(out, self.log_std)
 
     def value(self, obs: jax.Array) -> jax.Array:

@@ -59,7 +59,7 @@ from jaxtrainer.algorithms.normalization import learning_batch, normalize_obs, n
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.distributed import fold_in_device, local_size
-from jaxtrainer.envs.base import refuse_multi_discrete
+from jaxtrainer.envs.base import refuse_critic_observation, refuse_multi_discrete
 from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
@@ -108,11 +108,9 @@ def configure(module: Any, config: Any, env: envs.Env | str | None, overrides: d
 
     Raises:
       ValueError: the env's actions are not of the kind the module needs
-        (``discrete_actions``), naming the module and the env; a multi-discrete
-        env, in one line naming its action space and what the module supports
-        (:func:`~jaxtrainer.envs.base.refuse_multi_discrete`); an env whose critic
-        has an observation of its own (``value_obs_key``), which these critics,
-        reading the policy's observation and action, would silently ignore.
+        (``discrete_actions``), naming the module and the env; in one line, a
+        multi-discrete env or one whose critic sees an observation of its own
+        (:mod:`jaxtrainer.envs.base`'s ``refuse_*``).
     """
     if isinstance(env, str):
         overrides, env = {**overrides, "env": env}, None
@@ -121,16 +119,10 @@ def configure(module: Any, config: Any, env: envs.Env | str | None, overrides: d
     refuse_multi_discrete(module.env, module.name,
                           "Discrete(n)" if discrete_actions else "Box (continuous)")
     if discrete_actions and not module.env.discrete:
-        raise ValueError(f"{module.name} needs discrete actions; {module.env.name} has a Box "
-                         "action space")
+        raise ValueError(f"{module.name} needs discrete actions; {module.env.name} is continuous")
     if module.env.discrete and not discrete_actions:
         raise ValueError(f"{module.name} needs continuous actions; {module.env.name} is discrete")
-    if module.env.critic_observation_shape is not None:
-        raise ValueError(
-            f"{module.name} on {module.env.name}: the env gives the critic an observation of "
-            f"its own (value_obs_key, shape {module.env.critic_observation_shape}), but "
-            f"{module.name}'s critics read the policy's observation; drop env.value_obs_key "
-            "(PPO and A2C train with it)")
+    refuse_critic_observation(module.env, module.name)
 
 
 class OffPolicyModule(ParamsPolicy, Module):

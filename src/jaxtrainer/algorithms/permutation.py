@@ -32,7 +32,7 @@ import numpy as np
 
 from jaxtrainer.distributed._axis import cast_varying, varying_axes
 
-MAX_SIZE = 2 ** 16
+_MAX_SIZE = 2 ** 16
 """Largest ``n`` the packed sorts serve: both passes pack ``ceil(log2 n)`` index
 bits beside key bits in 32 bits (``2 * 16 <= 32``)."""
 
@@ -67,7 +67,7 @@ def permutation(key: jax.Array, n: int) -> jax.Array:
     under ``jax_enable_x64``, as jax's), equal to
     ``jax.random.permutation(key, n)`` (same keys, same result). On CPU it is
     computed with single-operand sorts (see the module docstring); on other
-    platforms, and for ``n < 2`` or ``n > MAX_SIZE``, it is
+    platforms, and for ``n < 2`` or ``n > _MAX_SIZE``, it is
     ``jax.random.permutation`` itself.
 
     Args:
@@ -75,7 +75,7 @@ def permutation(key: jax.Array, n: int) -> jax.Array:
       n: a Python int, the number of elements.
     """
     n = int(n)
-    if n < 2 or n > MAX_SIZE:
+    if n < 2 or n > _MAX_SIZE:
         return jax.random.permutation(key, n)
     axes = varying_axes(key)  # both branches typed as varying as the key (shard_map)
     return jax.lax.platform_dependent(
@@ -84,7 +84,7 @@ def permutation(key: jax.Array, n: int) -> jax.Array:
 
 
 def _packed_permutation(key: jax.Array, n: int) -> jax.Array:
-    """:func:`permutation` with the packed single-operand sorts (``2 <= n <= MAX_SIZE``)."""
+    """:func:`permutation` with the packed single-operand sorts (``2 <= n <= _MAX_SIZE``)."""
     x = jnp.arange(n)
     for _ in range(_rounds(n)):
         key, subkey = jax.random.split(key)

@@ -9,7 +9,7 @@ section) chooses the torso:
   be chosen.
 * ``minatar_cnn``: :class:`MinAtarCNN`, sized for MinAtar's ``10x10xC`` grids.
 * ``nature_cnn``: :class:`NatureCNN`, for ``84x84`` Atari-style frames.
-* ``cnn``: ``minatar_cnn`` for frames under :data:`NATURE_MIN_SIZE` pixels a
+* ``cnn``: ``minatar_cnn`` for frames under :data:`_NATURE_MIN_SIZE` pixels a
   side, ``nature_cnn`` from there.
 
 The CNNs take channels-last (``[H, W, C]``) or channels-first (``[C, H, W]``)
@@ -47,7 +47,7 @@ LAYOUTS = ("channels_last", "channels_first")
 MinAtar, Craftax's pixels) or ``[channels, height, width]`` (EnvPool's Atari frame
 stacks, ``[4, 84, 84]``); the CNN torsos take either."""
 
-NATURE_MIN_SIZE = 36
+_NATURE_MIN_SIZE = 36
 """The smallest frame side :class:`NatureCNN`'s valid convolutions accept (8/4, 4/2, 3/1)."""
 
 TorsoFactory = Callable[..., nn.Module]
@@ -129,7 +129,7 @@ class NatureCNN(nn.Module):
     reinforcement learning"): valid convolutions 32 8x8 stride 4, 64 4x4 stride
     2, 64 3x3 stride 1, each with a ReLU: ``float32[batch, 84, 84, C] ->
     float32[batch, 3136]``; their 512-unit layer is ``hidden_sizes: [512]``.
-    Frames must be at least :data:`NATURE_MIN_SIZE` pixels a side.
+    Frames must be at least :data:`_NATURE_MIN_SIZE` pixels a side.
 
     Attributes:
       orthogonal_scale: as :class:`MinAtarCNN`'s.
@@ -329,10 +329,10 @@ def torso_factory(network: NetworkConfig, observation_shape: Sequence[int],
     side = min(shape[1:] if first else shape[:2])
     laid = f"shape {shape} ({layout})"
     if torso == "cnn":
-        torso = "nature_cnn" if side >= NATURE_MIN_SIZE else "minatar_cnn"
-    if torso == "nature_cnn" and side < NATURE_MIN_SIZE:
-        raise ValueError(f"network.torso='nature_cnn' needs frames of at least {NATURE_MIN_SIZE}x"
-                         f"{NATURE_MIN_SIZE}; observations have {laid}: use minatar_cnn"
+        torso = "nature_cnn" if side >= _NATURE_MIN_SIZE else "minatar_cnn"
+    if torso == "nature_cnn" and side < _NATURE_MIN_SIZE:
+        raise ValueError(f"network.torso='nature_cnn' needs frames of at least {_NATURE_MIN_SIZE}x"
+                         f"{_NATURE_MIN_SIZE}; observations have {laid}: use minatar_cnn"
                          + ("" if first else ", or network.layout=channels_first for "
                             "[channels, height, width] frames"))
     if torso == "minatar_cnn" and side < 3:

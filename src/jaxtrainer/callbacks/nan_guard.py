@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
-MEMBER_PREFIX = "member/"
+_MEMBER_PREFIX = "member/"
 """Per-member metrics of a population (``member/<i>/<name>``), which ``NaNGuard``
 without ``monitor`` does not check."""
 
@@ -91,7 +91,7 @@ class NaNGuard(Callback):
         for name, value in metrics.items():
             if self.monitor is not None and name not in self.monitor:
                 continue
-            if self.monitor is None and name.startswith(MEMBER_PREFIX):
+            if self.monitor is None and name.startswith(_MEMBER_PREFIX):
                 continue  # one member's own metric: a diverged member, not a broken run
             if isinstance(value, (int, float)) and not is_finite(float(value)):
                 return f"non-finite metric {name}={value}"

@@ -21,10 +21,10 @@ from jaxtrainer.callbacks.progress import duration
 BAR = "\0bar"
 """The field :func:`fit_fields` sizes as the bar."""
 
-BAR_WIDTH = (10, 40)
+_BAR_WIDTH = (10, 40)
 """Least and most columns of the drawn bar."""
 
-SEPARATOR = " | "
+_SEPARATOR = " | "
 """Between two text fields (the bar is set off by one space)."""
 
 RANKS = {"count": 1, "rate": 2, "eta": 3, "value": 4, "bar": 5, "elapsed": 6,
@@ -34,21 +34,21 @@ RANKS = {"count": 1, "rate": 2, "eta": 3, "value": 4, "bar": 5, "elapsed": 6,
 
 def cells(texts: Sequence[str]) -> list[str]:
     """``texts`` as the cells of the drawn line: runs of text fields joined by
-    :data:`SEPARATOR`, and :data:`BAR` alone (cells are one space apart)."""
+    :data:`_SEPARATOR`, and :data:`BAR` alone (cells are one space apart)."""
     out: list[str] = []
     run: list[str] = []
     for text in texts:
         if text == BAR:
-            out += [SEPARATOR.join(run), BAR] if run else [BAR]
+            out += [_SEPARATOR.join(run), BAR] if run else [BAR]
             run = []
         else:
             run.append(text)
-    return out + [SEPARATOR.join(run)] if run else out
+    return out + [_SEPARATOR.join(run)] if run else out
 
 
 def _length(items: Sequence[tuple[int, str]]) -> int:
     drawn = cells([t for _, t in items])
-    return sum(BAR_WIDTH[0] if c == BAR else len(c) for c in drawn) + len(drawn) - 1
+    return sum(_BAR_WIDTH[0] if c == BAR else len(c) for c in drawn) + len(drawn) - 1
 
 
 def fit_fields(fields: Sequence[tuple[int, str]], width: int) -> tuple[list[str], int]:
@@ -62,7 +62,7 @@ def fit_fields(fields: Sequence[tuple[int, str]], width: int) -> tuple[list[str]
 
     Returns:
       ``(kept texts in display order, columns of the bar)``: the bar gets the
-      columns left over, within :data:`BAR_WIDTH` (0 when it was dropped).
+      columns left over, within :data:`_BAR_WIDTH` (0 when it was dropped).
     """
     given = [(i, rank, text) for i, (rank, text) in enumerate(fields) if text]
     chosen: set[int] = set()
@@ -74,7 +74,7 @@ def fit_fields(fields: Sequence[tuple[int, str]], width: int) -> tuple[list[str]
     texts = [t for _, t in kept]
     bar = 0
     if BAR in texts:
-        bar = min(BAR_WIDTH[1], BAR_WIDTH[0] + max(width - _length(kept), 0))
+        bar = min(_BAR_WIDTH[1], _BAR_WIDTH[0] + max(width - _length(kept), 0))
     return texts, bar
 
 

@@ -25,7 +25,7 @@ stream: training and evaluation keys are untouched)."""
 TAG = "video/episodes"
 """The loggers' tag (TensorBoard) or key (wandb) of the videos."""
 
-RENDER_NICENESS = 10
+_RENDER_NICENESS = 10
 """Niceness (Linux: per thread) of the rendering thread, so that the training
 loop's threads keep the CPU when both want it."""
 
@@ -41,7 +41,7 @@ class VideoCallback(Callback):
     a due step (the first at or after each multiple of ``every_n_steps``; this
     callback asks the Trainer to end a compiled call there) the hook copies the
     policy's parameters to the host (one small transfer) and hands them to one
-    background thread (``jaxtrainer-video``, niceness :data:`RENDER_NICENESS`
+    background thread (``jaxtrainer-video``, niceness :data:`_RENDER_NICENESS`
     on Linux), which runs the episodes in their own jitted program (compiled
     once, at the first video: the training program is never recompiled), draws
     the frames with the simulator's renderer
@@ -207,7 +207,7 @@ class VideoCallback(Callback):
 
         if self._program is None:  # the first video: lower priority, compile the episodes
             try:
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), RENDER_NICENESS)
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _RENDER_NICENESS)
             except (AttributeError, OSError):
                 pass  # not Linux: the default priority
             spec = self._spec

@@ -140,7 +140,7 @@ def with_statistics(state: EnvState, env_state: Any, obs: Observation, reward: j
     return obs, next_state, info
 
 
-TIME_LIMIT_RESET = 0x71
+_TIME_LIMIT_RESET = 0x71
 """What :meth:`Env.step` folds into its key for the reset at a time limit."""
 
 
@@ -265,6 +265,24 @@ def refuse_multi_discrete(env: SpecSizes, owner: str, supported: str) -> None:
         raise ValueError(f"{owner} supports {supported} actions only; {env.name} has "
                          f"{env.action_space} (int32[{len(env.action_nvec)}] actions): "
                          "train it with PPO, A2C or IMPALA")
+
+
+def refuse_critic_observation(env: Any, owner: str) -> None:
+    """Refuse, in one line before anything compiles, an env whose critic has an
+    observation of its own (``critic_observation_shape``: a ``value_obs_key``) given
+    to ``owner``, an algorithm whose critics read the policy's observation and would
+    silently ignore it.
+
+    Raises:
+      ValueError: ``SAC on point: the env gives the critic an observation of its own
+        (value_obs_key, shape (5,)), but SAC's critics read the policy's observation;
+        drop env.value_obs_key (PPO and A2C train with it)``.
+    """
+    if env.critic_observation_shape is not None:
+        raise ValueError(
+            f"{owner} on {env.name}: the env gives the critic an observation of its own "
+            f"(value_obs_key, shape {env.critic_observation_shape}), but {owner}'s critics "
+            "read the policy's observation; drop env.value_obs_key (PPO and A2C train with it)")
 
 
 class Env(SpecSizes, abc.ABC):
@@ -399,7 +417,7 @@ class Env(SpecSizes, abc.ABC):
             ended = jnp.logical_or(jnp.asarray(terminated, jnp.bool_), truncated).reshape(())
             cut = jnp.logical_and(state.episode_length + 1 >= self.time_limit,
                                   jnp.logical_not(ended))
-            fresh = without_vma_check(self.reset_env)(jax.random.fold_in(key, TIME_LIMIT_RESET))
+            fresh = without_vma_check(self.reset_env)(jax.random.fold_in(key, _TIME_LIMIT_RESET))
             obs, env_state = auto_reset(cut, fresh, (obs, env_state))
             truncated = jnp.logical_or(jnp.asarray(truncated, jnp.bool_).reshape(()), cut)
         return with_statistics(state, env_state, obs, reward, terminated, truncated, final_obs,

@@ -4,7 +4,7 @@ Craftax (PyPI ``craftax``, tested with 1.6.1) is imported only when a
 ``craftax/...`` environment is made (``pip install -e ".[craftax]"``). Names:
 ``craftax/Craftax-Classic-Symbolic-v1``, ``craftax/Craftax-Classic-Pixels-v1``,
 ``craftax/Craftax-Symbolic-v1`` and ``craftax/Craftax-Pixels-v1``
-(:data:`CRAFTAX_NAMES`). The pixel variants load (and on first use build and
+(:data:`_CRAFTAX_NAMES`). The pixel variants load (and on first use build and
 cache) Craftax's textures when made, which prints a line and takes about a
 minute the first time.
 """
@@ -22,13 +22,13 @@ import jax.numpy as jnp
 from jaxtrainer.envs.base import Action, Env, Observation, all_batched, auto_reset, positive_steps
 from jaxtrainer.envs.families import import_family, unknown_name
 
-CRAFTAX_PREFIX = "craftax/"
+_CRAFTAX_PREFIX = "craftax/"
 
-RESET_RATIO = 16
+_RESET_RATIO = 16
 """Envs of a batch per fresh world generated each step (:class:`CraftaxEnv`):
 Craftax's own PPO baseline resets optimistically with this ratio."""
 
-CRAFTAX_NAMES = ("Craftax-Classic-Symbolic-v1", "Craftax-Classic-Pixels-v1",
+_CRAFTAX_NAMES = ("Craftax-Classic-Symbolic-v1", "Craftax-Classic-Pixels-v1",
                  "Craftax-Symbolic-v1", "Craftax-Pixels-v1")
 """The names after ``craftax/`` (Craftax's own, its auto-resetting duplicates left out)."""
 
@@ -88,7 +88,7 @@ class CraftaxEnv(Env):
     """
 
     def __init__(self, env: Any, params: Any, name: str, achievements: list[str],
-                 reset_ratio: int = RESET_RATIO) -> None:
+                 reset_ratio: int = _RESET_RATIO) -> None:
         if isinstance(reset_ratio, bool) or not isinstance(reset_ratio, int) or reset_ratio < 1:
             raise ValueError(f"{name}: reset_ratio={reset_ratio!r}: expected an int >= 1 (envs "
                              "of a batch per fresh world generated each step)")
@@ -168,12 +168,12 @@ class CraftaxEnv(Env):
         return out, jax.tree.map(lambda _: True, out)
 
 
-def make_craftax(name: str, params: Any = None, reset_ratio: int = RESET_RATIO,
+def make_craftax(name: str, params: Any = None, reset_ratio: int = _RESET_RATIO,
                  **kwargs: Any) -> CraftaxEnv:
     """``craftax/<name>`` as a :class:`CraftaxEnv`.
 
     Args:
-      name: one of :data:`CRAFTAX_NAMES` (``"Craftax-Classic-Symbolic-v1"``).
+      name: one of :data:`_CRAFTAX_NAMES` (``"Craftax-Classic-Symbolic-v1"``).
       params: Craftax ``EnvParams`` replacing the defaults.
       reset_ratio: envs of a batch per fresh world a step (:class:`CraftaxEnv`;
         ``env.reset_ratio=1`` in a recipe: every env its own world).
@@ -183,15 +183,15 @@ def make_craftax(name: str, params: Any = None, reset_ratio: int = RESET_RATIO,
 
     Raises:
       ImportError: craftax is not installed (one line naming the extra).
-      ValueError: ``name`` is not one of :data:`CRAFTAX_NAMES` (the message gives
+      ValueError: ``name`` is not one of :data:`_CRAFTAX_NAMES` (the message gives
         the closest name).
       TypeError: an unknown ``EnvParams`` field in ``kwargs``.
       ValueError: ``reset_ratio`` is not an int >= 1 (also from :class:`CraftaxEnv`).
     """
     import_family("craftax", "craftax", "craftax")
     craftax_env = importlib.import_module("craftax.craftax_env")
-    if name not in CRAFTAX_NAMES:
-        raise unknown_name(name, "craftax", CRAFTAX_NAMES)
+    if name not in _CRAFTAX_NAMES:
+        raise unknown_name(name, "craftax", _CRAFTAX_NAMES)
     env = craftax_env.make_craftax_env_from_name(name, auto_reset=False)
     params = env.default_params if params is None else params
     if kwargs:
@@ -199,4 +199,4 @@ def make_craftax(name: str, params: Any = None, reset_ratio: int = RESET_RATIO,
     variant = "craftax_classic" if "Classic" in name else "craftax"
     achievement = importlib.import_module(f"craftax.{variant}.constants").Achievement
     names = [a.name.lower() for a in sorted(achievement, key=lambda a: a.value)]
-    return CraftaxEnv(env, params, CRAFTAX_PREFIX + name, names, reset_ratio)
+    return CraftaxEnv(env, params, _CRAFTAX_PREFIX + name, names, reset_ratio)

@@ -28,7 +28,7 @@ import numpy as np
 from jaxtrainer.envs.families import import_family, unknown_name
 from jaxtrainer.envs.gymnasium_env import GymnasiumEnv, pool_of, register_pool
 
-ENVPOOL_PREFIX = "envpool/"
+_ENVPOOL_PREFIX = "envpool/"
 
 
 def _envpool() -> Any:
@@ -100,4 +100,4 @@ def make_envpool(env_id: str, **kwargs: Any) -> EnvPoolEnv:
     names = _envpool().list_all_envs()
     if env_id not in names:
         raise unknown_name(env_id, "envpool", names)
-    return EnvPoolEnv(env_id, ENVPOOL_PREFIX + env_id, **kwargs)
+    return EnvPoolEnv(env_id, _ENVPOOL_PREFIX + env_id, **kwargs)

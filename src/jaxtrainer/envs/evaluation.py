@@ -57,9 +57,9 @@ def with_memory(policy_fn: PolicyFn, initial_carry: Callable[[int], Any] | None,
     return initial_carry, policy_fn
 
 
-RESET_KEY, STEP_KEY = 0, 1
-"""Uses of an episode's key: ``sub_key(k, RESET_KEY)`` resets its env, and step
-``i`` draws ``fold_in(sub_key(k, STEP_KEY), i)``, split into the action's key
+_RESET_KEY, _STEP_KEY = 0, 1
+"""Uses of an episode's key: ``sub_key(k, _RESET_KEY)`` resets its env, and step
+``i`` draws ``fold_in(sub_key(k, _STEP_KEY), i)``, split into the action's key
 and the env's."""
 
 
@@ -102,7 +102,7 @@ def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num
     ends as soon as every env has finished its first episode (an env with a
     long time limit and short episodes, such as Craftax's 10,000 steps, stops
     early); only its FIRST episode is recorded. Episode ``e`` draws every key
-    from ``episode_key(key, e)`` (see :data:`RESET_KEY`), and the policy acts
+    from ``episode_key(key, e)`` (see :data:`_RESET_KEY`), and the policy acts
     on each episode with that episode's key, so an episode's result depends on
     ``key`` and ``e`` alone: not on the batch it runs in, the device, or when
     the loop ends. Jittable.
@@ -117,8 +117,8 @@ def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num
     max_steps = env.max_episode_steps if max_steps is None else int(max_steps)
     numbers = jnp.asarray(first_episode, jnp.int32) + jnp.arange(num_episodes, dtype=jnp.int32)
     own = jax.vmap(lambda e: episode_key(key, e))(numbers)
-    obs, state = jax.vmap(env.reset)(jax.vmap(lambda k: sub_key(k, RESET_KEY))(own))
-    step_streams = jax.vmap(lambda k: sub_key(k, STEP_KEY))(own)
+    obs, state = jax.vmap(env.reset)(jax.vmap(lambda k: sub_key(k, _RESET_KEY))(own))
+    step_streams = jax.vmap(lambda k: sub_key(k, _STEP_KEY))(own)
     finished = jnp.zeros((num_episodes,), jnp.bool_)
     returns = jnp.zeros((num_episodes,), jnp.float32)
     lengths = jnp.zeros((num_episodes,), jnp.int32)

@@ -56,7 +56,7 @@ from jaxtrainer.envs.base import (
 )
 from jaxtrainer.envs.families import import_family, unknown_name
 
-GYMNASIUM_PREFIX = "gymnasium/"
+_GYMNASIUM_PREFIX = "gymnasium/"
 
 _POOLS: dict[int, Any] = {}
 _HANDLES = itertools.count(1)
@@ -299,4 +299,4 @@ def make_gymnasium(env_id: str, **kwargs: Any) -> GymnasiumEnv:
     gym = import_family("gymnasium", "gymnasium", "gymnasium")
     if env_id not in gym.registry:
         raise unknown_name(env_id, "gymnasium", list(gym.registry))
-    return GymnasiumEnv(env_id, GYMNASIUM_PREFIX + env_id, **kwargs)
+    return GymnasiumEnv(env_id, _GYMNASIUM_PREFIX + env_id, **kwargs)

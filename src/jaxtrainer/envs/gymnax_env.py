@@ -11,11 +11,11 @@ import numpy as np
 from jaxtrainer.envs.base import Action, Env, Observation
 from jaxtrainer.runtime._deferred_import import deferred_imports
 
-GYMNAX_PLOTTING = ("matplotlib", "matplotlib.pyplot", "matplotlib.colors", "seaborn")
+_GYMNAX_PLOTTING = ("matplotlib", "matplotlib.pyplot", "matplotlib.colors", "seaborn")
 """Modules gymnax's environment package imports at module level for ``render``
 only; imported on first use instead (see :mod:`jaxtrainer.runtime._deferred_import`)."""
 
-with deferred_imports(*GYMNAX_PLOTTING):
+with deferred_imports(*_GYMNAX_PLOTTING):
     import gymnax  # noqa: F401  (the registry imports gymnax from here, deferred the same way)
     from gymnax.environments import spaces
 

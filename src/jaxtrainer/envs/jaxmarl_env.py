@@ -30,9 +30,9 @@ from jaxtrainer.envs.base import auto_reset
 from jaxtrainer.envs.families import flat_float32, import_family, unknown_name
 from jaxtrainer.envs.multi_agent import MultiAgentEnv
 
-JAXMARL_PREFIX = "jaxmarl/"
+_JAXMARL_PREFIX = "jaxmarl/"
 
-MABRAX_NAMES = ("ant_4x2", "halfcheetah_6x1", "hopper_3x1", "humanoid_9|8", "walker2d_2x3")
+_MABRAX_NAMES = ("ant_4x2", "halfcheetah_6x1", "hopper_3x1", "humanoid_9|8", "walker2d_2x3")
 """JaxMARL 0.2's multi-agent brax tasks: made with ``auto_reset=False`` (this
 adapter resets them itself, keeping the observation an episode reached)."""
 
@@ -247,12 +247,12 @@ def make_jaxmarl_multi_agent(name: str, flatten: bool = True,
     jaxmarl = import_family("jaxmarl", "jaxmarl", "marl")
     if name not in jaxmarl.registered_envs:
         raise unknown_name(name, "jaxmarl", jaxmarl.registered_envs)
-    if name in MABRAX_NAMES:
+    if name in _MABRAX_NAMES:
         if kwargs.get("auto_reset", False):
             raise ValueError(f"jaxmarl/{name}: auto_reset={kwargs['auto_reset']!r}; multi-agent "
                              "brax is made with auto_reset=False (the adapter resets it)")
         kwargs["auto_reset"] = False
-    return JaxMARLEnv(jaxmarl.make(name, **kwargs), JAXMARL_PREFIX + name, flatten=flatten,
+    return JaxMARLEnv(jaxmarl.make(name, **kwargs), _JAXMARL_PREFIX + name, flatten=flatten,
                       max_episode_steps=max_episode_steps)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from jaxtrainer.envs.families import import_family, unknown_name
 from jaxtrainer.envs.timestep_env import TimestepEnv
 
-JUMANJI_PREFIX = "jumanji/"
+_JUMANJI_PREFIX = "jumanji/"
 
 
 class JumanjiEnv(TimestepEnv):
@@ -115,4 +115,4 @@ def make_jumanji(name: str, max_episode_steps: int | None = None, **kwargs: Any)
     names = jumanji.registered_environments()
     if name not in names:
         raise unknown_name(name, "jumanji", names)
-    return JumanjiEnv(jumanji.make(name, **kwargs), JUMANJI_PREFIX + name, max_episode_steps)
+    return JumanjiEnv(jumanji.make(name, **kwargs), _JUMANJI_PREFIX + name, max_episode_steps)

@@ -5,16 +5,16 @@ Kinetix (PyPI ``kinetix-env``; 3.0.2, the newest, checked) declares
 cannot be installed next to jaxtrainer without downgrading jax; there is no
 ``kinetix`` extra. Until a Kinetix release accepts jax 0.10, every
 ``kinetix/...`` name raises :class:`ImportError` with
-:data:`KINETIX_UNAVAILABLE`, without importing anything.
+:data:`_KINETIX_UNAVAILABLE`, without importing anything.
 """
 
 from __future__ import annotations
 
 from typing import Any, NoReturn
 
-KINETIX_PREFIX = "kinetix/"
+_KINETIX_PREFIX = "kinetix/"
 
-KINETIX_UNAVAILABLE = ("kinetix/... environments need kinetix-env, whose newest release "
+_KINETIX_UNAVAILABLE = ("kinetix/... environments need kinetix-env, whose newest release "
                        "(3.0.2) requires jax<=0.9.0 while jaxtrainer needs jax 0.10 "
                        "(>=0.10.2,<0.11): not installable together, no kinetix extra")
 """The one-line error of every ``kinetix/...`` name."""
@@ -24,6 +24,6 @@ def make_kinetix(name: str, **kwargs: Any) -> NoReturn:
     """``kinetix/<name>``: always raises (see the module).
 
     Raises:
-      ImportError: :data:`KINETIX_UNAVAILABLE`, the jax version conflict.
+      ImportError: :data:`_KINETIX_UNAVAILABLE`, the jax version conflict.
     """
-    raise ImportError(KINETIX_UNAVAILABLE)
+    raise ImportError(_KINETIX_UNAVAILABLE)

@@ -14,7 +14,7 @@ import jax
 from jaxtrainer.envs.families import import_family, unknown_name
 from jaxtrainer.envs.timestep_env import TimestepEnv
 
-NAVIX_PREFIX = "navix/"
+_NAVIX_PREFIX = "navix/"
 
 
 class NavixEnv(TimestepEnv):
@@ -69,4 +69,4 @@ def make_navix(name: str, flatten: bool = True, **kwargs: Any) -> NavixEnv:
     navix = import_family("navix", "navix", "navix")
     if name not in navix.registry():
         raise unknown_name(name, "navix", navix.registry())
-    return NavixEnv(navix.make(name, **kwargs), NAVIX_PREFIX + name, flatten)
+    return NavixEnv(navix.make(name, **kwargs), _NAVIX_PREFIX + name, flatten)

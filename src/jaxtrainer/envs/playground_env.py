@@ -12,9 +12,9 @@ auto-reset, with Playground's per-env defaults (the env config's
 made: the import takes seconds, and the package is optional
 (``pip install "jaxtrainer[playground]"``).
 
-Assets: the DeepMind Control Suite envs (:data:`PLAYGROUND_SUITE_NAMES`) ship
+Assets: the DeepMind Control Suite envs (:data:`_PLAYGROUND_SUITE_NAMES`) ship
 their MJCF files in the package. The locomotion and manipulation envs
-(:data:`PLAYGROUND_MENAGERIE_NAMES`) load robots from MuJoCo Menagerie, which
+(:data:`_PLAYGROUND_MENAGERIE_NAMES`) load robots from MuJoCo Menagerie, which
 Playground clones with ``git`` from GitHub into its own package directory the
 first time one is loaded; :func:`make_playground` never starts that download
 and raises :class:`FileNotFoundError` (saying how to get the assets) when the
@@ -34,7 +34,7 @@ from jaxtrainer.envs.brax_env import RESET_MODES, BraxEnv, Randomization, make_l
 
 PLAYGROUND_PREFIX = "playground/"
 
-PLAYGROUND_SUITE_NAMES = (
+_PLAYGROUND_SUITE_NAMES = (
     "AcrobotSwingup", "AcrobotSwingupSparse", "BallInCup", "CartpoleBalance",
     "CartpoleBalanceSparse", "CartpoleSwingup", "CartpoleSwingupSparse", "CheetahRun",
     "FingerSpin", "FingerTurnEasy", "FingerTurnHard", "FishSwim", "HopperHop", "HopperStand",
@@ -44,7 +44,7 @@ PLAYGROUND_SUITE_NAMES = (
 """playground 0.2.0's DeepMind Control Suite envs (assets in the package),
 listed without importing it."""
 
-PLAYGROUND_MENAGERIE_NAMES = (
+_PLAYGROUND_MENAGERIE_NAMES = (
     "ApolloJoystickFlatTerrain", "BarkourJoystick", "BerkeleyHumanoidJoystickFlatTerrain",
     "BerkeleyHumanoidJoystickRoughTerrain", "G1JoystickFlatTerrain", "G1JoystickRoughTerrain",
     "Go1JoystickFlatTerrain", "Go1JoystickRoughTerrain", "Go1Getup", "Go1Handstand",
@@ -58,13 +58,13 @@ PLAYGROUND_MENAGERIE_NAMES = (
 """playground 0.2.0's locomotion and manipulation envs, whose robot assets
 (MuJoCo Menagerie) Playground downloads at run time."""
 
-PLAYGROUND_ENV_NAMES = PLAYGROUND_SUITE_NAMES + PLAYGROUND_MENAGERIE_NAMES
+PLAYGROUND_ENV_NAMES = _PLAYGROUND_SUITE_NAMES + _PLAYGROUND_MENAGERIE_NAMES
 """Every env of playground 0.2.0's registry, in its order."""
 
 IMPLS = ("jax", "warp")
 """MJX implementations a config's ``impl`` may name."""
 
-DEFAULT_IMPL = "jax"
+_DEFAULT_IMPL = "jax"
 """The ``impl`` set unless ``config_overrides`` gives one: MJX's pure-JAX
 implementation, compiled by XLA on any backend and traced like any JAX code
 under every strategy (Playground 0.2.0's configs default to ``"warp"``, MuJoCo
@@ -227,7 +227,7 @@ def make_playground(env_name: str, *, episode_length: int | None = None,
         ``registry.load(config_overrides=)`` takes them: flat dotted keys
         (``{"reward_config.scales.energy": -1e-3}``) or nested dicts. Each key
         must be in the env's default config. ``impl`` is set to
-        :data:`DEFAULT_IMPL` (``"jax"``) unless given here (``"warp"``: MuJoCo
+        :data:`_DEFAULT_IMPL` (``"jax"``) unless given here (``"warp"``: MuJoCo
         Warp, Playground's own default, for CUDA GPUs).
       observation_key: the entry of a dict observation the policy sees.
       policy_obs_key: Playground's name for ``observation_key`` (its training
@@ -284,7 +284,7 @@ def make_playground(env_name: str, *, episode_length: int | None = None,
 
 def _checked_overrides(pg: Any, env_name: str, config_overrides: Any) -> dict[str, Any]:
     """``config_overrides`` flattened (dotted keys), each key checked against the
-    env's default config and ``impl`` set to :data:`DEFAULT_IMPL` unless given
+    env's default config and ``impl`` set to :data:`_DEFAULT_IMPL` unless given
     (see :func:`make_playground`).
 
     Raises:
@@ -304,7 +304,7 @@ def _checked_overrides(pg: Any, env_name: str, config_overrides: Any) -> dict[st
             raise ValueError(f"config_overrides: {key!r} is not a config key of "
                              f"playground/{env_name}; its keys: {', '.join(sorted(known))}")
     if "impl" in known:
-        overrides.setdefault("impl", DEFAULT_IMPL)
+        overrides.setdefault("impl", _DEFAULT_IMPL)
         arguments.one_of("config_overrides['impl']", overrides["impl"], IMPLS)
     try:
         config.update_from_flattened_dict(overrides)

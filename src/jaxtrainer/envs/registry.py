@@ -14,7 +14,7 @@ from jaxtrainer.envs.masked import NO_VELOCITY, NO_VELOCITY_SUFFIX, ObservationM
 from jaxtrainer.envs.playground_env import PLAYGROUND_ENV_NAMES, PLAYGROUND_PREFIX
 from jaxtrainer.runtime._optional import import_optional
 
-BRAX_PREFIX = "brax/"
+_BRAX_PREFIX = "brax/"
 
 FAMILIES = {
     "navix/": ("jaxtrainer.envs.navix_env", "make_navix"),
@@ -29,7 +29,7 @@ FAMILIES = {
 """Optional families by name prefix: ``(adapter module, its make function)``; the
 adapter (and with it the family's package) is imported when one of its names is made."""
 
-MULTI_AGENT_FAMILIES = {
+_MULTI_AGENT_FAMILIES = {
     "jaxmarl/": ("jaxtrainer.envs.jaxmarl_env", "make_jaxmarl_multi_agent"),
 }
 """Multi-agent families by name prefix, as :data:`FAMILIES`: what
@@ -45,7 +45,7 @@ def available() -> list[str]:
     ``playground/`` ones need the ``playground`` extra, and its locomotion and
     manipulation ones the MuJoCo Menagerie assets on disk)."""
     return (list(gymnax.registered_envs) + [n + NO_VELOCITY_SUFFIX for n in NO_VELOCITY]
-            + [BRAX_PREFIX + n for n in BRAX_ENV_NAMES]
+            + [_BRAX_PREFIX + n for n in BRAX_ENV_NAMES]
             + [PLAYGROUND_PREFIX + n for n in PLAYGROUND_ENV_NAMES])
 
 
@@ -78,7 +78,7 @@ def _make_brax(name: str, episode_length: int = 1000, reset_mode: str = "first_s
     brax_envs = import_optional("brax.envs", "brax", f"make({name!r})")  # slow: brax names only
 
     try:
-        env = brax_envs.get_environment(name[len(BRAX_PREFIX):], **kwargs)
+        env = brax_envs.get_environment(name[len(_BRAX_PREFIX):], **kwargs)
     except KeyError:
         raise unknown(name) from None
     return BraxEnv(env, episode_length=episode_length, name=name, reset_mode=reset_mode)
@@ -170,7 +170,7 @@ def _make(name: str, observation_mask: Any = None, **kwargs: Any) -> Env:
     if family is not None:
         module, function = FAMILIES[family]
         return getattr(importlib.import_module(module), function)(name[len(family):], **kwargs)
-    if name.startswith(BRAX_PREFIX):
+    if name.startswith(_BRAX_PREFIX):
         return _make_brax(name, **kwargs)
     if name.startswith(PLAYGROUND_PREFIX):
         from jaxtrainer.envs import playground_env  # imports Playground (slow) when called
@@ -212,10 +212,10 @@ def make_multi_agent(name: str, **kwargs: Any) -> Any:
         their prefixes), or unknown within one (the closest names).
       ImportError: the family's package is not installed (one line naming the extra).
     """
-    family = next((p for p in MULTI_AGENT_FAMILIES if name.startswith(p)), None)
+    family = next((p for p in _MULTI_AGENT_FAMILIES if name.startswith(p)), None)
     if family is None:
         raise ValueError(f"unknown multi-agent environment {name!r}: multi-agent names start "
-                         f"with one of {', '.join(repr(p) for p in MULTI_AGENT_FAMILIES)} "
+                         f"with one of {', '.join(repr(p) for p in _MULTI_AGENT_FAMILIES)} "
                          "(e.g. 'jaxmarl/MPE_simple_spread_v3')")
-    module, function = MULTI_AGENT_FAMILIES[family]
+    module, function = _MULTI_AGENT_FAMILIES[family]
     return getattr(importlib.import_module(module), function)(name[len(family):], **kwargs)

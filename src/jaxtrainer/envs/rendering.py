@@ -11,7 +11,7 @@ and :class:`~jaxtrainer.callbacks.VideoCallback` share.
 * brax (``brax/<env>``): MuJoCo's renderer (as ``brax.io.image``; needs an
   OpenGL context: EGL headless, :func:`headless_gl`); ``uint8[240, 320, 3]``.
 * navix (``navix/<env>``): navix's own ``navix.observations.rgb`` of the whole grid,
-  scaled up to at least :data:`NAVIX_MIN_SIZE` pixels a side.
+  scaled up to at least :data:`_NAVIX_MIN_SIZE` pixels a side.
 
 Anything else raises :class:`NotRenderable` (:func:`renderable` says why first).
 """
@@ -41,7 +41,7 @@ GYMNAX_VISUALIZED = (
 """Environments ``gymnax.visualize.Visualizer`` (gymnax 1.0) draws; the first
 five through Gymnasium's classic-control renderer."""
 
-NAVIX_MIN_SIZE = 160
+_NAVIX_MIN_SIZE = 160
 """navix frames are scaled up (whole pixels) to at least this many pixels a side."""
 
 Episode = tuple[Any, np.ndarray]
@@ -240,7 +240,7 @@ def _navix(env: Env, episodes: list[Episode]) -> list[np.ndarray]:
     for episode_states, returns in episodes:
         grids = np.asarray(jax.jit(jax.vmap(rgb))(env.timestep_of(episode_states.env_state).state),
                            np.uint8)[:len(returns)]
-        scale = max(1, NAVIX_MIN_SIZE // max(grids.shape[1:3]))  # navix draws 8 px per tile
+        scale = max(1, _NAVIX_MIN_SIZE // max(grids.shape[1:3]))  # navix draws 8 px per tile
         out += list(grids.repeat(scale, axis=1).repeat(scale, axis=2))
     return out
 

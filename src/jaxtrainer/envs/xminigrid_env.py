@@ -17,7 +17,7 @@ import jax
 from jaxtrainer.envs.families import import_family, unknown_name
 from jaxtrainer.envs.timestep_env import TimestepEnv
 
-XMINIGRID_PREFIX = "xminigrid/"
+_XMINIGRID_PREFIX = "xminigrid/"
 
 
 class XMiniGridEnv(TimestepEnv):
@@ -76,4 +76,4 @@ def make_xminigrid(name: str, flatten: bool = True, params: Any = None,
         raise unknown_name(name, "xminigrid", names)
     env, default_params = xminigrid.make(name, **kwargs)
     return XMiniGridEnv(env, default_params if params is None else params,
-                        XMINIGRID_PREFIX + name, flatten)
+                        _XMINIGRID_PREFIX + name, flatten)

@@ -58,24 +58,24 @@ from jaxtrainer.rundir.storage import check_writable, replace_file
 FORMATS = ("stablehlo", "onnx")
 """The formats :func:`export_policy` writes."""
 
-ONNX_EXTRA = "jaxtrainer[onnx]"
+_ONNX_EXTRA = "jaxtrainer[onnx]"
 """The extra that installs the ONNX converter (jax2onnx, onnx, onnxruntime)."""
 
-PLATFORMS = ("cpu", "cuda", "tpu")
+_PLATFORMS = ("cpu", "cuda", "tpu")
 """The platforms a StableHLO file is lowered for (it runs on any of them)."""
 
-ONNX_OPSET = 23
+_ONNX_OPSET = 23
 """The ONNX opset an ONNX file uses (jax2onnx's default)."""
 
 BATCH = "batch"
 """The name of the dynamic batch dimension, in both formats and the card."""
 
-RETURN_METRICS = ("eval/episode_return", "train/episode_return")
+_RETURN_METRICS = ("eval/episode_return", "train/episode_return")
 """What the card reports as the return the run reached, the first logged of these
 (a population member's own ``member/<i>/...`` column first)."""
 
 _NEEDS = {"stablehlo": (("flatbuffers", "flatbuffers"),),  # jax.export's serialization
-          "onnx": (("jax2onnx", ONNX_EXTRA), ("onnx", ONNX_EXTRA))}
+          "onnx": (("jax2onnx", _ONNX_EXTRA), ("onnx", _ONNX_EXTRA))}
 
 
 def check_format(format: Any) -> str:
@@ -143,7 +143,7 @@ def policy_function(policy: Policy, batch: Any) -> tuple[Callable[..., Any], lis
 def _stablehlo(policy: Policy) -> bytes:
     (batch,) = jax.export.symbolic_shape(BATCH)
     fn, specs, _, _ = policy_function(policy, batch)
-    exported = jax.export.export(jax.jit(fn), platforms=PLATFORMS)(*specs)
+    exported = jax.export.export(jax.jit(fn), platforms=_PLATFORMS)(*specs)
     return bytes(exported.serialize())
 
 
@@ -176,7 +176,7 @@ def _onnx(policy: Policy) -> bytes:
     with _quiet_converter():
         from jax2onnx import to_onnx
 
-        model = to_onnx(program, specs, model_name="jaxtrainer_policy", opset=ONNX_OPSET,
+        model = to_onnx(program, specs, model_name="jaxtrainer_policy", opset=_ONNX_OPSET,
                         input_names=inputs, output_names=outputs)
     return model.SerializeToString()
 
@@ -231,15 +231,15 @@ def _algorithm(run_dir: Path) -> str | None:
 def reached_return(run_dir: str | os.PathLike, step: int,
                    member: int | None = None) -> dict[str, Any] | None:
     """The last return ``<run_dir>/metrics.csv`` logged at or before ``step``:
-    ``{"metric", "value", "step"}`` for the first of :data:`RETURN_METRICS`
+    ``{"metric", "value", "step"}`` for the first of :data:`_RETURN_METRICS`
     logged (member ``member``'s own column first); ``None`` without one."""
     file = Path(run_dir) / METRICS_FILE
     if not file.is_file():
         return None
     with open(file, newline="") as f:
         rows = list(csv.DictReader(f))
-    own = [f"member/{member}/{m}" for m in RETURN_METRICS] if member is not None else []
-    for metric in (*own, *RETURN_METRICS):
+    own = [f"member/{member}/{m}" for m in _RETURN_METRICS] if member is not None else []
+    for metric in (*own, *_RETURN_METRICS):
         found = [(int(float(r["step"])), float(r[metric])) for r in rows
                  if r.get(metric) not in (None, "") and r.get("step") not in (None, "")
                  and int(float(r["step"])) <= step]
@@ -265,7 +265,7 @@ def model_card(policy: Policy, format: str, file: str | os.PathLike) -> dict[str
         version = None
     return {
         "file": Path(file).name, "format": format,
-        **({"platforms": list(PLATFORMS)} if format == "stablehlo" else {"opset": ONNX_OPSET}),
+        **({"platforms": list(_PLATFORMS)} if format == "stablehlo" else {"opset": _ONNX_OPSET}),
         "policy": "greedy: observation normalisation, the network, then the argmax (discrete) "
                   "or the squash or clip to the action bounds (continuous)",
         "inputs": [_tensor(n, s) for n, s in zip(inputs, specs, strict=True)],

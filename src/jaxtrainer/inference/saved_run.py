@@ -35,7 +35,7 @@ from jaxtrainer.rundir.run_layout import CONFIG_FILE
 from jaxtrainer.trainer import Trainer
 from jaxtrainer.trainer.budget import Budget
 
-BUILDER_GROUP = "jaxtrainer.run_builders"
+_BUILDER_GROUP = "jaxtrainer.run_builders"
 """The entry-point group of builders ``(recipe: str, cfg: DictConfig) -> Module``
 that turn a run's ``config.yaml`` back into its module (jaxtrainer's recipes
 register ``recipes``); a builder raises ValueError for a recipe it does not know."""
@@ -66,16 +66,16 @@ def load_config(run_dir: str | os.PathLike) -> tuple[str, DictConfig]:
 
 def build_module(recipe: str, cfg: DictConfig) -> Any:
     """The module ``recipe`` trains, from a run's config, by the registered
-    builders (:data:`BUILDER_GROUP`): the first that knows ``recipe``.
+    builders (:data:`_BUILDER_GROUP`): the first that knows ``recipe``.
 
     Raises:
       ValueError: no builder knows ``recipe`` (the last builder's message, which
         lists the recipes it knows), or none is registered (jaxtrainer is not
         installed: ``pip install -e .``).
     """
-    builders = sorted(metadata.entry_points(group=BUILDER_GROUP), key=lambda ep: ep.name)
+    builders = sorted(metadata.entry_points(group=_BUILDER_GROUP), key=lambda ep: ep.name)
     if not builders:
-        raise ValueError(f"no builder of recipe runs is registered (entry points {BUILDER_GROUP!r}):"
+        raise ValueError(f"no builder of recipe runs is registered (entry points {_BUILDER_GROUP!r}):"
                          " install jaxtrainer (pip install jaxtrainer, or pip install -e . in a "
                          f"checkout) to restore the run of recipe {recipe!r}")
     error: ValueError | None = None

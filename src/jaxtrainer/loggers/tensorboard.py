@@ -17,7 +17,7 @@ from jaxtrainer.loggers.base import Logger
 from jaxtrainer.rundir import run_layout, storage
 from jaxtrainer.runtime._deferred_import import deferred_imports
 
-TENSORBOARDX_STORAGE = ("boto3",)
+_TENSORBOARDX_STORAGE = ("boto3",)
 """Modules tensorboardX imports at import time for ``s3://`` log directories
 only; imported on first use instead (see :mod:`jaxtrainer.runtime._deferred_import`)."""
 
@@ -93,7 +93,7 @@ class TensorBoardLogger(Logger):
     def _open(self) -> None:
         """Import tensorboardX and open the event file (on the opening thread,
         or in :meth:`finalize` when nothing was logged)."""
-        with deferred_imports(*TENSORBOARDX_STORAGE):
+        with deferred_imports(*_TENSORBOARDX_STORAGE):
             import tensorboardX  # noqa: F401 - its protocol buffers, once
         self.writer = EventFile(self.log_dir, **self._writer_args)
 

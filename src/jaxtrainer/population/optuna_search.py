@@ -41,23 +41,23 @@ if TYPE_CHECKING:
     from jaxtrainer.module import Module
     from jaxtrainer.trainer import Trainer
 
-OPTUNA_SAMPLERS = ("tpe", "cmaes", "random")
-OBJECTIVES = ("evaluation", "fitness")
+_OPTUNA_SAMPLERS = ("tpe", "cmaes", "random")
+_OBJECTIVES = ("evaluation", "fitness")
 """What a trial's value is: its greedy evaluation when its round ends, or its
 fitness (the ranked training metric averaged since its last rung)."""
-STUDY_FILE = "study.db"
-TRIAL_ATTR, RUN_ATTR = "search_trial", "search_run"
+_STUDY_FILE = "study.db"
+_TRIAL_ATTR, _RUN_ATTR = "search_trial", "search_run"
 
 
 def check_sampler(name: str) -> str:
-    """``name`` if it is one of :data:`OPTUNA_SAMPLERS`.
+    """``name`` if it is one of :data:`_OPTUNA_SAMPLERS`.
 
     Raises:
-      ValueError: an unknown name (listing :data:`OPTUNA_SAMPLERS`).
+      ValueError: an unknown name (listing :data:`_OPTUNA_SAMPLERS`).
     """
-    if name not in OPTUNA_SAMPLERS:
+    if name not in _OPTUNA_SAMPLERS:
         raise ValueError(f"search.sampler={name!r} with search.method=optuna: choose one of "
-                         f"{', '.join(OPTUNA_SAMPLERS)}")
+                         f"{', '.join(_OPTUNA_SAMPLERS)}")
     return name
 
 
@@ -111,7 +111,7 @@ class OptunaSearch(Callback):
     """Ask Optuna for a search's trials and tell it their results (module docstring).
 
     Args:
-      sampler: one of :data:`OPTUNA_SAMPLERS`.
+      sampler: one of :data:`_OPTUNA_SAMPLERS`.
       storage: Optuna's storage URL; ``None``: ``sqlite:///<run>/study.db``.
       study_name: the study's name in the storage (loaded if it exists).
       seed: of the sampler.
@@ -140,9 +140,9 @@ class OptunaSearch(Callback):
         check_sampler(sampler)
         if storage is not None:
             check_storage(storage)
-        if objective not in OBJECTIVES:
+        if objective not in _OBJECTIVES:
             raise ValueError(f"OptunaSearch: objective={objective!r}: choose one of "
-                             f"{', '.join(OBJECTIVES)}")
+                             f"{', '.join(_OBJECTIVES)}")
         self.objective = objective
         self.sampler, self.storage, self.study_name, self.seed = sampler, storage, study_name, seed
         self.metric = metric
@@ -171,7 +171,7 @@ class OptunaSearch(Callback):
         import optuna
 
         os.makedirs(trainer.log_dir, exist_ok=True)
-        storage = self.storage or f"sqlite:///{os.path.join(trainer.log_dir, STUDY_FILE)}"
+        storage = self.storage or f"sqlite:///{os.path.join(trainer.log_dir, _STUDY_FILE)}"
         self.study = optuna.create_study(storage=storage, study_name=self.study_name,
                                          sampler=make_sampler(self.sampler, host_seed(self.seed)),
                                          direction="maximize", load_if_exists=True)
@@ -226,8 +226,8 @@ class OptunaSearch(Callback):
     # ---- asking and telling --------------------------------------------------------
     def _numbers(self, trainer: Trainer) -> dict[int, int]:
         """``{search trial id: Optuna trial number}`` of this run's asked trials."""
-        return {int(t.user_attrs[TRIAL_ATTR]): t.number for t in self.study.get_trials(deepcopy=False)
-                if t.user_attrs.get(RUN_ATTR) == self._run(trainer)}
+        return {int(t.user_attrs[_TRIAL_ATTR]): t.number for t in self.study.get_trials(deepcopy=False)
+                if t.user_attrs.get(_RUN_ATTR) == self._run(trainer)}
 
     def _ask_if_due(self, trainer: Trainer, module: Any) -> None:
         """At a round's start, write its trials into the table: asked now, or
@@ -246,8 +246,8 @@ class OptunaSearch(Callback):
                     values = {n: float(params[n]) for n in module.spaces}
                 else:
                     trial = self.study.ask()
-                    trial.set_user_attr(TRIAL_ATTR, t)
-                    trial.set_user_attr(RUN_ATTR, self._run(trainer))
+                    trial.set_user_attr(_TRIAL_ATTR, t)
+                    trial.set_user_attr(_RUN_ATTR, self._run(trainer))
                     values = {n: suggest(trial, n, s) for n, s in module.spaces.items()}
                 for n in module.spaces:
                     rows[n][k] = values[n]

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 SEARCH_FILE = run_layout.SEARCH_FILE
-BEST_SHOWN = 5
+_BEST_SHOWN = 5
 
 
 def trial_evals(state: SearchState, module: Search, evaluation: dict[str, float],
@@ -186,7 +186,7 @@ def read_evals(path: str | os.PathLike) -> dict[int, list[float]]:
         return {}
 
 
-def best_table(rows: list[dict[str, Any]], names: list[str], shown: int = BEST_SHOWN) -> str:
+def best_table(rows: list[dict[str, Any]], names: list[str], shown: int = _BEST_SHOWN) -> str:
     """The best ``shown`` trials of ``rows`` that were not stopped, as an
     aligned text table (trial, hyperparameters, env steps it trained, fitness,
     eval, and with several seeds the IQM over seeds and its 95% interval),

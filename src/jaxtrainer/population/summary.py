@@ -14,7 +14,7 @@ Files a sweep run holds (:class:`SweepSummary`):
 
 * ``<run>/sweep_members.csv``: ``member, config, seed, <hyperparameters>``, one
   row per real member (what ``jaxtrainer plot`` groups the member curves by);
-* ``<run>/sweep_summary.csv``: one row per configuration, :data:`SUMMARY_COLUMNS`
+* ``<run>/sweep_summary.csv``: one row per configuration, :data:`_SUMMARY_COLUMNS`
   after the configuration's hyperparameters.
 """
 
@@ -39,14 +39,14 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 MEMBERS_FILE = run_kind.MEMBERS_FILE
-SUMMARY_FILE = run_layout.SWEEP_SUMMARY_FILE
-SUMMARY_COLUMNS = ("seeds", "mean", "mean_ci_low", "mean_ci_high", "iqm", "iqm_ci_low",
+_SUMMARY_FILE = run_layout.SWEEP_SUMMARY_FILE
+_SUMMARY_COLUMNS = ("seeds", "mean", "mean_ci_low", "mean_ci_high", "iqm", "iqm_ci_low",
                    "iqm_ci_high")
 """Statistics columns of ``sweep_summary.csv``: ``seeds`` (members with a finite
 score), the mean and IQM of their scores and the bounds of each one's 95%
 stratified-bootstrap confidence interval."""
 
-DEFAULT_REPS = 2000
+_DEFAULT_REPS = 2000
 """Bootstrap resamples per configuration. rliable's default is 50,000, measured at
 55 s per configuration for its IQM on this project's 2-core CPU machine (about 1 s
 for 2,000); on 16 returns, 2,000 resamples moved the 95% bounds by under 0.3%
@@ -60,7 +60,7 @@ def _rliable() -> tuple[Any, Any]:
 
 
 def interval_estimates(scores: np.ndarray, func: Callable[[np.ndarray], np.ndarray],
-                       reps: int = DEFAULT_REPS, seed: int = 0,
+                       reps: int = _DEFAULT_REPS, seed: int = 0,
                        size: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """``rliable.library.get_interval_estimates`` of one score matrix, reproducibly.
 
@@ -90,20 +90,20 @@ def interval_estimates(scores: np.ndarray, func: Callable[[np.ndarray], np.ndarr
     return np.asarray(point["scores"], np.float64), np.asarray(interval["scores"], np.float64)
 
 
-def config_statistics(scores: Sequence[float], reps: int = DEFAULT_REPS,
+def config_statistics(scores: Sequence[float], reps: int = _DEFAULT_REPS,
                       seed: int = 0) -> dict[str, float]:
     """Mean, IQM and their 95% stratified-bootstrap confidence intervals of one
     configuration's scores (one per seed; non-finite scores are left out).
 
     Returns:
-      ``{name: value}`` for every name of :data:`SUMMARY_COLUMNS` (``seeds``
+      ``{name: value}`` for every name of :data:`_SUMMARY_COLUMNS` (``seeds``
       an int, the statistics floats); every statistic is NaN when no score is
       finite.
     """
     values = np.asarray([s for s in scores if math.isfinite(float(s))], np.float64)
     out: dict[str, float] = {"seeds": int(values.size)}
     if values.size == 0:
-        return {**out, **{k: math.nan for k in SUMMARY_COLUMNS[1:]}}
+        return {**out, **{k: math.nan for k in _SUMMARY_COLUMNS[1:]}}
     _, metrics = _rliable()
 
     def aggregates(x: np.ndarray) -> np.ndarray:
@@ -117,9 +117,9 @@ def config_statistics(scores: Sequence[float], reps: int = DEFAULT_REPS,
 
 
 def summarize(members: Sequence[Mapping[str, Any]], scores: Mapping[int, float],
-              names: Sequence[str], reps: int = DEFAULT_REPS, seed: int = 0) -> list[dict[str, Any]]:
+              names: Sequence[str], reps: int = _DEFAULT_REPS, seed: int = 0) -> list[dict[str, Any]]:
     """One row per configuration: ``config``, its hyperparameters (``names``),
-    then :data:`SUMMARY_COLUMNS` over its members' scores.
+    then :data:`_SUMMARY_COLUMNS` over its members' scores.
 
     Args:
       members: one mapping per real member with ``member``, ``config`` and
@@ -180,7 +180,7 @@ class SweepSummary(Callback):
 
     Args:
       metric: the evaluation metric summarised (``member/<i>/<metric>``).
-      reps: bootstrap resamples (:data:`DEFAULT_REPS`).
+      reps: bootstrap resamples (:data:`_DEFAULT_REPS`).
       seed: of the bootstrap's resampling.
       print_table: print the table at the end of ``fit``.
 
@@ -190,7 +190,7 @@ class SweepSummary(Callback):
 
     order = 95  # after the recipes' final evaluation (90), before ModelCheckpoint (100)
 
-    def __init__(self, metric: str = "eval/episode_return", reps: int = DEFAULT_REPS,
+    def __init__(self, metric: str = "eval/episode_return", reps: int = _DEFAULT_REPS,
                  seed: int = 0, print_table: bool = True) -> None:
         if not isinstance(metric, str) or not metric:
             raise ValueError(f"SweepSummary: metric={metric!r}: expected a metric name such "
@@ -242,7 +242,7 @@ class SweepSummary(Callback):
                               self.seed)
         if not trainer.is_global_zero:
             return
-        storage.write_csv(os.path.join(trainer.log_dir, SUMMARY_FILE), self.rows)
+        storage.write_csv(os.path.join(trainer.log_dir, _SUMMARY_FILE), self.rows)
         if self.print_table:
             print(format_table(self.rows, module.hyperparam_names, self.metric), flush=True)
             print(f"{self.metric} over the whole sweep (a recipe's last line): "

@@ -39,7 +39,7 @@ from jaxtrainer.strategies import Strategy
 from jaxtrainer.strategies.base import DevicesArg
 from jaxtrainer.trainer import Trainer
 
-MEMBER_MAPS = ("vmap", "map")
+_MEMBER_MAPS = ("vmap", "map")
 
 
 class GenerationModule(Module):
@@ -306,8 +306,8 @@ class PopulationTrainer(Trainer):
                                                          log_every_n_generations, False)
         eval_every_n_generations = arguments.positive_int("eval_every_n_generations",
                                                           eval_every_n_generations)
-        if not isinstance(member_map, str) or member_map not in MEMBER_MAPS:
-            raise ValueError(f"member_map={member_map!r}: choose one of {MEMBER_MAPS}")
+        if not isinstance(member_map, str) or member_map not in _MEMBER_MAPS:
+            raise ValueError(f"member_map={member_map!r}: choose one of {_MEMBER_MAPS}")
         map_batch_size = arguments.positive_int("map_batch_size", map_batch_size)
         super().__init__(
             strategy=strategy, devices=devices, max_steps=max_generations,

@@ -52,41 +52,41 @@ from jaxtrainer.rundir import run_layout
 from jaxtrainer.trainer import Trainer
 from jaxtrainer.trainer.budget import Budget
 
-NOT_FROM_YAML = ("self", "callbacks", "budget", "resume_hint")
+_NOT_FROM_YAML = ("self", "callbacks", "budget", "resume_hint")
 """Trainer arguments that a YAML file cannot give: callbacks are Python objects
 (a recipe passes them as keyword overrides of :func:`make_trainer`); the budget is
 ``max_steps`` and ``max_env_steps``, each member's in a sweep or a search
 (:func:`make_trainer` builds the ``Budget``); the resume advice is the recipes'
-(:data:`RESUME_HINT`)."""
+(:data:`_RESUME_HINT`)."""
 
 
 def accepted_keys(cls: type) -> tuple[str, ...]:
     """The keyword arguments of ``cls.__init__`` that a ``trainer:`` section may
-    set, in signature order: all but :data:`NOT_FROM_YAML` and ``*args``/``**kwargs``."""
+    set, in signature order: all but :data:`_NOT_FROM_YAML` and ``*args``/``**kwargs``."""
     return tuple(name for name, p in inspect.signature(cls.__init__).parameters.items()
-                 if name not in NOT_FROM_YAML
+                 if name not in _NOT_FROM_YAML
                  and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD))
 
 
-TRAINER_KEYS = accepted_keys(Trainer)
-POPULATION_TRAINER_KEYS = accepted_keys(PopulationTrainer)
+_TRAINER_KEYS = accepted_keys(Trainer)
+_POPULATION_TRAINER_KEYS = accepted_keys(PopulationTrainer)
 
 
-OPEN_SECTIONS = ("env",)
+_OPEN_SECTIONS = ("env",)
 """Sections to which a ``--config`` file or a command-line override may add keys
 that the recipe's YAML lacks: an environment's keyword arguments differ by
 environment (e.g. brax's ``backend``); :func:`make_env` rejects the ones the
 environment does not take."""
 
 
-OPEN_KEYS = ("network.torso.",)
+_OPEN_KEYS = ("network.torso.",)
 """Key prefixes a ``--config`` file or an override may use that the recipe's
 YAML lacks: a torso given as ``class_path``/``init_args`` (its arguments are
 the user's module's; the algorithm's config checks them)."""
 
 
 def _open_key(dotted: str) -> bool:
-    return sweep.is_open_key(dotted) or search.is_open_key(dotted) or dotted.startswith(OPEN_KEYS)
+    return sweep.is_open_key(dotted) or search.is_open_key(dotted) or dotted.startswith(_OPEN_KEYS)
 
 
 def _sections_checked(file: Any, schema: DictConfig, path: str) -> DictConfig:
@@ -219,7 +219,7 @@ def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
     With ``defaults`` (the recipe's own YAML file) and a different ``path`` (a
     ``--config`` file), ``path`` is merged over ``defaults``: it need only hold
     what differs, and each of its keys must exist in ``defaults`` (except under
-    the sections in :data:`OPEN_SECTIONS`). The keys of the ``logger:`` and
+    the sections in :data:`_OPEN_SECTIONS`). The keys of the ``logger:`` and
     ``callbacks:`` sections are checked against their classes' signatures
     (:mod:`jaxtrainer.recipes._components`) instead, in every file and override;
     ``<entry>=true`` over an entry the file gives as a mapping keeps the mapping.
@@ -256,7 +256,7 @@ def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
         schema = search.with_section(sweep.with_section(OmegaConf.load(defaults), recipe), recipe)
         base = _sections_checked(base, schema, os.fspath(path))
         for dotted in _leaf_keys(base):
-            if dotted.split(".", 1)[0] not in OPEN_SECTIONS and not _open_key(dotted):
+            if dotted.split(".", 1)[0] not in _OPEN_SECTIONS and not _open_key(dotted):
                 _check_key(schema, dotted, source=f"{os.fspath(path)}: ")
         base = OmegaConf.merge(schema, base)
     base = search.with_section(sweep.with_section(base, recipe), recipe)  # sweep:, search: sections
@@ -294,12 +294,12 @@ def _check_overrides(base: DictConfig, overrides: Sequence[str], recipe: str) ->
             raise ValueError(f"bad override {item!r}: expected key=value, e.g. trainer.seed=1")
         key = item.split("=", 1)[0].lstrip("+")
         _check_population_section(base, key, recipe)
-        if (key.split(".", 1)[0] not in OPEN_SECTIONS or "." not in key) \
+        if (key.split(".", 1)[0] not in _OPEN_SECTIONS or "." not in key) \
                 and not _open_key(key):
             _check_key(base, key)
         if key.split(".", 1)[0] in components.SECTIONS and "." in key:
             continue  # an entry (true, false, null or keys) or one of its keys
-        if isinstance(OmegaConf.select(base, key), DictConfig) and key + "." not in OPEN_KEYS:
+        if isinstance(OmegaConf.select(base, key), DictConfig) and key + "." not in _OPEN_KEYS:
             raise ValueError(f"bad override {item!r}: {key} is a section; set one of its keys, "
                              f"e.g. {key}.{next(iter(OmegaConf.select(base, key)), 'name')}=...")
 
@@ -337,7 +337,7 @@ def _keep_entry_mappings(base: DictConfig, overrides: Sequence[str]) -> list[str
     return kept
 
 
-def trainer_kwargs(cfg: DictConfig, keys: Sequence[str] = TRAINER_KEYS,
+def trainer_kwargs(cfg: DictConfig, keys: Sequence[str] = _TRAINER_KEYS,
                    accepts: str = "Trainer") -> dict[str, Any]:
     """The ``trainer:`` section as keyword arguments of ``accepts`` (without
     ``ckpt_path``): plain Python values, interpolations resolved (a
@@ -358,7 +358,7 @@ def trainer_kwargs(cfg: DictConfig, keys: Sequence[str] = TRAINER_KEYS,
     return {k: v for k, v in section.items() if k != "ckpt_path"}
 
 
-RESUME_HINT = ("the same command plus trainer.ckpt_path=last "
+_RESUME_HINT = ("the same command plus trainer.ckpt_path=last "
                "(or trainer.ckpt_path={checkpoint})")
 """The preemption message's resume advice for a recipe user (see ``Trainer.resume_hint``)."""
 
@@ -369,11 +369,11 @@ def resume_hint(prog: str, argv: Sequence[str], one_process: bool = True) -> str
     ``trainer.ckpt_path=last`` once, in place of any ``trainer.ckpt_path`` it
     had. ``one_process`` False (one process of several, whose launcher's
     command is not this one): the same command with ``trainer.ckpt_path=last``
-    (:data:`RESUME_HINT` where it had none)."""
+    (:data:`_RESUME_HINT` where it had none)."""
     given = [a for a in argv if a.split("=", 1)[0].lstrip("+") == "trainer.ckpt_path"]
     if not one_process:
         if not given:
-            return RESUME_HINT
+            return _RESUME_HINT
         if given[-1].split("=", 1)[1] == "last":
             return "the same command, with its trainer.ckpt_path=last (or trainer.ckpt_path={checkpoint})"
         return (f"the same command with trainer.ckpt_path=last in place of its "
@@ -393,7 +393,7 @@ def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
     loggers and callbacks of the ``logger:`` and ``callbacks:`` sections
     (:func:`jaxtrainer.recipes._components.trainer_arguments`; ``callbacks`` in
     ``overrides`` are added to them), whose preemption message names the
-    command-line form (:data:`RESUME_HINT`).
+    command-line form (:data:`_RESUME_HINT`).
 
     Raises:
       ValueError: a bad trainer key or value, or a logger or callback entry its
@@ -405,7 +405,7 @@ def make_trainer(cfg: DictConfig, **overrides: Any) -> Trainer:
         kwargs["budget"] = _member_budget(kwargs.pop("max_steps", None),
                                           kwargs.pop("max_env_steps", None), share,
                                           search.host_rounds(cfg))
-    return _built(Trainer, components.trainer_arguments(cfg, {"resume_hint": RESUME_HINT, **kwargs}))
+    return _built(Trainer, components.trainer_arguments(cfg, {"resume_hint": _RESUME_HINT, **kwargs}))
 
 
 def _member_budget(max_steps: Any, max_env_steps: Any, share: Any, rounds: int | None) -> Budget:
@@ -434,9 +434,9 @@ def make_population_trainer(cfg: DictConfig, **overrides: Any) -> PopulationTrai
     """A :class:`~jaxtrainer.PopulationTrainer` from ``cfg.trainer`` (keyword
     ``overrides`` win), converted and checked as in :func:`trainer_kwargs`, with
     the loggers and callbacks of the config as in :func:`make_trainer`."""
-    kwargs = trainer_kwargs(cfg, POPULATION_TRAINER_KEYS, "PopulationTrainer")
+    kwargs = trainer_kwargs(cfg, _POPULATION_TRAINER_KEYS, "PopulationTrainer")
     return _built(PopulationTrainer, components.trainer_arguments(
-        cfg, {"resume_hint": RESUME_HINT, **kwargs, **overrides}))
+        cfg, {"resume_hint": _RESUME_HINT, **kwargs, **overrides}))
 
 
 def ckpt_path(cfg: DictConfig) -> str | None:

@@ -22,7 +22,7 @@ The :class:`~jaxtrainer.Trainer`, the recipes and the ``jaxtrainer`` command
 line turn it on by default (``Trainer(compilation_cache=True)``,
 ``trainer.compilation_cache: true``); ``Trainer(compilation_cache=False)`` or
 ``trainer.compilation_cache=false`` leaves it off, :func:`enable` turns it on
-outside a Trainer. The environment variable :data:`ENV_VAR` overrides every
+outside a Trainer. The environment variable :data:`_ENV_VAR` overrides every
 setting: ``0``/``false``/``off`` turns it off,
 ``1``/``true``/``on`` turns it on in :func:`default_dir`, anything else is the
 directory to use.
@@ -40,10 +40,10 @@ from jax.experimental.compilation_cache import compilation_cache as jax_cache
 
 from jaxtrainer._arguments import expand_path
 
-ENV_VAR = "JAXTRAINER_COMPILATION_CACHE"
+_ENV_VAR = "JAXTRAINER_COMPILATION_CACHE"
 """Environment variable that overrides every setting: off, on, or a directory."""
 
-MIN_COMPILE_SECONDS = 0.0
+_MIN_COMPILE_SECONDS = 0.0
 """Programs are stored however fast they compile. With a threshold (JAX's default
 is 1 s), a small program that compiles in about the threshold's time (an eager
 key or dtype operation before the training program: 0.01-0.07 s on 2 busy CPU
@@ -80,22 +80,22 @@ def _as_setting(value: object, where: str) -> bool | str | os.PathLike | None:
 
 
 def resolve(setting: bool | str | os.PathLike | None) -> Path | None:
-    """The cache directory ``setting`` asks for, after :data:`ENV_VAR`; ``None`` = off.
+    """The cache directory ``setting`` asks for, after :data:`_ENV_VAR`; ``None`` = off.
 
     ``setting``: ``None``/``False`` (or ``0``, ``"off"``) off; ``True`` (or ``1``,
     ``"on"``, ``"auto"``) the directory JAX is already configured with
     (``JAX_COMPILATION_CACHE_DIR``) or :func:`default_dir`; a path with a ``/``
-    or a leading ``~``: that directory. :data:`ENV_VAR` takes the same values.
+    or a leading ``~``: that directory. :data:`_ENV_VAR` takes the same values.
 
     Raises:
-      ValueError: ``setting`` (or :data:`ENV_VAR`) is none of these (e.g. ``3``,
+      ValueError: ``setting`` (or :data:`_ENV_VAR`) is none of these (e.g. ``3``,
         or ``flase``: a word without a ``/`` is a misspelt switch, not a
         directory).
     """
     setting = _as_setting(setting, f"compilation_cache={setting!r}")
-    env = os.environ.get(ENV_VAR, "").strip()
+    env = os.environ.get(_ENV_VAR, "").strip()
     if env:
-        setting = _as_setting(env, f"{ENV_VAR}={env!r}")
+        setting = _as_setting(env, f"{_ENV_VAR}={env!r}")
     if setting is None or setting is False:
         return None
     if setting is True:
@@ -111,7 +111,7 @@ def enable(setting: bool | str | os.PathLike | None = True) -> Path | None:
 
     Takes effect even after something has compiled (JAX's cache is reset to
     re-read the configuration). Every program compiled from then on is stored
-    (:data:`MIN_COMPILE_SECONDS`).
+    (:data:`_MIN_COMPILE_SECONDS`).
 
     A directory that cannot be created or written (a read-only home, a full
     disk) is not an error: one line on stderr names it and the error, and the
@@ -131,12 +131,12 @@ def enable(setting: bool | str | os.PathLike | None = True) -> Path | None:
     except OSError as error:
         print(f"jaxtrainer: the compilation cache directory {path} is not writable "
               f"({type(error).__name__}: {error.strerror or error}); running without the cache "
-              f"(set {ENV_VAR} to another directory, or 0 to turn it off)",
+              f"(set {_ENV_VAR} to another directory, or 0 to turn it off)",
               file=sys.stderr, flush=True)
         return None
     if jax.config.jax_compilation_cache_dir != str(path):
         jax.config.update("jax_compilation_cache_dir", str(path))
         jax_cache.reset_cache()
-    if jax.config.jax_persistent_cache_min_compile_time_secs > MIN_COMPILE_SECONDS:
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    if jax.config.jax_persistent_cache_min_compile_time_secs > _MIN_COMPILE_SECONDS:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", _MIN_COMPILE_SECONDS)
     return path
