@@ -256,20 +256,6 @@ def test_population_fitness_bitwise_equal_to_one_process_one_device(two_process_
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-@pytest.mark.slow
-def test_a_rank_35_s_late_to_the_first_collective_still_trains(late_run):
-    """Rank 1 reaches the training program 35 s after rank 0 (it compiled slower,
-    or a hook was busy). XLA's CPU collectives give up after 30 s whatever
-    --timeout says (``Gloo context initialization failed: DEADLINE_EXCEEDED``; gloo's
-    own deadline, which neither jax.distributed nor XLA_FLAGS sets); the ranks now
-    meet before the program starts, within --timeout."""
-    proc = finished(*late_run)
-    assert not leftover(str(late_run[1]))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert sorted(ln for ln in proc.stdout.splitlines() if "done at step" in ln) == [
-        "[rank 0] done at step 4", "[rank 1] done at step 4"]
-
-
 def test_multi_node_outside_a_distributed_run_explains_how_to_start_one(tmp_path):
     code = "import jaxtrainer as jt; jt.Trainer(strategy='multi_node', max_steps=1)"
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env_for(1),
@@ -297,3 +283,17 @@ def test_multi_node_rejects_device_lists_before_initialising(devices):
 
     with pytest.raises(ValueError, match="local devices per process"):
         MultiNodeStrategy(devices)
+
+
+@pytest.mark.slow
+def test_a_rank_35_s_late_to_the_first_collective_still_trains(late_run):
+    """Rank 1 reaches the training program 35 s after rank 0 (it compiled slower,
+    or a hook was busy). XLA's CPU collectives give up after 30 s whatever
+    --timeout says (``Gloo context initialization failed: DEADLINE_EXCEEDED``; gloo's
+    own deadline, which neither jax.distributed nor XLA_FLAGS sets); the ranks now
+    meet before the program starts, within --timeout."""
+    proc = finished(*late_run)
+    assert not leftover(str(late_run[1]))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(ln for ln in proc.stdout.splitlines() if "done at step" in ln) == [
+        "[rank 0] done at step 4", "[rank 1] done at step 4"]
