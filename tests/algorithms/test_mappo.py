@@ -5,6 +5,8 @@ its replicas stay bitwise equal."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,7 +17,8 @@ from jaxtrainer import envs
 from tests._support import toys
 from tests.envs.test_multi_agent import SPREAD, Rows, _ippo
 
-pytest.importorskip("jaxmarl")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jaxmarl") is None,
+                                reason="needs JaxMARL: pip install 'jaxtrainer[marl]'")
 
 
 def _game_states(obs: jax.Array, games: int) -> np.ndarray:

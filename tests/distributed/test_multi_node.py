@@ -7,7 +7,8 @@ PopulationTrainer; the tests read what it left.
 What they pin: every process runs the same collectives, only rank 0 writes, the
 checkpoints move between one and two processes, a slow rank 0 between
 collectives does not time the others out, and a rank 35 s late to the first
-collective still trains. The failure tests, which start their own
+collective still trains (that launch runs while the other one does: its 35 s are
+a sleep). The failure tests, which start their own
 processes, are ``test_multi_node_failures.py`` (a file of their own, so that a
 parallel run's two workers take the two halves).
 """
@@ -81,7 +82,35 @@ def one_process_checkpoint(root: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def two_process_run(tmp_path_factory):
+def late_run(tmp_path_factory):
+    """The ``late`` launch, started and left running: rank 1 sleeps 35 s on purpose,
+    so the module's other launch and fits run meanwhile (``two_process_run`` starts it
+    first); :func:`finished` waits for it."""
+    out = tmp_path_factory.mktemp("late")
+    with open(out / "stdout.txt", "w") as stdout, open(out / "stderr.txt", "w") as stderr:
+        proc = subprocess.Popen(launch_cmd("late", str(out), timeout=120), cwd=out,
+                                env=env_for(), stdout=stdout, stderr=stderr, text=True)
+    yield proc, out
+    if proc.poll() is None:  # a failed test left it running
+        proc.kill()
+        proc.wait()
+
+
+def finished(proc: subprocess.Popen, out: Path) -> subprocess.CompletedProcess:
+    """``proc`` (started by :func:`late_run`) waited for, its output read back."""
+    try:
+        proc.wait(timeout=HARD_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode,
+                                       (out / "stdout.txt").read_text(),
+                                       (out / "stderr.txt").read_text())
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory, late_run):
     out = tmp_path_factory.mktemp("multi_node")
     one_process_checkpoint(out / "one")  # resumed by the two processes after training
     # rank 0 sleeps 8 s between two intervals, longer than the 5 s heartbeat timeout
@@ -227,19 +256,6 @@ def test_population_fitness_bitwise_equal_to_one_process_one_device(two_process_
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-@pytest.mark.slow
-def test_a_rank_35_s_late_to_the_first_collective_still_trains(tmp_path):
-    """Rank 1 reaches the training program 35 s after rank 0 (it compiled slower,
-    or a hook was busy). XLA's CPU collectives give up after 30 s whatever
-    --timeout says (``Gloo context initialization failed: DEADLINE_EXCEEDED``);
-    the ranks now meet before the program starts, within --timeout."""
-    proc = subprocess.run(launch_cmd("late", str(tmp_path), timeout=120), cwd=tmp_path,
-                          env=env_for(), capture_output=True, text=True, timeout=HARD_TIMEOUT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert sorted(ln for ln in proc.stdout.splitlines() if "done at step" in ln) == [
-        "[rank 0] done at step 4", "[rank 1] done at step 4"]
-
-
 def test_multi_node_outside_a_distributed_run_explains_how_to_start_one(tmp_path):
     code = "import jaxtrainer as jt; jt.Trainer(strategy='multi_node', max_steps=1)"
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env_for(1),
@@ -267,3 +283,17 @@ def test_multi_node_rejects_device_lists_before_initialising(devices):
 
     with pytest.raises(ValueError, match="local devices per process"):
         MultiNodeStrategy(devices)
+
+
+@pytest.mark.slow
+def test_a_rank_35_s_late_to_the_first_collective_still_trains(late_run):
+    """Rank 1 reaches the training program 35 s after rank 0 (it compiled slower,
+    or a hook was busy). XLA's CPU collectives give up after 30 s whatever
+    --timeout says (``Gloo context initialization failed: DEADLINE_EXCEEDED``; gloo's
+    own deadline, which neither jax.distributed nor XLA_FLAGS sets); the ranks now
+    meet before the program starts, within --timeout."""
+    proc = finished(*late_run)
+    assert not leftover(str(late_run[1]))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(ln for ln in proc.stdout.splitlines() if "done at step" in ln) == [
+        "[rank 0] done at step 4", "[rank 1] done at step 4"]

@@ -3,6 +3,7 @@ the agents-as-envs view PPO trains on, and IPPO on 4 devices."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import jax
@@ -14,7 +15,8 @@ import jaxtrainer as jt
 from jaxtrainer import envs
 from tests._support import toys
 
-jaxmarl = pytest.importorskip("jaxmarl")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jaxmarl") is None,
+                                reason="needs JaxMARL: pip install 'jaxtrainer[marl]'")
 
 SPREAD = "jaxmarl/MPE_simple_spread_v3"
 
@@ -88,6 +90,8 @@ def test_auto_reset_truncates_every_agent_at_the_time_limit(spread):
 def test_agents_as_envs_steps_equal_the_raw_jaxmarl_steps():
     """Game g of an AgentsAsEnvs batch is JaxMARL's env stepped (with its own
     auto-reset) with the key of the game's first agent, across an episode end."""
+    import jaxmarl
+
     games, n = 2, 3
     env, raw = envs.make(SPREAD), jaxmarl.make("MPE_simple_spread_v3")
     assert isinstance(env, envs.AgentsAsEnvs) and env.observation_shape == (18,)

@@ -3,6 +3,7 @@ members, and a recipe run evaluated by `jaxtrainer eval` and `load_policy`."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import jax
@@ -13,7 +14,8 @@ import jaxtrainer as jt
 from jaxtrainer.algorithms import PPO, PPOConfig
 from jaxtrainer.population import Sweep
 
-pytest.importorskip("jaxmarl")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("jaxmarl") is None,
+                                reason="needs JaxMARL: pip install 'jaxtrainer[marl]'")
 
 SPREAD = "jaxmarl/MPE_simple_spread_v3"
 RECIPES = Path(__file__).parents[2] / "recipes"

@@ -9,6 +9,9 @@ updates, rungs after updates 2 and 4) serves the tests that train:
   after another (``vectorize=False``), evaluated at the end;
 * ``four``: the same search on 4 devices with pmap (padded to 8);
 * ``exploit``: 4 members, ``replace="exploit"``.
+
+The tests that read ``one`` run in the default-emitters subprocess (tests/conftest.py),
+where the 1-vs-4-device test makes it: it is made once a run.
 """
 
 from __future__ import annotations
@@ -134,6 +137,7 @@ def test_bad_searches_are_clear_errors(kwargs, match):
 
 # ---- one program, rungs, history ---------------------------------------------------
 @pytest.mark.slow
+@pytest.mark.default_emitters  # reads the fit `one`, made in that subprocess
 def test_one_compile_and_the_worst_half_stops_at_each_rung(runs):
     search, trainer = runs["one"]
     assert runs["compiles"] == [] and set(trainer.compile_seconds) == {"train", "eval"}
@@ -158,6 +162,7 @@ def test_one_compile_and_the_worst_half_stops_at_each_rung(runs):
 
 
 @pytest.mark.slow
+@pytest.mark.default_emitters  # reads the fit `one`, made in that subprocess
 def test_search_csv_holds_every_trial_and_the_final_rows(runs, capsys):
     search, trainer = runs["one"]
     rows = list(csv.DictReader(open(Path(trainer.log_dir) / "search.csv")))

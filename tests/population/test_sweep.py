@@ -10,6 +10,9 @@ each made when a test first reads it, serves every test that trains:
   logger and the summary;
 * ``single``: PPO alone, ``Trainer(seed=3)``, lr 3e-3: sweep member 8;
 * ``vmap1``: lr {1e-3, 3e-3} x seed 3 on 1 device, members batched with vmap.
+
+Every test that reads ``map1`` or ``map4`` runs in the default-emitters subprocess
+(tests/conftest.py), where the bitwise tests make them: each is made once a run.
 """
 
 from __future__ import annotations
@@ -133,6 +136,7 @@ def test_unknown_hyperparameter_or_metric_is_rejected_before_compiling():
 
 # ---- training: one program, reproducibility, layouts ------------------------------
 @pytest.mark.slow
+@pytest.mark.default_emitters  # reads map1/map4, made in that subprocess
 def test_one_compile_trains_every_member_with_its_own_hyperparameters(runs):
     sweep, trainer = runs["map1"]
     assert runs["compiles"] == [] and set(trainer.compile_seconds) == {"train"}
@@ -191,6 +195,7 @@ def test_ten_members_on_four_devices_equal_one_device_and_padding_is_never_logge
 
 # ---- the summary -------------------------------------------------------------------
 @pytest.mark.slow
+@pytest.mark.default_emitters  # reads map1/map4, made in that subprocess
 def test_summary_csv_holds_one_row_per_configuration(runs):
     sweep, trainer = runs["map4"]
     run = Path(trainer.log_dir)
@@ -235,6 +240,7 @@ def test_statistics_match_rliable_and_the_iqm_by_hand():
 
 # ---- plot --------------------------------------------------------------------------
 @pytest.mark.slow
+@pytest.mark.default_emitters  # reads map1/map4, made in that subprocess
 def test_plot_draws_one_line_per_configuration(runs, tmp_path):
     sweep, trainer = runs["map4"]
     out = plot_runs([trainer.log_dir], str(tmp_path / "sweep.png"),
@@ -319,6 +325,7 @@ def test_recipes_without_sweeps_reject_the_section():
 
 
 @pytest.mark.slow
+@pytest.mark.default_emitters  # reads map1/map4, made in that subprocess
 def test_a_members_policy_params_are_that_members(runs):
     """``load_policy(..., member=i)`` picks member ``i``'s params (and its
     normaliser-free PPO policy): those of the single run it reproduces."""
