@@ -7,7 +7,8 @@ actions in one ``jax.jit(lax.scan)`` of ``--length`` steps, nothing else: no net
 no learning, no logging. A gymnax env runs its own ``reset``/``step`` (which reset a
 finished episode inside ``step``); a brax env (``brax/<name>``, e.g. ``brax/hopper``)
 runs as both Brax's trainers and ours run it: ``brax.envs.training.wrap`` (episodes of
-``--episode-length`` steps, reset inside ``step``), actions uniform in [-1, 1]. Timed after compilation as the best of
+``--episode-length`` steps, reset inside ``step``), actions uniform in [-1, 1]; a MuJoCo
+Playground task (``playground/<name>``) through Playground's ``wrap_for_brax_training``. Timed after compilation as the best of
 ``--repeats`` calls (each waits for its result). Prints one JSON line per batch:
 ``{"env": ..., "batch": B, "env_steps_per_s": ...}``.
 
@@ -47,11 +48,20 @@ def _gymnax(env_name: str, batch: int):
 
 
 def _brax(env_name: str, batch: int, episode_length: int):
-    """The same for ``batch`` brax envs as Brax's trainers wrap them."""
-    from brax import envs
-    from brax.envs.wrappers import training
+    """The same for ``batch`` brax envs as Brax's trainers wrap them, or (``playground/<name>``)
+    MuJoCo Playground tasks as Playground's training wrapper wraps them."""
+    if env_name.startswith("playground/"):
+        from mujoco_playground import registry, wrapper
 
-    env = training.wrap(envs.get_environment(env_name), episode_length=episode_length)
+        task = registry.load(env_name.removeprefix("playground/"),
+                             config_overrides={"impl": "jax"})  # MJX's JAX implementation, as ours
+        env = wrapper.wrap_for_brax_training(task, episode_length=episode_length)
+    else:
+        from brax import envs
+        from brax.envs.wrappers import training
+
+        env = training.wrap(envs.get_environment(env_name.removeprefix("brax/")),
+                            episode_length=episode_length)
 
     def reset(key):  # brax wants raw uint32 keys
         return env.reset(jax.random.key_data(jax.random.split(key, batch)))
@@ -68,8 +78,8 @@ def limit(env_name: str, batch: int, length: int, repeats: int,
           episode_length: int = 1000) -> tuple[float, float]:
     """Env steps per second of ``batch`` envs over ``length`` random steps, and the
     reward summed over the last timed call's steps (a check that they ran)."""
-    reset, step = (_brax(env_name.removeprefix("brax/"), batch, episode_length)
-                   if env_name.startswith("brax/") else _gymnax(env_name, batch))
+    reset, step = (_brax(env_name, batch, episode_length)
+                   if env_name.startswith(("brax/", "playground/")) else _gymnax(env_name, batch))
 
     def run(key):
         reset_key, key = jax.random.split(key)
@@ -94,12 +104,12 @@ def limit(env_name: str, batch: int, length: int, repeats: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="CartPole-v1", help="a gymnax env name, or brax/<name>")
+    parser.add_argument("--env", default="CartPole-v1", help="a gymnax env name, brax/<name> or playground/<name>")
     parser.add_argument("--batch", default="4,256,2048,8192",
                         help="comma-separated numbers of envs stepped together")
     parser.add_argument("--length", type=int, default=1000, help="steps in the timed scan")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--episode-length", type=int, default=1000, help="brax envs only")
+    parser.add_argument("--episode-length", type=int, default=1000, help="brax and Playground envs only")
     args = parser.parse_args()
     for batch in (int(b) for b in args.batch.split(",")):
         rate, _ = limit(args.env, batch, args.length, args.repeats, args.episode_length)

@@ -40,6 +40,7 @@ import pathlib
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 
 from seeds import THROUGHPUT, _emit, _run
 
@@ -52,13 +53,22 @@ def ours(env: str, env_steps: int, seed: int, extra: str | None, timeout: float,
          overrides: tuple[str, ...] = ()) -> dict:
     """``jaxtrainer fit sac --config sac_brax.yaml`` on ``brax/<env>`` at Brax's settings
     (``overrides``: more ``key=value`` arguments, e.g. tiny sizes for a smoke test)."""
+    return fit_row("sac", "sac_brax.yaml", f"brax/{env}", env_steps, seed, extra, timeout,
+                   (*PUBLISHED_OVERRIDES, *overrides))
+
+
+def fit_row(recipe: str, config: str, env_name: str, env_steps: int, seed: int,
+            extra: str | None, timeout: float, overrides: tuple[str, ...] = ()) -> dict:
+    """``jaxtrainer fit RECIPE --config CONFIG env.name=ENV_NAME`` at ``env_steps``, one
+    evaluation at the end: env steps/s of the training loop (``callbacks.throughput``),
+    its seconds and compile seconds, and the final evaluation return."""
     with tempfile.TemporaryDirectory() as root:
-        out = _run([sys.executable, "-m", "jaxtrainer", "fit", "sac", "--config", "sac_brax.yaml",
-                    f"env.name=brax/{env}", *PUBLISHED_OVERRIDES,
-                    f"trainer.max_env_steps={env_steps}", f"trainer.seed={seed}",
-                    "trainer.eval_every_n_steps=null", f"trainer.default_root_dir={root}",
-                    "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",
-                    "callbacks.throughput=true", *overrides], extra, timeout)
+        out = _run([sys.executable, "-m", "jaxtrainer", "fit", recipe, "--config", config,
+                    f"env.name={env_name}", f"trainer.max_env_steps={env_steps}",
+                    f"trainer.seed={seed}", "trainer.eval_every_n_steps=null",
+                    f"trainer.default_root_dir={root}", "trainer.enable_progress_bar=false",
+                    "trainer.enable_checkpointing=false", "callbacks.throughput=true",
+                    *overrides], extra, timeout)
         match = THROUGHPUT.search(out)
         if match is None:
             raise RuntimeError(f"no throughput line in the command's output:\n{out[-2000:]}")
@@ -67,7 +77,7 @@ def ours(env: str, env_steps: int, seed: int, extra: str | None, timeout: float,
     if not evals:
         raise RuntimeError(f"no evaluation in metrics.csv:\n{out[-2000:]}")
     steps = max(int(float(r["env_steps"])) for r in rows if r.get("env_steps"))
-    return {"side": "ours", "env": env, "seed": seed, "env_steps": steps,
+    return {"side": "ours", "env": env_name.split("/", 1)[-1], "seed": seed, "env_steps": steps,
             "env_steps_per_s": float(match[2].replace(",", "")), "run_s": float(match[3]),
             "compile_s": float(match[4]), "eval_return": float(evals[-1]["eval/episode_return"])}
 
@@ -91,19 +101,22 @@ def limit(env: str, extra: str | None, timeout: float) -> dict:
     return {**line, "env": env}
 
 
-def summary(rows: dict[str, dict]) -> str:
+def summary(rows: dict[str, dict], peer: str = "brax") -> str:
     """One line: both sides' env steps/s, their ratio, the limit and both fractions of
-    it, and the returns."""
-    o, b, lim = rows["ours"], rows["brax"], rows["env_only"]["env_steps_per_s"]
+    it, and the returns (``peer``: the other side's name in ``rows``)."""
+    o, b, lim = rows["ours"], rows[peer], rows["env_only"]["env_steps_per_s"]
     x, y = o["env_steps_per_s"], b["env_steps_per_s"]
-    return (f"{o['env']} seed={o['seed']} ours={x:,.0f} brax={y:,.0f} ratio={x / y:.3f} "
-            f"limit={lim:,.0f} ours_fraction={x / lim:.3f} brax_fraction={y / lim:.3f} "
-            f"return ours={o['eval_return']:.1f} brax={b['eval_return']:.1f}")
+    return (f"{o['env']} seed={o['seed']} ours={x:,.0f} {peer}={y:,.0f} ratio={x / y:.3f} "
+            f"limit={lim:,.0f} ours_fraction={x / lim:.3f} {peer}_fraction={y / lim:.3f} "
+            f"return ours={o['eval_return']:.1f} {peer}={b['eval_return']:.1f}")
 
 
-def table(paths: list[str]) -> str:
+def table(paths: list[str], peer: str = "brax", title: str = "Brax", family: str = "brax",
+          envs: int = NUM_ENVS) -> str:
     """The markdown rows of ``docs/benchmarks.md`` from JSON-line files of runs (per env
-    and budget: every seed run on both sides, the limit's last row)."""
+    and budget: every seed run on both sides, the limit's last row); ``peer`` names the
+    other side in the files, ``title`` in the table, ``family`` the env names' prefix,
+    ``envs`` the limit's batch."""
     runs: dict[tuple[str, int], dict[str, dict]] = {}
     limits: dict[str, dict] = {}
     for path in paths:
@@ -115,15 +128,15 @@ def table(paths: list[str]) -> str:
                 limits[row["env"]] = row
                 continue
             runs.setdefault((row["env"], row["seed"]), {})[row["side"]] = row
-    out = ["| env | seed | env steps | ours env steps/s | Brax | ratio | env-only limit (128 envs) "
-           "| ours / limit | Brax / limit | return ours | return Brax |",
+    out = [f"| env | seed | env steps | ours env steps/s | {title} | ratio | env-only limit "
+           f"({envs} envs) | ours / limit | {title} / limit | return ours | return {title} |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (env, seed), sides in sorted(runs.items()):
-        o, b, lim = sides.get("ours"), sides.get("brax"), limits.get(env)
+        o, b, lim = sides.get("ours"), sides.get(peer), limits.get(env)
         if not (o and b and lim):
             continue
         x, y, c = o["env_steps_per_s"], b["env_steps_per_s"], lim["env_steps_per_s"]
-        out.append(f"| brax/{env} | {seed} | {b['env_steps']:,} | {x:,.0f} | {y:,.0f} | {x / y:.2f} "
+        out.append(f"| {family}/{env} | {seed} | {b['env_steps']:,} | {x:,.0f} | {y:,.0f} | {x / y:.2f} "
                    f"| {c:,.0f} | {x / c:.3f} | {y / c:.3f} | {o['eval_return']:.1f} | "
                    f"{b['eval_return']:.1f} |")
     return "\n".join(out)
@@ -147,21 +160,29 @@ def main() -> None:
     run = {"env_only": lambda: limit(env, args.pythonpath, args.timeout),
            "ours": lambda: ours(env, steps, seed, args.pythonpath, args.timeout),
            "brax": lambda: brax(env, steps, seed, args.num_evals, args.pythonpath, args.timeout)}
-    sides = args.sides.split(",")
-    if not set(sides) <= set(run):
-        parser.error(f"--sides {args.sides!r}: expected some of {', '.join(run)}")
+    run_sides(run, args.sides, env, seed, args.json, parser, peer="brax")
+
+
+def run_sides(run: dict[str, Callable[[], dict]], sides: str, env: str, seed: int,
+              json_path: str | None, parser: argparse.ArgumentParser, peer: str) -> None:
+    """Run the named ``sides`` (comma-separated keys of ``run``) one after the other,
+    print (and append to ``json_path``) each one's JSON line, a failed one's error
+    included, then the summary line when every side ran."""
+    names = sides.split(",")
+    if not set(names) <= set(run):
+        parser.error(f"--sides {sides!r}: expected some of {', '.join(run)}")
     results: dict[str, dict] = {}
-    for name in sides:
+    for name in names:
         try:
             results[name] = run[name]()
         except (RuntimeError, subprocess.TimeoutExpired) as error:
             results[name] = {"side": name, "env": env, "seed": seed, "error": str(error)[-600:]}
-        _emit(results[name], args.json)
+        _emit(results[name], json_path)
     failed = {k: v["error"][:200] for k, v in results.items() if "error" in v}
     if failed:
         print(" ".join(f"{k}: {v!r}" for k, v in failed.items()))
     elif set(results) == set(run):
-        print(summary(results))
+        print(summary(results, peer=peer))
 
 
 if __name__ == "__main__":

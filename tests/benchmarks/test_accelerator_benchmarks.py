@@ -98,6 +98,11 @@ def test_the_pqn_row_gives_the_ratio_both_fractions_and_the_markdown_row(tmp_pat
         "65.00 ± 5.00 | 60.00 ± 10.00 | 70.00 ± 5.00 |")
 
 
+_spec = importlib.util.spec_from_file_location(
+    "accelerator_playground", ROOT / "benchmarks" / "accelerator" / "playground.py")
+playground_row = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(playground_row)
+
 TINY_SAC = ("algorithm.num_envs=8", "algorithm.batch_size=32", "algorithm.gradient_steps=2",
             "algorithm.buffer_size=1024", "algorithm.learning_starts=64",
             "algorithm.eval_episodes=4", "env.episode_length=50")
@@ -132,6 +137,40 @@ def test_the_sac_row_gives_the_ratio_both_fractions_and_the_markdown_row(tmp_pat
     runs.write_text("".join(json.dumps(r) + "\n" for r in rows.values()))
     assert sac_row.table([str(runs)]).splitlines()[-1] == (
         "| brax/hopper | 1 | 139,264 | 300 | 200 | 1.50 | 1,000 | 0.300 | 0.200 | 700.0 | 1400.0 |")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("mujoco_playground") is None,
+                    reason="MuJoCo Playground is not installed")
+def test_both_sides_of_the_playground_row_run_at_a_tiny_budget():
+    """Row 4's programs on Playground's CartpoleBalance (MJX's JAX implementation): ours
+    through the documented command, Playground's training through the driver."""
+    ours = playground_row.ours("CartpoleBalance", 128, 0, str(ROOT / "src"), timeout=600, overrides=(
+        "algorithm.num_envs=8", "algorithm.num_steps=8", "algorithm.num_minibatches=2",
+        "algorithm.update_epochs=1", "algorithm.hidden_sizes=[16]", "algorithm.eval_episodes=4",
+        "env.episode_length=50"))
+    assert ours["side"] == "ours" and ours["env"] == "CartpoleBalance" and ours["env_steps"] == 128
+    assert ours["env_steps_per_s"] > 0 and 0 <= ours["eval_return"] <= 50
+    peer = playground_row.playground("CartpoleBalance", 320, 0, 3, None, timeout=600, settings=(
+        "num_envs=8", "batch_size=8", "num_minibatches=2", "unroll_length=5",
+        "num_updates_per_batch=1", "episode_length=50", "num_eval_envs=8", "num_resets_per_eval=0"))
+    assert peer["side"] == "playground" and peer["env_steps"] == 320
+    assert [s for s, _ in peer["curve"]] == [0, 160, 320] and peer["env_steps_per_s"] > 0
+
+
+def test_the_playground_row_names_its_peer_and_the_limits_batch(tmp_path):
+    runs = tmp_path / "playground.jsonl"
+    runs.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"side": "env_only", "env": "CartpoleBalance", "env_steps_per_s": 4e6},
+        {"side": "ours", "env": "CartpoleBalance", "seed": 0, "env_steps": 983040,
+         "env_steps_per_s": 2e6, "eval_return": 900.0},
+        {"side": "playground", "env": "CartpoleBalance", "seed": 0, "env_steps": 983040,
+         "env_steps_per_s": 1e6, "eval_return": 850.0})))
+    header, _, row = playground_row.table([str(runs)], peer="playground", title="Playground",
+                                          family="playground", envs=2048).splitlines()
+    assert "| Playground | ratio | env-only limit (2048 envs) |" in header
+    assert row == ("| playground/CartpoleBalance | 0 | 983,040 | 2,000,000 | 1,000,000 | 2.00 | "
+                   "4,000,000 | 0.500 | 0.250 | 900.0 | 850.0 |")
 
 
 def test_the_env_limit_steps_a_brax_env_as_the_trainers_wrap_it():
