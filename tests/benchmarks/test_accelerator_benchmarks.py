@@ -4,6 +4,7 @@ purejaxql's own PQN script where its checkout is at hand, the summary lines' ari
 and the offline install from a wheel folder."""
 
 import base64
+import gzip
 import hashlib
 import importlib.util
 import json
@@ -20,6 +21,7 @@ sys.path.insert(0, str(ROOT / "benchmarks" / "accelerator"))
 
 import env_limit  # noqa: E402
 import seeds  # noqa: E402
+import trace_ops  # noqa: E402
 
 _spec = importlib.util.spec_from_file_location(  # "pqn" alone could be another module
     "accelerator_pqn", ROOT / "benchmarks" / "accelerator" / "pqn.py")
@@ -176,6 +178,25 @@ def test_the_playground_row_names_its_peer_and_the_limits_batch(tmp_path):
 def test_the_env_limit_steps_a_brax_env_as_the_trainers_wrap_it():
     rate, reward = env_limit.limit("brax/fast", batch=4, length=10, repeats=1, episode_length=5)
     assert 0 < rate < float("inf") and reward == reward  # ran, no NaN
+
+
+def test_the_trace_report_counts_device_ops_only_by_name_and_kind(tmp_path):
+    meta = [{"ph": "M", "pid": 3, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+            {"ph": "M", "pid": 3, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}},
+            {"ph": "M", "pid": 3, "tid": 2, "name": "thread_name", "args": {"name": "XLA Modules"}},
+            {"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/host:CPU"}}]
+    ops = [("fusion.1", 3, 3, 60.0), ("fusion.1", 3, 3, 20.0), ("fusion.22", 3, 3, 10.0),
+           ("copy.4", 3, 3, 10.0), ("jit_body", 3, 2, 500.0), ("$python", 7, 1, 999.0)]
+    events = meta + [{"ph": "X", "name": n, "pid": p, "tid": t, "ts": 0, "dur": d}
+                     for n, p, t, d in ops]
+    path = tmp_path / "t.trace.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    result = trace_ops.report(trace_ops.device_ops(str(path)), top=2)
+    assert result["busy_us"] == 100.0  # the module line and the host are not ops
+    assert [(r["name"], r["us"], r["calls"]) for r in result["ops"]] == [("fusion.1", 80.0, 2),
+                                                                         ("fusion.22", 10.0, 1)]
+    assert [(r["name"], r["share"]) for r in result["kinds"]] == [("fusion", 0.9), ("copy", 0.1)]
 
 
 def _wheel(folder: Path, name: str, version: str) -> Path:
