@@ -91,9 +91,9 @@ def test_channels_first_frames_get_the_network_of_their_channels_last_transpose(
     """``[4, 84, 84]`` (an EnvPool Atari frame stack) is 84x84 pixels of 4
     channels: ``cnn`` picks ``nature_cnn``, and the CNNs read ``[C, H, W]``
     frames as their ``[H, W, C]`` transpose, with the same parameters."""
-    from jaxtrainer.envs.gymnasium_env import image_layout
+    from jaxtrainer.envs.gymnasium_env import _image_layout
 
-    assert [image_layout(s) for s in [(4, 84, 84), (84, 84, 4), (210, 160, 3), (4,)]] == [
+    assert [_image_layout(s) for s in [(4, 84, 84), (84, 84, 4), (210, 160, 3), (4,)]] == [
         "channels_first", "channels_last", "channels_last", "channels_last"]
     stack = (4, 84, 84)
     for network, env_layout in [(NetworkConfig(torso="cnn"), "channels_first"),

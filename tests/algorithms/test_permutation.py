@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from jaxtrainer.algorithms.permutation import _MAX_SIZE, permutation, stable_argsort_u32
+from jaxtrainer.algorithms.permutation import _MAX_SIZE, _stable_argsort_u32, permutation
 
 
 # 1625 is the last size jax.random.permutation shuffles in one sorting round, 1626 the
@@ -26,11 +26,11 @@ def test_equals_jax_random_permutation(n):
 
 def test_stable_argsort_breaks_ties_by_index():
     keys = jnp.array([5, 3, 5, 0, 3, 0xFFFFFFFF, 0, 5], jnp.uint32)
-    np.testing.assert_array_equal(stable_argsort_u32(keys), np.argsort(np.asarray(keys),
+    np.testing.assert_array_equal(_stable_argsort_u32(keys), np.argsort(np.asarray(keys),
                                                                        kind="stable"))
     rng = np.random.default_rng(0)
     many = rng.integers(0, 50, size=3000).astype(np.uint32)  # ties everywhere
-    np.testing.assert_array_equal(stable_argsort_u32(jnp.asarray(many)),
+    np.testing.assert_array_equal(_stable_argsort_u32(jnp.asarray(many)),
                                   np.argsort(many, kind="stable"))
 
 

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 import jaxtrainer as jt
-from jaxtrainer.callbacks.progress_line import BAR, FittedLine, fit_fields
+from jaxtrainer.callbacks.progress_line import BAR, FittedLine, _fit_fields
 from tests._support import toys
 
 FIELDS = dict(rate="313,498 env steps/s", updates="612.3 updates/s", value="episode_return=182.4")
@@ -25,11 +25,11 @@ def _render(width: int, total: int = 51_200, completed: int = 20_480) -> str:
 
 def test_fit_fields_keeps_by_rank_and_gives_the_bar_what_is_left():
     fields = [(3, "label"), (2, BAR), (1, "0123456789")]
-    assert fit_fields(fields, 100) == (["label", BAR, "0123456789"], 40)  # the bar at most 40
-    assert fit_fields(fields, 30) == (["label", BAR, "0123456789"], 13)  # 10 + 30 - (5+1+10+1+10)
-    assert fit_fields(fields, 26) == ([BAR, "0123456789"], 15)  # the label gives way first
-    assert fit_fields(fields, 5) == (["0123456789"], 0)  # rank 1 stays, even too wide
-    assert fit_fields([(1, "a"), (2, ""), (3, "b")], 80) == (["a", "b"], 0)  # empty: skipped
+    assert _fit_fields(fields, 100) == (["label", BAR, "0123456789"], 40)  # the bar at most 40
+    assert _fit_fields(fields, 30) == (["label", BAR, "0123456789"], 13)  # 10 + 30 - (5+1+10+1+10)
+    assert _fit_fields(fields, 26) == ([BAR, "0123456789"], 15)  # the label gives way first
+    assert _fit_fields(fields, 5) == (["0123456789"], 0)  # rank 1 stays, even too wide
+    assert _fit_fields([(1, "a"), (2, ""), (3, "b")], 80) == (["a", "b"], 0)  # empty: skipped
 
 
 def test_at_80_columns_count_rate_and_eta_survive():

@@ -186,9 +186,9 @@ def test_search_csv_holds_every_trial_and_the_final_rows(runs, capsys):
         assert [float(v) for v in r["eval_seeds"].split(";")] == pytest.approx(seeds)
         assert float(r["eval"]) == pytest.approx(np.mean(seeds))
         assert float(r["eval_iqm_ci_low"]) <= float(r["eval_iqm"]) <= float(r["eval_iqm_ci_high"])
-    from jaxtrainer.population.search_report import best_table
+    from jaxtrainer.population.search_report import _best_table
 
-    table = best_table(runs["report"].rows, list(search.spaces))
+    table = _best_table(runs["report"].rows, list(search.spaces))
     assert "IQM [95% CI]" in table
     assert table.splitlines()[0] == ("search: 5 trials started, 2 stopped at a rung, 2 complete, "
                                      "1 partial; the best by fitness:")

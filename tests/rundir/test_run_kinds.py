@@ -235,9 +235,9 @@ def test_run_identity_from_module_yaml_and_unrecorded_runs(tmp_path):
 
 @pytest.mark.timeout(60)
 def test_every_run_refused_names_the_newest_then_the_others(mixed_root):
-    from jaxtrainer.checkpoint.resolve import newest_resumable, resolve
+    from jaxtrainer.checkpoint.resolve import _newest_resumable, resolve
 
-    found, refused = newest_resumable(mixed_root, lambda run: f"not {run.name}")
+    found, refused = _newest_resumable(mixed_root, lambda run: f"not {run.name}")
     assert found is None and [r.name for r, _ in refused] == ["version_2", "version_1", "version_0"]
     with pytest.raises(NotResumable) as error:
         resolve(mixed_root, "last", across_runs=True, prefix="ckpt_path='last': ",

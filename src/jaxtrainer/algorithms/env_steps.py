@@ -18,14 +18,14 @@ import jax.numpy as jnp
 _INT32_MAX = 2**31 - 1
 
 
-def steps_to_reach(env_steps: int, per_step: int) -> int:
+def _steps_to_reach(env_steps: int, per_step: int) -> int:
     """The first step count ``s`` with ``s * per_step >= env_steps`` (Python ints)."""
     return -(-int(env_steps) // int(per_step)) if per_step > 0 else 0
 
 
 def reached(step: jax.Array, env_steps: int, per_step: int) -> jax.Array:
     """``bool[]``: ``step * per_step >= env_steps``, exactly, for any ``int32`` ``step``."""
-    return step >= min(steps_to_reach(env_steps, per_step), _INT32_MAX)
+    return step >= min(_steps_to_reach(env_steps, per_step), _INT32_MAX)
 
 
 def as_float(step: jax.Array, per_step: int) -> jax.Array:

@@ -53,7 +53,7 @@ SCHEDULED_STD = frozenset({
 is a traced hyperparameter (``ESState.hyperparams["std"]``)."""
 
 
-def injected_optimizer(name: str, learning_rate: float) -> optax.GradientTransformation:
+def _injected_optimizer(name: str, learning_rate: float) -> optax.GradientTransformation:
     """``_OPTIMIZERS[name](learning_rate)`` built by ``optax.inject_hyperparams``
     with the learning rate alone injected (a number in the optimizer state, the
     optimizer's other numbers constants): the same updates, bit for bit."""
@@ -92,7 +92,7 @@ def evosax_arguments(cls: type, algorithm: str, algorithm_kwargs: dict[str, Any]
     ``algorithm``) for :class:`~jaxtrainer.algorithms.es.EvosaxES`'s options:
     ``(kwargs, tunable, std_param, optimizer)`` with ``tunable`` the traced
     hyperparameters' initial values (``learning_rate`` of a named optimizer,
-    built by :func:`injected_optimizer`; a constant ``std`` of an algorithm of
+    built by :func:`_injected_optimizer`; a constant ``std`` of an algorithm of
     :data:`SCHEDULED_STD`), ``std_param`` the ``std`` for the params'
     ``std_init`` where the constructor has no ``std_schedule`` (else ``None``),
     and ``optimizer`` the optimizer given to evosax (or as given).
@@ -115,7 +115,7 @@ def evosax_arguments(cls: type, algorithm: str, algorithm_kwargs: dict[str, Any]
             if optimizer not in _OPTIMIZERS:
                 raise ValueError(f"optimizer={optimizer!r}: choose one of {sorted(_OPTIMIZERS)} "
                                  "or pass an optax transformation")
-            optimizer = injected_optimizer(optimizer, float(learning_rate))
+            optimizer = _injected_optimizer(optimizer, float(learning_rate))
             tunable["learning_rate"] = float(learning_rate)
         kwargs["optimizer"] = optimizer
     std_param = None

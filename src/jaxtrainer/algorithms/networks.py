@@ -2,7 +2,7 @@
 
 * :data:`ACTIVATIONS` / :func:`activation`: the one activation table; an unknown
   name is a ValueError listing the choices.
-* :func:`flatten_obs`: ``[..., *observation_shape] -> float32[..., size]``, the
+* :func:`_flatten_obs`: ``[..., *observation_shape] -> float32[..., size]``, the
   input of every network here without a torso (the ``mlp`` torso); with one
   (:mod:`jaxtrainer.algorithms.torsos`) the observation keeps its shape up to it.
 * :class:`MLP`: dense layers with an activation after each and an optional
@@ -49,7 +49,7 @@ def activation(name: str, argument: str = "activation") -> Callable[[jax.Array],
     return ACTIVATIONS[arguments.one_of(argument, name, tuple(ACTIVATIONS))]
 
 
-def flatten_obs(obs: jax.Array, obs_ndim: int) -> jax.Array:
+def _flatten_obs(obs: jax.Array, obs_ndim: int) -> jax.Array:
     """``obs: [..., *observation_shape]`` (``obs_ndim`` trailing axes) as
     ``float32[..., observation_size]``."""
     return features(None, obs, obs_ndim)

@@ -43,7 +43,7 @@ def _rounds(n: int) -> int:
     return int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
 
 
-def stable_argsort_u32(keys: jax.Array) -> jax.Array:
+def _stable_argsort_u32(keys: jax.Array) -> jax.Array:
     """Indices that sort ``keys`` (``uint32[n]``, ``2 <= n <= 2**16``) ascending,
     ties in index order: ``lax.sort_key_val(keys, arange(n))[1]`` as ``int32[n]``.
 
@@ -88,5 +88,5 @@ def _packed_permutation(key: jax.Array, n: int) -> jax.Array:
     x = jnp.arange(n)
     for _ in range(_rounds(n)):
         key, subkey = jax.random.split(key)
-        x = x[stable_argsort_u32(jax.random.bits(subkey, (n,), jnp.uint32))]
+        x = x[_stable_argsort_u32(jax.random.bits(subkey, (n,), jnp.uint32))]
     return x

@@ -147,7 +147,7 @@ def deterministic_action(actor: Any, actor_params: Any, obs: jax.Array,
     return scale * actor.apply(actor_params, obs) + bias
 
 
-def td3_target_action(actor: Any, target_actor_params: Any, next_obs: jax.Array, key: jax.Array,
+def _td3_target_action(actor: Any, target_actor_params: Any, next_obs: jax.Array, key: jax.Array,
                   env: envs.Env, policy_noise: float, noise_std: Any,
                   noise_clip: float) -> jax.Array:
     """Target policy smoothing (:func:`~jaxtrainer.algorithms.exploration.smoothed_target_action`):
@@ -171,10 +171,10 @@ def td3_critic_loss(critic_params: Any, actor: Any, critic: Any, env: envs.Env,
                 noise_clip: float) -> tuple[jax.Array, dict]:
     """TD3's critic loss (Fujimoto et al. 2018, Eq. 10):
     :func:`~jaxtrainer.algorithms.critic_losses.clipped_double_q_loss` at the
-    smoothed :func:`td3_target_action`; with one critic and no smoothing DDPG's
+    smoothed :func:`_td3_target_action`; with one critic and no smoothing DDPG's
     ``mean((Q(s, a) - y)^2)``, ``y = r + gamma (1 - terminated) Q'(s', pi'(s'))``.
     ``(loss: float32[], {})``."""
-    next_action = td3_target_action(actor, target_actor_params, batch.next_obs, key, env,
+    next_action = _td3_target_action(actor, target_actor_params, batch.next_obs, key, env,
                                 policy_noise, noise_std, noise_clip)
     loss, _ = clipped_double_q_loss(critic, critic_params, target_critic_params, batch,
                                     next_action, gamma)
@@ -273,11 +273,11 @@ class TD3(offpolicy.OffPolicyModule):
 
     def target_action(self, target_actor_params: Any, next_obs: jax.Array, key: jax.Array,
                       hyperparams: dict[str, jax.Array] | None = None) -> jax.Array:
-        """:func:`td3_target_action` with the config's smoothing (``policy_noise``
+        """:func:`_td3_target_action` with the config's smoothing (``policy_noise``
         from ``hyperparams`` when given, else the config's)."""
         cfg = self.config
         std = offpolicy.hyperparam(cfg, hyperparams, "policy_noise") if cfg.policy_noise else 0.0
-        return td3_target_action(self.actor, target_actor_params, next_obs, key, self.env,
+        return _td3_target_action(self.actor, target_actor_params, next_obs, key, self.env,
                                  cfg.policy_noise, std, cfg.noise_clip)
 
     def critic_loss(self, critic_params: Any, target_actor_params: Any,

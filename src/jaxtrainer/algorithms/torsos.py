@@ -119,7 +119,7 @@ class MinAtarCNN(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = to_channels_last(x, self.channels_first)
+        x = _to_channels_last(x, self.channels_first)
         x = nn.relu(_conv(self.features, 3, 1, self.orthogonal_scale, "Conv_0")(x))
         return x.reshape((x.shape[0], -1))
 
@@ -142,18 +142,18 @@ class NatureCNN(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        x = to_channels_last(x, self.channels_first)
+        x = _to_channels_last(x, self.channels_first)
         for i, (features, kernel, stride) in enumerate(((32, 8, 4), (64, 4, 2), (64, 3, 1))):
             x = nn.relu(_conv(features, kernel, stride, self.orthogonal_scale, f"Conv_{i}")(x))
         return x.reshape((x.shape[0], -1))
 
 
-def to_channels_last(x: jax.Array, channels_first: bool) -> jax.Array:
+def _to_channels_last(x: jax.Array, channels_first: bool) -> jax.Array:
     """``x: [batch, C, H, W]`` as ``[batch, H, W, C]`` where ``channels_first``; else ``x``."""
     return jnp.moveaxis(x, 1, -1) if channels_first else x
 
 
-def import_class(path: Any, name: str = "network.torso.class_path") -> type[nn.Module]:
+def _import_class(path: Any, name: str = "network.torso.class_path") -> type[nn.Module]:
     """The ``flax.linen.Module`` subclass ``path`` (``"package.module.Class"``) names.
 
     Raises:
@@ -175,7 +175,7 @@ def import_class(path: Any, name: str = "network.torso.class_path") -> type[nn.M
     return cls
 
 
-def check_torso(torso: Any, name: str = "network.torso") -> str | dict[str, Any]:
+def _check_torso(torso: Any, name: str = "network.torso") -> str | dict[str, Any]:
     """``torso`` checked: a name in :data:`TORSOS`, or a mapping ``{class_path,
     init_args}`` whose class imports and accepts ``init_args`` (the module is
     constructed once, unbound: no parameters, nothing compiled).
@@ -201,7 +201,7 @@ def check_torso(torso: Any, name: str = "network.torso") -> str | dict[str, Any]
         raise ValueError(f"{name}: expected the keys class_path and init_args, got "
                          f"{', '.join(map(str, torso)) or 'none'} (e.g. {name}.class_path=my_pkg.MyTorso)")
     init_args = dict(torso.get("init_args") or {})
-    cls = import_class(torso["class_path"], f"{name}.class_path")
+    cls = _import_class(torso["class_path"], f"{name}.class_path")
     try:
         cls(**init_args)
     except TypeError as e:
@@ -249,10 +249,10 @@ class NetworkConfig:
     layout: str | None = None
 
     def __post_init__(self) -> None:
-        """Raises: ValueError: what :func:`check_torso` raises; a ``core`` not in
+        """Raises: ValueError: what :func:`_check_torso` raises; a ``core`` not in
         :data:`~jaxtrainer.algorithms.cores.CORES` (listing them) or a
         ``core_size`` that is not a positive int."""
-        object.__setattr__(self, "torso", check_torso(self.torso))
+        object.__setattr__(self, "torso", _check_torso(self.torso))
         if self.core is not None and self.core not in CORES:
             raise ValueError(f"network.core={self.core!r}: choose one of "
                              f"{', '.join(map(repr, CORES))}, or null for none")
@@ -316,7 +316,7 @@ def torso_factory(network: NetworkConfig, observation_shape: Sequence[int],
                          "A2C and IMPALA do); use network.core=null")
     torso = network.torso
     if isinstance(torso, dict):
-        return partial(import_class(torso["class_path"]), **torso["init_args"])
+        return partial(_import_class(torso["class_path"]), **torso["init_args"])
     if torso == "mlp":
         return None
     shape = tuple(observation_shape)

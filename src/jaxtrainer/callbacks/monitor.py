@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 
-def default_mode(monitor: str) -> str:
+def _default_mode(monitor: str) -> str:
     """The mode a metric named ``monitor`` is ranked in when none is given, the
     same for every callback: ``"min"`` for a loss or an error, ``"max"`` for the
     rest (returns, fitness: what RL runs rank on)."""
@@ -17,7 +17,7 @@ def default_mode(monitor: str) -> str:
 
 
 def check_mode(owner: str, monitor: str, mode: str | None, default: str | None = None) -> str:
-    """Validate ``monitor`` and ``mode``; warn and use ``default`` (:func:`default_mode`
+    """Validate ``monitor`` and ``mode``; warn and use ``default`` (:func:`_default_mode`
     of ``monitor`` when ``None``) when ``mode`` is None.
 
     Raises:
@@ -27,7 +27,7 @@ def check_mode(owner: str, monitor: str, mode: str | None, default: str | None =
     if not isinstance(monitor, str) or not monitor:
         raise ValueError(f"{owner}: monitor={monitor!r}: expected a metric name such as "
                          "'eval/episode_return'")
-    default = default_mode(monitor) if default is None else default
+    default = _default_mode(monitor) if default is None else default
     if mode is None:
         warnings.warn(f"{owner}(monitor={monitor!r}) has no mode; assuming mode={default!r}. "
                       "Pass mode='max' or mode='min'.", UserWarning, stacklevel=3)

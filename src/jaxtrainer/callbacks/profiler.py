@@ -21,7 +21,7 @@ PHASES = ("startup", "device compute", "host callbacks", "logging", "checkpointi
 """The phases of :attr:`ProfilerCallback.summary`, in the order printed."""
 
 
-def check_steps(steps: Any) -> tuple[int, int] | None:
+def _check_steps(steps: Any) -> tuple[int, int] | None:
     """``steps`` as ``(a, b)``: two ints, ``0 <= a < b``; ``None`` passes.
 
     Raises:
@@ -99,7 +99,7 @@ class ProfilerCallback(Callback):
 
     def __init__(self, steps: list[int] | tuple[int, int] | None = None,
                  dirpath: str | os.PathLike | None = None) -> None:
-        self.steps = check_steps(steps)
+        self.steps = _check_steps(steps)
         self.dirpath = None if dirpath is None else os.fspath(dirpath)
         self.summary: dict[str, float] = {}
         self.trace_dir: str | None = None
@@ -246,7 +246,7 @@ class ProfilerCallback(Callback):
         """Make, store and print (process 0) the summary; stop timing hooks."""
         self.summary = self._summarise(trainer)
         if trainer.is_global_zero:
-            print(format_summary(self.summary), file=sys.stdout, flush=True)
+            print(_format_summary(self.summary), file=sys.stdout, flush=True)
 
 
 class _Finish(Callback):
@@ -272,7 +272,7 @@ def _profile_runs(directory: str) -> list[str]:
     return [os.path.join(root, n) for n in os.listdir(root)] if os.path.isdir(root) else []
 
 
-def format_summary(summary: dict[str, float]) -> str:
+def _format_summary(summary: dict[str, float]) -> str:
     """The summary table: one line per phase with seconds and share of the wall time."""
     wall = max(summary["wall"], 1e-9)
     width = max(map(len, PHASES))

@@ -19,7 +19,7 @@ from rich.text import Text
 from jaxtrainer.callbacks.progress import duration
 
 BAR = "\0bar"
-"""The field :func:`fit_fields` sizes as the bar."""
+"""The field :func:`_fit_fields` sizes as the bar."""
 
 _BAR_WIDTH = (10, 40)
 """Least and most columns of the drawn bar."""
@@ -51,7 +51,7 @@ def _length(items: Sequence[tuple[int, str]]) -> int:
     return sum(_BAR_WIDTH[0] if c == BAR else len(c) for c in drawn) + len(drawn) - 1
 
 
-def fit_fields(fields: Sequence[tuple[int, str]], width: int) -> tuple[list[str], int]:
+def _fit_fields(fields: Sequence[tuple[int, str]], width: int) -> tuple[list[str], int]:
     """The fields of a progress line that fit in ``width`` columns.
 
     Args:
@@ -78,7 +78,7 @@ def fit_fields(fields: Sequence[tuple[int, str]], width: int) -> tuple[list[str]
     return texts, bar
 
 
-def line_fields(task: Task, unit: str) -> list[tuple[int, str]]:
+def _line_fields(task: Task, unit: str) -> list[tuple[int, str]]:
     """``(rank, text)`` of every field of ``task``'s line, in display order.
 
     ``task.fields`` holds ``rate`` (env steps/s or, without env steps,
@@ -112,7 +112,7 @@ class FittedLine(ProgressColumn):
         self.console, self.unit = console, unit
 
     def render(self, task: Task) -> RenderableType:
-        texts, bar_width = fit_fields(line_fields(task, self.unit), self.console.width - 1)
+        texts, bar_width = _fit_fields(_line_fields(task, self.unit), self.console.width - 1)
         grid = Table.grid(padding=(0, 1))
         grid.add_row(*(ProgressBar(total=task.total, completed=task.completed, width=bar_width)
                        if cell == BAR else Text(cell, no_wrap=True, overflow="ellipsis")

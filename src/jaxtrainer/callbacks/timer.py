@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
-def parse_duration(duration: float | str) -> float:
+def _parse_duration(duration: float | str) -> float:
     """Seconds from a number of seconds or ``"DD:HH:MM:SS"`` (leading fields optional).
 
     Raises:
@@ -63,7 +63,7 @@ class Timer(Callback):
     writes_run_dir = False  # it reads metrics only
 
     def __init__(self, duration: float | str) -> None:
-        self.duration = parse_duration(duration)
+        self.duration = _parse_duration(duration)
         self._previous = 0.0
         self._start: float | None = None
         self._last_sync = 0.0

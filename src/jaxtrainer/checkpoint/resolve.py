@@ -90,7 +90,7 @@ def _runs(root: Path) -> list[Path]:
                   key=lambda p: int(p.name[8:]), reverse=True)
 
 
-def newest_resumable(root: str | os.PathLike, accept: Accept | None = None
+def _newest_resumable(root: str | os.PathLike, accept: Accept | None = None
                      ) -> tuple[Path | None, list[tuple[Path, str]]]:
     """``(the newest checkpoint of the newest run under root that accept takes,
     [(run dir, why not) for each newer run holding a checkpoint that it refused]``).
@@ -116,7 +116,7 @@ def find_last(root: str | os.PathLike, accept: Accept | None = None) -> Path | N
     (``version_*/checkpoints*/<step>``) that ``accept`` takes (every run when
     ``None``); where ``root`` holds no runs, the newest of ``root`` itself as a
     run directory; None when there is none."""
-    return newest_resumable(root, accept)[0]
+    return _newest_resumable(root, accept)[0]
 
 
 def _refusal(root: Path, refused: list[tuple[Path, str]], prefix: str) -> str:
@@ -132,9 +132,9 @@ def _refusal(root: Path, refused: list[tuple[Path, str]], prefix: str) -> str:
 
 
 def _last_across_runs(root: Path, accept: Accept | None, prefix: str) -> Path | None:
-    """:func:`newest_resumable`, saying on stderr which newer runs were passed
+    """:func:`_newest_resumable`, saying on stderr which newer runs were passed
     over, or raising :class:`NotResumable` when every run was."""
-    found, refused = newest_resumable(root, accept)
+    found, refused = _newest_resumable(root, accept)
     if found is None and refused:
         raise NotResumable(_refusal(root, refused, prefix))
     if refused:
@@ -277,7 +277,7 @@ def _locate(path: Path, across_runs: bool, prefix: str,
         from jaxtrainer._arguments import did_you_mean
         hint = did_you_mean(str(path), NAMES) if os.sep not in str(path) else ""
         raise FileNotFoundError(f"{prefix}{path}: no such file or directory{hint}")
-    broken = [d for c in (path, path / CHECKPOINTS) for d in incomplete_after(c)]
+    broken = [d for c in (path, path / CHECKPOINTS) for d in _incomplete_after(c)]
     if broken:
         raise FileNotFoundError(f"{prefix}no complete checkpoint in {path}: "
                                 f"{', '.join(map(str, broken))} "
@@ -290,7 +290,7 @@ def _locate(path: Path, across_runs: bool, prefix: str,
                             f"{CHECKPOINTS}/), its {CHECKPOINTS} directory or a step directory")
 
 
-def incomplete_after(directory: str | os.PathLike, step: int = -1) -> list[Path]:
+def _incomplete_after(directory: str | os.PathLike, step: int = -1) -> list[Path]:
     """Step directories under a checkpoints directory newer than ``step`` that
     are not complete checkpoints (no ``meta``): a save cut off, in progress, or
     a damaged directory. Orbax's temporary directories are not step directories."""
@@ -350,7 +350,7 @@ def resolve(path: str | os.PathLike, which: str | int | None = None, *,
         return best(directory, prefix).path
     if which is None or which == "last":
         chosen = latest_step_dir(directory)
-        for passed in incomplete_after(directory, int(chosen.name)):
+        for passed in _incomplete_after(directory, int(chosen.name)):
             print(f"jaxtrainer: passing over {passed}: incomplete (no {META}/: its save did not "
                   f"finish, or the directory is damaged); using {chosen}", file=sys.stderr,
                   flush=True)

@@ -61,7 +61,7 @@ def source(recipe: str) -> str:
     return _TEMPLATE.format(name=recipe, summary=RECIPES[recipe].summary)
 
 
-def write_scripts(directory: str | Path) -> list[Path]:
+def _write_scripts(directory: str | Path) -> list[Path]:
     """Write ``<directory>/<name>.py`` for every recipe (:func:`source`); returns the paths."""
     from jaxtrainer.recipes._catalog import RECIPES
 
@@ -74,5 +74,5 @@ def write_scripts(directory: str | Path) -> list[Path]:
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit("usage: python -m jaxtrainer.commands.script DIRECTORY")
-    for written in write_scripts(sys.argv[1]):
+    for written in _write_scripts(sys.argv[1]):
         print(written)

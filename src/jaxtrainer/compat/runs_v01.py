@@ -25,10 +25,10 @@ def resolve_checkpoint(ckpt_path: str | os.PathLike, root: str | os.PathLike,
     return checkpoint_connector.resolve_ckpt_path(ckpt_path, root, strategy)
 
 
-def best_checkpoint(path: str | os.PathLike) -> Path:
+def _best_checkpoint(path: str | os.PathLike) -> Path:
     """The best checkpoint recorded in the checkpoint at ``path``: now
     ``jaxtrainer.checkpoint.best(path).path`` (which also gives its score)."""
     from jaxtrainer.checkpoint import best
 
-    warn_moved("jaxtrainer.runs.best_checkpoint", "jaxtrainer.checkpoint.best")
+    warn_moved("jaxtrainer.runs._best_checkpoint", "jaxtrainer.checkpoint.best")
     return best(path).path

@@ -105,7 +105,7 @@ def _step_pool(handle: np.ndarray, action: np.ndarray):
             np.asarray(final, np.float32))
 
 
-def image_layout(shape: tuple[int, ...]) -> str:
+def _image_layout(shape: tuple[int, ...]) -> str:
     """The layout of a host library's image observations of ``shape``:
     ``"channels_first"`` for a 3-d shape whose first axis is shorter than its
     last (EnvPool's Atari ``[4, 84, 84]``, a ``FrameStackObservation`` of grey
@@ -129,7 +129,7 @@ class GymnasiumEnv(Env):
     ``TimeLimit``: ``truncated``); the env's own ends are ``terminated``.
 
     Image observations (3-d ``Box``) set :attr:`observation_layout` by
-    :func:`image_layout`, so the CNN torsos read ``[C, H, W]`` frames the right way.
+    :func:`_image_layout`, so the CNN torsos read ``[C, H, W]`` frames the right way.
 
     A host env's simulators live in this process (:attr:`host` is true): a
     resumed run starts fresh envs, see :meth:`jaxtrainer.Module.resumed_state`.
@@ -170,7 +170,7 @@ class GymnasiumEnv(Env):
         if not isinstance(obs_space, gym.spaces.Box):
             raise TypeError(f"{name}: observation space {obs_space} is not supported (Box only)")
         self.observation_shape, self.observation_dtype = tuple(obs_space.shape), jnp.float32
-        self.observation_layout = image_layout(self.observation_shape)
+        self.observation_layout = _image_layout(self.observation_shape)
         self.discrete = isinstance(space, gym.spaces.Discrete)
         self.action_start = None
         if self.discrete:

@@ -63,7 +63,7 @@ class JumanjiEnv(TimestepEnv):
         if values.ndim > 1 or shape != values.shape:
             raise TypeError(f"{name}: action spec {spec} is not supported "
                             "(a DiscreteArray, or a MultiDiscreteArray of one axis)")
-        limit = episode_limit(env) if max_episode_steps is None else int(max_episode_steps)
+        limit = _episode_limit(env) if max_episode_steps is None else int(max_episode_steps)
         super().__init__(name, int(values.sum()), limit)
         if values.ndim == 1:
             self.set_multi_discrete(values)
@@ -83,7 +83,7 @@ class JumanjiEnv(TimestepEnv):
         return last & (timestep.discount == 0), last & (timestep.discount != 0)
 
 
-def episode_limit(env: Any) -> int:
+def _episode_limit(env: Any) -> int:
     """The most steps an episode of the Jumanji ``env`` takes (see
     :class:`JumanjiEnv`): its ``time_limit``, its observation's ``step_count``
     maximum, its generator's ``max_num_items``, else 0."""

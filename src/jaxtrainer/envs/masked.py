@@ -34,7 +34,7 @@ NO_VELOCITY: dict[str, tuple[int, ...]] = {
 """gymnax environments with a ``-NoVelocity`` variant: the positions kept."""
 
 
-def check_mask(mask: Any, observation_shape: Sequence[int], name: str) -> tuple[int, ...]:
+def _check_mask(mask: Any, observation_shape: Sequence[int], name: str) -> tuple[int, ...]:
     """``mask`` as a tuple of distinct, in-range positions of a flat observation.
 
     Raises:
@@ -67,12 +67,12 @@ class ObservationMask(Env):
       name: the id reported in :attr:`name`; default ``"<env.name>[mask]"``.
 
     Raises:
-      ValueError: what :func:`check_mask` raises.
+      ValueError: what :func:`_check_mask` raises.
     """
 
     def __init__(self, env: Env, mask: Sequence[int], name: str | None = None) -> None:
         self.env = env
-        self.mask = check_mask(mask, env.observation_shape, env.name)
+        self.mask = _check_mask(mask, env.observation_shape, env.name)
         self.name = name or f"{env.name}{list(self.mask)}"
         self.observation_shape = (len(self.mask),)
         self.observation_dtype = env.observation_dtype

@@ -117,7 +117,7 @@ def _leaves_spec(tree: Any, batch: Any) -> list[jax.ShapeDtypeStruct]:
             for leaf in jax.tree.leaves(tree)]
 
 
-def policy_function(policy: Policy, batch: Any) -> tuple[Callable[..., Any], list[Any],
+def _policy_function(policy: Policy, batch: Any) -> tuple[Callable[..., Any], list[Any],
                                                           list[str], list[str]]:
     """``(fn, input specs, input names, output names)``: the greedy policy with
     its params as constants, ``fn(obs) -> actions`` or, with memory,
@@ -142,7 +142,7 @@ def policy_function(policy: Policy, batch: Any) -> tuple[Callable[..., Any], lis
 
 def _stablehlo(policy: Policy) -> bytes:
     (batch,) = jax.export.symbolic_shape(BATCH)
-    fn, specs, _, _ = policy_function(policy, batch)
+    fn, specs, _, _ = _policy_function(policy, batch)
     exported = jax.export.export(jax.jit(fn), platforms=_PLATFORMS)(*specs)
     return bytes(exported.serialize())
 
@@ -171,7 +171,7 @@ def _onnx(policy: Policy) -> bytes:
     holding it in an operation's parameters (a CNN's gather's ``slice_sizes``) mixed
     with another ``batch`` of the converter's own is refused by JAX."""
     (batch,) = jax.export.symbolic_shape(BATCH)
-    fn, specs, inputs, outputs = policy_function(policy, batch)
+    fn, specs, inputs, outputs = _policy_function(policy, batch)
     program = jax.extend.core.jaxpr_as_fun(jax.make_jaxpr(fn)(*specs))
     with _quiet_converter():
         from jax2onnx import to_onnx
@@ -183,7 +183,7 @@ def _onnx(policy: Policy) -> bytes:
 
 def export_policy(policy: Policy, file: str | os.PathLike, format: str = "stablehlo") -> Path:
     """Write ``policy``'s greedy policy to ``file`` in ``format`` and its model
-    card to ``<file>.json`` (:func:`model_card`); returns ``file``'s path.
+    card to ``<file>.json`` (:func:`_model_card`); returns ``file``'s path.
 
     Raises:
       ValueError, ImportError: as :func:`check_format`; StorageError: as
@@ -193,7 +193,7 @@ def export_policy(policy: Policy, file: str | os.PathLike, format: str = "stable
     path = check_output(file)
     data = _stablehlo(policy) if format == "stablehlo" else _onnx(policy)
     replace_file(path, data, "the exported policy")
-    card = json.dumps(model_card(policy, format, path), indent=2) + "\n"
+    card = json.dumps(_model_card(policy, format, path), indent=2) + "\n"
     replace_file(card_path(path), card, "the model card")
     return path
 
@@ -228,7 +228,7 @@ def _algorithm(run_dir: Path) -> str | None:
     return None
 
 
-def reached_return(run_dir: str | os.PathLike, step: int,
+def _reached_return(run_dir: str | os.PathLike, step: int,
                    member: int | None = None) -> dict[str, Any] | None:
     """The last return ``<run_dir>/metrics.csv`` logged at or before ``step``:
     ``{"metric", "value", "step"}`` for the first of :data:`_RETURN_METRICS`
@@ -250,12 +250,12 @@ def reached_return(run_dir: str | os.PathLike, step: int,
     return None
 
 
-def model_card(policy: Policy, format: str, file: str | os.PathLike) -> dict[str, Any]:
+def _model_card(policy: Policy, format: str, file: str | os.PathLike) -> dict[str, Any]:
     """What the model card of ``policy`` exported to ``file`` says (JSON values)."""
     from importlib import metadata
 
     env = policy.env
-    fn, specs, inputs, outputs = policy_function(policy, 1)
+    fn, specs, inputs, outputs = _policy_function(policy, 1)
     results = jax.eval_shape(fn, *specs)
     results = list(results) if isinstance(results, tuple) else [results]
     run_dir = None if policy.checkpoint is None else run_dir_of(policy.checkpoint)
@@ -279,7 +279,7 @@ def model_card(policy: Policy, format: str, file: str | os.PathLike) -> dict[str
         "global_step": policy.global_step, "env_steps": policy.env_steps,
         "algorithm": None if run_dir is None else _algorithm(run_dir),
         "member": policy.member,
-        "return": None if run_dir is None else reached_return(run_dir, policy.global_step,
+        "return": None if run_dir is None else _reached_return(run_dir, policy.global_step,
                                                                policy.member),
         "jaxtrainer_version": version, "jax_version": jax.__version__,
     }

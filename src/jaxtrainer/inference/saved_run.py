@@ -272,7 +272,7 @@ def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
     trainer, module, _, _, step_dir = prepare(path, ckpt, module=module, strategy="single",
                                               devices=1)
     population = members_of(module)
-    check_member(module, member)  # before anything is loaded
+    _check_member(module, member)  # before anything is loaded
     load_into(trainer, module, step_dir)
     if population is not None and member is None:
         member = population.default_member(trainer.state)
@@ -283,7 +283,7 @@ def load_policy(path: str | os.PathLike, ckpt: str | int | None = None, *,
                exporter=export_policy)
 
 
-def check_member(module: Any, member: int | None) -> None:
+def _check_member(module: Any, member: int | None) -> None:
     """Check ``member`` against the population ``module`` is or wraps (PBT, a
     sweep, a search); ``None`` (its default member) always passes.
 

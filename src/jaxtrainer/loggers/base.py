@@ -57,7 +57,7 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def hparam_value(v: Any) -> Any:
+def _hparam_value(v: Any) -> Any:
     """A hyperparameter as something every backend accepts (number, str, bool)."""
     if isinstance(v, (bool, int, float, str)):
         return v
@@ -132,7 +132,7 @@ class Logger(Callback):
             return
         self.start(trainer, module)
         self._active = True
-        params = {k: hparam_value(v) for k, v in flatten(_hparams(trainer, module)).items()}
+        params = {k: _hparam_value(v) for k, v in flatten(_hparams(trainer, module)).items()}
         self.log_hyperparams(params)
 
     def _log(self, metrics: dict[str, Any]) -> None:

@@ -61,7 +61,7 @@ def check_sampler(name: str) -> str:
     return name
 
 
-def check_storage(url: str) -> None:
+def _check_storage(url: str) -> None:
     """Open Optuna's storage at ``url`` once (creating its tables, as the run
     would), so that a URL that cannot serve is refused before anything runs.
 
@@ -80,7 +80,7 @@ def check_storage(url: str) -> None:
                          "directory) or postgresql://user@host/db with its driver installed") from None
 
 
-def make_sampler(name: str, seed: int) -> Any:
+def _make_sampler(name: str, seed: int) -> Any:
     """Optuna's sampler ``name`` (:func:`check_sampler`) seeded with ``seed``."""
     import optuna
 
@@ -90,7 +90,7 @@ def make_sampler(name: str, seed: int) -> Any:
     return samplers[name](seed=seed)
 
 
-def suggest(trial: Any, name: str, space: Any) -> float:
+def _suggest(trial: Any, name: str, space: Any) -> float:
     """``trial``'s value of hyperparameter ``name`` in ``space`` (a
     :class:`~jaxtrainer.population.spaces.Choice` is categorical)."""
     if hasattr(space, "values"):
@@ -128,7 +128,7 @@ class OptunaSearch(Callback):
       TypeError: in ``setup``, a module that is not a ``Search`` with
         ``sampler="optuna"``.
       ValueError: an unknown ``sampler`` or a ``storage`` that cannot be
-        opened (:func:`check_storage`); in ``setup``, a round length that
+        opened (:func:`_check_storage`); in ``setup``, a round length that
         ``log_every_n_steps`` does not divide (rounds end at log intervals).
     """
 
@@ -139,7 +139,7 @@ class OptunaSearch(Callback):
                  metric: str = "eval/episode_return", objective: str = "evaluation") -> None:
         check_sampler(sampler)
         if storage is not None:
-            check_storage(storage)
+            _check_storage(storage)
         if objective not in _OBJECTIVES:
             raise ValueError(f"OptunaSearch: objective={objective!r}: choose one of "
                              f"{', '.join(_OBJECTIVES)}")
@@ -173,11 +173,11 @@ class OptunaSearch(Callback):
         os.makedirs(trainer.log_dir, exist_ok=True)
         storage = self.storage or f"sqlite:///{os.path.join(trainer.log_dir, _STUDY_FILE)}"
         self.study = optuna.create_study(storage=storage, study_name=self.study_name,
-                                         sampler=make_sampler(self.sampler, host_seed(self.seed)),
+                                         sampler=_make_sampler(self.sampler, host_seed(self.seed)),
                                          direction="maximize", load_if_exists=True)
         asked = len(self.study.get_trials(deepcopy=False))
         if asked:  # a resumed study: a sampler seeded as before would draw its first trials again
-            self.study.sampler = make_sampler(self.sampler, host_seed(self.seed + asked))
+            self.study.sampler = _make_sampler(self.sampler, host_seed(self.seed + asked))
 
     def state_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id}
@@ -248,7 +248,7 @@ class OptunaSearch(Callback):
                     trial = self.study.ask()
                     trial.set_user_attr(_TRIAL_ATTR, t)
                     trial.set_user_attr(_RUN_ATTR, self._run(trainer))
-                    values = {n: suggest(trial, n, s) for n, s in module.spaces.items()}
+                    values = {n: _suggest(trial, n, s) for n, s in module.spaces.items()}
                 for n in module.spaces:
                     rows[n][k] = values[n]
         rows = trainer.strategy.broadcast(rows)

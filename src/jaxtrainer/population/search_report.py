@@ -117,7 +117,7 @@ def search_rows(state: SearchState, module: Search, global_step: int,
 class SearchReport(Callback):
     """Write ``search.csv`` of a :class:`~jaxtrainer.population.Search` at every
     evaluation and at the end of ``fit``, and print the best trials
-    (:func:`best_table`) when ``fit`` ends (global-zero process).
+    (:func:`_best_table`) when ``fit`` ends (global-zero process).
 
     Args:
       metric: the evaluation metric written as ``eval`` (``member/<i>/<metric>``).
@@ -148,7 +148,7 @@ class SearchReport(Callback):
                             f"{type(module).__name__}")
         self.rows, self._evals = [], {}
         if stage == "fit" and trainer.ckpt_path is not None:  # a resume: the evaluations so far
-            self._evals = read_evals(os.path.join(trainer.log_dir, SEARCH_FILE))
+            self._evals = _read_evals(os.path.join(trainer.log_dir, SEARCH_FILE))
 
     def on_evaluation_end(self, trainer: Trainer, module: Module, metrics: dict[str, float]) -> None:
         if trainer.state_ahead:
@@ -161,7 +161,7 @@ class SearchReport(Callback):
     def on_fit_end(self, trainer: Trainer, module: Module) -> None:
         self._write(trainer, module)
         if self.print_table and trainer.is_global_zero and self.rows:
-            print(best_table(self.rows, list(module.spaces)), flush=True)
+            print(_best_table(self.rows, list(module.spaces)), flush=True)
 
     def _write(self, trainer: Trainer, module: Any) -> None:
         from jaxtrainer.rundir.storage import write_csv
@@ -174,7 +174,7 @@ class SearchReport(Callback):
             write_csv(os.path.join(trainer.log_dir, SEARCH_FILE), self.rows)
 
 
-def read_evals(path: str | os.PathLike) -> dict[int, list[float]]:
+def _read_evals(path: str | os.PathLike) -> dict[int, list[float]]:
     """``{trial: [evaluation per seed]}`` of the final rows of a ``search.csv``
     (``eval_seeds`` where written, else ``eval``; empty without a file)."""
     try:
@@ -186,7 +186,7 @@ def read_evals(path: str | os.PathLike) -> dict[int, list[float]]:
         return {}
 
 
-def best_table(rows: list[dict[str, Any]], names: list[str], shown: int = _BEST_SHOWN) -> str:
+def _best_table(rows: list[dict[str, Any]], names: list[str], shown: int = _BEST_SHOWN) -> str:
     """The best ``shown`` trials of ``rows`` that were not stopped, as an
     aligned text table (trial, hyperparameters, env steps it trained, fitness,
     eval, and with several seeds the IQM over seeds and its 95% interval),

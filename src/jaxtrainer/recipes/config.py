@@ -131,7 +131,7 @@ def _check_key(base: DictConfig, dotted: str, source: str = "") -> None:
                      if not dotted.startswith(k + ".")  # never the section the key is in
                      and not (section and k.startswith(section))]  # nor its keys: listed above
             raise ValueError(f"{source}unknown config key {dotted!r}: {where} has keys: {choices}"
-                             + (_near_in_section(walked, part, node) or same_name(dotted, known)
+                             + (_near_in_section(walked, part, node) or _same_name(dotted, known)
                                 or did_you_mean(dotted, known)))
         node = node[part]
         walked.append(part)
@@ -158,7 +158,7 @@ def _dashed(item: str, base: DictConfig) -> str:
             f"options are --config FILE, --print-config and --help){hint}")
 
 
-def same_name(dotted: str, known: Sequence[str]) -> str:
+def _same_name(dotted: str, known: Sequence[str]) -> str:
     """``"; did you mean 'algorithm.lr'?"`` for ``lr`` (or ``trainer.lr``): the
     known keys ending in the same name, when some section has it (at most
     three listed), else ``""``."""
@@ -377,13 +377,13 @@ def resume_hint(prog: str, argv: Sequence[str], one_process: bool = True) -> str
         if given[-1].split("=", 1)[1] == "last":
             return "the same command, with its trainer.ckpt_path=last (or trainer.ckpt_path={checkpoint})"
         return (f"the same command with trainer.ckpt_path=last in place of its "
-                f"{escaped(given[-1])} (or trainer.ckpt_path={{checkpoint}})")
+                f"{_escaped(given[-1])} (or trainer.ckpt_path={{checkpoint}})")
     kept = [a for a in argv if a not in given]
     command = " ".join([prog, *(shlex.quote(a) for a in kept), "trainer.ckpt_path=last"])
-    return f"{escaped(command)} (or trainer.ckpt_path={{checkpoint}} in place of last)"
+    return f"{_escaped(command)} (or trainer.ckpt_path={{checkpoint}} in place of last)"
 
 
-def escaped(text: str) -> str:
+def _escaped(text: str) -> str:
     """``text`` with its braces doubled: ``str.format`` prints it as it is."""
     return text.replace("{", "{{").replace("}", "}}")
 
