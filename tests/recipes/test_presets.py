@@ -96,6 +96,11 @@ def test_the_recipe_list_names_the_presets():
                           env=ENV, capture_output=True, text=True, timeout=60)
     sac = next(line for line in done.stdout.splitlines() if line.strip().startswith("sac "))
     assert sac.endswith("(presets: Pendulum-v1)")
+    # issue 68: the list says what a preset is (the README does not), in its last line
+    assert done.stdout.splitlines()[-1] == (
+        "presets: a recipe's settings tuned for one environment, taken when it trains that env "
+        "(jaxtrainer fit ppo env.name=Pendulum-v1); a key given on the command line wins; with "
+        "--config FILE none applies")
 
 
 def test_every_published_row_names_a_recipe_an_env_a_budget_and_its_source(monkeypatch):
