@@ -241,4 +241,5 @@ def test_a_video_alone_runs_only_the_episodes_it_draws(monkeypatch, tmp_path, ca
     root = Path(__file__).resolve().parents[2]
     readme = (root / "README.md").read_text()
     assert '--video cartpole.gif  # watch it: pip install -e ".[render]" first' in readme
+    assert '".[render]" first; 2-3 min on 2 CPU cores\n' in readme  # and how long it takes
     assert 'render = ["pygame' in (root / "pyproject.toml").read_text()

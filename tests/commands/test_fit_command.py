@@ -31,7 +31,7 @@ def test_fit_list_names_every_recipe():
     proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "--list"],
                           capture_output=True, text=True, timeout=100, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
-    listed = [line.split()[0] for line in proc.stdout.splitlines()[1:]]
+    listed = [line.split()[0] for line in proc.stdout.splitlines()[1:] if line.startswith("  ")]
     assert listed == list(catalog.RECIPES)
     width = max(map(len, catalog.RECIPES)) + 2        # names in one column
     assert f"  {'ppo':<{width}}PPO on a gymnax environment (CartPole-v1)" in proc.stdout

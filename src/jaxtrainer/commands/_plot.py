@@ -13,9 +13,11 @@ environment, kind and settings beyond the seed (:func:`group_runs`,
 a CartPole run of another budget are four groups); per group the
 figure shows the mean and a band from the minimum to the maximum (the spread
 over its runs), after interpolating its runs onto the x values of its
-shortest. Without ``--metric`` each group draws its runs' headline metric
-(an RL run's ``train/episode_return``, an evolution strategy's ``fitness/mean``,
-a PBT population's ``fitness/max``). A sweep's ``env_steps`` are drawn per
+shortest. Without ``--metric`` each group draws its runs' headline metric,
+the one its recipe's last line printed: an RL run's ``eval/episode_return``
+where it was evaluated during training, else its ``train/episode_return`` with
+its final evaluation as a star; an evolution strategy's ``fitness/mean``, a
+PBT population's ``fitness/max``. A sweep's ``env_steps`` are drawn per
 member (its environment steps over its member count) wherever it is drawn.
 
 A single run of a sweep (:class:`~jaxtrainer.population.Sweep`, a run directory
@@ -43,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from jaxtrainer._arguments import expand_path
+from jaxtrainer._formatting import fixed
 from jaxtrainer.rundir import _run_kind as run_kind
 from jaxtrainer.rundir import run_layout
 from jaxtrainer.rundir._run_kind import RunKind
@@ -319,8 +322,9 @@ def _group_curves(kind: RunKind, runs: list[tuple[str, str]], metric: str,
     if not len(grid):  # no step where every run has points: up to the shortest run, as before
         grid = np.unique(np.concatenate([c[1][c[1] <= end] for c in averaged]))
     ys = np.stack([np.interp(grid, xs, vs) for _, xs, vs in averaged])  # [runs, len(grid)]
+    final = _final_evaluations(runs, x, scale) if metric == TRAIN_RETURN else []
     return {"label": kind.label(), "kind": kind, "metric": metric, "curves": curves,
-            "runs": [c[0] for c in curves],
+            "final": final, "runs": [c[0] for c in curves],
             "left_out": [c[0] for c in curves if not any(c is a for a in averaged)],
             "x": grid, "mean": ys.mean(0), "low": ys.min(0), "high": ys.max(0)}
 
@@ -354,8 +358,13 @@ def _draw_groups(groups: list[dict[str, Any]], output: str, metric: str, xlabel:
         if averaged > 1:
             ax.fill_between(g["x"], g["low"], g["high"], color=color if len(groups) > 1 else "gray",
                             alpha=0.2, label=f"{head}min-max over runs")
+        if g["final"]:
+            ax.scatter([f[1] for f in g["final"]], [f[2] for f in g["final"]], marker="*", s=120,
+                       color=color if len(groups) > 1 else "C3", zorder=3,
+                       label=f"{head}{EVAL_RETURN} at the end ({_final_eval(g)})")
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(metric)
+    finals = any(g["final"] for g in groups)
+    ax.set_ylabel(f"{metric} (line), {EVAL_RETURN} (star)" if finals else metric)
     ax.set_title(title or metric)
     labels = ax.get_legend_handles_labels()[1]
     _save(fig, ax, output)
@@ -376,9 +385,29 @@ def _columns(run_dir: str) -> list[str]:
         return next(csv.reader(f), [])
 
 
+EVAL_RETURN = "eval/episode_return"
+"""What a recipe's last line prints (``eval/episode_return=<v> run_dir=<dir>``):
+an RL run's headline where it was evaluated during training."""
+
+TRAIN_RETURN = "train/episode_return"
+
+
+def _values(run_dir: str, metric: str) -> int:
+    """How many rows of ``run_dir``'s ``metrics.csv`` hold a finite ``metric`` (0: no column)."""
+    try:
+        return len(read_curve(run_dir, metric, "step")[0])
+    except KeyError:
+        return 0
+
+
 def _headline(run_dir: str) -> str:
-    """The run's headline metric (:func:`jaxtrainer.rundir._run_kind.headline_metric`
-    of its ``metrics.csv`` columns).
+    """The run's headline metric: the metric its recipe's last line printed,
+    ``eval/episode_return``, for an RL run evaluated during training (two or
+    more evaluation rows: a line to draw); else
+    :func:`jaxtrainer.rundir._run_kind.headline_metric` of its ``metrics.csv``
+    columns (an RL run's ``train/episode_return``, whose final evaluation
+    :func:`plot_runs` draws as a point, an evolution strategy's fitness, a
+    population's best, another module's loss).
 
     Raises:
       ValueError: it logs no episode return, fitness or loss (naming its columns).
@@ -389,7 +418,25 @@ def _headline(run_dir: str) -> str:
         raise ValueError(f"{os.path.join(run_dir, run_layout.METRICS_FILE)} has no episode "
                          f"return, fitness or loss column to draw by default; columns: "
                          f"{', '.join(columns)}; name one with --metric")
+    if found == TRAIN_RETURN and _values(run_dir, EVAL_RETURN) > 1:
+        return EVAL_RETURN
     return found
+
+
+def _final_evaluations(runs: list[tuple[str, str]], x: str,
+                       scale: float) -> list[tuple[str, float, float]]:
+    """``(label, x, eval/episode_return)`` of each run in ``runs`` that was
+    evaluated once, at its end (the value its recipe's last line printed), x
+    divided by ``scale``."""
+    out = []
+    for run_dir, label in runs:
+        try:
+            xs, vs = read_curve(run_dir, EVAL_RETURN, x)
+        except KeyError:
+            continue
+        if len(xs) == 1:
+            out.append((label, float(xs[-1]) / scale, float(vs[-1])))
+    return out
 
 
 def default_x(run_dirs: list[str]) -> str:
@@ -410,8 +457,10 @@ def plot_runs(run_dirs: list[str], output: str, metric: str | None = None,
               x: str | None = None, title: str | None = None) -> dict[str, Any]:
     """Write a figure of ``metric`` against ``x`` at ``output``, in the format
     of its suffix (:func:`figure_format`). Without ``metric``, each group
-    draws its runs' headline metric (:func:`jaxtrainer.rundir._run_kind.headline_metric`:
-    an RL agent's ``train/episode_return``, an evolution strategy's
+    draws its runs' headline metric (:func:`_headline`: an RL agent's
+    ``eval/episode_return`` where it was evaluated during training, else its
+    ``train/episode_return`` with its final evaluation, the value its recipe's
+    last line printed, as a star (``"final"``), an evolution strategy's
     ``fitness/mean``, a PBT population's or search's best, ``fitness/max``,
     another module's loss). Without ``x``, ``env_steps``, or ``step`` where no
     run counts environment steps (:func:`default_x`).
@@ -425,7 +474,9 @@ def plot_runs(run_dirs: list[str], output: str, metric: str | None = None,
     runs (see :func:`find_runs`); one sweep run alone is drawn by :func:`plot_sweep`.
 
     Returns:
-      ``{"groups": [{"label", "metric", "runs", "left_out", "x", "mean", "low", "high"}, ...]}``
+      ``{"groups": [{"label", "metric", "runs", "left_out", "final", "x", "mean", "low",
+      "high"}, ...]}`` (``final``: ``[(label, x, eval/episode_return)]`` of runs evaluated
+      once, at their end, where ``train/episode_return`` is drawn)
       (the arrays float64, on the x values of the group's shortest run; ``x`` in env
       steps per member for sweeps; ``left_out``: runs of one value drawn but not
       averaged, when others have a line), ``"runs"``: every run drawn (runs that never
@@ -461,7 +512,7 @@ def plot_runs(run_dirs: list[str], output: str, metric: str | None = None,
     xlabel = x_label(x, any(g["kind"].kind != run_kind.SINGLE for g in groups))
     legend = _draw_groups(groups, output, drawn, xlabel, title)
     out: dict[str, Any] = {"groups": [{**{k: g[k] for k in ("label", "metric", "runs", "left_out",
-                                                             "x", "mean", "low", "high")},
+                                                             "final", "x", "mean", "low", "high")},
                                        "members": g["kind"].members} for g in groups],
                            "runs": [r for g in groups for r in g["runs"]], "x_label": xlabel,
                            "legend": legend, "metric": drawn, "x_column": x}
@@ -496,7 +547,9 @@ def main(argv: list[str] | None = None) -> int:
                              "given, or in the folder the given paths share)")
     parser.add_argument("--metric", default=None,
                         help="column to plot (default: each run's headline metric, "
-                             "train/episode_return of an RL run, fitness/mean of an evolution "
+                             "eval/episode_return of an RL run evaluated during training "
+                             "(trainer.eval_every_n_steps), else train/episode_return with the "
+                             "final evaluation as a star, fitness/mean of an evolution "
                              "strategy, fitness/max of PBT, another module's loss; a search run "
                              "without --metric: each trial's result against its hyperparameters)")
     parser.add_argument("--x", default=None, help="x-axis column (env_steps or step; default: "
@@ -535,11 +588,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _final_eval(group: dict[str, Any]) -> str:
+    """The group's final evaluations as its recipes' last lines print them:
+    ``74.44``, or ``74.44 (mean of 2 runs)``."""
+    values = [f[2] for f in group["final"]]
+    mean = fixed(float(np.mean(values)))
+    return mean if len(values) == 1 else f"{mean} (mean of {len(values)} runs)"
+
+
 def _final(group: dict[str, Any], x: str) -> str:
     where = "env steps per member" if x == "env_steps" and group.get("members", 1) > 1 else x
     left = group.get("left_out")
     return (f"final mean {group['mean'][-1]:.4g} at {where}={group['x'][-1]:.0f}"
-            + (f" (left out of the mean, one value each: {', '.join(left)})" if left else ""))
+            + (f" (left out of the mean, one value each: {', '.join(left)})" if left else "")
+            + (f"; {EVAL_RETURN} at the end {_final_eval(group)}" if group.get("final") else ""))
 
 
 def report(out: dict[str, Any], output: str, metric: str, x: str) -> str:

@@ -143,14 +143,20 @@ def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
 
 
 def listing() -> str:
-    """``jaxtrainer fit --list``: every recipe with its one-line summary."""
+    """``jaxtrainer fit --list``: every recipe with its one-line summary and its
+    presets, then what a preset is, with a command that takes one."""
     width = max(map(len, RECIPES))
     from jaxtrainer.recipes import _presets as presets
 
     lines = [f"  {name:<{width}}  {entry.summary}"
              + (f" ({presets.listing(name)})" if presets.listing(name) else "")
              for name, entry in RECIPES.items()]
-    return "\n".join(["recipes (jaxtrainer fit RECIPE --help for every key):", *lines]) + "\n"
+    example = next((name, next(iter(presets.of(name)))) for name in RECIPES if presets.of(name))
+    return "\n".join([
+        "recipes (jaxtrainer fit RECIPE --help for every key):", *lines,
+        "presets: a recipe's settings tuned for one environment, taken when it trains that env "
+        f"(jaxtrainer fit {example[0]} env.name={example[1]}); a key given on the command line "
+        "wins; with --config FILE none applies"]) + "\n"
 
 
 USAGE = (f"usage: {PROG} RECIPE [--config FILE] [--print-config] [-h] [section.key=value ...]\n"
