@@ -110,9 +110,13 @@ def _policy_network(hidden_sizes: Sequence[int], action_size: int) -> Any:
 
 def _feet_contact_task(name: str, base: str, episode_length: int = 1000,
                        policy_hidden_sizes: Sequence[int] = (64, 64), backend: str = "spring",
-                       seed: int = 0) -> QDTask:
-    """A QDax ``*_uni`` task on brax's ``base`` env (module docstring); the fixed
-    start state is ``env.reset(PRNGKey(seed))``."""
+                       deterministic: bool = True, seed: int = 0) -> QDTask:
+    """A QDax ``*_uni`` task on brax's ``base`` env (module docstring). Every
+    episode starts from ``env.reset(PRNGKey(seed))`` (``deterministic``, QDax's
+    ``create_default_brax_task_components``), or from ``env.reset`` of the
+    evaluation's key (QDax's example notebooks' ``play_reset_fn=env.reset``); an
+    episode that ends early restarts from its start state (brax's auto-reset), its
+    later steps still rolled out (replayed, not scored)."""
     episode_length = arguments.positive_int("episode_length", episode_length, False)
     hidden = arguments.sizes("policy_hidden_sizes", policy_hidden_sizes)
     import brax.envs  # here: the import alone takes seconds
@@ -138,7 +142,8 @@ def _feet_contact_task(name: str, base: str, episode_length: int = 1000,
                        axis=-1).astype(jnp.float32)
 
     def rollout(genotype: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array, Transition]:
-        start = env.reset(jax.random.PRNGKey(seed))
+        start = env.reset(jax.random.PRNGKey(seed) if deterministic
+                          else jax.random.key_data(key))
 
         def step(carry, t):
             state, ended, ret, touched, steps = carry
