@@ -27,6 +27,7 @@ first member becomes the greedy actor (QDax's ``init``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,8 +59,8 @@ class PGAMEState(MAPElitesState):
         and its Polyak average.
       actor_opt: the greedy actor's Adam state.
       replay: the replay buffer's state (every device holds all of it).
-      key: ``uint32[2]``-like raw key data of the learner's draws
-        (``jax.random.key_data``), split once per generation trained.
+      key: the learner's key as raw data (``jax.random.key_data``, ``uint32[2]``
+        for the default threefry keys), split once per generation trained.
     """
 
     critic: Any
@@ -241,12 +242,20 @@ class PGAME(MAPElites):
         state = state.replace(repertoire=base.repertoire, generation=base.generation,
                               actor=actor, target_actor=jnp.where(first, actor, state.target_actor),
                               replay=self.replay.add_steps(state.replay, extras["transitions"]))
-        state, loss = jax.lax.cond(first, lambda s: (s, jnp.float32(jnp.nan)), self._train, state)
+        nets = (state.critic, state.target_critic, state.critic_opt, state.actor,
+                state.target_actor, state.actor_opt)
+        key, rest = jax.random.split(jax.random.wrap_key_data(state.key))
+        nets, loss = jax.lax.cond(first, lambda: (nets, jnp.float32(jnp.nan)),
+                                  lambda: self._train(nets, state.replay, key))
+        critic, target_critic, critic_opt, actor, target_actor, actor_opt = nets
+        state = state.replace(critic=critic, target_critic=target_critic, critic_opt=critic_opt,
+                              actor=actor, target_actor=target_actor, actor_opt=actor_opt,
+                              key=jnp.where(first, state.key, jax.random.key_data(rest)))
         metrics["critic/loss"] = Last.of(loss)
         return state, metrics
 
-    def _critic_step(self, carry: tuple, key: jax.Array) -> tuple[tuple, jax.Array]:
-        critic, target_critic, opt, target_actor, replay = carry
+    def _critic_step(self, replay: Any, carry: tuple, key: jax.Array) -> tuple[tuple, jax.Array]:
+        critic, target_critic, opt, target_actor = carry
         sample_key, noise_key = jax.random.split(key)
         batch = self.replay.sample(replay, sample_key)
         batch = batch.replace(reward=batch.reward * self.reward_scaling)
@@ -263,33 +272,34 @@ class PGAME(MAPElites):
         updates, opt = optax.adam(self.critic_learning_rate).update(grads, opt)
         critic = optax.apply_updates(critic, updates)
         target_critic = soft_update(target_critic, critic, self.soft_tau_update)
-        return (critic, target_critic, opt, target_actor, replay), loss
+        return (critic, target_critic, opt, target_actor), loss
 
-    def _train(self, state: PGAMEState) -> tuple[PGAMEState, jax.Array]:
-        """QDax's ``state_update``: ``num_critic_training_steps / policy_delay``
-        rounds of ``policy_delay`` critic steps then one greedy-actor step."""
-        key, rest = jax.random.split(jax.random.wrap_key_data(state.key))
-        state = state.replace(key=jax.random.key_data(rest))
+    def _train(self, nets: tuple, replay: Any, key: jax.Array) -> tuple[tuple, jax.Array]:
+        """QDax's ``state_update`` on ``nets = (critic, target_critic, critic_opt,
+        actor, target_actor, actor_opt)``: ``num_critic_training_steps /
+        policy_delay`` rounds of ``policy_delay`` critic steps then one
+        greedy-actor step. The loops carry the networks and optimisers only (the
+        replay buffer is read, never carried: no loop copies it). Returns the
+        new ``nets`` and the last critic loss."""
         optimizer = optax.adam(self.greedy_learning_rate)
 
-        def round_(s: PGAMEState, round_key: jax.Array) -> tuple[PGAMEState, jax.Array]:
+        def round_(nets: tuple, round_key: jax.Array) -> tuple[tuple, jax.Array]:
+            critic, target_critic, critic_opt, actor, target_actor, actor_opt = nets
             critic_keys, actor_key = jnp.split(jax.random.split(round_key, self.policy_delay + 1),
                                                [self.policy_delay])
-            carry = (s.critic, s.target_critic, s.critic_opt, s.target_actor, s.replay)
-            (critic, target_critic, critic_opt, _, _), losses = jax.lax.scan(
-                self._critic_step, carry, critic_keys)
-            obs = self.replay.sample(s.replay, actor_key[0]).obs
-            grads = jax.grad(self._q_loss)(s.actor, critic, obs)
-            updates, actor_opt = optimizer.update(grads, s.actor_opt)
-            actor = optax.apply_updates(s.actor, updates)
-            s = s.replace(critic=critic, target_critic=target_critic, critic_opt=critic_opt,
-                          actor=actor, actor_opt=actor_opt,
-                          target_actor=soft_update(s.target_actor, actor, self.soft_tau_update))
-            return s, losses[-1]
+            (critic, target_critic, critic_opt, _), losses = jax.lax.scan(
+                functools.partial(self._critic_step, replay),
+                (critic, target_critic, critic_opt, target_actor), critic_keys)
+            obs = self.replay.sample(replay, actor_key[0]).obs
+            grads = jax.grad(self._q_loss)(actor, critic, obs)
+            updates, actor_opt = optimizer.update(grads, actor_opt)
+            actor = optax.apply_updates(actor, updates)
+            target_actor = soft_update(target_actor, actor, self.soft_tau_update)
+            return (critic, target_critic, critic_opt, actor, target_actor, actor_opt), losses[-1]
 
         rounds = self.num_critic_training_steps // self.policy_delay
-        state, losses = jax.lax.scan(round_, state, jax.random.split(key, rounds))
-        return state, losses[-1]
+        nets, losses = jax.lax.scan(round_, nets, jax.random.split(key, rounds))
+        return nets, losses[-1]
 
     def hparams(self) -> dict[str, Any]:
         return {**super().hparams(), "proportion_mutation_ga": self.proportion_mutation_ga,
