@@ -96,3 +96,30 @@ def test_each_device_keeps_and_samples_its_own_envs_under_shard_map():
         envs = {2 * d + 1, 2 * d + 2}
         want = {100 * t + e for t in range(3) for e in envs}
         assert set(ids[d].ravel().astype(int).tolist()) == want     # own envs, written slots
+
+
+def test_a_replicated_buffer_keeps_everything_on_every_device_and_adds_steps():
+    # 3 rows of 4 slots on each of 4 devices: sizes are not split, each device samples the
+    # whole batch, and every device holds (and draws) the same
+    buffer = ReplayBuffer(capacity=12, batch_size=5, num_envs=3, replicated=True)
+    mesh = jax.make_mesh((4,), (AXIS_NAME,), axis_types=(jax.sharding.AxisType.Explicit,))
+    steps = jax.tree.map(lambda a, b: jnp.stack([a, b], 1),            # [3 envs, 2 steps]
+                         transitions(jnp.arange(3) + 1), transitions(jnp.arange(3) + 11))
+
+    def run(key):
+        state = buffer.add_steps(buffer.init(example()), steps)
+        return state, buffer.sample(state, key).reward[None]
+
+    fn = jax.jit(jax.shard_map(run, mesh=mesh, in_specs=P(), out_specs=(P(), P(AXIS_NAME)),
+                               check_vma=False))
+    state, ids = fn(jax.random.key(0))
+    assert state.experience.obs.shape == (3, 4, 1) and int(state.current_index) == 2
+    ids = np.asarray(ids)
+    assert ids.shape == (4, 5) and np.all(ids == ids[0])
+    assert set(ids.ravel().astype(int).tolist()) <= {1, 2, 3, 11, 12, 13}
+    # add_steps is the steps' add calls in time order
+    one_by_one = buffer.init(example())
+    for t in range(2):
+        one_by_one = buffer.add(one_by_one, jax.tree.map(lambda x, t=t: x[:, t], steps))
+    np.testing.assert_array_equal(buffer.add_steps(buffer.init(example()), steps).experience.reward,
+                                  one_by_one.experience.reward)

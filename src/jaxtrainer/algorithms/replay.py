@@ -81,6 +81,11 @@ class ReplayBuffer:
       priority_exponent: ``None``: uniform sampling; a number ``alpha >= 0``:
         prioritised sampling (module docstring; Schaul et al.'s 0.6, Rainbow's
         0.5).
+      replicated: ``True``: every device keeps the whole buffer and samples the
+        whole batch (sizes are not split over the devices, no leaf is
+        per-device), for state that is the same on every device, such as a
+        population module's (:class:`~jaxtrainer.population.PGAME`'s critic
+        data); sampling then draws the same batch on any device count.
 
     Raises:
       ValueError: ``capacity`` is not a positive multiple of ``num_envs``, or
@@ -89,7 +94,8 @@ class ReplayBuffer:
     """
 
     def __init__(self, capacity: int, batch_size: int, num_envs: int,
-                 sequence_length: int = 1, priority_exponent: float | None = None) -> None:
+                 sequence_length: int = 1, priority_exponent: float | None = None,
+                 replicated: bool = False) -> None:
         if num_envs < 1 or capacity < num_envs or capacity % num_envs:
             raise ValueError(
                 f"ReplayBuffer: capacity={capacity} must be a positive multiple of "
@@ -109,6 +115,7 @@ class ReplayBuffer:
             priority_exponent = arguments.number("ReplayBuffer: priority_exponent",
                                                  priority_exponent, low=0)
         self.priority_exponent = priority_exponent
+        self.replicated = bool(replicated)
 
     @property
     def prioritised(self) -> bool:
@@ -125,8 +132,12 @@ class ReplayBuffer:
         """flashbax's buffer for this device's share (sizes resolved at trace time)."""
         import flashbax  # here, not at module level: on-policy runs never pay its import
 
-        sizes = dict(add_batch_size=local_size(self.num_envs, "num_envs"),
-                     sample_batch_size=local_size(self.batch_size, "batch_size"),
+        if self.replicated:
+            rows, batch = self.num_envs, self.batch_size
+        else:
+            rows, batch = local_size(self.num_envs, "num_envs"), local_size(self.batch_size,
+                                                                             "batch_size")
+        sizes = dict(add_batch_size=rows, sample_batch_size=batch,
                      sample_sequence_length=self.sequence_length, period=1,
                      min_length_time_axis=self.sequence_length,
                      max_length_time_axis=self.slots_per_env)
@@ -162,6 +173,14 @@ class ReplayBuffer:
         batch = jax.tree.map(  # [envs, time=1, ...]
             lambda x, stored: jax.lax.convert_element_type(x, stored.dtype)[:, None],
             transitions, state.experience)
+        return self._fbx().add(state, batch)
+
+    def add_steps(self, state: Any, transitions: Transition) -> Any:
+        """Write ``T`` consecutive transitions per env: leaves ``[num_envs /
+        num_devices, T, ...]`` (time second, ``T <= capacity / num_envs``), as
+        ``T`` calls of :meth:`add` in time order."""
+        batch = jax.tree.map(lambda x, stored: jax.lax.convert_element_type(x, stored.dtype),
+                             transitions, state.experience)
         return self._fbx().add(state, batch)
 
     def sample(self, state: Any, key: jax.Array) -> Transition:

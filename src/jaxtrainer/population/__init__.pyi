@@ -7,6 +7,7 @@ from .mo_tasks import MOTask, make_mo_task
 from .nsga2 import NSGA2, NSGA2State, crowding_distances, hypervolume, non_dominated_ranks
 from .optuna_search import OptunaSearch
 from .pbt import PBT, Hyperparam, PBTState
+from .pga_me import PGAME, PGAMEState
 from .qd_tasks import QDTask, make_task
 from .search import Search, SearchState
 from .search_report import SearchReport
@@ -29,6 +30,8 @@ __all__ = [
     "OptunaSearch",
     "PBT",
     "PBTState",
+    "PGAME",
+    "PGAMEState",
     "PopulationTrainer",
     "QDTask",
     "Repertoire",

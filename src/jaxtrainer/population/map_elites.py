@@ -313,12 +313,28 @@ class MAPElites(PopulationModule):
             raise ValueError("MAPElites: the population size is not known yet; run it with "
                              "PopulationTrainer")
         rep, p = state.repertoire, self.population_size
+        first, second, vary, start = jax.random.split(key, 4)
+        return jnp.where(jnp.any(rep.filled), self._isoline(rep, (first, second, vary), p),
+                         self._start(start, p)), state
+
+    def _isoline(self, rep: Repertoire, keys: Any, num: int) -> jax.Array:
+        """``float32[num, num_dims]``: Iso+LineDD offspring of pairs of elites
+        drawn uniformly, clipped to the task's genotype bounds; ``keys``: three
+        keys (the two parents' draws, the variation's)."""
         low, high = self.task.genotype_bounds
-        first, second, vary, uniform = jax.random.split(key, 4)
-        offspring = isoline_variation(rep.sample(first, p), rep.sample(second, p), vary,
-                                      self.iso_sigma, self.line_sigma, low, high)
-        start = jax.random.uniform(uniform, (p, self.task.num_dims), jnp.float32, low, high)
-        return jnp.where(jnp.any(rep.filled), offspring, start), state
+        first, second, vary = keys
+        return isoline_variation(rep.sample(first, num), rep.sample(second, num), vary,
+                                 self.iso_sigma, self.line_sigma,
+                                 None if low == -math.inf else low,
+                                 None if high == math.inf else high)
+
+    def _start(self, key: jax.Array, num: int) -> jax.Array:
+        """``float32[num, num_dims]``: generation 0, the task's ``init`` of ``num``
+        keys, or uniform over its genotype bounds."""
+        if self.task.init is not None:
+            return jax.vmap(self.task.init)(jax.random.split(key, num)).astype(jnp.float32)
+        low, high = self.task.genotype_bounds
+        return jax.random.uniform(key, (num, self.task.num_dims), jnp.float32, low, high)
 
     def evaluate(self, member: jax.Array, key: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
         """``(fitness: float32[], {"descriptor": float32[D]})``."""

@@ -12,13 +12,15 @@ descriptor space the repertoire's grid covers.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxtrainer import _arguments as arguments
+from jaxtrainer.algorithms.replay import Transition
 
 
 class QDTask(NamedTuple):
@@ -34,6 +36,15 @@ class QDTask(NamedTuple):
       descriptor_bounds: ``(low, high)`` of every descriptor coordinate: the box
         the repertoire's grid covers.
       descriptor_size: ``D``.
+      init: ``key -> float32[num_dims]``, one generation-0 genotype (a policy
+        network's initialisation); ``None``: uniform over ``genotype_bounds``.
+      rollout: for a task whose genotype is a policy, ``(genotype, key) ->
+        (fitness, descriptor, transitions)``, ``fn``'s values with the episode's
+        :class:`~jaxtrainer.algorithms.replay.Transition` s (leaves ``[T, ...]``,
+        every step of the rollout); ``None`` for any other task.
+      policy: with ``rollout``: ``(genotype, obs: float32[..., observation_size])
+        -> float32[..., action_size]`` in ``[-1, 1]``, differentiable in both.
+      observation_size, action_size: with ``rollout``; 0 otherwise.
     """
 
     name: str
@@ -42,6 +53,12 @@ class QDTask(NamedTuple):
     genotype_bounds: tuple[float, float]
     descriptor_bounds: tuple[float, float]
     descriptor_size: int
+    init: Callable[[jax.Array], jax.Array] | None = None
+    rollout: Callable[[jax.Array, jax.Array],
+                      tuple[jax.Array, jax.Array, Transition]] | None = None
+    policy: Callable[[jax.Array, jax.Array], jax.Array] | None = None
+    observation_size: int = 0
+    action_size: int = 0
 
 
 def arm(genotype: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -68,7 +85,94 @@ def _arm_task(num_dims: int = 8) -> QDTask:
     return QDTask("arm", lambda genotype, key: arm(genotype), num_dims, (0.0, 1.0), (0.0, 1.0), 2)
 
 
-TASKS: dict[str, Callable[..., QDTask]] = {"arm": _arm_task}
+_FEET = {"walker2d": ("foot", "foot_left")}
+"""QDax's ``FEET_NAMES``: the links whose ground contact is the descriptor."""
+
+
+def _policy_network(hidden_sizes: Sequence[int], action_size: int) -> Any:
+    """QDax's ``MLP`` policy (``qdax/core/neuroevolution/networks/networks.py``):
+    Dense layers with LeCun-uniform kernels and zero biases, ReLU between, ``tanh``
+    after the last."""
+    import flax.linen as nn
+
+    class Policy(nn.Module):
+        @nn.compact
+        def __call__(self, obs: jax.Array) -> jax.Array:
+            x = obs
+            sizes = (*hidden_sizes, action_size)
+            for i, size in enumerate(sizes):
+                x = nn.Dense(size, kernel_init=jax.nn.initializers.lecun_uniform())(x)
+                x = nn.relu(x) if i < len(sizes) - 1 else jnp.tanh(x)
+            return x
+
+    return Policy()
+
+
+def _feet_contact_task(name: str, base: str, episode_length: int = 1000,
+                       policy_hidden_sizes: Sequence[int] = (64, 64), backend: str = "spring",
+                       deterministic: bool = True, seed: int = 0) -> QDTask:
+    """A QDax ``*_uni`` task on brax's ``base`` env (module docstring). Every
+    episode starts from ``env.reset(PRNGKey(seed))`` (``deterministic``, QDax's
+    ``create_default_brax_task_components``), or from ``env.reset`` of the
+    evaluation's key (QDax's example notebooks' ``play_reset_fn=env.reset``); an
+    episode that ends early restarts from its start state (brax's auto-reset), its
+    later steps still rolled out (replayed, not scored)."""
+    episode_length = arguments.positive_int("episode_length", episode_length, False)
+    hidden = arguments.sizes("policy_hidden_sizes", policy_hidden_sizes)
+    import brax.envs  # here: the import alone takes seconds
+    from jax.flatten_util import ravel_pytree
+
+    env = brax.envs.get_environment(base, backend=backend, debug=True)
+    feet = np.array([i for i, link in enumerate(env.sys.link_names) if link in _FEET[base]])
+    network = _policy_network(hidden, env.action_size)
+    obs_example = jnp.zeros((env.observation_size,), jnp.float32)
+    shapes = jax.eval_shape(network.init, jax.random.key(0), obs_example)
+    flat, unravel = ravel_pytree(jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), shapes))
+    num_dims = int(flat.shape[0])
+
+    def init(key: jax.Array) -> jax.Array:
+        return ravel_pytree(network.init(key, obs_example))[0]
+
+    def policy(genotype: jax.Array, obs: jax.Array) -> jax.Array:
+        return network.apply(unravel(genotype), obs)
+
+    def contact(state: Any) -> jax.Array:
+        c = state.pipeline_state.contact  # QDax's FeetContactWrapper._get_feet_contact
+        return jnp.any((c.link_idx[1][None] == feet[:, None]) & (c.dist[None] <= 0),
+                       axis=-1).astype(jnp.float32)
+
+    def rollout(genotype: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array, Transition]:
+        start = env.reset(jax.random.PRNGKey(seed) if deterministic
+                          else jax.random.key_data(key))
+
+        def step(carry, t):
+            state, ended, ret, touched, steps = carry
+            alive = (~ended).astype(jnp.float32)
+            action = policy(genotype, state.obs)
+            nxt = env.step(state, action)
+            terminated = nxt.done > 0
+            ended = ended | terminated | (t == episode_length - 1)
+            out = Transition(state.obs, action, nxt.reward, nxt.obs, terminated)
+            carry = (jax.tree.map(lambda a, b: jnp.where(terminated, a, b), start, nxt), ended,
+                     ret + alive * nxt.reward, touched + alive * contact(state), steps + alive)
+            return carry, out
+
+        init_carry = (start, jnp.bool_(False), jnp.float32(0.0),
+                      jnp.zeros((len(feet),), jnp.float32), jnp.float32(0.0))
+        (_, _, ret, touched, steps), transitions = jax.lax.scan(
+            step, init_carry, jnp.arange(episode_length))
+        return ret, touched / steps, transitions
+
+    return QDTask(name, lambda genotype, key: rollout(genotype, key)[:2], num_dims,
+                  (-np.inf, np.inf), (0.0, 1.0), len(feet), init, rollout, policy,
+                  int(env.observation_size), int(env.action_size))
+
+
+def _walker2d_uni_task(**kwargs: Any) -> QDTask:
+    return _feet_contact_task("walker2d_uni", "walker2d", **kwargs)
+
+
+TASKS: dict[str, Callable[..., QDTask]] = {"arm": _arm_task, "walker2d_uni": _walker2d_uni_task}
 """``name -> builder(**kwargs) -> QDTask``."""
 
 

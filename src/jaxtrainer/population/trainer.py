@@ -150,8 +150,7 @@ class GenerationModule(Module):
             "population_size": Last.of(jnp.asarray(layout.size, jnp.float32)),
         }
         for name, value in (extras or {}).items():
-            value = jnp.asarray(value)
-            if value.ndim == 1:
+            if isinstance(value, jax.Array) and value.ndim == 1:  # not a pytree (transitions)
                 metrics[f"member/{name}"] = Mean.of(value)
         for name, value in (tell_metrics or {}).items():
             if isinstance(value, Metric) or jnp.ndim(value) == 0:

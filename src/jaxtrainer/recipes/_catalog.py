@@ -156,6 +156,21 @@ RECIPES: dict[str, Recipe] = {
         last_line=" (QDax's QD-score of the final repertoire: the sum over filled cells of "
                   "fitness + algorithm.qd_offset)",
         population=True, fast_compile=True, final_metric="eval/qd_score"),
+    "pga_me": Recipe("PGA-ME on QDax's walker2d_uni (feet-contact descriptors, 32x32 cells)", (
+        "                                          # QDax's examples/pgame.ipynb settings",
+        "trainer.population_size=16 env.episode_length=50 algorithm.num_pg_training_steps=10"
+        "  # a CPU-sized run",
+        _DEVICES4),
+        notes="Quality-diversity search with a critic: each generation, half of "
+              "trainer.population_size offspring are elites taken policy-gradient steps up a "
+              "TD3 critic trained on every evaluated episode's transitions (plus the critic's "
+              "own greedy actor), half Iso+LineDD variations of elites; all are evaluated "
+              "split over the devices and kept per cell of descriptor space when best "
+              "(``jaxtrainer.population.PGAME``). Logged: qd/score, qd/coverage, "
+              "qd/max_fitness, critic/loss.",
+        last_line=" (QDax's QD-score of the final repertoire: the sum over filled cells of "
+                  "fitness + algorithm.qd_offset)",
+        population=True, final_metric="eval/qd_score"),
     "nsga2": Recipe("NSGA-II on ZDT1 (30 variables, 2 objectives; Deb et al. 2002's settings)", (
         "                                          # 100 members, 250 generations",
         "env.name=zdt3 trainer.seed=3              # ZDT2, ZDT3: the other fronts",
