@@ -27,12 +27,11 @@ FILE; ``playground.py --table FILE ...`` prints the rows of ``docs/benchmarks.md
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
 
-from sac import fit_row, run_sides, table
+from sac import fit_row, row_parser, run_sides, table
 from seeds import _run
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -69,15 +68,8 @@ def main() -> None:
         print(table(sys.argv[2:], peer="playground", title="Playground", family="playground",
                     envs=NUM_ENVS))
         return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="CartpoleBalance", help="a Playground DM Control task")
-    parser.add_argument("--env-steps", type=int, default=60_000_000, help="both sides' budget")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--num-evals", type=int, default=10, help="Playground's evaluations (>= 3)")
-    parser.add_argument("--sides", default="env_only,ours,playground")
-    parser.add_argument("--pythonpath", default=None, help="added to both sides' PYTHONPATH")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds a program may take")
-    parser.add_argument("--json", default=None, help="append every program's JSON line here")
+    parser = row_parser(__doc__, "CartpoleBalance", "a Playground DM Control task", 60_000_000, 0,
+                        10, "playground")
     args = parser.parse_args()
     env, steps, seed = args.env, args.env_steps, args.seed
     run = {"env_only": lambda: limit(env, args.pythonpath, args.timeout),

@@ -146,21 +146,31 @@ def main() -> None:
     if sys.argv[1:2] == ["--table"]:
         print(table(sys.argv[2:]))
         return
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="hopper", help="a brax env name")
-    parser.add_argument("--env-steps", type=int, default=6_553_600, help="both sides' budget")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--num-evals", type=int, default=20, help="Brax's evaluations (>= 3)")
-    parser.add_argument("--sides", default="env_only,ours,brax")
-    parser.add_argument("--pythonpath", default=None, help="added to both sides' PYTHONPATH")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds a program may take")
-    parser.add_argument("--json", default=None, help="append every program's JSON line here")
+    parser = row_parser(__doc__, "hopper", "a brax env name", 6_553_600, 1, 20, "brax")
     args = parser.parse_args()
     env, steps, seed = args.env, args.env_steps, args.seed
     run = {"env_only": lambda: limit(env, args.pythonpath, args.timeout),
            "ours": lambda: ours(env, steps, seed, args.pythonpath, args.timeout),
            "brax": lambda: brax(env, steps, seed, args.num_evals, args.pythonpath, args.timeout)}
     run_sides(run, args.sides, env, seed, args.json, parser, peer="brax")
+
+
+def row_parser(doc: str, env: str, env_help: str, env_steps: int, seed: int, num_evals: int,
+               peer: str) -> argparse.ArgumentParser:
+    """The arguments of a row with one peer trainer (rows 3 and 4): the env, both sides'
+    budget, the seed, the peer's evaluations, the sides to run, ``--pythonpath``,
+    ``--timeout`` and ``--json``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--env", default=env, help=env_help)
+    parser.add_argument("--env-steps", type=int, default=env_steps, help="both sides' budget")
+    parser.add_argument("--seed", type=int, default=seed)
+    parser.add_argument("--num-evals", type=int, default=num_evals,
+                        help=f"{peer}'s evaluations (>= 3)")
+    parser.add_argument("--sides", default=f"env_only,ours,{peer}")
+    parser.add_argument("--pythonpath", default=None, help="added to both sides' PYTHONPATH")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds a program may take")
+    parser.add_argument("--json", default=None, help="append every program's JSON line here")
+    return parser
 
 
 def run_sides(run: dict[str, Callable[[], dict]], sides: str, env: str, seed: int,
