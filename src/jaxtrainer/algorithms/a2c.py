@@ -50,9 +50,11 @@ class A2CConfig(OnPolicyConfig):
         steps per update).
       total_updates: updates the learning rate anneals over (when ``anneal_lr``);
         ``None`` (default): the Trainer's budget (see :meth:`A2C.configure_budget`).
-      lr: learning rate. anneal_lr: anneal it linearly to 0 over ``total_updates``.
+      lr: learning rate.
+      anneal_lr: anneal it linearly to 0 over ``total_updates``.
       optimizer: ``"rmsprop"`` (decay 0.99, eps 1e-5, as A3C/SB3) or ``"adam"``.
-      gamma: discount. gae_lambda: 1.0 gives ``n``-step returns.
+      gamma: discount.
+      gae_lambda: GAE's lambda; 1.0 gives ``n``-step returns.
       ent_coef, vf_coef: entropy bonus and value-loss coefficients.
       max_grad_norm: global gradient-norm clip.
       normalize_advantages: standardise advantages over the global batch.
