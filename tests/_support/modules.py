@@ -10,6 +10,18 @@ import jaxtrainer as jt
 from jaxtrainer import distributed as jd
 
 
+class GenerationLog(jt.Callback):
+    """Keeps the metrics of every ``on_generation_end`` in :attr:`metrics`, in order."""
+
+    writes_run_dir = False
+
+    def __init__(self) -> None:
+        self.metrics: list[dict] = []
+
+    def on_generation_end(self, trainer, module, metrics) -> None:
+        self.metrics.append(metrics)
+
+
 class Draws(jt.Module):
     """Each device stores the uniform it draws from its own step key."""
 

@@ -9,7 +9,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import jaxtrainer as jt
 from jaxtrainer.population import (
     MAPElites,
     PopulationTrainer,
@@ -20,6 +19,7 @@ from jaxtrainer.population import (
     make_task,
 )
 from jaxtrainer.population.qd_tasks import arm
+from tests._support.modules import GenerationLog
 from tests.population.test_population import assert_bitwise_equal
 
 QUIET = dict(compile_evaluation_ahead=False, logger=False, enable_checkpointing=False,
@@ -146,16 +146,11 @@ def test_tasks_by_name_and_bad_arguments():
 
 def evolve(devices, generations=8, strategy="pmap", **kw):
     module = MAPElites("arm", grid_shape=(8, 8), iso_sigma=0.05, line_sigma=0.1, num_dims=6)
-    seen = []
-
-    class Rec(jt.Callback):
-        writes_run_dir = False
-
-        def on_generation_end(self, trainer, module, metrics):
-            seen.append(metrics)
+    log = GenerationLog()
+    seen = log.metrics
 
     trainer = PopulationTrainer(10, strategy=strategy, devices=devices, max_generations=generations,
-                                log_every_n_generations=4, callbacks=[Rec()], **{**QUIET, **kw})
+                                log_every_n_generations=4, callbacks=[log], **{**QUIET, **kw})
     trainer.fit(module)
     return trainer, module, seen
 
@@ -185,18 +180,11 @@ def test_a_stopped_and_resumed_run_equals_an_uninterrupted_one(run_dir):
     kw = dict(default_root_dir=run_dir, enable_checkpointing=True, strategy="shard_map")
     straight, _, _ = evolve(2, **kw)
     first, _, _ = evolve(2, generations=4, **kw)
-    logged = []
-
-    class Rec(jt.Callback):
-        writes_run_dir = False
-
-        def on_generation_end(self, trainer, module, metrics):
-            logged.append(metrics["generation"])
-
+    log = GenerationLog()
     resumed = PopulationTrainer(10, strategy="shard_map", devices=2, max_generations=8,
                                 log_every_n_generations=4, default_root_dir=run_dir,
-                                callbacks=[Rec()], **{**QUIET, "enable_checkpointing": True})
+                                callbacks=[log], **{**QUIET, "enable_checkpointing": True})
     resumed.fit(MAPElites("arm", grid_shape=(8, 8), iso_sigma=0.05, line_sigma=0.1, num_dims=6),
                 ckpt_path=first.log_dir + "/checkpoints")
-    assert resumed.generation == 8 and logged == [8.0]  # generations 5-8 only
+    assert resumed.generation == 8 and [m["generation"] for m in log.metrics] == [8.0]  # 5-8 only
     assert_bitwise_equal(resumed.state, straight.state)

@@ -9,7 +9,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import jaxtrainer as jt
 from jaxtrainer.population import (
     NSGA2,
     PopulationTrainer,
@@ -20,6 +19,7 @@ from jaxtrainer.population import (
 )
 from jaxtrainer.population.mo_tasks import true_front, zdt1, zdt2, zdt3
 from jaxtrainer.population.nsga2 import dominance, polynomial_mutation, sbx_crossover
+from tests._support.modules import GenerationLog
 from tests.population.test_population import assert_bitwise_equal
 
 QUIET = dict(
@@ -150,13 +150,8 @@ def test_tasks_by_name_and_bad_arguments():
 
 def evolve(devices, generations=8, strategy="pmap", **kw):
     module = NSGA2("zdt1", num_dims=6)
-    seen = []
-
-    class Rec(jt.Callback):
-        writes_run_dir = False
-
-        def on_generation_end(self, trainer, module, metrics):
-            seen.append(metrics)
+    log = GenerationLog()
+    seen = log.metrics
 
     trainer = PopulationTrainer(
         10,
@@ -164,7 +159,7 @@ def evolve(devices, generations=8, strategy="pmap", **kw):
         devices=devices,
         max_generations=generations,
         log_every_n_generations=4,
-        callbacks=[Rec()],
+        callbacks=[log],
         **{**QUIET, **kw},
     )
     trainer.fit(module)
@@ -234,13 +229,8 @@ def test_three_objectives_from_an_own_task():
     task = MOTask("plane", three, 4, (0.0, 1.0), 3, (-1.0, -1.0, -1.0))
     with pytest.raises(TypeError, match="task keywords \\['num_dims'\\] are given with an MOTask"):
         NSGA2(task, num_dims=3)
-    seen = []
-
-    class Rec(jt.Callback):
-        writes_run_dir = False
-
-        def on_generation_end(self, trainer, module, metrics):
-            seen.append(metrics)
+    log = GenerationLog()
+    seen = log.metrics
 
     trainer = PopulationTrainer(
         8,
@@ -248,7 +238,7 @@ def test_three_objectives_from_an_own_task():
         devices=1,
         max_generations=3,
         log_every_n_generations=3,
-        callbacks=[Rec()],
+        callbacks=[log],
         **QUIET,
     )
     trainer.fit(NSGA2(task))

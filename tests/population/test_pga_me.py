@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import jaxtrainer as jt
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.population import PGAME, PopulationTrainer, QDTask, make_task
+from tests._support.modules import GenerationLog
 from tests.population.test_population import assert_bitwise_equal
 
 QUIET = dict(compile_evaluation_ahead=False, logger=False, enable_checkpointing=False,
@@ -113,17 +113,11 @@ def test_bad_arguments_are_named_before_anything_compiles():
 def evolve(devices, generations=4, strategy="pmap", **kw):
     module = small()
 
-    class Rec(jt.Callback):
-        writes_run_dir = False
-        seen: list = []
-
-        def on_generation_end(self, trainer, module, metrics):
-            Rec.seen.append(metrics)
-
+    log = GenerationLog()
     trainer = PopulationTrainer(10, strategy=strategy, devices=devices, max_generations=generations,
-                                log_every_n_generations=2, callbacks=[Rec()], **{**QUIET, **kw})
+                                log_every_n_generations=2, callbacks=[log], **{**QUIET, **kw})
     trainer.fit(module)
-    return trainer, Rec.seen
+    return trainer, log.metrics
 
 
 @pytest.mark.slow
