@@ -170,10 +170,7 @@ class ReplayBuffer:
         Overwrites the oldest slot of every row once the buffer is full. Leaves
         are stored in the dtypes of :meth:`init`'s example (e.g. a float64
         action under ``jax_enable_x64`` is stored as the example's float32)."""
-        batch = jax.tree.map(  # [envs, time=1, ...]
-            lambda x, stored: jax.lax.convert_element_type(x, stored.dtype)[:, None],
-            transitions, state.experience)
-        return self._fbx().add(state, batch)
+        return self.add_steps(state, jax.tree.map(lambda x: x[:, None], transitions))
 
     def add_steps(self, state: Any, transitions: Transition) -> Any:
         """Write ``T`` consecutive transitions per env: leaves ``[num_envs /
