@@ -247,3 +247,14 @@ def test_three_objectives_from_an_own_task():
     assert {f"fitness/{j}/mean" for j in range(3)} <= set(seen[-1])
     hv = float(hypervolume(objectives, (-1.0, -1.0, -1.0)))
     assert seen[-1]["moo/hypervolume"] == pytest.approx(hv) and 0 < hv < 1
+
+
+def test_a_front_report_on_a_run_without_fronts_is_refused_before_anything_compiles(tmp_path):
+    from jaxtrainer.population import FrontReport, MAPElites
+
+    trainer = PopulationTrainer(8, strategy="single", devices=1, max_generations=1,
+                                callbacks=[FrontReport()], default_root_dir=str(tmp_path), **QUIET)
+    with pytest.raises(TypeError, match="^FrontReport writes an NSGA2 run's fronts; this run "
+                                        "trains MAPElites$"):
+        trainer.fit(MAPElites("arm"))
+    assert trainer.state is None  # nothing initialised

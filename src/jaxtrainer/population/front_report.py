@@ -21,6 +21,8 @@ import numpy as np
 
 from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.loggers.base import Logger
+from jaxtrainer.module import unwrap
+from jaxtrainer.population.nsga2 import NSGA2
 from jaxtrainer.rundir import run_layout
 
 if TYPE_CHECKING:
@@ -128,6 +130,13 @@ class FrontReport(Callback):
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
 
+    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
+        """Raises TypeError, before anything compiles, for a run that is not an
+        :class:`~jaxtrainer.population.NSGA2` (no fronts to write)."""
+        if unwrap(module, NSGA2) is None:
+            raise TypeError(f"FrontReport writes an NSGA2 run's fronts; this run trains "
+                            f"{type(unwrap(module)).__name__}")
+
     def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
         return False
 
@@ -144,7 +153,7 @@ class FrontReport(Callback):
         from jaxtrainer.rundir.storage import write_csv
 
         state = trainer.peek_state()
-        if state is None or not trainer.is_global_zero or not hasattr(state, "ranks"):
+        if state is None or not trainer.is_global_zero:
             return
         self.rows = front_rows(state, trainer.global_step)
         if not self.rows or trainer.log_dir is None:
