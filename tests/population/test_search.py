@@ -16,7 +16,9 @@ where the 1-vs-4-device test makes it: it is made once a run.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import logging
 import os
 import shutil
 import signal
@@ -45,6 +47,21 @@ from tests.population.test_pbt import CountCompiles
 RECIPES = Path(__file__).parents[2] / "recipes"
 SPACE = {"lr": "loguniform(1e-4,1e-2)", "ent_coef": "choice([0.0,0.01,0.02])"}
 STEPS, RUNGS = 6, (2, 4)
+
+
+@contextlib.contextmanager
+def _logged_compiles():
+    """The messages JAX logs with ``jax_log_compiles`` while the block runs (a list)."""
+    compiled: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: compiled.append(record.getMessage())
+    logging.getLogger("jax").addHandler(handler)
+    jax.config.update("jax_log_compiles", True)
+    try:
+        yield compiled
+    finally:
+        jax.config.update("jax_log_compiles", False)
+        logging.getLogger("jax").removeHandler(handler)
 
 
 def tiny() -> PPO:
@@ -477,26 +494,17 @@ def test_an_evolution_strategy_searches_its_learning_rate_and_std(tmp_path, caps
     """`openes` with a search: each member a whole ES run (8 solutions a
     generation), one training step a generation of every member; one compile;
     `jaxtrainer eval --member best` evaluates the member the run reported."""
-    import logging
 
     from jaxtrainer.commands import _cli as cli
     from jaxtrainer.commands import fit as recipe_fit
 
-    compiled: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: compiled.append(record.getMessage())
-    logging.getLogger("jax").addHandler(handler)
-    jax.config.update("jax_log_compiles", True)
-    try:
+    with _logged_compiles() as compiled:
         result = recipe_fit.run([
             "search.method=asha", "search.members=4", "search.space.learning_rate=loguniform(1e-3,1e-1)",
             "search.space.std=uniform(0.02,0.2)", "trainer.max_generations=8",
             "trainer.population_size=8", "trainer.log_every_n_generations=2", "trainer.devices=1",
             "algorithm.hidden_sizes=[4]", "algorithm.eval_episodes=4",
             "trainer.enable_progress_bar=false", f"trainer.default_root_dir={tmp_path}"], "openes")
-    finally:
-        jax.config.update("jax_log_compiles", False)
-        logging.getLogger("jax").removeHandler(handler)
     # initial state, training (every rung and replacement in it), evaluation
     assert sum(m.startswith("Compiling jit(body)") for m in compiled) == 3, compiled
     out = capsys.readouterr().out
@@ -517,16 +525,9 @@ def test_a_recipe_asha_search_compiles_three_programs_for_every_member_and_rung(
     """`fit ppo search.method=asha` of 4 members: the initial state, one training
     program (every member, rung and new trial in it) and one evaluation program
     for all members; nothing compiles again at a rung."""
-    import logging
-
     from jaxtrainer.commands import fit as recipe_fit
 
-    compiled: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda record: compiled.append(record.getMessage())
-    logging.getLogger("jax").addHandler(handler)
-    jax.config.update("jax_log_compiles", True)
-    try:
+    with _logged_compiles() as compiled:
         recipe_fit.run([
             "search.method=asha", "search.members=4", "search.space.lr=loguniform(1e-5,1e-2)",
             "search.space.ent_coef=uniform(0,0.05)", "trainer.max_steps=8", "trainer.devices=1",
@@ -534,9 +535,6 @@ def test_a_recipe_asha_search_compiles_three_programs_for_every_member_and_rung(
             "algorithm.update_epochs=1", "algorithm.num_minibatches=1", "algorithm.hidden_sizes=[8]",
             "algorithm.eval_episodes=2", "trainer.log_every_n_steps=2",
             "trainer.enable_progress_bar=false", f"trainer.default_root_dir={tmp_path}"], "ppo")
-    finally:
-        jax.config.update("jax_log_compiles", False)
-        logging.getLogger("jax").removeHandler(handler)
     programs = [m.split(" with ")[0] for m in compiled if m.startswith("Compiling jit(body)")]
     assert len(programs) == 3, compiled
     assert "search: 10 trials started, 6 stopped at a rung" in capsys.readouterr().out
