@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -177,7 +178,8 @@ def test_the_playground_row_names_its_peer_and_the_limits_batch(tmp_path):
 
 def test_the_env_limit_steps_a_brax_env_as_the_trainers_wrap_it():
     rate, reward = env_limit.limit("brax/fast", batch=4, length=10, repeats=1, episode_length=5)
-    assert 0 < rate < float("inf") and reward == reward  # ran, no NaN
+    assert 0 < rate < float("inf")
+    assert math.isfinite(reward) and reward != 0.0  # fast's reward is the moved position
 
 
 def test_the_trace_report_counts_device_ops_only_by_name_and_kind(tmp_path):
