@@ -12,8 +12,8 @@ setting of the published config (tiny sizes for a smoke test on a CPU); ``--impl
 task's MJX implementation (``jax`` as ``ppo_playground.yaml``; Playground picks MuJoCo
 Warp where it is installed). Prints one
 JSON line: ``env_steps`` (Brax's count at the end), ``run_s`` and ``env_steps_per_s``
-over the training epochs after the first (which compiles; evaluations excluded, as
-Brax's ``training/sps``), ``wall_s`` (the call, everything included), ``eval_return``:
+over the training epochs after the first (which compiles), by Brax's clock of training
+time (``training/walltime``: evaluations excluded), ``wall_s`` (the call, everything included), ``eval_return``:
 Brax's evaluation after the last epoch, and the evaluation curve.
 
 Brax 0.14's trainer calls a replication function JAX 0.10 no longer has:
@@ -80,11 +80,15 @@ def main() -> None:
         raise SystemExit(f"{len(epochs)} training epoch(s): give --num-evals >= 3 to time one "
                          "after the compiling first")
     steps = [s for s, _ in progress]
-    per_epoch = steps[2] - steps[1]  # env steps of a training epoch (the first is steps[1] - 0)
-    run_s = sum(per_epoch / float(m["training/sps"]) for _, m in epochs[1:])
+    # Timed from the end of the first training epoch (which compiles) to the end of the last,
+    # by Brax's own clock of training time (evaluations excluded). Not from its training/sps:
+    # with num_resets_per_eval > 0 (Playground's suite config sets 10) Brax multiplies one
+    # sub-epoch's steps by num_resets_per_eval, a figure that many times too high.
+    run_s = float(epochs[-1][1]["training/walltime"]) - float(epochs[0][1]["training/walltime"])
+    trained = epochs[-1][0] - epochs[0][0]
     print(json.dumps({
         "side": "playground", "env": args.env, "seed": args.seed, "env_steps": steps[-1],
-        "env_steps_per_s": per_epoch * (len(epochs) - 1) / run_s, "run_s": run_s, "wall_s": wall,
+        "env_steps_per_s": trained / run_s, "run_s": run_s, "wall_s": wall,
         "eval_return": float(progress[-1][1]["eval/episode_reward"]),
         "curve": [[s, float(m["eval/episode_reward"])] for s, m in progress],
         "settings": {k: v for k, v in settings.items() if isinstance(v, (int, float, bool, str))},

@@ -276,7 +276,7 @@ def test_ppo_recipe_runs_on_playground_under_shard_map_on_two_devices(run_dir, c
     result = _recipe().main([
         "--config", str(CONFIGS / "ppo_playground.yaml"),
         "trainer.max_steps=2", "algorithm.num_envs=4", "algorithm.num_steps=5",
-        "algorithm.num_minibatches=2", "algorithm.eval_episodes=2",
+        "algorithm.unroll_length=5", "algorithm.num_minibatches=2", "algorithm.eval_episodes=2",
         "trainer.strategy=shard_map", "trainer.devices=2", "env.episode_length=10",
         "trainer.enable_progress_bar=false", "trainer.compile_evaluation_ahead=false",
         f"trainer.default_root_dir={run_dir}",

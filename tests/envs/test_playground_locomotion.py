@@ -103,8 +103,9 @@ def test_go1_trains_with_ppo_playground_yaml_privileged_critic_and_randomised_mo
     cfg = config.load(CONFIGS / "ppo_playground.yaml", [
         f"env.name=playground/{GO1}", "env.value_obs_key=privileged_state",
         "env.randomization=true", "env.episode_length=4",
-        "algorithm.num_envs=2", "algorithm.num_steps=4", "algorithm.num_minibatches=1",
-        "algorithm.update_epochs=1", "algorithm.hidden_sizes=[8]", "algorithm.eval_episodes=2",
+        "algorithm.num_envs=2", "algorithm.num_steps=4", "algorithm.unroll_length=4",
+        "algorithm.num_minibatches=1", "algorithm.update_epochs=1", "algorithm.hidden_sizes=[8]",
+        "algorithm.critic_hidden_sizes=[8]", "algorithm.eval_episodes=2",
     ], defaults=CONFIGS / "ppo.yaml")
     module = modules.build_module("ppo", cfg)
     trainer = Trainer(max_steps=1, logger=False, enable_checkpointing=False,
