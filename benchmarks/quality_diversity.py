@@ -1,4 +1,4 @@
-"""Our MAP-Elites and PGA-ME against QDax 0.5.0's own, side by side.
+"""Our MAP-Elites, PGA-ME and ME-ES against QDax 0.5.0's own, side by side.
 
 Each run is a child process (one side, one algorithm, one seed), the sides
 alternating per seed (ours, theirs, theirs, ours, ...); both sides are timed
@@ -21,8 +21,17 @@ excluded) and evaluate the same number of genotypes:
   as the notebook's v1 ones need ``brax.v1``, gone from brax 0.14; for the same
   reason ``qpg_emitter.py``'s type-only import of the v1 ``QDEnv`` is answered
   with the v2 class (a ``sys.modules`` entry; QDax's files are not changed).
+* ``me_es``: QDax's ``examples/mees.ipynb`` on ``walker2d_uni`` with a CPU
+  budget (``ME_ES`` below; the notebook's values in comments): fewer ES samples
+  and iterations, a 10x10 grid instead of 1024 CVT centroids; the notebook's
+  fixed start (``play_reset_fn=lambda key: init_state``, ``init_state`` from the
+  seed's key; ours the task's ``seed=`` set to the run's seed), its one initial
+  policy, ``MEESConfig`` and ``qd_offset``. The notebook scores each offspring
+  as the average of 30 evaluations (``qdax.utils.sampling``) of its
+  deterministic episode, the same value 30 times: both sides score it once
+  (QDax's ``scoring_function_brax_envs`` as the MAP-Elites scoring function).
 
-* ours: the ``map_elites`` / ``pga_me`` recipe's module with the settings
+* ours: the ``map_elites`` / ``pga_me`` / ``me_es`` recipe's module with the settings
   above, ``PopulationTrainer(strategy="single")``, loggers, checkpoints and the
   progress bar off, XLA's CPU optimisation level as the recipe sets it;
   ``max_generations = iterations + 1`` (generation 0 is the initial batch), all
@@ -30,7 +39,7 @@ excluded) and evaluate the same number of genotypes:
   second program, compiled inside the timed loop); seconds per iteration are
   the loop's over ``iterations + 1``.
 * theirs: QDax 0.5.0 (``qdax.core.map_elites.MAPElites`` with
-  ``MixingEmitter`` / ``PGAMEEmitter``, ``default_qd_metrics``,
+  ``MixingEmitter`` / ``PGAMEEmitter`` / ``MEESEmitter``, ``default_qd_metrics``,
   ``compute_euclidean_centroids``, ``arm_scoring_function`` /
   ``scoring_function_brax_envs``), its ``init`` then ``scan_update`` in
   ``jax.lax.scan`` chunks of 10 iterations (the notebook's ``log_period``),
@@ -43,13 +52,14 @@ cells) and seconds per iteration. Printed: every run, each side's median and
 QDax's range over the seeds, whether our median lies within QDax's range, and
 ``ratio=<theirs / ours seconds per iteration>`` (above 1: ours is faster).
 
-    python benchmarks/quality_diversity.py                      # both, seeds 42,43,44
+    python benchmarks/quality_diversity.py                      # all three, seeds 42,43,44
     python benchmarks/quality_diversity.py --algorithms pga_me --seeds 42
     python benchmarks/quality_diversity.py --full               # the examples' own budgets
 
 ``--full`` runs ``pga_me`` at the notebook's settings (episode 250, 100
 offspring, 1000 iterations, 300 critic and 100 policy-gradient steps, (256,
-256) networks, a 32x32 grid): hours on a CPU, minutes on an accelerator.
+256) networks, a 32x32 grid) and ``me_es`` at its notebook's (1000 samples,
+100 iterations, a 32x32 grid): hours on a CPU, minutes on an accelerator.
 """
 
 from __future__ import annotations
@@ -93,6 +103,26 @@ PGA_ME_FULL = dict(PGA_ME, episode_length=250, env_batch_size=100, iterations=10
                    policy_hidden_layer_sizes=(256, 256), grid_shape=(32, 32),
                    replay_buffer_size=1_000_000, critic_hidden_layer_size=(256, 256),
                    batch_size=256, num_critic_training_steps=300, num_pg_training_steps=100)
+ME_ES = dict(
+    env_name="walker2d_uni",
+    episode_length=100,            # notebook: 100
+    sample_number=100,             # notebook: 1000
+    iterations=30,                 # notebook: 100
+    policy_hidden_layer_sizes=(64, 64),  # notebook: (64, 64)
+    grid_shape=(10, 10),           # notebook: 1024 CVT centroids
+    sample_sigma=0.02, sample_mirror=True, sample_rank_norm=True, num_optimizer_steps=10,
+    adam_optimizer=True, learning_rate=0.01, l2_coefficient=0.02, novelty_nearest_neighbors=10,
+    last_updated_size=5, exploit_num_cell_sample=2, explore_num_cell_sample=5,
+    use_explore=True, use_exploit=True,
+)
+"""QDax's examples/mees.ipynb with a CPU budget (the notebook's values in comments)."""
+
+ME_ES_FULL = dict(ME_ES, sample_number=1000, iterations=100, grid_shape=(32, 32))
+MEES_KEYS = ("sample_sigma", "sample_mirror", "sample_rank_norm", "num_optimizer_steps",
+             "adam_optimizer", "learning_rate", "l2_coefficient", "novelty_nearest_neighbors",
+             "last_updated_size", "exploit_num_cell_sample", "explore_num_cell_sample",
+             "use_explore", "use_exploit")
+"""MEESConfig's fields, the same names as MEES's arguments."""
 WALKER_REWARD_OFFSET = 1.413  # QDax's reward_offset["walker2d_uni"]
 LOG_PERIOD = 10
 
@@ -107,9 +137,18 @@ def run_ours(algorithm: str, seed: int, settings: dict) -> dict:
     sys.path.insert(0, str(HERE.parent))
     from _timing import LoopClock
 
-    from jaxtrainer.population import PGAME, MAPElites, PopulationTrainer
+    from jaxtrainer.population import MEES, PGAME, MAPElites, PopulationTrainer
 
-    if algorithm == "map_elites":
+    if algorithm == "me_es":
+        s = settings
+        module = MEES(s["env_name"], grid_shape=s["grid_shape"],
+                      qd_offset=WALKER_REWARD_OFFSET * s["episode_length"],
+                      novelty_archive_size=s["iterations"], **{k: s[k] for k in MEES_KEYS},
+                      episode_length=s["episode_length"],
+                      policy_hidden_sizes=s["policy_hidden_layer_sizes"], deterministic=True,
+                      seed=seed)
+        population = s["sample_number"]
+    elif algorithm == "map_elites":
         s = settings
         module = MAPElites("arm", num_dims=s["num_dims"], grid_shape=s["grid_shape"],
                            iso_sigma=s["iso_sigma"], line_sigma=s["line_sigma"],
@@ -209,6 +248,38 @@ def run_theirs(algorithm: str, seed: int, settings: dict) -> dict:
                                metrics_function=functools.partial(default_qd_metrics,
                                                                   qd_offset=s["qd_offset"]))
         qd_offset = s["qd_offset"]
+    elif algorithm == "me_es":
+        import qdax.tasks.brax.v2 as environments
+        from qdax.core.emitters.mees_emitter import MEESConfig, MEESEmitter
+        from qdax.core.neuroevolution.networks.networks import MLP
+        from qdax.tasks.brax.v2.env_creators import (
+            make_policy_network_play_step_fn_brax,
+            scoring_function_brax_envs,
+        )
+
+        env = environments.create(s["env_name"], episode_length=s["episode_length"])
+        policy_network = MLP(layer_sizes=tuple(s["policy_hidden_layer_sizes"]) + (env.action_size,),
+                             kernel_init=jax.nn.initializers.lecun_uniform(),
+                             final_activation=jnp.tanh)
+        key, subkey = jax.random.split(key)
+        fake_batch = jnp.zeros(shape=(1, env.observation_size))
+        keys = jnp.repeat(jnp.expand_dims(subkey, axis=0), repeats=1, axis=0)
+        init_variables = jax.vmap(policy_network.init)(keys, fake_batch)
+        key, subkey = jax.random.split(key)
+        init_state = env.reset(subkey)
+        scoring_fn = functools.partial(
+            scoring_function_brax_envs, episode_length=s["episode_length"],
+            play_reset_fn=lambda key: init_state,
+            play_step_fn=make_policy_network_play_step_fn_brax(env, policy_network),
+            descriptor_extractor=environments.descriptor_extractor[s["env_name"]])
+        qd_offset = environments.reward_offset[s["env_name"]] * s["episode_length"]
+        emitter = MEESEmitter(config=MEESConfig(sample_number=s["sample_number"],
+                                                **{k: s[k] for k in MEES_KEYS}),
+                              total_generations=s["iterations"], scoring_fn=scoring_fn,
+                              num_descriptors=env.descriptor_length)
+        map_elites = MAPElites(scoring_function=scoring_fn, emitter=emitter,
+                               metrics_function=functools.partial(default_qd_metrics,
+                                                                  qd_offset=qd_offset))
     else:
         import qdax.tasks.brax.v2 as environments
         from qdax.core.emitters.pga_me_emitter import PGAMEConfig, PGAMEEmitter
@@ -280,16 +351,18 @@ def child(side: str, algorithm: str, seed: int, full: bool, qdax_path: str) -> d
 
 
 def settings_of(algorithm: str, full: bool) -> dict:
+    if algorithm == "me_es":
+        return ME_ES_FULL if full else ME_ES
     return ARM if algorithm == "map_elites" else (PGA_ME_FULL if full else PGA_ME)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--algorithms", default="map_elites,pga_me")
+    parser.add_argument("--algorithms", default="map_elites,pga_me,me_es")
     parser.add_argument("--seeds", default="42,43,44",
                         help="comma-separated; one pair per seed (the examples use 42)")
     parser.add_argument("--full", action="store_true",
-                        help="pga_me at the notebook's own budget (hours on a CPU)")
+                        help="pga_me and me_es at their notebooks' own budgets (hours on a CPU)")
     parser.add_argument("--qdax-path", default="/tmp/qdax-site",
                         help="where QDax 0.5.0 is installed (pip install --target)")
     parser.add_argument("--child", choices=("ours", "theirs"), help=argparse.SUPPRESS)

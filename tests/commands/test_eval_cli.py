@@ -92,7 +92,7 @@ def reference_episodes(run: Path, step_dir: Path, root_key, episodes: int):
     return np.asarray(ep.returns), np.asarray(ep.lengths)
 
 
-POLICYLESS_RECIPES = ("map_elites", "pga_me", "nsga2")
+POLICYLESS_RECIPES = ("map_elites", "pga_me", "me_es", "nsga2")
 """Recipes whose module searches genotypes of a task, with no policy acting in an env."""
 
 

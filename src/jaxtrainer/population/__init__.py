@@ -22,7 +22,9 @@ count and gathered bit for bit by :class:`~jaxtrainer.distributed.MemberLayout`
   :class:`Repertoire` of elites per cell of descriptor space filled by a
   PopulationTrainer, on the tasks of :mod:`.qd_tasks` (``"arm"``,
   ``"walker2d_uni"``), and :class:`PGAME` (:mod:`.pga_me`), MAP-Elites with
-  policy-gradient offspring along a TD3 critic;
+  policy-gradient offspring along a TD3 critic, and :class:`MEES`
+  (:mod:`.me_es`), MAP-Elites with OpenAI-ES offspring up the fitness or the
+  novelty;
 * :class:`NSGA2` (:mod:`.nsga2`): multi-objective search, a population of
   members with ``M`` fitness values each sorted into Pareto fronts, its
   hypervolume logged, on the tasks of :mod:`.mo_tasks` (``"zdt1"``), with

@@ -2,6 +2,7 @@
 
 from .front_report import FrontReport
 from .map_elites import MAPElites, MAPElitesState, Repertoire, grid_centroids, isoline_variation
+from .me_es import MEES, MEESState
 from .members import MemberPopulation
 from .mo_tasks import MOTask, make_mo_task
 from .nsga2 import NSGA2, NSGA2State, crowding_distances, hypervolume, non_dominated_ranks
@@ -23,6 +24,8 @@ __all__ = [
     "Hyperparam",
     "MAPElites",
     "MAPElitesState",
+    "MEES",
+    "MEESState",
     "MOTask",
     "MemberPopulation",
     "NSGA2",

@@ -171,6 +171,21 @@ RECIPES: dict[str, Recipe] = {
         last_line=" (QDax's QD-score of the final repertoire: the sum over filled cells of "
                   "fitness + algorithm.qd_offset)",
         population=True, final_metric="eval/qd_score"),
+    "me_es": Recipe("ME-ES on QDax's walker2d_uni (feet-contact descriptors, 32x32 cells)", (
+        "                                          # QDax's examples/mees.ipynb settings",
+        "algorithm.use_explore=false               # ME-ES exploit: fitness gradients only",
+        _DEVICES4),
+        notes="Quality-diversity search by evolution strategies: each generation is one "
+              "OpenAI-ES step of one elite (trainer.population_size mirrored samples "
+              "evaluated split over the devices), up the fitness or up the novelty against "
+              "an archive of past descriptors, alternating every "
+              "algorithm.num_optimizer_steps steps; the step's offspring is evaluated and "
+              "kept in its cell of descriptor space when best "
+              "(``jaxtrainer.population.MEES``). Logged: qd/score, qd/coverage, "
+              "qd/max_fitness, es/explore, es/offspring_fitness.",
+        last_line=" (QDax's QD-score of the final repertoire: the sum over filled cells of "
+                  "fitness + algorithm.qd_offset)",
+        population=True, final_metric="eval/qd_score"),
     "nsga2": Recipe("NSGA-II on ZDT1 (30 variables, 2 objectives; Deb et al. 2002's settings)", (
         "                                          # 100 members, 250 generations",
         "env.name=zdt3 trainer.seed=3              # ZDT2, ZDT3: the other fronts",

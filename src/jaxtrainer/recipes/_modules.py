@@ -76,6 +76,13 @@ def _pga_me(cfg: DictConfig) -> PopulationModule:
     return PGAME(task.pop("name"), **config.section(cfg, "algorithm"), **task)
 
 
+def _me_es(cfg: DictConfig) -> PopulationModule:
+    from jaxtrainer.population import MEES
+
+    task = config.section(cfg, "env")
+    return MEES(task.pop("name"), **config.section(cfg, "algorithm"), **task)
+
+
 def _nsga2(cfg: DictConfig) -> PopulationModule:
     from jaxtrainer.population import NSGA2
 
@@ -131,6 +138,7 @@ BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
     "cma_es": _neuro_es,
     "map_elites": _map_elites,
     "pga_me": _pga_me,
+    "me_es": _me_es,
     "nsga2": _nsga2,
     "pbt_ppo": _pbt_ppo,
     "pbt_cso": _pbt_ppo,
@@ -139,7 +147,8 @@ BUILDERS: dict[str, Callable[[DictConfig], Any]] = {
 }
 """``recipe name -> builder(cfg)``; the name is the script's stem (``recipes/<name>.py``)."""
 
-POPULATION_RECIPES = frozenset({"openes", "cma_es", "map_elites", "pga_me", "nsga2"})
+POPULATION_RECIPES = frozenset({"openes", "cma_es", "map_elites", "pga_me", "me_es",
+                                "nsga2"})
 """Recipes whose module is a :class:`~jaxtrainer.PopulationModule`, trained by a
 :class:`~jaxtrainer.PopulationTrainer` (``trainer:`` keys in generations)."""
 
@@ -169,6 +178,10 @@ def documenting_classes(recipe: str) -> tuple[type, ...]:
         from jaxtrainer.population import PGAME
 
         found.append(PGAME)
+    if builder is _me_es:
+        from jaxtrainer.population import MEES
+
+        found.append(MEES)
     if builder is _nsga2:
         from jaxtrainer.population import NSGA2
 
@@ -193,7 +206,7 @@ def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
     """The module that ``recipes/<recipe>.py`` trains, from its config ``cfg``
     (a :func:`jaxtrainer.recipes.config.load` result, or a run's saved
     ``config.yaml``): built from the ``env:`` and ``algorithm:`` sections (and
-    ``pbt:`` for the ``pbt_*`` recipes; ``map_elites``'s and ``pga_me``'s ``env:`` names their
+    ``pbt:`` for the ``pbt_*`` recipes; ``map_elites``'s, ``pga_me``'s and ``me_es``'s ``env:`` names their
     quality-diversity task, :func:`jaxtrainer.population.make_task`, and
     ``nsga2``'s its multi-objective task, :func:`jaxtrainer.population.make_mo_task`). Sections the recipe does not use (``trainer:``,
     ``recipe``, loggers, callbacks) are ignored. A ``sweep:`` section asking
@@ -204,7 +217,7 @@ def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
       A :class:`~jaxtrainer.Module`, or for :data:`POPULATION_RECIPES` a
       :class:`~jaxtrainer.PopulationModule` (:class:`~jaxtrainer.algorithms.es.NeuroES`,
       :class:`~jaxtrainer.population.MAPElites`, :class:`~jaxtrainer.population.PGAME`,
-      :class:`~jaxtrainer.population.NSGA2`).
+      :class:`~jaxtrainer.population.MEES`, :class:`~jaxtrainer.population.NSGA2`).
 
     Raises:
       ValueError: an unknown ``recipe`` (listing the known ones), or what the
