@@ -83,6 +83,7 @@ from flax import struct
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization
+from jaxtrainer.algorithms._config_parts import composes, values
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.es import ESState
 from jaxtrainer.algorithms.evolution import ParamsSearch, move_mean_toward
@@ -90,8 +91,8 @@ from jaxtrainer.algorithms.genetic import check_ga, ga_step, inject, num_elites
 from jaxtrainer.algorithms.hyperparams import config_record
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.offpolicy import configure
-from jaxtrainer.algorithms.offpolicy_config import ReplayLearnerConfig, check_normalization
-from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config, check_td3_learner
+from jaxtrainer.algorithms.offpolicy_config import ReplayLearnerConfig
+from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config, TD3LearnerConfig, check_td3_learner
 from jaxtrainer.distributed import axis_size, fold_in_device
 from jaxtrainer.distributed._members import MemberLayout, rank
 from jaxtrainer.envs.evaluation import evaluation_metrics
@@ -100,6 +101,7 @@ from jaxtrainer.module import Module
 
 
 @dataclasses.dataclass(frozen=True)
+@composes(TD3LearnerConfig)
 class ERLConfig(ReplayLearnerConfig):
     """ERL hyperparameters (sources in the module docstring). Sizes are global
     (over all devices).
@@ -172,14 +174,6 @@ class ERLConfig(ReplayLearnerConfig):
       ValueError: a bad value, naming ``ERLConfig.<field>``.
     """
 
-    normalize_observations: bool = False
-    reward_scaling: float = 1.0
-    lr: float = 3e-4
-    twin_critics: bool = True
-    policy_delay: int = 2
-    exploration_noise: float = 0.1
-    policy_noise: float = 0.2
-    noise_clip: float = 0.5
     population_size: int = 10
     elite_fraction: float = 0.1
     tournament_size: int = 3
@@ -215,7 +209,6 @@ class ERLConfig(ReplayLearnerConfig):
           ValueError: a bad value, naming ``ERLConfig.<field>``.
         """
         super().__post_init__()
-        check_normalization(self)
         check_td3_learner(self)
         name = type(self).__name__
         arguments.check_fields(self, arguments.positive_int, (
@@ -330,13 +323,10 @@ class ERL(ParamsPolicy, Module):
             env=cfg.env, num_envs=self.num_envs, train_frequency=self.rollout_steps,
             gradient_steps=self.critic_steps,
             buffer_size=cfg.buffer_size // self.num_envs * self.num_envs,
-            batch_size=cfg.batch_size, learning_starts=cfg.learning_starts,
-            normalize_observations=cfg.normalize_observations, reward_scaling=cfg.reward_scaling,
-            lr=cfg.lr, gamma=cfg.gamma, tau=cfg.tau, twin_critics=cfg.twin_critics,
-            policy_delay=cfg.policy_delay, exploration_noise=cfg.exploration_noise,
-            policy_noise=cfg.policy_noise, noise_clip=cfg.noise_clip,
-            hidden_sizes=cfg.hidden_sizes, activation=cfg.activation, network=cfg.network,
-            eval_episodes=cfg.eval_episodes), env=self.env)
+            batch_size=cfg.batch_size, learning_starts=cfg.learning_starts, gamma=cfg.gamma,
+            tau=cfg.tau, hidden_sizes=cfg.hidden_sizes, activation=cfg.activation,
+            network=cfg.network, eval_episodes=cfg.eval_episodes,
+            **values(TD3LearnerConfig, cfg)), env=self.env)
         self.buffer = self.learner.buffer
         obs = jnp.zeros(self.env.observation_shape, self.env.observation_dtype)
         shapes = jax.eval_shape(lambda: self.learner.actor.init(jax.random.key(0), obs))

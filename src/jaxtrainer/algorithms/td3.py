@@ -44,6 +44,7 @@ from flax import struct
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization, offpolicy
+from jaxtrainer.algorithms._config_parts import composes
 from jaxtrainer.algorithms.critic_losses import clipped_double_q_loss, deterministic_actor_loss
 from jaxtrainer.algorithms.exploration import (
     action_scale_bias,
@@ -62,14 +63,32 @@ from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.metrics import Mean
 
 
+@dataclasses.dataclass(frozen=True)
+class TD3LearnerConfig:
+    """TD3's learner fields, declared once and composed (flat) into
+    :class:`TD3Config` and :class:`~jaxtrainer.algorithms.erl.ERLConfig`
+    (:func:`~jaxtrainer.algorithms._config_parts.composes`); documented on
+    :class:`TD3Config`, checked by :func:`check_td3_learner`."""
+
+    normalize_observations: bool = False
+    reward_scaling: float = 1.0
+    lr: float = 3e-4
+    twin_critics: bool = True
+    policy_delay: int = 2
+    exploration_noise: float = 0.1
+    policy_noise: float = 0.2
+    noise_clip: float = 0.5
+
+
 def check_td3_learner(config: Any) -> None:
-    """The checks of TD3's learner fields (``lr``, ``twin_critics``,
-    ``policy_delay``, ``exploration_noise``, ``policy_noise``, ``noise_clip``),
+    """The checks of :class:`TD3LearnerConfig`'s fields (``normalize_observations``
+    and ``reward_scaling``: :func:`~jaxtrainer.algorithms.offpolicy_config.check_normalization`),
     in :class:`TD3Config` and :class:`~jaxtrainer.algorithms.erl.ERLConfig`.
 
     Raises:
       ValueError: a bad field, named (e.g. ``TD3Config.policy_delay=0``).
     """
+    check_normalization(config)
     arguments.check_fields(config, arguments.flag, ("twin_critics",))
     arguments.check_fields(config, arguments.positive_int, ("policy_delay",), allow_none=False)
     arguments.check_fields(config, arguments.number, ("lr", "exploration_noise", "policy_noise",
@@ -77,13 +96,14 @@ def check_td3_learner(config: Any) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
+@composes(TD3LearnerConfig)
 class TD3Config(ReplayLearnerConfig):
     """TD3 hyperparameters. Sizes and step counts are global (over all devices).
 
     :class:`~jaxtrainer.algorithms.offpolicy_config.ReplayLearnerConfig`'s
     fields (CleanRL's defaults) with observation normalisation and reward
-    scaling, TD3's learner fields (which :class:`~jaxtrainer.algorithms.erl.ERLConfig`
-    lists too), how the module steps its envs, and the actor's and critics'
+    scaling, TD3's learner fields (:class:`TD3LearnerConfig`, which
+    :class:`~jaxtrainer.algorithms.erl.ERLConfig` composes too), how the module steps its envs, and the actor's and critics'
     own learning rates.
 
     Attributes:
@@ -108,14 +128,6 @@ class TD3Config(ReplayLearnerConfig):
         default ``mlp``).
     """
 
-    normalize_observations: bool = False
-    reward_scaling: float = 1.0
-    lr: float = 3e-4
-    twin_critics: bool = True
-    policy_delay: int = 2
-    exploration_noise: float = 0.1
-    policy_noise: float = 0.2
-    noise_clip: float = 0.5
     num_envs: int = 4
     train_frequency: int = 1
     gradient_steps: int = 4
@@ -130,7 +142,6 @@ class TD3Config(ReplayLearnerConfig):
           ValueError: a bad field, named (e.g. ``TD3Config.actor_lr=-1``).
         """
         super().__post_init__()
-        check_normalization(self)
         check_td3_learner(self)
         check_stepping(self)
         arguments.check_fields(self, arguments.number, ("actor_lr", "critic_lr"), low=0,
