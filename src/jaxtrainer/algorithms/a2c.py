@@ -27,7 +27,8 @@ import jax.numpy as jnp
 import optax
 
 from jaxtrainer import _arguments as arguments
-from jaxtrainer.algorithms.advantages import check_gae_fields, normalize_advantages
+from jaxtrainer.algorithms._config_parts import composes
+from jaxtrainer.algorithms.advantages import GAEConfig, check_gae_fields, normalize_advantages
 from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.normalization import RunningStatistics
 from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule
@@ -36,12 +37,13 @@ from jaxtrainer.distributed._gradient_step import averaged_update
 
 
 @dataclasses.dataclass(frozen=True)
+@composes(GAEConfig, gae_lambda=1.0)
 class A2CConfig(OnPolicyConfig):
     """A2C hyperparameters. Sizes are global (over all devices).
 
     The fields of :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig` and
-    PPO's GAE fields (``unroll_length``, ``gae_lambda``, ``bootstrap_truncation``,
-    ``critic_input``: :class:`~jaxtrainer.algorithms.PPOConfig`) with SB3's
+    the GAE fields PPO composes too (:class:`~jaxtrainer.algorithms.advantages.GAEConfig`:
+    ``unroll_length``, ``gae_lambda``, ``bootstrap_truncation``, ``critic_input``) with SB3's
     RL-Zoo CartPole-v1 defaults (see the module docstring), plus ``optimizer``.
 
     Attributes:
@@ -74,10 +76,6 @@ class A2CConfig(OnPolicyConfig):
     num_steps: int = 5
     lr: float = 7e-4
     anneal_lr: bool = False
-    unroll_length: int | None = None
-    gae_lambda: float = 1.0
-    bootstrap_truncation: bool = True
-    critic_input: str = "observation"
     ent_coef: float = 0.0
     normalize_advantages: bool = False
     optimizer: str = "rmsprop"

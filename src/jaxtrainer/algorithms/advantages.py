@@ -11,6 +11,7 @@ arrays with time first (``[T, ...]``). IMPALA's V-trace is
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -112,10 +113,19 @@ CRITIC_INPUTS = ("observation", "global_state")
 """What the critic of A2C and PPO reads (their configs' ``critic_input``)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class GAEConfig:
+    """The GAE fields A2C's and PPO's configs compose (documented on ``PPOConfig``)."""
+
+    unroll_length: int | None = None
+    gae_lambda: float = 0.95
+    bootstrap_truncation: bool = True
+    critic_input: str = "observation"
+
+
 def check_gae_fields(config: Any) -> None:
-    """Check the GAE fields of A2C's and PPO's configs (``unroll_length``,
-    ``gae_lambda``, ``bootstrap_truncation``, ``critic_input``; documented on
-    :class:`~jaxtrainer.algorithms.PPOConfig`), after :meth:`OnPolicyConfig.__post_init__`.
+    """Check :class:`GAEConfig`'s fields of a config composing it, after
+    :meth:`OnPolicyConfig.__post_init__`.
 
     Raises:
       ValueError: a bad field (named), ``num_steps`` not a multiple of

@@ -1,10 +1,7 @@
-"""The on-policy base of PPO, A2C and IMPALA (and PQN's state and schedule): the
-shared config fields (:class:`OnPolicyConfig`; their checks are
-:func:`~jaxtrainer.algorithms.advantages.check_gae_fields` and
-:func:`~jaxtrainer.algorithms.rollout.check_minibatch_fields`), the state, and :class:`OnPolicyModule`, which
-binds the network and env to the pure pieces and runs one update
-(:meth:`OnPolicyModule.training_step`), as PureJaxRL's ``purejaxrl/ppo.py``
-(``luchris429/purejaxrl``):
+"""The on-policy base of PPO, A2C and IMPALA (and PQN's state and schedule): the shared
+config fields (:class:`OnPolicyConfig`), the state, and :class:`OnPolicyModule`, which binds
+the network and env to the pure pieces and runs one update
+(:meth:`OnPolicyModule.training_step`), as PureJaxRL's ``purejaxrl/ppo.py`` (``luchris429/purejaxrl``):
 
 1. a ``num_steps`` rollout of this device's ``num_envs / num_devices`` envs
    (:meth:`~OnPolicyModule.collect`: :func:`~jaxtrainer.algorithms.rollout.unroll`);
@@ -60,10 +57,9 @@ __getattr__, __dir__ = aliases.attach(__name__)  # moved names, with a warning u
 class OnPolicyConfig:
     """The fields every on-policy config has (A2C's, PPO's, IMPALA's), with
     PureJaxRL's CartPole PPO defaults (``purejaxrl/ppo.py``), and their checks.
-    Sizes are global (over all devices). The algorithms' configs add their own
-    fields (checked with :func:`~jaxtrainer.algorithms.advantages.check_gae_fields` and :func:`~jaxtrainer.algorithms.rollout.check_minibatch_fields`
-    where they share them) and change defaults; subclasses check their own
-    fields after ``super().__post_init__()``.
+    Sizes are global (over all devices). The algorithms' configs add or compose
+    their own fields (:class:`~jaxtrainer.algorithms.advantages.GAEConfig`), change
+    defaults, and check their fields after ``super().__post_init__()``.
 
     Attributes:
       env: environment name for :func:`jaxtrainer.envs.make`.
@@ -72,7 +68,9 @@ class OnPolicyConfig:
         ``num_envs * num_steps`` env steps.
       total_updates: the number of updates the learning rate anneals over (with
         ``anneal_lr``); after it the rate stays 0. ``None`` (default): the run's
-        budget, which the Trainer passes in (``configure_budget``).
+        budget, which the Trainer passes in (``configure_budget``); resuming with a
+        larger budget then recomputes the line for the new total (the rate jumps up
+        from where the shorter run ended): set it to keep one schedule.
       lr: learning rate (the initial one when annealing), ``>= 0``.
       anneal_lr: anneal the learning rate linearly to 0 over ``total_updates``.
       gamma: discount factor.

@@ -48,7 +48,8 @@ import jax.numpy as jnp
 import optax
 
 from jaxtrainer import _arguments as arguments
-from jaxtrainer.algorithms.advantages import check_gae_fields, normalize_advantages
+from jaxtrainer.algorithms._config_parts import composes
+from jaxtrainer.algorithms.advantages import GAEConfig, check_gae_fields, normalize_advantages
 from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule, OnPolicyState
 from jaxtrainer.algorithms.rollout import (
@@ -63,6 +64,7 @@ PPOState = OnPolicyState
 
 
 @dataclasses.dataclass(frozen=True)
+@composes(GAEConfig)
 class PPOConfig(OnPolicyConfig):
     """PPO hyperparameters. Sizes are global (over all devices).
 
@@ -71,11 +73,6 @@ class PPOConfig(OnPolicyConfig):
     words, plus the minibatch, GAE and clipping ones.
 
     Attributes:
-      total_updates: the number of updates the learning rate anneals over; after
-        it the rate stays 0. ``None`` (default): the run's budget, which the
-        Trainer passes in (:meth:`PPO.configure_budget`); resuming with a larger
-        budget then recomputes the line for the new total (the rate jumps up
-        from where the shorter run ended): set it to keep one schedule.
       lr: Adam learning rate (initial one when annealing).
       max_grad_norm: global gradient-norm clip; ``float('inf')`` (YAML ``.inf``): none,
         as Brax's PPO by default.
@@ -112,17 +109,12 @@ class PPOConfig(OnPolicyConfig):
 
     update_epochs: int = 4
     num_minibatches: int = 4
-    unroll_length: int | None = None
-    gae_lambda: float = 0.95
-    bootstrap_truncation: bool = True
-    critic_input: str = "observation"
     clip_eps: float = 0.2
     clip_value_loss: bool = True
 
     def __post_init__(self) -> None:
-        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`,
-        :func:`~jaxtrainer.algorithms.rollout.check_minibatch_fields`,
-        :func:`~jaxtrainer.algorithms.advantages.check_gae_fields`), then the
+        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`'s,
+        :func:`check_minibatch_fields`, :func:`check_gae_fields`), then the
         clipping fields and the minibatch split.
 
         Raises:
