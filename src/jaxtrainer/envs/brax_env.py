@@ -252,17 +252,22 @@ class BraxEnv(Env):
         """The model a randomisation function randomises: brax's ``env.sys``."""
         return self.env.unwrapped.sys
 
+    _STEPPING_MODEL = "sys"
+    """The attribute of the unwrapped env that holds the model it steps (brax's
+    ``env.sys``; Playground's ``_mjx_model``)."""
+
     @contextlib.contextmanager
     def _stepping_model(self, model: Any) -> Iterator[None]:
-        """While inside, the env steps ``model`` (as brax's
-        ``DomainRandomizationVmapWrapper`` swaps ``env.sys``)."""
+        """While inside, the env steps ``model``: :attr:`_STEPPING_MODEL` swapped,
+        as brax's ``DomainRandomizationVmapWrapper`` swaps ``env.sys`` (and
+        Playground's ``BraxDomainRandomizationVmapWrapper`` its env's MJX model)."""
         env = self.env.unwrapped
-        old = env.sys
+        old = getattr(env, self._STEPPING_MODEL)
         try:
-            env.sys = model
+            setattr(env, self._STEPPING_MODEL, model)
             yield
         finally:
-            env.sys = old
+            setattr(env, self._STEPPING_MODEL, old)
 
     def _trace_randomization(self) -> None:
         """Which leaves of the model :attr:`randomization` randomises (its

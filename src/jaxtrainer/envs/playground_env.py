@@ -23,8 +23,7 @@ clone is not there.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -175,22 +174,12 @@ class PlaygroundEnv(BraxEnv):
                          observation_key=observation_key, value_obs_key=value_obs_key,
                          randomization=randomization, reset_mode=reset_mode)
 
+    _STEPPING_MODEL = "_mjx_model"
+
     def _model(self) -> Any:
         """The env's MJX model (``mjx_model``), what Playground's randomisation
         functions randomise."""
         return self.env.unwrapped.mjx_model
-
-    @contextlib.contextmanager
-    def _stepping_model(self, model: Any) -> Iterator[None]:
-        """While inside, the env steps ``model`` (as Playground's
-        ``BraxDomainRandomizationVmapWrapper`` swaps its env's MJX model)."""
-        env = self.env.unwrapped
-        old = env._mjx_model
-        try:
-            env._mjx_model = model
-            yield
-        finally:
-            env._mjx_model = old
 
     def _make_process_local(self) -> None:
         """Rebuild on this process the arrays of the env's mjx model that another
