@@ -1,6 +1,6 @@
-"""Config parts: a group of fields declared once (a frozen dataclass, such as
+"""Parts: a group of dataclass fields declared once (a dataclass such as
 :class:`~jaxtrainer.algorithms.advantages.GAEConfig`) and composed, flat, into
-every algorithm config that has them, so a key keeps one name everywhere
+every config (or state) that has them, so a key keeps one name everywhere
 (``config.gae_lambda``, YAML ``algorithm.gae_lambda``,
 ``dataclasses.replace(config, gae_lambda=0.9)``) without a base class for each
 group.
@@ -13,15 +13,15 @@ from collections.abc import Callable
 from typing import Any
 
 
-def composes(*parts: type, **defaults: Any) -> Callable[[type], type]:
-    """A class decorator, applied before ``@dataclasses.dataclass``: the class
-    declares every field of ``parts`` (in their order, before its own fields),
-    with ``defaults`` in place of the parts' defaults.
+def composes(*parts: type, after_own: bool = False, **defaults: Any) -> Callable[[type], type]:
+    """A class decorator, applied before ``@dataclasses.dataclass`` (or
+    ``@flax.struct.dataclass``): the class declares every field of ``parts``, in
+    their order, before its own fields (``after_own``: after them), with
+    ``defaults`` in place of the parts' defaults.
 
     Raises:
-      TypeError: a part that is not a dataclass, a field with no default, a
-        field the class declares itself, or a key of ``defaults`` that names no
-        field of ``parts``.
+      TypeError: a part that is not a dataclass, a field the class declares
+        itself, or a key of ``defaults`` that names no field of ``parts``.
     """
 
     def compose(cls: type) -> type:
@@ -29,20 +29,22 @@ def composes(*parts: type, **defaults: Any) -> Callable[[type], type]:
         added: dict[str, Any] = {}
         for part in parts:
             for f in dataclasses.fields(part):
-                if f.name in own or f.default is dataclasses.MISSING:
+                if f.name in own:
                     raise TypeError(
                         f"{cls.__name__} composes {part.__name__}: its field "
-                        f"{f.name!r} is declared again or has no default"
+                        f"{f.name!r} is declared again"
                     )
                 added[f.name] = f.type
-                setattr(cls, f.name, defaults.get(f.name, f.default))
+                default = defaults.get(f.name, f.default)
+                if default is not dataclasses.MISSING or f.metadata:
+                    setattr(cls, f.name, dataclasses.field(default=default, metadata=f.metadata))
         unknown = sorted(set(defaults) - set(added))
         if unknown:
             raise TypeError(
                 f"{cls.__name__}: defaults for {unknown}, which no part of "
                 f"{[p.__name__ for p in parts]} declares"
             )
-        cls.__annotations__ = {**added, **own}
+        cls.__annotations__ = {**own, **added} if after_own else {**added, **own}
         return cls
 
     return compose

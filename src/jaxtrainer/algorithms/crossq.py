@@ -38,6 +38,7 @@ from flax import struct
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization, offpolicy
+from jaxtrainer.algorithms._config_parts import composes
 from jaxtrainer.algorithms.batch_renorm import BatchRenorm
 from jaxtrainer.algorithms.critic_losses import (
     clipped_double_q_target,
@@ -46,7 +47,7 @@ from jaxtrainer.algorithms.critic_losses import (
 )
 from jaxtrainer.algorithms.exploration import action_scale_bias
 from jaxtrainer.algorithms.networks import LOG_STD_MAX, LOG_STD_MIN, activation
-from jaxtrainer.algorithms.replay import Transition
+from jaxtrainer.algorithms.replay import EnvsAndReplay, Transition
 from jaxtrainer.algorithms.sac import SAC, SACConfig, squashed_sample
 from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.metrics import Last, Mean
@@ -185,15 +186,13 @@ class CrossQCarry:
 
 
 @struct.dataclass
+@composes(EnvsAndReplay, after_own=True)
 class CrossQState(CrossQCarry):
     """Training state: the :class:`CrossQCarry` fields, then ``step``, the
-    envs, the buffer and ``obs_stats`` as :class:`~jaxtrainer.algorithms.sac.SACState`'s."""
+    envs and the replay (:class:`~jaxtrainer.algorithms.replay.EnvsAndReplay`)
+    as :class:`~jaxtrainer.algorithms.sac.SACState`'s."""
 
     step: jax.Array
-    env_state: envs.EnvState
-    obs: jax.Array
-    buffer: Any
-    obs_stats: normalization.RunningStatistics | None = None
 
 
 class CrossQ(SAC):

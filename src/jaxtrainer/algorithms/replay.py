@@ -29,13 +29,40 @@ split and the layout the strategies need:
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import TYPE_CHECKING, Any
 
 import jax
 from flax import struct
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer.distributed import local_size, per_device
+
+if TYPE_CHECKING:
+    from jaxtrainer import envs
+    from jaxtrainer.algorithms.normalization import RunningStatistics
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvsAndReplay:
+    """The envs and the replay of an off-policy module's state, composed (after
+    its own fields) into SAC's, TD3's and CrossQ's states
+    (:func:`~jaxtrainer.algorithms._config_parts.composes`) and written by
+    :meth:`~jaxtrainer.algorithms.offpolicy.OffPolicyModule.training_step`.
+
+    Attributes:
+      env_state, obs: this device's envs (sharded; ``obs`` raw).
+      buffer: the replay buffer of raw transitions (:class:`ReplayBuffer`'s state:
+        stored transitions sharded, write index replicated).
+      obs_stats: :class:`~jaxtrainer.algorithms.normalization.RunningStatistics`
+        of every observation collected (replicated) with
+        ``normalize_observations``; ``None`` (no leaves) without.
+    """
+
+    env_state: envs.EnvState
+    obs: jax.Array
+    buffer: Any
+    obs_stats: RunningStatistics | None = None
 
 
 @struct.dataclass

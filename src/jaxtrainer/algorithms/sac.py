@@ -45,6 +45,7 @@ from flax import struct
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization, offpolicy
+from jaxtrainer.algorithms._config_parts import composes
 from jaxtrainer.algorithms.critic_losses import (
     clipped_double_q_loss,
     soft_actor_loss,
@@ -58,7 +59,7 @@ from jaxtrainer.algorithms.offpolicy_config import (
     check_normalization,
     check_stepping,
 )
-from jaxtrainer.algorithms.replay import Transition
+from jaxtrainer.algorithms.replay import EnvsAndReplay, Transition
 from jaxtrainer.algorithms.target_update import soft_update
 from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.metrics import Last
@@ -175,25 +176,18 @@ class SACCarry:
 
 
 @struct.dataclass
+@composes(EnvsAndReplay, after_own=True)
 class SACState(SACCarry):
     """Training state: the :class:`SACCarry` fields, then
 
     Attributes:
       step: ``int32[]`` training steps done. updates: ``int32[]`` updates done.
-      env_state, obs: this device's envs (sharded; ``obs`` raw). buffer: replay
-        buffer of raw transitions (stored transitions sharded, write index
-        replicated).
-      obs_stats: :class:`~jaxtrainer.algorithms.normalization.RunningStatistics`
-        of every observation collected (replicated) with
-        ``normalize_observations``; ``None`` (no leaves) without.
+      env_state, obs, buffer, obs_stats: the envs and the replay
+        (:class:`~jaxtrainer.algorithms.replay.EnvsAndReplay`).
     """
 
     step: jax.Array
     updates: jax.Array
-    env_state: envs.EnvState
-    obs: jax.Array
-    buffer: Any
-    obs_stats: normalization.RunningStatistics | None = None
 
 
 class SAC(offpolicy.OffPolicyModule):

@@ -57,7 +57,7 @@ from jaxtrainer.algorithms.offpolicy_config import (
     check_normalization,
     check_stepping,
 )
-from jaxtrainer.algorithms.replay import Transition
+from jaxtrainer.algorithms.replay import EnvsAndReplay, Transition
 from jaxtrainer.algorithms.target_update import soft_update
 from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.metrics import Mean
@@ -226,18 +226,14 @@ class TD3Carry:
 
 
 @struct.dataclass
+@composes(EnvsAndReplay, after_own=True)
 class TD3State(TD3Carry):
     """Training state: the :class:`TD3Carry` fields, then ``step`` (``int32[]``
-    training steps done), this device's envs ``env_state``, ``obs`` (sharded) and
-    the replay ``buffer``, and ``obs_stats`` (the observation statistics with
-    ``normalize_observations``, else ``None``), as
+    training steps done), then the envs and the replay
+    (:class:`~jaxtrainer.algorithms.replay.EnvsAndReplay`), as
     :class:`~jaxtrainer.algorithms.sac.SACState`."""
 
     step: jax.Array
-    env_state: envs.EnvState
-    obs: jax.Array
-    buffer: Any
-    obs_stats: normalization.RunningStatistics | None = None
 
 
 class TD3(offpolicy.OffPolicyModule):
