@@ -17,7 +17,8 @@ def composes(*parts: type, after_own: bool = False, **defaults: Any) -> Callable
     """A class decorator, applied before ``@dataclasses.dataclass`` (or
     ``@flax.struct.dataclass``): the class declares every field of ``parts``, in
     their order, before its own fields (``after_own``: after them), with
-    ``defaults`` in place of the parts' defaults.
+    ``defaults`` in place of the parts' defaults. The parts are kept as the
+    class's ``composed_parts``, whose docstrings document their fields.
 
     Raises:
       TypeError: a part that is not a dataclass, a field the class declares
@@ -45,6 +46,7 @@ def composes(*parts: type, after_own: bool = False, **defaults: Any) -> Callable
                 f"{[p.__name__ for p in parts]} declares"
             )
         cls.__annotations__ = {**own, **added} if after_own else {**added, **own}
+        cls.composed_parts = parts
         return cls
 
     return compose

@@ -28,6 +28,7 @@ import optax
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms._config_parts import composes
+from jaxtrainer.algorithms.actor_critic import ActorCriticConfig, check_actor_critic
 from jaxtrainer.algorithms.advantages import GAEConfig, check_gae_fields, normalize_advantages
 from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.normalization import RunningStatistics
@@ -37,7 +38,7 @@ from jaxtrainer.distributed._gradient_step import averaged_update
 
 
 @dataclasses.dataclass(frozen=True)
-@composes(GAEConfig, gae_lambda=1.0)
+@composes(ActorCriticConfig, GAEConfig, ent_coef=0.0, normalize_advantages=False, gae_lambda=1.0)
 class A2CConfig(OnPolicyConfig):
     """A2C hyperparameters. Sizes are global (over all devices).
 
@@ -76,18 +77,18 @@ class A2CConfig(OnPolicyConfig):
     num_steps: int = 5
     lr: float = 7e-4
     anneal_lr: bool = False
-    ent_coef: float = 0.0
-    normalize_advantages: bool = False
     optimizer: str = "rmsprop"
 
     def __post_init__(self) -> None:
-        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`,
+        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`'s,
+        :func:`~jaxtrainer.algorithms.actor_critic.check_actor_critic`,
         :func:`~jaxtrainer.algorithms.advantages.check_gae_fields`), then ``optimizer``.
 
         Raises:
           ValueError: a bad field, named (``optimizer`` not ``"rmsprop"``/``"adam"``).
         """
         super().__post_init__()
+        check_actor_critic(self)
         check_gae_fields(self)
         arguments.check_fields(self, arguments.one_of, ("optimizer",), choices=("rmsprop", "adam"))
 

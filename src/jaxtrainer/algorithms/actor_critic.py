@@ -26,10 +26,53 @@ from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.cores import Carry, initial_carry
 from jaxtrainer.algorithms.distributions import Distribution, TanhNormal
 from jaxtrainer.algorithms.hyperparams import annealed, config_record
-from jaxtrainer.algorithms.networks import ActorCritic, RecurrentActorCritic
+from jaxtrainer.algorithms.networks import POLICIES, ActorCritic, RecurrentActorCritic
 from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Mean
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorCriticConfig:
+    """The actor-critic fields of PPO's, A2C's and IMPALA's configs (not PQN's),
+    composed (flat) into each on top of
+    :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`'s, with PureJaxRL's
+    CartPole PPO defaults; checked by :func:`check_actor_critic`.
+
+    Attributes:
+      ent_coef: entropy bonus coefficient.
+      vf_coef: value loss coefficient.
+      normalize_advantages: standardise advantages (global mean and standard
+        deviation over all devices).
+      critic_hidden_sizes: hidden layer widths of the critic; ``None``: as the actor's.
+      policy: the distribution of continuous actions: ``gaussian`` (default; a
+        Gaussian with a state-independent log standard deviation, PureJaxRL's
+        and the PPO paper's, actions clipped to the bounds) or ``brax``
+        (Brax's ``make_ppo_networks``: a tanh-squashed Gaussian whose scale the
+        actor outputs, ``softplus + 0.001``, actions ``tanh`` of the sample
+        scaled to the bounds, ``lecun_uniform`` layers; PPO's entropy bonus
+        then uses one sample per minibatch, as Brax's). Discrete actions: unused.
+    """
+
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    normalize_advantages: bool = True
+    critic_hidden_sizes: tuple[int, ...] | None = None
+    policy: str = "gaussian"
+
+
+def check_actor_critic(config: Any) -> None:
+    """Check and normalise :class:`ActorCriticConfig`'s fields of a config
+    composing it (``critic_hidden_sizes`` to a tuple of ints).
+
+    Raises:
+      ValueError: a bad field, named (e.g. ``PPOConfig.policy='x'``).
+    """
+    if config.critic_hidden_sizes is not None:
+        arguments.check_fields(config, arguments.sizes, ("critic_hidden_sizes",))
+    arguments.check_fields(config, arguments.number, ("ent_coef", "vf_coef"), low=0)
+    arguments.check_fields(config, arguments.flag, ("normalize_advantages",))
+    arguments.one_of(f"{type(config).__name__}.policy", config.policy, POLICIES)
 
 
 class ActorCriticBase(ParamsPolicy):

@@ -45,6 +45,8 @@ from flax import struct
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms import normalization
+from jaxtrainer.algorithms._config_parts import composes
+from jaxtrainer.algorithms.actor_critic import ActorCriticConfig, check_actor_critic
 from jaxtrainer.algorithms.advantages import normalize_advantages
 from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.networks import ActorCritic, RecurrentActorCritic
@@ -210,6 +212,7 @@ class IMPALAState(OnPolicyState):
 
 
 @dataclasses.dataclass(frozen=True)
+@composes(ActorCriticConfig, ent_coef=0.0, normalize_advantages=False)
 class IMPALAConfig(OnPolicyConfig):
     """IMPALA hyperparameters. Sizes are global (over all devices).
 
@@ -257,8 +260,6 @@ class IMPALAConfig(OnPolicyConfig):
     num_steps: int = 32
     update_epochs: int = 4
     num_minibatches: int = 4
-    ent_coef: float = 0.0
-    normalize_advantages: bool = False
     policy_lag: int = 1
     vtrace_lambda: float = 1.0
     rho_bar: float = 1.0
@@ -266,7 +267,8 @@ class IMPALAConfig(OnPolicyConfig):
     pg_rho_bar: float = 1.0
 
     def __post_init__(self) -> None:
-        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`,
+        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`'s,
+        :func:`~jaxtrainer.algorithms.actor_critic.check_actor_critic`,
         :func:`~jaxtrainer.algorithms.rollout.check_minibatch_fields`), then the
         lag, V-trace's fields and the minibatch split.
 
@@ -275,6 +277,7 @@ class IMPALAConfig(OnPolicyConfig):
             ``num_minibatches``.
         """
         super().__post_init__()
+        check_actor_critic(self)
         check_minibatch_fields(self)
         arguments.check_fields(self, arguments.non_negative_int, ("policy_lag",))
         arguments.check_fields(self, arguments.number, ("vtrace_lambda",), low=0, high=1)

@@ -36,7 +36,7 @@ from jaxtrainer.algorithms.actor_critic import ActorCriticBase
 from jaxtrainer.algorithms.advantages import compute_gae
 from jaxtrainer.algorithms.cores import Carry
 from jaxtrainer.algorithms.distributions import Distribution
-from jaxtrainer.algorithms.networks import POLICIES, ActorCritic, activation
+from jaxtrainer.algorithms.networks import ActorCritic, activation
 from jaxtrainer.algorithms.rollout import (
     Rollout,
     bootstrap_truncations,
@@ -55,11 +55,13 @@ __getattr__, __dir__ = aliases.attach(__name__)  # moved names, with a warning u
 
 @dataclasses.dataclass(frozen=True)
 class OnPolicyConfig:
-    """The fields every on-policy config has (A2C's, PPO's, IMPALA's), with
+    """The fields every on-policy config has (A2C's, PPO's, IMPALA's, PQN's), with
     PureJaxRL's CartPole PPO defaults (``purejaxrl/ppo.py``), and their checks.
     Sizes are global (over all devices). The algorithms' configs add or compose
-    their own fields (:class:`~jaxtrainer.algorithms.advantages.GAEConfig`), change
-    defaults, and check their fields after ``super().__post_init__()``.
+    their own fields (the actor-critic ones:
+    :class:`~jaxtrainer.algorithms.actor_critic.ActorCriticConfig`; GAE's:
+    :class:`~jaxtrainer.algorithms.advantages.GAEConfig`), change defaults, and
+    check their fields after ``super().__post_init__()``.
 
     Attributes:
       env: environment name for :func:`jaxtrainer.envs.make`.
@@ -74,11 +76,7 @@ class OnPolicyConfig:
       lr: learning rate (the initial one when annealing), ``>= 0``.
       anneal_lr: anneal the learning rate linearly to 0 over ``total_updates``.
       gamma: discount factor.
-      ent_coef: entropy bonus coefficient.
-      vf_coef: value loss coefficient.
       max_grad_norm: global gradient-norm clip; ``float('inf')`` (YAML ``.inf``): none.
-      normalize_advantages: standardise advantages (global mean and standard
-        deviation over all devices).
       normalize_observations: normalise observations with running statistics of
         every observation seen (:mod:`jaxtrainer.algorithms.normalization`), kept
         in the state (``obs_stats``) and updated once per update before it.
@@ -87,19 +85,11 @@ class OnPolicyConfig:
       activation: hidden activation of the actor's and critic's MLPs.
       hidden_sizes: hidden layer widths of the actor (and of the critic when
         ``critic_hidden_sizes`` is ``None``).
-      critic_hidden_sizes: hidden layer widths of the critic; ``None``: as the actor's.
       eval_episodes: fresh greedy episodes per evaluation, global.
       network: the torso before the hidden layers
         (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`, or a mapping of its
         fields such as ``{"torso": "cnn"}``); default: none, the flattened
         observation (``mlp``).
-      policy: the distribution of continuous actions: ``gaussian`` (default; a
-        Gaussian with a state-independent log standard deviation, PureJaxRL's
-        and the PPO paper's, actions clipped to the bounds) or ``brax``
-        (Brax's ``make_ppo_networks``: a tanh-squashed Gaussian whose scale the
-        actor outputs, ``softplus + 0.001``, actions ``tanh`` of the sample
-        scaled to the bounds, ``lecun_uniform`` layers; PPO's entropy bonus
-        then uses one sample per minibatch, as Brax's). Discrete actions: unused.
     """
 
     env: str = "CartPole-v1"
@@ -109,22 +99,17 @@ class OnPolicyConfig:
     lr: float = 2.5e-4
     anneal_lr: bool = True
     gamma: float = 0.99
-    ent_coef: float = 0.01
-    vf_coef: float = 0.5
     max_grad_norm: float = 0.5
-    normalize_advantages: bool = True
     normalize_observations: bool = False
     reward_scaling: float = 1.0
     activation: str = "tanh"
     hidden_sizes: tuple[int, ...] = (64, 64)
-    critic_hidden_sizes: tuple[int, ...] | None = None
     eval_episodes: int = 32
     network: NetworkConfig = NetworkConfig()
-    policy: str = "gaussian"
 
     def __post_init__(self) -> None:
-        """Check and normalise the fields above: ``hidden_sizes`` (and
-        ``critic_hidden_sizes``) to a tuple of ints, whole-float sizes to ints.
+        """Check and normalise the fields above: ``hidden_sizes`` to a tuple of
+        ints, whole-float sizes to ints.
 
         Raises:
           ValueError: a size that is not a positive int, a negative coefficient, an
@@ -133,18 +118,14 @@ class OnPolicyConfig:
             non-negative number``).
         """
         arguments.check_fields(self, arguments.sizes, ("hidden_sizes",))
-        if self.critic_hidden_sizes is not None:
-            arguments.check_fields(self, arguments.sizes, ("critic_hidden_sizes",))
         arguments.check_fields(self, arguments.positive_int,
                                ("num_envs", "num_steps", "eval_episodes"), allow_none=False)
         arguments.check_fields(self, arguments.positive_int, ("total_updates",))
-        arguments.check_fields(self, arguments.number, ("lr", "ent_coef", "vf_coef",
-                                                        "max_grad_norm", "reward_scaling"), low=0)
+        arguments.check_fields(self, arguments.number, ("lr", "max_grad_norm", "reward_scaling"),
+                               low=0)
         arguments.check_fields(self, arguments.number, ("gamma",), low=0, high=1)  # a discount
-        arguments.check_fields(self, arguments.flag, ("anneal_lr", "normalize_advantages",
-                                                      "normalize_observations"))
+        arguments.check_fields(self, arguments.flag, ("anneal_lr", "normalize_observations"))
         activation(self.activation, f"{type(self).__name__}.activation")
-        arguments.one_of(f"{type(self).__name__}.policy", self.policy, POLICIES)
         object.__setattr__(self, "network", network_config(self.network, type(self).__name__))
 
 

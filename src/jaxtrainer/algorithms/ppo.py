@@ -49,6 +49,7 @@ import optax
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms._config_parts import composes
+from jaxtrainer.algorithms.actor_critic import ActorCriticConfig, check_actor_critic
 from jaxtrainer.algorithms.advantages import GAEConfig, check_gae_fields, normalize_advantages
 from jaxtrainer.algorithms.distributions import Distribution
 from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule, OnPolicyState
@@ -64,7 +65,7 @@ PPOState = OnPolicyState
 
 
 @dataclasses.dataclass(frozen=True)
-@composes(GAEConfig)
+@composes(ActorCriticConfig, GAEConfig)
 class PPOConfig(OnPolicyConfig):
     """PPO hyperparameters. Sizes are global (over all devices).
 
@@ -114,14 +115,15 @@ class PPOConfig(OnPolicyConfig):
 
     def __post_init__(self) -> None:
         """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`'s,
-        :func:`check_minibatch_fields`, :func:`check_gae_fields`), then the
-        clipping fields and the minibatch split.
+        :func:`check_actor_critic`, :func:`check_minibatch_fields`,
+        :func:`check_gae_fields`), then the clipping fields and the minibatch split.
 
         Raises:
           ValueError: a bad field (named), or ``num_envs * num_steps`` not
             divisible by ``num_minibatches``.
         """
         super().__post_init__()
+        check_actor_critic(self)
         check_minibatch_fields(self)
         check_gae_fields(self)
         arguments.check_fields(self, arguments.number, ("clip_eps",), low=0)

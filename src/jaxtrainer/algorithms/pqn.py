@@ -39,11 +39,11 @@ import optax
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms.exploration import epsilon_greedy, linear_schedule
-from jaxtrainer.algorithms.networks import QNetwork, activation
-from jaxtrainer.algorithms.onpolicy import OnPolicyModule, OnPolicyState
+from jaxtrainer.algorithms.networks import QNetwork
+from jaxtrainer.algorithms.onpolicy import OnPolicyConfig, OnPolicyModule, OnPolicyState
 from jaxtrainer.algorithms.q_learning import q_lambda_returns
-from jaxtrainer.algorithms.rollout import minibatch_epochs
-from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
+from jaxtrainer.algorithms.rollout import check_minibatch_fields, minibatch_epochs
+from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.distributed import local_size
 from jaxtrainer.distributed._gradient_step import averaged_update
 from jaxtrainer.envs.base import refuse_multi_discrete
@@ -56,9 +56,12 @@ PQNState = OnPolicyState
 
 
 @dataclasses.dataclass(frozen=True)
-class PQNConfig:
+class PQNConfig(OnPolicyConfig):
     """PQN's hyperparameters, CleanRL ``pqn.py``'s CartPole defaults. Sizes are
-    global (over all devices).
+    global (over all devices). The fields of
+    :class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig` (no actor-critic ones)
+    with PQN's defaults, plus the epochs and minibatches, Q(lambda)'s and the
+    exploration schedule's.
 
     Attributes:
       env: environment name for :func:`jaxtrainer.envs.make` (discrete actions).
@@ -95,57 +98,35 @@ class PQNConfig:
         ``{"torso": "cnn"}`` for MinAtar); no recurrent core.
     """
 
-    env: str = "CartPole-v1"
-    num_envs: int = 4
-    num_steps: int = 128
+    max_grad_norm: float = 10.0
+    activation: str = "relu"
+    hidden_sizes: tuple[int, ...] = (120, 84)
     update_epochs: int = 4
     num_minibatches: int = 4
-    total_updates: int | None = None
-    lr: float = 2.5e-4
-    anneal_lr: bool = True
-    gamma: float = 0.99
     q_lambda: float = 0.65
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
     exploration_fraction: float = 0.5
-    max_grad_norm: float = 10.0
-    activation: str = "relu"
-    hidden_sizes: tuple[int, ...] = (120, 84)
     layer_norm: bool = True
     bootstrap_truncation: bool = True
-    reward_scaling: float = 1.0
-    normalize_observations: bool = False
-    eval_episodes: int = 32
-    network: NetworkConfig = NetworkConfig()
 
     def __post_init__(self) -> None:
-        """Check and normalise the fields above.
+        """The shared checks (:class:`~jaxtrainer.algorithms.onpolicy.OnPolicyConfig`'s,
+        :func:`~jaxtrainer.algorithms.rollout.check_minibatch_fields`), then PQN's.
 
         Raises:
-          ValueError: a size that is not a positive int, a rate outside ``[0, 1]``,
-            a negative learning rate or clip, an unknown activation,
-            ``normalize_observations=True`` or a recurrent ``network.core`` (the
-            message names the field).
+          ValueError: a bad field (named), a rate outside ``[0, 1]``,
+            ``normalize_observations=True`` or a recurrent ``network.core``.
         """
+        super().__post_init__()
         name = type(self).__name__
-        arguments.check_fields(self, arguments.sizes, ("hidden_sizes",))
-        arguments.check_fields(self, arguments.positive_int, (
-            "num_envs", "num_steps", "update_epochs", "num_minibatches", "eval_episodes"),
-            allow_none=False)
-        arguments.check_fields(self, arguments.positive_int, ("total_updates",))
-        arguments.check_fields(self, arguments.number, ("lr", "max_grad_norm", "reward_scaling"),
-                               low=0)
+        check_minibatch_fields(self)
         arguments.check_fields(self, arguments.number, (
-            "gamma", "q_lambda", "epsilon_start", "epsilon_end", "exploration_fraction"),
-            low=0, high=1)
-        arguments.check_fields(self, arguments.flag, ("anneal_lr", "layer_norm",
-                                                      "bootstrap_truncation",
-                                                      "normalize_observations"))
-        activation(self.activation, f"{name}.activation")
+            "q_lambda", "epsilon_start", "epsilon_end", "exploration_fraction"), low=0, high=1)
+        arguments.check_fields(self, arguments.flag, ("layer_norm", "bootstrap_truncation"))
         if self.normalize_observations:
             raise ValueError(f"{name}.normalize_observations=True: PQN does not normalise "
                              "observations (its LayerNorm does); leave it false")
-        object.__setattr__(self, "network", network_config(self.network, name))
         if self.network.core is not None:
             raise ValueError(f"{name}.network.core={self.network.core!r}: PQN has no "
                              "recurrent core; leave network.core unset")

@@ -71,7 +71,8 @@ def _parse_entries(doc: str | None) -> dict[str, str]:
 
 def doc_entries(obj: Any) -> dict[str, str]:
     """The ``Args:``/``Attributes:`` entries documenting ``obj``: for a class,
-    those of its docstring and its ``__init__``'s, then its bases' (a subclass's
+    those of its docstring and its ``__init__``'s, then its composed parts'
+    (an algorithm config's ``composed_parts``), then its bases' (a subclass's
     entry wins); for a function, its docstring's. ``"a, b: text"`` documents
     both names; ``**kwargs`` is ``kwargs``."""
     docs = []
@@ -80,6 +81,7 @@ def doc_entries(obj: Any) -> dict[str, str]:
             docs.append(cls.__doc__)
             init = cls.__dict__.get("__init__")
             docs.append(getattr(init, "__doc__", None))
+            docs.extend(part.__doc__ for part in cls.__dict__.get("composed_parts", ()))
     else:
         docs.append(getattr(obj, "__doc__", None))
     entries: dict[str, str] = {}
