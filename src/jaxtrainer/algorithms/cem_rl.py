@@ -68,10 +68,10 @@ from jax.flatten_util import ravel_pytree
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
 from jaxtrainer.algorithms import env_steps, normalization
+from jaxtrainer.algorithms._config_parts import composes
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.cem import check_cem, sample_population, sep_cem_update
-from jaxtrainer.algorithms.es import ESState
-from jaxtrainer.algorithms.evolution import ParamsSearch, elite_weights
+from jaxtrainer.algorithms.evolution import ParamsSearch, ReplayAndSearch, elite_weights
 from jaxtrainer.algorithms.hyperparams import config_record
 from jaxtrainer.algorithms.member_learning import improve_members
 from jaxtrainer.algorithms.member_rollout import rollout_members
@@ -202,6 +202,7 @@ class CEMRLConfig:
 
 
 @struct.dataclass
+@composes(ReplayAndSearch, after_own=True)
 class CEMRLState:
     """Training state. Replicated unless noted.
 
@@ -213,15 +214,10 @@ class CEMRLState:
       critic_params, target_critic_params: the shared twin critic and its target.
       critic_opt: the critic's Adam state.
       generation: ``int32[]``, generations done.
-      buffer: the replay buffer of raw transitions (sharded: each device stores
-        its own members' rollouts; see
-        :class:`~jaxtrainer.algorithms.replay.ReplayBuffer`).
-      obs_stats: :class:`~jaxtrainer.algorithms.normalization.RunningStatistics`
-        of every observation the rollouts collected, with
-        ``normalize_observations``; ``None`` (no leaves) without.
-      search: with ``evolution`` other than ``"sep_cem"``, the search's
-        :class:`~jaxtrainer.algorithms.es.ESState` (``mean`` is its mean; ``var``
-        and ``damp`` stay unused), else ``None``.
+      buffer, obs_stats, search: the replay and the search
+        (:class:`~jaxtrainer.algorithms.evolution.ReplayAndSearch`); a search with
+        ``evolution`` other than ``"sep_cem"`` (``mean`` is its mean; ``var`` and
+        ``damp`` stay unused).
 
     There are no env states: every generation starts fresh episodes (step 3).
     """
@@ -233,9 +229,6 @@ class CEMRLState:
     target_critic_params: Any
     critic_opt: optax.OptState
     generation: jax.Array
-    buffer: Any
-    obs_stats: normalization.RunningStatistics | None = None
-    search: ESState | None = None
 
 
 class CEMRL(ParamsPolicy, Module):

@@ -85,8 +85,7 @@ from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms._config_parts import composes, values
 from jaxtrainer.algorithms.acting import ParamsPolicy
-from jaxtrainer.algorithms.es import ESState
-from jaxtrainer.algorithms.evolution import ParamsSearch, move_mean_toward
+from jaxtrainer.algorithms.evolution import ParamsSearch, ReplayAndSearch, move_mean_toward
 from jaxtrainer.algorithms.genetic import check_ga, ga_step, inject, num_elites
 from jaxtrainer.algorithms.hyperparams import config_record
 from jaxtrainer.algorithms.member_rollout import rollout_members
@@ -238,6 +237,7 @@ class ERLConfig(ReplayLearnerConfig):
 
 
 @struct.dataclass
+@composes(ReplayAndSearch, after_own=True)
 class ERLState:
     """Training state. Replicated unless noted.
 
@@ -251,12 +251,9 @@ class ERLState:
         member (an elite, unchanged): what :meth:`ERL.evaluation_step` evaluates.
       injected: ``int32[]``, the slot the RL actor was injected into at the end of
         the last generation, ``-1`` when it was not.
-      buffer: the replay buffer of raw transitions (sharded: each device stores
-        its own rollouts; :class:`~jaxtrainer.algorithms.replay.ReplayBuffer`).
-      obs_stats: observation statistics with ``normalize_observations``, else ``None``.
-      search: with ``evolution`` other than ``"ga"``, the search distribution's
-        :class:`~jaxtrainer.algorithms.es.ESState` (its mean is the champion),
-        else ``None``.
+      buffer, obs_stats, search: the replay and the search
+        (:class:`~jaxtrainer.algorithms.evolution.ReplayAndSearch`); a search with
+        ``evolution`` other than ``"ga"`` (its mean is the champion).
     """
 
     population: Any
@@ -264,9 +261,6 @@ class ERLState:
     generation: jax.Array
     champion: jax.Array
     injected: jax.Array
-    buffer: Any
-    obs_stats: normalization.RunningStatistics | None = None
-    search: ESState | None = None
 
 
 class ERL(ParamsPolicy, Module):

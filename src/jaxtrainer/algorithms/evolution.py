@@ -12,8 +12,9 @@ injection of the RL actor into the search's mean.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +23,30 @@ import optax
 from jax import flatten_util
 
 from jaxtrainer.algorithms.es import ESState, EvosaxES
+
+if TYPE_CHECKING:
+    from jaxtrainer.algorithms.normalization import RunningStatistics
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayAndSearch:
+    """The replay and the optional search of an evolutionary RL hybrid's state,
+    composed (after its own fields) into CEM-RL's and ERL's states
+    (:func:`~jaxtrainer.algorithms._config_parts.composes`).
+
+    Attributes:
+      buffer: the replay buffer of raw transitions (sharded: each device stores
+        its own members' rollouts; :class:`~jaxtrainer.algorithms.replay.ReplayBuffer`).
+      obs_stats: :class:`~jaxtrainer.algorithms.normalization.RunningStatistics`
+        of every observation the rollouts collected, with
+        ``normalize_observations``; ``None`` (no leaves) without.
+      search: with an evosax ``evolution`` (:class:`ParamsSearch`), the search
+        distribution's :class:`~jaxtrainer.algorithms.es.ESState`, else ``None``.
+    """
+
+    buffer: Any
+    obs_stats: RunningStatistics | None = None
+    search: ESState | None = None
 
 
 def elite_weights(num_elites: int, shift: float = 1.0) -> np.ndarray:
