@@ -10,12 +10,25 @@ import dataclasses
 
 import pytest
 
-from jaxtrainer.algorithms import A2CConfig, ERLConfig, PPOConfig, TD3Config
+from jaxtrainer.algorithms import (
+    A2CConfig,
+    ERLConfig,
+    IMPALAConfig,
+    PPOConfig,
+    PQNConfig,
+    TD3Config,
+)
 from jaxtrainer.algorithms._config_parts import composes, values
+from jaxtrainer.algorithms.actor_critic import ActorCriticConfig
 from jaxtrainer.algorithms.advantages import GAEConfig
+from jaxtrainer.algorithms.cem_rl import CEMRLState
+from jaxtrainer.algorithms.erl import ERLState
+from jaxtrainer.algorithms.evolution import ReplayAndSearch
+from jaxtrainer.algorithms.onpolicy import OnPolicyConfig
 from jaxtrainer.algorithms.replay import EnvsAndReplay
 from jaxtrainer.algorithms.sac import SACState
 from jaxtrainer.algorithms.td3 import TD3LearnerConfig, TD3State
+from jaxtrainer.recipes._usage import doc_entries
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,3 +88,30 @@ def test_the_shipped_configs_compose_their_shared_fields_once():
     envs = [f.name for f in dataclasses.fields(EnvsAndReplay)]
     assert [f.name for f in dataclasses.fields(SACState)][-6:] == ["step", "updates", *envs]
     assert [f.name for f in dataclasses.fields(TD3State)][-5:] == ["step", *envs]
+
+
+def test_pqn_has_the_on_policy_fields_and_not_the_actor_critic_ones():
+    on_policy = [f.name for f in dataclasses.fields(OnPolicyConfig)]
+    assert [f.name for f in dataclasses.fields(PQNConfig)][:len(on_policy)] == on_policy
+    assert not {f.name for f in dataclasses.fields(ActorCriticConfig)} & set(on_policy)
+    pqn = PQNConfig()
+    assert (pqn.max_grad_norm, pqn.activation, pqn.hidden_sizes) == (10.0, "relu", (120, 84))
+    assert not hasattr(pqn, "ent_coef") and PQNConfig.__mro__[1] is OnPolicyConfig
+    with pytest.raises(ValueError, match="PQNConfig.update_epochs=0: expected a positive int"):
+        PQNConfig(update_epochs=0)
+    # the actor-critic part, with A2C's and IMPALA's own defaults; its docs reach --help
+    assert values(ActorCriticConfig, PPOConfig()) == {
+        "ent_coef": 0.01, "vf_coef": 0.5, "normalize_advantages": True,
+        "critic_hidden_sizes": None, "policy": "gaussian"}
+    for config in (A2CConfig(), IMPALAConfig()):
+        assert (config.ent_coef, config.normalize_advantages) == (0.0, False)
+    with pytest.raises(ValueError, match="IMPALAConfig.policy='x'"):
+        IMPALAConfig(policy="x")
+    assert doc_entries(PPOConfig)["vf_coef"] == "value loss coefficient."
+
+
+def test_the_hybrids_states_end_with_their_replay_and_search():
+    part = [f.name for f in dataclasses.fields(ReplayAndSearch)]
+    assert part == ["buffer", "obs_stats", "search"]
+    assert [f.name for f in dataclasses.fields(ERLState)][-4:] == ["injected", *part]
+    assert [f.name for f in dataclasses.fields(CEMRLState)][-4:] == ["generation", *part]
