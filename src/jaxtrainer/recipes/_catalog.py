@@ -60,6 +60,8 @@ def _pbt(what: str) -> str:
 
 
 _BEST_MEMBER = ", the evaluation return of the member with the best training fitness"
+_QD_SCORE = (" (QDax's QD-score of the final repertoire: the sum over filled cells of "
+             "fitness + algorithm.qd_offset)")
 _DEVICES4 = "trainer.strategy=pmap   # with XLA_FLAGS=--xla_force_host_platform_device_count=4"
 
 RECIPES: dict[str, Recipe] = {
@@ -153,8 +155,7 @@ RECIPES: dict[str, Recipe] = {
               "evaluates them split over the devices and keeps, per cell of descriptor "
               "space, the best (``jaxtrainer.population.MAPElites``). Logged: qd/score, "
               "qd/coverage (percent of cells filled), qd/max_fitness. " + FAST_COMPILE,
-        last_line=" (QDax's QD-score of the final repertoire: the sum over filled cells of "
-                  "fitness + algorithm.qd_offset)",
+        last_line=_QD_SCORE,
         population=True, fast_compile=True, final_metric="eval/qd_score"),
     "pga_me": Recipe("PGA-ME on QDax's walker2d_uni (feet-contact descriptors, 32x32 cells)", (
         "                                          # QDax's examples/pgame.ipynb settings",
@@ -168,8 +169,7 @@ RECIPES: dict[str, Recipe] = {
               "split over the devices and kept per cell of descriptor space when best "
               "(``jaxtrainer.population.PGAME``). Logged: qd/score, qd/coverage, "
               "qd/max_fitness, critic/loss.",
-        last_line=" (QDax's QD-score of the final repertoire: the sum over filled cells of "
-                  "fitness + algorithm.qd_offset)",
+        last_line=_QD_SCORE,
         population=True, final_metric="eval/qd_score"),
     "me_es": Recipe("ME-ES on QDax's walker2d_uni (feet-contact descriptors, 32x32 cells)", (
         "                                          # QDax's examples/mees.ipynb settings",
@@ -183,8 +183,7 @@ RECIPES: dict[str, Recipe] = {
               "kept in its cell of descriptor space when best "
               "(``jaxtrainer.population.MEES``). Logged: qd/score, qd/coverage, "
               "qd/max_fitness, es/explore, es/offspring_fitness.",
-        last_line=" (QDax's QD-score of the final repertoire: the sum over filled cells of "
-                  "fitness + algorithm.qd_offset)",
+        last_line=_QD_SCORE,
         population=True, final_metric="eval/qd_score"),
     "nsga2": Recipe("NSGA-II on ZDT1 (30 variables, 2 objectives; Deb et al. 2002's settings)", (
         "                                          # 100 members, 250 generations",
