@@ -64,6 +64,18 @@ _QD_SCORE = (" (QDax's QD-score of the final repertoire: the sum over filled cel
              "fitness + algorithm.qd_offset)")
 _DEVICES4 = "trainer.strategy=pmap   # with XLA_FLAGS=--xla_force_host_platform_device_count=4"
 
+
+def _qd(summary: str, examples: tuple[str, ...], search: str, cls: str, logged: str = "",
+        fast_compile: bool = False) -> Recipe:
+    """A quality-diversity recipe: ``search`` (what a generation does), the module class
+    ``cls`` and the metrics it logs beside the QD ones."""
+    notes = (f"{search} (``jaxtrainer.population.{cls}``). Logged: qd/score, qd/coverage "
+             f"(percent of cells filled), qd/max_fitness{logged}."
+             + (" " + FAST_COMPILE if fast_compile else ""))
+    return Recipe(summary, (*examples, _DEVICES4), notes=notes, last_line=_QD_SCORE,
+                  population=True, fast_compile=fast_compile, final_metric="eval/qd_score")
+
+
 RECIPES: dict[str, Recipe] = {
     "ppo": Recipe("PPO on a gymnax environment (CartPole-v1)", (
         "                                          # CartPole-v1, every local device",
@@ -146,45 +158,31 @@ RECIPES: dict[str, Recipe] = {
         notes="The search's mean moves to the TD3 learner's actor every generation; one "
               "training step is one generation.",
         last_line=" (the search's mean, greedy)"),
-    "map_elites": Recipe("MAP-Elites on QDax's planar arm (8 joints, 100x100 end-effector cells)", (
+    "map_elites": _qd("MAP-Elites on QDax's planar arm (8 joints, 100x100 end-effector cells)", (
         "                                          # QDax's me_arm_example.py settings",
-        "algorithm.line_sigma=0.05 env.num_dims=100  # Iso+LineDD on a 100-joint arm",
-        _DEVICES4),
-        notes="Quality-diversity search: one generation emits trainer.population_size "
-              "offspring of elites drawn from the repertoire (Iso+LineDD variation), "
-              "evaluates them split over the devices and keeps, per cell of descriptor "
-              "space, the best (``jaxtrainer.population.MAPElites``). Logged: qd/score, "
-              "qd/coverage (percent of cells filled), qd/max_fitness. " + FAST_COMPILE,
-        last_line=_QD_SCORE,
-        population=True, fast_compile=True, final_metric="eval/qd_score"),
-    "pga_me": Recipe("PGA-ME on QDax's walker2d_uni (feet-contact descriptors, 32x32 cells)", (
+        "algorithm.line_sigma=0.05 env.num_dims=100  # Iso+LineDD on a 100-joint arm"),
+        "Quality-diversity search: one generation emits trainer.population_size offspring of "
+        "elites drawn from the repertoire (Iso+LineDD variation), evaluates them split over "
+        "the devices and keeps, per cell of descriptor space, the best", "MAPElites",
+        fast_compile=True),
+    "pga_me": _qd("PGA-ME on QDax's walker2d_uni (feet-contact descriptors, 32x32 cells)", (
         "                                          # QDax's examples/pgame.ipynb settings",
         "trainer.population_size=16 env.episode_length=50 algorithm.num_pg_training_steps=10"
-        "  # a CPU-sized run",
-        _DEVICES4),
-        notes="Quality-diversity search with a critic: each generation, half of "
-              "trainer.population_size offspring are elites taken policy-gradient steps up a "
-              "TD3 critic trained on every evaluated episode's transitions (plus the critic's "
-              "own greedy actor), half Iso+LineDD variations of elites; all are evaluated "
-              "split over the devices and kept per cell of descriptor space when best "
-              "(``jaxtrainer.population.PGAME``). Logged: qd/score, qd/coverage, "
-              "qd/max_fitness, critic/loss.",
-        last_line=_QD_SCORE,
-        population=True, final_metric="eval/qd_score"),
-    "me_es": Recipe("ME-ES on QDax's walker2d_uni (feet-contact descriptors, 32x32 cells)", (
+        "  # a CPU-sized run"),
+        "Quality-diversity search with a critic: each generation, half of "
+        "trainer.population_size offspring are elites taken policy-gradient steps up a TD3 "
+        "critic trained on every evaluated episode's transitions (plus the critic's own greedy "
+        "actor), half Iso+LineDD variations of elites; all are evaluated split over the "
+        "devices and kept per cell of descriptor space when best", "PGAME", ", critic/loss"),
+    "me_es": _qd("ME-ES on QDax's walker2d_uni (feet-contact descriptors, 32x32 cells)", (
         "                                          # QDax's examples/mees.ipynb settings",
-        "algorithm.use_explore=false               # ME-ES exploit: fitness gradients only",
-        _DEVICES4),
-        notes="Quality-diversity search by evolution strategies: each generation is one "
-              "OpenAI-ES step of one elite (trainer.population_size mirrored samples "
-              "evaluated split over the devices), up the fitness or up the novelty against "
-              "an archive of past descriptors, alternating every "
-              "algorithm.num_optimizer_steps steps; the step's offspring is evaluated and "
-              "kept in its cell of descriptor space when best "
-              "(``jaxtrainer.population.MEES``). Logged: qd/score, qd/coverage, "
-              "qd/max_fitness, es/explore, es/offspring_fitness.",
-        last_line=_QD_SCORE,
-        population=True, final_metric="eval/qd_score"),
+        "algorithm.use_explore=false               # ME-ES exploit: fitness gradients only"),
+        "Quality-diversity search by evolution strategies: each generation is one OpenAI-ES "
+        "step of one elite (trainer.population_size mirrored samples evaluated split over the "
+        "devices), up the fitness or up the novelty against an archive of past descriptors, "
+        "alternating every algorithm.num_optimizer_steps steps; the step's offspring is "
+        "evaluated and kept in its cell of descriptor space when best", "MEES",
+        ", es/explore, es/offspring_fitness"),
     "nsga2": Recipe("NSGA-II on ZDT1 (30 variables, 2 objectives; Deb et al. 2002's settings)", (
         "                                          # 100 members, 250 generations",
         "env.name=zdt3 trainer.seed=3              # ZDT2, ZDT3: the other fronts",
