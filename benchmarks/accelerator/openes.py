@@ -23,8 +23,10 @@ Three programs one after the other on the same chip, each in its own process:
 ``--log-period`` changes the example's chunk of generations (and ours' log interval
 with it): the generations must be a multiple of it, at least three chunks.
 
-Both sides step ``population x rollouts x 1000`` env steps a generation (every episode
-to its end). Where they differ: evosax's example normalises observations (running
+A generation is at most ``population x rollouts x 1000`` env steps: evosax's
+``BraxProblem`` steps every rollout for 1000 steps, ours stops once every episode of the
+generation has ended (both count that many env steps a generation in env steps/s, so
+generations/s is the comparison). Where they differ: evosax's example normalises observations (running
 statistics) and decays its learning rate (0.01 to 0.001) and std (0.05 to 0.01) over
 the run; ours keeps both constant at the example's initial values and does not
 normalise. Best fitness: the best member's return over the run, both sides evosax's
