@@ -51,16 +51,14 @@ the back-to-back pairs of our env steps/s over theirs.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
-import sys
 import time
 import types
 from pathlib import Path
 
 import jax
 import numpy as np
-import yaml
+from _jaxmarl_baseline import load_baseline
 from _timing import LoopClock, TrainingReturns, record_run, use_compilation_cache
 
 import jaxtrainer as jt
@@ -68,32 +66,7 @@ from jaxtrainer.algorithms import PPO, PPOConfig
 from jaxtrainer.recipes import config
 
 ROOT = Path(__file__).resolve().parents[1] / "recipes" / "configs"
-BASELINE = Path("baselines") / "IPPO" / "ippo_ff_mpe.py"
-BASELINE_CONFIG = Path("baselines") / "IPPO" / "config" / "ippo_ff_mpe.yaml"
 GAMES, STEPS, AGENTS = 16, 128, 3
-
-
-def load_baseline(root: Path) -> tuple[types.ModuleType, dict]:
-    """JaxMARL's IPPO MPE baseline module (from ``root``, a JaxMARL checkout) and its config.
-
-    Raises:
-      SystemExit: ``root`` lacks the baseline's file (the message says how to get it).
-    """
-    path, cfg_path = root / BASELINE, root / BASELINE_CONFIG
-    if not path.is_file() or not cfg_path.is_file():
-        raise SystemExit(f"--baseline {root}: no {BASELINE} or {BASELINE_CONFIG} there; get "
-                         "JaxMARL with: git clone https://github.com/FLAIROx/JaxMARL "
-                         "/tmp/jaxmarl_src")
-    if importlib.util.find_spec("hydra") is None:  # only its command line uses it
-        sys.modules["hydra"] = types.SimpleNamespace(main=lambda **kw: (lambda f: f))
-    spec = importlib.util.spec_from_file_location("jaxmarl_ippo_ff_mpe", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.wandb = types.SimpleNamespace(log=lambda metrics: None)
-    with open(cfg_path) as f:
-        cfg = {k: v for k, v in yaml.safe_load(f).items()
-               if k not in ("ENTITY", "PROJECT", "WANDB_MODE", "SEED", "NUM_SEEDS")}
-    return module, cfg
 
 
 def run_theirs(baseline: types.ModuleType, cfg: dict, game_steps: int, seed: int,

@@ -7,10 +7,15 @@ actions in one ``jax.jit(lax.scan)`` of ``--length`` steps, nothing else: no net
 no learning, no logging. A gymnax env runs its own ``reset``/``step`` (which reset a
 finished episode inside ``step``); a brax env (``brax/<name>``, e.g. ``brax/hopper``)
 runs as both Brax's trainers and ours run it: ``brax.envs.training.wrap`` (episodes of
-``--episode-length`` steps, reset inside ``step``), actions uniform in [-1, 1]; a MuJoCo
-Playground task (``playground/<name>``) through Playground's ``wrap_for_brax_training``. Timed after compilation as the best of
-``--repeats`` calls (each waits for its result). Prints one JSON line per batch:
-``{"env": ..., "batch": B, "env_steps_per_s": ...}``.
+``--episode-length`` steps, reset inside ``step``; ``--backend`` the physics pipeline,
+e.g. ``spring`` as evosax's ``BraxProblem`` takes by default), actions uniform in
+[-1, 1]; a MuJoCo Playground task (``playground/<name>``) through Playground's
+``wrap_for_brax_training``; a JaxMARL game (``jaxmarl/<name>``, e.g.
+``jaxmarl/MPE_simple_spread_v3``) as ``jaxmarl.make`` gives it (its ``step`` resets a
+finished episode), every agent's action drawn from its own space, ``batch`` games (an
+env step is a game step). Timed after compilation as the best of ``--repeats`` calls
+(each waits for its result). Prints one JSON line per batch: ``{"env": ...,
+"batch": B, "env_steps_per_s": ...}``.
 
 This is the ceiling every trainer's env steps/s is a fraction of on the same chip
 (rows in ``docs/benchmarks.md``). It imports JAX and the env's own package only, so it
@@ -47,9 +52,31 @@ def _gymnax(env_name: str, batch: int):
     return reset, step
 
 
-def _brax(env_name: str, batch: int, episode_length: int):
-    """The same for ``batch`` brax envs as Brax's trainers wrap them, or (``playground/<name>``)
-    MuJoCo Playground tasks as Playground's training wrapper wraps them."""
+def _jaxmarl(env_name: str, batch: int):
+    """The same for ``batch`` JaxMARL games; the reward is the agents' summed."""
+    import jaxmarl
+
+    env = jaxmarl.make(env_name.removeprefix("jaxmarl/"))
+
+    def reset(key):
+        return jax.vmap(env.reset)(jax.random.split(key, batch))[1]
+
+    def step(state, key):
+        act_key, step_key = jax.random.split(key)
+        keys = jax.random.split(act_key, len(env.agents))
+        actions = {a: jax.vmap(env.action_space(a).sample)(jax.random.split(k, batch))
+                   for a, k in zip(env.agents, keys, strict=True)}
+        _, state, reward, _, _ = jax.vmap(env.step)(jax.random.split(step_key, batch), state,
+                                                    actions)
+        return state, sum(reward[a] for a in env.agents)
+
+    return reset, step
+
+
+def _brax(env_name: str, batch: int, episode_length: int, backend: str | None = None):
+    """The same for ``batch`` brax envs as Brax's trainers wrap them (``backend``: brax's
+    physics pipeline, ``None`` the env's default), or (``playground/<name>``) MuJoCo
+    Playground tasks as Playground's training wrapper wraps them."""
     if env_name.startswith("playground/"):
         from mujoco_playground import registry, wrapper
 
@@ -60,7 +87,8 @@ def _brax(env_name: str, batch: int, episode_length: int):
         from brax import envs
         from brax.envs.wrappers import training
 
-        env = training.wrap(envs.get_environment(env_name.removeprefix("brax/")),
+        kwargs = {"backend": backend} if backend else {}
+        env = training.wrap(envs.get_environment(env_name.removeprefix("brax/"), **kwargs),
                             episode_length=episode_length)
 
     def reset(key):  # brax wants raw uint32 keys
@@ -75,11 +103,15 @@ def _brax(env_name: str, batch: int, episode_length: int):
 
 
 def limit(env_name: str, batch: int, length: int, repeats: int,
-          episode_length: int = 1000) -> tuple[float, float]:
+          episode_length: int = 1000, backend: str | None = None) -> tuple[float, float]:
     """Env steps per second of ``batch`` envs over ``length`` random steps, and the
     reward summed over the last timed call's steps (a check that they ran)."""
-    reset, step = (_brax(env_name, batch, episode_length)
-                   if env_name.startswith(("brax/", "playground/")) else _gymnax(env_name, batch))
+    if env_name.startswith(("brax/", "playground/")):
+        reset, step = _brax(env_name, batch, episode_length, backend)
+    elif env_name.startswith("jaxmarl/"):
+        reset, step = _jaxmarl(env_name, batch)
+    else:
+        reset, step = _gymnax(env_name, batch)
 
     def run(key):
         reset_key, key = jax.random.split(key)
@@ -104,15 +136,19 @@ def limit(env_name: str, batch: int, length: int, repeats: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--env", default="CartPole-v1", help="a gymnax env name, brax/<name> or playground/<name>")
+    parser.add_argument("--env", default="CartPole-v1",
+                        help="a gymnax env name, brax/<name>, playground/<name> or jaxmarl/<name>")
     parser.add_argument("--batch", default="4,256,2048,8192",
                         help="comma-separated numbers of envs stepped together")
     parser.add_argument("--length", type=int, default=1000, help="steps in the timed scan")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--episode-length", type=int, default=1000, help="brax and Playground envs only")
+    parser.add_argument("--backend", default=None,
+                        help="brax envs only: the physics pipeline (default: the env's)")
     args = parser.parse_args()
     for batch in (int(b) for b in args.batch.split(",")):
-        rate, _ = limit(args.env, batch, args.length, args.repeats, args.episode_length)
+        rate, _ = limit(args.env, batch, args.length, args.repeats, args.episode_length,
+                        args.backend)
         print(json.dumps({"side": "env_only", "env": args.env, "batch": batch,
                           "env_steps_per_s": rate, "device": jax.devices()[0].device_kind,
                           "jax": jax.__version__}), flush=True)

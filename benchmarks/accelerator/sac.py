@@ -37,6 +37,7 @@ import argparse
 import csv
 import json
 import pathlib
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -58,14 +59,19 @@ def ours(env: str, env_steps: int, seed: int, extra: str | None, timeout: float,
 
 
 def fit_row(recipe: str, config: str, env_name: str, env_steps: int, seed: int,
-            extra: str | None, timeout: float, overrides: tuple[str, ...] = ()) -> dict:
-    """``jaxtrainer fit RECIPE --config CONFIG env.name=ENV_NAME`` at ``env_steps``, one
-    evaluation at the end: env steps/s of the training loop (``callbacks.throughput``),
-    its seconds and compile seconds, and the final evaluation return."""
+            extra: str | None, timeout: float, overrides: tuple[str, ...] = (),
+            read: dict[str, str] | None = None, budget: str = "max_env_steps",
+            eval_every: str = "eval_every_n_steps") -> dict:
+    """``jaxtrainer fit RECIPE --config CONFIG env.name=ENV_NAME trainer.BUDGET=env_steps``
+    (``budget="max_generations"`` for an evolution strategy, with ``eval_every=
+    "eval_every_n_generations"``), one evaluation at the end: env steps/s of the training
+    loop (``callbacks.throughput``), its seconds and compile seconds, the env steps run,
+    the final evaluation return, and (``read``: row key -> column of ``metrics.csv``) the
+    last logged value of more columns."""
     with tempfile.TemporaryDirectory() as root:
         out = _run([sys.executable, "-m", "jaxtrainer", "fit", recipe, "--config", config,
-                    f"env.name={env_name}", f"trainer.max_env_steps={env_steps}",
-                    f"trainer.seed={seed}", "trainer.eval_every_n_steps=null",
+                    f"env.name={env_name}", f"trainer.{budget}={env_steps}",
+                    f"trainer.seed={seed}", f"trainer.{eval_every}=null",
                     f"trainer.default_root_dir={root}", "trainer.enable_progress_bar=false",
                     "trainer.enable_checkpointing=false", "callbacks.throughput=true",
                     *overrides], extra, timeout)
@@ -76,10 +82,17 @@ def fit_row(recipe: str, config: str, env_name: str, env_steps: int, seed: int,
     evals = [r for r in rows if r.get("eval/episode_return")]
     if not evals:
         raise RuntimeError(f"no evaluation in metrics.csv:\n{out[-2000:]}")
+    more = {}
+    for key, column in (read or {}).items():
+        logged = [r[column] for r in rows if r.get(column)]
+        if not logged:
+            raise RuntimeError(f"no {column} in metrics.csv:\n{out[-2000:]}")
+        more[key] = float(logged[-1])
     steps = max(int(float(r["env_steps"])) for r in rows if r.get("env_steps"))
     return {"side": "ours", "env": env_name.split("/", 1)[-1], "seed": seed, "env_steps": steps,
             "env_steps_per_s": float(match[2].replace(",", "")), "run_s": float(match[3]),
-            "compile_s": float(match[4]), "eval_return": float(evals[-1]["eval/episode_return"])}
+            "compile_s": float(match[4]), "eval_return": float(evals[-1]["eval/episode_return"]),
+            **more}
 
 
 def brax(env: str, env_steps: int, seed: int, num_evals: int, extra: str | None,
@@ -101,22 +114,44 @@ def limit(env: str, extra: str | None, timeout: float) -> dict:
     return {**line, "env": env}
 
 
-def summary(rows: dict[str, dict], peer: str = "brax") -> str:
-    """One line: both sides' env steps/s, their ratio, the limit and both fractions of
-    it, and the returns (``peer``: the other side's name in ``rows``)."""
+def _rate(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3f}"
+
+
+def _result(x: float | list[float]) -> str:
+    """A return or fitness (``.1f``), or a list of them, one a seed (mean ± standard
+    deviation, ``.2f``)."""
+    if not isinstance(x, list):
+        return f"{x:.1f}"
+    mean = statistics.fmean(x)
+    return f"{mean:.2f}" + (f" ± {statistics.pstdev(x):.2f}" if len(x) > 1 else "")
+
+
+def summary(rows: dict[str, dict], peer: str = "brax", rate: str = "env_steps_per_s",
+            result: str = "eval_return") -> str:
+    """One line: both sides' ``rate`` (env steps/s, or generations/s), their ratio, the
+    limit and both sides' env steps/s as fractions of it, and their ``result`` (the
+    return, a best fitness, or one per seed) (``peer``: the other side's name in ``rows``)."""
     o, b, lim = rows["ours"], rows[peer], rows["env_only"]["env_steps_per_s"]
-    x, y = o["env_steps_per_s"], b["env_steps_per_s"]
-    return (f"{o['env']} seed={o['seed']} ours={x:,.0f} {peer}={y:,.0f} ratio={x / y:.3f} "
-            f"limit={lim:,.0f} ours_fraction={x / lim:.3f} {peer}_fraction={y / lim:.3f} "
-            f"return ours={o['eval_return']:.1f} {peer}={b['eval_return']:.1f}")
+    x, y = o[rate], b[rate]
+    return (f"{o['env']} seed={o['seed']} ours={_rate(x)} {peer}={_rate(y)} ratio={x / y:.3f} "
+            f"limit={lim:,.0f} ours_fraction={o['env_steps_per_s'] / lim:.3f} "
+            f"{peer}_fraction={b['env_steps_per_s'] / lim:.3f} "
+            f"{result.removeprefix('eval_')} ours={_result(o[result])} {peer}={_result(b[result])}")
 
 
 def table(paths: list[str], peer: str = "brax", title: str = "Brax", family: str = "brax",
-          envs: int = NUM_ENVS) -> str:
+          envs: int | str = NUM_ENVS, rate: str = "env_steps_per_s",
+          rate_label: str = "env steps/s", result: str = "eval_return",
+          result_label: str = "return", seed_key: str = "seed", seed_label: str = "seed",
+          steps_label: str = "env steps") -> str:
     """The markdown rows of ``docs/benchmarks.md`` from JSON-line files of runs (per env
-    and budget: every seed run on both sides, the limit's last row); ``peer`` names the
-    other side in the files, ``title`` in the table, ``family`` the env names' prefix,
-    ``envs`` the limit's batch."""
+    and seed: every run on both sides, the limit's last row); ``peer`` names the other
+    side in the files, ``title`` in the table, ``family`` the env names' prefix, ``envs``
+    the limit's batch; ``rate`` and ``result`` the keys of the rows' speed and quality
+    (``*_label`` their columns' names; the fractions of the limit are always of env
+    steps/s), ``seed_key`` the rows' key a table row is per (with the env; its column
+    ``seed_label``) and ``steps_label`` the column of the peer's ``env_steps``."""
     runs: dict[tuple[str, int], dict[str, dict]] = {}
     limits: dict[str, dict] = {}
     for path in paths:
@@ -127,18 +162,19 @@ def table(paths: list[str], peer: str = "brax", title: str = "Brax", family: str
             if row["side"] == "env_only":
                 limits[row["env"]] = row
                 continue
-            runs.setdefault((row["env"], row["seed"]), {})[row["side"]] = row
-    out = [f"| env | seed | env steps | ours env steps/s | {title} | ratio | env-only limit "
-           f"({envs} envs) | ours / limit | {title} / limit | return ours | return {title} |",
+            runs.setdefault((row["env"], row[seed_key]), {})[row["side"]] = row
+    out = [f"| env | {seed_label} | {steps_label} | ours {rate_label} | {title} | ratio | "
+           f"env-only limit ({envs} envs) | ours / limit | {title} / limit | {result_label} ours | "
+           f"{result_label} {title} |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (env, seed), sides in sorted(runs.items()):
         o, b, lim = sides.get("ours"), sides.get(peer), limits.get(env)
         if not (o and b and lim):
             continue
-        x, y, c = o["env_steps_per_s"], b["env_steps_per_s"], lim["env_steps_per_s"]
-        out.append(f"| {family}/{env} | {seed} | {b['env_steps']:,} | {x:,.0f} | {y:,.0f} | {x / y:.2f} "
-                   f"| {c:,.0f} | {x / c:.3f} | {y / c:.3f} | {o['eval_return']:.1f} | "
-                   f"{b['eval_return']:.1f} |")
+        x, y, c = o[rate], b[rate], lim["env_steps_per_s"]
+        out.append(f"| {family}/{env} | {seed} | {b['env_steps']:,} | {_rate(x)} | {_rate(y)} | "
+                   f"{x / y:.2f} | {c:,.0f} | {o['env_steps_per_s'] / c:.3f} | "
+                   f"{b['env_steps_per_s'] / c:.3f} | {_result(o[result])} | {_result(b[result])} |")
     return "\n".join(out)
 
 
@@ -155,17 +191,21 @@ def main() -> None:
     run_sides(run, args.sides, env, seed, args.json, parser, peer="brax")
 
 
-def row_parser(doc: str, env: str, env_help: str, env_steps: int, seed: int, num_evals: int,
-               peer: str) -> argparse.ArgumentParser:
-    """The arguments of a row with one peer trainer (rows 3 and 4): the env, both sides'
-    budget, the seed, the peer's evaluations, the sides to run, ``--pythonpath``,
-    ``--timeout`` and ``--json``."""
+def row_parser(doc: str, env: str | None, env_help: str, env_steps: int | None, seed: int,
+               num_evals: int | None, peer: str) -> argparse.ArgumentParser:
+    """The arguments of a row with one peer trainer (rows 3 to 6): the env, both sides'
+    budget, the seed, the peer's evaluations (each left out where given ``None``, for
+    the row to add its own), the sides to run, ``--pythonpath``, ``--timeout`` and
+    ``--json``."""
     parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
-    parser.add_argument("--env", default=env, help=env_help)
-    parser.add_argument("--env-steps", type=int, default=env_steps, help="both sides' budget")
+    if env is not None:
+        parser.add_argument("--env", default=env, help=env_help)
+    if env_steps is not None:
+        parser.add_argument("--env-steps", type=int, default=env_steps, help="both sides' budget")
     parser.add_argument("--seed", type=int, default=seed)
-    parser.add_argument("--num-evals", type=int, default=num_evals,
-                        help=f"{peer}'s evaluations (>= 3)")
+    if num_evals is not None:
+        parser.add_argument("--num-evals", type=int, default=num_evals,
+                            help=f"{peer}'s evaluations (>= 3)")
     parser.add_argument("--sides", default=f"env_only,ours,{peer}")
     parser.add_argument("--pythonpath", default=None, help="added to both sides' PYTHONPATH")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a program may take")
@@ -174,10 +214,12 @@ def row_parser(doc: str, env: str, env_help: str, env_steps: int, seed: int, num
 
 
 def run_sides(run: dict[str, Callable[[], dict]], sides: str, env: str, seed: int,
-              json_path: str | None, parser: argparse.ArgumentParser, peer: str) -> None:
+              json_path: str | None, parser: argparse.ArgumentParser, peer: str,
+              rate: str = "env_steps_per_s", result: str = "eval_return") -> None:
     """Run the named ``sides`` (comma-separated keys of ``run``) one after the other,
     print (and append to ``json_path``) each one's JSON line, a failed one's error
-    included, then the summary line when every side ran."""
+    included, then the summary line (:func:`summary` of ``rate`` and ``result``) when
+    every side ran."""
     names = sides.split(",")
     if not set(names) <= set(run):
         parser.error(f"--sides {sides!r}: expected some of {', '.join(run)}")
@@ -192,7 +234,7 @@ def run_sides(run: dict[str, Callable[[], dict]], sides: str, env: str, seed: in
     if failed:
         print(" ".join(f"{k}: {v!r}" for k, v in failed.items()))
     elif set(results) == set(run):
-        print(summary(results, peer=peer))
+        print(summary(results, peer=peer, rate=rate, result=result))
 
 
 if __name__ == "__main__":

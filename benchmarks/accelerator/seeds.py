@@ -72,11 +72,11 @@ def _run(cmd: list[str], extra: str | None, timeout: float) -> str:
 
 
 def ours(n: int, total: float, extra: str | None, timeout: float,
-         overrides: tuple[str, ...] = ()) -> dict:
-    """``jaxtrainer fit ppo --config ppo_purejaxrl.yaml sweep.seeds=n [overrides]``: env
-    steps/s of the training loop and each member's return over the last tenth."""
+         overrides: tuple[str, ...] = (), config: str = "ppo_purejaxrl.yaml") -> dict:
+    """``jaxtrainer fit ppo --config CONFIG sweep.seeds=n [overrides]``: env steps/s of
+    the training loop and each member's return over the last tenth."""
     with tempfile.TemporaryDirectory() as root:
-        out = _run([sys.executable, "-m", "jaxtrainer", "fit", "ppo", "--config", "ppo_purejaxrl.yaml",
+        out = _run([sys.executable, "-m", "jaxtrainer", "fit", "ppo", "--config", config,
                     f"sweep.seeds={n}", f"trainer.max_env_steps={int(total)}",
                     f"trainer.default_root_dir={root}", "trainer.enable_progress_bar=false",
                     "trainer.enable_checkpointing=false", "callbacks.throughput=true", *overrides],

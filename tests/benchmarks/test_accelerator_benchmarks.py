@@ -1,7 +1,8 @@
 """The accelerator table's scripts (benchmarks/accelerator/) at tiny budgets on the CPU:
 the env-only limit, our side of the seeds and PQN rows through the documented commands,
-purejaxql's own PQN script where its checkout is at hand, the summary lines' arithmetic,
-and the offline install from a wheel folder."""
+purejaxql's own PQN script where its checkout is at hand, both sides of the SAC,
+Playground, OpenAI-ES and IPPO rows (JaxMARL's baseline where its checkout is at hand),
+the summary lines' and tables' arithmetic, and the offline install from a wheel folder."""
 
 import base64
 import gzip
@@ -183,6 +184,101 @@ def test_the_env_limit_steps_a_brax_env_as_the_trainers_wrap_it():
     rate, reward = env_limit.limit("brax/fast", batch=4, length=10, repeats=1, episode_length=5)
     assert 0 < rate < float("inf")
     assert math.isfinite(reward) and reward != 0.0  # fast's reward is the moved position
+
+
+_spec = importlib.util.spec_from_file_location(
+    "accelerator_openes", ROOT / "benchmarks" / "accelerator" / "openes.py")
+openes_row = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(openes_row)
+_spec = importlib.util.spec_from_file_location(
+    "accelerator_ippo", ROOT / "benchmarks" / "accelerator" / "ippo.py")
+ippo_row = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ippo_row)
+JAXMARL = Path(os.environ.get("JAXMARL", ROOT / ".peers" / "jaxmarl"))
+"""A JaxMARL checkout (``JAXMARL``; only ``baselines/IPPO/ippo_ff_mpe.py`` and its YAML are read)."""
+
+
+@pytest.mark.slow
+def test_both_sides_of_the_openes_row_run_at_a_tiny_budget():
+    """Row 5's programs on brax's ``fast`` env, 8 members x 2 episodes of 20 steps: ours
+    through the documented command, evosax's example loop through the driver."""
+    ours = openes_row.ours("fast", 4, 0, str(ROOT / "src"), timeout=600, overrides=(
+        "trainer.population_size=8", "algorithm.num_episodes=2", "env.episode_length=20",
+        "algorithm.hidden_sizes=[8]", "trainer.log_every_n_generations=2",
+        "algorithm.eval_episodes=4"))
+    assert ours["side"] == "ours" and ours["generations"] == 4 and ours["env_steps"] == 4 * 8 * 2 * 20
+    assert ours["generations_per_s"] == pytest.approx(ours["env_steps_per_s"] / (8 * 2 * 20))
+    assert 0 < ours["best_fitness"] <= 20 and 0 <= ours["eval_return"] <= 20  # fast pays <= 1 a step
+    peer = openes_row.evosax("fast", 6, 0, None, timeout=600, settings=(
+        "population_size=8", "num_rollouts=2", "episode_length=20", "hidden_sizes=8", "log_period=2"))
+    assert peer["side"] == "evosax" and peer["generations"] == 6 and peer["env_steps"] == 6 * 8 * 2 * 20
+    assert len(peer["chunk_s"]) == 3  # timed: the third chunk, after the two that compile
+    assert peer["generations_per_s"] * peer["run_s"] == pytest.approx(2)
+    assert peer["env_steps_per_s"] == pytest.approx(peer["generations_per_s"] * 8 * 2 * 20)
+    assert 0 < peer["best_fitness"] <= 20 and [g for g, _ in peer["curve"]] == [2, 4, 6]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("jaxmarl") is None, reason="jaxmarl is not installed")
+def test_our_side_of_the_ippo_row_runs_its_seeds_in_one_program():
+    row = ippo_row.ours(2, 64, 0, str(ROOT / "src"), timeout=600, overrides=(  # 4 updates of 16
+        "algorithm.num_envs=6", "algorithm.num_steps=8", "algorithm.num_minibatches=2",
+        "algorithm.update_epochs=1", "algorithm.hidden_sizes=[8]", "algorithm.eval_episodes=6",
+        "trainer.log_every_n_steps=1"))
+    assert row["side"] == "ours" and row["seeds"] == 2 and row["env"] == "MPE_simple_spread_v3"
+    assert row["env_steps_per_s"] > 0 and row["compile_s"] > 0
+    assert len(row["returns"]) == 2 and all(-1e3 < r < 0 for r in row["returns"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (JAXMARL / "baselines" / "IPPO" / "ippo_ff_mpe.py").exists()
+                    or importlib.util.find_spec("distrax") is None,
+                    reason=f"no JaxMARL checkout at {JAXMARL} (set JAXMARL) or no distrax")
+def test_jaxmarls_own_ippo_baseline_runs_its_seeds_in_one_program():
+    row = ippo_row.jaxmarl(2, 64, 30, str(JAXMARL), None, timeout=600, settings=(
+        "NUM_ENVS=2", "NUM_STEPS=8", "NUM_MINIBATCHES=2", "UPDATE_EPOCHS=1"))
+    assert row["side"] == "jaxmarl" and row["seeds"] == 2 and row["seed"] == 30
+    assert row["env_steps"] == 64  # 4 updates of 2 games x 8 steps a seed
+    assert row["env_steps_per_s"] * row["run_s"] == pytest.approx(2 * 64)
+    assert len(row["returns"]) == 2 and all(-1e3 < r < 0 for r in row["returns"])
+
+
+def test_the_es_and_marl_rows_tabulate_their_own_speed_and_quality(tmp_path):
+    """Row 5 reads generations/s and best fitness (fractions of the limit from env
+    steps/s), row 6 one row per number of seeds with each seed's return."""
+    es = tmp_path / "openes.jsonl"
+    es.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"side": "env_only", "env": "ant", "env_steps_per_s": 8e6},
+        {"side": "ours", "env": "ant", "seed": 0, "env_steps": 393216000, "env_steps_per_s": 4e6,
+         "generations_per_s": 0.9765625, "best_fitness": 1500.0},
+        {"side": "evosax", "env": "ant", "seed": 0, "env_steps": 393216000, "env_steps_per_s": 2e6,
+         "generations_per_s": 0.48828125, "best_fitness": 1400.0})))
+    header, _, row = openes_row.table([str(es)], **openes_row.TABLE).splitlines()
+    assert header.startswith("| env | seed | env steps | ours generations/s | evosax | ratio | "
+                             "env-only limit (4096 envs) |")
+    assert header.endswith("| best fitness ours | best fitness evosax |")
+    assert row == ("| brax/ant | 0 | 393,216,000 | 0.977 | 0.488 | 2.00 | 8,000,000 | 0.500 | "
+                   "0.250 | 1500.0 | 1400.0 |")
+    marl = tmp_path / "ippo.jsonl"
+    marl.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"side": "env_only", "env": "MPE_simple_spread_v3", "seeds": 10, "env_steps_per_s": 1e7},
+        {"side": "ours", "env": "MPE_simple_spread_v3", "seed": 30, "seeds": 10,
+         "env_steps_per_s": 3e6, "returns": [-23.0, -22.0]},
+        {"side": "jaxmarl", "env": "MPE_simple_spread_v3", "seed": 30, "seeds": 10,
+         "env_steps": 9998336, "env_steps_per_s": 2e6, "returns": [-24.0, -22.0]})))
+    header, _, row = ippo_row.table([str(marl)], **ippo_row.TABLE).splitlines()
+    assert header.startswith("| env | seeds | game steps a seed | ours env steps/s | JaxMARL | "
+                             "ratio | env-only limit (16 x seeds envs) |")
+    assert row == ("| jaxmarl/MPE_simple_spread_v3 | 10 | 9,998,336 | 3,000,000 | 2,000,000 | 1.50 | "
+                   "10,000,000 | 0.300 | 0.200 | -22.50 ± 0.50 | -23.00 ± 1.00 |")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("jaxmarl") is None, reason="jaxmarl is not installed")
+def test_the_env_limit_steps_a_jaxmarl_game_with_every_agents_action():
+    rate, reward = env_limit.limit("jaxmarl/MPE_simple_spread_v3", batch=4, length=30, repeats=1)
+    assert 0 < rate < float("inf")
+    assert math.isfinite(reward) and reward < 0  # simple_spread pays minus the distances
 
 
 def test_the_trace_report_counts_device_ops_only_by_name_and_kind(tmp_path):
