@@ -316,6 +316,19 @@ def test_wandb_resume_continues_the_run_id_and_a_fresh_run_gets_a_new_one(run_di
     assert not (tmp_path / "wandb_dir").exists() or not os.listdir(tmp_path / "wandb_dir")
 
 
+def _finished_wandb_records(files, timeout=60.0):
+    """``{file: records}`` once every file holds its run's exit record: wandb's
+    ``finish()`` can return before its service has written the file (seen: 7 bytes,
+    the header alone, then the whole run a second later)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        by_file = {f: list(_wandb_records(f)) for f in files}
+        if all(any(r.WhichOneof("record_type") == "exit" for r in rs) for rs in by_file.values()):
+            return by_file
+        assert time.monotonic() < deadline, {f: len(rs) for f, rs in by_file.items()}
+        time.sleep(0.2)
+
+
 def _fit_logging_to_wandb(run_dir, max_steps, logger, **kw):
     t = toys.trainer(run_dir, max_steps=max_steps, callbacks=[
         jt.CSVLogger(), logger, jt.ModelCheckpoint(every_n_steps=2, async_save=False)])
@@ -336,11 +349,12 @@ def test_wandb_resume_from_an_earlier_checkpoint_rewinds_the_run_to_its_step(run
     assert resumed.run_id == first.run_id
     files = glob.glob(os.path.join(t.log_dir, "wandb", "offline-run-*", "run-*.wandb"))
     assert len(files) == 2  # the first run's and the resumed one's (told apart by content:
-    by_file = {f: list(_wandb_records(f)) for f in files}  # equal mtimes happen under load)
-    runs = {f: next(r.run for r in rs if r.WhichOneof("record_type") == "run")
+    by_file = _finished_wandb_records(files)  # equal mtimes happen under load)
+    # a file's run records (wandb may write its run record again, updated, later on)
+    runs = {f: [r.run for r in rs if r.WhichOneof("record_type") == "run"]
             for f, rs in by_file.items()}
-    newest = next(f for f, run in runs.items() if run.branch_point.run)
-    records, run = by_file[newest], runs[newest]
+    newest, run = next((f, run) for f, rs in runs.items() for run in rs if run.branch_point.run)
+    records = by_file[newest]
     assert (run.run_id, run.branch_point.run, run.branch_point.metric, run.branch_point.value) \
         == (first.run_id, first.run_id, "_step", 2)
     steps = [json.loads(i.value_json) for r in records if r.WhichOneof("record_type") == "history"
