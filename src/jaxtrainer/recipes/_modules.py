@@ -62,32 +62,34 @@ def _neuro_es(cfg: DictConfig) -> PopulationModule:
                    **{k: v for k, v in algo.items() if v is not None or k == "fitness_shaping"})
 
 
+def _on_task(cls: type, cfg: DictConfig) -> PopulationModule:
+    """``cls(name, **algorithm, **the env section's other keys)``: a module on a named task."""
+    task = config.section(cfg, "env")
+    return cls(task.pop("name"), **config.section(cfg, "algorithm"), **task)
+
+
 def _map_elites(cfg: DictConfig) -> PopulationModule:
     from jaxtrainer.population import MAPElites
 
-    task = config.section(cfg, "env")
-    return MAPElites(task.pop("name"), **config.section(cfg, "algorithm"), **task)
+    return _on_task(MAPElites, cfg)
 
 
 def _pga_me(cfg: DictConfig) -> PopulationModule:
     from jaxtrainer.population import PGAME
 
-    task = config.section(cfg, "env")
-    return PGAME(task.pop("name"), **config.section(cfg, "algorithm"), **task)
+    return _on_task(PGAME, cfg)
 
 
 def _me_es(cfg: DictConfig) -> PopulationModule:
     from jaxtrainer.population import MEES
 
-    task = config.section(cfg, "env")
-    return MEES(task.pop("name"), **config.section(cfg, "algorithm"), **task)
+    return _on_task(MEES, cfg)
 
 
 def _nsga2(cfg: DictConfig) -> PopulationModule:
     from jaxtrainer.population import NSGA2
 
-    task = config.section(cfg, "env")
-    return NSGA2(task.pop("name"), **config.section(cfg, "algorithm"), **task)
+    return _on_task(NSGA2, cfg)
 
 
 def _pbt(cfg: DictConfig, member: Module) -> Module:
