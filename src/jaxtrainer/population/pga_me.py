@@ -215,15 +215,26 @@ class PGAME(MAPElites):
         optimizer = optax.adam(self.policy_learning_rate)
         grad = jax.vmap(jax.grad(self._q_loss), in_axes=(0, None, None))
 
-        def step(carry, step_key):
+        def step(carry, obs):
             params, opt = carry
-            batch = self.replay.sample(state.replay, step_key)
-            updates, opt = jax.vmap(optimizer.update)(grad(params, state.critic, batch.obs), opt)
+            updates, opt = jax.vmap(optimizer.update)(grad(params, state.critic, obs), opt)
             return (optax.apply_updates(params, updates), opt), None
 
         keys = jax.random.split(key, self.num_pg_training_steps)
-        (params, _), _ = jax.lax.scan(step, (parents, jax.vmap(optimizer.init)(parents)), keys)
+        obs = self._batches(state.replay, keys).obs
+        (params, _), _ = jax.lax.scan(step, (parents, jax.vmap(optimizer.init)(parents)), obs)
         return params
+
+    def _batches(self, replay: Any, keys: jax.Array) -> Transition:
+        """``self.replay.sample(replay, k)`` for every key ``k`` of ``keys`` (leaves
+        ``[*keys.shape, batch_size, ...]``), drawn before the loops that use them,
+        in one vmapped call: the same transitions as one call per key, with one
+        PRNG computation for all instead of several per batch (each a loop of its
+        own on a CPU)."""
+        sample = functools.partial(self.replay.sample, replay)
+        for _ in range(keys.ndim):
+            sample = jax.vmap(sample)
+        return sample(keys)
 
     def evaluate(self, member: jax.Array, key: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
         """``(fitness: float32[], {"descriptor": float32[D], "transitions":
@@ -254,10 +265,13 @@ class PGAME(MAPElites):
         metrics["critic/loss"] = Last.of(loss)
         return state, metrics
 
-    def _critic_step(self, replay: Any, carry: tuple, key: jax.Array) -> tuple[tuple, jax.Array]:
+    def _critic_step(self, carry: tuple, draws: tuple[Transition, jax.Array],
+                     ) -> tuple[tuple, jax.Array]:
+        """One twin-critic step on ``draws = (batch, noise_key)``: a replayed batch
+        and the key of its target-smoothing noise (drawn here, where it is used:
+        XLA then rounds the noise's scaling as it always has)."""
         critic, target_critic, opt, target_actor = carry
-        sample_key, noise_key = jax.random.split(key)
-        batch = self.replay.sample(replay, sample_key)
+        batch, noise_key = draws
         batch = batch.replace(reward=batch.reward * self.reward_scaling)
         next_action = smoothed_target_action(
             self.task.policy(target_actor, batch.next_obs),
@@ -278,27 +292,34 @@ class PGAME(MAPElites):
         """QDax's ``state_update`` on ``nets = (critic, target_critic, critic_opt,
         actor, target_actor, actor_opt)``: ``num_critic_training_steps /
         policy_delay`` rounds of ``policy_delay`` critic steps then one
-        greedy-actor step. The loops carry the networks and optimisers only (the
-        replay buffer is read, never carried: no loop copies it). Returns the
-        new ``nets`` and the last critic loss."""
+        greedy-actor step. Keys: ``split(key, rounds)``, each round's
+        ``split(round_key, policy_delay + 1)`` (its critic steps', then its actor
+        step's), each critic step's ``split`` into its batch's and its noise's.
+        Every key and batch is drawn before the loops (:meth:`_batches`), which
+        carry the networks and optimisers only (the replay buffer is read, never
+        carried: no loop copies it). Returns the new ``nets`` and the last critic
+        loss."""
         optimizer = optax.adam(self.greedy_learning_rate)
+        rounds = self.num_critic_training_steps // self.policy_delay
+        round_keys = jax.vmap(lambda k: jax.random.split(k, self.policy_delay + 1))(
+            jax.random.split(key, rounds))
+        step_keys = jax.vmap(jax.vmap(jax.random.split))(round_keys[:, :-1])
+        batches = self._batches(replay, step_keys[..., 0])
+        actor_obs = self._batches(replay, round_keys[:, -1]).obs
 
-        def round_(nets: tuple, round_key: jax.Array) -> tuple[tuple, jax.Array]:
+        def round_(nets: tuple, draws: tuple) -> tuple[tuple, jax.Array]:
             critic, target_critic, critic_opt, actor, target_actor, actor_opt = nets
-            critic_keys, actor_key = jnp.split(jax.random.split(round_key, self.policy_delay + 1),
-                                               [self.policy_delay])
+            critic_draws, obs = draws
             (critic, target_critic, critic_opt, _), losses = jax.lax.scan(
-                functools.partial(self._critic_step, replay),
-                (critic, target_critic, critic_opt, target_actor), critic_keys)
-            obs = self.replay.sample(replay, actor_key[0]).obs
+                self._critic_step, (critic, target_critic, critic_opt, target_actor),
+                critic_draws)
             grads = jax.grad(self._q_loss)(actor, critic, obs)
             updates, actor_opt = optimizer.update(grads, actor_opt)
             actor = optax.apply_updates(actor, updates)
             target_actor = soft_update(target_actor, actor, self.soft_tau_update)
             return (critic, target_critic, critic_opt, actor, target_actor, actor_opt), losses[-1]
 
-        rounds = self.num_critic_training_steps // self.policy_delay
-        nets, losses = jax.lax.scan(round_, nets, jax.random.split(key, rounds))
+        nets, losses = jax.lax.scan(round_, nets, ((batches, step_keys[..., 1]), actor_obs))
         return nets, losses[-1]
 
     def hparams(self) -> dict[str, Any]:

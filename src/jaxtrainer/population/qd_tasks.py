@@ -144,11 +144,12 @@ def _feet_contact_task(name: str, base: str, episode_length: int = 1000,
     def rollout(genotype: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array, Transition]:
         start = env.reset(jax.random.PRNGKey(seed) if deterministic
                           else jax.random.key_data(key))
+        params = unravel(genotype)  # once, not per step: the loop reads the network as is
 
         def step(carry, t):
             state, ended, ret, touched, steps = carry
             alive = (~ended).astype(jnp.float32)
-            action = policy(genotype, state.obs)
+            action = network.apply(params, state.obs)
             nxt = env.step(state, action)
             terminated = nxt.done > 0
             ended = ended | terminated | (t == episode_length - 1)
