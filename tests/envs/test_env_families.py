@@ -24,17 +24,21 @@ SNAKE = "jumanji/Snake-v1"  # float32[725] (grid, step count, action mask), 4 ac
 
 
 def _rollout(env, num_envs, steps, seed=0):
-    """Random actions for ``steps`` steps: ``(first obs, per-step obs, infos)``."""
-    obs0, state = env.reset_batch(jax.random.key(seed), num_envs)
+    """Random actions for ``steps`` steps: ``(first obs, per-step obs, infos)``; one
+    compiled program (the reset too: run op by op it dispatches for seconds)."""
 
     def one(state, key):
         action = jax.random.randint(key, (num_envs,), 0, env.num_actions)
         obs, state, info = env.step_batch(key, state, action)
         return state, (obs, info)
 
-    _, (obs, infos) = jax.jit(lambda s: jax.lax.scan(
-        one, s, jax.random.split(jax.random.key(seed + 1), steps)))(state)
-    return obs0, obs, infos
+    @jax.jit
+    def run(reset_key, step_key):
+        obs0, state = env.reset_batch(reset_key, num_envs)
+        _, (obs, infos) = jax.lax.scan(one, state, jax.random.split(step_key, steps))
+        return obs0, obs, infos
+
+    return run(jax.random.key(seed), jax.random.key(seed + 1))
 
 
 @pytest.mark.slow
