@@ -100,14 +100,16 @@ def _python(code: str) -> subprocess.CompletedProcess:
 @pytest.mark.timeout(120)
 def test_import_jaxtrainer_imports_no_family():
     """Neither ``import jaxtrainer`` nor ``jaxtrainer.envs`` imports a family (gymnax,
-    imported by ``jaxtrainer.envs``, imports gymnasium's spaces itself)."""
-    families = "{'navix', 'xminigrid', 'gymnasium', 'jumanji', 'craftax', 'envpool', 'kinetix'}"
-    done = _python("import sys, jaxtrainer\n"
-                   f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {families}))\n"
-                   "import jaxtrainer.envs\n"
-                   f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {families}))")
+    imported by ``jaxtrainer.envs``, imports gymnasium's spaces itself), nor do
+    listing the names and making a gymnax env (MuJoCo Playground's names are kept
+    in jaxtrainer: ``test_playground.py`` checks they match its registry)."""
+    families = ("{'navix', 'xminigrid', 'gymnasium', 'jumanji', 'craftax', 'envpool', 'kinetix', "
+                "'mujoco_playground'}")
+    imported = f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {families}))\n"
+    done = _python(f"import sys, jaxtrainer\n{imported}import jaxtrainer.envs as E\n{imported}"
+                   f"E.available(); E.make('CartPole-v1')\n{imported}")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]", "['gymnasium']"]
+    assert done.stdout.split() == ["[]", "['gymnasium']", "['gymnasium']"]
 
 
 @pytest.mark.timeout(120)
