@@ -33,23 +33,46 @@ def _rollout(env, num_envs, steps, seed=0):
     return jax.jit(run)(jax.random.key(seed))
 
 
+@pytest.fixture(scope="module")
+def craftax():
+    """Craftax Classic with a 2-step limit and 2 fresh worlds a step for 4 envs
+    (reset_ratio 2), its first state and 3 random steps of 4 envs, which all reach
+    the limit together at the second step: ``(env, state0, obs, infos)``, leaves
+    ``[3, 4]``. The step is one compiled program called 3 times (Craftax's step
+    compiles for seconds; a scan over it compiles longer still)."""
+    pytest.importorskip("craftax")
+    env = envs.make(CLASSIC, max_episode_steps=2, reset_ratio=2)  # every family's limit name
+    # strong types, as the step returns them (weak ones would compile the step twice)
+    _, state0 = jax.jit(lambda k: jax.tree.map(lambda x: x.astype(x.dtype), env.reset_batch(k, 4)))(
+        jax.random.key(0))
+
+    @jax.jit
+    def step(key, state):
+        obs, state, info = env.step_batch(key, state, jax.random.randint(key, (4,), 0, 17))
+        return state, (obs, info)
+
+    state, steps = state0, []
+    for key in jax.random.split(jax.random.key(1), 3):
+        state, out = step(key, state)
+        steps.append(out)
+    return env, state0, *jax.tree.map(lambda *x: jnp.stack(x), *steps)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_craftax_truncates_at_its_limit_resets_and_reports_its_achievements():
-    pytest.importorskip("craftax")
-    env = envs.make(CLASSIC, max_episode_steps=5)  # every family's name for the limit
+def test_craftax_truncates_at_its_limit_resets_and_reports_its_achievements(craftax):
+    env, _, obs, info = craftax
     assert (env.name, env.observation_shape, env.observation_dtype) == (CLASSIC, (1345,),
                                                                         jnp.float32)
-    assert env.discrete and env.num_actions == 17 and env.max_episode_steps == 5
-    obs0, obs, info = _rollout(env, num_envs=2, steps=7)
-    assert obs.shape == (7, 2, 1345) and obs.dtype == jnp.float32
-    assert bool(jnp.all(info.truncated[4])) and not bool(jnp.any(info.terminated))
-    assert bool(jnp.all(info.episode_length[4] == 5)) and bool(jnp.all(info.episode_length[5] == 1))
-    assert bool(jnp.all(info.final_obs[:4] == obs[:4]))  # goes on: final_obs is the obs
-    assert not bool(jnp.all(info.final_obs[4] == obs[4]))  # reset: the next episode's first
-    assert bool(jnp.allclose(info.episode_return[4], info.reward[:5].sum(0)))
+    assert env.discrete and env.num_actions == 17 and env.max_episode_steps == 2
+    assert obs.shape == (3, 4, 1345) and obs.dtype == jnp.float32
+    assert bool(jnp.all(info.truncated[1])) and not bool(jnp.any(info.terminated))
+    assert bool(jnp.all(info.episode_length[1] == 2)) and bool(jnp.all(info.episode_length[2] == 1))
+    assert bool(jnp.all(info.final_obs[:1] == obs[:1]))  # goes on: final_obs is the obs
+    assert not bool(jnp.all(info.final_obs[1] == obs[1]))  # reset: the next episode's first
+    assert bool(jnp.allclose(info.episode_return[1], info.reward[:2].sum(0)))
     extra = info.extra_statistics
-    assert len(extra) == 22 and extra["achievements/collect_wood"].shape == (7, 2)
+    assert len(extra) == 22 and extra["achievements/collect_wood"].shape == (3, 4)
     assert all(bool(jnp.all((v == 0) | (v == 1))) for v in extra.values())
     metrics = episode_metrics(info)
     assert "train/achievements/collect_wood" in metrics and "train/episode_return" in metrics
@@ -57,27 +80,24 @@ def test_craftax_truncates_at_its_limit_resets_and_reports_its_achievements():
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_craftax_batches_share_fresh_worlds_and_reset_ratio_one_is_exact():
+def test_craftax_batches_share_fresh_worlds_and_reset_ratio_one_is_exact(craftax):
     """4 envs that all reach the time limit together take the batch's 2 fresh
-    worlds in turn (reset_ratio 2); with reset_ratio=1 a batched step is the
-    exact per-env step (integers equal, floats to rounding: batched code
-    vectorises differently)."""
-    pytest.importorskip("craftax")
-    shared = envs.make(CLASSIC, max_timesteps=1, reset_ratio=2)
-    exact = envs.make(CLASSIC, max_timesteps=1, reset_ratio=1)
-    assert envs.make(CLASSIC).reset_ratio == 16
-    _, state = jax.jit(lambda k: shared.reset_batch(k, 4))(jax.random.key(0))
-    keys, action = jax.random.split(jax.random.key(1), 4), jnp.arange(4, dtype=jnp.int32)
-
-    @jax.jit
-    def steps(keys, state, action):  # one program: the three ways to step the batch
-        return (jax.vmap(shared.step)(keys, state, action), jax.vmap(exact.step)(keys, state, action),
-                jax.lax.map(lambda args: exact.step(*args), (keys, state, action)))
-
-    (first, _, info), batched, one_by_one = steps(keys, state, action)
-    assert bool(jnp.all(info.truncated))  # every episode ended: each env's next world
+    worlds in turn (reset_ratio 2: the rollout's second step); with reset_ratio=1
+    a batched step is the exact per-env step (integers equal, floats to rounding:
+    batched code vectorises differently)."""
+    _, state, obs, info = craftax
+    first = obs[1]  # every episode ended here: each env's next world
+    assert bool(jnp.all(info.truncated[1]))
     assert bool(jnp.all(first[2] == first[0])) and bool(jnp.all(first[3] == first[1]))
     assert not bool(jnp.all(first[0] == first[1]))
+    exact = envs.make(CLASSIC, max_timesteps=1, reset_ratio=1)  # Craftax's own limit name
+    assert exact.max_episode_steps == 1 and envs.make(CLASSIC).reset_ratio == 16
+    keys, action = jax.random.split(jax.random.key(1), 4), jnp.arange(4, dtype=jnp.int32)
+    batched = jax.jit(jax.vmap(exact.step))(keys, state, action)
+    step = jax.jit(exact.step)  # one by one: 4 calls of the unbatched program
+    one_by_one = jax.tree.map(lambda *x: jnp.stack(x), *[
+        step(keys[i], jax.tree.map(lambda x, i=i: x[i], state), action[i]) for i in range(4)])
+    assert bool(jnp.all(batched[2].truncated))  # every episode ended at its 1-step limit
     for got, want in zip(jax.tree.leaves(batched), jax.tree.leaves(one_by_one), strict=True):
         if jnp.issubdtype(got.dtype, jnp.floating):
             assert bool(jnp.allclose(got, want, rtol=1e-6, atol=1e-6))
@@ -90,16 +110,15 @@ def test_craftax_batches_share_fresh_worlds_and_reset_ratio_one_is_exact():
 
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_craftax_tells_death_from_its_time_limit():
+def test_craftax_tells_death_from_its_time_limit(craftax):
     """A state whose player has no health is terminated; one at the time limit truncated."""
-    pytest.importorskip("craftax")
-    env = envs.make(CLASSIC, max_episode_steps=5)  # every family's name for the limit
+    env = craftax[0]
     ended = jax.jit(lambda key, timestep, health: env.ended(env.reset_env(key)[1].replace(
         timestep=timestep, player_health=health)))
     key = jax.random.key(0)
     assert [bool(x) for x in ended(key, 0, 9.0)] == [False, False]
-    assert [bool(x) for x in ended(key, 5, 9.0)] == [False, True]
-    assert [bool(x) for x in ended(key, 5, 0.0)] == [True, False]
+    assert [bool(x) for x in ended(key, 2, 9.0)] == [False, True]
+    assert [bool(x) for x in ended(key, 2, 0.0)] == [True, False]
 
 
 @pytest.mark.slow

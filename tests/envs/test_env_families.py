@@ -24,17 +24,21 @@ SNAKE = "jumanji/Snake-v1"  # float32[725] (grid, step count, action mask), 4 ac
 
 
 def _rollout(env, num_envs, steps, seed=0):
-    """Random actions for ``steps`` steps: ``(first obs, per-step obs, infos)``."""
-    obs0, state = env.reset_batch(jax.random.key(seed), num_envs)
+    """Random actions for ``steps`` steps: ``(first obs, per-step obs, infos)``; one
+    compiled program (the reset too: run op by op it dispatches for seconds)."""
 
     def one(state, key):
         action = jax.random.randint(key, (num_envs,), 0, env.num_actions)
         obs, state, info = env.step_batch(key, state, action)
         return state, (obs, info)
 
-    _, (obs, infos) = jax.jit(lambda s: jax.lax.scan(
-        one, s, jax.random.split(jax.random.key(seed + 1), steps)))(state)
-    return obs0, obs, infos
+    @jax.jit
+    def run(reset_key, step_key):
+        obs0, state = env.reset_batch(reset_key, num_envs)
+        _, (obs, infos) = jax.lax.scan(one, state, jax.random.split(step_key, steps))
+        return obs0, obs, infos
+
+    return run(jax.random.key(seed), jax.random.key(seed + 1))
 
 
 @pytest.mark.slow
@@ -96,14 +100,16 @@ def _python(code: str) -> subprocess.CompletedProcess:
 @pytest.mark.timeout(120)
 def test_import_jaxtrainer_imports_no_family():
     """Neither ``import jaxtrainer`` nor ``jaxtrainer.envs`` imports a family (gymnax,
-    imported by ``jaxtrainer.envs``, imports gymnasium's spaces itself)."""
-    families = "{'navix', 'xminigrid', 'gymnasium', 'jumanji', 'craftax', 'envpool', 'kinetix'}"
-    done = _python("import sys, jaxtrainer\n"
-                   f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {families}))\n"
-                   "import jaxtrainer.envs\n"
-                   f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {families}))")
+    imported by ``jaxtrainer.envs``, imports gymnasium's spaces itself), nor do
+    listing the names and making a gymnax env (MuJoCo Playground's names are kept
+    in jaxtrainer: ``test_playground.py`` checks they match its registry)."""
+    families = ("{'navix', 'xminigrid', 'gymnasium', 'jumanji', 'craftax', 'envpool', 'kinetix', "
+                "'mujoco_playground'}")
+    imported = f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {families}))\n"
+    done = _python(f"import sys, jaxtrainer\n{imported}import jaxtrainer.envs as E\n{imported}"
+                   f"E.available(); E.make('CartPole-v1')\n{imported}")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]", "['gymnasium']"]
+    assert done.stdout.split() == ["[]", "['gymnasium']", "['gymnasium']"]
 
 
 @pytest.mark.timeout(120)

@@ -97,8 +97,8 @@ def test_agents_as_envs_steps_equal_the_raw_jaxmarl_steps():
     assert isinstance(env, envs.AgentsAsEnvs) and env.observation_shape == (18,)
     game_keys = lambda key: jax.random.split(key, games * n)[::n]  # noqa: E731
     key = jax.random.key(7)
-    obs, state = env.reset_batch(key, games * n)
-    raw_obs, raw_state = jax.vmap(raw.reset)(jax.random.key_data(game_keys(key)))
+    obs, state = jax.jit(env.reset_batch, static_argnums=1)(key, games * n)  # not op by op
+    raw_obs, raw_state = jax.jit(jax.vmap(raw.reset))(jax.random.key_data(game_keys(key)))
     step, raw_step = jax.jit(env.step_batch), jax.jit(jax.vmap(raw.step))
     for t in range(30):
         np.testing.assert_array_equal(

@@ -11,8 +11,6 @@ import csv
 import importlib.util
 import math
 import pathlib
-import subprocess
-import sys
 from typing import Any
 
 import jax
@@ -119,7 +117,9 @@ def test_termination_inside_an_action_repeat_ends_the_step():
 
 # ---- names, lazy import, arguments, assets ---------------------------------------------
 @pytest.mark.slow
-def test_names_match_the_installed_registry_and_jaxtrainer_does_not_import_playground():
+def test_names_match_the_installed_registry():
+    """(That listing them and making a gymnax env import no Playground:
+    ``test_env_families.py::test_import_jaxtrainer_imports_no_family``.)"""
     from mujoco_playground._src import dm_control_suite
 
     assert playground_env.PLAYGROUND_ENV_NAMES == playground_env.registered_names()
@@ -130,9 +130,6 @@ def test_names_match_the_installed_registry_and_jaxtrainer_does_not_import_playg
     with pytest.raises(ValueError, match=r"'playground/CartpoleBalanc'; closest: "
                        r"playground/CartpoleBalance, .*`jaxtrainer envs` lists all"):
         envs.make("playground/CartpoleBalanc")
-    code = ("import sys, jaxtrainer, jaxtrainer.envs as E; E.available(); E.make('CartPole-v1'); "
-            "assert 'mujoco_playground' not in sys.modules, 'mujoco_playground imported'")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
 @pytest.mark.parametrize("kwargs,error,match", [
