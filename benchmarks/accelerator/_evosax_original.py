@@ -36,6 +36,7 @@ import argparse
 import json
 import time
 
+import _settings
 import jax
 import optax
 from brax import envs
@@ -48,14 +49,6 @@ EXAMPLE = {  # examples/02_rl.ipynb, "Brax"
     "hidden_sizes": (32, 32, 32, 32), "log_period": 32, "use_normalize_obs": True,
     "lr_init": 0.01, "lr_decay": 0.1, "std_init": 0.05, "std_decay": 0.2, "backend": "spring",
 }
-
-
-def _value(text: str, like: object) -> object:
-    if isinstance(like, tuple):
-        return tuple(int(x) for x in text.split(","))
-    if isinstance(like, bool):
-        return text.lower() == "true"
-    return type(like)(float(text)) if isinstance(like, (int, float)) else text
 
 
 def main() -> None:
@@ -71,7 +64,7 @@ def main() -> None:
         name, _, value = item.partition("=")
         if name not in EXAMPLE or not value:
             parser.error(f"--set {item!r}: expected NAME=VALUE with NAME one of {', '.join(EXAMPLE)}")
-        cfg[name] = _value(value, EXAMPLE[name])
+        cfg[name] = _settings.value(value, EXAMPLE[name])
     num_generations, population_size, log_period = args.generations, cfg["population_size"], cfg["log_period"]
     if num_generations // log_period < 3:
         parser.error(f"--generations {num_generations}: give at least 3 x log_period "

@@ -32,15 +32,10 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+import _settings  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from _jaxmarl_baseline import load_baseline  # noqa: E402
-
-
-def _value(text: str, like: object) -> object:
-    if isinstance(like, bool):
-        return text.lower() == "true"
-    return type(like)(float(text)) if isinstance(like, (int, float)) else text
 
 
 def main() -> None:
@@ -55,7 +50,7 @@ def main() -> None:
         if name not in config or not value:
             parser.error(f"--set {item!r}: expected NAME=VALUE with NAME one of "
                          f"{', '.join(config)}")
-        config[name] = _value(value, config[name])
+        config[name] = _settings.value(value, config[name])
     rngs = jax.random.split(jax.random.PRNGKey(config["SEED"]), config["NUM_SEEDS"])
     train = module.make_train(config)  # sets NUM_UPDATES and NUM_ACTORS in config
     start = time.perf_counter()

@@ -31,17 +31,12 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+import _settings  # noqa: E402
 import jax  # noqa: E402
 from brax.training.agents.ppo import train as brax_ppo  # noqa: E402
 from brax_ppo import _brax_replication_shim  # noqa: E402
 from mujoco_playground import registry, wrapper  # noqa: E402
 from mujoco_playground.config import dm_control_suite_params  # noqa: E402
-
-
-def _value(text: str, like: object) -> object:
-    if isinstance(like, bool):
-        return text.lower() == "true"
-    return type(like)(float(text)) if isinstance(like, (int, float)) else text
 
 
 def main() -> None:
@@ -65,7 +60,7 @@ def main() -> None:
             parser.error(f"--set {item!r}: expected NAME=VALUE with NAME a parameter of Brax's "
                          "ppo.train")
         default = settings.get(name, known[name].default)
-        settings[name] = _value(value, default if default is not None else 0)
+        settings[name] = _settings.value(value, default if default is not None else 0)
     progress: list[tuple[int, dict]] = []
     start = time.perf_counter()
     with _brax_replication_shim():

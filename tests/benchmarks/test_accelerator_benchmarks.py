@@ -21,6 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks" / "accelerator"))
 
+import _settings  # noqa: E402
 import env_limit  # noqa: E402
 import seeds  # noqa: E402
 import trace_ops  # noqa: E402
@@ -335,3 +336,9 @@ def test_the_offline_install_takes_the_pinned_release_from_the_wheel_folder(tmp_
     version = subprocess.run([sys.executable, "-c", "import offline_pkg; print(offline_pkg.VERSION)"],
                              env=env, capture_output=True, text=True, timeout=60)
     assert version.stdout.strip() == "1.0", version.stderr
+
+
+def test_a_drivers_set_takes_the_type_of_the_setting_it_replaces():
+    assert _settings.value("1e7", 3) == 10_000_000 and isinstance(_settings.value("1e7", 3), int)
+    assert _settings.value("0.5", 1.0) == 0.5 and _settings.value("False", True) is False
+    assert _settings.value("64,64", (32,)) == (64, 64) and _settings.value("ant", "hopper") == "ant"
