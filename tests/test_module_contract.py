@@ -5,7 +5,8 @@ them, tiny configs from ``tests/_support/shipped.py``), on 1 device ("single") a
 * ``init_state`` and one training step (one generation) run;
 * every metric reaches callbacks as a Python float (``step``/``env_steps`` as ints);
 * resume is exact: 2 steps straight equal 1 step + checkpoint + resume + 1 step,
-  state bit for bit and the logged metrics of step 2.
+  state bit for bit and the logged metrics of step 2;
+* every RL module acts through ``policy(state)`` (on its trained state, under pmap).
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ def check_metrics(name: str, row: dict) -> None:
 SINGLE_DEVICE = ("PPO", "OpenES")
 
 
+NO_POLICY = ("OpenES", "CMA_ES")
+"""The ES adapters over a function (no environment, no policy)."""
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name,strategy", [
@@ -74,11 +79,14 @@ def test_module_contract(tmp_path, name, strategy):
     rows = Rows()
     straight = trainer(tmp_path, name, strategy, [
         rows, jt.ModelCheckpoint(every_n_steps=1, save_last=False, async_save=False)])
-    straight.fit(make())
+    module = make()
+    straight.fit(module)
     assert [r["step"] for r in rows.rows] == [1, 2]
     for row in rows.rows:
         check_metrics(name, row)
     want = toys.leaves(straight.state)
+    if strategy == "pmap" and name not in NO_POLICY:
+        acts_through_policy(module, jax.device_get(straight.state))  # as a checkpoint loads
 
     again = Rows()
     resumed = trainer(tmp_path, name, strategy, [again])
@@ -91,21 +99,12 @@ def test_module_contract(tmp_path, name, strategy):
             == {k: v for k, v in rows.rows[1].items() if k not in drop})
 
 
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("name", [n for n in [*shipped.MODULES, *shipped.POPULATION]
-                                  if n not in ("OpenES", "CMA_ES")])
-def test_every_shipped_rl_module_acts_through_policy(name):
-    """The one policy contract: ``policy(state)`` of a fresh state acts on a batch of
-    observations with actions the env takes (``load_policy`` and ``jaxtrainer eval``
-    use nothing else)."""
+def acts_through_policy(module, state) -> None:
+    """The one policy contract: ``policy(state)`` acts on a batch of observations
+    with actions the env takes (``load_policy`` and ``jaxtrainer eval`` use nothing
+    else), the actions of the policy spec's greedy function."""
     from jaxtrainer.policy import params_of
 
-    module = {**shipped.MODULES, **shipped.POPULATION}[name]()
-    if hasattr(module, "configure_population"):
-        module.configure_population(shipped.POPULATION_SIZE)
-    if hasattr(module, "configure_budget"):
-        module.configure_budget(10)
-    state = module.init_state(jax.random.key(0))
     spec, params = params_of(module, state)
     env = spec.env
     obs = jnp.zeros((3, *env.observation_shape), env.observation_dtype)

@@ -114,7 +114,10 @@ def test_every_recipe_script_builds_its_module_through_the_registry():
 
 
 @pytest.mark.slow
-def test_eval_prints_the_mean_of_trainer_evaluate_for_the_same_checkpoint(ppo_run):
+def test_eval_prints_the_mean_of_trainer_evaluate_and_seed_draws_a_runs_episodes(ppo_run):
+    """``jaxtrainer eval RUN --episodes 8``: the numbers of Trainer.evaluate of the
+    same checkpoint and (run's) seed; ``--seed`` draws the episodes a run with that
+    seed draws."""
     run, cfg, _ = ppo_run
     got = evaluate_run(run, episodes=8)  # what `jaxtrainer eval RUN --episodes 8` prints
     out = "\n".join(format_result(got))
@@ -139,17 +142,13 @@ def test_eval_prints_the_mean_of_trainer_evaluate_for_the_same_checkpoint(ppo_ru
     assert (f"episode_return: mean={m['eval/episode_return']:.4f} "
             f"std={m['eval/episode_return_std']:.4f} min={returns.min():g} max={returns.max():g}") in out
 
-
-@pytest.mark.slow
-def test_seed_draws_the_episodes_a_run_with_that_seed_draws(ppo_run):
-    run, _, _ = ppo_run
-    step_dir = run / "checkpoints" / "8"
-    for seed in (0, 5):  # 0: the run's own seed, i.e. its root key
-        got = evaluate_run(run, episodes=8, seed=seed)
-        returns, _ = reference_episodes(run, step_dir, jax.random.key(seed), 8)
-        assert got["seed"] == seed
-        assert got["metrics"]["eval/episode_return"] == pytest.approx(returns.mean(), rel=1e-6)
-        assert got["metrics"]["eval/episode_return_max"] == returns.max()
+    # --seed: 0 is the run's own seed, i.e. its root key (above); 5 another
+    assert got["seed"] == 0
+    got = evaluate_run(run, episodes=8, seed=5)
+    returns, _ = reference_episodes(run, newest, jax.random.key(5), 8)
+    assert got["seed"] == 5
+    assert got["metrics"]["eval/episode_return"] == pytest.approx(returns.mean(), rel=1e-6)
+    assert got["metrics"]["eval/episode_return_max"] == returns.max()
 
 
 @pytest.mark.slow

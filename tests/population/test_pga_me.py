@@ -4,11 +4,14 @@ or on a stop and resume; QDax's walker2d_uni task by name."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxtrainer import ModelCheckpoint
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.population import PGAME, PopulationTrainer, QDTask, make_task
 from tests._support.modules import GenerationLog
@@ -110,12 +113,12 @@ def test_bad_arguments_are_named_before_anything_compiles():
         small(proportion_mutation_ga=1.0)
 
 
-def evolve(devices, generations=4, strategy="pmap", **kw):
+def evolve(devices, generations=4, strategy="pmap", callbacks=(), **kw):
     module = small()
 
     log = GenerationLog()
     trainer = PopulationTrainer(10, strategy=strategy, devices=devices, max_generations=generations,
-                                log_every_n_generations=2, callbacks=[log], **{**QUIET, **kw})
+                                log_every_n_generations=2, callbacks=[log, *callbacks], **{**QUIET, **kw})
     trainer.fit(module)
     return trainer, log.metrics
 
@@ -139,13 +142,16 @@ def test_one_and_four_devices_end_with_bitwise_equal_archives():
 
 @pytest.mark.slow
 def test_a_stopped_and_resumed_run_equals_an_uninterrupted_one(run_dir):
+    """The run's own checkpoint at generation 2 (of 4), resumed in another Trainer,
+    ends where the run does, bit for bit."""
     kw = dict(default_root_dir=run_dir, enable_checkpointing=True, strategy="shard_map")
-    straight, _ = evolve(2, **kw)
-    first, _ = evolve(2, generations=2, **kw)
+    every = ModelCheckpoint(every_n_steps=2, async_save=False)
+    straight, _ = evolve(2, callbacks=[every], **kw)
+    assert (Path(straight.log_dir) / "checkpoints" / "2").is_dir()
     resumed = PopulationTrainer(10, strategy="shard_map", devices=2, max_generations=4,
                                 log_every_n_generations=2, default_root_dir=run_dir,
                                 **{**QUIET, "enable_checkpointing": True})
-    resumed.fit(small(), ckpt_path=first.log_dir + "/checkpoints")
+    resumed.fit(small(), ckpt_path=Path(straight.log_dir) / "checkpoints" / "2")
     assert resumed.generation == 4
     assert_bitwise_equal(resumed.state, straight.state)
 

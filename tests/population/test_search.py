@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import signal
+import sys
 from pathlib import Path
 
 import jax
@@ -320,14 +321,15 @@ class SendSigterm(jt.Callback):
 
 
 def optuna_fit(root, ckpt_path=None, callbacks=(), devices="auto", vectorize=True, members=4,
-               objective="evaluation", max_steps=12):
+               objective="evaluation", max_steps=12, **trainer_kw):
     search = Search(tiny(), SPACE, members=members, rungs=(2,), sampler="optuna",
                     rounds=max_steps // 4, vectorize=vectorize)
     optuna_cb = OptunaSearch("tpe", seed=5, objective=objective)
     trainer = jt.Trainer(max_steps=max_steps, log_every_n_steps=2, default_root_dir=root,
                          devices=devices,
                          enable_progress_bar=False, compile_evaluation_ahead=False,
-                         callbacks=[optuna_cb, SearchReport(print_table=False), *callbacks])
+                         callbacks=[optuna_cb, SearchReport(print_table=False), *callbacks],
+                         **trainer_kw)
     trainer.fit(search, ckpt_path=ckpt_path)
     return search, trainer, optuna_cb
 
@@ -375,54 +377,14 @@ def test_optuna_rounds_resume_after_sigterm_and_a_move_without_asking_twice(tmp_
             assert t.value == pytest.approx(float(rows[k]["eval"]))
 
 
-# ---- reports: plot, eval --member best, run identity -----------------------------------
-@pytest.mark.slow
-def test_plot_eval_and_identity_of_a_recipe_search(tmp_path, capsys):
-    """A recipe's random search (4 members, 3 updates each): `jaxtrainer plot RUN`
-    draws its trials, `jaxtrainer eval RUN --member best` evaluates the member
-    the run reported, and the run is told apart from single runs."""
-    from jaxtrainer.commands import _cli as cli
-    from jaxtrainer.rundir import _run_kind as run_kind
-
-    recipe_run = config.load_run(RECIPES / "configs" / "ppo.yaml", [
-        "search.method=random", "search.members=4", "search.space.lr=loguniform(1e-3,1e-2)",
-        "trainer.max_steps=3", "algorithm.num_envs=2", "algorithm.num_steps=8",
-        "algorithm.num_minibatches=1", "algorithm.eval_episodes=2", f"trainer.default_root_dir={tmp_path}",
-        "trainer.devices=1", "trainer.enable_progress_bar=false"])
-    cfg = recipe_run.config
-    result = config.fit_and_report(config.make_trainer(cfg), build_module("ppo", cfg), recipe_run)
-    run = tmp_path / "version_0"
-    out = capsys.readouterr().out
-    assert "search: 4 trials started, 0 stopped at a rung, 4 complete; the best by fitness:" in out
-    best_row = out.split("the best by fitness:\n")[1].splitlines()[1].split()
-    assert "(the member with the best train/episode_return)" in out
-    assert run_kind.of_run(run).kind == "search (random) of 4 members"
-    png = tmp_path / "search.png"
-    assert cli.main(["plot", str(run), "-o", str(png)]) == 0
-    said = capsys.readouterr().out
-    assert said.startswith(f"wrote {png}: 4 trials of a search (0 stopped at a rung) against lr")
-    assert f"the best trial by fitness: {best_row[0]} (lr=" in said  # the table's first
-    from jaxtrainer.commands._search_plot import _log_axis
-
-    draws = np.random.default_rng(0)
-    assert _log_axis(10 ** draws.uniform(-5, -2, 64)) and not _log_axis(draws.uniform(0, 0.05, 64))
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert cli.main(["eval", str(run), "--member", "best"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert "(step 3, env steps 48 per member x 4 members); seed 0" in lines[0]
-    assert lines[1].startswith("member ") and ", trial " in lines[1] and "lr=" in lines[1]
-    assert lines[1].split(", trial ")[1].split(":")[0] == best_row[0]  # the table's first trial
-    mean = float(lines[3].split("mean=")[1].split()[0])
-    assert mean == pytest.approx(result["eval/episode_return"])
-
-
 @pytest.mark.slow
 def test_an_optuna_search_on_four_devices_equals_one_device(tmp_path):
     """Members one after another (vectorize=False; 6 members, 2 a device over 4
     with padding), told their training fitness: the same trials are asked and
     told the same values."""
     runs = [optuna_fit(tmp_path / str(n), devices=n, vectorize=False, members=6,
-                       objective="fitness", max_steps=8)[2].study for n in (1, 4)]
+                       objective="fitness", max_steps=8, logger=False,
+                       enable_checkpointing=False)[2].study for n in (1, 4)]
     one, four = ([(t.params, t.state, t.value) for t in study.trials] for study in runs)
     assert len(one) == 2 * (6 + 3) and one == four
 
@@ -451,24 +413,22 @@ def test_a_space_over_a_value_that_is_not_traced_is_refused_before_compiling():
 
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_optuna_or_an_env_family_not_installed_is_one_line_and_writes_nothing(tmp_path):
-    """Without the search (or marl) extra: one line naming it, status 2, no run directory."""
-    import subprocess
-    import sys
+def test_optuna_or_an_env_family_not_installed_is_one_line_and_writes_nothing(
+        tmp_path, capsys, monkeypatch):
+    """Without the search (or marl) extra: one line naming it, status 2, no run directory
+    (the package hidden as ``sys.modules[name] = None`` hides it from an import)."""
+    from jaxtrainer.commands import _cli as cli
 
     for module, args, said in (
             ("optuna", ["search.method=optuna", "search.space.lr=loguniform(1e-5,1e-2)"],
              'search.method=optuna needs optuna: pip install -e ".[search]"'),
             ("jaxmarl", ["env.name=jaxmarl/MPE_simple_spread_v3"], 'pip install -e ".[marl]"')):
-        code = (f"import sys; sys.modules[{module!r}] = None\n"
-                "from jaxtrainer.commands import _cli as cli\n"
-                f"sys.exit(cli.main(['fit', 'ppo', *{args!r}, 'trainer.default_root_dir={tmp_path}']))")
-        done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
-                              text=True, timeout=100)
-        lines = done.stderr.strip().splitlines()
-        assert done.returncode == 2 and len(lines) == 1 and said in lines[0], done.stderr
+        with monkeypatch.context() as hidden:
+            hidden.setitem(sys.modules, module, None)
+            with pytest.raises(SystemExit) as stop:
+                cli.main(["fit", "ppo", *args, f"trainer.default_root_dir={tmp_path}"])
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert stop.value.code == 2 and len(lines) == 1 and said in lines[0], lines
         assert not list(tmp_path.iterdir())
 
 
@@ -521,14 +481,22 @@ def test_an_evolution_strategy_searches_its_learning_rate_and_std(tmp_path, caps
         result["eval/episode_return"])
 
 
-def test_a_recipe_asha_search_compiles_three_programs_for_every_member_and_rung(tmp_path, capsys):
+# ---- a recipe's search: one program, plot, eval --member best, run identity -------------
+@pytest.mark.slow
+def test_a_recipe_asha_search_compiles_three_programs_and_is_plotted_evaluated_and_told_apart(
+        tmp_path, capsys):
     """`fit ppo search.method=asha` of 4 members: the initial state, one training
     program (every member, rung and new trial in it) and one evaluation program
-    for all members; nothing compiles again at a rung."""
+    for all members; nothing compiles again at a rung. `jaxtrainer plot RUN`
+    draws its trials, `jaxtrainer eval RUN --member best` evaluates the member
+    the run reported, and the run is told apart from single runs."""
+    from jaxtrainer.commands import _cli as cli
     from jaxtrainer.commands import fit as recipe_fit
+    from jaxtrainer.commands._search_plot import _log_axis
+    from jaxtrainer.rundir import _run_kind as run_kind
 
     with _logged_compiles() as compiled:
-        recipe_fit.run([
+        result = recipe_fit.run([
             "search.method=asha", "search.members=4", "search.space.lr=loguniform(1e-5,1e-2)",
             "search.space.ent_coef=uniform(0,0.05)", "trainer.max_steps=8", "trainer.devices=1",
             "search.runs=null", "algorithm.num_envs=2", "algorithm.num_steps=8",
@@ -537,4 +505,24 @@ def test_a_recipe_asha_search_compiles_three_programs_for_every_member_and_rung(
             "trainer.enable_progress_bar=false", f"trainer.default_root_dir={tmp_path}"], "ppo")
     programs = [m.split(" with ")[0] for m in compiled if m.startswith("Compiling jit(body)")]
     assert len(programs) == 3, compiled
-    assert "search: 10 trials started, 6 stopped at a rung" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "search: 10 trials started, 6 stopped at a rung" in out
+    assert "(the member with the best train/episode_return)" in out
+    best_row = out.split("the best by fitness:\n")[1].splitlines()[1].split()
+    run = tmp_path / "version_0"
+    assert run_kind.of_run(run).kind == "search (asha) of 4 members"
+    png = tmp_path / "search.png"
+    assert cli.main(["plot", str(run), "-o", str(png)]) == 0
+    said = capsys.readouterr().out
+    assert said.startswith(f"wrote {png}: 10 trials of a search (6 stopped at a rung) against lr")
+    assert f"the best trial by fitness: {best_row[0]} (lr=" in said  # the table's first
+    draws = np.random.default_rng(0)
+    assert _log_axis(10 ** draws.uniform(-5, -2, 64)) and not _log_axis(draws.uniform(0, 0.05, 64))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert cli.main(["eval", str(run), "--member", "best"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "(step 8, env steps 128 per member x 4 members); seed 0" in lines[0]
+    assert lines[1].startswith("member ") and ", trial " in lines[1] and "lr=" in lines[1]
+    assert lines[1].split(", trial ")[1].split(":")[0] == best_row[0]  # the table's first trial
+    mean = float(lines[3].split("mean=")[1].split()[0])
+    assert mean == pytest.approx(result["eval/episode_return"])

@@ -5,9 +5,9 @@ One module-scoped set of tiny PPO runs (CartPole, 2 envs x 8 steps, 3 updates),
 each made when a test first reads it, serves every test that trains:
 
 * ``map1``: 10 members (lr in {1e-3, 3e-3} x seeds 0..4) on 1 device, members one
-  after another (``vectorize=False``);
+  after another (``vectorize=False``), a checkpoint at step 2;
 * ``map4``: the same sweep on 4 devices with pmap (padded to 12), with the CSV
-  logger and the summary;
+  logger, the summary and a checkpoint at step 2;
 * ``single``: PPO alone, ``Trainer(seed=3)``, lr 3e-3: sweep member 8;
 * ``vmap1``: lr {1e-3, 3e-3} x seed 3 on 1 device, members batched with vmap.
 
@@ -50,12 +50,18 @@ def tiny(**kw) -> PPO:
 
 
 def fit(module, root, devices=1, seed=0, callbacks=()):
+    save = any(isinstance(c, jt.ModelCheckpoint) for c in callbacks)
     trainer = jt.Trainer(strategy="pmap" if devices > 1 else "single", devices=devices,
                          max_steps=STEPS, log_every_n_steps=1, seed=seed, default_root_dir=root,
-                         enable_progress_bar=False, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, logger=False, enable_checkpointing=save,
                          compile_evaluation_ahead=False, callbacks=list(callbacks))
     trainer.fit(module)
     return trainer
+
+
+def at_step_2() -> jt.ModelCheckpoint:
+    """A checkpoint one step before the end (step 2 of 3), where a resumed run starts."""
+    return jt.ModelCheckpoint(every_n_steps=STEPS - 1, save_last=False, async_save=False)
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +71,14 @@ def runs(tmp_path_factory):
     def map1():
         compiles = CountCompiles()
         sweep = Sweep(tiny(), seeds=5, hyperparams={"lr": LRS}, vectorize=False)
-        return {"map1": (sweep, fit(sweep, root / "map1", callbacks=[compiles])),
+        return {"map1": (sweep, fit(sweep, root / "map1", callbacks=[compiles, at_step_2()])),
                 "compiles": compiles.events}
 
     def map4():
         sweep = Sweep(tiny(), seeds=5, hyperparams={"lr": LRS}, vectorize=False)
         summary = sweep_summary.SweepSummary(reps=200, print_table=False)
         return {"map4": (sweep, fit(sweep, root / "map4", devices=4,
-                                    callbacks=[CSVLogger(), summary])),
+                                    callbacks=[CSVLogger(), summary, at_step_2()])),
                 "summary": summary}
 
     def single():
@@ -377,22 +383,14 @@ def test_resume_and_progress_count_env_steps_per_member(tmp_path, capsys):
 @pytest.mark.parametrize("first, then", [(4, 1), (1, 4)])
 def test_a_sweep_resumes_on_another_device_count_where_one_run_ends(runs, tmp_path, first, then):
     """10 members are stored padded to 12 rows on 4 devices (copies of the last) and as
-    10 on one: a checkpoint of either resumes on the other, and the run ends bit for bit
-    where one uninterrupted run on one device does."""
-    class StopBefore(jt.Callback):  # stopped one step early, same budget (schedules)
-        def on_train_steps_end(self, trainer, module, metrics):
-            trainer.should_stop = trainer.global_step >= STEPS - 1
-
-    def trainer(devices, ckpt_path=None, callbacks=()):
-        t = jt.Trainer(strategy="pmap" if devices > 1 else "single", devices=devices, seed=0,
-                       max_steps=STEPS, log_every_n_steps=1, default_root_dir=tmp_path,
-                       enable_progress_bar=False, logger=False, compile_evaluation_ahead=False,
-                       callbacks=list(callbacks))
-        t.fit(Sweep(tiny(), seeds=5, hyperparams={"lr": LRS}, vectorize=False), ckpt_path=ckpt_path)
-        return t
-
-    assert trainer(first, callbacks=[StopBefore()]).global_step == STEPS - 1
-    resumed = trainer(then, ckpt_path="last")
+    10 on one: the step-2 checkpoint of either (of a 3-step run) resumes on the other,
+    and the run ends bit for bit where one uninterrupted run on one device does."""
+    checkpoint = Path(runs[f"map{first}"][1].log_dir) / "checkpoints" / str(STEPS - 1)
+    resumed = jt.Trainer(strategy="pmap" if then > 1 else "single", devices=then, seed=0,
+                         max_steps=STEPS, log_every_n_steps=1, default_root_dir=tmp_path,
+                         enable_progress_bar=False, logger=False, compile_evaluation_ahead=False)
+    resumed.fit(Sweep(tiny(), seeds=5, hyperparams={"lr": LRS}, vectorize=False),
+                ckpt_path=checkpoint)
     assert resumed.global_step == STEPS
     straight, again = (jax.device_get(t.state.members) for t in (runs["map1"][1], resumed))
     for a, b in zip(jax.tree.leaves(straight), jax.tree.leaves(again), strict=True):
