@@ -125,7 +125,9 @@ def _feet_contact_task(name: str, base: str, episode_length: int = 1000,
     env = brax.envs.get_environment(base, backend=backend, debug=True)
     feet = np.array([i for i, link in enumerate(env.sys.link_names) if link in _FEET[base]])
     network = _policy_network(hidden, env.action_size)
-    obs_example = jnp.zeros((env.observation_size,), jnp.float32)
+    # brax's env.observation_size runs a reset op by op (seconds): its shape, traced, instead
+    observation_size = int(jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs.shape[-1])
+    obs_example = jnp.zeros((observation_size,), jnp.float32)
     shapes = jax.eval_shape(network.init, jax.random.key(0), obs_example)
     flat, unravel = ravel_pytree(jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), shapes))
     num_dims = int(flat.shape[0])
@@ -166,7 +168,7 @@ def _feet_contact_task(name: str, base: str, episode_length: int = 1000,
 
     return QDTask(name, lambda genotype, key: rollout(genotype, key)[:2], num_dims,
                   (-np.inf, np.inf), (0.0, 1.0), len(feet), init, rollout, policy,
-                  int(env.observation_size), int(env.action_size))
+                  observation_size, int(env.action_size))
 
 
 def _walker2d_uni_task(**kwargs: Any) -> QDTask:
