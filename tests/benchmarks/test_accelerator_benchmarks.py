@@ -26,14 +26,18 @@ import env_limit  # noqa: E402
 import seeds  # noqa: E402
 import trace_ops  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location(  # "pqn" alone could be another module
-    "accelerator_pqn", ROOT / "benchmarks" / "accelerator" / "pqn.py")
-pqn_row = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(pqn_row)
-_spec = importlib.util.spec_from_file_location(
-    "accelerator_sac", ROOT / "benchmarks" / "accelerator" / "sac.py")
-sac_row = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(sac_row)
+
+def _row(name):
+    """``benchmarks/accelerator/<name>.py`` as module ``accelerator_<name>`` ("pqn" alone
+    could be another module)."""
+    spec = importlib.util.spec_from_file_location(
+        f"accelerator_{name}", ROOT / "benchmarks" / "accelerator" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+pqn_row, sac_row = _row("pqn"), _row("sac")
 PUREJAXQL = Path(os.environ.get("PUREJAXQL", ROOT / ".peers" / "purejaxql"))
 """A checkout of mttga/purejaxql (``PUREJAXQL``; its packages, ``requirements/purejaxql.txt``
 installed into a folder, named by ``PUREJAXQL_PYTHONPATH``)."""
@@ -103,10 +107,7 @@ def test_the_pqn_row_gives_the_ratio_both_fractions_and_the_markdown_row(tmp_pat
         "65.00 ± 5.00 | 60.00 ± 10.00 | 70.00 ± 5.00 |")
 
 
-_spec = importlib.util.spec_from_file_location(
-    "accelerator_playground", ROOT / "benchmarks" / "accelerator" / "playground.py")
-playground_row = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(playground_row)
+playground_row = _row("playground")
 
 TINY_SAC = ("algorithm.num_envs=8", "algorithm.batch_size=32", "algorithm.gradient_steps=2",
             "algorithm.buffer_size=1024", "algorithm.learning_starts=64",
@@ -187,14 +188,8 @@ def test_the_env_limit_steps_a_brax_env_as_the_trainers_wrap_it():
     assert math.isfinite(reward) and reward != 0.0  # fast's reward is the moved position
 
 
-_spec = importlib.util.spec_from_file_location(
-    "accelerator_openes", ROOT / "benchmarks" / "accelerator" / "openes.py")
-openes_row = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(openes_row)
-_spec = importlib.util.spec_from_file_location(
-    "accelerator_ippo", ROOT / "benchmarks" / "accelerator" / "ippo.py")
-ippo_row = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(ippo_row)
+openes_row = _row("openes")
+ippo_row = _row("ippo")
 JAXMARL = Path(os.environ.get("JAXMARL", ROOT / ".peers" / "jaxmarl"))
 """A JaxMARL checkout (``JAXMARL``; only ``baselines/IPPO/ippo_ff_mpe.py`` and its YAML are read)."""
 
