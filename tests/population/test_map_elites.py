@@ -19,11 +19,11 @@ from jaxtrainer.population import (
     make_task,
 )
 from jaxtrainer.population.qd_tasks import arm
+from tests._support import population
 from tests._support.modules import GenerationLog
+from tests._support.population import QUIET
 from tests.population.test_population import assert_bitwise_equal
 
-QUIET = dict(compile_evaluation_ahead=False, logger=False, enable_checkpointing=False,
-             enable_progress_bar=False)
 ONE_GENE = jax.ShapeDtypeStruct((1,), jnp.float32)
 
 
@@ -146,12 +146,7 @@ def test_tasks_by_name_and_bad_arguments():
 
 def evolve(devices, generations=8, strategy="pmap", **kw):
     module = MAPElites("arm", grid_shape=(8, 8), iso_sigma=0.05, line_sigma=0.1, num_dims=6)
-    log = GenerationLog()
-    seen = log.metrics
-
-    trainer = PopulationTrainer(10, strategy=strategy, devices=devices, max_generations=generations,
-                                log_every_n_generations=4, callbacks=[log], **{**QUIET, **kw})
-    trainer.fit(module)
+    trainer, seen = population.evolve(module, devices, generations, strategy, **kw)
     return trainer, module, seen
 
 

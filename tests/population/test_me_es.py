@@ -14,15 +14,9 @@ import pytest
 from jaxtrainer import ModelCheckpoint
 from jaxtrainer.population import MEES, PopulationTrainer
 from jaxtrainer.population.me_es import novelty
-from tests._support.modules import GenerationLog
+from tests._support import population
+from tests._support.population import QUIET
 from tests.population.test_population import assert_bitwise_equal
-
-QUIET = dict(
-    compile_evaluation_ahead=False,
-    logger=False,
-    enable_checkpointing=False,
-    enable_progress_bar=False,
-)
 
 
 def small(**kw):
@@ -106,19 +100,7 @@ def test_bad_arguments_are_named_before_anything_compiles():
 
 
 def evolve(devices, generations=8, strategy="pmap", callbacks=(), **kw):
-    module = small()
-    log = GenerationLog()
-    trainer = PopulationTrainer(
-        10,
-        strategy=strategy,
-        devices=devices,
-        max_generations=generations,
-        log_every_n_generations=4,
-        callbacks=[log, *callbacks],
-        **{**QUIET, **kw},
-    )
-    trainer.fit(module)
-    return trainer, log.metrics
+    return population.evolve(small(), devices, generations, strategy, callbacks=callbacks, **kw)
 
 
 @pytest.mark.default_emitters

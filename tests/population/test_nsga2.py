@@ -19,15 +19,10 @@ from jaxtrainer.population import (
 )
 from jaxtrainer.population.mo_tasks import true_front, zdt1, zdt2, zdt3
 from jaxtrainer.population.nsga2 import dominance, polynomial_mutation, sbx_crossover
+from tests._support import population
 from tests._support.modules import GenerationLog
+from tests._support.population import QUIET
 from tests.population.test_population import assert_bitwise_equal
-
-QUIET = dict(
-    compile_evaluation_ahead=False,
-    logger=False,
-    enable_checkpointing=False,
-    enable_progress_bar=False,
-)
 
 
 def test_non_dominated_ranks_of_five_points_worked_by_hand():
@@ -150,19 +145,7 @@ def test_tasks_by_name_and_bad_arguments():
 
 def evolve(devices, generations=8, strategy="pmap", **kw):
     module = NSGA2("zdt1", num_dims=6)
-    log = GenerationLog()
-    seen = log.metrics
-
-    trainer = PopulationTrainer(
-        10,
-        strategy=strategy,
-        devices=devices,
-        max_generations=generations,
-        log_every_n_generations=4,
-        callbacks=[log],
-        **{**QUIET, **kw},
-    )
-    trainer.fit(module)
+    trainer, seen = population.evolve(module, devices, generations, strategy, **kw)
     return trainer, module, seen
 
 

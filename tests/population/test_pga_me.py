@@ -14,11 +14,10 @@ import pytest
 from jaxtrainer import ModelCheckpoint
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.population import PGAME, PopulationTrainer, QDTask, make_task
-from tests._support.modules import GenerationLog
+from tests._support import population
+from tests._support.population import QUIET
 from tests.population.test_population import assert_bitwise_equal
 
-QUIET = dict(compile_evaluation_ahead=False, logger=False, enable_checkpointing=False,
-             enable_progress_bar=False)
 STEPS = 6
 
 
@@ -114,13 +113,8 @@ def test_bad_arguments_are_named_before_anything_compiles():
 
 
 def evolve(devices, generations=4, strategy="pmap", callbacks=(), **kw):
-    module = small()
-
-    log = GenerationLog()
-    trainer = PopulationTrainer(10, strategy=strategy, devices=devices, max_generations=generations,
-                                log_every_n_generations=2, callbacks=[log, *callbacks], **{**QUIET, **kw})
-    trainer.fit(module)
-    return trainer, log.metrics
+    return population.evolve(small(), devices, generations, strategy, log_every=2,
+                             callbacks=callbacks, **kw)
 
 
 @pytest.mark.slow
