@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 from jaxtrainer import ModelCheckpoint
-from jaxtrainer.population import MEES, PopulationTrainer
+from jaxtrainer.population import MEES
 from jaxtrainer.population.me_es import novelty
 from tests._support import population
-from tests._support.population import QUIET
 from tests.population.test_population import assert_bitwise_equal
 
 
@@ -129,15 +128,6 @@ def test_a_stopped_and_resumed_run_equals_an_uninterrupted_one(run_dir):
     every = ModelCheckpoint(every_n_steps=4, async_save=False)
     straight, _ = evolve(2, callbacks=[every], **kw)
     assert (Path(straight.log_dir) / "checkpoints" / "4").is_dir()
-    resumed = PopulationTrainer(
-        10,
-        strategy="shard_map",
-        devices=2,
-        max_generations=8,
-        log_every_n_generations=4,
-        default_root_dir=run_dir,
-        **{**QUIET, "enable_checkpointing": True},
-    )
-    resumed.fit(small(), ckpt_path=Path(straight.log_dir) / "checkpoints" / "4")
+    resumed, _ = evolve(2, ckpt_path=Path(straight.log_dir) / "checkpoints" / "4", **kw)
     assert resumed.generation == 8
     assert_bitwise_equal(resumed.state, straight.state)

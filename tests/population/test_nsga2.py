@@ -172,16 +172,7 @@ def test_a_stopped_and_resumed_run_equals_an_uninterrupted_one(run_dir):
     kw = dict(default_root_dir=run_dir, enable_checkpointing=True, strategy="shard_map")
     straight, _, _ = evolve(2, **kw)
     first, _, _ = evolve(2, generations=4, **kw)
-    resumed = PopulationTrainer(
-        10,
-        strategy="shard_map",
-        devices=2,
-        max_generations=8,
-        log_every_n_generations=4,
-        default_root_dir=run_dir,
-        **{**QUIET, "enable_checkpointing": True},
-    )
-    resumed.fit(NSGA2("zdt1", num_dims=6), ckpt_path=first.log_dir + "/checkpoints")
+    resumed, _, _ = evolve(2, ckpt_path=first.log_dir + "/checkpoints", **kw)
     assert resumed.generation == 8
     assert_bitwise_equal(resumed.state, straight.state)
 

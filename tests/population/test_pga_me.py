@@ -13,9 +13,8 @@ import pytest
 
 from jaxtrainer import ModelCheckpoint
 from jaxtrainer.algorithms.replay import Transition
-from jaxtrainer.population import PGAME, PopulationTrainer, QDTask, make_task
+from jaxtrainer.population import PGAME, QDTask, make_task
 from tests._support import population
-from tests._support.population import QUIET
 from tests.population.test_population import assert_bitwise_equal
 
 STEPS = 6
@@ -142,10 +141,7 @@ def test_a_stopped_and_resumed_run_equals_an_uninterrupted_one(run_dir):
     every = ModelCheckpoint(every_n_steps=2, async_save=False)
     straight, _ = evolve(2, callbacks=[every], **kw)
     assert (Path(straight.log_dir) / "checkpoints" / "2").is_dir()
-    resumed = PopulationTrainer(10, strategy="shard_map", devices=2, max_generations=4,
-                                log_every_n_generations=2, default_root_dir=run_dir,
-                                **{**QUIET, "enable_checkpointing": True})
-    resumed.fit(small(), ckpt_path=Path(straight.log_dir) / "checkpoints" / "2")
+    resumed, _ = evolve(2, ckpt_path=Path(straight.log_dir) / "checkpoints" / "2", **kw)
     assert resumed.generation == 4
     assert_bitwise_equal(resumed.state, straight.state)
 
