@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 from jax.sharding import PartitionSpec as P
 
-from jaxtrainer.algorithms.permutation import _MAX_SIZE, _stable_argsort_u32, permutation
+from jaxtrainer.algorithms.permutation import (
+    _MAX_SIZE,
+    _packed_take,
+    _stable_argsort_u32,
+    permutation,
+    take_rows,
+)
 
 
 # 1625 is the last size jax.random.permutation shuffles in one sorting round, 1626 the
@@ -63,3 +69,26 @@ def test_packed_sorts_on_cpu_only():
 
     assert sorts("cpu") == {1}
     assert sorts("tpu") == {2}
+
+
+def test_take_rows_equals_a_take_per_leaf_bit_for_bit_with_one_gather_for_32_bit_leaves():
+    n = 6
+    nan_payload = np.array([0x7FC00001] * n, np.uint32).view(np.float32)  # a NaN with payload
+    batch = {"obs": jnp.arange(n * 3, dtype=jnp.float32).reshape(n, 3) - 7.5,
+             "nan": jnp.asarray(nan_payload), "action": jnp.arange(n, dtype=jnp.int32) - 3,
+             "key": jnp.full((n, 2), 0xFFFFFFFF, jnp.uint32), "done": jnp.arange(n) % 2 == 0,
+             "frame": jnp.arange(n * 4, dtype=jnp.uint8).reshape(n, 2, 2)}
+    rows = jnp.array([5, 0, 3, 3, 1])
+    leaves, treedef = jax.tree.flatten(batch)
+    packed = [i for i, x in enumerate(leaves) if x.dtype.itemsize == 4]
+    runs = {"take_rows": jax.jit(take_rows)(batch, rows),  # the CPU's: a gather a leaf
+            "packed": jax.tree.unflatten(treedef, jax.jit(
+                lambda leaves, rows: _packed_take(leaves, rows, packed))(leaves, rows))}
+    for run, out in runs.items():
+        for name, x in batch.items():
+            want = np.asarray(x)[np.asarray(rows)]
+            assert out[name].dtype == x.dtype and out[name].shape == want.shape, (run, name)
+            assert out[name].tobytes() == want.tobytes(), (run, name)  # NaN payloads included
+    gathers = {platform: jax.export.export(jax.jit(take_rows), platforms=[platform])(
+        batch, rows).mlir_module().count('"stablehlo.gather"') for platform in ("cpu", "tpu")}
+    assert gathers == {"cpu": 6, "tpu": 3}  # on a TPU: the four 32-bit leaves at once

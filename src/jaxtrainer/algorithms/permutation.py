@@ -20,11 +20,15 @@ resolved when the program is lowered): the generic comparator they avoid is
 XLA:CPU's; on an accelerator they would be one more sort and two more gathers
 than ``jax.random.permutation``'s single sort of keys and indices, each a
 kernel of its own inside PPO's epoch loop. Both give the same permutation.
+
+:func:`take_rows` applies a permutation to a batch of several leaves with one
+gather for all of their 32-bit leaves.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -90,3 +94,34 @@ def _packed_permutation(key: jax.Array, n: int) -> jax.Array:
         key, subkey = jax.random.split(key)
         x = x[_stable_argsort_u32(jax.random.bits(subkey, (n,), jnp.uint32))]
     return x
+
+
+def take_rows(batch: Any, rows: jax.Array) -> Any:
+    """``jax.tree.map(lambda x: jnp.take(x, rows, axis=0), batch)``, bit for bit
+    (leaves ``[n, ...]``, ``rows``: ``int[m]``, indices into ``n``). Off the CPU,
+    every 32-bit leaf (``float32``, ``int32``, ``uint32``) is bit-cast into one
+    ``uint32[n, k]`` array gathered once and cut back, other leaves gathered on
+    their own: on a TPU, PPO's minibatch shuffle at 983,040 rows was five
+    gathers of its five leaves. On the CPU (where the packing copies cost three
+    times the gathers) a gather a leaf, as ``jnp.take``."""
+    leaves, treedef = jax.tree.flatten(batch)
+    packed = [i for i, x in enumerate(leaves) if x.ndim and jnp.dtype(x.dtype).itemsize == 4]
+    if len(packed) < 2:
+        return jax.tree.map(lambda x: jnp.take(x, rows, axis=0), batch)
+    out = jax.lax.platform_dependent(
+        leaves, rows, cpu=lambda leaves, rows: [jnp.take(x, rows, axis=0) for x in leaves],
+        default=lambda leaves, rows: _packed_take(leaves, rows, packed))
+    return jax.tree.unflatten(treedef, out)
+
+
+def _packed_take(leaves: list[jax.Array], rows: jax.Array, packed: list[int]) -> list[jax.Array]:
+    """:func:`take_rows` of ``leaves`` with the leaves at ``packed`` (32-bit) in one gather."""
+    out = [None if i in packed else jnp.take(x, rows, axis=0) for i, x in enumerate(leaves)]
+    columns = [jax.lax.bitcast_convert_type(leaves[i], jnp.uint32).reshape(leaves[i].shape[0], -1)
+               for i in packed]
+    table = jnp.take(jnp.concatenate(columns, axis=1), rows, axis=0)
+    bounds = np.cumsum([0] + [c.shape[1] for c in columns])
+    for i, start, stop in zip(packed, bounds[:-1], bounds[1:], strict=True):
+        out[i] = jax.lax.bitcast_convert_type(
+            table[:, start:stop].reshape((rows.shape[0],) + leaves[i].shape[1:]), leaves[i].dtype)
+    return out

@@ -30,7 +30,7 @@ from flax import struct
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
 from jaxtrainer.algorithms.advantages import global_moments
-from jaxtrainer.algorithms.permutation import permutation
+from jaxtrainer.algorithms.permutation import permutation, take_rows
 from jaxtrainer.distributed import axis_size
 
 CRITIC_ROWS = 32768
@@ -211,9 +211,8 @@ def minibatch_epochs(step: Callable[[Any, dict[str, jax.Array]], tuple[Any, dict
 
     def epoch(carry, epoch_key):
         perm = permutation(epoch_key, size)
-        shuffled = jax.tree.map(
-            lambda x: jnp.take(x, perm, axis=0).reshape((num_minibatches, -1) + x.shape[1:]),
-            batch)
+        shuffled = jax.tree.map(lambda x: x.reshape((num_minibatches, -1) + x.shape[1:]),
+                                take_rows(batch, perm))
         if extra is not None:
             shuffled = {**shuffled, **extra(epoch_key)}
         return jax.lax.scan(step, carry, shuffled)
