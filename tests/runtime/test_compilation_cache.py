@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -81,27 +82,50 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+def _script_process(root: Path, cache: Path, log_compiles: bool) -> subprocess.CompletedProcess:
+    """:data:`SCRIPT` in a fresh interpreter: a run under ``root`` with the cache at ``cache``."""
+    env = {**os.environ, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # the toy compiles in no time
+    if log_compiles:
+        env["JAX_LOG_COMPILES"] = "1"
+    env.pop(compilation_cache._ENV_VAR)
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(root), str(cache)], env=env,
+                         capture_output=True, text=True, timeout=200, cwd=Path(__file__).parents[2])
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def first_process(tmp_path_factory):
+    """:data:`SCRIPT`'s first process, into an empty cache: ``(cache, its output)``. The
+    cache is kept as it left it (:func:`_as_first_left_it`) for the tests' second processes."""
+    tmp = tmp_path_factory.mktemp("first")
+    out = _script_process(tmp / "runs", tmp / "cache", log_compiles=True)
+    shutil.copytree(tmp / "cache", tmp / "kept")
+    return tmp / "cache", out
+
+
+def _as_first_left_it(cache: Path) -> Path:
+    """``cache`` (:func:`first_process`'s) as the first process left it. The same path:
+    JAX's cache keys hold the cache directory (its XLA caches' paths)."""
+    shutil.rmtree(cache)
+    shutil.copytree(cache.parent / "kept", cache)
+    return cache
+
+
+def _result(out: subprocess.CompletedProcess) -> str:
+    return out.stdout.split("RESULT")[-1].strip()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-def test_second_process_loads_the_compiled_programs(tmp_path):
-    cache = tmp_path / "cache"
-    env = {**os.environ, "JAX_LOG_COMPILES": "1",
-           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}  # the toy compiles in no time
-    env.pop(compilation_cache._ENV_VAR)
-    runs = []
-    for i in range(2):
-        out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / f"runs{i}"), str(cache)],
-                             env=env, capture_output=True, text=True, timeout=200,
-                             cwd=Path(__file__).parents[2])
-        assert out.returncode == 0, out.stderr[-3000:]
-        runs.append(out)
-    first, second = (r.stderr for r in runs)
-    assert "Persistent compilation cache hit" not in first
-    hits = second.count("Persistent compilation cache hit")
-    assert hits >= 3, second[-3000:]  # the init, training and evaluation programs at least
+def test_second_process_loads_the_compiled_programs(first_process, tmp_path):
+    cache, first = first_process
+    assert "Persistent compilation cache hit" not in first.stderr
     assert any(cache.iterdir())
-    results = [r.stdout.split("RESULT")[-1].strip() for r in runs]
-    assert results[0] == results[1]  # the same numbers from the cached programs
+    second = _script_process(tmp_path / "runs", _as_first_left_it(cache), log_compiles=True)
+    hits = second.stderr.count("Persistent compilation cache hit")
+    assert hits >= 3, second.stderr[-3000:]  # the init, training and evaluation programs at least
+    assert _result(first) == _result(second)  # the same numbers from the cached programs
 
 
 @pytest.mark.slow
@@ -137,22 +161,12 @@ def test_an_unwritable_cache_directory_is_one_line_and_the_run_goes_on(tmp_path)
 
 
 @pytest.mark.slow
-def test_a_damaged_cache_entry_is_compiled_again(tmp_path):
-    cache = tmp_path / "cache"
-    env = {**os.environ, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
-    env.pop(compilation_cache._ENV_VAR)
-    outs = []
-    for i in range(2):
-        if i:
-            for entry in cache.rglob("*"):
-                if entry.is_file():
-                    entry.write_bytes(b"\x00damaged" * 8)
-        out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / f"runs{i}"), str(cache)],
-                             env=env, capture_output=True, text=True, timeout=200,
-                             cwd=Path(__file__).parents[2])
-        assert out.returncode == 0, out.stderr[-3000:]
-        outs.append(out.stdout.split("RESULT")[-1].strip())
-    assert outs[0] == outs[1]
+def test_a_damaged_cache_entry_is_compiled_again(first_process, tmp_path):
+    cache, first = first_process
+    for entry in _as_first_left_it(cache).rglob("*"):
+        if entry.is_file():
+            entry.write_bytes(b"\x00damaged" * 8)
+    assert _result(_script_process(tmp_path / "runs", cache, log_compiles=False)) == _result(first)
 
 
 HYPERPARAMS_SCRIPT = textwrap.dedent("""

@@ -24,12 +24,15 @@ from omegaconf import OmegaConf
 import jaxtrainer as jt
 from jaxtrainer.population import PopulationTrainer
 from jaxtrainer.recipes import config
+from tests._support._xla import OPTIMIZATION
 from tests._support.modules import Regression
 
 ROOT = pathlib.Path(__file__).parents[2]
 CONFIGS = ROOT / "recipes" / "configs"
 QUIET = dict(compile_evaluation_ahead=False, enable_progress_bar=False,
              enable_checkpointing=False, logger=False)
+SMALL_PPO = ["algorithm.hidden_sizes=[8]", "algorithm.update_epochs=1", "algorithm.num_minibatches=1"]
+"""A PPO recipe run that compiles fast: what these tests check is not its size."""
 FORMS = r"expected 'auto', a positive int n \(the first n devices"
 SWITCHES = ("jit", "enable_progress_bar", "enable_checkpointing", "logger",
             "compile_evaluation_ahead", "run_ahead")
@@ -296,7 +299,7 @@ def test_ppo_recipe_with_devices_index_list_runs_on_that_one_device(tmp_path):
          f"trainer.default_root_dir={root}", "trainer.max_env_steps=256",
          "trainer.log_every_n_steps=2", "trainer.enable_progress_bar=false",
          "trainer.enable_checkpointing=false", "trainer.compile_evaluation_ahead=false",
-         "algorithm.num_steps=32", "algorithm.eval_episodes=2"],
+         "algorithm.num_steps=32", "algorithm.eval_episodes=2", *SMALL_PPO],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = root / "version_0"
@@ -351,16 +354,16 @@ def test_more_devices_than_the_one_cpu_device_says_how_to_split_the_cpu():
 def test_pmap_on_the_one_cpu_device_says_how_to_split_the_cpu(tmp_path):
     """``jaxtrainer fit ppo trainer.strategy=pmap`` on a CPU that JAX shows as one
     device ran on it without a word: the start says how to get more devices."""
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env["JAX_PLATFORMS"] = "cpu"
+    # XLA_FLAGS without a device count: the CPU shows one device (the tests' codegen flags only)
+    env = {**os.environ, "XLA_FLAGS": OPTIMIZATION, "JAX_PLATFORMS": "cpu"}
 
     def fit(strategy):
         proc = subprocess.run(
             [sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "ppo",
              f"trainer.strategy={strategy}", f"trainer.default_root_dir={tmp_path / 'runs'}",
-             "trainer.max_env_steps=256", "trainer.enable_progress_bar=false",
+             "trainer.max_env_steps=128", "trainer.enable_progress_bar=false",
              "trainer.enable_checkpointing=false", "trainer.compile_evaluation_ahead=false",
-             "algorithm.num_steps=32", "algorithm.eval_episodes=2"],
+             "algorithm.num_steps=32", "algorithm.eval_episodes=2", *SMALL_PPO],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=170)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return (proc.stdout + proc.stderr).splitlines()
