@@ -100,10 +100,11 @@ def test_a_config_file_that_is_not_there_says_where_configs_are_looked_up(capsys
 
 
 @pytest.mark.timeout(120)
-def test_the_resume_advice_is_the_command_with_ckpt_path_last_once(monkeypatch, tmp_path):
+def test_the_resume_advice_is_the_command_with_the_checkpoint_once(monkeypatch, tmp_path):
     """Issue 68, a new user: after a SIGINT of `jaxtrainer fit ppo trainer.ckpt_path=last`
     the advice was that command plus trainer.ckpt_path=last, so it read `... ckpt_path=last
-    trainer.ckpt_path=last`. The advice is the command itself, the override in it once."""
+    trainer.ckpt_path=last`; and `last` resumed whichever run was newest under the root by
+    then. The advice is the command with the checkpoint just written in place of `last`."""
     from jaxtrainer.recipes import config
     from jaxtrainer.trainer import _fit_setup as fit_setup
     from tests.commands.test_eval_cli import init_only_run
@@ -115,8 +116,7 @@ def test_the_resume_advice_is_the_command_with_ckpt_path_last_once(monkeypatch, 
         trainer=trainer) or {})
     fit.run(["trainer.ckpt_path=last"], "ppo")
     advice = fit_setup.resume_hint(built["trainer"], "runs/ppo/version_0/checkpoints/0")
-    assert advice == ("jaxtrainer fit ppo trainer.ckpt_path=last (or "
-                      "trainer.ckpt_path=runs/ppo/version_0/checkpoints/0 in place of last)")
+    assert advice == "jaxtrainer fit ppo trainer.ckpt_path=runs/ppo/version_0/checkpoints/0"
 
 
 def test_print_config_is_a_config_to_start_from(tmp_path, capsys, monkeypatch):

@@ -292,26 +292,27 @@ def test_an_optuna_searchs_rounds_end_on_log_boundaries_by_its_budget():
     assert asha.budget.rounds is None
 
 
-def test_the_resume_hint_is_the_command_with_ckpt_path_last_once():
+def test_the_resume_hint_is_the_command_with_the_checkpoint_just_written_once():
     """The preemption advice of a recipe command: the command, shell-quoted, with
-    ``trainer.ckpt_path=last`` once, in place of any ``ckpt_path`` it had (a step
-    directory would resume the old checkpoint again); braces survive ``format``. One
-    process of several says it in words (its launcher's command is not this one)."""
+    ``trainer.ckpt_path=<the checkpoint just written>`` once, in place of any
+    ``ckpt_path`` it had (``last`` among them: it resumes the newest run under the
+    root, another run once something else ran there); braces survive ``format``.
+    One process of several says it in words (its launcher's command is not this one)."""
     hint = config.resume_hint("jaxtrainer fit ppo", ["trainer.ckpt_path=runs/ppo/version_0/checkpoints/8",
                                                      "algorithm.hidden_sizes=[64, 64]",
                                                      "--config", "x.yaml", "env.kwargs={a: 1}"])
     assert hint.format(checkpoint="CK") == (
         "jaxtrainer fit ppo 'algorithm.hidden_sizes=[64, 64]' --config x.yaml 'env.kwargs={a: 1}' "
-        "trainer.ckpt_path=last (or trainer.ckpt_path=CK in place of last)")
+        "trainer.ckpt_path=CK")
     hint = config.resume_hint("python recipes/ppo.py", ["trainer.ckpt_path=last"])
-    assert hint.format(checkpoint="CK") == ("python recipes/ppo.py trainer.ckpt_path=last (or "
-                                            "trainer.ckpt_path=CK in place of last)")
+    assert hint.format(checkpoint="CK") == "python recipes/ppo.py trainer.ckpt_path=CK"
     assert config.resume_hint("jaxtrainer fit ppo", [], one_process=False) == config._RESUME_HINT
+    assert config._RESUME_HINT.format(checkpoint="CK") == "the same command plus trainer.ckpt_path=CK"
     assert config.resume_hint("x", ["trainer.ckpt_path=last"], one_process=False).format(
-        checkpoint="CK") == "the same command, with its trainer.ckpt_path=last (or trainer.ckpt_path=CK)"
+        checkpoint="CK") == "the same command with trainer.ckpt_path=CK in place of its trainer.ckpt_path=last"
     assert config.resume_hint("x", ["trainer.ckpt_path=r/checkpoints/8"], one_process=False).format(
-        checkpoint="CK") == ("the same command with trainer.ckpt_path=last in place of its "
-                             "trainer.ckpt_path=r/checkpoints/8 (or trainer.ckpt_path=CK)")
+        checkpoint="CK") == ("the same command with trainer.ckpt_path=CK in place of its "
+                             "trainer.ckpt_path=r/checkpoints/8")
 
 
 def test_a_sweep_of_a_recipe_without_a_search_section_builds_its_trainer():

@@ -44,16 +44,28 @@ def test_preemption_message_uses_the_recipe_form_when_set(run_dir, capsys):
         t.fit(toys.Regression())
     err = capsys.readouterr().err
     where = os.path.join(run_dir, "version_0", "checkpoints", "2")
-    assert (f"Resume with the same command plus trainer.ckpt_path=last "
-            f"(or trainer.ckpt_path={where}).") in err
+    assert f"Resume with the same command plus trainer.ckpt_path={where}." in err
     assert "fit(..." not in err
+
+
+def test_the_python_preemption_advice_names_the_checkpoint_not_last(run_dir, capsys):
+    """A new user interrupted a run, ran another in the same root, then followed the
+    advice ``ckpt_path='last'``: it resumed (and wrote into) the other run. The advice
+    names the checkpoint the stopped run just wrote."""
+    t = toys.trainer(run_dir, max_steps=6, callbacks=[SendSignal(), jt.CSVLogger()])
+    with pytest.raises(jt.Preempted):
+        t.fit(toys.Regression())
+    where = os.path.join(run_dir, "version_0", "checkpoints", "2")
+    err = capsys.readouterr().err
+    assert f"Resume with fit(..., ckpt_path={where!r})" in err
+    assert "'last'" not in err
 
 
 def test_recipe_trainers_carry_the_command_line_resume_hint():
     cfg = config.load(Path(__file__).parents[2] / "recipes" / "configs" / "ppo.yaml")
     assert config.make_trainer(cfg).resume_hint == config._RESUME_HINT
-    assert jt.Trainer(max_steps=1).resume_hint is None  # Python users: fit(..., ckpt_path='last')
-    assert "trainer.ckpt_path=last" in config._RESUME_HINT
+    assert jt.Trainer(max_steps=1).resume_hint is None  # Python users: fit(..., ckpt_path=<checkpoint>)
+    assert "trainer.ckpt_path={checkpoint}" in config._RESUME_HINT
 
 
 def test_a_logger_given_is_added_beside_the_default_loggers(run_dir):

@@ -358,29 +358,27 @@ def trainer_kwargs(cfg: DictConfig, keys: Sequence[str] = _TRAINER_KEYS,
     return {k: v for k, v in section.items() if k != "ckpt_path"}
 
 
-_RESUME_HINT = ("the same command plus trainer.ckpt_path=last "
-               "(or trainer.ckpt_path={checkpoint})")
+_RESUME_HINT = "the same command plus trainer.ckpt_path={checkpoint}"
 """The preemption message's resume advice for a recipe user (see ``Trainer.resume_hint``)."""
 
 
 def resume_hint(prog: str, argv: Sequence[str], one_process: bool = True) -> str:
     """The preemption message's resume advice (a ``Trainer(resume_hint=...)``
     template) for the command ``prog argv``: that command, shell-quoted, with
-    ``trainer.ckpt_path=last`` once, in place of any ``trainer.ckpt_path`` it
-    had. ``one_process`` False (one process of several, whose launcher's
-    command is not this one): the same command with ``trainer.ckpt_path=last``
-    (:data:`_RESUME_HINT` where it had none)."""
+    ``trainer.ckpt_path={checkpoint}`` (the checkpoint just written) once, in
+    place of any ``trainer.ckpt_path`` it had. Never ``last``: it resumes the
+    newest run under the root, which is another run once anything else has run
+    there since. ``one_process`` False (one process of several, whose
+    launcher's command is not this one): the same advice in words."""
     given = [a for a in argv if a.split("=", 1)[0].lstrip("+") == "trainer.ckpt_path"]
     if not one_process:
         if not given:
             return _RESUME_HINT
-        if given[-1].split("=", 1)[1] == "last":
-            return "the same command, with its trainer.ckpt_path=last (or trainer.ckpt_path={checkpoint})"
-        return (f"the same command with trainer.ckpt_path=last in place of its "
-                f"{_escaped(given[-1])} (or trainer.ckpt_path={{checkpoint}})")
+        return (f"the same command with trainer.ckpt_path={{checkpoint}} in place of its "
+                f"{_escaped(given[-1])}")
     kept = [a for a in argv if a not in given]
-    command = " ".join([prog, *(shlex.quote(a) for a in kept), "trainer.ckpt_path=last"])
-    return f"{_escaped(command)} (or trainer.ckpt_path={{checkpoint}} in place of last)"
+    command = " ".join([prog, *(shlex.quote(a) for a in kept)])
+    return f"{_escaped(command)} trainer.ckpt_path={{checkpoint}}"
 
 
 def _escaped(text: str) -> str:

@@ -211,8 +211,7 @@ def one_cpu_device_hint(strategy: Any) -> str | None:
 def resume_hint(trainer: Trainer, checkpoint: str) -> str:
     """How to resume, in the form the user launched with (``trainer.resume_hint``)."""
     if trainer.resume_hint is None:
-        return (f"fit(..., ckpt_path='last') (default_root_dir={trainer.default_root_dir!r}) "
-                f"or ckpt_path={checkpoint!r}")
+        return f"fit(..., ckpt_path={checkpoint!r})"
     return trainer.resume_hint.format(checkpoint=checkpoint, default_root_dir=trainer.default_root_dir)
 
 

@@ -195,7 +195,7 @@ class Trainer:
       budget: a :class:`~jaxtrainer.trainer.budget.Budget` instead of ``max_steps`` and
         ``max_env_steps`` (one per member of a population is totalled at ``fit``).
       resume_hint: the preemption message's advice, formatted with ``{checkpoint}``
-        and ``{default_root_dir}`` (``None``: the Python call, ``fit(..., ckpt_path='last')``).
+        and ``{default_root_dir}`` (``None``: the Python call, ``fit(..., ckpt_path=<checkpoint>)``).
       deterministic: ``--xla_gpu_deterministic_ops=true`` (GPU) and the highest float32 matmul
         precision for the process's programs (slower; one line says what it set, :attr:`config`
         records it). ValueError: a GPU backend already started without that flag.
