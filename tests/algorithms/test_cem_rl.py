@@ -126,12 +126,14 @@ def test_one_and_four_devices_agree_replicas_stay_bitwise_and_env_steps_are_exac
     assert state.buffer.experience.obs.shape[:2] == (4, 100)   # 4 member rows x 100 slots
 
 
+OPENES = {**TINY, "evolution": "Open_ES", "es_std": 0.05, "es_learning_rate": 0.05}
+
+
 @pytest.mark.default_emitters
 @pytest.mark.slow
 def test_cemrl_openes_is_bitwise_on_one_and_four_devices():
-    openes = {**TINY, "evolution": "Open_ES", "es_std": 0.05, "es_learning_rate": 0.05}
-    four, states4 = fit(PmapStrategy(devices=4), openes, max_env_steps=250)
-    one, states1 = fit(SingleDeviceStrategy(), {**openes, "num_rl_members": 0}, max_steps=1)
+    four, states4 = fit(PmapStrategy(devices=4), OPENES, max_env_steps=250)
+    one, states1 = fit(SingleDeviceStrategy(), {**OPENES, "num_rl_members": 0}, max_steps=1)
     for a, b in zip(jax.tree.leaves(states1[0][0]), jax.tree.leaves(states4[0][0]), strict=True):
         np.testing.assert_array_equal(a, b)
     assert "es/best_fitness" in states4[0][1] and "cem/std" not in states4[0][1]
@@ -142,11 +144,13 @@ def test_cemrl_openes_is_bitwise_on_one_and_four_devices():
     assert np.isfinite(states4[-1][1]["loss/actor"])          # the RL members learned
 
 
+@pytest.mark.default_emitters
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_cemrl_openes_two_plus_two_generations_equal_four_on_four_devices(tmp_path):
-    openes = {**TINY, "evolution": "Open_ES"}
-    straight = toys.two_plus_two_on_four_devices(tmp_path, lambda: TrainOnly(CEMRLConfig(**openes)))
+    """The bit-for-bit test's config, in its process: its 4-device program, compiled
+    there, serves these fits."""
+    straight = toys.two_plus_two_on_four_devices(tmp_path, lambda: TrainOnly(CEMRLConfig(**OPENES)))
     state = straight.state
     assert int(state.generation) == 4 and int(state.search.es.generation_counter) == 4
     toys.replicas_equal((state.search, state.critic_params))

@@ -3,6 +3,8 @@ Q-values that bootstrap on truncation, replicas that stay equal on 4 devices."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,7 +23,7 @@ from jaxtrainer.algorithms.exploration import linear_schedule
 from jaxtrainer.algorithms.replay import Transition
 from jaxtrainer.algorithms.target_update import periodic_soft_update, soft_update
 from jaxtrainer.metrics import to_host
-from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
+from jaxtrainer.strategies import SingleDeviceStrategy
 from tests.envs.test_envs import FixedLength
 
 
@@ -77,19 +79,30 @@ def tiny(tau, interval, **kw):
 _COMPILED: dict = {}
 
 
-def run_steps(module, strategy, n):
-    """``n`` training steps from a fresh state (seed 0), compiled once per module."""
+def run_steps(module, strategy, n, **hyperparams):
+    """``n`` training steps from a fresh state (seed 0), compiled once per module;
+    ``hyperparams``: values in ``state.hyperparams`` other than the config's."""
     state = strategy.init_state(module, jax.random.key(0))
+    state = state.replace(hyperparams={**state.hyperparams, **{
+        k: jax.device_put(jnp.asarray(v, state.hyperparams[k].dtype),
+                          state.hyperparams[k].sharding) for k, v in hyperparams.items()}})
     if id(module) not in _COMPILED:
         _COMPILED[id(module)] = (module, strategy.compile_train(module, state, jax.random.key(1)))
     train = _COMPILED[id(module)][1]
     return train.fn(state, jax.random.key(1), jnp.int32(0), jnp.int32(n))
 
 
+@functools.cache
+def every_8_env_steps():
+    """DQN on 4 envs updating its target every 8 env steps (tau 1: a hard copy), one
+    module (and so one compiled program) for the target-update tests."""
+    return tiny(1.0, 8)
+
+
 @pytest.mark.slow
 def test_hard_target_update_every_interval_env_steps():
     # 4 env steps per training step, interval 8 env steps: copy after steps 2, 4, ...
-    dqn = tiny(1.0, 8)
+    dqn = every_8_env_steps()
     strategy = SingleDeviceStrategy()
     init = strategy.init_state(dqn, jax.random.key(0))
     p0 = jax.tree.map(np.asarray, init.params)
@@ -106,12 +119,16 @@ def test_hard_target_update_every_interval_env_steps():
 
 @pytest.mark.slow
 def test_soft_target_update_polyak_averages():
-    dqn = tiny(0.25, 4)                                  # every step: t <- 0.25 p + 0.75 t
-    strategy = SingleDeviceStrategy()
-    s1, _ = run_steps(dqn, strategy, 1)
-    s2, _ = run_steps(dqn, strategy, 2)
-    want = jax.tree.map(lambda p, t: 0.25 * p + 0.75 * t, s2.params, s1.target_params)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), s2.target_params, want)
+    """tau 0.25 (a traced hyperparameter: the hard-update test's program) every 8
+    env steps: t <- 0.25 p + 0.75 t after steps 2 and 4, kept after step 3."""
+    dqn, strategy = every_8_env_steps(), SingleDeviceStrategy()
+    s1, s2, s3, s4 = (run_steps(dqn, strategy, n, tau=0.25)[0] for n in (1, 2, 3, 4))
+    assert float(s4.hyperparams["tau"]) == 0.25
+    for before, after in ((s1, s2), (s3, s4)):
+        want = jax.tree.map(lambda p, t: 0.25 * p + 0.75 * t, after.params, before.target_params)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6),
+                     after.target_params, want)
+    jax.tree.map(np.testing.assert_array_equal, s3.target_params, s2.target_params)
 
 
 @pytest.mark.slow
@@ -133,23 +150,6 @@ def test_learned_q_values_bootstrap_on_truncation_only(terminate):
         np.testing.assert_allclose(q[:, 1], 2.0, atol=0.08)
         np.testing.assert_allclose(q[:, 0], 1.0, atol=0.08)
     assert to_host(m)["train/episode_length"] == 5.0
-
-
-@pytest.mark.slow
-def test_dqn_replicas_stay_equal_and_buffer_is_sharded_over_4_devices():
-    dqn = tiny(1.0, 8)
-    strategy = PmapStrategy(devices=4)
-    dqn.validate(4)
-    state, m = run_steps(dqn, strategy, 20)
-    for leaf in jax.tree.leaves((state.params, state.target_params, state.opt_state)):
-        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
-        assert len(shards) == 4
-        for s in shards[1:]:
-            np.testing.assert_array_equal(s, shards[0])
-    assert state.buffer.experience.obs.shape == (4, 16, 1)    # [num_envs, capacity/num_envs]
-    assert int(state.buffer.current_index) == 4                # 20 adds into 16 slots
-    assert int(state.updates) == 20
-    assert np.isfinite(to_host(m)["loss/td"])
 
 
 def test_dqn_rejects_sizes_and_continuous_actions():
@@ -190,18 +190,32 @@ def test_dqn_resumes_exactly_with_its_replay_buffer(tmp_path):
     assert int(single.state.buffer.current_index) == 4 and int(single.state.updates) == 4
 
 
-def run_recipe(name, run_dir, capsys, *overrides):
-    """Run recipes/<name>.py's main with a tiny budget on 4 devices; check the last line."""
+def run_recipe(name, run_dir, capsys, *overrides, trainers=None):
+    """Run recipes/<name>.py's main with a tiny budget on 4 devices; check the last line.
+    ``trainers``: a list the recipe's fitted Trainer is appended to (its final state)."""
     import csv
     import importlib.util
     import pathlib
+
+    import jaxtrainer as jt
 
     path = pathlib.Path(__file__).parents[2] / "recipes" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"{name}_recipe", path)
     recipe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(recipe)
-    result = recipe.main([f"trainer.default_root_dir={run_dir}", "trainer.strategy=pmap",
-                          "trainer.enable_progress_bar=false", *overrides])
+    fit = jt.Trainer.fit
+
+    def keep(self, *args, **kwargs):
+        trainers.append(self)
+        return fit(self, *args, **kwargs)
+
+    if trainers is not None:
+        jt.Trainer.fit = keep
+    try:
+        result = recipe.main([f"trainer.default_root_dir={run_dir}", "trainer.strategy=pmap",
+                              "trainer.enable_progress_bar=false", *overrides])
+    finally:
+        jt.Trainer.fit = fit
     run = run_dir / "version_0"
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last == f"eval/episode_return={result['eval/episode_return']:.2f} run_dir={run}"
@@ -210,16 +224,34 @@ def run_recipe(name, run_dir, capsys, *overrides):
 
 
 @pytest.mark.slow
-def test_dqn_recipe_tiny_run_on_4_devices(run_dir, capsys):
+def test_dqn_recipe_tiny_run_on_4_devices_keeps_the_replicas_equal_and_shards_the_buffer(
+        run_dir, capsys):
+    """The recipe's fit on 4 devices: its last line and rows; the network, its target
+    and the optimizer state bitwise equal on every device, the buffer's env rows split
+    over them."""
+    trainers = []
     result, rows = run_recipe("dqn", run_dir, capsys, "trainer.max_env_steps=1000",
                               "trainer.devices=auto", "algorithm.num_envs=16",  # over the preset's
                               "algorithm.train_frequency=1", "algorithm.anneal_lr=false",
                               "trainer.log_every_n_steps=31", "algorithm.learning_starts=320",
-                              "algorithm.hidden_sizes=[16]", "algorithm.eval_episodes=4")
+                              "algorithm.hidden_sizes=[16]", "algorithm.eval_episodes=4",
+                              trainers=trainers)
     assert int(rows[-1]["env_steps"]) == 992                 # 62 steps x 16 env steps
     assert 8.0 <= result["eval/episode_return"] <= 500.0
     trained = [r for r in rows if r.get("loss/td")]    # the final evaluation has its own row
     assert trained[-1]["step"] == rows[-1]["step"] and rows[-1]["eval/episode_return"]
+    assert np.isfinite(float(trained[-1]["loss/td"]))
+    state = trainers[-1].state
+    for leaf in jax.tree.leaves((state.params, state.target_params, state.opt_state)):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        assert len(shards) == 4
+        for s in shards[1:]:
+            np.testing.assert_array_equal(s, shards[0])
+    obs = state.buffer.experience.obs        # [num_envs, capacity/num_envs, 4]
+    assert obs.shape == (16, 625, 4)
+    assert [s.data.shape for s in obs.addressable_shards] == [(4, 625, 4)] * 4
+    assert int(state.buffer.current_index) == 62              # 62 adds into 625 slots
+    assert int(state.updates) == 43     # steps 20-62 learn (from 320 env steps on)
 
 
 @pytest.mark.slow
@@ -258,7 +290,7 @@ def test_anneal_lr_lowers_the_rate_linearly_over_the_budget_and_needs_one():
     cfg = DQNConfig(num_envs=4, buffer_size=64, batch_size=8, learning_starts=0,
                     hidden_sizes=(8,), eval_episodes=4, lr=1e-3, anneal_lr=True)
     module = DQN(cfg, env=fixed_env())
-    state = module.init_state(jax.random.key(0))
+    state = jax.jit(module.init_state)(jax.random.key(0))
     with pytest.raises(ValueError, match=r"DQN: anneal_lr=True needs the run's budget"):
         module.training_step(state, jax.random.key(1))
     module.configure_budget(8)
@@ -328,7 +360,7 @@ def test_qr_dqn_acts_on_the_mean_quantile_and_its_quantiles_learn_the_return_spr
     rewards 0 and 10 alike (terminal transitions), gradient steps take the
     quantiles to the loss's minimiser: the low ones near 0, the high near 10."""
     module = DQN(DQNConfig(distributional="qr", num_atoms=4, hidden_sizes=(16,), lr=3e-2))
-    state = module.init_state(jax.random.key(0))
+    state = jax.jit(module.init_state)(jax.random.key(0))
     obs = jnp.ones((3, 4))
     quantiles = module.logits(state.params, obs)
     assert quantiles.shape == (3, 2, 4)
@@ -359,7 +391,7 @@ def test_qr_dqn_acts_on_the_mean_quantile_and_its_quantiles_learn_the_return_spr
 def test_c51_acts_greedily_on_the_mean_of_its_distributions():
     module = DQN(DQNConfig(distributional="c51", num_atoms=11, v_min=-5.0, v_max=5.0,
                            hidden_sizes=(8,)))
-    state = module.init_state(jax.random.key(0))
+    state = jax.jit(module.init_state)(jax.random.key(0))
     obs = jnp.ones((3, 4))
     logits = module.logits(state.params, obs)
     assert logits.shape == (3, 2, 11)
@@ -429,12 +461,15 @@ def test_prioritised_replay_samples_by_priority_and_weights_by_importance():
                            hidden_sizes=(8,), prioritised=True, priority_exponent=1.0))
     example = Transition(jnp.zeros(4), jnp.zeros((), jnp.int32), jnp.zeros(()), jnp.zeros(4),
                          jnp.zeros((), bool))
-    buffer = module.buffer.init(example)
+    buffer = jax.jit(module.buffer.init)(example)  # jitted: one program each, not one an op
+    add = jax.jit(module.buffer.add)
     for i in range(8):
         step = jax.tree.map(lambda x, i=i: jnp.full((1,) + x.shape, i, x.dtype), example)
-        buffer = module.buffer.add(buffer, step)
-    buffer = module.buffer.set_priorities(buffer, jnp.arange(8), jnp.array([1.0] * 5 + [9.0, 1, 1]))
-    batch, indices, probabilities = module.buffer.sample_prioritised(buffer, jax.random.key(0))
+        buffer = add(buffer, step)
+    buffer = jax.jit(module.buffer.set_priorities)(buffer, jnp.arange(8),
+                                                   jnp.array([1.0] * 5 + [9.0, 1, 1]))
+    batch, indices, probabilities = jax.jit(module.buffer.sample_prioritised)(
+        buffer, jax.random.key(0))
     indices, probabilities = np.asarray(indices), np.asarray(probabilities)
     np.testing.assert_array_equal(np.asarray(batch.reward), indices.astype(np.float32))
     assert abs((indices == 5).mean() - 9 / 16) < 0.03 and set(indices) == set(range(8))

@@ -25,9 +25,9 @@ def _init(key):
 
 def test_vanilla_es_takes_the_log_weighted_elites_and_keeps_its_std():
     search = ParamsSearch("SimpleES", _init, 4, std=0.1, num_elites=2)
-    state = search.init_state(jax.random.key(0))
-    population, state = search.ask(state, jax.random.key(1))
-    state, _ = search.tell(state, population, jnp.array([1.0, 4.0, 2.0, 3.0]))
+    state = jax.jit(search.init_state)(jax.random.key(0))  # jitted: a program, not one an op
+    population, state = jax.jit(search.ask)(state, jax.random.key(1))
+    state, _ = jax.jit(search.tell)(state, population, jnp.array([1.0, 4.0, 2.0, 3.0]))
     w = np.log(2.5) - np.log([1.0, 2.0])
     w /= w.sum()
     np.testing.assert_allclose(elite_weights(2, shift=0.5), w, rtol=1e-6)

@@ -140,7 +140,7 @@ def test_vtrace_on_policy_is_the_n_step_return(bar):
 
 def test_impala_loss_by_hand():
     impala = IMPALA(IMPALAConfig(hidden_sizes=(4,), vf_coef=0.5, ent_coef=0.1))
-    params = impala.network.init(jax.random.key(0), jnp.zeros((4,)))
+    params = jax.jit(impala.network.init)(jax.random.key(0), jnp.zeros((4,)))
     T, B = 5, 2
     obs = jax.random.normal(jax.random.key(1), (T, B, 4))
     final_obs = jax.random.normal(jax.random.key(2), (T, B, 4))

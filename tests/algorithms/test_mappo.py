@@ -50,7 +50,8 @@ def test_the_critic_reads_each_games_global_state_and_the_agent_id():
     assert traj.obs.shape == (4, 6, 18) and traj.critic_obs.shape == (4, 6, 57)
     np.testing.assert_array_equal(traj.critic_obs[0], jax.jit(env.critic_inputs)(state.env_state))
     np.testing.assert_array_equal(traj.critic_obs[1, :, :54], _game_states(traj.obs[1], 2))
-    values = module.network.apply(state.params, traj.critic_obs, method=module.network.value)
+    values = jax.jit(lambda p, x: module.network.apply(p, x, method=module.network.value))(
+        state.params, traj.critic_obs)  # one program, not one an op
     np.testing.assert_allclose(traj.value, values, rtol=1e-6)
 
 

@@ -192,10 +192,10 @@ def test_off_policy_algorithms_refuse_in_one_line(algorithm, supported):
 @pytest.mark.timeout(30)
 def test_neuroevolution_acts_with_each_components_argmax():
     es = NeuroES(CueVectorEnv(), "Open_ES", hidden_sizes=(4,), eval_episodes=4, population_size=4)
-    params = es.initial_mean(jax.random.key(0))
-    actions = es.act(params, jnp.eye(2))
+    params = jax.jit(es.initial_mean)(jax.random.key(0))  # jitted: a program, not one an op
+    actions = jax.jit(es.act)(params, jnp.eye(2))
     assert actions.shape == (2, 2) and actions.dtype == jnp.int32
-    logits = es.network.apply(params, jnp.eye(2))
+    logits = jax.jit(es.network.apply)(params, jnp.eye(2))
     assert actions.tolist() == jnp.stack([jnp.argmax(logits[:, :3], -1),
                                           jnp.argmax(logits[:, 3:], -1)], -1).tolist()
 

@@ -66,10 +66,11 @@ def test_default_mlp_parameter_trees_are_unchanged():
 def test_patch_conv_matches_flax_conv(shape, kernel, stride):
     x = jax.random.normal(jax.random.key(0), (2, *shape))
     conv = nn.Conv(5, (kernel, kernel), (stride, stride), padding="VALID")
-    params = conv.init(jax.random.key(1), x)
+    params = jax.jit(conv.init)(jax.random.key(1), x)  # jitted: one program, not one an op
     patch = PatchConv(5, (kernel, kernel), (stride, stride))
-    assert tree(patch.init(jax.random.key(1), x)) == tree(params)
-    np.testing.assert_allclose(patch.apply(params, x), conv.apply(params, x), atol=1e-5)
+    assert tree(jax.eval_shape(patch.init, jax.random.key(1), x)) == tree(params)
+    np.testing.assert_allclose(jax.jit(patch.apply)(params, x), jax.jit(conv.apply)(params, x),
+                               atol=1e-5)
 
 
 @pytest.mark.timeout(60)

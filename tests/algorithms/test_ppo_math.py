@@ -100,7 +100,7 @@ def test_separate_critic_widths():
     ppo = PPO(PPOConfig(env="Pendulum-v1", num_envs=2, num_steps=4, num_minibatches=1,
                         hidden_sizes=(8, 8, 8), critic_hidden_sizes=[16], eval_episodes=2,
                         total_updates=1))
-    params = ppo.network.init(jax.random.key(0), jnp.zeros((1, 3)))["params"]
+    params = jax.eval_shape(ppo.network.init, jax.random.key(0), jnp.zeros((1, 3)))["params"]
     assert [v["kernel"].shape for v in params["actor_body"].values()] == [(3, 8), (8, 8), (8, 8)]
     assert [v["kernel"].shape for v in params["critic_body"].values()] == [(3, 16)]
     with pytest.raises(ValueError, match="critic_hidden_sizes"):
@@ -198,12 +198,13 @@ def test_samples_from_noise_drawn_ahead_are_the_same_bits():
 @pytest.mark.slow
 def test_rollout_actions_are_the_policy_samples_of_each_step_key():
     module = PPO(PPOConfig(env="CartPole-v1", num_envs=2, num_steps=6))
-    state = module.init_state(jax.random.key(0))
+    state = jax.jit(module.init_state)(jax.random.key(0))
     key = jax.random.key(5)
     _, _, traj = jax.jit(module.rollout)(state.params, state.env_state, state.obs, key)
     act_keys = jax.vmap(jax.random.split)(jax.random.split(key, 6))[:, 0]
+    apply = jax.jit(module.network.apply)
     for t in range(6):  # each step's action is sampled with that step's action key
-        dist, _ = module.network.apply(state.params, traj.obs[t])
+        dist, _ = apply(state.params, traj.obs[t])
         np.testing.assert_array_equal(traj.action[t], dist.sample(act_keys[t]))
         np.testing.assert_allclose(traj.log_prob[t], dist.log_prob(traj.action[t]), rtol=1e-6)
 
@@ -277,8 +278,8 @@ def test_ppo_replicas_stay_equal_over_4_devices(fixed_ppo):
 def test_ppo_targets_bootstrap_on_truncation(fixed_ppo):
     # truncation through the module: at the time limit the target is r + gamma V(final_obs).
     ppo = fixed_ppo[0]
-    params = ppo.network.init(jax.random.key(0), jnp.zeros((1,)))
-    obs, env_state = ppo.env.reset_batch(jax.random.key(1), 2)
+    params = jax.jit(ppo.network.init)(jax.random.key(0), jnp.zeros((1,)))
+    obs, env_state = jax.jit(ppo.env.reset_batch, static_argnums=1)(jax.random.key(1), 2)
     # three 5-step rollouts: the 10th step (index 9) hits the time limit
     steps = []
     state, o = env_state, obs
@@ -288,7 +289,7 @@ def test_ppo_targets_bootstrap_on_truncation(fixed_ppo):
         steps.append(t)
     traj = jax.tree.map(lambda *x: jnp.concatenate(x), *steps)
     assert bool(traj.info.truncated[9].all()) and not bool(traj.info.terminated.any())
-    _, targets = ppo.advantages_and_targets(params, traj)
+    _, targets = jax.jit(ppo.advantages_and_targets)(params, traj)
     v_final = ppo.network.apply(params, traj.info.final_obs[9], method=type(ppo.network).value)
     np.testing.assert_allclose(targets[9], 1.0 + ppo.config.gamma * v_final, rtol=1e-5)
     assert not np.allclose(targets[9], 1.0)
@@ -307,7 +308,7 @@ def test_next_values_are_v_of_final_obs_valued_only_where_needed(monkeypatch, te
                          name="FixedLength")
     ppo = PPO(PPOConfig(num_envs=4, num_steps=13, hidden_sizes=(8,), reward_scaling=2.0,
                         normalize_observations=True, unroll_length=None), env=env)
-    state = ppo.init_state(jax.random.key(0))
+    state = jax.jit(ppo.init_state)(jax.random.key(0))
     _, _, traj = jax.jit(ppo.rollout)(state.params, state.env_state, state.obs,
                                       jax.random.key(1), state.obs_stats)
     done = np.asarray(traj.info.done)
@@ -336,8 +337,8 @@ def test_terminal_only_bootstrapping_is_purejaxrl_gae(fixed_ppo):
     # PureJaxRL's recursion, written out here with numpy.
     ppo = PPO(dataclasses.replace(fixed_ppo[0].config, bootstrap_truncation=False),
               env=fixed_ppo[0].env)
-    params = ppo.network.init(jax.random.key(0), jnp.zeros((1,)))
-    obs, env_state = ppo.env.reset_batch(jax.random.key(1), 2)
+    params = jax.jit(ppo.network.init)(jax.random.key(0), jnp.zeros((1,)))
+    obs, env_state = jax.jit(ppo.env.reset_batch, static_argnums=1)(jax.random.key(1), 2)
     rollout = jax.jit(ppo.rollout)
     state, last_obs2, first = rollout(params, env_state, obs, jax.random.key(3))
     assert not np.asarray(first.info.done).any()
@@ -357,7 +358,7 @@ def test_terminal_only_bootstrapping_is_purejaxrl_gae(fixed_ppo):
         delta = rewards[t] + gamma * next_value * (1 - done[t]) - values[t]
         gae = delta + gamma * lam * (1 - done[t]) * gae
         want[t], next_value = gae, values[t]
-    adv, targets = ppo.advantages_and_targets(params, traj, last_obs=last_obs2)
+    adv, targets = jax.jit(ppo.advantages_and_targets)(params, traj, last_obs=last_obs2)
     np.testing.assert_allclose(adv, want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(targets, want + values, rtol=1e-5, atol=1e-6)
     assert np.allclose(targets[4], 1.0)  # the truncated step: no bootstrap

@@ -80,7 +80,7 @@ def test_the_update_replays_the_rollouts_sequences_exactly():
     # own log-probabilities and values, else the first PPO ratio is not 1.
     ppo = PPO(env="CartPole-v1-NoVelocity", num_envs=4, num_steps=48, num_minibatches=2,
               network={"core": "lstm", "core_size": 8}, hidden_sizes=(8,))
-    state = ppo.init_state(jax.random.key(0))
+    state = jax.jit(ppo.init_state)(jax.random.key(0))
     _, _, carry, start, traj = jax.jit(ppo.recurrent_rollout)(
         state.params, state.env_state, state.obs, state.carry, state.start, jax.random.key(1))
     assert bool(traj.start[0].all()) and int(traj.start[1:].sum()) >= 4
@@ -259,7 +259,7 @@ def test_a_video_of_a_recurrent_policy_on_a_masked_env_draws_the_base_env(tmp_pa
 
     ppo = PPO(env="CartPole-v1-NoVelocity", num_envs=2, num_steps=8, num_minibatches=1,
               hidden_sizes=(8,), eval_episodes=2, network=GRU)
-    state = ppo.init_state(jax.random.key(0))
+    state = jax.jit(ppo.init_state)(jax.random.key(0))
     spec = policy_spec(ppo)
     assert spec.initial_carry is not None and ppo.env.unwrapped.name == "CartPole-v1"
     path = tmp_path / "memory.gif"

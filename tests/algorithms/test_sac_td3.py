@@ -17,7 +17,7 @@ from jaxtrainer.algorithms.sac import SAC, SACConfig, squashed_sample
 from jaxtrainer.algorithms.target_update import soft_update
 from jaxtrainer.algorithms.td3 import TD3, TD3Config
 from jaxtrainer.metrics import to_host
-from jaxtrainer.strategies import PmapStrategy, SingleDeviceStrategy
+from jaxtrainer.strategies import SingleDeviceStrategy
 
 TINY = dict(num_envs=4, buffer_size=64, batch_size=8, learning_starts=0, gradient_steps=1,
             hidden_sizes=(8,), eval_episodes=4)
@@ -68,22 +68,6 @@ def test_squashed_gaussian_log_prob_is_the_change_of_variables():
 
 
 @pytest.mark.slow
-def test_sac_temperature_falls_toward_the_entropy_target_and_replicas_agree_on_4_devices():
-    # The initial policy's entropy is above -1, so 60 updates must lower alpha from 1.
-    sac = SAC(SACConfig(gamma=0.0, **{**TINY, "batch_size": 32, "buffer_size": 256}))
-    state, m = run_steps(sac, PmapStrategy(devices=4), 60)
-    m = to_host(m)
-    for leaf in jax.tree.leaves((state.actor_params, state.critic_params, state.log_alpha,
-                                 state.target_critic_params, state.alpha_opt)):
-        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
-        for s in shards[1:]:
-            np.testing.assert_array_equal(s, shards[0])
-    assert int(state.updates) == 60
-    assert float(jnp.exp(state.log_alpha)) < 1.0          # entropy starts above -1
-    assert set(m) >= {"loss/critic", "loss/actor", "loss/alpha", "alpha", "entropy"}
-
-
-@pytest.mark.slow
 def test_td3_target_policy_smoothing_is_clipped():
     td3 = TD3(TD3Config(policy_noise=10.0, noise_clip=0.25, **TINY))
     state = SingleDeviceStrategy().init_state(td3, jax.random.key(0))
@@ -130,20 +114,6 @@ def test_td3_delays_actor_and_target_updates():
     assert int(c3.updates) == 3
 
 
-@pytest.mark.slow
-def test_td3_replicas_stay_equal_over_4_devices():
-    td3 = TD3(TD3Config(**TINY))
-    td3.validate(4)
-    state, m = run_steps(td3, PmapStrategy(devices=4), 10)
-    for leaf in jax.tree.leaves((state.actor_params, state.critic_params,
-                                 state.target_actor_params, state.actor_opt)):
-        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
-        for s in shards[1:]:
-            np.testing.assert_array_equal(s, shards[0])
-    m = to_host(m)
-    assert np.isfinite(m["loss/critic"]) and np.isfinite(m["loss/actor"])
-
-
 def test_continuous_modules_reject_discrete_envs():
     with pytest.raises(ValueError, match="continuous actions"):
         SAC(SACConfig(env="CartPole-v1", **TINY))
@@ -168,17 +138,37 @@ def test_sac_runs_a_few_updates_on_a_brax_env():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["sac", "td3"])
-def test_recipe_tiny_run_on_4_devices(name, run_dir, capsys):
+def test_recipe_tiny_run_on_4_devices_keeps_the_replicas_equal(name, run_dir, capsys):
+    """The recipe's fit on 4 devices: its last line and rows, the networks, targets and
+    optimizer states bitwise equal on every device; SAC's temperature falls from 1
+    toward the entropy target (the initial policy's entropy is above -1)."""
     from test_dqn import run_recipe
 
+    trainers = []
     result, rows = run_recipe(name, run_dir, capsys, "trainer.max_env_steps=402",
                               "trainer.log_every_n_steps=50", "algorithm.learning_starts=200",
-                              "algorithm.hidden_sizes=[16]", "algorithm.eval_episodes=4")
+                              "algorithm.hidden_sizes=[16]", "algorithm.eval_episodes=4",
+                              trainers=trainers)
     assert int(rows[-1]["env_steps"]) == 400                 # 100 steps x 4 env steps
     assert -2000.0 < result["eval/episode_return"] <= 0.0  # Pendulum returns are negative
     trained = [r for r in rows if r["loss/critic"]]    # the final evaluation has its own row
     assert trained[-1]["step"] == rows[-1]["step"] and trained[-1]["loss/actor"]
     assert rows[-1]["eval/episode_return"]
+    state = trainers[-1].state
+    # steps 50-100 learn (from 200 env steps on), 4 updates each (the preset's)
+    assert int(state.updates) == 204
+    shared = (state.actor_params, state.critic_params, state.target_critic_params)
+    if name == "sac":
+        shared += (state.log_alpha, state.alpha_opt)
+        assert float(jnp.exp(state.log_alpha)) < 1.0
+        assert all(trained[-1][k] for k in ("loss/alpha", "alpha", "entropy"))
+    else:
+        shared += (state.target_actor_params, state.actor_opt)
+    for leaf in jax.tree.leaves(shared):
+        shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+        assert len(shards) == 4
+        for s in shards[1:]:
+            np.testing.assert_array_equal(s, shards[0])
 
 
 def test_td3_reads_its_noise_scales_from_the_state():
@@ -283,10 +273,12 @@ def test_sac_with_config_hyperparams_is_the_constant_program_bit_for_bit():
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
+@pytest.mark.default_emitters
 def test_sac_hyperparameters_are_read_from_the_state_without_recompiling():
     """SAC's learning rates, gamma and tau are traced values in
     ``state.hyperparams`` (PBT changes them): other numbers there give other
-    critics from the program already compiled, and the optimizers follow."""
+    critics from the program already compiled, and the optimizers follow (in the
+    bit-for-bit test's process: its compiled step serves this test)."""
     module, init = SAC_TINY, sac_init()
     assert set(init.hyperparams) == set(module.TUNABLE)
     base, step = _jit_steps(module, 2, init)
