@@ -539,3 +539,19 @@ def test_a_checkpoint_path_of_another_recipes_run_is_refused_naming_that_recipe(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "this command cannot resume that run: it is a run of the " \
         "'sac' recipe (algorithm keys this command does not have: " in err, err
+
+
+@pytest.mark.timeout(30)
+def test_the_guides_early_stopping_line_also_ranks_its_checkpoints(run_dir):
+    """A new user ran the command-line guide's early-stopping line: CartPole reached 500 at
+    the first evaluation, the run stopped three evaluations later at 361.84, and the only
+    checkpoint was that last state. The guide's line, as written, ranks a checkpoint at
+    every evaluation by the same metric, so ``--ckpt best`` has the best state."""
+    text = (ROOT / "docs" / "guides" / "command-line.md").read_text()
+    line = re.search(r"python recipes/ppo.py (callbacks.early_stopping.*?)\n(?!    )", text, re.S)
+    overrides = line.group(1).replace("\\\n", " ").split()
+    t = config.make_trainer(tiny(run_dir, "trainer.max_steps=1", *overrides))
+    built = {type(c).__name__: c for c in t.callbacks}
+    stop, keep = built["EarlyStopping"], built["ModelCheckpoint"]
+    assert (stop.monitor, stop.mode) == (keep.monitor, keep.mode) == ("eval/episode_return", "max")
+    assert keep.every_n_steps == t.eval_every_n_steps == 20
