@@ -139,6 +139,9 @@ def test_ckpt_path_best_without_monitor_is_a_clear_error(run_dir):
     with pytest.raises(ValueError, match=r"ckpt_path='best': the checkpoint .*/6 records no best "
                                          r"checkpoint: its ModelCheckpoint had no monitor") as info:
         jt.Trainer(default_root_dir=run_dir, **QUIET).evaluate(toys.Regression(), ckpt_path="best")
+    # how to rank them in Python and on a recipe's command line (a new user read only the first)
+    assert ("callbacks.checkpoint.monitor=eval/episode_return callbacks.checkpoint.mode=max "
+            "trainer.eval_every_n_steps=N") in str(info.value)
     # the way out it names is one ckpt_path takes (a step number alone is not a path)
     suggested = str(info.value).split("pass 'last' or a checkpoint directory, e.g. ")[1].split(" (")[0]
     assert jt.Trainer(default_root_dir=run_dir, **QUIET).evaluate(

@@ -162,7 +162,9 @@ def _recorded_best(step_dir: Path, prefix: str) -> tuple[Path, str, dict]:
             "had no monitor, or the monitored metric was never logged (there is no best "
             "checkpoint recorded unless a ModelCheckpoint with monitor= and mode= ranks them, "
             "e.g. ModelCheckpoint(monitor='eval/episode_return', mode='max') with "
-            "eval_every_n_steps so that the metric is logged); pass 'last' or a checkpoint "
+            "eval_every_n_steps so that the metric is logged; on a recipe's command line "
+            "callbacks.checkpoint.monitor=eval/episode_return callbacks.checkpoint.mode=max "
+            "trainer.eval_every_n_steps=N); pass 'last' or a checkpoint "
             f"directory, e.g. {step_dir} (its steps: {', '.join(map(str, steps(step_dir.parent)))})")
     if len({st["best_model_path"] for st in recorded.values()}) > 1:
         listed = "; ".join(f"{k}: {st['best_model_path']}" for k, st in recorded.items())
