@@ -3,6 +3,7 @@ fresh-episode evaluation."""
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 
@@ -103,7 +104,7 @@ def test_make_unknown_name_lists_gymnax_and_brax_names():
     assert f"`jaxtrainer envs` lists all {len(envs.available())} (and the families" in msg
 
 
-def test_jaxtrainer_envs_lists_every_name_and_filters_by_prefix(capsys):
+def test_jaxtrainer_envs_lists_every_name_and_filters_by_prefix(capsys, monkeypatch):
     from jaxtrainer.commands import _cli as cli
 
     assert cli.main(["envs"]) == 0
@@ -113,8 +114,14 @@ def test_jaxtrainer_envs_lists_every_name_and_filters_by_prefix(capsys):
                                                                   "jaxmarl/<name>, craftax/<name>, "
                                                                   "envpool/<name>, kinetix/<name>")
     assert cli.main(["envs", "brax/"]) == 0
-    out = capsys.readouterr().out.splitlines()
+    printed = capsys.readouterr()
+    out = printed.out.splitlines()
     assert "brax/ant" in out and all(n.startswith("brax/") for n in out)
+    assert printed.err == ""  # brax is installed here
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "brax" else 0)
+    assert cli.main(["envs", "brax/"]) == 0  # a new user without brax: the names, and what they need
+    assert capsys.readouterr().err == ("jaxtrainer envs: the brax/<name> envs need brax, which is not "
+                                       'installed: pip install "jaxtrainer[brax]"\n')
     assert cli.main(["envs", "nosuch"]) == 2
     assert capsys.readouterr().err == "jaxtrainer envs: no name starts with 'nosuch'\n"
 

@@ -12,7 +12,11 @@ when an env is made, with their own packages.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
+
+_NEEDS = {"brax/": ("brax", "brax"), "playground/": ("mujoco_playground", "playground")}
+"""Listed names' prefixes whose package may be missing: ``(module, jaxtrainer extra)``."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"jaxtrainer envs: no name starts with {args.prefix!r}", file=sys.stderr)
         return 2
     sys.stdout.write("".join(f"{n}\n" for n in names))
+    for prefix, (module, extra) in _NEEDS.items():
+        if any(n.startswith(prefix) for n in names) and importlib.util.find_spec(module) is None:
+            print(f"jaxtrainer envs: the {prefix}<name> envs need {module}, which is not installed: "
+                  f'pip install "jaxtrainer[{extra}]"', file=sys.stderr)
     if families:
         print("families named by a prefix (their names are checked when made, with the "
               f"family's package): {', '.join(f'{p}<name>' for p in families)}")
