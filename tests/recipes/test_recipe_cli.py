@@ -147,7 +147,7 @@ def test_help_lists_every_key_with_its_doc_and_a_typo_is_one_line_with_exit_2(tm
     ("trainr.seed=1", "did you mean 'trainer.seed'?"),
     ("env.name=CartPol-v1", "unknown environment env.name='CartPol-v1'; closest: CartPole-v1, "),
     ("env.name=CartPol-v1", "; `jaxtrainer envs` lists all "),
-    ("algorithm.lr=abc", "PPOConfig.lr='abc': expected a non-negative number"),
+    ("algorithm.lr=abc", "error: algorithm.lr='abc': expected a non-negative number"),
     ("trainer.logger=flase", "error: trainer.logger='flase': expected True or False"),
     ("logger.wandb=maybe", "logger.wandb='maybe': expected true (a WandbLogger with its defaults), "
                          "false or null (none), or its keys"),

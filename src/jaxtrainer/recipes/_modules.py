@@ -18,6 +18,7 @@ Recipes whose module is a :class:`~jaxtrainer.PopulationModule`
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -42,8 +43,15 @@ def _from_algorithm(module: str, cls: str) -> Callable[[DictConfig], Module]:
         kwargs = config.section(cfg, "algorithm")
         if "network" in cfg:
             kwargs["network"] = config.section(cfg, "network")
-        return getattr(algorithms, cls)(config_class(env=cfg.env.name, **kwargs),
-                                        env=config.make_env(cfg))
+        try:
+            built = config_class(env=cfg.env.name, **kwargs)
+        except (TypeError, ValueError) as e:
+            if type(e) not in (TypeError, ValueError):
+                raise
+            # the key as the user typed it: algorithm.lr, not PPOConfig.lr
+            raise type(e)(re.sub(rf"\b{config_class.__name__}\.(?!env\b)(\w+)", r"algorithm.\1",
+                                 str(e))) from None
+        return getattr(algorithms, cls)(built, env=config.make_env(cfg))
     build.config_class = (module, f"{cls}Config")
     return build
 
