@@ -384,8 +384,9 @@ def test_callback_keys_are_read_from_the_signatures(run_dir, monkeypatch):
 @pytest.mark.timeout(120)
 def test_a_resume_takes_the_saved_config_and_refuses_or_applies_changed_settings(run_dir, capsys):
     """trainer.ckpt_path=last alone resumes with the run's saved settings; a changed
-    algorithm.lr is printed `key: saved -> given` and refused (one line, exit 2)
-    unless trainer.resume_overrides=apply, which sets it in the state too."""
+    algorithm.lr is refused (one line naming it, exit 2) unless
+    trainer.resume_overrides=apply, which sets it in the state too and prints each change
+    `key: saved -> given`."""
     ppo = recipe("ppo")
     start = [f"trainer.default_root_dir={run_dir}", "trainer.strategy=single", *TINY_PPO,
              "trainer.max_steps=2", "algorithm.ent_coef=0.02", "algorithm.anneal_lr=false"]
@@ -404,14 +405,16 @@ def test_a_resume_takes_the_saved_config_and_refuses_or_applies_changed_settings
         config.cli(ppo.main, [*base, "trainer.max_steps=3", "algorithm.lr=0.01"], prog="ppo.py")
     err = capsys.readouterr().err
     assert exit_.value.code == 2
-    assert "jaxtrainer: resume: trainer.max_steps: 2 -> 3\n" in err
-    assert "jaxtrainer: resume: algorithm.lr: 0.00025 -> 0.01\n" in err
-    assert err.splitlines()[-1].startswith("ppo.py: error: resuming the run of ")
+    # refused: the one error line, not "resume: ... -> 0.01" lines first as if applied
+    assert err.count("\n") == 1 and err.startswith("ppo.py: error: resuming the run of ")
     assert "(algorithm.lr: 0.00025 -> 0.01): pass trainer.resume_overrides=apply" in err
     assert (run / "config.yaml").read_text() == written and not (run / "checkpoints" / "3").exists()
 
     result = ppo.main([*base, "trainer.max_steps=3", "algorithm.lr=0.01",
                        "trainer.resume_overrides=apply"])
+    err = capsys.readouterr().err
+    assert "jaxtrainer: resume: trainer.max_steps: 2 -> 3\n" in err
+    assert "jaxtrainer: resume: algorithm.lr: 0.00025 -> 0.01\n" in err
     assert result["step"] == 3
     state = read_meta(run / "checkpoints" / "3")
     assert state["global_step"] == 3

@@ -173,8 +173,6 @@ def resumed(cfg: DictConfig, given: DictConfig, setting: str | None,
                              f"started with {key}={was!r}, and its random keys, in the "
                              f"checkpoint, go on; another seed is a new run (leave out "
                              f"trainer.ckpt_path), or leave {key} out to resume")
-    for key, was, now in changes:
-        print(f"jaxtrainer: resume: {key}: {was!r} -> {now!r}", file=sys.stderr, flush=True)
     learning = [f"{key}: {was!r} -> {now!r}" for key, was, now in changes
                 if key.split(".", 1)[0] not in APPLIED_SECTIONS]
     if learning and setting != "apply":
@@ -183,6 +181,8 @@ def resumed(cfg: DictConfig, given: DictConfig, setting: str | None,
             f"({'; '.join(learning)}): pass {KEY}=apply to apply them to the resumed run "
             "(hyperparameters kept in its state included), or leave them out to resume with "
             "the saved config")
+    for key, was, now in changes:  # what the resume applies (nothing printed when refused)
+        print(f"jaxtrainer: resume: {key}: {was!r} -> {now!r}", file=sys.stderr, flush=True)
     return out
 
 
