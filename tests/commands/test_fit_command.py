@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import jaxtrainer as jt
 from jaxtrainer.commands import _cli as cli
 from jaxtrainer.commands import fit
 from jaxtrainer.recipes import _catalog as catalog
@@ -74,6 +75,8 @@ def test_a_recipe_or_command_in_the_wrong_case_is_suggested(capsys):
     assert cli.main(["FIT", "ppo"]) == 2
     assert capsys.readouterr().err == ("jaxtrainer: unknown command 'FIT'; did you mean 'fit'? "
                                        "choose one of: envs, eval, export, fit, launch, plot\n")
+    assert cli.main(["--version"]) == 0  # a new user tried it: it was an unknown command
+    assert capsys.readouterr().out == f"jaxtrainer {jt.__version__}\n"
 
 
 def test_a_config_file_that_is_not_there_says_where_configs_are_looked_up(capsys, monkeypatch,

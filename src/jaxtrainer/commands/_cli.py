@@ -27,7 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _usage() -> str:
-    lines = ["usage: jaxtrainer COMMAND [ARGS...]", "", "commands:"]
+    lines = ["usage: jaxtrainer COMMAND [ARGS...]  (jaxtrainer --version: the installed version)",
+             "", "commands:"]
     lines += [f"  {name:<8} {help_}" for name, (_, help_) in sorted(COMMANDS.items())]
     return "\n".join(lines)
 
@@ -41,6 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        from jaxtrainer import __version__
+
+        print(f"jaxtrainer {__version__}")
+        return 0
     name, rest = argv[0], argv[1:]
     if name not in COMMANDS:
         from jaxtrainer._arguments import did_you_mean
