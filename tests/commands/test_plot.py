@@ -82,7 +82,10 @@ def test_cli_plot_writes_png_from_two_trainer_runs(tmp_path, capsys):
     assert os.path.getsize(out) > 1000
     assert "wrote" in capsys.readouterr().out
     assert cli.main(["plot", dirs[0], "-o", out, "--metric", "nope"]) == 2
-    assert "no column 'nope'" in capsys.readouterr().err
+    assert "no column 'nope'; columns: " in capsys.readouterr().err
+    assert cli.main(["plot", dirs[0], "-o", out, "--metric", "train/episode_retrun"]) == 2  # a typo
+    assert "no column 'train/episode_retrun'; did you mean 'train/episode_return'? columns: " in (
+        capsys.readouterr().err)
     with pytest.raises(SystemExit):
         cli.main(["plot"])
 

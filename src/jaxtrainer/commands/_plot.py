@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from jaxtrainer._arguments import expand_path
+from jaxtrainer._arguments import did_you_mean, expand_path
 from jaxtrainer._formatting import fixed
 from jaxtrainer.rundir import _run_kind as run_kind
 from jaxtrainer.rundir import run_layout
@@ -68,7 +68,8 @@ def read_curve(run_dir: str | os.PathLike, metric: str, x: str = "env_steps") ->
         columns = reader.fieldnames or []
         for name in (metric, x):
             if name not in columns:
-                raise KeyError(f"{path} has no column {name!r}; columns: {', '.join(columns)}")
+                raise KeyError(f"{path} has no column {name!r}{did_you_mean(name, columns) or ';'} "
+                               f"columns: {', '.join(columns)}")
         points: dict[float, float] = {}
         for row in reader:
             try:
