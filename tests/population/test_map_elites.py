@@ -23,6 +23,12 @@ from tests.population.test_population import assert_bitwise_equal
 
 ONE_GENE = jax.ShapeDtypeStruct((1,), jnp.float32)
 
+# jitted: one program a call (op by op, each call compiled a program per operation)
+cells = jax.jit(Repertoire.cells)
+qd_metrics = jax.jit(Repertoire.metrics)
+isoline = jax.jit(isoline_variation, static_argnums=(5, 6))
+arm_jit = jax.jit(arm)
+
 
 def grid_2x2():
     """Cells of [0, 1]^2 in grid_centroids' order: 0 (.25, .25), 1 (.75, .25),
@@ -64,7 +70,7 @@ def test_a_tie_within_a_batch_inserts_the_first_candidate():
 
 def test_a_descriptor_outside_the_bounds_lands_in_the_border_cell():
     rep = grid_2x2()
-    np.testing.assert_array_equal(rep.cells(jnp.array([[1.5, -0.2], [-3.0, 7.0], [2.0, 2.0]])),
+    np.testing.assert_array_equal(cells(rep, jnp.array([[1.5, -0.2], [-3.0, 7.0], [2.0, 2.0]])),
                                   [1, 2, 3])
     rep = add(rep, [5], [[1.5, -0.2]], [0.5])
     np.testing.assert_array_equal(rep.fitnesses, [-np.inf, 0.5, -np.inf, -np.inf])
@@ -78,13 +84,13 @@ def test_a_nan_fitness_or_descriptor_is_never_inserted():
 
 def test_qd_metrics_of_a_known_repertoire_with_qdax_offset():
     rep = add(grid_2x2(), [1, 2, 3], [[.1, .1], [.9, .1], [.9, .9]], [-0.5, -0.25, -1.0])
-    metrics = jax.device_get(rep.metrics(0.0))
+    metrics = jax.device_get(qd_metrics(rep, 0.0))
     assert metrics["qd_score"] == pytest.approx(-1.75)
     assert metrics["coverage"] == pytest.approx(75.0)
     assert metrics["max_fitness"] == pytest.approx(-0.25)
     # QDax: sum of fitnesses of the filled cells + qd_offset * filled cells
-    assert float(rep.metrics(1.0)["qd_score"]) == pytest.approx(-1.75 + 3 * 1.0)
-    empty = jax.device_get(grid_2x2().metrics(2.0))
+    assert float(qd_metrics(rep, 1.0)["qd_score"]) == pytest.approx(-1.75 + 3 * 1.0)
+    empty = jax.device_get(qd_metrics(grid_2x2(), 2.0))
     assert empty["qd_score"] == 0.0 and empty["coverage"] == 0.0
     assert empty["max_fitness"] == -np.inf
 
@@ -95,14 +101,14 @@ def test_grid_cells_are_the_nearest_centroid_on_a_3d_grid():
     grid = Repertoire.empty(ONE_GENE, centroids, low, high, shape)
     anywhere = Repertoire.empty(ONE_GENE, centroids, low, high)  # nearest of every centroid
     d = jax.random.uniform(jax.random.key(0), (500, 3), minval=-3.0, maxval=9.0)
-    np.testing.assert_array_equal(grid.cells(d), anywhere.cells(d))
+    np.testing.assert_array_equal(cells(grid, d), cells(anywhere, d))
 
 
 def test_isoline_variation_is_x_plus_iso_plus_line_noise():
     x = {"a": jnp.array([[0.2, 0.4], [0.6, 0.8]]), "b": jnp.array([[1.0], [2.0]])}
     y = {"a": jnp.array([[0.4, 0.0], [0.6, 1.0]]), "b": jnp.array([[3.0], [0.0]])}
     key = jax.random.key(3)
-    out = isoline_variation(x, y, key, 0.1, 0.5)
+    out = isoline(x, y, key, 0.1, 0.5)
     rest, line_key = jax.random.split(key)
     line = jax.random.normal(line_key, (2,)) * 0.5
     keys = jax.random.split(rest, 2)
@@ -111,18 +117,18 @@ def test_isoline_variation_is_x_plus_iso_plus_line_noise():
         np.testing.assert_allclose(out[name], x[name] + iso + (y[name] - x[name]) * line[:, None],
                                    rtol=1e-6)
     # no noise: the first parent, clipped
-    same = isoline_variation(x, y, key, 0.0, 0.0, 0.3, 0.7)
+    same = isoline(x, y, key, 0.0, 0.0, 0.3, 0.7)
     np.testing.assert_allclose(same["a"], [[0.3, 0.4], [0.6, 0.7]])
 
 
 def test_arm_fitness_and_end_effector_worked_by_hand():
-    fitness, position = arm(jnp.full((4,), 0.5))  # straight arm along +x
+    fitness, position = arm_jit(jnp.full((4,), 0.5))  # straight arm along +x
     assert float(fitness) == 0.0
     np.testing.assert_allclose(position, [1.0, 0.5], atol=1e-6)
-    fitness, position = arm(jnp.array([0.0, 1.0]))  # -pi then +pi: folded back to the centre
+    fitness, position = arm_jit(jnp.array([0.0, 1.0]))  # -pi then +pi: folded back to the centre
     assert float(fitness) == pytest.approx(-0.5)
     np.testing.assert_allclose(position, [0.5, 0.5], atol=1e-6)
-    fitness, position = arm(jnp.array([0.75, 0.5, 2.0]))  # clipped to [0, 1]; +pi/2, 0, +pi
+    fitness, position = arm_jit(jnp.array([0.75, 0.5, 2.0]))  # clipped to [0, 1]; +pi/2, 0, +pi
     assert float(fitness) == pytest.approx(-float(np.std([0.75, 0.5, 1.0])), rel=1e-6)
     # cumulated angles pi/2, pi/2, 3pi/2: x = (0 + 0 + 0) / 6 + .5, y = (1 + 1 - 1) / 6 + .5
     np.testing.assert_allclose(position, [0.5, 0.5 + 1 / 6], atol=1e-6)

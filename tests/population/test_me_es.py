@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from jaxtrainer import ModelCheckpoint
-from jaxtrainer.population import MEES
-from jaxtrainer.population.me_es import novelty
+from jaxtrainer.population import MEES, me_es
 from tests._support import population
 from tests.population.test_population import assert_bitwise_equal
+
+novelty = jax.jit(me_es.novelty, static_argnums=3)  # one program a call, not one an operation
 
 
 def small(**kw):
@@ -55,22 +56,25 @@ def test_explore_and_exploit_alternate_every_num_optimizer_steps():
 def test_generation_0_inserts_the_start_then_one_es_step_up_the_novelty():
     module = small()
     module.configure_population(8)
-    state = module.init_state(jax.random.key(0))
+    # one program each for init, ask, tell and the task (op by op: about 190 programs)
+    ask, tell, fn = jax.jit(module.ask), jax.jit(module.tell), jax.jit(module.task.fn)
+    evaluate = jax.jit(jax.vmap(lambda g: module.task.fn(g, None)))
+    state = jax.jit(module.init_state)(jax.random.key(0))
     start = state.es.es.mean
-    gen0, state = module.ask(state, jax.random.key(1))
+    gen0, state = ask(state, jax.random.key(1))
     np.testing.assert_array_equal(gen0, jnp.broadcast_to(start, (8, 6)))
-    fit, desc = jax.vmap(lambda g: module.task.fn(g, None))(gen0)
-    state, metrics = module.tell(state, gen0, fit, {"descriptor": desc})
+    fit, desc = evaluate(gen0)
+    state, metrics = tell(state, gen0, fit, {"descriptor": desc})
     assert int(state.archive_count) == 1 and float(metrics["qd/coverage"].value) == 100 / 64
     np.testing.assert_array_equal(state.archive[0], desc[0])
     np.testing.assert_array_equal(state.last_genotypes[0], start)  # it entered the repertoire
     assert float(metrics["es/explore"].value) == 0.0
 
     # generation 1 (ES step 0, exploring): the parent is the only elite, the start
-    samples, asked = module.ask(state, jax.random.key(2))
+    samples, asked = ask(state, jax.random.key(2))
     np.testing.assert_allclose(samples[:4] + samples[4:], jnp.tile(2 * start, (4, 1)), atol=1e-6)
-    fit, desc = jax.vmap(lambda g: module.task.fn(g, None))(samples)
-    told, metrics = module.tell(asked, samples, fit, {"descriptor": desc})
+    fit, desc = evaluate(samples)
+    told, metrics = tell(asked, samples, fit, {"descriptor": desc})
     assert float(metrics["es/explore"].value) == 1.0
     # the step: centred ranks r of the novelties, gradient -sum r_j eps_j / (P sigma) plus
     # 0.02 * parent; Adam's first step moves each gene by -lr * sign(gradient)
@@ -80,7 +84,7 @@ def test_generation_0_inserts_the_start_then_one_es_step_up_the_novelty():
     grad = -jnp.sum(ranks[:, None] * eps, axis=0) / (8 * 0.02) + 0.02 * start
     np.testing.assert_allclose(told.es.es.mean, start - 0.05 * jnp.sign(grad), atol=1e-5)
     assert int(told.archive_count) == 2 and int(told.generation) == 2
-    child_fit, child_desc = module.task.fn(told.es.es.mean, None)
+    child_fit, child_desc = fn(told.es.es.mean, None)
     np.testing.assert_allclose(told.archive[1], child_desc, rtol=1e-6)
     assert float(metrics["es/offspring_fitness"].value) == pytest.approx(float(child_fit))
 
@@ -114,11 +118,12 @@ def test_one_and_four_devices_end_with_bitwise_equal_archives():
     # every elite is its genotype's evaluation, in the cell its descriptor says
     filled = np.asarray(rep.filled)
     assert filled.sum() >= 2
-    fit, desc = jax.vmap(lambda g: small().task.fn(g, None))(rep.genotypes)
+    fit, desc = jax.jit(jax.vmap(lambda g: small().task.fn(g, None)))(rep.genotypes)
     np.testing.assert_allclose(
         np.asarray(fit)[filled], np.asarray(rep.fitnesses)[filled], rtol=1e-6
     )
-    np.testing.assert_array_equal(np.asarray(rep.cells(desc))[filled], np.flatnonzero(filled))
+    cells = jax.jit(type(rep).cells)(rep, desc)  # jitted: one program, not one an operation
+    np.testing.assert_array_equal(np.asarray(cells)[filled], np.flatnonzero(filled))
 
 
 def test_a_stopped_and_resumed_run_equals_an_uninterrupted_one(run_dir):

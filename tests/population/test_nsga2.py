@@ -9,20 +9,21 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxtrainer.population import (
-    NSGA2,
-    PopulationTrainer,
-    crowding_distances,
-    hypervolume,
-    make_mo_task,
-    non_dominated_ranks,
-)
-from jaxtrainer.population.mo_tasks import true_front, zdt1, zdt2, zdt3
-from jaxtrainer.population.nsga2 import dominance, polynomial_mutation, sbx_crossover
+from jaxtrainer.population import NSGA2, PopulationTrainer, make_mo_task, mo_tasks, nsga2
+from jaxtrainer.population.mo_tasks import true_front
 from tests._support import population
 from tests._support.modules import GenerationLog
 from tests._support.population import QUIET
 from tests.population.test_population import assert_bitwise_equal
+
+# the functions under test, jitted: one program a call (op by op, each test compiled dozens)
+non_dominated_ranks = jax.jit(nsga2.non_dominated_ranks)
+crowding_distances = jax.jit(nsga2.crowding_distances)
+hypervolume = jax.jit(nsga2.hypervolume, static_argnums=1)
+dominance = jax.jit(nsga2.dominance)
+sbx_crossover = jax.jit(nsga2.sbx_crossover, static_argnums=(3, 4, 5, 6))
+polynomial_mutation = jax.jit(nsga2.polynomial_mutation, static_argnums=(2, 3, 4, 5))
+zdt1, zdt2, zdt3 = (jax.jit(f) for f in (mo_tasks.zdt1, mo_tasks.zdt2, mo_tasks.zdt3))
 
 
 def test_non_dominated_ranks_of_five_points_worked_by_hand():
@@ -157,7 +158,8 @@ def test_one_and_four_devices_end_with_bitwise_equal_populations():
     state = one.state
     assert int(state.generation) == 8
     # the survivors are their genotypes' evaluations (to an ulp: another program), ranked
-    np.testing.assert_allclose(jax.vmap(zdt1)(state.genotypes), state.objectives, rtol=1e-6)
+    np.testing.assert_allclose(jax.jit(jax.vmap(mo_tasks.zdt1))(state.genotypes),
+                               state.objectives, rtol=1e-6)
     np.testing.assert_array_equal(non_dominated_ranks(state.objectives), state.ranks)
     hv = float(hypervolume(state.objectives, (-1.0, -1.0)))
     assert seen[-1]["moo/hypervolume"] == pytest.approx(hv)

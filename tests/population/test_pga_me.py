@@ -56,22 +56,24 @@ def test_offspring_are_pg_steps_then_the_greedy_actor_then_isoline():
     module.configure_population(10)
     assert module.num_ga == 5 and module.replay.num_envs == 10
     assert module.replay.capacity == 600
-    state = module.init_state(jax.random.key(0))
-    gen0, _ = module.ask(state, jax.random.key(1))
+    # one program each for init, ask and tell (op by op: hundreds of programs)
+    ask, tell = jax.jit(module.ask), jax.jit(module.tell)
+    state = jax.jit(module.init_state)(jax.random.key(0))
+    gen0, _ = ask(state, jax.random.key(1))
     keys = jax.random.split(jax.random.key(1), 10)
     np.testing.assert_array_equal(gen0, jax.vmap(POINT.init)(keys))
-    fitness, desc, tr = jax.vmap(point_rollout)(gen0, keys)
-    state, metrics = module.tell(state, gen0, fitness, {"descriptor": desc, "transitions": tr})
+    fitness, desc, tr = jax.jit(jax.vmap(point_rollout))(gen0, keys)
+    state, metrics = tell(state, gen0, fitness, {"descriptor": desc, "transitions": tr})
     np.testing.assert_array_equal(state.actor, gen0[0])  # QDax: the first initial policy
     assert np.isnan(metrics["critic/loss"].value) and int(state.generation) == 1
     assert int(module.replay.size(state.replay)) == STEPS  # 6 steps in each of 10 rows
     # generation 1 trains: 2 rounds of 2 critic steps and 1 actor step
-    state1, metrics = module.tell(state, gen0, fitness, {"descriptor": desc, "transitions": tr})
+    state1, metrics = tell(state, gen0, fitness, {"descriptor": desc, "transitions": tr})
     assert np.isfinite(metrics["critic/loss"].value)
     assert not np.array_equal(state1.actor, state.actor)
     assert not np.array_equal(state1.critic["params"]["q1"]["Dense_0"]["kernel"],
                               state.critic["params"]["q1"]["Dense_0"]["kernel"])
-    offspring, _ = module.ask(state1, jax.random.key(2))
+    offspring, _ = ask(state1, jax.random.key(2))
     assert offspring.shape == (10, 6)
     np.testing.assert_array_equal(offspring[4], state1.actor)  # 4 PG offspring, then the actor
 
@@ -80,23 +82,24 @@ def test_offspring_are_pg_steps_then_the_greedy_actor_then_isoline():
 def test_a_policy_gradient_step_is_adam_up_the_first_critic():
     module = small()
     module.configure_population(4)
-    state = module.init_state(jax.random.key(0))
+    state = jax.jit(module.init_state)(jax.random.key(0))  # jitted: a few programs, not hundreds
     parents = jax.vmap(POINT.init)(jax.random.split(jax.random.key(3), 2))
-    _, _, tr = jax.vmap(point_rollout)(parents, jax.random.split(jax.random.key(3), 2))
+    _, _, tr = jax.jit(jax.vmap(point_rollout))(parents, jax.random.split(jax.random.key(3), 2))
     both = jax.tree.map(lambda x: jnp.concatenate([x, x]), tr)  # 4 rows
-    state = state.replace(replay=module.replay.add_steps(state.replay, both))
+    state = state.replace(replay=jax.jit(module.replay.add_steps)(state.replay, both))
     one = PGAME(POINT, num_pg_training_steps=1, critic_hidden_layer_size=(16,), batch_size=8,
                 replay_buffer_size=600, policy_learning_rate=0.01)
     one.configure_population(4)
-    out = one._policy_gradient(state, parents, jax.random.key(5))
-    batch = one.replay.sample(state.replay, jax.random.split(jax.random.key(5), 1)[0])
+    out = jax.jit(one._policy_gradient)(state, parents, jax.random.key(5))
+    batch = jax.jit(one.replay.sample)(state.replay, jax.random.split(jax.random.key(5), 1)[0])
 
     def objective(g):
         q = one.critic_net.apply(state.critic, batch.obs, point_policy(g, batch.obs))
         return -jnp.mean(q[0])
 
+    gradient = jax.jit(jax.grad(objective))
     for i in range(2):  # Adam's first step: -lr * sign(grad) (up to its epsilon)
-        g = jax.grad(objective)(parents[i])
+        g = gradient(parents[i])
         np.testing.assert_allclose(out[i], parents[i] - 0.01 * g / (jnp.abs(g) + 1e-8),
                                    rtol=1e-5, atol=1e-7)
 
@@ -127,10 +130,11 @@ def test_one_and_four_devices_end_with_bitwise_equal_archives():
     assert np.isfinite(seen[-1]["critic/loss"])
     # every elite is its genotype's evaluation, in the cell its descriptor says
     filled = np.asarray(rep.filled)
-    fit, desc = jax.vmap(POINT.fn)(rep.genotypes, jnp.zeros(len(filled)))
+    fit, desc = jax.jit(jax.vmap(POINT.fn))(rep.genotypes, jnp.zeros(len(filled)))
     np.testing.assert_allclose(np.asarray(fit)[filled], np.asarray(rep.fitnesses)[filled],
                                rtol=1e-6)
-    np.testing.assert_array_equal(np.asarray(rep.cells(desc))[filled], np.flatnonzero(filled))
+    cells = jax.jit(type(rep).cells)(rep, desc)  # jitted: one program, not one an operation
+    np.testing.assert_array_equal(np.asarray(cells)[filled], np.flatnonzero(filled))
 
 
 @pytest.mark.slow
