@@ -181,3 +181,19 @@ def test_the_documented_way_to_start_ones_own_config(tmp_path):
     assert (tmp_path / "mine.yaml").read_text().startswith("recipe: ppo\n")
     assert proc.stdout.strip().splitlines()[-1].startswith("eval/episode_return=")
     assert "run_dir=runs/ppo/version_0" in proc.stdout.strip().splitlines()[-1]
+
+
+def test_jaxtrainer_fit_called_in_a_process_returns_instead_of_ending_it(monkeypatch, tmp_path):
+    """``cli.main(["fit", ...])`` in a test or a notebook ended the process when the run
+    finished (``os._exit(0)``: pytest stopped silently, status 0); only the console
+    command, ``main()`` reading ``sys.argv``, ends it at once."""
+    from jaxtrainer.recipes import config
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(config, "fit_and_report", lambda trainer, module, cfg: {})
+    ended = []
+    monkeypatch.setattr("jaxtrainer.recipes._command.exit_now", lambda status=0: ended.append(status))
+    assert cli.main(["fit", "ppo", "trainer.max_env_steps=512"]) == 0 and ended == []
+    monkeypatch.setattr(sys, "argv", ["jaxtrainer", "fit", "ppo", "trainer.max_env_steps=512"])
+    monkeypatch.setattr("jaxtrainer.runtime._startup.begin", lambda prog: None)  # a command's own
+    assert cli.main() == 0 and ended == [0]  # the console command

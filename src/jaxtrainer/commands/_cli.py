@@ -38,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         from jaxtrainer.runtime import _startup as startup
 
         startup.begin("jaxtrainer")
+    from_command_line = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
@@ -64,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"jaxtrainer {name}: error: {e}", file=sys.stderr)
             return 2
-    return int(getattr(importlib.import_module(module), func)(rest) or 0)
+    command = getattr(importlib.import_module(module), func)
+    if name == "fit" and from_command_line:  # a finished run ends the process at once
+        return int(command(rest, exit_when_done=True) or 0)
+    return int(command(rest) or 0)  # called in a process that goes on (tests, notebooks)
 
 
 if __name__ == "__main__":

@@ -113,10 +113,12 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
     return config.fit_and_report(trainer, module, run)
 
 
-def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
+def script(recipe: str, argv: list[str], prog: str | None = None,
+           exit_when_done: bool = True) -> None:
     """Run ``recipe`` as a command: the ``__main__`` of ``recipes/<recipe>.py`` and
     of ``jaxtrainer fit <recipe>``. A config error prints one line and exits 2;
-    a finished run ends the process at once (status 0)."""
+    a finished run ends the process at once (status 0) unless ``exit_when_done``
+    is False (a caller in the same process: it returns)."""
     if recipe in RECIPES and RECIPES[recipe].fast_compile:
         fast_cpu_compile()
     try:  # before the environment libraries make arrays at import
@@ -139,7 +141,7 @@ def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
 
     shown = f"python {prog}" if prog and prog.endswith(".py") else prog  # a script's examples
     config.cli(lambda rest: run(rest, recipe, shown), argv, prog=prog or f"{PROG} {recipe}",
-               exit_when_done=True)
+               exit_when_done=exit_when_done)
 
 
 def listing() -> str:
@@ -163,8 +165,10 @@ USAGE = (f"usage: {PROG} RECIPE [--config FILE] [--print-config] [-h] [section.k
          f"       {PROG} --list\n")
 
 
-def main(argv: list[str]) -> int:
-    """``jaxtrainer fit``: ``--list``, or a recipe's name and its arguments."""
+def main(argv: list[str], exit_when_done: bool = False) -> int:
+    """``jaxtrainer fit``: ``--list``, or a recipe's name and its arguments. A
+    finished run returns 0, or (``exit_when_done``, the console command) ends the
+    process at once."""
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(USAGE + "\n" + listing())
         return 0 if argv else 2
@@ -179,5 +183,5 @@ def main(argv: list[str]) -> int:
         except ValueError as e:
             print(f"{PROG}: error: {e}", file=sys.stderr)
             return 2
-    script(argv[0], argv[1:])
+    script(argv[0], argv[1:], exit_when_done=exit_when_done)
     return 0
