@@ -71,16 +71,17 @@ class Still(jt.Module):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("env_name,size", [("brax/inverted_pendulum", (320, 240)),
-                                           ("navix/Navix-Empty-5x5-v0", (160, 160))])
-def test_brax_and_navix_runs_log_videos_drawn_by_their_renderers(tmp_path, env_name, size):
+@pytest.mark.timeout(300)
+def test_brax_and_navix_runs_log_videos_drawn_by_their_renderers(tmp_path):
     """In a fresh interpreter, as a user's run: MuJoCo takes its OpenGL backend when first
-    imported, and this test process's other tests import it (through brax) first."""
-    toys.run_python(f"from pathlib import Path\n"
-                    f"from tests.callbacks.test_video_callback import videos_drawn\n"
-                    f"videos_drawn(Path({str(tmp_path / 'runs')!r}), {env_name!r}, {size!r})",
-                    devices=1, timeout=110)
+    imported, and this test process's other tests import it (through brax) first. One
+    interpreter runs both (navix draws without MuJoCo), each into its own run directory."""
+    runs = {"brax/inverted_pendulum": (320, 240), "navix/Navix-Empty-5x5-v0": (160, 160)}
+    toys.run_python("from pathlib import Path\n"
+                    "from tests.callbacks.test_video_callback import videos_drawn\n"
+                    + "".join(f"videos_drawn(Path({str(tmp_path / f'runs{i}')!r}), {env_name!r}, "
+                              f"{size!r})\n" for i, (env_name, size) in enumerate(runs.items())),
+                    devices=1, timeout=280)
 
 
 def videos_drawn(run_dir, env_name: str, size: tuple[int, int]) -> None:

@@ -9,6 +9,7 @@ import sys
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from jaxtrainer import envs
@@ -24,8 +25,9 @@ SNAKE = "jumanji/Snake-v1"  # float32[725] (grid, step count, action mask), 4 ac
 
 
 def _rollout(env, num_envs, steps, seed=0):
-    """Random actions for ``steps`` steps: ``(first obs, per-step obs, infos)``; one
-    compiled program (the reset too: run op by op it dispatches for seconds)."""
+    """Random actions for ``steps`` steps: ``(first obs, per-step obs, infos, done)`` as
+    host arrays; one compiled program (the reset too: run op by op it dispatches for
+    seconds), the checks read on the host (no program per check)."""
 
     def one(state, key):
         action = jax.random.randint(key, (num_envs,), 0, env.num_actions)
@@ -36,9 +38,9 @@ def _rollout(env, num_envs, steps, seed=0):
     def run(reset_key, step_key):
         obs0, state = env.reset_batch(reset_key, num_envs)
         _, (obs, infos) = jax.lax.scan(one, state, jax.random.split(step_key, steps))
-        return obs0, obs, infos
+        return obs0, obs, infos, infos.done
 
-    return run(jax.random.key(seed), jax.random.key(seed + 1))
+    return jax.device_get(run(jax.random.key(seed), jax.random.key(seed + 1)))
 
 
 @pytest.mark.slow
@@ -49,18 +51,18 @@ def test_family_env_truncates_at_its_limit_resets_and_keeps_statistics(name):
     env = envs.make(name, max_steps=6)
     assert (env.name, env.observation_shape, env.observation_dtype) == (name, (size,), jnp.float32)
     assert env.discrete and env.num_actions == num_actions and env.max_episode_steps == 6
-    obs0, obs, info = _rollout(env, num_envs=4, steps=13)
+    obs0, obs, info, done = _rollout(env, num_envs=4, steps=13)
     assert obs.shape == (13, 4, size) and obs.dtype == jnp.float32
-    assert not bool(jnp.any(info.terminated & info.truncated))
-    assert bool(jnp.all(info.done[5])) and bool(jnp.all(info.episode_length[5] == 6))
-    assert bool(jnp.all(info.truncated[5] | info.terminated[5]))
-    assert bool(jnp.all(info.episode_length <= 6))
+    assert not np.any(info.terminated & info.truncated)
+    assert np.all(done[5]) and np.all(info.episode_length[5] == 6)
+    assert np.all(info.truncated[5] | info.terminated[5])
+    assert np.all(info.episode_length <= 6)
     # after an end the next step starts a fresh episode (length 1) from a reset observation
-    ended = info.done[:-1]
-    assert bool(jnp.all(jnp.where(ended, info.episode_length[1:] == 1, True)))
-    assert bool(jnp.allclose(obs[5], obs0))  # the Empty rooms start the same way each episode
+    ended = done[:-1]
+    assert np.all(np.where(ended, info.episode_length[1:] == 1, True))
+    assert np.allclose(obs[5], obs0)  # the Empty rooms start the same way each episode
     # the return of a completed episode is the sum of its rewards
-    assert bool(jnp.allclose(info.episode_return[5], info.reward[:6].sum(0)))
+    assert np.allclose(info.episode_return[5], info.reward[:6].sum(0))
 
 
 @pytest.mark.slow
@@ -68,12 +70,12 @@ def test_family_env_truncates_at_its_limit_resets_and_keeps_statistics(name):
 def test_jumanji_snake_flattens_its_structured_observation_and_terminates():
     env = envs.make(SNAKE, time_limit=30)
     assert (env.observation_shape, env.num_actions, env.max_episode_steps) == ((725,), 4, 30)
-    _, obs, info = _rollout(env, num_envs=4, steps=40)
-    assert obs.shape == (40, 4, 725) and bool(jnp.any(info.done))
-    assert not bool(jnp.any(info.terminated & info.truncated))
-    assert bool(jnp.all(info.episode_length <= 30))
-    ended = info.done[:-1]
-    assert bool(jnp.all(jnp.where(ended, info.episode_length[1:] == 1, True)))
+    _, obs, info, done = _rollout(env, num_envs=4, steps=40)
+    assert obs.shape == (40, 4, 725) and np.any(done)
+    assert not np.any(info.terminated & info.truncated)
+    assert np.all(info.episode_length <= 30)
+    ended = done[:-1]
+    assert np.all(np.where(ended, info.episode_length[1:] == 1, True))
 
 
 @pytest.mark.timeout(60)
@@ -97,48 +99,64 @@ def _python(code: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120, cwd=ROOT)
 
 
-@pytest.mark.timeout(120)
-def test_import_jaxtrainer_imports_no_family():
-    """Neither ``import jaxtrainer`` nor ``jaxtrainer.envs`` imports a family (gymnax,
-    imported by ``jaxtrainer.envs``, imports gymnasium's spaces itself), nor do
-    listing the names and making a gymnax env (MuJoCo Playground's names are kept
-    in jaxtrainer: ``test_playground.py`` checks they match its registry)."""
+MISSING = {"navix": "navix/Navix-Empty-5x5-v0", "xminigrid": "xminigrid/MiniGrid-Empty-5x5",
+           "gymnasium": "gymnasium/CartPole-v1", "jumanji": SNAKE}
+"""Each family's package, and a name of the family to make without it."""
+
+
+@pytest.fixture(scope="module")
+def imports_in_a_fresh_interpreter():
+    """One fresh interpreter for both import tests below: first what ``import jaxtrainer``,
+    ``jaxtrainer.envs``, listing the names and making a gymnax env import of the families
+    (three lines), then each family's package made unimportable in turn
+    (``sys.modules[name] = None``) and one of its names made (a line each). Returns the two
+    parts of its output."""
     families = ("{'navix', 'xminigrid', 'gymnasium', 'jumanji', 'craftax', 'envpool', 'kinetix', "
                 "'mujoco_playground'}")
     imported = f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {families}))\n"
     done = _python(f"import sys, jaxtrainer\n{imported}import jaxtrainer.envs as E\n{imported}"
-                   f"E.available(); E.make('CartPole-v1')\n{imported}")
+                   f"E.available(); E.make('CartPole-v1')\n{imported}"
+                   "print('--')\n"
+                   f"names = {MISSING!r}\n"
+                   "for module, name in names.items():\n"
+                   "    sys.modules[module] = None\n"
+                   "    try:\n        E.make(name)\n"
+                   "    except ImportError as err:\n        print(err)\n")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["[]", "['gymnasium']", "['gymnasium']"]
+    first, _, then = done.stdout.partition("--\n")
+    return first, then
 
 
 @pytest.mark.timeout(120)
-def test_a_missing_family_is_one_line_naming_its_extra():
+def test_import_jaxtrainer_imports_no_family(imports_in_a_fresh_interpreter):
+    """Neither ``import jaxtrainer`` nor ``jaxtrainer.envs`` imports a family (gymnax,
+    imported by ``jaxtrainer.envs``, imports gymnasium's spaces itself), nor do
+    listing the names and making a gymnax env (MuJoCo Playground's names are kept
+    in jaxtrainer: ``test_playground.py`` checks they match its registry)."""
+    assert imports_in_a_fresh_interpreter[0].split() == ["[]", "['gymnasium']", "['gymnasium']"]
+
+
+@pytest.mark.timeout(120)
+def test_a_missing_family_is_one_line_naming_its_extra(imports_in_a_fresh_interpreter):
     """Each family's package made unimportable (``sys.modules[name] = None``) in a
-    subprocess: making one of its names raises one line naming the extra."""
-    names = {"navix": "navix/Navix-Empty-5x5-v0", "xminigrid": "xminigrid/MiniGrid-Empty-5x5",
-             "gymnasium": "gymnasium/CartPole-v1", "jumanji": SNAKE}
-    done = _python(f"import sys\nnames = {names!r}\n"
-                   "import jaxtrainer.envs as e\n"  # (gymnax imports gymnasium itself)
-                   "for module, name in names.items():\n"
-                   "    sys.modules[module] = None\n"
-                   "    try:\n        e.make(name)\n"
-                   "    except ImportError as err:\n        print(err)\n")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().splitlines() == [
+    subprocess: making one of its names raises one line naming the extra (gymnasium
+    made unimportable after gymnax imported it, as a user's ``jaxtrainer.envs`` has)."""
+    assert imports_in_a_fresh_interpreter[1].strip().splitlines() == [
         f'{m}/... environments need {m}: pip install -e ".[{m}]" (in a checkout; '
-        f'pip install "jaxtrainer[{m}]" otherwise)' for m in names]
+        f'pip install "jaxtrainer[{m}]" otherwise)' for m in MISSING]
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("name", [*sorted(FAMILIES), SNAKE])
 def test_ppo_recipe_runs_the_family_under_pmap_on_four_devices(name, run_dir, capsys):
-    """Two PPO updates of 4 envs x 8 steps by ``env.name``, split over 4 devices."""
+    """Two PPO updates of 4 envs x 8 steps by ``env.name`` (a one-layer network 8 wide),
+    split over 4 devices."""
     result = recipe_script("ppo").main([
         f"env.name={name}", f"env.{'time_limit' if name == SNAKE else 'max_steps'}=10", "trainer.strategy=pmap", "trainer.devices=4",
         "trainer.max_steps=2", "algorithm.num_envs=4", "algorithm.num_steps=8",
         "algorithm.num_minibatches=1", "algorithm.update_epochs=1", "algorithm.eval_episodes=4",
+        "algorithm.hidden_sizes=[8]",
         "trainer.enable_progress_bar=false", "trainer.compile_evaluation_ahead=false",
         "trainer.enable_checkpointing=false", "logger.tensorboard=false",
         f"trainer.default_root_dir={run_dir}",

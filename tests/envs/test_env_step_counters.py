@@ -27,7 +27,7 @@ def test_dqn_keeps_epsilon_updates_and_target_updates_past_2_to_the_31():
                            "target_update_interval": 8, "tau": 1.0}))
     per = dqn.env_steps_per_step  # 4 envs x train_frequency
     edge = WRAP // per
-    state = dqn.init_state(jax.random.key(0))
+    state = jax.jit(dqn.init_state)(jax.random.key(0))  # one program, not one per operation
     step = jax.jit(dqn.training_step)
     state = state.replace(step=jnp.int32(edge - 1))
     for _ in range(3):  # steps edge-1, edge, edge+1: the product would wrap at edge

@@ -74,17 +74,20 @@ def fixed_env(**kwargs) -> envs.GymnaxEnv:
 
 
 def rollout(env, num_envs: int, num_steps: int, action: int = 1, seed: int = 0):
-    """``num_steps`` batched steps with a constant action; StepInfo stacked ``[T, n]``."""
-    obs, state = env.reset_batch(jax.random.key(seed), num_envs)
+    """``num_steps`` batched steps with a constant action; StepInfo stacked ``[T, n]``.
+    The reset and the steps are one compiled program (a reset run op by op compiles a
+    program per operation)."""
 
     @jax.jit
-    def run(state):
+    def run(reset_key, step_key):
+        obs, state = env.reset_batch(reset_key, num_envs)
+
         def body(state, key):
             _, state, info = env.step_batch(key, state, jnp.full((num_envs,), action, jnp.int32))
             return state, info
-        return jax.lax.scan(body, state, jax.random.split(jax.random.key(seed + 1), num_steps))
+        return jax.lax.scan(body, state, jax.random.split(step_key, num_steps))
 
-    return run(state)[1]
+    return run(jax.random.key(seed), jax.random.key(seed + 1))[1]
 
 
 # ---- make --------------------------------------------------------------------

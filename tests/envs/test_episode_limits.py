@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from jaxtrainer import envs
@@ -46,6 +47,7 @@ def test_max_episode_steps_truncates_training_and_evaluation_episodes(name):
     env = envs.make(name, max_episode_steps=LIMIT)
     assert env.max_episode_steps == LIMIT
     act = _random_policy(env)
+    evaluate = not name.startswith(SLOW_TO_COMPILE)
 
     def train(key):
         obs, state = env.reset_batch(key, NUM_ENVS)
@@ -55,20 +57,28 @@ def test_max_episode_steps_truncates_training_and_evaluation_episodes(name):
             obs, state, info = env.step_batch(k, state, act(None, obs, k))
             return (obs, state), info
 
-        return jax.lax.scan(one, (obs, state), jax.random.split(key, STEPS))[1]
+        info = jax.lax.scan(one, (obs, state), jax.random.split(key, STEPS))[1]
+        return info.episode_length, info.done, info.truncated, info.terminated
 
-    info = jax.jit(train)(jax.random.key(0))
-    assert int(info.episode_length.max()) <= LIMIT
-    at_limit = info.episode_length == LIMIT
-    assert bool(jnp.all(info.done[at_limit]))  # every episode ends at the limit
-    assert bool(jnp.all(info.truncated[at_limit] | info.terminated[at_limit]))
-    assert bool(jnp.any(info.truncated)) and not bool(jnp.any(info.truncated & info.terminated))
-    if name.startswith(SLOW_TO_COMPILE):
-        return
-    # evaluation steps the same env: its fresh episodes end by the limit too
-    episodes = jax.jit(lambda k: run_episodes(env, act, None, k, NUM_ENVS, max_steps=STEPS))(
-        jax.random.key(1))
-    assert bool(jnp.all(episodes.finished)) and int(episodes.lengths.max()) <= LIMIT
+    def run(train_key, eval_key):
+        """The training steps, then (in program order: a host env's calls keep it)
+        evaluation episodes of the same env: one program, read on the host."""
+        trained = train(train_key)
+        if not evaluate:
+            return trained, None
+        episodes = run_episodes(env, act, None, eval_key, NUM_ENVS, max_steps=STEPS)
+        return trained, (episodes.finished, episodes.lengths)
+
+    trained, episodes = jax.device_get(jax.jit(run)(jax.random.key(0), jax.random.key(1)))
+    length, done, truncated, terminated = trained
+    assert int(length.max()) <= LIMIT
+    at_limit = length == LIMIT
+    assert np.all(done[at_limit])  # every episode ends at the limit
+    assert np.all(truncated[at_limit] | terminated[at_limit])
+    assert np.any(truncated) and not np.any(truncated & terminated)
+    if evaluate:  # evaluation steps the same env: its fresh episodes end by the limit too
+        finished, lengths = episodes
+        assert np.all(finished) and int(lengths.max()) <= LIMIT
 
 
 def test_a_bad_max_episode_steps_is_named_before_the_env_is_made():
