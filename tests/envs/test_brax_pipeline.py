@@ -140,7 +140,8 @@ def test_ppo_trains_on_the_generalized_pipeline_over_two_processes(tmp_path):
     process 0's device; process 1 makes its own copy (BraxEnv) and trains."""
     from tests._support._xla import xla_flags
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXTRAINER_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "JAXTRAINER_"))
+           or k == "JAXTRAINER_COMPILATION_CACHE"}  # the run's cache, not the user's ~/.cache
     env["XLA_FLAGS"] = xla_flags(2)
     cmd = [sys.executable, "-m", "jaxtrainer.commands._cli", "launch", "--nproc-per-node", "2",
            "--timeout", "30", "--grace", "3", __file__, str(tmp_path)]
