@@ -291,9 +291,32 @@ def test_the_trace_report_counts_device_ops_only_by_name_and_kind(tmp_path):
         json.dump({"traceEvents": events}, f)
     result = trace_ops.report(trace_ops.device_ops(str(path)), top=2)
     assert result["busy_us"] == 100.0  # the module line and the host are not ops
+    assert "running_us" not in result and "where" not in result["ops"][0]
     assert [(r["name"], r["us"], r["calls"]) for r in result["ops"]] == [("fusion.1", 80.0, 2),
                                                                          ("fusion.22", 10.0, 1)]
     assert [(r["name"], r["share"]) for r in result["kinds"]] == [("fusion", 0.9), ("copy", 0.1)]
+
+
+def test_the_trace_report_names_each_top_ops_source_and_counts_nested_time_once(tmp_path):
+    """A loop's event holds its body's ops: summed, they count twice (row 3's first trace:
+    62.4 ms "busy"); the time with any op running counts them once. Each top op's source
+    is read from its event's arguments, so a trace's ``while.698`` says which code it is."""
+    meta = [{"ph": "M", "pid": 3, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+            {"ph": "M", "pid": 3, "tid": 3, "name": "thread_name", "args": {"name": "XLA Ops"}}]
+    ops = [("while.1", 0, 100, {"long_name": "%while.1 = (f32[]) while(...)"}),
+           ("fusion.2", 10, 30, {"tf_op": "jit(body)/while/body/add", "long_name": "%fusion.2"}),
+           ("copy.3", 150, 20, {})]
+    events = meta + [{"ph": "X", "name": n, "pid": 3, "tid": 3, "ts": ts, "dur": d, "args": a}
+                     for n, ts, d, a in ops]
+    path = tmp_path / "t.trace.json.gz"
+    with gzip.open(path, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    details, spans = {}, []
+    result = trace_ops.report(trace_ops.device_ops(str(path), details, spans), 3, details, spans)
+    assert (result["busy_us"], result["running_us"]) == (150.0, 120.0)
+    assert [(r["name"], r["where"]) for r in result["ops"]] == [
+        ("while.1", "%while.1 = (f32[]) while(...)"), ("fusion.2", "jit(body)/while/body/add"),
+        ("copy.3", "")]
 
 
 def _wheel(folder: Path, name: str, version: str) -> Path:
