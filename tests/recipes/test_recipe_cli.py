@@ -517,7 +517,7 @@ def test_a_discount_above_one_is_refused_before_anything_runs(run_dir, name):
     """``algorithm.gamma=1.5`` (a discount, in [0, 1]) was accepted and trained."""
     from jaxtrainer.commands import fit
 
-    with pytest.raises(ValueError, match=r"Config\.gamma=1\.5: expected a number in \[0, 1\]$"):
+    with pytest.raises(ValueError, match=r"^algorithm\.gamma=1\.5: expected a number in \[0, 1\]$"):
         fit.run([f"trainer.default_root_dir={run_dir}", "algorithm.gamma=1.5"], name)
     assert not (run_dir / "version_0").exists()
 
