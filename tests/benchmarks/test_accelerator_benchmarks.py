@@ -188,6 +188,21 @@ def test_the_env_limit_steps_a_brax_env_as_the_trainers_wrap_it():
     assert math.isfinite(reward) and reward != 0.0  # fast's reward is the moved position
 
 
+def test_the_env_limit_steps_brax_envs_per_env_as_evosax_rolls_out_its_population():
+    """``--structure per_env``: the same envs as a per-env scan vmapped over rollouts and
+    members (evosax's ``BraxProblem``); a batch that the rollouts do not divide and a
+    non-brax env are refused before anything compiles."""
+    rate, reward = env_limit.limit("brax/fast", batch=4, length=10, repeats=1, episode_length=5,
+                                   structure="per_env", rollouts=2)
+    assert 0 < rate < float("inf")
+    assert math.isfinite(reward) and reward != 0.0
+    with pytest.raises(ValueError, match="--batch 6 --rollouts 4"):
+        env_limit.limit("brax/fast", batch=6, length=10, repeats=1, structure="per_env",
+                        rollouts=4)
+    with pytest.raises(ValueError, match="brax envs only"):
+        env_limit.limit("CartPole-v1", batch=4, length=10, repeats=1, structure="per_env")
+
+
 openes_row = _row("openes")
 ippo_row = _row("ippo")
 JAXMARL = Path(os.environ.get("JAXMARL", ROOT / ".peers" / "jaxmarl"))
