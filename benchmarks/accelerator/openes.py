@@ -1,7 +1,8 @@
 """Row 5 of the accelerator table: OpenAI-ES on a brax env against evosax's own loop.
 
     python benchmarks/accelerator/openes.py [--env ant] [--generations 512] [--log-period 32] \\
-        [--seed 0] [--sides env_only,ours,evosax] [--pythonpath DIR] [--json FILE]
+        [--seed 0] [--sides env_only,ours,evosax] [--episode-loop while|scan] \\
+        [--pythonpath DIR] [--json FILE]
 
 Three programs one after the other on the same chip, each in its own process:
 
@@ -11,7 +12,8 @@ Three programs one after the other on the same chip, each in its own process:
 * ours: ``jaxtrainer fit openes env.name=brax/<env>`` with the example's settings as
   overrides (``EXAMPLE_OVERRIDES``: population 256, 16 episodes a member, 1000-step
   episodes of brax's ``spring`` pipeline, a tanh 32x32x32x32 policy, Adam 0.01 on the
-  mean, std 0.05, centered ranks, a log interval of 32 generations, 16 evaluation
+  mean decayed to 0.001 and std 0.05 decayed to 0.01 over the run, observations normalised
+  by running statistics, centered ranks, a log interval of 32 generations, 16 evaluation
   episodes), ``trainer.max_generations`` the budget, one evaluation at the end and
   ``callbacks.throughput=true``: generations/s and env steps/s of the training loop
   (compilation excluded, the CSV and TensorBoard loggers included);
@@ -26,10 +28,13 @@ with it): the generations must be a multiple of it, at least three chunks.
 A generation is at most ``population x rollouts x 1000`` env steps: evosax's
 ``BraxProblem`` steps every rollout for 1000 steps, ours stops once every episode of the
 generation has ended (both count that many env steps a generation in env steps/s, so
-generations/s is the comparison). Where they differ: evosax's example normalises observations (running
-statistics) and decays its learning rate (0.01 to 0.001) and std (0.05 to 0.01) over
-the run; ours keeps both constant at the example's initial values and does not
-normalise. Best fitness: the best member's return over the run, both sides evosax's
+generations/s is the comparison). Ours has the example's running observation
+statistics (``algorithm.normalize_observations``; counted over each member's episodes
+until they end, where evosax counts every step of its rollouts, and clipped at 10
+standard deviations) and its decays of the learning rate (0.01 to 0.001) and std (0.05 to
+0.01) over the run (``algorithm.learning_rate_decay``, ``std_decay``). ``--episode-loop
+scan`` runs ours' episodes as evosax's rollouts run (every step of the time limit in a
+``lax.scan``) instead of a loop that stops once every episode has ended. Best fitness: the best member's return over the run, both sides evosax's
 ``best_fitness`` (ours logs it as ``es/best_fitness``); ``eval_return`` is the mean's
 return at the end (ours: 16 greedy episodes; evosax: its example's evaluation of the
 mean, 16 rollouts).
@@ -57,8 +62,14 @@ EXAMPLE_OVERRIDES = (
     "algorithm.activation=tanh", "algorithm.learning_rate=0.01", "algorithm.optimizer=adam",
     "algorithm.std=0.05", "algorithm.fitness_shaping=centered_rank",
     f"trainer.log_every_n_generations={LOG_PERIOD}", f"algorithm.eval_episodes={ROLLOUTS}",
+    "algorithm.normalize_observations=true", "algorithm.learning_rate_decay=0.1",
+    "algorithm.std_decay=0.2",
 )
-"""``openes.yaml`` set to the settings of evosax's example that ours has."""
+"""``openes.yaml`` set to the settings of evosax's example (the decays span
+``trainer.max_generations``, as the example's schedules span its ``num_generations``)."""
+LOOPS = ("while", "scan")
+"""Ours' ``algorithm.episode_loop`` choices (``--episode-loop`` picks one; its JSON line
+names it)."""
 TABLE = {"peer": "evosax", "title": "evosax", "family": "brax", "envs": POPULATION * ROLLOUTS,
          "rate": "generations_per_s", "rate_label": "generations/s", "result": "best_fitness",
          "result_label": "best fitness"}
@@ -104,16 +115,25 @@ def main() -> None:
                         help="both sides' budget: a multiple of --log-period, 3 of them at least")
     parser.add_argument("--log-period", type=int, default=LOG_PERIOD,
                         help="generations in one of evosax's chunks, and in ours' log interval")
+    parser.add_argument("--episode-loop", default="while",
+                        help=f"ours' algorithm.episode_loop: one of {', '.join(LOOPS)}")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="one more of ours' config overrides, after the example's "
+                             "(e.g. a tiny population for a smoke run)")
     args = parser.parse_args()
+    if args.episode_loop not in LOOPS:
+        parser.error(f"--episode-loop {args.episode_loop!r}: expected one of {', '.join(LOOPS)}")
     gens, period = args.generations, args.log_period
     if period < 1 or gens % period or gens < 3 * period:
         parser.error(f"--generations {gens} --log-period {period}: expected a positive period "
                      "and a multiple of it of at least 3 periods (evosax's first two chunks "
                      "compile)")
     env, seed = args.env, args.seed
-    log = (f"trainer.log_every_n_generations={period}",)
+    log = (f"trainer.log_every_n_generations={period}",
+           f"algorithm.episode_loop={args.episode_loop}", *args.override)
     run = {"env_only": lambda: limit(env, args.pythonpath, args.timeout),
-           "ours": lambda: ours(env, gens, seed, args.pythonpath, args.timeout, log),
+           "ours": lambda: {**ours(env, gens, seed, args.pythonpath, args.timeout, log),
+                            "episode_loop": args.episode_loop},
            "evosax": lambda: evosax(env, gens, seed, args.pythonpath, args.timeout,
                                     (f"log_period={period}",))}
     run_sides(run, args.sides, env, seed, args.json, parser, peer="evosax",

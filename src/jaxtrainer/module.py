@@ -323,6 +323,10 @@ class PopulationModule:
     def configure_population(self, population_size: int) -> None:
         """Receive ``P`` before anything is traced (the PopulationTrainer calls it once)."""
 
+    def configure_budget(self, max_steps: int) -> None:
+        """Receive the run's generations before anything is traced (as
+        :meth:`Module.configure_budget`; the PopulationTrainer calls it once)."""
+
     def initial_hyperparams(self) -> dict[str, Any] | None:
         """The traced hyperparameters the state starts from (as :meth:`Module.initial_hyperparams`)."""
         return None

@@ -155,3 +155,115 @@ def test_neuroevolution_is_device_count_independent_and_maximises_return():
     with pytest.raises(ValueError, match="eval_episodes=6 cannot be split evenly over 4"):
         PopulationTrainer(6, strategy="shard_map", max_generations=1, **QUIET).fit(
             NeuroES("CartPole-v1", hidden_sizes=(), eval_episodes=6))
+
+
+# ------------------------------------- evosax's reinforcement learning example's settings
+def test_scan_episode_loop_gives_the_while_loops_fitness_bit_for_bit():
+    """``episode_loop="scan"`` runs every step of the time limit (evosax's rollout) and
+    records the same first episodes as the loop that stops once they have all ended."""
+    def fitness(loop):
+        es = NeuroES("CartPole-v1", hidden_sizes=(4,), num_episodes=3, population_size=6,
+                     std=0.5, episode_loop=loop)
+        population, _ = es.ask(es.init_state(jax.random.key(0)), jax.random.key(1))
+        return jax.jit(jax.vmap(es.evaluate))(population, jax.random.split(jax.random.key(2), 6))
+
+    (f_while, x_while), (f_scan, x_scan) = fitness("while"), fitness("scan")
+    np.testing.assert_array_equal(f_while, f_scan)
+    np.testing.assert_array_equal(x_while["episode_length"], x_scan["episode_length"])
+    assert float(jnp.min(f_scan)) >= 8.0  # CartPole pays 1 a step
+    with pytest.raises(ValueError, match="episode_loop='until_done': choose one of while, scan"):
+        NeuroES("CartPole-v1", episode_loop="until_done")
+
+
+def test_normalized_observations_count_every_observation_acted_on_and_reach_the_policy():
+    """One generation: the statistics count each member's steps of its counted episodes
+    (CartPole's return is its length), their mean is the observations' (CartPole starts
+    near 0), the next generation's members carry them and the mean's policy uses them."""
+    es = NeuroES("CartPole-v1", hidden_sizes=(4,), num_episodes=2, population_size=4, std=0.5,
+                 normalize_observations=True)
+    assert es.tell_extras
+    state = es.init_state(jax.random.key(0))
+    assert float(state.obs_stats.count) == 0.0
+    (params, stats), state = es.ask(state, jax.random.key(1))
+    assert stats.mean.shape == (4, 4) and float(jnp.max(jnp.abs(stats.mean))) == 0.0
+    fitness, extras = jax.vmap(es.evaluate)((params, stats), jax.random.split(jax.random.key(2), 4))
+    state, _ = es.tell(state, (params, stats), fitness, extras)
+    # every episode ended (CartPole's limit is 500): count = the steps of all 4 x 2 episodes
+    assert float(state.obs_stats.count) == pytest.approx(float(jnp.sum(fitness)) * 2)
+    assert float(jnp.sum(extras["obs_moments"][0])) == float(state.obs_stats.count)
+    assert float(jnp.max(jnp.abs(state.obs_stats.mean))) < 0.5  # a pole near upright
+    assert float(jnp.min(state.obs_stats.var)) > 0.0
+    (_, stats), _ = es.ask(state, jax.random.key(3))
+    np.testing.assert_array_equal(stats.mean[3], state.obs_stats.mean)
+    mean, policy_stats = es.policy_params(state)
+    assert policy_stats is state.obs_stats
+    obs = jnp.ones((2, 4))
+    np.testing.assert_array_equal(
+        es.greedy_policy()((mean, policy_stats), obs, None),
+        es.act(mean, jt.algorithms.normalization.normalize_obs(state.obs_stats, obs)))
+
+
+def test_shifted_sums_merge_as_the_two_pass_update():
+    from jaxtrainer.algorithms import normalization
+
+    x = jax.random.normal(jax.random.key(0), (50, 3)) * 2.0 + 5.0
+    stats = normalization.update(normalization.init((3,)), x[:20])
+    shifted = x[20:] - stats.mean
+    merged = normalization.merge_shifted(stats, 30.0, shifted.sum(0), jnp.square(shifted).sum(0))
+    direct = normalization.update(stats, x[20:])
+    for a, b in zip(jax.tree.leaves(merged), jax.tree.leaves(direct), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+    empty = normalization.merge_shifted(stats, 0.0, jnp.zeros(3), jnp.zeros(3))
+    for a, b in zip(jax.tree.leaves(empty), jax.tree.leaves(stats), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_decayed_learning_rate_and_std_follow_evosaxs_exponential_schedules():
+    """Ours with ``learning_rate_decay=0.1, std_decay=0.2`` over 4 generations against
+    evosax's ``Open_ES`` with ``optax.exponential_decay`` schedules (its example's), on
+    the same keys and fitness: the same means and stds every generation."""
+    import optax
+    from evosax.algorithms import Open_ES
+
+    gens, pop = 4, 8
+    ours = EvosaxES("Open_ES", jnp.zeros(5), learning_rate=0.05, std=0.5,
+                    learning_rate_decay=0.1, std_decay=0.2, decay_generations=gens,
+                    fitness_shaping="centered_rank", population_size=pop)
+    theirs = Open_ES(pop, jnp.zeros(5), optimizer=optax.adam(optax.exponential_decay(0.05, gens, 0.1)),
+                     std_schedule=optax.exponential_decay(0.5, gens, 0.2))
+    state = ours.init_state(jax.random.key(0))
+    mean0 = ours.mean(state) + 1.0
+    state = state.replace(es=state.es.replace(mean=mean0))
+    peer = theirs.init(jax.random.key(0), mean0, theirs.default_params)
+    for g in range(gens):
+        key = jax.random.key(10 + g)
+        population, state = ours.ask(state, key)
+        theirs_pop, peer = theirs.ask(jax.random.split(key)[0], peer, theirs.default_params)
+        np.testing.assert_allclose(population, theirs_pop, rtol=1e-6)
+        fitness = jax.vmap(sphere)(population)
+        state, _ = ours.tell(state, population, fitness)
+        peer, _ = theirs.tell(jax.random.key(0), theirs_pop, fitness, peer, theirs.default_params)
+        np.testing.assert_allclose(state.es.mean, peer.mean, rtol=1e-6)
+        np.testing.assert_allclose(state.es.std, peer.std, rtol=1e-6)
+    assert float(state.es.std) == pytest.approx(0.5 * 0.2 ** ((gens - 1) / gens), rel=1e-6)
+
+
+def test_decays_span_the_trainers_budget_and_bad_decays_are_clear_errors():
+    from jaxtrainer.distributed import AXIS_NAME
+    from jaxtrainer.population import GenerationModule
+
+    es = EvosaxES("Open_ES", jnp.zeros(3), learning_rate=0.1, std=1.0, std_decay=0.5,
+                  population_size=4)
+    state = es.init_state(jax.random.key(0))
+    with pytest.raises(ValueError, match="std_decay needs decay_generations= or the run's budget"):
+        es.ask(state, jax.random.key(1))
+    GenerationModule(es, 4, (AXIS_NAME,)).configure_budget(3)  # the PopulationTrainer's call
+    state = state.replace(es=state.es.replace(generation_counter=3))
+    _, asked = es.ask(state, jax.random.key(1))
+    assert float(asked.es.std) == pytest.approx(0.5 ** (2 / 3))
+    with pytest.raises(ValueError, match="learning_rate_decay=0.0: expected a positive factor"):
+        EvosaxES("Open_ES", jnp.zeros(3), learning_rate=0.1, learning_rate_decay=0.0)
+    with pytest.raises(ValueError, match="std_decay=0.5 with CMA_ES: needs a constant std="):
+        EvosaxES("CMA_ES", jnp.zeros(3), std=1.0, std_decay=0.5)
+    with pytest.raises(ValueError, match="decay_generations=0: expected a positive int"):
+        EvosaxES("Open_ES", jnp.zeros(3), learning_rate=0.1, decay_generations=0)

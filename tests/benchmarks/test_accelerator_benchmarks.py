@@ -216,7 +216,7 @@ def test_both_sides_of_the_openes_row_run_at_a_tiny_budget():
     ours = openes_row.ours("fast", 4, 0, str(ROOT / "src"), timeout=600, overrides=(
         "trainer.population_size=8", "algorithm.num_episodes=2", "env.episode_length=20",
         "algorithm.hidden_sizes=[8]", "trainer.log_every_n_generations=2",
-        "algorithm.eval_episodes=4"))
+        "algorithm.eval_episodes=4", "algorithm.episode_loop=scan"))
     assert ours["side"] == "ours" and ours["generations"] == 4 and ours["env_steps"] == 4 * 8 * 2 * 20
     assert ours["generations_per_s"] == pytest.approx(ours["env_steps_per_s"] / (8 * 2 * 20))
     assert 0 < ours["best_fitness"] <= 20 and 0 <= ours["eval_return"] <= 20  # fast pays <= 1 a step

@@ -36,6 +36,7 @@ from evosax.algorithms.distribution_based.base import DistributionBasedAlgorithm
 from flax import struct
 from jax import flatten_util
 
+from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.evosax_options import (
     FITNESS_SHAPING,
@@ -48,9 +49,13 @@ from jaxtrainer.algorithms.evosax_options import (
 from jaxtrainer.algorithms.hyperparams import set_learning_rate
 from jaxtrainer.algorithms.networks import MLP, categorical
 from jaxtrainer.algorithms.networks import activation as activation_fn
+from jaxtrainer.algorithms.normalization import normalizing_policy
 from jaxtrainer.distributed import local_size
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import PopulationModule
+
+EPISODE_LOOPS = ("while", "scan")
+"""How :class:`NeuroES` runs a member's episodes (its ``episode_loop``)."""
 
 
 def sphere(x: jax.Array) -> jax.Array:
@@ -85,12 +90,16 @@ class ESState:
         ``learning_rate=`` names an optimizer) and ``std`` (the search standard
         deviation, when ``std=`` is given to an algorithm of
         :data:`~jaxtrainer.algorithms.evosax_options.SCHEDULED_STD`); ``None`` (no leaves) when there is neither.
+      obs_stats: :class:`NeuroES` with ``normalize_observations``: the
+        :class:`~jaxtrainer.algorithms.normalization.RunningStatistics` of every
+        observation the members acted on; ``None`` (no leaves) otherwise.
     """
 
     es: Any
     tell_key: jax.Array
     params: Any = None
     hyperparams: dict[str, jax.Array] | None = None
+    obs_stats: Any = None
 
 
 class EvosaxES(PopulationModule):
@@ -127,6 +136,17 @@ class EvosaxES(PopulationModule):
         ``std_schedule`` (a constant, then a traced hyperparameter
         ``ESState.hyperparams["std"]`` for the algorithms of
         :data:`~jaxtrainer.algorithms.evosax_options.SCHEDULED_STD`) or its params' ``std_init``.
+      learning_rate_decay, std_decay: the factor the learning rate (std) is
+        multiplied by over ``decay_generations`` generations, exponentially:
+        ``value * decay ** (generation / decay_generations)``, as
+        ``optax.exponential_decay`` (evosax's reinforcement learning example: 0.1
+        and 0.2); the std follows evosax's ``std_schedule`` timing (generation
+        ``g >= 1`` samples with the value of ``g - 1``). 1 (default): constant.
+        Needs the traced hyperparameter (a named ``optimizer`` with a
+        ``learning_rate``; a constant ``std`` of a
+        :data:`~jaxtrainer.algorithms.evosax_options.SCHEDULED_STD` algorithm).
+      decay_generations: the generations the decays span; ``None``: the run's
+        budget (the PopulationTrainer's ``max_generations``).
       algorithm_kwargs: more keyword arguments for the evosax constructor.
       es_params: fields of the algorithm's ``default_params`` to replace.
       population_size: build the evosax algorithm now (otherwise the trainer's).
@@ -134,7 +154,8 @@ class EvosaxES(PopulationModule):
     Raises:
       ValueError: unknown algorithm (listing evosax's), unknown fitness shaping
         or optimizer, an option the algorithm does not have, or a population size
-        the algorithm rejects (e.g. odd sizes for antithetic OpenAI-ES).
+        the algorithm rejects (e.g. odd sizes for antithetic OpenAI-ES); a
+        decay that is not positive, or one without its traced hyperparameter.
     """
 
     def __init__(
@@ -148,6 +169,9 @@ class EvosaxES(PopulationModule):
         learning_rate: float | None = None,
         optimizer: str | optax.GradientTransformation = "adam",
         std: float | None = None,
+        learning_rate_decay: float = 1.0,
+        std_decay: float = 1.0,
+        decay_generations: int | None = None,
         algorithm_kwargs: dict[str, Any] | None = None,
         es_params: dict[str, Any] | None = None,
         population_size: int | None = None,
@@ -171,6 +195,20 @@ class EvosaxES(PopulationModule):
         self.kwargs = kwargs
         self.es_params_overrides = dict(es_params or {})
         self.learning_rate, self.optimizer_name, self.std = learning_rate, optimizer, std
+        self.decays = {name: float(value) for name, value in
+                       (("learning_rate", learning_rate_decay), ("std", std_decay)) if value != 1}
+        for name, value in self.decays.items():
+            if not value > 0:
+                raise ValueError(f"{name}_decay={value}: expected a positive factor (1: constant)")
+            if name not in self._tunable:
+                need = ("a learning_rate with a named optimizer" if name == "learning_rate" else
+                        "a constant std= of an algorithm with a std schedule (Open_ES, ARS, ...)")
+                raise ValueError(f"{name}_decay={value} with {self.algorithm}: needs {need}")
+        if decay_generations is not None and (not isinstance(decay_generations, int)
+                                              or decay_generations < 1):
+            raise ValueError(f"decay_generations={decay_generations!r}: expected a positive int "
+                             "or None (the run's budget)")
+        self.decay_generations = decay_generations
         self.es = None
         self.params = None
         self.population_size: int | None = None
@@ -230,6 +268,24 @@ class EvosaxES(PopulationModule):
         return isinstance(self.es, DistributionBasedAlgorithm) or (
             self.es is None and issubclass(self.cls, DistributionBasedAlgorithm))
 
+    def configure_budget(self, max_steps: int) -> None:
+        """The run's generations (the PopulationTrainer's budget): what the decays
+        span when ``decay_generations`` is ``None``."""
+        self._budget = int(max_steps)
+
+    _budget: int | None = None
+
+    def _decayed(self, name: str, value: jax.Array, generation: jax.Array) -> jax.Array:
+        """``value`` decayed to ``generation`` (``learning_rate_decay``/``std_decay``)."""
+        if name not in self.decays:
+            return value
+        span = self.decay_generations or self._budget
+        if span is None:
+            raise ValueError(f"{type(self).__name__}: {name}_decay needs decay_generations= or "
+                             "the run's budget (train it with a PopulationTrainer)")
+        step = jnp.asarray(generation, jnp.float32) / span
+        return value * jnp.power(jnp.float32(self.decays[name]), step)
+
     # ---- the PopulationModule contract -----------------------------------
     def initial_mean(self, key: jax.Array) -> Any:
         """The search distribution's initial mean (a ``solution``-shaped pytree).
@@ -263,11 +319,13 @@ class EvosaxES(PopulationModule):
         if not hp:
             return state
         es = state.es
-        if "std" in hp:
-            es = es.replace(std=hp["std"])
+        if "std" in hp:  # evosax's tell sets std_schedule(g) for generation g + 1
+            es = es.replace(std=self._decayed(
+                "std", hp["std"], jnp.maximum(es.generation_counter - 1, 0)))
         if "learning_rate" in hp:  # broadcast: some algorithms vmap their optimizer
             current = es.opt_state.hyperparams["learning_rate"]
-            lr = jnp.broadcast_to(hp["learning_rate"], jnp.shape(current)).astype(current.dtype)
+            lr = self._decayed("learning_rate", hp["learning_rate"], es.generation_counter)
+            lr = jnp.broadcast_to(lr, jnp.shape(current)).astype(current.dtype)
             es = es.replace(opt_state=set_learning_rate(es.opt_state, lr))
         return state.replace(es=es)
 
@@ -308,7 +366,8 @@ class EvosaxES(PopulationModule):
                 "maximize": self.maximize, "weight_decay": self.weight_decay,
                 "fitness_shaping": self.fitness_shaping if isinstance(self.fitness_shaping, str)
                 else ("default" if self.fitness_shaping is None else "callable"),
-                "learning_rate": self.learning_rate, "std": self.std}
+                "learning_rate": self.learning_rate, "std": self.std,
+                **{f"{name}_decay": value for name, value in self.decays.items()}}
 
 
 class FunctionES(EvosaxES):
@@ -388,7 +447,9 @@ class NeuroES(ParamsPolicy, EvosaxES):
     Fitness of a member (maximised) = mean undiscounted return of the first
     episode of each of ``num_episodes`` fresh environments, run for the env's
     ``max_episode_steps`` with the greedy action of the member's policy
-    (:func:`jaxtrainer.envs.evaluate_policy`). Members are flax parameter pytrees.
+    (:func:`jaxtrainer.envs.evaluate_policy`). Members are flax parameter pytrees
+    (with ``normalize_observations``, the pair ``(params, obs_stats)``, the
+    statistics the same for every member).
 
     Args:
       env: an environment name for :func:`jaxtrainer.envs.make`
@@ -401,8 +462,21 @@ class NeuroES(ParamsPolicy, EvosaxES):
         (global; must divide over the devices).
       init: ``"network"`` (the flax initialiser) or ``"zeros"`` for the
         initial mean.
+      episode_loop: how a member's episodes run: ``"while"`` (default) stops once
+        every one has ended; ``"scan"`` runs the env's ``max_episode_steps`` in a
+        ``lax.scan`` (as evosax's ``BraxProblem`` rolls out), the same fitness.
+      normalize_observations: the policies act on observations normalised by
+        running statistics (:func:`~jaxtrainer.algorithms.normalization.normalize_obs`)
+        of every observation the members acted on in their counted episodes, merged
+        in after each generation (``ESState.obs_stats``), as evosax's
+        ``BraxProblem(use_normalize_obs=True)``; the mean's evaluation and its
+        exported policy normalise with them too.
       **kwargs: :class:`EvosaxES` options (``learning_rate``, ``std``,
-        ``fitness_shaping``, ``weight_decay``, ...).
+        ``fitness_shaping``, ``weight_decay``, ``learning_rate_decay``, ...).
+
+    Raises:
+      ValueError: an unknown ``episode_loop`` (listing the choices), and as
+        :class:`EvosaxES`.
 
     Metrics: ``member/episode_length``; evaluation gives ``eval/episode_return``
     and ``eval/episode_length`` over completed episodes.
@@ -418,9 +492,17 @@ class NeuroES(ParamsPolicy, EvosaxES):
         num_episodes: int = 1,
         eval_episodes: int = 16,
         init: str = "network",
+        episode_loop: str = "while",
+        normalize_observations: bool = False,
         **kwargs: Any,
     ) -> None:
         from jaxtrainer import envs  # local import: gymnax loads only for NeuroES
+        if episode_loop not in EPISODE_LOOPS:
+            raise ValueError(f"episode_loop={episode_loop!r}: choose one of "
+                             f"{', '.join(EPISODE_LOOPS)}")
+        self.episode_loop = episode_loop
+        self.normalize_observations = bool(normalize_observations)
+        self.tell_extras = self.normalize_observations  # tell merges the members' observations
 
         self.env = envs.make(env) if isinstance(env, str) else env
         if num_episodes < 1 or eval_episodes < 1:
@@ -463,36 +545,91 @@ class NeuroES(ParamsPolicy, EvosaxES):
         return low + (out + 1.0) * 0.5 * (high - low)
 
     def greedy_policy(self) -> Any:
-        """``policy(params, obs[n, ...], key) -> actions[n, ...]``: :meth:`act`."""
-        return lambda params, obs, key: self.act(params, obs, key)
+        """``policy(params, obs[n, ...], key) -> actions[n, ...]``: :meth:`act`
+        (with ``normalize_observations``, of ``params = (params, obs_stats)``)."""
+        return normalizing_policy(lambda params, obs, key: self.act(params, obs, key),
+                                  self.normalize_observations)
 
     def policy_params(self, state: ESState) -> Any:
-        """The mean solution (:meth:`mean`): the parameters :meth:`act` takes."""
+        """The mean solution (:meth:`mean`): the parameters :meth:`act` takes;
+        with ``normalize_observations`` the pair ``(mean, state.obs_stats)``."""
+        if self.normalize_observations:
+            return self.mean(state), state.obs_stats
         return self.mean(state)
+
+    def init_state(self, key: jax.Array) -> ESState:
+        state = super().init_state(key)
+        if self.normalize_observations:
+            state = state.replace(obs_stats=normalization.init(self.env.observation_shape))
+        return state
+
+    def ask(self, state: ESState, key: jax.Array) -> tuple[Any, ESState]:
+        """As :meth:`EvosaxES.ask`; with ``normalize_observations`` the members are
+        ``(params, obs_stats)``, the statistics repeated for each."""
+        population, state = super().ask(state, key)
+        if self.normalize_observations:
+            size = jax.tree.leaves(population)[0].shape[0]
+            stats = jax.tree.map(lambda x: jnp.broadcast_to(x, (size, *x.shape)), state.obs_stats)
+            population = (population, stats)
+        return population, state
+
+    def tell(self, state: ESState, population: Any, fitness: jax.Array,
+             extras: dict[str, Any] | None = None) -> tuple[ESState, dict[str, Any]]:
+        """As :meth:`EvosaxES.tell`; with ``normalize_observations`` (``extras``:
+        ``evaluate``'s, gathered over the members) the members' observations are
+        merged into ``state.obs_stats`` after the update."""
+        if not self.normalize_observations:
+            return super().tell(state, population, fitness)
+        state, metrics = super().tell(state, population[0], fitness)
+        count, total, square = extras["obs_moments"]  # [P], [P, *shape], [P, *shape]
+        stats = normalization.merge_shifted(state.obs_stats, jnp.sum(count), jnp.sum(total, 0),
+                                            jnp.sum(square, 0))
+        return state.replace(obs_stats=stats), metrics
+
+    def _episodes(self, params: Any, key: jax.Array, num_episodes: int,
+                  first_episode: int | jax.Array = 0, moments: bool = False):
+        """:func:`~jaxtrainer.envs.evaluation.run_episodes` of :meth:`greedy_policy`
+        on ``params`` (:meth:`policy_params`' form), ``episode_loop``'s loop;
+        ``moments``: with the observations' sums about the statistics' mean."""
+        from jaxtrainer.envs.evaluation import run_episodes
+
+        shift = params[1].mean if moments else None
+        return run_episodes(self.env, self.greedy_policy(), params, key, num_episodes,
+                            first_episode=first_episode,
+                            fixed_length=self.episode_loop == "scan", obs_shift=shift)
 
     def _rollout(self, params: Any, key: jax.Array, num_episodes: int,
                  first_episode: int | jax.Array = 0) -> dict[str, Mean]:
-        from jaxtrainer.envs import evaluate_policy
-
-        return evaluate_policy(self.env, self.act, params, key, num_episodes,
-                               first_episode=first_episode)
+        episodes = self._episodes(params, key, num_episodes, first_episode)
+        return {"episode_return": Mean.of(episodes.returns, mask=episodes.finished),
+                "episode_length": Mean.of(episodes.lengths, mask=episodes.finished)}
 
     def evaluate(self, member: Any, key: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
-        """Fitness ``float32[]``: mean return of ``num_episodes`` episodes."""
-        res = self._rollout(member, key, self.num_episodes)
-        ret, length = res["episode_return"], res["episode_length"]
+        """Fitness ``float32[]``: mean return of ``num_episodes`` episodes; with
+        ``normalize_observations`` also ``obs_moments`` (the count, sum and
+        square sum about the statistics' mean of the observations acted on)."""
+        episodes = self._episodes(member, key, self.num_episodes,
+                                  moments=self.normalize_observations)
+        ret = Mean.of(episodes.returns, mask=episodes.finished)
+        length = Mean.of(episodes.lengths, mask=episodes.finished)
         fitness = ret.total / jnp.maximum(ret.count, 1.0)
-        return fitness, {"episode_length": length.total / jnp.maximum(length.count, 1.0)}
+        extras = {"episode_length": length.total / jnp.maximum(length.count, 1.0)}
+        if self.normalize_observations:
+            extras["obs_moments"] = tuple(jnp.sum(x, axis=0) for x in episodes.obs_moments)
+        return fitness, extras
 
     def evaluation_step(self, state: ESState, key: jax.Array) -> dict[str, Any]:
         """The mean policy on ``eval_episodes`` episodes numbered over all
         devices (each runs its share), the same on any device count."""
         from jaxtrainer.envs.evaluation import episode_share
 
-        res = self._rollout(self.mean(state), key, *episode_share(self.eval_episodes))
+        res = self._rollout(self.policy_params(state), key, *episode_share(self.eval_episodes))
         return {"eval/episode_return": res["episode_return"],
                 "eval/episode_length": res["episode_length"]}
 
     def hparams(self) -> dict[str, Any]:
+        extra = {"episode_loop": self.episode_loop} if self.episode_loop != "while" else {}
+        if self.normalize_observations:
+            extra["normalize_observations"] = True
         return {**super().hparams(), "env": self.env.name, "num_episodes": self.num_episodes,
-                "hidden_sizes": list(self.network.hidden_sizes)}
+                "hidden_sizes": list(self.network.hidden_sizes), **extra}

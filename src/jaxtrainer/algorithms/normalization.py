@@ -90,11 +90,34 @@ def update(stats: RunningStatistics, batch: jax.Array,
     count_b = psum(jnp.asarray(local_count, jnp.float32), axis_name)
     mean_b = psum(jnp.sum(x, axis=batch_axes), axis_name) / count_b
     m2_b = psum(jnp.sum(jnp.square(x - mean_b), axis=batch_axes), axis_name)
+    return _merge(stats, count_b, mean_b, m2_b)
+
+
+def _merge(stats: RunningStatistics, count_b: jax.Array, mean_b: jax.Array,
+           m2_b: jax.Array) -> RunningStatistics:
+    """Chan, Golub & LeVeque's pairwise merge of a batch's moments into ``stats``."""
     count = stats.count + count_b
     delta = mean_b - stats.mean
     mean = stats.mean + delta * (count_b / count)
     m2 = stats.m2 + m2_b + jnp.square(delta) * (stats.count * count_b / count)
     return RunningStatistics(count, mean, m2)
+
+
+def merge_shifted(stats: RunningStatistics, count: jax.Array, shifted_sum: jax.Array,
+                  shifted_square_sum: jax.Array) -> RunningStatistics:
+    """``stats`` with a batch given by its sums about ``stats.mean`` merged in: ``count``
+    (``float32[]``) observations ``x``, ``shifted_sum = sum(x - stats.mean)`` and
+    ``shifted_square_sum = sum((x - stats.mean)**2)`` (``float32[*shape]``, summed over
+    every device already, e.g. gathered per population member). The batch's mean is
+    ``stats.mean + shifted_sum / count`` and its ``m2`` ``shifted_square_sum -
+    shifted_sum**2 / count`` (accurate while the batch's mean is near ``stats.mean``);
+    ``count = 0`` leaves ``stats`` as they are."""
+    count = jnp.asarray(count, jnp.float32)
+    safe = jnp.maximum(count, 1.0)
+    mean_b = stats.mean + shifted_sum / safe
+    m2_b = jnp.maximum(shifted_square_sum - jnp.square(shifted_sum) / safe, 0.0)
+    merged = _merge(stats, count, mean_b, m2_b)
+    return jax.tree.map(lambda new, old: jnp.where(count > 0, new, old), merged, stats)
 
 
 def normalize(stats: RunningStatistics, obs: jax.Array, clip: float | None = 10.0,

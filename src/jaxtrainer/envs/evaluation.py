@@ -34,11 +34,15 @@ class Episodes(NamedTuple):
       returns: ``float32[n]`` undiscounted return (0 where not finished).
       lengths: ``int32[n]`` steps (0 where not finished).
       finished: ``bool[n]`` the episode ended within the steps run.
+      obs_moments: with ``obs_shift`` (:func:`run_episodes`), the observations each
+        env acted on in its first episode as ``(count: float32[n], sum: float32[n,
+        *observation_shape], square_sum: ...)`` of ``obs - obs_shift``; ``None`` without.
     """
 
     returns: jax.Array
     lengths: jax.Array
     finished: jax.Array
+    obs_moments: tuple[jax.Array, jax.Array, jax.Array] | None = None
 
 
 def with_memory(policy_fn: PolicyFn, initial_carry: Callable[[int], Any] | None,
@@ -90,10 +94,24 @@ def _one_by_one(act: Callable[..., tuple[jax.Array, Any]]) -> Callable[..., tupl
     return jax.vmap(one, in_axes=(None, 0, 0, 0))
 
 
+def _observed(moments: tuple[jax.Array, jax.Array, jax.Array] | None, obs: jax.Array,
+              finished: jax.Array, shift: jax.Array | None):
+    """:attr:`Episodes.obs_moments` with ``obs[n, ...]`` added where the env's first
+    episode goes on (``finished`` false); ``None`` stays ``None``."""
+    if moments is None:
+        return None
+    count, total, square = moments
+    x = jnp.asarray(obs, jnp.float32) - shift
+    active = jnp.logical_not(finished).reshape((-1,) + (1,) * (x.ndim - 1))
+    x = jnp.where(active, x, 0.0)
+    return (count + active.reshape(-1), total + x, square + jnp.square(x))
+
+
 def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num_episodes: int,
                  max_steps: int | None = None,
                  initial_carry: Callable[[int], Any] | None = None,
-                 first_episode: int | jax.Array = 0) -> Episodes:
+                 first_episode: int | jax.Array = 0, *, fixed_length: bool = False,
+                 obs_shift: jax.Array | None = None) -> Episodes:
     """The per-episode results that :func:`evaluate_policy` averages.
 
     Runs episodes ``first_episode .. first_episode + num_episodes - 1``, each
@@ -110,6 +128,13 @@ def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num
     Args: as :func:`evaluate_policy`, and
       first_episode: the number of the first episode (``int32[]``; a device's
         share starts at :func:`episode_share`'s ``first``).
+      fixed_length: run all ``max_steps`` steps in one ``lax.scan`` instead (no
+        early end; the results are the same, as nothing recorded changes after an
+        env's first episode ends).
+      obs_shift: ``float32[*observation_shape]``: also sum the observations each env
+        acts on during its first episode, less ``obs_shift``, and their squares
+        (:attr:`Episodes.obs_moments`; moments about a running mean stay accurate in
+        ``float32``).
 
     Returns:
       :class:`Episodes` with arrays of shape ``[num_episodes]``.
@@ -126,15 +151,17 @@ def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num
     act = _one_by_one(act)
 
     def one_step(i, loop):
-        obs, state, memory, finished, returns, lengths = loop
+        obs, state, memory, finished, returns, lengths, moments = loop
         keys = jax.vmap(lambda k: jax.random.split(jax.random.fold_in(k, i)))(step_streams)
+        moments = _observed(moments, obs, finished, obs_shift)
         # only each env's first episode counts: its memory never needs a reset
         action, memory = act(params, obs, keys[:, 0], memory)
         obs, state, info = jax.vmap(env.step)(keys[:, 1], state, action)
         first_end = jnp.logical_and(info.done, jnp.logical_not(finished))
         returns = jnp.where(first_end, info.episode_return, returns)
         lengths = jnp.where(first_end, info.episode_length, lengths)
-        return (obs, state, memory, jnp.logical_or(finished, info.done), returns, lengths)
+        return (obs, state, memory, jnp.logical_or(finished, info.done), returns, lengths,
+                moments)
 
     def running(carry):
         i, loop = carry
@@ -144,11 +171,17 @@ def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num
         i, loop = carry
         return i + 1, one_step(i, loop)
 
-    loop = (obs, state, start(num_episodes), finished, returns, lengths)
-    # ends once every env has finished its first episode (or at max_steps)
-    _, (_, _, _, finished, returns, lengths) = jax.lax.while_loop(
-        running, body, (jnp.zeros((), jnp.int32), loop))
-    return Episodes(returns, lengths, finished)
+    moments = None
+    if obs_shift is not None:
+        zeros = jnp.zeros((num_episodes, *jnp.shape(obs)[1:]), jnp.float32)
+        moments = (jnp.zeros((num_episodes,), jnp.float32), zeros, zeros)
+    loop = (obs, state, start(num_episodes), finished, returns, lengths, moments)
+    if fixed_length:
+        loop = jax.lax.fori_loop(0, max_steps, one_step, loop)  # static bounds: a scan
+    else:  # ends once every env has finished its first episode (or at max_steps)
+        _, loop = jax.lax.while_loop(running, body, (jnp.zeros((), jnp.int32), loop))
+    _, _, _, finished, returns, lengths, moments = loop
+    return Episodes(returns, lengths, finished, moments)
 
 
 def evaluate_policy(

@@ -124,6 +124,10 @@ class GenerationModule(Module):
                 "on every leaf"
             )
 
+    def configure_budget(self, max_steps: int) -> None:
+        """The run's generations, passed on to the population module."""
+        self.module.configure_budget(max_steps)
+
     def init_state(self, key: jax.Array) -> Any:
         return self.module.init_state(key)
 
