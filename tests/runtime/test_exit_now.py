@@ -44,14 +44,17 @@ def test_a_running_thread_gets_a_normal_exit():
 
 
 @pytest.mark.timeout(120)
-def test_a_command_freezes_what_exists_before_its_body_and_ends_with_its_status():
+def test_a_command_freezes_its_imports_and_ends_with_its_status_and_in_process_calls_do_not():
     script = textwrap.dedent("""
         import gc
-        from jaxtrainer.runtime._startup import run_and_exit
+        from jaxtrainer.runtime._startup import freeze_imports, run_and_exit
+        freeze_imports()  # in-process: nothing frozen
         print(gc.get_freeze_count())
         def body():
+            import json  # the command's libraries
+            freeze_imports()
             junk = [[]]
-            junk[0].append(junk)  # a cycle made during the body stays collectable
+            junk[0].append(junk)  # a cycle made after the freeze stays collectable
             del junk
             print(gc.get_freeze_count(), gc.collect() > 0)
             return 5

@@ -137,6 +137,9 @@ def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
         print(f"{prog or f'{PROG} {recipe}'}: error: {e}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
     from jaxtrainer.recipes import config  # after the XLA flags are set
+    from jaxtrainer.runtime import _startup as startup
+
+    startup.freeze_imports()  # the command's libraries are imported: nothing of them is garbage
 
     shown = f"python {prog}" if prog and prog.endswith(".py") else prog  # a script's examples
     config.cli(lambda rest: run(rest, recipe, shown), argv, prog=prog or f"{PROG} {recipe}")

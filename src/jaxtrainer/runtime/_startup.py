@@ -24,7 +24,8 @@ import the standard library only; ``import jaxtrainer`` imports no JAX).
 The command's body then runs through :func:`run_and_exit`, which ends the
 process with the body's status as soon as it returns, without the interpreter's
 teardown (:func:`jaxtrainer.runtime._signals.exit_now`). Called in a process that
-goes on (a test, a notebook), a command returns its status instead.
+goes on (a test, a notebook), a command returns its status instead, and
+:func:`freeze_imports` leaves the garbage collector as it is.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from typing import Any, NoReturn
 from jaxtrainer.runtime import _signals as signals
 
 _GUARD: list[signals.StopOnSignal] = []
+_ENDING: list[bool] = []
+"""Holds ``True`` while :func:`run_and_exit` runs a body: the process ends with it."""
 
 
 def current_directory_on_path() -> None:
@@ -90,19 +93,31 @@ def run_and_exit(body: Callable[[], int | None]) -> NoReturn:
     ends it with 1, as Python does). The end is
     :func:`jaxtrainer.runtime._signals.exit_now`: exit handlers run, threads
     that are not daemons are waited for, the interpreter's teardown is skipped.
-    Any other exception propagates (its traceback, a normal exit).
-
-    Every object alive before ``body`` runs is moved out of the garbage
-    collector's reach first (``gc.freeze``): it lives until the process ends.
-    Call it from a command only, in the process's main thread (a test or a
-    notebook calls the command itself, which returns its status).
+    Any other exception propagates (its traceback, a normal exit). While
+    ``body`` runs, :func:`freeze_imports` freezes. Call it from a command only,
+    in the process's main thread (a test or a notebook calls the command
+    itself, which returns its status).
     """
-    gc.freeze()
+    _ENDING.append(True)
     try:
         status = body()
     except SystemExit as e:
         status = e.code
+    finally:
+        _ENDING.clear()
     if status is not None and not isinstance(status, int):
         print(status, file=sys.stderr, flush=True)
         status = 1
     signals.exit_now(status or 0)
+
+
+def freeze_imports() -> None:
+    """In a command that ends the process (:func:`run_and_exit`), move every
+    object alive now out of the garbage collector's reach (``gc.freeze``); in a
+    process that goes on (a test, a notebook), nothing. A command calls it once
+    its libraries are imported: their functions, classes and tables live until
+    the process ends anyway, and the collections that tracing triggers no
+    longer walk them (a warm ``jaxtrainer fit ppo`` spends about a third less
+    time in collections; frozen before those imports, no less)."""
+    if _ENDING:
+        gc.freeze()
