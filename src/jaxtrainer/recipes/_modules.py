@@ -259,7 +259,7 @@ def _typed_key(recipe: str, cfg: DictConfig, error: ArgumentError) -> str | None
     else:
         key = next((f"{s}.{error.key}" for s in _SECTIONS
                     if isinstance(cfg.get(s), DictConfig) and error.key in cfg[s]), None)
-    missing = object()
-    if key is None or OmegaConf.select(cfg, f"{key}{error.part}", default=missing) != error.value:
+    if key is None or OmegaConf.select(cfg, f"{key}{error.part}", default=object(),
+                                       throw_on_resolution_failure=False) != error.value:
         return None
     return key
