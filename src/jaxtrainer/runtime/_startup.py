@@ -117,7 +117,7 @@ def freeze_imports() -> None:
     process that goes on (a test, a notebook), nothing. A command calls it once
     its libraries are imported: their functions, classes and tables live until
     the process ends anyway, and the collections that tracing triggers no
-    longer walk them (a warm ``jaxtrainer fit ppo`` spends about a third less
+    longer walk them (a warm ``jaxtrainer fit ppo`` spends about half the
     time in collections; frozen before those imports, no less)."""
     if _ENDING:
         gc.freeze()
