@@ -27,7 +27,7 @@ ALLOWED = {
     ("jaxtrainer/distributed/_process.py", "from jax._src.distributed import global_state"):
         "JAX offers no public handle on the coordination service's client, which the peer "
         "watch's key-value beats need (orbax reads it the same way)",
-    ("jaxtrainer/recipes/_command.py", "atexit._run_exitfuncs"):
+    ("jaxtrainer/runtime/_signals.py", "atexit._run_exitfuncs"):
         "the interpreter's own exit handlers (loggers, orbax) run before that os._exit",
     ("jaxtrainer/envs/playground_env.py", "env._mjx_model"):
         "MuJoCo Playground offers no setter for the model it steps; with several "

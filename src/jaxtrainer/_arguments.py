@@ -23,6 +23,33 @@ DEVICES_FORMS = ("'auto', a positive int n (the first n devices; also as a strin
                  "'0,2'), or a list of distinct jax.Device objects")
 
 
+class ArgumentError(ValueError):
+    """A bad argument: ``<name>=<value!r><tail>``, e.g. ``PPOConfig.lr='fast':
+    expected a non-negative number``, raised by the checks here. It keeps its
+    parts, so a caller that knows where the user typed the argument (a recipe:
+    the ``algorithm:`` section of its config) names that key instead
+    (:meth:`typed`).
+
+    Attributes:
+      key: the argument's own name: a keyword (``iso_sigma``) or a config field (``lr``).
+      value: the value given.
+      tail: what the message says after the value (``": expected a positive int"``).
+      owner: the config class whose field ``key`` is (``"PPOConfig"``), or ``""``.
+      part: what the name holds after ``key``: an item (``"[1]"``), a sub-key (``".torso"``).
+    """
+
+    def __init__(self, key: str, value: Any, tail: str, owner: str = "", part: str = "") -> None:
+        super().__init__(f"{owner}{'.' if owner else ''}{key}{part}={value!r}{tail}")
+        self.key, self.value, self.tail, self.owner, self.part = key, value, tail, owner, part
+
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:  # copy.copy keeps the parts
+        return type(self), (self.key, self.value, self.tail, self.owner, self.part)
+
+    def typed(self, key: str) -> ArgumentError:
+        """The same error naming ``key`` (``algorithm.lr``) in place of ``owner.key``."""
+        return ArgumentError(key, self.value, self.tail, part=self.part)
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """``"; did you mean 'x'?"`` for the closest of ``choices`` to ``word``
     ignoring case (:func:`difflib.get_close_matches`: ``PMAP`` finds ``pmap``),
@@ -57,7 +84,7 @@ def positive_int(name: str, value: Any, allow_none: bool = True) -> int | None:
             and float(value).is_integer():
         value = int(value)  # 5e5 (YAML reads it as a float) is a whole number
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
-        raise ValueError(f"{name}={value!r}: expected a positive int" + (" or None" if allow_none else ""))
+        raise ArgumentError(name, value, ": expected a positive int" + (" or None" if allow_none else ""))
     return int(value)
 
 
@@ -65,7 +92,7 @@ def integer(name: str, value: Any) -> int:
     """``value`` as an int (a seed: any sign); bools, floats and strings raise
     ValueError naming the value."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name}={value!r}: expected an int")
+        raise ArgumentError(name, value, ": expected an int")
     return int(value)
 
 
@@ -86,13 +113,13 @@ def directory(name: str, value: Any) -> str:
         parents is an existing file (the message names both).
     """
     if not isinstance(value, (str, os.PathLike)):
-        raise ValueError(f"{name}={value!r}: expected a directory path (a str or os.PathLike)")
+        raise ArgumentError(name, value, ": expected a directory path (a str or os.PathLike)")
     path = expand_path(value)
     for p in [path, *map(str, pathlib.Path(path).parents)]:
         if os.path.exists(p) and not os.path.isdir(p):
             where = "is" if p == path else f"is under {p!r}, which is"
-            raise ValueError(f"{name}={path!r}: {where} an existing file; expected a directory "
-                             "(existing or to be created)")
+            raise ArgumentError(name, path, f": {where} an existing file; expected a directory "
+                                "(existing or to be created)")
     return path
 
 
@@ -108,9 +135,9 @@ def flag(name: str, value: Any, also: tuple[str, ...] = (), hint: str = "") -> b
     if isinstance(value, str) and value in also:
         return value
     choices = ["True", "False", *map(repr, also)]
-    raise ValueError(f"{name}={value!r}: expected {', '.join(choices[:-1])} or {choices[-1]} "
-                     "(a bool: true or false in a config file or on the command line)"
-                     + (f"; {hint}" if hint else ""))
+    raise ArgumentError(name, value, f": expected {', '.join(choices[:-1])} or {choices[-1]} "
+                        "(a bool: true or false in a config file or on the command line)"
+                        + (f"; {hint}" if hint else ""))
 
 
 def _index_list(raw: Any, items: list[Any]) -> list[int]:
@@ -285,8 +312,7 @@ def non_negative_int(name: str, value: Any, allow_none: bool = False) -> int | N
         return None
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) \
             or not float(value).is_integer() or value < 0:
-        raise ValueError(f"{name}={value!r}: expected an int >= 0"
-                         + (" or None" if allow_none else ""))
+        raise ArgumentError(name, value, ": expected an int >= 0" + (" or None" if allow_none else ""))
     return int(value)
 
 
@@ -320,8 +346,8 @@ def number(name: str, value: Any, low: float | None = None, high: float | None =
     if ok and high is not None:
         ok = value < high if high_open else value <= high
     if not ok:
-        raise ValueError(f"{name}={value!r}: expected {_interval(low, high, low_open, high_open)}"
-                         + (" or None" if allow_none else ""))
+        raise ArgumentError(name, value, f": expected {_interval(low, high, low_open, high_open)}"
+                            + (" or None" if allow_none else ""))
     return value
 
 
@@ -329,27 +355,43 @@ def one_of(name: str, value: Any, choices: Sequence[str]) -> str:
     """``value`` when it is one of ``choices``; else ValueError listing them."""
     if isinstance(value, str) and value in choices:
         return value
-    raise ValueError(f"{name}={value!r}: choose one of {', '.join(map(repr, choices))}")
+    raise ArgumentError(name, value, f": choose one of {', '.join(map(repr, choices))}")
 
 
 def sizes(name: str, value: Any) -> tuple[int, ...]:
     """Layer widths: a sequence (a list, a tuple, omegaconf's ``ListConfig``) of
     positive ints as a tuple (whole floats become ints); may be empty."""
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        raise ValueError(f"{name}={value!r}: expected a list of positive ints")
-    return tuple(positive_int(f"{name}[{i}]", v, allow_none=False) for i, v in enumerate(value))
+        raise ArgumentError(name, value, ": expected a list of positive ints")
+    widths = []
+    for i, v in enumerate(value):
+        try:
+            widths.append(positive_int(name, v, allow_none=False))
+        except ArgumentError as e:
+            raise ArgumentError(name, v, e.tail, part=f"[{i}]") from None
+    return tuple(widths)
 
 
 def check_fields(config: Any, check: Any, names: Sequence[str], **kwargs: Any) -> None:
     """Check and normalise fields of a frozen dataclass in its ``__post_init__``.
 
-    Each field ``name`` in ``names`` becomes ``check(f"{Class}.{name}", value,
-    **kwargs)`` (one of the helpers above), so an error names the config class
-    and field, e.g. ``PPOConfig.lr='abc': expected a non-negative number``.
+    Each field ``name`` in ``names`` becomes ``check(name, value, **kwargs)`` (one
+    of the helpers above); its :class:`ArgumentError` names the config class and
+    field, e.g. ``PPOConfig.lr='abc': expected a non-negative number`` (``owner``
+    ``PPOConfig``, ``key`` ``lr``).
     """
     for name in names:
-        value = check(f"{type(config).__name__}.{name}", getattr(config, name), **kwargs)
+        try:
+            value = check(name, getattr(config, name), **kwargs)
+        except ArgumentError as e:
+            raise field_error(config, e.key, e.value, e.tail, e.part) from None
         object.__setattr__(config, name, value)
+
+
+def field_error(config: Any, key: str, value: Any, tail: str, part: str = "") -> ArgumentError:
+    """The :class:`ArgumentError` of field ``key`` of ``config`` (a config class's
+    instance): ``<Class>.<key><part>=<value!r><tail>``."""
+    return ArgumentError(key, value, tail, type(config).__name__, part)
 
 
 def fewer_devices(value: int, num_devices: int) -> str:

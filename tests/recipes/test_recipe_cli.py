@@ -522,6 +522,38 @@ def test_a_discount_above_one_is_refused_before_anything_runs(run_dir, name):
     assert not (run_dir / "version_0").exists()
 
 
+@pytest.mark.timeout(120)
+def test_a_bad_value_names_the_key_typed_whatever_the_module_takes(run_dir, capsys):
+    """A recipe whose module takes keyword arguments (map_elites) named the bare keyword
+    (``iso_sigma='fast'``) and one built from a config class (ppo) its field; each names
+    the key typed on the command line, whatever section holds it. Python users get what
+    they typed: the config class's field, or the keyword."""
+    from jaxtrainer.algorithms.ppo import PPOConfig
+    from jaxtrainer.commands import _cli as cli
+    from jaxtrainer.population import MAPElites
+
+    root = f"trainer.default_root_dir={run_dir}"
+    for argv, error in [
+        (["map_elites", "algorithm.iso_sigma=fast"],
+         "algorithm.iso_sigma='fast': expected a non-negative number"),
+        (["map_elites", "env.num_dims=fast"], "env.num_dims='fast': expected a positive int"),
+        (["map_elites", "algorithm.grid_shape=[10,0]"],
+         "algorithm.grid_shape[1]=0: expected a positive int"),
+        (["ppo", "algorithm.lr=fast"], "algorithm.lr='fast': expected a non-negative number"),
+        (["crossq", "network.torso=cnn"], "network.torso='cnn': CrossQ's networks read the "
+                                          "flattened observation (torso mlp) only"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            cli.main(["fit", *argv, root])
+        assert exit_.value.code == 2
+        assert capsys.readouterr().err == f"jaxtrainer fit {argv[0]}: error: {error}\n"
+    assert not (run_dir / "version_0").exists()
+    with pytest.raises(ValueError, match=r"^PPOConfig\.lr='abc': expected a non-negative number$"):
+        PPOConfig(env="CartPole-v1", lr="abc")
+    with pytest.raises(ValueError, match=r"^iso_sigma='fast': expected a non-negative number$"):
+        MAPElites("arm", iso_sigma="fast")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_checkpoint_path_of_another_recipes_run_is_refused_naming_that_recipe(run_dir, capsys):

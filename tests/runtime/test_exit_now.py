@@ -1,5 +1,5 @@
-"""Recipe scripts end without the interpreter's teardown, but as a normal exit
-otherwise: atexit handlers run, buffered output is flushed, threads are waited for."""
+"""Commands and recipe scripts end without the interpreter's teardown, but as a normal
+exit otherwise: atexit handlers run, buffered output is flushed, threads are waited for."""
 
 import subprocess
 import sys
@@ -8,14 +8,14 @@ import threading
 
 import pytest
 
-from jaxtrainer.recipes._command import exit_now
+from jaxtrainer.runtime._signals import exit_now
 
 
 def test_atexit_handlers_run_and_output_is_flushed(tmp_path):
     marker = tmp_path / "atexit.txt"
     script = textwrap.dedent(f"""
         import atexit, sys
-        from jaxtrainer.recipes._command import exit_now
+        from jaxtrainer.runtime._signals import exit_now
         atexit.register(lambda: open({str(marker)!r}, "w").write("ran"))
         sys.stdout.write("no newline, still buffered")
         sys.stderr.write("and stderr")
@@ -44,28 +44,27 @@ def test_a_running_thread_gets_a_normal_exit():
 
 
 @pytest.mark.timeout(120)
-def test_the_recipe_command_freezes_what_exists_before_main_and_in_process_calls_do_not():
+def test_a_command_freezes_its_imports_and_ends_with_its_status_and_in_process_calls_do_not():
     script = textwrap.dedent("""
         import gc
-        from jaxtrainer.recipes._command import cli
-        before = gc.get_freeze_count()
-        seen = []
-        def main(argv):
-            seen.append(gc.get_freeze_count())
+        from jaxtrainer.runtime._startup import freeze_imports, run_and_exit
+        freeze_imports()  # in-process: nothing frozen
+        print(gc.get_freeze_count())
+        def body():
+            import json  # the command's libraries
+            freeze_imports()
             junk = [[]]
-            junk[0].append(junk)  # a cycle made during main stays collectable
+            junk[0].append(junk)  # a cycle made after the freeze stays collectable
             del junk
-            seen.append(gc.collect() > 0)
-            print(*seen[-2:])
-        print(before)
-        cli(main, [])  # in-process: nothing frozen
-        cli(main, [], exit_when_done=True)  # prints a freeze count, then ends the process
+            print(gc.get_freeze_count(), gc.collect() > 0)
+            return 5
+        run_and_exit(body)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          timeout=120)
-    assert out.returncode == 0, out.stderr
-    before, in_process, command = out.stdout.splitlines()
-    assert before == "0" and in_process == "0 True"
+    assert out.returncode == 5, out.stderr
+    before, command = out.stdout.splitlines()
+    assert before == "0"
     frozen, collected = command.split()
     assert int(frozen) > 1000 and collected == "True"
 

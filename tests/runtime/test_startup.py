@@ -96,11 +96,10 @@ def test_help_imports_only_what_it_documents(recipe, needs):
     """``jaxtrainer fit NAME --help`` documents the recipe's keys without loading
     the packages of saving (orbax), logging (wandb) or other algorithms (evosax):
     each costs a tenth of a second or more of every help and config error."""
-    code = (f"import sys, runpy; sys.argv = ['jaxtrainer', 'fit', {recipe!r}, '--help']\n"
-            "try:\n    runpy.run_module('jaxtrainer.commands._cli', run_name='__main__')\n"
-            "except SystemExit:\n    pass\n"
-            "print('LOADED', sorted(m for m in ('orbax.checkpoint', 'wandb', 'evosax', "
-            "'tensorboardX') if m in sys.modules))")
+    code = (f"import atexit, sys, runpy; sys.argv = ['jaxtrainer', 'fit', {recipe!r}, '--help']\n"
+            "atexit.register(lambda: print('LOADED', sorted(m for m in ('orbax.checkpoint', "
+            "'wandb', 'evosax', 'tensorboardX') if m in sys.modules)))  # the command ends the process\n"
+            "runpy.run_module('jaxtrainer.commands._cli', run_name='__main__')\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env=dict(os.environ, JAX_PLATFORMS="cpu"), timeout=100)
     assert done.returncode == 0, done.stderr

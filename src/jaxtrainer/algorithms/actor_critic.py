@@ -72,7 +72,7 @@ def check_actor_critic(config: Any) -> None:
         arguments.check_fields(config, arguments.sizes, ("critic_hidden_sizes",))
     arguments.check_fields(config, arguments.number, ("ent_coef", "vf_coef"), low=0)
     arguments.check_fields(config, arguments.flag, ("normalize_advantages",))
-    arguments.one_of(f"{type(config).__name__}.policy", config.policy, POLICIES)
+    arguments.check_fields(config, arguments.one_of, ("policy",), choices=POLICIES)
 
 
 class ActorCriticBase(ParamsPolicy):

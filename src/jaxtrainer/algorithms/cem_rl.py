@@ -75,7 +75,7 @@ from jaxtrainer.algorithms.evolution import ParamsSearch, ReplayAndSearch, elite
 from jaxtrainer.algorithms.hyperparams import config_record
 from jaxtrainer.algorithms.member_learning import improve_members
 from jaxtrainer.algorithms.member_rollout import rollout_members
-from jaxtrainer.algorithms.networks import DeterministicActor, TwinCritic, activation
+from jaxtrainer.algorithms.networks import ACTIVATIONS, DeterministicActor, TwinCritic
 from jaxtrainer.algorithms.normalization import learning_batch, normalizing_policy
 from jaxtrainer.algorithms.offpolicy import configure
 from jaxtrainer.algorithms.offpolicy_config import check_normalization
@@ -196,8 +196,8 @@ class CEMRLConfig:
         arguments.check_fields(self, arguments.number, ("gamma",), low=0, high=1)
         arguments.check_fields(self, arguments.number, ("actor_lr", "critic_lr", "policy_noise",
                                                         "noise_clip"), low=0)
-        for name in ("actor_activation", "critic_activation"):
-            activation(getattr(self, name), f"CEMRLConfig.{name}")
+        arguments.check_fields(self, arguments.one_of, ("actor_activation", "critic_activation"),
+                               choices=tuple(ACTIVATIONS))
         check_normalization(self)
 
 

@@ -156,8 +156,9 @@ class CrossQConfig(SACConfig):
         arguments.check_fields(self, arguments.non_negative_int, ("renorm_warmup_steps",))
         arguments.check_fields(self, arguments.number, ("adam_b1", "momentum"), low=0, high=1)
         if self.network.torso != "mlp":
-            raise ValueError(f"{type(self).__name__}.network.torso={self.network.torso!r}: CrossQ's "
-                             "networks read the flattened observation (torso mlp) only")
+            raise arguments.field_error(self, "network", self.network.torso,
+                                        ": CrossQ's networks read the flattened observation "
+                                        "(torso mlp) only", part=".torso")
 
 
 @struct.dataclass

@@ -178,8 +178,8 @@ class DQNConfig(OffPolicyConfig):
         arguments.check_fields(self, arguments.number, ("adam_eps",), low=0, low_open=True,
                                allow_none=True)
         if self.distributional is not None:
-            arguments.one_of(f"{type(self).__name__}.distributional", self.distributional,
-                             _DISTRIBUTIONAL)
+            arguments.check_fields(self, arguments.one_of, ("distributional",),
+                                   choices=_DISTRIBUTIONAL)
         arguments.check_fields(self, arguments.positive_int, ("num_atoms", "n_step"),
                                allow_none=False)
         if self.n_step > 1 and self.learning_starts < self.n_step * self.num_envs:

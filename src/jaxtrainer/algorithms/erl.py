@@ -209,7 +209,6 @@ class ERLConfig(ReplayLearnerConfig):
         """
         super().__post_init__()
         check_td3_learner(self)
-        name = type(self).__name__
         arguments.check_fields(self, arguments.positive_int, (
             "population_size", "episodes_per_member", "rl_injection_every"), allow_none=False)
         arguments.check_fields(self, arguments.positive_int, ("rollout_steps", "critic_steps"))
@@ -222,13 +221,15 @@ class ERLConfig(ReplayLearnerConfig):
         arguments.check_fields(self, arguments.one_of, ("rl_injection",),
                                choices=("member", "mean"))
         if self.rl_injection == "mean" and self.evolution == "ga":
-            raise ValueError(f"{name}.rl_injection='mean' moves a search distribution's mean; "
-                             "evolution='ga' has none: set evolution (e.g. 'Open_ES') or "
-                             "rl_injection='member'")
+            raise arguments.field_error(self, "rl_injection", "mean",
+                                        " moves a search distribution's mean; evolution='ga' has "
+                                        "none: set evolution (e.g. 'Open_ES') or "
+                                        "rl_injection='member'")
         if self.rl_episodes % self.episodes_per_member:
-            raise ValueError(f"{name}.rl_episodes={self.rl_episodes}: expected a multiple of "
-                             f"episodes_per_member={self.episodes_per_member} (the RL actor's "
-                             "episodes are played in copies of episodes_per_member envs)")
+            raise arguments.field_error(self, "rl_episodes", self.rl_episodes,
+                                        ": expected a multiple of episodes_per_member="
+                                        f"{self.episodes_per_member} (the RL actor's episodes are "
+                                        "played in copies of episodes_per_member envs)")
 
     @property
     def num_elites(self) -> int:

@@ -53,7 +53,6 @@ def check_ga(config: Any) -> None:
     Raises:
       ValueError: a bad value, naming ``<config class>.<field>``.
     """
-    name = type(config).__name__
     arguments.check_fields(config, arguments.positive_int, ("tournament_size",),
                            allow_none=False)
     arguments.check_fields(config, arguments.number, _PROBABILITIES, low=0, high=1)
@@ -62,16 +61,16 @@ def check_ga(config: Any) -> None:
                            ("mutation_strength", "super_mutation_strength"), low=0)
     p = config.population_size
     if p < 2:
-        raise ValueError(f"{name}.population_size={p}: expected an int >= 2 (an elite and "
-                         "an offspring)")
+        raise arguments.field_error(config, "population_size", p,
+                                    ": expected an int >= 2 (an elite and an offspring)")
     elites = num_elites(p, config.elite_fraction)
     if elites >= p:
-        raise ValueError(f"{name}.elite_fraction={config.elite_fraction}: keeps "
-                         f"{elites} elites of population_size={p}, leaving no "
-                         "offspring; expected fewer elites than members")
+        raise arguments.field_error(config, "elite_fraction", config.elite_fraction,
+                                    f": keeps {elites} elites of population_size={p}, leaving "
+                                    "no offspring; expected fewer elites than members")
     if config.super_mutation_prob + config.reset_prob > 1:
-        raise ValueError(f"{name}.reset_prob={config.reset_prob}: super_mutation_prob + "
-                         "reset_prob must be at most 1")
+        raise arguments.field_error(config, "reset_prob", config.reset_prob,
+                                    ": super_mutation_prob + reset_prob must be at most 1")
 
 
 def num_elites(population_size: int, elite_fraction: float) -> int:

@@ -20,7 +20,7 @@ import dataclasses
 from typing import Any
 
 from jaxtrainer import _arguments as arguments
-from jaxtrainer.algorithms.networks import activation
+from jaxtrainer.algorithms.networks import ACTIVATIONS
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config
 
 
@@ -40,7 +40,7 @@ def check_replay_learner(config: Any) -> None:
     arguments.check_fields(config, arguments.non_negative_int, ("learning_starts",))
     arguments.check_fields(config, arguments.number, ("tau",), low=0, high=1, low_open=True)
     arguments.check_fields(config, arguments.number, ("gamma",), low=0, high=1)  # a discount
-    activation(config.activation, f"{type(config).__name__}.activation")
+    arguments.check_fields(config, arguments.one_of, ("activation",), choices=tuple(ACTIVATIONS))
     object.__setattr__(config, "network", network_config(config.network, type(config).__name__))
 
 

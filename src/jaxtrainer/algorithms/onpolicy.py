@@ -36,7 +36,7 @@ from jaxtrainer.algorithms.actor_critic import ActorCriticBase
 from jaxtrainer.algorithms.advantages import compute_gae
 from jaxtrainer.algorithms.cores import Carry
 from jaxtrainer.algorithms.distributions import Distribution
-from jaxtrainer.algorithms.networks import ActorCritic, activation
+from jaxtrainer.algorithms.networks import ACTIVATIONS, ActorCritic
 from jaxtrainer.algorithms.rollout import (
     Rollout,
     bootstrap_truncations,
@@ -125,7 +125,7 @@ class OnPolicyConfig:
                                low=0)
         arguments.check_fields(self, arguments.number, ("gamma",), low=0, high=1)  # a discount
         arguments.check_fields(self, arguments.flag, ("anneal_lr", "normalize_observations"))
-        activation(self.activation, f"{type(self).__name__}.activation")
+        arguments.check_fields(self, arguments.one_of, ("activation",), choices=tuple(ACTIVATIONS))
         object.__setattr__(self, "network", network_config(self.network, type(self).__name__))
 
 

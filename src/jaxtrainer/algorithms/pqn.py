@@ -119,17 +119,18 @@ class PQNConfig(OnPolicyConfig):
             ``normalize_observations=True`` or a recurrent ``network.core``.
         """
         super().__post_init__()
-        name = type(self).__name__
         check_minibatch_fields(self)
         arguments.check_fields(self, arguments.number, (
             "q_lambda", "epsilon_start", "epsilon_end", "exploration_fraction"), low=0, high=1)
         arguments.check_fields(self, arguments.flag, ("layer_norm", "bootstrap_truncation"))
         if self.normalize_observations:
-            raise ValueError(f"{name}.normalize_observations=True: PQN does not normalise "
-                             "observations (its LayerNorm does); leave it false")
+            raise arguments.field_error(self, "normalize_observations", True,
+                                        ": PQN does not normalise observations (its LayerNorm "
+                                        "does); leave it false")
         if self.network.core is not None:
-            raise ValueError(f"{name}.network.core={self.network.core!r}: PQN has no "
-                             "recurrent core; leave network.core unset")
+            raise arguments.field_error(self, "network", self.network.core,
+                                        ": PQN has no recurrent core; leave network.core unset",
+                                        part=".core")
 
     @property
     def minibatch_size(self) -> int:

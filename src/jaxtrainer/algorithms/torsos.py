@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 from flax.linen.initializers import constant, orthogonal
 
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms.cores import CORES
 
 TORSOS = ("mlp", "cnn", "minatar_cnn", "nature_cnn")
@@ -283,7 +284,8 @@ def network_config(value: Any, owner: str) -> NetworkConfig:
     if isinstance(value, NetworkConfig):
         return value
     if not isinstance(value, Mapping):
-        raise ValueError(f"{owner}.network={value!r}: expected a mapping such as {{torso: cnn}}")
+        raise arguments.ArgumentError("network", value, ": expected a mapping such as {torso: cnn}",
+                                      owner)
     fields = [f.name for f in dataclasses.fields(NetworkConfig)]
     unknown = [str(k) for k in value if k not in fields]
     if unknown:

@@ -4,7 +4,9 @@ Subcommands live in their own modules and are listed in :data:`COMMANDS`
 (``name -> "module:function"``); each function takes ``argv: list[str]`` and
 returns an exit code. Run as the command (``argv`` from ``sys.argv``), its
 first act is :func:`jaxtrainer.runtime._startup.begin`: a Ctrl-C while it starts ends
-it in one line, and the current directory is on the import path.
+it in one line, and the current directory is on the import path; its last is
+ending the process with the command's status
+(:func:`jaxtrainer.runtime._startup.run_and_exit`), whichever the command.
 """
 
 from __future__ import annotations
@@ -34,12 +36,24 @@ def _usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    if argv is None and sys.argv[1:2] != ["launch"]:  # the command (each launched process starts its own)
-        from jaxtrainer.runtime import _startup as startup
+    """Run ``jaxtrainer COMMAND ARGS...`` and return its exit status: ``argv`` is
+    ``[COMMAND, *ARGS]`` (a test, a notebook: the process goes on). Without
+    ``argv`` it is the console command: ``sys.argv[1:]``, started by
+    :func:`jaxtrainer.runtime._startup.begin` (except ``launch``: each process it
+    starts begins for itself), and the process ends with the command's status
+    once it returns (:func:`jaxtrainer.runtime._startup.run_and_exit`)."""
+    if argv is not None:
+        return _dispatch(list(argv))
+    from jaxtrainer.runtime import _startup as startup
 
+    if sys.argv[1:2] != ["launch"]:
         startup.begin("jaxtrainer")
-    from_command_line = argv is None
-    argv = list(sys.argv[1:] if argv is None else argv)
+    startup.run_and_exit(lambda: _dispatch(sys.argv[1:]))
+
+
+def _dispatch(argv: list[str]) -> int:
+    """``jaxtrainer argv[0] argv[1:]``: the command's status (2: an unknown command
+    or a platform that cannot start)."""
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
@@ -65,10 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"jaxtrainer {name}: error: {e}", file=sys.stderr)
             return 2
-    command = getattr(importlib.import_module(module), func)
-    if name == "fit" and from_command_line:  # a finished run ends the process at once
-        return int(command(rest, exit_when_done=True) or 0)
-    return int(command(rest) or 0)  # called in a process that goes on (tests, notebooks)
+    return int(getattr(importlib.import_module(module), func)(rest) or 0)
 
 
 if __name__ == "__main__":

@@ -113,12 +113,11 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
     return config.fit_and_report(trainer, module, run)
 
 
-def script(recipe: str, argv: list[str], prog: str | None = None,
-           exit_when_done: bool = True) -> None:
-    """Run ``recipe`` as a command: the ``__main__`` of ``recipes/<recipe>.py`` and
-    of ``jaxtrainer fit <recipe>``. A config error prints one line and exits 2;
-    a finished run ends the process at once (status 0) unless ``exit_when_done``
-    is False (a caller in the same process: it returns)."""
+def script(recipe: str, argv: list[str], prog: str | None = None) -> None:
+    """Run ``recipe`` as a command: the body of ``recipes/<recipe>.py``'s
+    ``__main__`` and of ``jaxtrainer fit <recipe>``. A config error prints one
+    line and raises ``SystemExit(2)``; a finished run returns (the command ends
+    the process: :func:`jaxtrainer.runtime._startup.run_and_exit`)."""
     if recipe in RECIPES and RECIPES[recipe].fast_compile:
         fast_cpu_compile()
     try:  # before the environment libraries make arrays at import
@@ -138,10 +137,12 @@ def script(recipe: str, argv: list[str], prog: str | None = None,
         print(f"{prog or f'{PROG} {recipe}'}: error: {e}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
     from jaxtrainer.recipes import config  # after the XLA flags are set
+    from jaxtrainer.runtime import _startup as startup
+
+    startup.freeze_imports()  # the command's libraries are imported: nothing of them is garbage
 
     shown = f"python {prog}" if prog and prog.endswith(".py") else prog  # a script's examples
-    config.cli(lambda rest: run(rest, recipe, shown), argv, prog=prog or f"{PROG} {recipe}",
-               exit_when_done=exit_when_done)
+    config.cli(lambda rest: run(rest, recipe, shown), argv, prog=prog or f"{PROG} {recipe}")
 
 
 def listing() -> str:
@@ -165,10 +166,9 @@ USAGE = (f"usage: {PROG} RECIPE [--config FILE] [--print-config] [-h] [section.k
          f"       {PROG} --list\n")
 
 
-def main(argv: list[str], exit_when_done: bool = False) -> int:
+def main(argv: list[str]) -> int:
     """``jaxtrainer fit``: ``--list``, or a recipe's name and its arguments. A
-    finished run returns 0, or (``exit_when_done``, the console command) ends the
-    process at once."""
+    finished run returns 0; a config error raises ``SystemExit(2)``."""
     if not argv or argv[0] in ("-h", "--help"):
         sys.stdout.write(USAGE + "\n" + listing())
         return 0 if argv else 2
@@ -183,5 +183,5 @@ def main(argv: list[str], exit_when_done: bool = False) -> int:
         except ValueError as e:
             print(f"{PROG}: error: {e}", file=sys.stderr)
             return 2
-    script(argv[0], argv[1:], exit_when_done=exit_when_done)
+    script(argv[0], argv[1:])
     return 0

@@ -11,19 +11,21 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from jaxtrainer.runtime import _startup as startup
 
 
-def main(recipe: str) -> None:
+def main(recipe: str) -> NoReturn:
     """Run ``recipe`` as the command ``sys.argv[0]``: :func:`jaxtrainer.runtime._startup.begin`,
     then :func:`jaxtrainer.commands.fit.script` with ``sys.argv[1:]`` (a bad
-    config: one line, status 2)."""
+    config: one line, status 2), ending the process with its status as
+    ``jaxtrainer fit`` does (:func:`jaxtrainer.runtime._startup.run_and_exit`)."""
     prog = sys.argv[0]
     startup.begin(prog)
     from jaxtrainer.commands import fit  # the heavy imports, after the guard
 
-    fit.script(recipe, sys.argv[1:], prog=prog)
+    startup.run_and_exit(lambda: fit.script(recipe, sys.argv[1:], prog=prog))
 
 
 _TEMPLATE = '''"""{summary}: ``jaxtrainer fit {name}`` as a script.

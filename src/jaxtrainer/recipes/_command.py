@@ -3,9 +3,7 @@ its final evaluation in the logs.
 
 * :func:`cli` runs a recipe's ``main(argv)``: a bad config (an error raised
   before training starts) prints one line and exits with status 2, as
-  argparse does; an error once training has started keeps its traceback. Run
-  as the script's command (``exit_when_done=True``) it ends the process when
-  ``main`` returns without the interpreter's final teardown (:func:`exit_now`).
+  argparse does; an error once training has started keeps its traceback.
 * :class:`RunRecord` (added by :func:`jaxtrainer.recipes.config.fit_and_report`)
   writes ``<run_dir>/config.yaml`` when the run starts and evaluates once at the
   last step inside ``fit``, so the loggers (``metrics.csv``, TensorBoard, wandb)
@@ -14,12 +12,9 @@ its final evaluation in the logs.
 
 from __future__ import annotations
 
-import atexit
-import gc
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +29,6 @@ from jaxtrainer.checkpoint._files import CheckpointReadError
 from jaxtrainer.rundir import run_layout
 from jaxtrainer.rundir._run_lock import RunInUseError
 from jaxtrainer.rundir.storage import StorageError, as_storage_error, replace_file, writing
-from jaxtrainer.runtime._signals import exit_at_once
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -102,32 +96,8 @@ def one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
-def exit_now(status: int = 0) -> None:
-    """End the process with ``status`` as a normal exit does, less the
-    interpreter's teardown.
-
-    A normal exit joins the threads that are not daemons, runs the ``atexit``
-    handlers (wandb, orbax and ``jax.distributed`` finish there), flushes the
-    standard streams, then finalizes every module and XLA's runtime, which
-    after a recipe run takes about a second on 2 CPU cores and writes nothing.
-    This function does the first three and skips the last (:func:`~jaxtrainer.runtime._signals.exit_at_once`). With
-    a thread other than daemons still running it raises ``SystemExit(status)``
-    instead, so the interpreter waits for it as usual. Files a run writes are
-    closed by then: the Trainer's ``teardown`` hooks close the loggers and
-    wait for the checkpoints. Tools that act after the script returns (``python
-    -m cProfile -o``, ``pdb``) see nothing of it: run ``main`` through
-    :func:`cli` without ``exit_when_done`` under them.
-    """
-    others = [t for t in threading.enumerate()
-              if t is not threading.main_thread() and not t.daemon and t.is_alive()]
-    if others:
-        raise SystemExit(status)
-    atexit._run_exitfuncs()  # what the interpreter runs first at exit
-    exit_at_once(status)
-
-
 def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
-        prog: str | None = None, exit_when_done: bool = False) -> None:
+        prog: str | None = None) -> None:
     """Run ``main(argv)`` (default ``sys.argv[1:]``) as a command.
 
     An error of :data:`CONFIG_ERRORS` raised before training starts (before the
@@ -144,15 +114,6 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
     before training starts prints one line and exits with status 130; once
     ``fit`` runs, the Trainer's own signal handling takes over.
 
-    ``exit_when_done``: when ``main`` returns, end the process at once with
-    status 0 (:func:`exit_now`); the recipe scripts' ``__main__`` sets it.
-    In-process callers (tests, notebooks) leave it ``False``. It also moves
-    every object alive before ``main`` (the imported modules' functions,
-    classes and tables) out of the garbage collector's reach
-    (``gc.freeze``): they live until the process ends anyway, and the
-    collections that tracing triggers no longer walk them (about 0.5-1 s of a
-    warm recipe run on 2 CPU cores).
-
     Raises:
       SystemExit: status 2 for a config error or one of :data:`REPORTED_ERRORS`
         (``--help`` and ``--print-config`` exit with 0 from ``main``); 130
@@ -161,8 +122,6 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
     argv = list(sys.argv[1:] if argv is None else argv)
     prog = prog or sys.argv[0]
     _Command.training_started = False
-    if exit_when_done:
-        gc.freeze()  # the process ends with main: what exists now is never garbage to collect
     try:
         main(argv)
     except BrokenPipeError:  # the reader went away (``| head``): end as a pipe's writer does
@@ -179,8 +138,6 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
             raise
         print(f"{prog}: interrupted (SIGINT) before training started", file=sys.stderr, flush=True)
         raise SystemExit(128 + signal.SIGINT) from None
-    if exit_when_done:
-        exit_now(0)
 
 
 def _reported(error: BaseException) -> BaseException | None:

@@ -18,13 +18,12 @@ Recipes whose module is a :class:`~jaxtrainer.PopulationModule`
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Callable
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
-from jaxtrainer._arguments import did_you_mean
+from jaxtrainer._arguments import ArgumentError, did_you_mean
 from jaxtrainer.module import Module, PopulationModule
 from jaxtrainer.recipes import _search as search
 from jaxtrainer.recipes import _sweep as sweep
@@ -43,14 +42,7 @@ def _from_algorithm(module: str, cls: str) -> Callable[[DictConfig], Module]:
         kwargs = config.section(cfg, "algorithm")
         if "network" in cfg:
             kwargs["network"] = config.section(cfg, "network")
-        try:
-            built = config_class(env=cfg.env.name, **kwargs)
-        except (TypeError, ValueError) as e:
-            if type(e) not in (TypeError, ValueError):
-                raise
-            # the key as the user typed it: algorithm.lr, not PPOConfig.lr
-            raise type(e)(re.sub(rf"\b{config_class.__name__}\.(?!env\b)(\w+)", r"algorithm.\1",
-                                 str(e))) from None
+        built = config_class(env=cfg.env.name, **kwargs)
         return getattr(algorithms, cls)(built, env=config.make_env(cfg))
     build.config_class = (module, f"{cls}Config")
     return build
@@ -235,4 +227,39 @@ def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
       TypeError: an ``algorithm:`` or ``env:`` key the module or environment
         does not take.
     """
-    return search.wrap(recipe, cfg, sweep.wrap(recipe, cfg, BUILDERS[check_recipe(recipe)](cfg)))
+    build = BUILDERS[check_recipe(recipe)]
+    try:
+        module = build(cfg)
+    except ArgumentError as e:
+        typed = _typed_key(recipe, cfg, e)
+        if typed is None:
+            raise
+        raise e.typed(typed) from None  # algorithm.lr='fast', not PPOConfig.lr='fast'
+    return search.wrap(recipe, cfg, sweep.wrap(recipe, cfg, module))
+
+
+_SECTIONS = ("algorithm", "pbt", "env", "network")
+"""The sections whose keys are a recipe module's arguments, first the one that wins
+where two hold the same key."""
+
+
+def _typed_key(recipe: str, cfg: DictConfig, error: ArgumentError) -> str | None:
+    """The key of ``cfg`` that ``error``'s argument was typed as (``algorithm.lr``; a
+    config class's ``env`` field is ``env.name``, its ``network`` field the ``network``
+    section), or ``None`` when it is not one: the error names a field of a class that
+    is not the recipe's (:func:`documenting_classes`), or the value is not the one
+    typed there."""
+    owners = {"", *(c.__name__ for c in documenting_classes(recipe))}
+    if error.owner not in owners:
+        return None
+    if error.key == "env":
+        key = "env.name"
+    elif error.key in _SECTIONS:
+        key = error.key
+    else:
+        key = next((f"{s}.{error.key}" for s in _SECTIONS
+                    if isinstance(cfg.get(s), DictConfig) and error.key in cfg[s]), None)
+    if key is None or OmegaConf.select(cfg, f"{key}{error.part}", default=object(),
+                                       throw_on_resolution_failure=False) != error.value:
+        return None
+    return key

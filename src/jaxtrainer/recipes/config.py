@@ -36,7 +36,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from jaxtrainer import envs
-from jaxtrainer._arguments import did_you_mean
+from jaxtrainer._arguments import ArgumentError, did_you_mean
 from jaxtrainer._formatting import fixed
 from jaxtrainer.envs.registry import unknown as unknown_env
 from jaxtrainer.module import Module
@@ -421,6 +421,10 @@ def _built(cls: type[Trainer], arguments: dict[str, Any]) -> Trainer:
     arguments as ``name=...`` names it by its config key, ``trainer.name=...``."""
     try:
         return cls(**arguments)
+    except ArgumentError as e:
+        if e.owner or e.key not in arguments:
+            raise
+        raise e.typed(f"trainer.{e.key}") from None
     except (ValueError, TypeError) as e:
         text = str(e)
         if any(text.startswith(f"{k}=") for k in arguments):
