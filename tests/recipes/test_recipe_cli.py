@@ -542,6 +542,11 @@ def test_a_bad_value_names_the_key_typed_whatever_the_module_takes(run_dir, caps
         (["ppo", "algorithm.lr=fast"], "algorithm.lr='fast': expected a non-negative number"),
         (["crossq", "network.torso=cnn"], "network.torso='cnn': CrossQ's networks read the "
                                           "flattened observation (torso mlp) only"),
+        # an ES's and PBT's numbers: they said "could not convert string to float: 'fast'"
+        # and "'<' not supported between instances of 'float' and 'str'"
+        (["openes", "algorithm.std=fast"], "algorithm.std='fast': expected a number > 0.0"),
+        (["pbt_ppo", "pbt.truncation_fraction=fast"],
+         "pbt.truncation_fraction='fast': expected a number in (0.0, 0.5]"),
     ]:
         with pytest.raises(SystemExit) as exit_:
             cli.main(["fit", *argv, root])

@@ -19,6 +19,7 @@ import optax
 from evosax.algorithms import algorithms as EVOSAX_ALGORITHMS
 from evosax.core import fitness_shaping as evosax_shaping
 
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.metrics import Last, Max, Min
 
 FITNESS_SHAPING: dict[str, Callable[..., jax.Array]] = {
@@ -115,11 +116,13 @@ def evosax_arguments(cls: type, algorithm: str, algorithm_kwargs: dict[str, Any]
             if optimizer not in _OPTIMIZERS:
                 raise ValueError(f"optimizer={optimizer!r}: choose one of {sorted(_OPTIMIZERS)} "
                                  "or pass an optax transformation")
+            arguments.number("learning_rate", learning_rate, 0.0, low_open=True)
             optimizer = _injected_optimizer(optimizer, float(learning_rate))
             tunable["learning_rate"] = float(learning_rate)
         kwargs["optimizer"] = optimizer
     std_param = None
     if std is not None:
+        arguments.number("std", std, 0.0, low_open=True)
         if "std_schedule" in accepted:
             kwargs["std_schedule"] = optax.constant_schedule(float(std))
             if algorithm in SCHEDULED_STD:

@@ -51,6 +51,7 @@ a metric.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,6 +60,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms.hyperparams import get_hyperparams, set_hyperparams
 from jaxtrainer.distributed import AXIS_NAME, per_device
 from jaxtrainer.distributed._axis import AxisName
@@ -262,16 +264,15 @@ class PBT(MemberPopulation):
             raise ValueError(f"PBT: exploit={exploit!r}: choose one of {EXPLOITS}")
         if explore not in EXPLORES:
             raise ValueError(f"PBT: explore={explore!r}: choose one of {EXPLORES}")
-        if not 0.0 < truncation_fraction <= 0.5:
-            raise ValueError(f"PBT: truncation_fraction={truncation_fraction!r}: "
-                             "expected 0 < fraction <= 0.5")
+        arguments.number("truncation_fraction", truncation_fraction, 0.0, 0.5, low_open=True)
+        if isinstance(perturb_factors, (str, bytes)) or not isinstance(perturb_factors, Sequence) \
+                or not perturb_factors or not all(
+                    isinstance(f, numbers.Real) and not isinstance(f, bool) and f > 0
+                    for f in perturb_factors):
+            raise arguments.ArgumentError("perturb_factors", perturb_factors,
+                                          ": expected a list of positive numbers")
         factors = tuple(float(f) for f in perturb_factors)
-        if not factors or any(f <= 0 for f in factors):
-            raise ValueError(f"PBT: perturb_factors={perturb_factors!r}: expected positive "
-                             "numbers")
-        if not 0.0 <= resample_probability <= 1.0:
-            raise ValueError(f"PBT: resample_probability={resample_probability!r}: "
-                             "expected a probability in [0, 1]")
+        arguments.number("resample_probability", resample_probability, 0.0, 1.0)
         if exploit == "cso" and population_size % 2:
             raise ValueError(f"PBT: exploit='cso' meets members in pairs: population_size="
                              f"{population_size} is odd (use an even size)")
