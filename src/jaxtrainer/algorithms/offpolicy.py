@@ -362,7 +362,8 @@ class OffPolicyModule(ParamsPolicy, Module):
         """``batch_size / num_devices`` transitions sampled from this device's share
         of ``buffer`` with ``key``, as the updates learn from them
         (:func:`~jaxtrainer.algorithms.normalization.learning_batch`: observations normalised with ``obs_stats``,
-        rewards times ``reward_scaling``)."""
+        rewards times ``reward_scaling``). :meth:`learn`'s presampled batches are
+        these, drawn for all its keys at once."""
         return learning_batch(self.buffer.sample(buffer, key), obs_stats, self.reward_scaling)
 
     def normalizing(self, policy: Callable[[Any, jax.Array, jax.Array], jax.Array],
