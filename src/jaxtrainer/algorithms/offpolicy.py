@@ -330,8 +330,10 @@ class OffPolicyModule(ParamsPolicy, Module):
         updates (see there): the same batches, fewer and larger gathers. ``True``
         unless the updates change what they sample from (prioritised replay:
         each update sets the priorities the next one samples by), which then
-        sample one batch per update inside the loop (:meth:`update`)."""
-        return self.priority_exponent is None
+        sample one batch per update inside the loop (:meth:`update`); so does a
+        subclass that implements :meth:`update` alone (no :meth:`update_batch`)."""
+        implements_batch = type(self).update_batch is not OffPolicyModule.update_batch
+        return self.priority_exponent is None and implements_batch
 
     def after_learning(self, state: Any, new_state: Any, losses: dict) -> tuple[Any, dict]:
         """Once per training step after the updates: the final state and the
