@@ -441,7 +441,12 @@ class DQN(offpolicy.OffPolicyModule):
         by :meth:`importance_weights` and the batch's priorities set after."""
         if self.config.prioritised:
             return self.prioritised_update(carry, key)
-        batch = self.buffer.sample(buffer, key)
+        return super().update(carry, key, buffer)
+
+    def update_batch(self, carry: DQNCarry, keys: None, batch: Transition,
+                     ) -> tuple[DQNCarry, dict]:
+        """One TD update on ``batch`` (uniform replay; ``keys`` unused: the whole
+        update key samples)."""
         params, opt_state, loss, aux = averaged_update(
             self.loss, carry.params, carry.opt_state, self.optimizer, carry.target_params, batch,
             carry.hyperparams)
