@@ -358,7 +358,7 @@ def page(results: dict[str, dict[str, Any]], order: list[str], rows: list[dict[s
         "",
         "Written by `python benchmarks/published.py` from the results of its runs, which "
         "accumulate row by row (rows and sources: `benchmarks/published.yaml`; presets: "
-        "`src/jaxtrainer/recipes/_presets/`); each row names its date, machine and commit.",
+        "`src/jaxtrainer/recipes/presets/`); each row names its date, machine and commit.",
         "",
         REPRODUCING,
         "",

@@ -197,9 +197,10 @@ def test_every_name_a_run_writes_is_a_literal_in_one_module_only():
             continue
         tree = ast.parse(path.read_text())
         keys = {id(k) for d in ast.walk(tree) if isinstance(d, ast.Dict) for k in d.keys}
-        # a package imported by name (import_optional("wandb", ...)) is not a run's file
+        # a package imported or checked by name (import_optional("wandb", ...)) is not a run's file
         keys |= {id(arg) for c in ast.walk(tree) if isinstance(c, ast.Call)
-                 and ast.unparse(c.func).endswith("import_optional") for arg in c.args[:2]}
+                 and ast.unparse(c.func).endswith(("import_optional", "check_installed"))
+                 for arg in c.args[:2]}
         for node in ast.walk(tree):  # a dict key is a name of its own (logger.tensorboard)
             if isinstance(node, ast.Constant) and node.value in names and id(node) not in keys:
                 found.append(f"{path.relative_to(SRC)}:{node.lineno}: {node.value!r}")

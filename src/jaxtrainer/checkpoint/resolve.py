@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from jaxtrainer._arguments import expand_path
 from jaxtrainer.checkpoint._files import META, latest_step_dir, read_meta, steps
+from jaxtrainer.rundir import _run_lock as run_lock
 from jaxtrainer.rundir import module_record, run_layout
 
 CHECKPOINTS = run_layout.CHECKPOINTS_DIR
@@ -279,6 +280,10 @@ def _locate(path: Path, across_runs: bool, prefix: str,
         from jaxtrainer._arguments import did_you_mean
         hint = did_you_mean(str(path), NAMES) if os.sep not in str(path) else ""
         raise FileNotFoundError(f"{prefix}{path}: no such file or directory{hint}")
+    who = run_lock.holder(path.parent if path.name == CHECKPOINTS else path)
+    if who is not None:  # a run that is still running (its first save may be under way)
+        raise FileNotFoundError(f"{prefix}no checkpoint in {path} yet: the run is still running "
+                                f"({who} holds its lock) and has not saved its first checkpoint")
     broken = [d for c in (path, path / CHECKPOINTS) for d in _incomplete_after(c)]
     if broken:
         raise FileNotFoundError(f"{prefix}no complete checkpoint in {path}: "

@@ -99,7 +99,7 @@ def run(argv: list[str], recipe: str, prog: str | None = None) -> dict[str, floa
     path, argv = config.config_arg([_shipped_arg(argv, i) for i in range(len(argv))], default,
                                    about=about(recipe, prog), prog=prog,
                                    classes=lambda: modules.documenting_classes(recipe))
-    run = config.load_run(path, argv, defaults=default)  # config, recipe, resume: made once
+    run = config.load_run(path, argv, defaults=default, prog=prog)  # config, recipe, resume: made once
     cfg = run.config
     chosen = None if config.ckpt_path(cfg) else config.preset_of(recipe, path, default,
                                                                  cfg.env.get("name"))

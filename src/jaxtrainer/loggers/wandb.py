@@ -10,7 +10,7 @@ from jaxtrainer._arguments import expand_path
 from jaxtrainer.checkpoint._files import steps
 from jaxtrainer.checkpoint.resolve import checkpoint_dirs
 from jaxtrainer.loggers.base import Logger
-from jaxtrainer.runtime._optional import import_optional
+from jaxtrainer.runtime._optional import check_installed, import_optional
 
 if TYPE_CHECKING:
     from jaxtrainer.module import Module
@@ -51,6 +51,7 @@ class WandbLogger(Logger):
 
     Raises:
       ValueError: an unknown ``mode``.
+      ModuleNotFoundError: wandb is not installed (naming the ``wandb`` extra).
     """
 
     def __init__(self, project: str = "jaxtrainer", name: str | None = None,
@@ -59,6 +60,8 @@ class WandbLogger(Logger):
         super().__init__()
         if mode not in (None, "online", "offline", "disabled"):
             raise ValueError(f"mode={mode!r}: expected 'online', 'offline' or 'disabled'")
+        # said now, not when fit starts (its programs are compiled by then)
+        check_installed("wandb", "wandb", "WandbLogger")
         self.project = project
         self.name = name
         self.save_dir = None if save_dir is None else expand_path(save_dir)

@@ -20,9 +20,8 @@ Two Trainer arguments of the ``trainer:`` section stay the master switches:
 
 from __future__ import annotations
 
-import importlib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -40,6 +39,7 @@ from jaxtrainer.callbacks import (
     VideoCallback,
 )
 from jaxtrainer.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from jaxtrainer.runtime._optional import import_optional
 
 LOGGERS: dict[str, type[Callback]] = {
     "csv": CSVLogger, "tensorboard": TensorBoardLogger, "wandb": WandbLogger}
@@ -54,22 +54,24 @@ CALLBACKS: dict[str, type[Callback]] = {
 SECTIONS: dict[str, dict[str, type[Callback]]] = {"logger": LOGGERS, "callbacks": CALLBACKS}
 """Config sections whose entries build loggers and callbacks."""
 
-PASSED_ON: dict[type, str] = {WandbLogger: "wandb:init"}
-"""Classes whose ``**kwargs`` go to another function (``module:function``): the
-entry also accepts that function's keyword arguments."""
+PASSED_ON: dict[type, tuple[str, Callable[[], Callable[..., Any]]]] = {
+    WandbLogger: ("wandb.init", lambda: import_optional("wandb", "wandb", "WandbLogger").init)}
+"""Classes whose ``**kwargs`` go to another function: ``(its name, a function returning
+it)``; the entry also accepts that function's keyword arguments."""
 
 
 def passed_on_keys(cls: type) -> tuple[str, ...]:
     """The keyword arguments of the function that ``cls``'s ``**kwargs`` go to
     (:data:`PASSED_ON`), without those ``cls`` takes itself; ``()`` for others.
-    Imports that function's module (``wandb`` for the WandbLogger)."""
-    target = PASSED_ON.get(cls)
-    if target is None:
+    Imports that function's module (``wandb`` for the WandbLogger).
+
+    Raises:
+      ModuleNotFoundError: that module's package is not installed (naming the extra).
+    """
+    if cls not in PASSED_ON:
         return ()
-    module, name = target.split(":")
     own = set(own_keys(cls))
-    return tuple(p for p in inspect.signature(getattr(importlib.import_module(module), name)).parameters
-                 if p not in own)
+    return tuple(p for p in inspect.signature(PASSED_ON[cls][1]()).parameters if p not in own)
 
 
 def own_keys(cls: type) -> tuple[str, ...]:
@@ -105,6 +107,9 @@ def check_key(dotted: str, source: str = "") -> None:
     Raises:
       ValueError: an unknown entry or argument; the message lists the choices
         and the closest one.
+      ModuleNotFoundError: telling an argument of the function the entry's class
+        passes its ``**kwargs`` to needs that function's package, which is not
+        installed (``logger.wandb.tags`` without wandb; naming the extra).
     """
     parts = dotted.split(".")
     section, registry = parts[0], SECTIONS[parts[0]]
@@ -117,11 +122,23 @@ def check_key(dotted: str, source: str = "") -> None:
     if len(parts) > 2:
         cls, arg = registry[name], parts[2]
         keys = own_keys(cls)
-        if arg not in keys and arg not in passed_on_keys(cls):
-            extra = f" (and {PASSED_ON[cls].replace(':', '.')}'s)" if cls in PASSED_ON else ""
+        if arg not in keys and arg not in _entry(section, name, passed_on_keys, cls):
+            extra = f" (and {PASSED_ON[cls][0]}'s)" if cls in PASSED_ON else ""
             raise ValueError(f"{source}unknown config key {dotted!r}: "
                              f"{section}.{name} ({cls.__name__}) has keys: {', '.join(keys)}{extra}"
                              + did_you_mean(arg, entry_keys(cls)))
+
+
+def _entry(section: str, name: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)`` for entry ``section.name``: its ``ValueError`` or
+    ``ModuleNotFoundError`` (a package the entry needs is not installed) again, with
+    the entry first (``logger.wandb: WandbLogger needs wandb, ...``)."""
+    try:
+        return call(*args, **kwargs)
+    except ModuleNotFoundError as e:
+        raise ModuleNotFoundError(f"{section}.{name}: {e}", name=e.name) from e
+    except ValueError as e:
+        raise ValueError(f"{section}.{name}: {e}") from e
 
 
 def check_entries(cfg: DictConfig) -> None:
@@ -151,6 +168,21 @@ def check_entries(cfg: DictConfig) -> None:
                     f"{section}.{name}.{next(iter(own_keys(registry[name])), 'key')}=...")
 
 
+def _check_renderer(cfg: DictConfig) -> None:
+    """With ``callbacks.video`` on, check that ``env.name``'s renderer is installed
+    (the VideoCallback alone would train without videos, saying why when training starts).
+
+    Raises:
+      ModuleNotFoundError: naming the entry, the package and its extra.
+    """
+    from jaxtrainer.envs.rendering import missing_pygame
+
+    video, name = OmegaConf.select(cfg, "callbacks.video"), OmegaConf.select(cfg, "env.name")
+    missing = missing_pygame(name) if is_on(video) and isinstance(name, str) else None
+    if missing is not None:
+        raise ModuleNotFoundError(f"callbacks.video: {missing}", name="pygame")
+
+
 def is_on(value: Any) -> bool:
     """Whether an entry's value turns it on: ``true`` or a mapping."""
     return value is True or isinstance(value, (Mapping, DictConfig))
@@ -163,6 +195,8 @@ def build(section: str, name: str, value: Any) -> Callback:
       ValueError: a required argument is missing, or the class rejects a value
         (its message, prefixed with the entry: ``callbacks.checkpoint:
         every_n_steps=0: expected a positive int or None``).
+      ModuleNotFoundError: a package the class needs is not installed (prefixed
+        with the entry, naming the extra).
     """
     cls = SECTIONS[section][name]
     kwargs = OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else \
@@ -174,10 +208,7 @@ def build(section: str, name: str, value: Any) -> Callback:
         raise ValueError(f"{section}.{name} ({cls.__name__}) needs "
                          + ", ".join(f"{section}.{name}.{r}" for r in required)
                          + f", e.g. {section}.{name}.{required[0]}=...")
-    try:
-        return cls(**kwargs)
-    except ValueError as e:
-        raise ValueError(f"{section}.{name}: {e}") from e
+    return _entry(section, name, cls, **kwargs)
 
 
 def trainer_arguments(cfg: DictConfig, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -195,8 +226,11 @@ def trainer_arguments(cfg: DictConfig, kwargs: dict[str, Any]) -> dict[str, Any]
 
     Raises:
       ValueError: from :func:`check_entries` and :func:`build`.
+      ModuleNotFoundError: an entry that is on needs a package that is not
+        installed (from :func:`build`; ``callbacks.video`` of an env drawn with pygame).
     """
     check_entries(cfg)
+    _check_renderer(cfg)
     kwargs = dict(kwargs)
     built: list[Callback] = []
     loggers = cfg.get("logger")

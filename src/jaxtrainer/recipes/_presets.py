@@ -3,7 +3,7 @@
 A recipe's YAML holds settings that suit its family of environments; some
 environments are benchmarked at a published budget and have their own tuned
 settings, as RL Zoo keeps a hyperparameter file per algorithm with an entry per
-environment. ``jaxtrainer/recipes/_presets/<recipe>.yaml`` maps an env name to
+environment. ``jaxtrainer/recipes/presets/<recipe>.yaml`` maps an env name to
 dotted keys of the recipe's config::
 
     Pendulum-v1:                 # where it came from: the search command and its budget

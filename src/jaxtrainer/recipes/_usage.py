@@ -224,7 +224,7 @@ def _component_lines(section: str, node: Any) -> list[str]:
         for key in extra:
             lines.append(_line(f"{section}.{name}.{key}", given[key], "passed on"))
         if cls in components.PASSED_ON:  # named, not listed: listing imports that package
-            target = components.PASSED_ON[cls].replace(":", ".")
+            target = components.PASSED_ON[cls][0]
             lines.append(_beside(f"  {section}.{name}.<key>=...",
                                  f"also {target}'s keyword arguments (a wrong one is named "
                                  "with the closest)"))
@@ -307,7 +307,7 @@ def help_text(cfg: DictConfig, prog: str, sources: Sequence[str | os.PathLike],
     out = [f"usage: {prog} [--config FILE] [--print-config] [-h] [section.key=value ...]", ""]
     if about:
         out += [inspect.cleandoc(about), ""]
-    preset = (f", then its preset for {preset.env} (jaxtrainer/recipes/_presets/{preset.recipe}.yaml)"
+    preset = (f", then its preset for {preset.env} (jaxtrainer/recipes/presets/{preset.recipe}.yaml)"
               if preset is not None else "")
     shown = ", ".join(os.path.relpath(p) if not os.path.relpath(p).startswith("..") else os.fspath(p)
                       for p in sources)

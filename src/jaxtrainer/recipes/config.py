@@ -36,7 +36,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from jaxtrainer import envs
-from jaxtrainer._arguments import ArgumentError, did_you_mean
+from jaxtrainer._arguments import ArgumentError, did_you_mean, expand_path
 from jaxtrainer._formatting import fixed
 from jaxtrainer.envs.registry import unknown as unknown_env
 from jaxtrainer.module import Module
@@ -48,7 +48,7 @@ from jaxtrainer.recipes import _resume as resume
 from jaxtrainer.recipes import _search as search
 from jaxtrainer.recipes import _sweep as sweep
 from jaxtrainer.recipes._command import CONFIG_FILE, RecipeRun, RunRecord, cli  # noqa: F401 (re-exported)
-from jaxtrainer.rundir import run_layout
+from jaxtrainer.rundir import run_layout, runs
 from jaxtrainer.trainer import Trainer
 from jaxtrainer.trainer.budget import Budget
 
@@ -212,7 +212,7 @@ def load(path: str | os.PathLike, overrides: Sequence[str] = (),
 
 
 def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
-             defaults: str | os.PathLike | None = None) -> RecipeRun:
+             defaults: str | os.PathLike | None = None, prog: str | None = None) -> RecipeRun:
     """Load ``path`` and apply ``overrides`` (``"a.b=value"`` strings): the
     run a recipe command makes once and hands on, its config, recipe and resume.
 
@@ -233,7 +233,9 @@ def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
     of ``path``: ``ppo`` for ``recipes/configs/ppo.yaml``). With
     ``trainer.ckpt_path``, the checkpoint is resolved here, once, and the run
     resumes with its saved config (:mod:`jaxtrainer.recipes._resume`):
-    :attr:`RecipeRun.resume`.
+    :attr:`RecipeRun.resume`. ``prog`` is the command running the recipe
+    (``jaxtrainer fit sac``, ``python recipes/sac.py``): a config of another recipe
+    is answered with the same kind of command for that one.
 
     Raises:
       ValueError: an override that is not ``key=value``, or a key (in an
@@ -250,7 +252,8 @@ def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
     named = base.pop("recipe", None) if isinstance(base, DictConfig) else None
     if named is not None and defaults is not None and str(named) != recipe:
         raise ValueError(f"{os.fspath(path)} is a config of the {named!r} recipe (recipe: {named}), "
-                         f"not of {recipe!r}: run recipes/{named}.py --config {os.fspath(path)}")
+                         f"not of {recipe!r}: run {_command_of(str(named), recipe, prog)} "
+                         f"--config {os.fspath(path)}")
     recipe = str(named) if named is not None else recipe
     if defaults is not None and os.path.realpath(defaults) != os.path.realpath(path):
         schema = search.with_section(sweep.with_section(OmegaConf.load(defaults), recipe), recipe)
@@ -267,6 +270,7 @@ def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
     _check_overrides(base, overrides, recipe)
     given = OmegaConf.from_dotlist(_keep_entry_mappings(base, overrides))
     cfg = OmegaConf.merge(base, given)
+    _check_root(OmegaConf.select(cfg, "trainer.default_root_dir"))
     found = resume.find(cfg)  # the checkpoint and its run's saved config, looked up once
     if found is not None:  # resume with the run's saved config
         from_file = (_sections_checked(OmegaConf.load(path), base, os.fspath(path))
@@ -278,6 +282,30 @@ def load_run(path: str | os.PathLike, overrides: Sequence[str] = (),
     components.check_entries(cfg)
     OmegaConf.set_struct(cfg, True)
     return RecipeRun(cfg, recipe, found)
+
+
+def _check_root(root: Any) -> None:
+    """``trainer.default_root_dir`` is not a run directory (its runs would go inside it).
+
+    Raises:
+      ValueError: naming the value, a root of runs and how that run is resumed.
+    """
+    if not isinstance(root, str) or not runs.run_files(expand_path(root)):
+        return
+    parent = os.path.dirname(os.path.normpath(root)) or "."
+    raise ValueError(f"trainer.default_root_dir={root}: is a run directory (it holds "
+                     f"{', '.join(runs.run_files(expand_path(root)))}); expected a root of runs, e.g. "
+                     f"{parent}, where each run goes to version_<n>; to resume that run: "
+                     f"trainer.ckpt_path={root}")
+
+
+def _command_of(named: str, recipe: str, prog: str | None) -> str:
+    """The command that runs recipe ``named`` as ``prog`` runs ``recipe``: the script
+    beside it (``python recipes/sac.py`` -> ``python recipes/ppo.py``), else
+    ``jaxtrainer fit <named>``."""
+    if prog is not None and prog.endswith(f"{recipe}.py"):
+        return f"{prog[:-len(recipe) - 3]}{named}.py"
+    return f"jaxtrainer fit {named}"
 
 
 def _check_overrides(base: DictConfig, overrides: Sequence[str], recipe: str) -> None:
@@ -475,7 +503,7 @@ def config_arg(argv: Sequence[str], default: str | os.PathLike, *, about: str | 
     if wants:
         from jaxtrainer.recipes import _usage as usage
 
-        run = load_run(path, rest, defaults=default)
+        run = load_run(path, rest, defaults=default, prog=prog)
         cfg = run.config
         chosen = None if ckpt_path(cfg) else preset_of(run.recipe, path, default,
                                                        cfg.env.get("name"))

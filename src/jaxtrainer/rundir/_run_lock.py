@@ -80,13 +80,8 @@ def acquire(run_dir: str | os.PathLike) -> Path:
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            owner = _read(path)
-            if _owner_alive(owner, path):
-                since = time.strftime("%Y-%m-%d %H:%M:%S",
-                                      time.localtime(owner["started"])) \
-                    if isinstance(owner.get("started"), (int, float)) else "an unknown time"
-                who = (f"process {owner.get('pid')} on {owner.get('host')} since {since}"
-                       if owner else "a process that is still writing its lock")
+            who = holder(run_dir)
+            if who is not None:
                 raise RunInUseError(
                     f"the run directory {run_dir} is in use by {who}: a run is written by one "
                     f"process at a time; wait for it to end (or remove {path} if that process "
@@ -101,6 +96,22 @@ def acquire(run_dir: str | os.PathLike) -> Path:
         _HELD.add(path)
         return path
     raise RunInUseError(f"the run directory {run_dir}: another process keeps taking its lock {path}")
+
+
+def holder(run_dir: str | os.PathLike) -> str | None:
+    """Who holds ``<run_dir>/.lock`` (``"process 123 on host since 2026-12-07
+    10:00:00"``), or ``None``: no lock, a stale one, or this process's own."""
+    path = Path(run_dir) / LOCK_FILE
+    if not path.exists():
+        return None
+    owner = _read(path)
+    if not _owner_alive(owner, path):
+        return None
+    if not owner:
+        return "a process that is still writing its lock"
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(owner["started"])) \
+        if isinstance(owner.get("started"), (int, float)) else "an unknown time"
+    return f"process {owner.get('pid')} on {owner.get('host')} since {since}"
 
 
 def release(path: Path | None) -> None:

@@ -12,10 +12,39 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from jaxtrainer._arguments import ArgumentError
 from jaxtrainer.rundir import run_layout, storage
 
 CONFIG_FILE = run_layout.CONFIG_FILE
 """The run directory's config file (written by the recipes)."""
+
+
+def run_files(path: str | os.PathLike) -> list[str]:
+    """The files of a run that directory ``path`` holds when it is named ``version_<n>``
+    (``config.yaml``, ``checkpoints``, ...): ``[]`` for a root of runs (or no directory)."""
+    path = Path(path)
+    if not (path.name.startswith("version_") and path.name[8:].isdigit()):
+        return []
+    return [name for name in (CONFIG_FILE, run_layout.MODULE_FILE, run_layout.METRICS_FILE,
+                              run_layout.CHECKPOINTS_DIR, run_layout.LOCK_FILE)
+            if (path / name).exists()]
+
+
+def root_of_runs(root: str) -> str:
+    """``root`` (a Trainer's ``default_root_dir``), checked not to be a run directory:
+    its runs would go inside that run (``version_0/version_0``).
+
+    Raises:
+      ValueError: naming the value, a root of runs and how that run is resumed.
+    """
+    held = run_files(root)
+    if held:
+        raise ArgumentError(
+            "default_root_dir", root,
+            f": is a run directory (it holds {', '.join(held)}); expected a root of runs, e.g. "
+            f"{os.path.dirname(os.path.normpath(root)) or '.'!r} (each run goes to "
+            f"<root>/version_<n>); to resume that run: fit(module, ckpt_path={root!r})")
+    return root
 
 
 def new_run_dir(root: str | os.PathLike, create: bool = True) -> str:

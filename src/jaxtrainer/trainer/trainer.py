@@ -27,7 +27,7 @@ from jaxtrainer.callbacks.model_checkpoint import ModelCheckpoint
 from jaxtrainer.callbacks.progress import RichProgressBar
 from jaxtrainer.loggers import CSVLogger, Logger, TensorBoardLogger
 from jaxtrainer.module import Module, counted_members
-from jaxtrainer.rundir import module_record
+from jaxtrainer.rundir import module_record, runs
 from jaxtrainer.runtime import _determinism as determinism
 from jaxtrainer.runtime import _slurm as slurm
 from jaxtrainer.runtime import compilation_cache as compilation_cache_lib
@@ -191,7 +191,7 @@ class Trainer:
         (:mod:`jaxtrainer.runtime.compilation_cache`).
       requeue: after SIGUSR1 checkpointed the run, ``scontrol requeue`` the SLURM
         job: ``"auto"`` in a batch job, ``True``, ``False``; a requeued job
-        resumes from ``"last"`` (:mod:`jaxtrainer.runtime._slurm`).
+        resumes from ``"last"``.
       budget: a :class:`~jaxtrainer.trainer.budget.Budget` instead of ``max_steps`` and
         ``max_env_steps`` (one per member of a population is totalled at ``fit``).
       resume_hint: the preemption message's advice, formatted with ``{checkpoint}``
@@ -247,7 +247,8 @@ class Trainer:
         self.log_every_n_steps = arguments.positive_int("log_every_n_steps", log_every_n_steps, False)
         self.eval_every_n_steps = arguments.positive_int("eval_every_n_steps", eval_every_n_steps)
         self.seed = arguments.integer("seed", seed)
-        self.default_root_dir = arguments.directory("default_root_dir", default_root_dir)
+        self.default_root_dir = runs.root_of_runs(arguments.directory("default_root_dir",
+                                                                      default_root_dir))
         devices = arguments.devices(devices)  # ValueError naming the value and the accepted forms
         self.callbacks = _with_defaults(
             callbacks, arguments.flag("logger", logger, hint=_LOGGER_HINT),
@@ -423,8 +424,7 @@ class Trainer:
           ckpt_path: ``None`` (a new run in a new ``version_<n>``), ``"last"``
             (newest checkpoint under ``default_root_dir`` of a run this module
             can resume: newer runs of another recorded module class or sweep
-            shape, :func:`jaxtrainer.rundir._run_kind.acceptor_of`, are passed over and
-            named on stderr), ``"best"`` (the
+            shape are passed over and named on stderr), ``"best"`` (the
             best checkpoint by its :class:`ModelCheckpoint`'s ``monitor`` of the
             newest run there, see :func:`jaxtrainer.checkpoint.resolve`) or
             a checkpoint path; resuming continues the run exactly and appends to
