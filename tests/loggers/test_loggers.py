@@ -316,19 +316,6 @@ def test_wandb_resume_continues_the_run_id_and_a_fresh_run_gets_a_new_one(run_di
     assert not (tmp_path / "wandb_dir").exists() or not os.listdir(tmp_path / "wandb_dir")
 
 
-def _finished_wandb_records(files, timeout=60.0):
-    """``{file: records}`` once every file holds its run's exit record: wandb's
-    ``finish()`` can return before its service has written the file (seen: 7 bytes,
-    the header alone, then the whole run a second later)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        by_file = {f: list(_wandb_records(f)) for f in files}
-        if all(any(r.WhichOneof("record_type") == "exit" for r in rs) for rs in by_file.values()):
-            return by_file
-        assert time.monotonic() < deadline, {f: len(rs) for f, rs in by_file.items()}
-        time.sleep(0.2)
-
-
 def _fit_logging_to_wandb(run_dir, max_steps, logger, **kw):
     t = toys.trainer(run_dir, max_steps=max_steps, callbacks=[
         jt.CSVLogger(), logger, jt.ModelCheckpoint(every_n_steps=2, async_save=False)])
@@ -349,7 +336,7 @@ def test_wandb_resume_from_an_earlier_checkpoint_rewinds_the_run_to_its_step(run
     assert resumed.run_id == first.run_id
     files = glob.glob(os.path.join(t.log_dir, "wandb", "offline-run-*", "run-*.wandb"))
     assert len(files) == 2  # the first run's and the resumed one's (told apart by content:
-    by_file = _finished_wandb_records(files)  # equal mtimes happen under load)
+    by_file = {f: list(_wandb_records(f)) for f in files}  # equal mtimes happen under load)
     # a file's run records (wandb may write its run record again, updated, later on)
     runs = {f: [r.run for r in rs if r.WhichOneof("record_type") == "run"]
             for f, rs in by_file.items()}
@@ -362,6 +349,26 @@ def test_wandb_resume_from_an_earlier_checkpoint_rewinds_the_run_to_its_step(run
     assert steps == [3, 4, 5, 6, 7, 8]
     assert (f"WandbLogger: rewinding wandb run {first.run_id} to step 2 (resume_from="
             f"'{first.run_id}?_step=2'): the run went on to the checkpoints 4, 6") in out
+
+
+def test_wandb_files_are_written_when_fit_returns(run_dir, monkeypatch):
+    """A tiny offline fit, and a resume of it: the run's ``.wandb`` file holds the
+    whole run, exit record included, right when ``fit`` returns (``finish()``
+    returned before wandb's service wrote it: often the 7-byte header alone)."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+
+    def written(file):
+        kinds = [r.WhichOneof("record_type") for r in _wandb_records(file)]
+        return os.path.getsize(file) > 7, kinds.count("history"), "exit" in kinds
+
+    t = _fit_logging_to_wandb(run_dir, 6, jt.WandbLogger(project="tests"))
+    pattern = os.path.join(t.log_dir, "wandb", "offline-run-*", "run-*.wandb")
+    first = glob.glob(pattern)
+    assert len(first) == 1 and written(first[0]) == (True, 6, True)
+    _fit_logging_to_wandb(run_dir, 8, jt.WandbLogger(project="tests"),
+                          ckpt_path=f"{t.log_dir}/checkpoints/2")
+    resumed = [f for f in glob.glob(pattern) if f not in first]
+    assert len(resumed) == 1 and written(resumed[0]) == (True, 6, True)  # steps 3..8
 
 
 def test_wandb_resume_from_the_newest_checkpoint_is_a_plain_resume(run_dir, monkeypatch, capsys):

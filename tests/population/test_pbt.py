@@ -246,6 +246,36 @@ def test_pbt_ppo_tunes_lr_without_recompiling(run_dir):
     assert compiles.events == []
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["pmap", "shard_map"])
+def test_a_live_sharded_state_gives_the_params_of_its_host_copy(run_dir, strategy):
+    """The state ``fit`` leaves (members sharded over 4 devices) gives each
+    member's params and policy as its ``device_get`` copy does (it raised
+    ShardingTypeError: a member's slice of a sharded axis)."""
+    from jaxtrainer.policy import Policy, params_of
+
+    ppo = PPO(num_envs=2, num_steps=16, update_epochs=1, num_minibatches=1, anneal_lr=False,
+              eval_episodes=2)
+    module = PBT(ppo, {"lr": (1e-4, 1e-2)}, population_size=4, ready_every_n_steps=2)
+    trainer = jt.Trainer(strategy=strategy, max_steps=2, log_every_n_steps=2,
+                         default_root_dir=run_dir, enable_progress_bar=False, logger=False,
+                         enable_checkpointing=False, compile_evaluation_ahead=False)
+    trainer.fit(module)
+    live = trainer.state
+    # one member per device: the members' axis of every weight is sharded
+    assert all(x.sharding.spec[0] == jd.AXIS_NAME for x in jax.tree.leaves(live.members.params))
+    host = jax.device_get(live)
+    obs = np.linspace(-0.2, 0.2, 3 * 4, dtype=np.float32).reshape(3, 4)
+    for member in (None, 0, 1, 2, 3):
+        spec, got = params_of(module, live, member)
+        _, want = params_of(module, host, member)
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        np.testing.assert_array_equal(Policy(spec, got)(obs), Policy(spec, want)(obs))
+        np.testing.assert_array_equal(module.policy(live, member)(obs),
+                                      module.policy(host, member)(obs))
+
+
 @pytest.mark.parametrize("kwargs,match", [
     ({"hyperparams": {"learning_rate": (1e-4, 1e-2)}}, r"\['learning_rate'\].*choose from \['lr', 'noise'\]"),
     ({"fitness_metric": "return"}, r"'return' is not a training metric.*\['loss', 'score'\]"),

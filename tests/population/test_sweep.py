@@ -353,6 +353,23 @@ def test_a_members_policy_params_are_that_members(runs):
 
 
 @pytest.mark.slow
+def test_a_live_sharded_sweep_state_gives_each_members_params(runs):
+    """10 members sharded over 4 devices (3 a device, 2 padding): ``params_of`` on
+    the state ``fit`` leaves equals its ``device_get`` copy's, on every device."""
+    from jaxtrainer.policy import params_of
+
+    sweep, trainer = runs["map4"]
+    host = jax.device_get(trainer.state)
+    for member in (0, 4, 9):  # on devices 0, 1 and 3
+        _, got = params_of(sweep, trainer.state, member=member)
+        _, want = params_of(sweep, host, member=member)
+        for a, b, ref in zip(jax.tree.leaves(got), jax.tree.leaves(want),
+                             jax.tree.leaves(member_params(runs["map4"], member)), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+            np.testing.assert_array_equal(np.asarray(a), ref)
+
+
+@pytest.mark.slow
 def test_resume_and_progress_count_env_steps_per_member(tmp_path, capsys):
     """A sweep's budget is per member in a recipe; what is printed counts the
     same way (the Trainer's counters stay the totals)."""

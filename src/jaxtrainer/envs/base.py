@@ -158,6 +158,32 @@ def positive_steps(max_episode_steps: Any) -> int:
     return int(max_episode_steps)
 
 
+def strong_types(tree: Any) -> Any:
+    """``tree`` with every weakly typed leaf (a simulator's ``jnp.array(0)``,
+    Python numbers) made strongly typed, dtypes unchanged: what :meth:`Env.reset`
+    and :meth:`Env.step` return, so a jitted step called with a reset's state
+    and then with its own output compiles once."""
+    def strong(x: Any) -> Any:
+        aval = jax.typeof(x)
+        return jax.lax.convert_element_type(x, aval.dtype) if aval.weak_type else x
+
+    return jax.tree.map(strong, tree)
+
+
+def _placed_alike(tree: Any) -> Any:
+    """``tree`` (a reset's output, run op by op) with every leaf committed to the
+    device some are already committed to (a simulator's own jitted calls, MuJoCo
+    Playground's): a jitted step compiles for which arguments are committed, and
+    its outputs all are. Traced values, and trees committed all or none, as they are."""
+    leaves = jax.tree.leaves(tree)
+    if any(isinstance(x, jax.core.Tracer) for x in leaves):
+        return tree
+    committed = [x for x in leaves if getattr(x, "committed", False)]
+    if not committed or len(committed) == len(leaves):
+        return tree
+    return jax.device_put(tree, committed[0].sharding)
+
+
 def auto_reset(done: jax.Array, fresh: Any, stepped: Any) -> Any:
     """The auto-reset of one environment: ``fresh`` where ``done``, else ``stepped``.
 
@@ -395,9 +421,11 @@ class Env(SpecSizes, abc.ABC):
         self.max_episode_steps = min(own, limit) if own > 0 else limit
 
     def reset(self, key: jax.Array) -> tuple[Observation, EnvState]:
-        """A fresh episode: ``(obs, state)``; ``obs`` has shape :attr:`observation_shape`."""
-        obs, env_state = without_vma_check(self.reset_env)(key)
-        return obs, EnvState(env_state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
+        """A fresh episode: ``(obs, state)``; ``obs`` has shape :attr:`observation_shape`.
+        Leaves are strongly typed (:func:`strong_types`), as :meth:`step` returns them."""
+        obs, env_state = strong_types(without_vma_check(self.reset_env)(key))
+        return _placed_alike((obs, EnvState(env_state, jnp.zeros((), jnp.float32),
+                                            jnp.zeros((), jnp.int32))))
 
     def step(
         self, key: jax.Array, state: EnvState, action: Action
@@ -420,13 +448,14 @@ class Env(SpecSizes, abc.ABC):
             fresh = without_vma_check(self.reset_env)(jax.random.fold_in(key, _TIME_LIMIT_RESET))
             obs, env_state = auto_reset(cut, fresh, (obs, env_state))
             truncated = jnp.logical_or(jnp.asarray(truncated, jnp.bool_).reshape(()), cut)
+        obs, env_state = strong_types((obs, env_state))
         return with_statistics(state, env_state, obs, reward, terminated, truncated, final_obs,
                                *extra[:1], final_critic_obs=extra[1] if len(extra) > 1 else None)
 
     def reset_batch(self, key: jax.Array, num_envs: int) -> tuple[Observation, EnvState]:
         """``num_envs`` fresh episodes: obs ``[num_envs, *observation_shape]`` and a
         batched :class:`EnvState`."""
-        return jax.vmap(self.reset)(jax.random.split(key, num_envs))
+        return _placed_alike(jax.vmap(self.reset)(jax.random.split(key, num_envs)))
 
     def step_batch(
         self, key: jax.Array, state: EnvState, action: Action

@@ -40,7 +40,7 @@ import numpy as np
 from flax import struct
 
 from jaxtrainer.distributed._axis import without_vma_check
-from jaxtrainer.envs.base import Observation, SpecSizes
+from jaxtrainer.envs.base import Observation, SpecSizes, strong_types
 
 __all__ = ["MultiAgentEnv", "MultiAgentInfo", "MultiAgentState", "team_returns"]
 
@@ -203,7 +203,7 @@ class MultiAgentEnv(SpecSizes, abc.ABC):
 
     def reset(self, key: jax.Array) -> tuple[Observation, MultiAgentState]:
         """A fresh episode: ``(obs[num_agents, *observation_shape], state)``."""
-        obs, env_state = without_vma_check(self.reset_env)(key)
+        obs, env_state = strong_types(without_vma_check(self.reset_env)(key))
         return obs, MultiAgentState(env_state, jnp.zeros((self.num_agents,), jnp.float32),
                                     jnp.zeros((), jnp.int32))
 
@@ -219,6 +219,7 @@ class MultiAgentEnv(SpecSizes, abc.ABC):
         """
         obs, env_state, reward, terminated, truncated, final_obs, final_state = without_vma_check(
             self.step_env)(key, state.env_state, actions)
+        obs, env_state = strong_types((obs, env_state))
         shape = (self.num_agents,)
         reward = jnp.asarray(reward, jnp.float32).reshape(shape)
         terminated = jnp.asarray(terminated, jnp.bool_).reshape(shape)

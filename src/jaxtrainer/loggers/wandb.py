@@ -136,9 +136,18 @@ class WandbLogger(Logger):
             self.run.log({tag: wandb.Image(path, caption=f"step {step}"), "image/step": step})
 
     def finalize(self, status: str) -> None:
+        """Finish the run, and return once its files are written: ``run.finish()``
+        returns before wandb's service has written them (an offline run's
+        ``.wandb`` file can hold its header alone), so where no other wandb run
+        is open (``wandb.run``) ``wandb.teardown()`` waits for the service to
+        close them; the next run starts a new service."""
         if self.run is not None:
-            self.run.finish(exit_code=0 if status == "success" else 1)
-            self.run = None
+            run, self.run = self.run, None
+            run.finish(exit_code=0 if status == "success" else 1)
+            if not getattr(run, "disabled", False):
+                wandb = import_optional("wandb", "wandb", "WandbLogger")
+                if wandb.run is None:
+                    wandb.teardown()
 
     @property
     def state_key(self) -> str:

@@ -45,6 +45,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import AxisType, Mesh, NamedSharding
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer.algorithms.hyperparams import get_hyperparams, set_hyperparams
@@ -59,6 +60,19 @@ __all__ = [
     "mean_parts",
     "member_metric",
 ]
+
+
+def _auto_axes(x: Any) -> Any:
+    """``x`` (a leaf of a live state: a global array typed by the Trainer's mesh,
+    whose axes are Explicit) on the same devices and layout with Auto axes, where
+    indexing a sharded dimension is allowed (XLA picks the collectives); no
+    gather. Any other leaf (a host copy, an array on one device) as it is."""
+    sharding = getattr(x, "sharding", None)
+    if not isinstance(sharding, NamedSharding) or AxisType.Explicit not in sharding.mesh.axis_types:
+        return x
+    mesh = sharding.mesh
+    auto = Mesh(mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names))
+    return jax.device_put(x, NamedSharding(auto, sharding.spec))
 
 
 def member_metric(value: Any) -> Metric:
@@ -152,7 +166,7 @@ class MemberPopulation(Module):
         if isinstance(member, bool) or not isinstance(member, int) \
                 or not 0 <= member < self.population_size:
             raise ValueError(f"member={member!r}: expected an index in [0, {self.population_size})")
-        return jax.tree.map(lambda x: x[member], state.members)
+        return jax.tree.map(lambda x: _auto_axes(x)[member], state.members)
 
     def policy(self, state: Any, member: int | None = None) -> Any:
         """Member ``member``'s policy (:meth:`member_state`; host side)."""
