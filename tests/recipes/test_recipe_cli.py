@@ -328,7 +328,7 @@ def test_print_config_is_the_resolved_yaml_and_a_valid_config_file(tmp_path, cap
     run = config.load_run(again, [], defaults=CONFIGS / "ppo.yaml")
     assert OmegaConf.to_container(run.config) == {k: v for k, v in printed.items() if k != "recipe"}
     assert run.recipe == "ppo"
-    with pytest.raises(ValueError, match=r"config of the 'ppo' recipe .* run recipes/ppo.py"):
+    with pytest.raises(ValueError, match=r"config of the 'ppo' recipe .* run jaxtrainer fit ppo --config"):
         config.load(again, [], defaults=CONFIGS / "a2c.yaml")
 
 
