@@ -17,14 +17,14 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
-BUDGET_ROWS = ("trainer/max_steps", "trainer/max_env_steps")
+_BUDGET_ROWS = ("trainer/max_steps", "trainer/max_env_steps")
 """``hparams.csv`` rows of a run's budget; with them a module's ``total_updates``
 rows (``module/total_updates``: the updates its schedules span, the budget
 unless set). A resume given another budget records it there."""
 
 
 def _budget_row(name: str) -> bool:
-    return name in BUDGET_ROWS or (name.startswith("module/") and name.endswith("/total_updates"))
+    return name in _BUDGET_ROWS or (name.startswith("module/") and name.endswith("/total_updates"))
 
 
 class CSVLogger(Logger):
@@ -40,7 +40,7 @@ class CSVLogger(Logger):
     ``hparams.csv`` is written once per run, at the start of a fresh ``fit``; a
     resume keeps the file the run started with (as :class:`TensorBoardLogger`
     keeps its HParams entry) but for the rows of the budget
-    (:data:`BUDGET_ROWS`), which say the budget the run was last given.
+    (:data:`_BUDGET_ROWS`), which say the budget the run was last given.
 
     Args:
       save_dir: directory for the files; default ``trainer.log_dir``.
