@@ -40,7 +40,8 @@ class CSVLogger(Logger):
     ``hparams.csv`` is written once per run, at the start of a fresh ``fit``; a
     resume keeps the file the run started with (as :class:`TensorBoardLogger`
     keeps its HParams entry) but for the rows of the budget
-    (:data:`_BUDGET_ROWS`), which say the budget the run was last given.
+    (``trainer/max_steps``, ``trainer/max_env_steps``, ``module/total_updates``),
+    which say the budget the run was last given.
 
     Args:
       save_dir: directory for the files; default ``trainer.log_dir``.
