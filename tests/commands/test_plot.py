@@ -367,3 +367,39 @@ def test_plot_of_a_root_draws_one_metric_for_every_rl_run_and_nothing_past_the_c
     assert box.x1 <= fig.get_figwidth() and box.y1 <= fig.get_figheight(), (box, fig.get_size_inches())
     monkeypatch.undo()
     plt.close(fig)
+
+
+@pytest.mark.timeout(300)
+def test_a_run_dir_of_the_glob_without_metrics_is_skipped_with_a_note(tmp_path, monkeypatch,
+                                                                      capsys):
+    """Issue 68, a new user (pl2): `jaxtrainer plot runs/ppo/version_* -o eval.png --metric
+    eval/episode_return --x step` exited 2 for one run directory of the glob holding no
+    metrics.csv (a double Ctrl-C during compile leaves only config.yaml), where plotting
+    the root skips it. It is skipped with one line on stderr naming it; a glob of such
+    directories alone is still the error."""
+    import glob
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["fit", "ppo", "trainer.max_env_steps=4096", "trainer.eval_every_n_steps=4"]) == 0
+    stopped = tmp_path / "runs" / "ppo" / "version_1"
+    stopped.mkdir()
+    shutil.copy(tmp_path / "runs" / "ppo" / "version_0" / "config.yaml", stopped)
+    capsys.readouterr()
+    paths = sorted(glob.glob("runs/ppo/version_*"))  # as the shell expands it
+    assert paths == ["runs/ppo/version_0", "runs/ppo/version_1"]
+    assert cli.main(["plot", *paths, "-o", "eval.png", "--metric", "eval/episode_return",
+                     "--x", "step"]) == 0
+    said = capsys.readouterr()
+    assert said.err == ("jaxtrainer plot: skipped runs/ppo/version_1: no metrics.csv in it or "
+                        "below it (a run stopped before its first log)\n")
+    assert said.out.startswith("wrote eval.png: eval/episode_return over 1 run(s) (version_0) of "
+                               "ppo CartPole-v1, final mean ")
+    assert said.out.endswith(" at step=8\n") and (tmp_path / "eval.png").is_file()
+    assert cli.main(["plot", "runs/ppo", "-o", "root.png", "--metric", "eval/episode_return",
+                     "--x", "step"]) == 0  # the root: the same run, nothing to note
+    assert capsys.readouterr().err == ""
+    assert cli.main(["plot", "runs/ppo/version_1", "-o", "none.png"]) == 2
+    assert capsys.readouterr().err == (
+        "jaxtrainer plot: runs/ppo/version_1: no metrics.csv in it or below it (is it a run "
+        "directory or a root of runs?)\n")
+    assert not (tmp_path / "none.png").exists()

@@ -100,13 +100,17 @@ def find_runs(paths: list[str]) -> list[tuple[str, str]]:
     directories holding ``metrics.csv`` (not inside a run's ``checkpoints``,
     ``tensorboard`` or ``wandb``), each labelled by its path relative to the
     root (prefixed by the root's name when several paths are given), in
-    natural order (``version_2`` before ``version_10``).
+    natural order (``version_2`` before ``version_10``). A path with no
+    ``metrics.csv`` in it or below it (a run stopped before its first log
+    holds only ``config.yaml``) is skipped, as a root skips such directories,
+    with one line on stderr naming it, where another path holds runs.
 
     Raises:
-      FileNotFoundError: a path that does not exist, or a root with no
-        ``metrics.csv`` below it.
+      FileNotFoundError: a path that does not exist, or no path with a
+        ``metrics.csv`` in it or below it (naming the first).
     """
     found: list[tuple[str, str, bool]] = []  # run dir, relative label (or ""), under a root
+    empty: list[str] = []  # paths with no metrics.csv in or below them
     for path in paths:
         if os.path.exists(os.path.join(path, run_layout.METRICS_FILE)):
             found.append((path, "", False))
@@ -120,11 +124,17 @@ def find_runs(paths: list[str]) -> list[tuple[str, str]]:
                 runs.append(directory)
                 subdirs[:] = []  # a run holds no runs
         if not runs:
-            raise FileNotFoundError(f"{path}: no metrics.csv in it or below it (is it a run "
-                                    "directory or a root of runs?)")
+            empty.append(path)
+            continue
         prefix = os.path.basename(os.path.normpath(path)) if len(paths) > 1 else ""
         found += [(r, os.path.join(prefix, os.path.relpath(r, path)) if prefix
                    else os.path.relpath(r, path), True) for r in runs]
+    if empty and not found:
+        raise FileNotFoundError(f"{empty[0]}: no metrics.csv in it or below it (is it a run "
+                                "directory or a root of runs?)")
+    for path in empty:
+        print(f"jaxtrainer plot: skipped {path}: no metrics.csv in it or below it (a run "
+              "stopped before its first log)", file=sys.stderr, flush=True)
     names = {d: os.path.basename(os.path.normpath(d)) for d, _, under in found if not under}
     repeated = len(set(names.values())) < len(names)
     labels = []
