@@ -3,13 +3,17 @@ configs ship inside it, and ``recipes/*.py`` are thin scripts over the same code
 
 from __future__ import annotations
 
+import csv
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 import jaxtrainer as jt
 from jaxtrainer.commands import _cli as cli
@@ -179,3 +183,69 @@ def test_the_documented_way_to_start_ones_own_config(tmp_path):
     assert (tmp_path / "mine.yaml").read_text().startswith("recipe: ppo\n")
     assert proc.stdout.strip().splitlines()[-1].startswith("eval/episode_return=")
     assert "run_dir=runs/ppo/version_0" in proc.stdout.strip().splitlines()[-1]
+
+
+class _SigintAt(jt.Callback):
+    """Send this process SIGINT once, at the first boundary at or past ``step``
+    (a user's Ctrl-C during training)."""
+
+    def __init__(self, step):
+        self.step, self.sent = step, False
+
+    def on_train_steps_end(self, trainer, module, metrics):
+        if trainer.global_step >= self.step and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+@pytest.mark.timeout(400)
+def test_a_budget_raised_on_resume_is_the_one_the_next_resume_goes_on_to(monkeypatch, tmp_path,
+                                                                         capsys):
+    """Issue 68, a new user: after `jaxtrainer fit ppo trainer.ckpt_path=last
+    trainer.max_env_steps=200000` trained a finished 100k run on, its config.yaml and
+    hparams.csv still said 100000, and a plain `jaxtrainer fit ppo
+    trainer.ckpt_path=runs/ppo/version_2` said 'nothing to train ... the budget of 195
+    training steps (max_env_steps=100000)'; the same after raising it to 3M, Ctrl-C and a
+    plain resume. The run records the budget it was last given (here 4096 -> 8192)."""
+    from jaxtrainer.recipes import config
+    from jaxtrainer.rundir import _run_kind as run_kind
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["fit", "ppo", "trainer.max_env_steps=4096"]) == 0
+    assert cli.main(["fit", "ppo", "trainer.ckpt_path=last", "trainer.max_env_steps=8192"]) == 0
+    run = tmp_path / "runs" / "ppo" / "version_0"
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert (saved["trainer"]["max_env_steps"], saved["trainer"]["ckpt_path"]) == (8192, None)
+    assert saved["recipe"] == "ppo" and saved["trainer"]["default_root_dir"] == "runs/ppo"
+    with open(run / "hparams.csv", newline="") as f:
+        hparams = dict(row for row in csv.reader(f))
+    assert (hparams["trainer/max_env_steps"], hparams["module/total_updates"]) == ("8192", "16")
+    assert run_kind.settings(run)["trainer/max_env_steps"] == "8192"  # what plot's labels say
+    capsys.readouterr()
+    assert cli.main(["fit", "ppo", "trainer.ckpt_path=runs/ppo/version_0"]) == 0
+    assert "jaxtrainer: nothing to train: runs/ppo/version_0/checkpoints/16 is at step 16, and " \
+           "the budget of 16 training steps (max_env_steps=8192) is not above it" in \
+           capsys.readouterr().err
+
+    make = config.make_trainer
+
+    def interrupted(cfg, **kwargs):  # Ctrl-C once training has run past step 20
+        trainer = make(cfg, **kwargs)
+        trainer.callbacks.append(_SigintAt(20))
+        return trainer
+
+    monkeypatch.setattr(config, "make_trainer", interrupted)
+    with pytest.raises(jt.Preempted):
+        cli.main(["fit", "ppo", "trainer.ckpt_path=runs/ppo/version_0",
+                  "trainer.max_env_steps=3000000"])
+    stopped = max(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
+    assert stopped >= 20 and yaml.safe_load(
+        (run / "config.yaml").read_text())["trainer"]["max_env_steps"] == 3000000
+    capsys.readouterr()
+    with pytest.raises(jt.Preempted):  # the plain resume goes on to 3M (stopped again)
+        cli.main(["fit", "ppo", "trainer.ckpt_path=runs/ppo/version_0"])
+    said = capsys.readouterr()
+    assert f"resuming from checkpoint runs/ppo/version_0/checkpoints/{stopped} at step {stopped} " \
+           f"({stopped * 512} env steps) of 5859\n" in said.out + said.err
+    assert f"running training steps {stopped + 1}-" in said.out + said.err
+    assert "nothing to train" not in said.out + said.err

@@ -304,7 +304,9 @@ def test_plot_after_fit_ppo_draws_the_return_fit_printed(tmp_path):
     and `jaxtrainer plot RUN` drew train/episode_return alone. Now the plot says the
     value fit printed: a run evaluated at its end only draws its training return
     with that evaluation as a star, named in plot's line; a run evaluated during
-    training draws eval/episode_return, its last point the value fit printed."""
+    training draws the same metric with its last evaluation as the star (one metric
+    for every RL run of a figure), and `--metric eval/episode_return` its
+    evaluations, the last the value fit printed."""
     small = ["trainer.max_env_steps=8192", "trainer.log_every_n_steps=4",
              "trainer.enable_progress_bar=false", f"trainer.default_root_dir={tmp_path / 'ppo'}"]
     last = _jaxtrainer("fit", "ppo", *small).strip().splitlines()[-1]
@@ -320,8 +322,84 @@ def test_plot_after_fit_ppo_draws_the_return_fit_printed(tmp_path):
     last = _jaxtrainer("fit", "ppo", *small, "trainer.eval_every_n_steps=4").strip().splitlines()[-1]
     printed, run = re.fullmatch(r"eval/episode_return=(\S+) run_dir=(\S+)", last).groups()
     said = _jaxtrainer("plot", run)
-    assert said.startswith(f"wrote {os.path.join(run, 'curves.png')}: eval/episode_return over "
-                           "1 run(s) (version_1) of ppo CartPole-v1, final mean ")
-    drawn = plot.plot_runs([run], str(tmp_path / "b.png"))
+    assert said.startswith(f"wrote {os.path.join(run, 'curves.png')}: train/episode_return "
+                           "over 1 run(s) (version_1) of ppo CartPole-v1, final mean ")
+    assert said.strip().endswith(f"at env_steps=8192; eval/episode_return at the end {printed}")
+    drawn = plot.plot_runs([run], str(tmp_path / "b.png"), "eval/episode_return")
     assert drawn["metric"] == "eval/episode_return" and len(drawn["x"]) == 4
     assert f"{drawn['mean'][-1]:.2f}" == printed and drawn["groups"][0]["final"] == []
+
+
+@pytest.mark.timeout(400)
+def test_plot_of_a_root_draws_one_metric_for_every_rl_run_and_nothing_past_the_canvas(
+        tmp_path, monkeypatch, capsys):
+    """Issue 68, a new user (m8): `jaxtrainer plot runs/ppo -o curves.png` over a
+    CartPole run, an Acrobot run and a run resumed with a raised budget (its only
+    evaluations the two final ones) drew train/episode_return for two and a 2-point
+    eval/episode_return line for the third; the legend ran past the right edge and the
+    y label was cut. Every RL run draws train/episode_return, its last evaluation (what
+    fit printed) a star; the figure's artists lie inside its canvas."""
+    import matplotlib.pyplot as plt
+
+    monkeypatch.chdir(tmp_path)
+    printed = []
+    for args in (["trainer.max_env_steps=4096"], ["env.name=Acrobot-v1", "trainer.max_env_steps=4096"],
+                 ["algorithm.lr=0.001", "trainer.max_env_steps=4096"],
+                 ["trainer.ckpt_path=last", "trainer.max_env_steps=8192"]):
+        assert cli.main(["fit", "ppo", *args]) == 0
+        printed.append(re.search(r"^eval/episode_return=(\S+) run_dir=",
+                                 capsys.readouterr().out, re.M).group(1))
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    assert cli.main(["plot", "runs/ppo", "-o", "curves.png"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("wrote curves.png: train/episode_return of 3 groups, each its own ")
+    assert [line.split(":", 1)[0].strip() for line in lines[1:]] == [
+        "ppo CartPole-v1 (module/lr=0.00025, module/total_updates=8, trainer/max_env_steps=4096)",
+        "ppo Acrobot-v1",
+        "ppo CartPole-v1 (module/lr=0.001, module/total_updates=16, trainer/max_env_steps=8192)"]
+    assert [line.rsplit("; ", 1)[1] for line in lines[1:]] == [
+        f"eval/episode_return at the end {v}" for v in (printed[0], printed[1], printed[3])]
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    (fig,) = figures
+    box = fig.get_tightbbox(fig.canvas.get_renderer())  # inches, every artist drawn
+    assert 0 <= box.x0 and 0 <= box.y0, box
+    assert box.x1 <= fig.get_figwidth() and box.y1 <= fig.get_figheight(), (box, fig.get_size_inches())
+    monkeypatch.undo()
+    plt.close(fig)
+
+
+@pytest.mark.timeout(300)
+def test_a_run_dir_of_the_glob_without_metrics_is_skipped_with_a_note(tmp_path, monkeypatch,
+                                                                      capsys):
+    """Issue 68, a new user (pl2): `jaxtrainer plot runs/ppo/version_* -o eval.png --metric
+    eval/episode_return --x step` exited 2 for one run directory of the glob holding no
+    metrics.csv (a double Ctrl-C during compile leaves only config.yaml), where plotting
+    the root skips it. It is skipped with one line on stderr naming it; a glob of such
+    directories alone is still the error."""
+    import glob
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["fit", "ppo", "trainer.max_env_steps=4096", "trainer.eval_every_n_steps=4"]) == 0
+    stopped = tmp_path / "runs" / "ppo" / "version_1"
+    stopped.mkdir()
+    shutil.copy(tmp_path / "runs" / "ppo" / "version_0" / "config.yaml", stopped)
+    capsys.readouterr()
+    paths = sorted(glob.glob("runs/ppo/version_*"))  # as the shell expands it
+    assert paths == ["runs/ppo/version_0", "runs/ppo/version_1"]
+    assert cli.main(["plot", *paths, "-o", "eval.png", "--metric", "eval/episode_return",
+                     "--x", "step"]) == 0
+    said = capsys.readouterr()
+    assert said.err == ("jaxtrainer plot: skipped runs/ppo/version_1: no metrics.csv in it or "
+                        "below it (a run stopped before its first log)\n")
+    assert said.out.startswith("wrote eval.png: eval/episode_return over 1 run(s) (version_0) of "
+                               "ppo CartPole-v1, final mean ")
+    assert said.out.endswith(" at step=8\n") and (tmp_path / "eval.png").is_file()
+    assert cli.main(["plot", "runs/ppo", "-o", "root.png", "--metric", "eval/episode_return",
+                     "--x", "step"]) == 0  # the root: the same run, nothing to note
+    assert capsys.readouterr().err == ""
+    assert cli.main(["plot", "runs/ppo/version_1", "-o", "none.png"]) == 2
+    assert capsys.readouterr().err == (
+        "jaxtrainer plot: runs/ppo/version_1: no metrics.csv in it or below it (is it a run "
+        "directory or a root of runs?)\n")
+    assert not (tmp_path / "none.png").exists()

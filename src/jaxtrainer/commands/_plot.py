@@ -13,11 +13,12 @@ environment, kind and settings beyond the seed (:func:`group_runs`,
 a CartPole run of another budget are four groups); per group the
 figure shows the mean and a band from the minimum to the maximum (the spread
 over its runs), after interpolating its runs onto the x values of its
-shortest. Without ``--metric`` each group draws its runs' headline metric,
-the one its recipe's last line printed: an RL run's ``eval/episode_return``
-where it was evaluated during training, else its ``train/episode_return`` with
-its final evaluation as a star; an evolution strategy's ``fitness/mean``, a
-PBT population's ``fitness/max``. A sweep's ``env_steps`` are drawn per
+shortest. Without ``--metric`` each run draws the headline metric of its
+kind, the one its progress line shows, so every RL run of a figure draws
+``train/episode_return`` (however often it was evaluated), its last
+evaluation, the value its recipe's last line printed, as a star; an evolution
+strategy's ``fitness/mean``, a PBT population's ``fitness/max``.
+``--metric eval/episode_return`` draws the evaluations. A sweep's ``env_steps`` are drawn per
 member (its environment steps over its member count) wherever it is drawn.
 
 A single run of a sweep (:class:`~jaxtrainer.population.Sweep`, a run directory
@@ -40,6 +41,7 @@ import math
 import os
 import re
 import sys
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -98,13 +100,17 @@ def find_runs(paths: list[str]) -> list[tuple[str, str]]:
     directories holding ``metrics.csv`` (not inside a run's ``checkpoints``,
     ``tensorboard`` or ``wandb``), each labelled by its path relative to the
     root (prefixed by the root's name when several paths are given), in
-    natural order (``version_2`` before ``version_10``).
+    natural order (``version_2`` before ``version_10``). A path with no
+    ``metrics.csv`` in it or below it (a run stopped before its first log
+    holds only ``config.yaml``) is skipped, as a root skips such directories,
+    with one line on stderr naming it, where another path holds runs.
 
     Raises:
-      FileNotFoundError: a path that does not exist, or a root with no
-        ``metrics.csv`` below it.
+      FileNotFoundError: a path that does not exist, or no path with a
+        ``metrics.csv`` in it or below it (naming the first).
     """
     found: list[tuple[str, str, bool]] = []  # run dir, relative label (or ""), under a root
+    empty: list[str] = []  # paths with no metrics.csv in or below them
     for path in paths:
         if os.path.exists(os.path.join(path, run_layout.METRICS_FILE)):
             found.append((path, "", False))
@@ -118,11 +124,17 @@ def find_runs(paths: list[str]) -> list[tuple[str, str]]:
                 runs.append(directory)
                 subdirs[:] = []  # a run holds no runs
         if not runs:
-            raise FileNotFoundError(f"{path}: no metrics.csv in it or below it (is it a run "
-                                    "directory or a root of runs?)")
+            empty.append(path)
+            continue
         prefix = os.path.basename(os.path.normpath(path)) if len(paths) > 1 else ""
         found += [(r, os.path.join(prefix, os.path.relpath(r, path)) if prefix
                    else os.path.relpath(r, path), True) for r in runs]
+    if empty and not found:
+        raise FileNotFoundError(f"{empty[0]}: no metrics.csv in it or below it (is it a run "
+                                "directory or a root of runs?)")
+    for path in empty:
+        print(f"jaxtrainer plot: skipped {path}: no metrics.csv in it or below it (a run "
+              "stopped before its first log)", file=sys.stderr, flush=True)
     names = {d: os.path.basename(os.path.normpath(d)) for d, _, under in found if not under}
     repeated = len(set(names.values())) < len(names)
     labels = []
@@ -176,11 +188,32 @@ def check_output(output: str | os.PathLike) -> str:
     return kind
 
 
+LEGEND_FONT = 8
+"""Font size (points) of a figure's legend."""
+
+
+def _wrapped(text: str, inches: float, points: float) -> str:
+    """``text`` broken at spaces into lines of at most ``inches`` at a font of
+    ``points`` (a character taken as 0.6 of the size, wider than DejaVu Sans's mean)."""
+    return textwrap.fill(text, width=max(20, int(inches * 72 / (0.6 * points))),
+                         break_long_words=False, break_on_hyphens=False)
+
+
 def _save(fig: Any, ax: Any, output: str) -> None:
     """Grid, legend and layout, then the figure at ``output`` in the format of
-    its suffix (:func:`figure_format`; its folder made)."""
+    its suffix (:func:`figure_format`; its folder made). The legend goes below
+    the axes, each label wrapped to the figure's width, the figure made taller
+    by its lines; the y label is wrapped to the axes' height: nothing is drawn
+    past the canvas (``fig`` has the constrained layout)."""
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    label = ax.yaxis.label
+    ax.set_ylabel(_wrapped(label.get_text(), 0.6 * fig.get_figheight(), label.get_fontsize()))
+    handles, labels = ax.get_legend_handles_labels()
+    if labels:
+        labels = [_wrapped(t, 0.92 * fig.get_figwidth(), LEGEND_FONT) for t in labels]
+        lines = sum(t.count("\n") + 1 for t in labels)
+        fig.set_figheight(fig.get_figheight() + lines * 1.6 * LEGEND_FONT / 72)
+        fig.legend(handles, labels, loc="outside lower center", fontsize=LEGEND_FONT)
     save_figure(fig, output)
 
 
@@ -189,7 +222,8 @@ def save_figure(fig: Any, output: str) -> None:
     (:func:`figure_format`), its folder made; the figure is closed."""
     import matplotlib.pyplot as plt
 
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     fig.savefig(output, format=figure_format(output))
     plt.close(fig)
@@ -243,7 +277,7 @@ def plot_sweep(run_dir: str, output: str, metric: str = "train/episode_return",
     end = min(c[0][-1] for group in curves.values() for c in group)
     grid = np.unique(np.concatenate([c[0][c[0] <= end] for g in curves.values() for c in g]))
     labels, rows = [], {"iqm": [], "mean": [], "low": [], "high": []}
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120, layout="constrained")
     for config in sorted(curves):
         ys = np.stack([np.interp(grid, xs, vs) for xs, vs in curves[config]])  # [seeds, T]
         _, band = interval_estimates(ys[:, None, :], lambda s: trim_mean(
@@ -344,7 +378,7 @@ def _draw_groups(groups: list[dict[str, Any]], output: str, metric: str, xlabel:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120, layout="constrained")
     name_runs = sum(len(g["curves"]) for g in groups) <= RUNS_IN_LEGEND
     for i, g in enumerate(groups):
         color = f"C{i % 10}" if len(groups) > 1 else "black"
@@ -388,27 +422,17 @@ def _columns(run_dir: str) -> list[str]:
 
 EVAL_RETURN = "eval/episode_return"
 """What a recipe's last line prints (``eval/episode_return=<v> run_dir=<dir>``):
-an RL run's headline where it was evaluated during training."""
+drawn as a star at each RL run's last evaluation."""
 
 TRAIN_RETURN = "train/episode_return"
 
 
-def _values(run_dir: str, metric: str) -> int:
-    """How many rows of ``run_dir``'s ``metrics.csv`` hold a finite ``metric`` (0: no column)."""
-    try:
-        return len(read_curve(run_dir, metric, "step")[0])
-    except KeyError:
-        return 0
-
-
 def _headline(run_dir: str) -> str:
-    """The run's headline metric: the metric its recipe's last line printed,
-    ``eval/episode_return``, for an RL run evaluated during training (two or
-    more evaluation rows: a line to draw); else
+    """The run's headline metric, the one its progress line shows:
     :func:`jaxtrainer.rundir._run_kind.headline_metric` of its ``metrics.csv``
-    columns (an RL run's ``train/episode_return``, whose final evaluation
-    :func:`plot_runs` draws as a point, an evolution strategy's fitness, a
-    population's best, another module's loss).
+    columns (an RL run's ``train/episode_return``, whatever its evaluations,
+    whose last evaluation :func:`plot_runs` draws as a star; an evolution
+    strategy's fitness, a population's best, another module's loss).
 
     Raises:
       ValueError: it logs no episode return, fitness or loss (naming its columns).
@@ -419,15 +443,13 @@ def _headline(run_dir: str) -> str:
         raise ValueError(f"{os.path.join(run_dir, run_layout.METRICS_FILE)} has no episode "
                          f"return, fitness or loss column to draw by default; columns: "
                          f"{', '.join(columns)}; name one with --metric")
-    if found == TRAIN_RETURN and _values(run_dir, EVAL_RETURN) > 1:
-        return EVAL_RETURN
     return found
 
 
 def _final_evaluations(runs: list[tuple[str, str]], x: str,
                        scale: float) -> list[tuple[str, float, float]]:
-    """``(label, x, eval/episode_return)`` of each run in ``runs`` that was
-    evaluated once, at its end (the value its recipe's last line printed), x
+    """``(label, x, eval/episode_return)`` of the last evaluation of each run in
+    ``runs`` that was evaluated (the value its recipe's last line printed), x
     divided by ``scale``."""
     out = []
     for run_dir, label in runs:
@@ -435,7 +457,7 @@ def _final_evaluations(runs: list[tuple[str, str]], x: str,
             xs, vs = read_curve(run_dir, EVAL_RETURN, x)
         except KeyError:
             continue
-        if len(xs) == 1:
+        if len(xs):
             out.append((label, float(xs[-1]) / scale, float(vs[-1])))
     return out
 
@@ -457,11 +479,11 @@ def default_x(run_dirs: list[str]) -> str:
 def plot_runs(run_dirs: list[str], output: str, metric: str | None = None,
               x: str | None = None, title: str | None = None) -> dict[str, Any]:
     """Write a figure of ``metric`` against ``x`` at ``output``, in the format
-    of its suffix (:func:`figure_format`). Without ``metric``, each group
-    draws its runs' headline metric (:func:`_headline`: an RL agent's
-    ``eval/episode_return`` where it was evaluated during training, else its
-    ``train/episode_return`` with its final evaluation, the value its recipe's
-    last line printed, as a star (``"final"``), an evolution strategy's
+    of its suffix (:func:`figure_format`). Without ``metric``, each run draws
+    the headline metric of its kind, the one its progress line shows
+    (:func:`_headline`: every RL agent its ``train/episode_return``, however
+    often it was evaluated, with its last evaluation, the value its recipe's
+    last line printed, as a star (``"final"``); an evolution strategy's
     ``fitness/mean``, a PBT population's or search's best, ``fitness/max``,
     another module's loss). Without ``x``, ``env_steps``, or ``step`` where no
     run counts environment steps (:func:`default_x`).
@@ -476,8 +498,8 @@ def plot_runs(run_dirs: list[str], output: str, metric: str | None = None,
 
     Returns:
       ``{"groups": [{"label", "metric", "runs", "left_out", "final", "x", "mean", "low",
-      "high"}, ...]}`` (``final``: ``[(label, x, eval/episode_return)]`` of runs evaluated
-      once, at their end, where ``train/episode_return`` is drawn)
+      "high"}, ...]}`` (``final``: ``[(label, x, eval/episode_return)]``, each evaluated
+      run's last evaluation, where ``train/episode_return`` is drawn)
       (the arrays float64, on the x values of the group's shortest run; ``x`` in env
       steps per member for sweeps; ``left_out``: runs of one value drawn but not
       averaged, when others have a line), ``"runs"``: every run drawn (runs that never
@@ -547,12 +569,13 @@ def main(argv: list[str] | None = None) -> int:
                              ".svg, ...; default: curves.png in the run directory or root "
                              "given, or in the folder the given paths share)")
     parser.add_argument("--metric", default=None,
-                        help="column to plot (default: each run's headline metric, "
-                             "eval/episode_return of an RL run evaluated during training "
-                             "(trainer.eval_every_n_steps), else train/episode_return with the "
-                             "final evaluation as a star, fitness/mean of an evolution "
-                             "strategy, fitness/max of PBT, another module's loss; a search run "
-                             "without --metric: each trial's result against its hyperparameters)")
+                        help="column to plot (default: the headline metric its progress line "
+                             "shows, one for every run of a kind: train/episode_return of an "
+                             "RL run, however often it was evaluated, its last evaluation as a "
+                             "star; fitness/mean of an evolution strategy, fitness/max of PBT, "
+                             "another module's loss; a search run without --metric: each "
+                             "trial's result against its hyperparameters; --metric "
+                             "eval/episode_return draws the evaluations)")
     parser.add_argument("--x", default=None, help="x-axis column (env_steps or step; default: "
                                                   "env_steps, or step where no run counts "
                                                   "environment steps)")

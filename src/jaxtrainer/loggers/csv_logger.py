@@ -17,6 +17,16 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
+_BUDGET_ROWS = ("trainer/max_steps", "trainer/max_env_steps")
+"""``hparams.csv`` rows of a run's budget; with them a module's ``total_updates``
+rows (``module/total_updates``: the updates its schedules span, the budget
+unless set). A resume given another budget records it there."""
+
+
+def _budget_row(name: str) -> bool:
+    return name in _BUDGET_ROWS or (name.startswith("module/") and name.endswith("/total_updates"))
+
+
 class CSVLogger(Logger):
     """Write one row per log call to ``<log_dir>/metrics.csv`` (column ``step``
     first, then metric names in order of first appearance; empty cells where a
@@ -29,7 +39,9 @@ class CSVLogger(Logger):
     uninterrupted run's. Values are Python numbers (never arrays).
     ``hparams.csv`` is written once per run, at the start of a fresh ``fit``; a
     resume keeps the file the run started with (as :class:`TensorBoardLogger`
-    keeps its HParams entry).
+    keeps its HParams entry) but for the rows of the budget
+    (``trainer/max_steps``, ``trainer/max_env_steps``, ``module/total_updates``),
+    which say the budget the run was last given.
 
     Args:
       save_dir: directory for the files; default ``trainer.log_dir``.
@@ -81,7 +93,13 @@ class CSVLogger(Logger):
         assert self.path is not None
         path = os.path.join(os.path.dirname(self.path), run_layout.HPARAMS_FILE)
         if self._resumed and os.path.exists(path):
-            return  # the run's hyperparameters are those it started with
+            # the run's hyperparameters are those it started with, and the budget it was last given
+            with open(path, newline="") as f:
+                rows = [r for r in csv.reader(f) if len(r) == 2][1:]
+            budget = {k: str(v) for k, v in params.items() if _budget_row(k)}
+            if all(budget.get(k, v) == v for k, v in rows):
+                return
+            params = {k: budget.get(k, v) for k, v in rows}
         text = io.StringIO()
         writer = csv.writer(text)
         writer.writerow(["name", "value"])
