@@ -75,28 +75,6 @@ def test_prioritised_replay_samples_inside_the_loop():
     assert DQN(DQNConfig(env="CartPole-v1", n_step=3, **{**TINY, "learning_starts": 16})).presamples
 
 
-class OwnUpdateSAC(SAC):
-    """A subclass written against ``update`` alone (its own loss, say)."""
-
-    def update(self, carry, key, buffer, obs_stats=None):
-        carry, losses = super().update(carry, key, buffer, obs_stats)
-        return carry, {**losses, "critic": losses["critic"] * 0.0}
-
-
-def test_a_subclass_that_overrides_update_alone_keeps_its_update():
-    # its update is newer than the update_batch it inherits: the loop calls it per update
-    module = OwnUpdateSAC(SACConfig(**TINY))
-    assert not module.presamples
-    assert _buffer_gathers(module) == [(True, shape) for shape in
-                                       [(4, 16, 3), (4, 16, 1), (4, 16), (4, 16, 3), (4, 16)]]
-    state = jax.device_get(SingleDeviceStrategy().init_state(module, jax.random.key(0)))
-    _, losses = jax.jit(lambda s, k: module.learn(module.carry_of(s), s.buffer, None,
-                                                  jnp.asarray(10), k))(state, jax.random.key(1))
-    critic, actor = losses["loss/critic"], losses["loss/actor"]  # its own loss ran
-    assert float(critic.count) > 0 and float(critic.total) == 0.0
-    assert float(actor.count) > 0 and float(actor.total) != 0.0
-
-
 def _trained(module, steps: int = 5):
     strategy = SingleDeviceStrategy()
     state = strategy.init_state(module, jax.random.key(0))

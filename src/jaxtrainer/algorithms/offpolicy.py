@@ -331,12 +331,9 @@ class OffPolicyModule(ParamsPolicy, Module):
         unless the updates change what they sample from (prioritised replay:
         each update sets the priorities the next one samples by), which then
         sample one batch per update inside the loop (:meth:`update`); so does a
-        class whose :meth:`update` is newer than its :meth:`update_batch` (a subclass
-        that overrides :meth:`update` alone: its update runs as written)."""
-        mro = type(self).__mro__
-        update = next(c for c in mro if "update" in c.__dict__)
-        batch = next(c for c in mro if "update_batch" in c.__dict__)
-        return self.priority_exponent is None and issubclass(batch, update)
+        subclass that implements :meth:`update` alone (no :meth:`update_batch`)."""
+        implements_batch = type(self).update_batch is not OffPolicyModule.update_batch
+        return self.priority_exponent is None and implements_batch
 
     def after_learning(self, state: Any, new_state: Any, losses: dict) -> tuple[Any, dict]:
         """Once per training step after the updates: the final state and the
