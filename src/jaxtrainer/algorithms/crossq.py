@@ -37,7 +37,7 @@ from flax import struct
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
-from jaxtrainer.algorithms import offpolicy
+from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms._config_parts import composes
 from jaxtrainer.algorithms.batch_renorm import BatchRenorm
 from jaxtrainer.algorithms.critic_losses import (
@@ -299,14 +299,14 @@ class CrossQ(SAC):
         return soft_actor_loss(q, log_prob, alpha), {"stats": updates["batch_stats"],
                                                 "log_prob": jnp.mean(log_prob)}
 
-    def update_batch(self, carry: CrossQCarry, keys: tuple[jax.Array, jax.Array],
-                     batch: Transition) -> tuple[CrossQCarry, dict]:
-        """One critic update on ``batch``; every ``policy_delay``-th also an actor
-        and a temperature update (counted by ``carry.updates``). ``keys``: SAC's
-        :meth:`~jaxtrainer.algorithms.sac.SAC.split_update_key`, the next
-        actions' key and the actor's."""
+    def update(self, carry: CrossQCarry, key: jax.Array, buffer: Any,
+               obs_stats: normalization.RunningStatistics | None = None,
+               ) -> tuple[CrossQCarry, dict]:
+        """One critic update on a fresh batch; every ``policy_delay``-th also an
+        actor and a temperature update (counted by ``carry.updates``)."""
         hp = carry.hyperparams
-        next_key, actor_key = keys
+        sample_key, next_key, actor_key = jax.random.split(key, 3)
+        batch = self.sample_batch(buffer, sample_key, obs_stats)
         log_alpha = carry.log_alpha if self.config.autotune else jnp.log(hp["init_alpha"])
         alpha = jnp.exp(log_alpha)
         actor = {"params": carry.actor_params, "batch_stats": carry.actor_stats}

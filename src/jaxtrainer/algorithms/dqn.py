@@ -441,12 +441,7 @@ class DQN(offpolicy.OffPolicyModule):
         by :meth:`importance_weights` and the batch's priorities set after."""
         if self.config.prioritised:
             return self.prioritised_update(carry, key)
-        return super().update(carry, key, buffer)
-
-    def update_batch(self, carry: DQNCarry, keys: None, batch: Transition,
-                     ) -> tuple[DQNCarry, dict]:
-        """One TD update on ``batch`` (uniform replay; ``keys`` unused: the whole
-        update key samples)."""
+        batch = self.buffer.sample(buffer, key)
         params, opt_state, loss, aux = averaged_update(
             self.loss, carry.params, carry.opt_state, self.optimizer, carry.target_params, batch,
             carry.hyperparams)

@@ -438,7 +438,10 @@ class ERL(ParamsPolicy, Module):
             search, es_metrics = self.search.tell(state.search, state.population, fitness)
             order = rank(fitness)
 
-        rl, losses = self.learner.learn(state.rl, buffer, obs_stats, state.generation,
+        def update(carry, k):
+            return self.learner.update(carry, k, buffer, obs_stats)
+
+        rl, losses = self.learner.learn(update, state.rl, state.generation,
                                         fold_in_device(learn_key))
         due = (state.generation + 1) % cfg.rl_injection_every == 0
         do = jnp.logical_and(self.learner.learning(state.generation), due)

@@ -18,11 +18,9 @@ One ``training_step`` of an off-policy module (:meth:`OffPolicyModule.training_s
    runs ``gradient_steps`` updates (:meth:`~OffPolicyModule.update`), each on a
    fresh global batch of ``batch_size`` transitions (``batch_size / num_devices``
    sampled by each device from its own envs' transitions) with gradients
-   averaged over devices, so replicated parameters stay bitwise equal (all the
-   batches drawn before the updates' loop unless the updates change the
-   replay: :meth:`~OffPolicyModule.learn`). Before that the updates are
-   skipped (``lax.cond`` on a replicated counter) and loss metrics are not
-   reported;
+   averaged over devices, so replicated parameters stay bitwise equal. Before
+   that the updates are skipped (``lax.cond`` on a replicated counter) and loss
+   metrics are not reported;
 3. :meth:`~OffPolicyModule.after_learning`: what an algorithm does once per
    training step (DQN's target update, SAC's temperature metric).
 
@@ -135,17 +133,13 @@ class OffPolicyModule(ParamsPolicy, Module):
     ``batch_size``, ``learning_starts``, ``eval_episodes``, ``hidden_sizes``),
     :attr:`discrete_actions`, :attr:`carry_type` and :attr:`LOSSES`, and implement
     :meth:`explore` (the behaviour policy), :meth:`greedy_policy`,
-    :meth:`policy_params` and :meth:`update_batch` (one update on a sampled
-    batch) with :meth:`split_update_key` (which part of an update's key samples
-    its batch); an algorithm whose updates change the replay (prioritised)
-    overrides :meth:`update` and :attr:`presamples` instead.
+    :meth:`policy_params` and :meth:`update`.
 
     A config with ``normalize_observations`` and ``reward_scaling`` (an
     :class:`~jaxtrainer.algorithms.sac.SACConfig`, TD3's) turns on observation normalisation and reward
     scaling (see the module docstring); the state then needs an ``obs_stats``
     field (:meth:`init_obs_stats`), :meth:`update` takes the statistics as a
-    fourth argument and samples with :meth:`sample_batch` (as :meth:`learn`
-    normalises each presampled batch), and
+    fourth argument and samples with :meth:`sample_batch`, and
     :meth:`greedy_policy` wraps its policy in :meth:`normalizing`.
 
     Traced hyperparameters (as PPO's): the state and the :attr:`carry_type` have
@@ -297,43 +291,19 @@ class OffPolicyModule(ParamsPolicy, Module):
             return state.actor_params, state.obs_stats
         return state.actor_params
 
-    def split_update_key(self, key: jax.Array) -> tuple[jax.Array, Any]:
-        """``(sample_key, keys)``: of one update's ``key``, the key its batch is
-        sampled with and what :meth:`update_batch` takes as its own keys (any
-        pytree of keys). Default: ``(key, None)``, the whole key samples (DQN's);
-        SAC's and TD3's split it, the first part sampling."""
-        return key, None
-
     def update(self, carry: Any, key: jax.Array, buffer: Any,
                obs_stats: normalization.RunningStatistics | None = None) -> tuple[Any, dict]:
         """One gradient update on a fresh batch sampled from ``buffer`` with ``key``
-        (:meth:`split_update_key`'s sample key; :meth:`sample_batch`, normalised with
-        ``obs_stats``): :meth:`update_batch` on that batch.
+        (:meth:`sample_batch`, normalised with ``obs_stats``; the statistics are
+        passed only when the state has them, so an algorithm without the
+        option may take three arguments).
 
         Returns the new ``carry`` (a :attr:`carry_type`) and ``{name: loss}`` for
         every name in :attr:`LOSSES`: a ``float32[]``, or a
         :class:`~jaxtrainer.metrics.Mean` for a loss only some updates have
         (count 0 in the others, e.g. TD3's delayed actor loss).
         """
-        sample_key, keys = self.split_update_key(key)
-        return self.update_batch(carry, keys, self.sample_batch(buffer, sample_key, obs_stats))
-
-    def update_batch(self, carry: Any, keys: Any, batch: Transition) -> tuple[Any, dict]:
-        """:meth:`update`'s gradient update on ``batch`` (leaves ``[batch_size /
-        num_devices, ...]``, as :meth:`sample_batch` returns it), with ``keys``
-        from :meth:`split_update_key`. Returns as :meth:`update`."""
         raise NotImplementedError
-
-    @property
-    def presamples(self) -> bool:
-        """Whether :meth:`learn` draws every update's batch before its loop of
-        updates (see there): the same batches, fewer and larger gathers. ``True``
-        unless the updates change what they sample from (prioritised replay:
-        each update sets the priorities the next one samples by), which then
-        sample one batch per update inside the loop (:meth:`update`); so does a
-        subclass that implements :meth:`update` alone (no :meth:`update_batch`)."""
-        implements_batch = type(self).update_batch is not OffPolicyModule.update_batch
-        return self.priority_exponent is None and implements_batch
 
     def after_learning(self, state: Any, new_state: Any, losses: dict) -> tuple[Any, dict]:
         """Once per training step after the updates: the final state and the
@@ -364,8 +334,7 @@ class OffPolicyModule(ParamsPolicy, Module):
         """``batch_size / num_devices`` transitions sampled from this device's share
         of ``buffer`` with ``key``, as the updates learn from them
         (:func:`~jaxtrainer.algorithms.normalization.learning_batch`: observations normalised with ``obs_stats``,
-        rewards times ``reward_scaling``). :meth:`learn`'s presampled batches are
-        these, drawn for all its keys at once."""
+        rewards times ``reward_scaling``)."""
         return learning_batch(self.buffer.sample(buffer, key), obs_stats, self.reward_scaling)
 
     def normalizing(self, policy: Callable[[Any, jax.Array, jax.Array], jax.Array],
@@ -479,39 +448,15 @@ class OffPolicyModule(ParamsPolicy, Module):
         return self.carry_type(**{field.name: getattr(state, field.name)
                                   for field in dataclasses.fields(self.carry_type)})
 
-    def learn(self, carry: Any, buffer: Any, obs_stats: normalization.RunningStatistics | None,
+    def learn(self, update: Callable[[Any, jax.Array], tuple[Any, dict]], carry: Any,
               step: jax.Array, key: jax.Array) -> tuple[Any, dict[str, Mean]]:
-        """``gradient_steps`` updates of ``carry`` in a ``lax.scan``, each on a batch
-        sampled from ``buffer`` (normalised with ``obs_stats``, or ``None``) with
-        its key of ``split(key, gradient_steps)``, when :meth:`learning` says so,
-        else ``carry`` unchanged. Returns the carry and ``{"loss/<name>": Mean}``
-        over the updates (count 0, i.e. unreported, when skipped).
-
-        With :attr:`presamples`, every update's batch is drawn before the scan
-        (as Brax's SAC): the keys' :meth:`split_update_key` and one
-        ``vmap``-ped sample, i.e. one gather per field of ``gradient_steps *
-        batch_size / num_devices`` rows (64 x 512 for Brax's SAC settings) held
-        at once, then each update normalises its batch and calls
-        :meth:`update_batch`. The same items and keys as :meth:`update` per
-        update, so the same results bit for bit. Without, :meth:`update` in the
-        scan."""
+        """``gradient_steps`` calls of ``update(carry, key) -> (carry, losses)`` in a
+        ``lax.scan`` when :meth:`learning` says so, else ``carry`` unchanged.
+        Returns the carry and ``{"loss/<name>": Mean}`` over the updates (count 0,
+        i.e. unreported, when skipped)."""
         def run(carry):
-            keys = jax.random.split(key, self.config.gradient_steps)
-            if self.presamples:
-                sample_keys, update_keys = jax.vmap(self.split_update_key)(keys)
-                items = jax.vmap(self.buffer.sample, in_axes=(None, 0))(buffer, sample_keys)
-
-                def update(carry, xs):
-                    update_key, raw = xs
-                    return self.update_batch(
-                        carry, update_key, learning_batch(raw, obs_stats, self.reward_scaling))
-                carry, losses = jax.lax.scan(update, carry, (update_keys, items))
-            else:
-                def update(carry, k):
-                    if obs_stats is None:  # an algorithm without statistics may take 3 arguments
-                        return self.update(carry, k, buffer)
-                    return self.update(carry, k, buffer, obs_stats)
-                carry, losses = jax.lax.scan(update, carry, keys)
+            carry, losses = jax.lax.scan(update, carry,
+                                         jax.random.split(key, self.config.gradient_steps))
             return carry, {name: _pooled(losses[name]) for name in self.LOSSES}
 
         def skip(carry):
@@ -529,10 +474,16 @@ class OffPolicyModule(ParamsPolicy, Module):
         the statistics after this step's collection, which the new state keeps."""
         collect_key, learn_key = jax.random.split(key)
         env_state, obs, buffer, obs_stats, infos = self.get_experience(state, collect_key)
+        if obs_stats is None:
+            def update(c, k):
+                return self.update(c, k, buffer)
+        else:
+            def update(c, k):
+                return self.update(c, k, buffer, obs_stats)
         carry = self.anneal_learning_rates(self.apply_hyperparams(self.carry_of(state)), state.step)
         if any(field.name == "buffer" for field in dataclasses.fields(carry)):
             carry = carry.replace(buffer=buffer)  # updates that write to it (priorities)
-        carry, losses = self.learn(carry, buffer, obs_stats, state.step, learn_key)
+        carry, losses = self.learn(update, carry, state.step, learn_key)
         learned = self.learning(state.step).astype(jnp.int32) * self.config.gradient_steps
         stats = {} if obs_stats is None else {"obs_stats": obs_stats}
         new_state = state.replace(**{  # a carry field (TD3's ``updates``) wins

@@ -44,7 +44,7 @@ from flax import struct
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
-from jaxtrainer.algorithms import offpolicy
+from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms._config_parts import composes
 from jaxtrainer.algorithms.critic_losses import (
     clipped_double_q_loss,
@@ -323,19 +323,16 @@ class SAC(offpolicy.OffPolicyModule):
         while the entropy ``-E[log pi]`` is below the target, lowers it above."""
         return temperature_loss(log_alpha, mean_log_prob, self.target_entropy), {}
 
-    def split_update_key(self, key: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        """``(sample_key, (critic_key, actor_key))``: ``split(key, 3)``."""
-        sample_key, critic_key, actor_key = jax.random.split(key, 3)
-        return sample_key, (critic_key, actor_key)
-
-    def update_batch(self, carry: SACCarry, keys: tuple[jax.Array, jax.Array],
-                     batch: Transition) -> tuple[SACCarry, dict]:
-        """One SAC update on ``batch`` (observations normalised, rewards scaled):
-        critics, actor, temperature, target critics, with ``gamma``, ``tau`` (and
-        the fixed temperature ``init_alpha`` without ``autotune``) from
-        ``carry.hyperparams``."""
+    def update(self, carry: SACCarry, key: jax.Array, buffer: Any,
+               obs_stats: normalization.RunningStatistics | None = None,
+               ) -> tuple[SACCarry, dict]:
+        """One SAC update on a fresh batch (observations normalised with
+        ``obs_stats``, rewards scaled): critics, actor, temperature, target critics,
+        with ``gamma``, ``tau`` (and the fixed temperature ``init_alpha`` without
+        ``autotune``) from ``carry.hyperparams``."""
         hp = carry.hyperparams
-        critic_key, actor_key = keys
+        sample_key, critic_key, actor_key = jax.random.split(key, 3)
+        batch = self.sample_batch(buffer, sample_key, obs_stats)
         log_alpha = carry.log_alpha if self.config.autotune else jnp.log(hp["init_alpha"])
         alpha = jnp.exp(log_alpha)
         critic_params, critic_opt, critic_loss, _ = averaged_update(

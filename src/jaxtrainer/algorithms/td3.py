@@ -43,7 +43,7 @@ from flax import struct
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
-from jaxtrainer.algorithms import offpolicy
+from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms._config_parts import composes
 from jaxtrainer.algorithms.critic_losses import clipped_double_q_loss, deterministic_actor_loss
 from jaxtrainer.algorithms.exploration import (
@@ -356,18 +356,17 @@ class TD3(offpolicy.OffPolicyModule):
             hyperparams=hp, step=zero,
             env_state=env_state, obs=env_obs, buffer=buffer, obs_stats=self.init_obs_stats()))
 
-    def split_update_key(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``(sample_key, noise_key)``: ``split(key)``."""
+    def update(self, carry: TD3Carry, key: jax.Array, buffer: Any,
+               obs_stats: normalization.RunningStatistics | None = None,
+               ) -> tuple[TD3Carry, dict]:
+        """One critic update on a fresh batch (observations normalised with
+        ``obs_stats``, rewards scaled); every ``policy_delay``-th also updates the
+        actor and moves both target networks (counted by ``carry.updates``,
+        replicated). The actor loss is a :class:`~jaxtrainer.metrics.Mean` of
+        count 0 on the other updates. ``gamma``, ``tau`` and ``policy_noise``
+        from ``carry.hyperparams``."""
         sample_key, noise_key = jax.random.split(key)
-        return sample_key, noise_key
-
-    def update_batch(self, carry: TD3Carry, noise_key: jax.Array,
-                     batch: Transition) -> tuple[TD3Carry, dict]:
-        """One critic update on ``batch`` (observations normalised, rewards
-        scaled); every ``policy_delay``-th also updates the actor and moves both
-        target networks (counted by ``carry.updates``, replicated). The actor
-        loss is a :class:`~jaxtrainer.metrics.Mean` of count 0 on the other
-        updates. ``gamma``, ``tau`` and ``policy_noise`` from ``carry.hyperparams``."""
+        batch = self.sample_batch(buffer, sample_key, obs_stats)
         critic_params, critic_opt, critic_loss = self.critic_update(
             carry.critic_params, carry.critic_opt, carry.target_actor_params,
             carry.target_critic_params, batch, noise_key, carry.hyperparams)
