@@ -37,7 +37,7 @@ import jax.numpy as jnp
 from _timing import LoopClock, interleaved, paired_ratio, summarise, use_compilation_cache
 from evosax.algorithms import Open_ES
 
-from jaxtrainer.algorithms.es import NeuroES
+from jaxtrainer.algorithms.neuro_es import NeuroES
 from jaxtrainer.population import PopulationTrainer
 
 

@@ -94,6 +94,10 @@ ALIASES: dict[str, str] = {
     "jaxtrainer.algorithms:Sweep": "jaxtrainer.population:Sweep",
     "jaxtrainer.algorithms:SweepState": "jaxtrainer.population:SweepState",
     # the algorithms as pure pieces: names that left a module for the piece's own
+    # NeuroES in its own module (es.py over the 500-line cap)
+    "jaxtrainer.algorithms.es:NeuroES": "jaxtrainer.algorithms.neuro_es:NeuroES",
+    "jaxtrainer.algorithms.es:MLPPolicy": "jaxtrainer.algorithms.neuro_es:MLPPolicy",
+    "jaxtrainer.algorithms.es:EPISODE_LOOPS": "jaxtrainer.algorithms.neuro_es:EPISODE_LOOPS",
     "jaxtrainer.algorithms.onpolicy:normalize_advantages": "jaxtrainer.algorithms.advantages:normalize_advantages",
     "jaxtrainer.algorithms.onpolicy:global_moments": "jaxtrainer.algorithms.advantages:global_moments",
     "jaxtrainer.algorithms.onpolicy:minibatch_epochs": "jaxtrainer.algorithms.rollout:minibatch_epochs",

@@ -12,11 +12,11 @@ from jaxtrainer.algorithms.es import (
     FITNESS_SHAPING,
     EvosaxES,
     FunctionES,
-    NeuroES,
     rastrigin,
     resolve_algorithm,
     sphere,
 )
+from jaxtrainer.algorithms.neuro_es import NeuroES
 from jaxtrainer.population import PopulationTrainer
 
 QUIET = dict(compile_evaluation_ahead=False, logger=False, enable_checkpointing=False, enable_progress_bar=False)

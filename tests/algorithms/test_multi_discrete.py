@@ -20,8 +20,8 @@ from jaxtrainer import envs
 from jaxtrainer.algorithms.a2c import A2C, A2CConfig
 from jaxtrainer.algorithms.distributions import Categorical, MultiCategorical, categorical
 from jaxtrainer.algorithms.dqn import DQN
-from jaxtrainer.algorithms.es import NeuroES
 from jaxtrainer.algorithms.impala import IMPALA, IMPALAConfig
+from jaxtrainer.algorithms.neuro_es import NeuroES
 from jaxtrainer.algorithms.ppo import PPO, PPOConfig
 from jaxtrainer.algorithms.sac import SAC
 from jaxtrainer.commands._eval_cli import evaluate_run

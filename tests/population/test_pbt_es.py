@@ -12,7 +12,8 @@ import numpy as np
 import optax
 import pytest
 
-from jaxtrainer.algorithms.es import ESState, FunctionES, NeuroES, sphere
+from jaxtrainer.algorithms.es import ESState, FunctionES, sphere
+from jaxtrainer.algorithms.neuro_es import NeuroES
 from jaxtrainer.distributed import AXIS_NAME
 from jaxtrainer.population import PBT, GenerationModule
 from tests._support import toys

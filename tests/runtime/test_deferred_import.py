@@ -56,7 +56,7 @@ def test_algorithms_import_on_first_use():
             print("AttributeError", "NoSuchAlgorithm" in str(e))
     """).splitlines()
     assert out == ["False jaxtrainer.algorithms.ppo jaxtrainer.algorithms.ppo",
-                   "jaxtrainer.algorithms.es True", "True", "47", "AttributeError True"]
+                   "jaxtrainer.algorithms.neuro_es True", "True", "47", "AttributeError True"]
 
 
 def test_a_module_already_imported_is_not_deferred():

@@ -11,13 +11,12 @@ from .es import (
     ESState,
     EvosaxES,
     FunctionES,
-    MLPPolicy,
-    NeuroES,
     rastrigin,
     resolve_algorithm,
     sphere,
 )
 from .impala import IMPALA, IMPALAConfig, IMPALAState
+from .neuro_es import MLPPolicy, NeuroES
 from .ppo import PPO, PPOConfig, PPOState
 from .pqn import PQN, PQNConfig, PQNState
 from .replay import ReplayBuffer, Transition

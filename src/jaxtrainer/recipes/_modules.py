@@ -53,7 +53,7 @@ _sac = _from_algorithm("sac", "SAC")
 
 
 def _neuro_es(cfg: DictConfig) -> PopulationModule:
-    from jaxtrainer.algorithms.es import NeuroES
+    from jaxtrainer.algorithms.neuro_es import NeuroES
 
     algo = config.section(cfg, "algorithm")
     name = algo.pop("name")
@@ -159,7 +159,7 @@ def documenting_classes(recipe: str) -> tuple[type, ...]:
     """The classes whose arguments are ``recipe``'s sections' keys, as ``--help``
     documents them: the algorithm's config class (``PPOConfig`` for ``ppo`` and
     ``pbt_ppo``), :class:`~jaxtrainer.population.PBT` for the ``pbt_*`` recipes,
-    :class:`~jaxtrainer.algorithms.es.NeuroES` for the ES ones. Imports only those."""
+    :class:`~jaxtrainer.algorithms.neuro_es.NeuroES` for the ES ones. Imports only those."""
     builder = {"pbt_ppo": _ppo, "pbt_sac": _sac}.get(recipe, BUILDERS.get(recipe))
     where = getattr(builder, "config_class", None)
     found = [getattr(importlib.import_module(f"jaxtrainer.algorithms.{where[0]}"), where[1])] \
@@ -169,7 +169,7 @@ def documenting_classes(recipe: str) -> tuple[type, ...]:
 
         found.append(PBT)
     if builder is _neuro_es or recipe == "pbt_openes":
-        from jaxtrainer.algorithms.es import NeuroES
+        from jaxtrainer.algorithms.neuro_es import NeuroES
 
         found.append(NeuroES)
     if builder is _map_elites:
@@ -217,7 +217,7 @@ def build_module(recipe: str, cfg: DictConfig) -> Module | PopulationModule:
 
     Returns:
       A :class:`~jaxtrainer.Module`, or for :data:`POPULATION_RECIPES` a
-      :class:`~jaxtrainer.PopulationModule` (:class:`~jaxtrainer.algorithms.es.NeuroES`,
+      :class:`~jaxtrainer.PopulationModule` (:class:`~jaxtrainer.algorithms.neuro_es.NeuroES`,
       :class:`~jaxtrainer.population.MAPElites`, :class:`~jaxtrainer.population.PGAME`,
       :class:`~jaxtrainer.population.MEES`, :class:`~jaxtrainer.population.NSGA2`).
 
