@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from jaxtrainer.trainer import Trainer
 
 
-_BUDGET_ROWS = ("trainer/max_steps", "trainer/max_env_steps")
+_BUDGET_ROWS = tuple(f"trainer/{name}" for name in run_layout.BUDGET_ARGUMENTS)
 """``hparams.csv`` rows of a run's budget; with them a module's ``total_updates``
 rows (``module/total_updates``: the updates its schedules span, the budget
 unless set). A resume given another budget records it there."""

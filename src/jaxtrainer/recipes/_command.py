@@ -206,20 +206,14 @@ def _noted(text: str, section: str, line: str, note: str) -> str:
     return "\n".join(lines)
 
 
-BUDGET_KEYS = ("max_steps", "max_env_steps")
-"""The ``trainer:`` keys of a run's budget: a resume given another budget
-records it in the run's ``config.yaml`` (the other ``trainer:`` settings stay
-those the run started with)."""
-
-
 class RunRecord(Callback):
     """What a recipe keeps of a run: its config and its final evaluation.
 
     * ``setup``: writes ``<log_dir>/config.yaml`` (:data:`CONFIG_FILE`) on the
       global-zero process. A resumed run (``ckpt_path``) keeps the file the run
       started with, as ``hparams.csv`` is kept, but for the budget it was last
-      given (:data:`BUDGET_KEYS`: a resume that raised it records it, so the
-      next plain resume goes on to it), unless the resume applied changed
+      given (:data:`~jaxtrainer.rundir.run_layout.BUDGET_ARGUMENTS`: a resume that raised
+      it records it, so the next plain resume goes on to it), unless the resume applied changed
       settings of what is learned (:mod:`jaxtrainer.recipes._resume`): then the
       file holds the settings the run now goes on with. A resume writes it at
       ``on_fit_start``, once the checkpoint is restored (a resume that fails to
@@ -282,7 +276,7 @@ class RunRecord(Callback):
             if {k: v for k, v in saved.items() if k not in kept} == \
                     {k: v for k, v in now.items() if k not in kept}:
                 # a resume: the run's config is the one it started with, and its last budget
-                budget = {k: now.get("trainer", {}).get(k) for k in BUDGET_KEYS}
+                budget = {k: now.get("trainer", {}).get(k) for k in run_layout.BUDGET_ARGUMENTS}
                 if all(saved.get("trainer", {}).get(k) == v for k, v in budget.items()):
                     return
                 write_config(path, OmegaConf.create({**saved, "trainer": {

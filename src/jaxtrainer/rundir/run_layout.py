@@ -34,6 +34,10 @@ WANDB_DIR = "wandb"
 CHECKPOINTS_DIR = "checkpoints"
 SEARCH_FILE = "search.csv"
 FRONT_FILE = "front.csv"
+BUDGET_ARGUMENTS = ("max_steps", "max_env_steps")
+"""The Trainer arguments that state a run's budget: a resume given another
+budget records it (``config.yaml``'s ``trainer:`` keys, ``hparams.csv``'s
+``trainer/<name>`` rows), so the next plain resume goes on to it."""
 FRONT_FIGURE = "front.png"
 SWEEP_MEMBERS_FILE = "sweep_members.csv"
 SWEEP_SUMMARY_FILE = "sweep_summary.csv"
