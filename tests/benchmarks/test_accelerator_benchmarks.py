@@ -21,6 +21,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks" / "accelerator"))
 
+import _go1_assets  # noqa: E402
 import _settings  # noqa: E402
 import env_limit  # noqa: E402
 import seeds  # noqa: E402
@@ -165,6 +166,73 @@ def test_both_sides_of_the_playground_row_run_at_a_tiny_budget():
     # timed over the 160 env steps after the first evaluation's, each counted once (Brax's
     # training/sps counts them num_resets_per_eval times)
     assert peer["env_steps_per_s"] * peer["run_s"] == pytest.approx(160)
+
+
+def _playground_beside_a_standin_menagerie(site):
+    """``site/mujoco_playground``: the installed package's files (links), with the Go1
+    stand-in where that copy looks for Menagerie (the installed one stays untouched)."""
+    installed = Path(importlib.util.find_spec("mujoco_playground").origin).parent
+    package = site / "mujoco_playground"
+    package.mkdir(parents=True)
+    for entry in installed.iterdir():
+        if entry.name not in ("external_deps", "__pycache__"):
+            (package / entry.name).symlink_to(entry)
+    return _go1_assets.provide(str(site))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # MJX compiles Go1's reset and step for minutes on 2 CPU cores
+@pytest.mark.skipif(importlib.util.find_spec("mujoco_playground") is None,
+                    reason="MuJoCo Playground is not installed")
+def test_both_sides_of_the_playground_row_run_go1_with_its_critic_and_randomisation(tmp_path):
+    """Row 4's Go1 variant at tiny sizes: ours with Playground's locomotion settings
+    (privileged critic, randomised models) then tiny ones, Playground's training with its
+    network factory and randomizer, both on the stand-in Menagerie."""
+    site = tmp_path / "site"
+    menagerie = _playground_beside_a_standin_menagerie(site)
+    assert menagerie == site / "mujoco_playground" / "external_deps" / "mujoco_menagerie"
+    ours = playground_row.ours("Go1JoystickFlatTerrain", 32, 0, f"{site}{os.pathsep}{ROOT / 'src'}",
+                               timeout=900, overrides=(
+        "algorithm.num_envs=4", "algorithm.num_steps=4", "algorithm.unroll_length=4",
+        "algorithm.num_minibatches=1", "algorithm.update_epochs=1", "algorithm.hidden_sizes=[8]",
+        "algorithm.critic_hidden_sizes=[8]", "algorithm.eval_episodes=4", "env.episode_length=4"))
+    assert ours["side"] == "ours" and ours["env"] == "Go1JoystickFlatTerrain"
+    assert ours["env_steps"] == 32 and ours["env_steps_per_s"] > 0 and ours["compile_s"] > 0
+    assert math.isfinite(ours["eval_return"])
+    peer = playground_row.playground("Go1JoystickFlatTerrain", 320, 0, 3, str(site), timeout=900,
+                                     settings=(
+        "num_envs=4", "batch_size=4", "num_minibatches=1", "unroll_length=4",
+        "num_updates_per_batch=1", "episode_length=4", "num_eval_envs=4",
+        "policy_hidden_layer_sizes=8", "value_hidden_layer_sizes=8"))
+    assert peer["side"] == "playground" and peer["env_steps"] == 320
+    assert [s for s, _ in peer["curve"]] == [0, 160, 320]
+    assert all(math.isfinite(r) for _, r in peer["curve"])
+    assert peer["settings"]["domain_randomization"] is True
+    assert peer["settings"]["network_factory"] == {
+        "policy_hidden_layer_sizes": [8], "value_hidden_layer_sizes": [8],
+        "policy_obs_key": "state", "value_obs_key": "privileged_state"}
+    # Playground's published locomotion settings, the ones the smoke test left alone
+    assert {k: peer["settings"][k] for k in ("discounting", "learning_rate", "entropy_cost",
+                                             "max_grad_norm", "num_resets_per_eval")} == {
+        "discounting": 0.97, "learning_rate": 3e-4, "entropy_cost": 1e-2, "max_grad_norm": 1.0,
+        "num_resets_per_eval": 10}
+
+
+def test_the_go1_standin_goes_where_the_first_playground_on_the_path_looks(tmp_path):
+    (tmp_path / "a").mkdir()
+    package = tmp_path / "b" / "mujoco_playground"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    assets = package / "external_deps" / "mujoco_menagerie" / "unitree_go1" / "assets"
+    assets.mkdir(parents=True)
+    (assets / "trunk.stl").write_bytes(b"a real clone's mesh")
+    menagerie = _go1_assets.provide(f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}")
+    assert menagerie == package / "external_deps" / "mujoco_menagerie"
+    assert sorted(p.name for p in assets.iterdir()) == [
+        "calf.stl", "hip.stl", "thigh.stl", "thigh_mirror.stl", "trunk.stl"]
+    assert (assets / "trunk.stl").read_bytes() == b"a real clone's mesh"  # left as it was
+    stl = (assets / "hip.stl").read_bytes()
+    assert len(stl) == 80 + 4 + 4 * 50 and stl[80:84] == (4).to_bytes(4, "little")
 
 
 def test_the_playground_row_names_its_peer_and_the_limits_batch(tmp_path):
