@@ -93,9 +93,9 @@ GO1 = ("env.value_obs_key=privileged_state", "env.randomization=true",
        "algorithm.lr=3e-4", "algorithm.gamma=0.97", "algorithm.ent_coef=0.01",
        "algorithm.reward_scaling=1.0", "algorithm.clip_eps=0.3", "algorithm.max_grad_norm=1.0",
        "algorithm.hidden_sizes=[512,256,128]", "algorithm.critic_hidden_sizes=[512,256,128]")
-"""Playground's locomotion PPO config for Go1's joystick tasks as overrides of
+"""Playground's locomotion PPO config for Go1JoystickFlatTerrain as overrides of
 ``ppo_playground.yaml`` (the table above)."""
-LOCOMOTION = {"Go1JoystickFlatTerrain": GO1, "Go1JoystickRoughTerrain": GO1}
+LOCOMOTION = {"Go1JoystickFlatTerrain": GO1}
 """Locomotion tasks: their overrides of ``ppo_playground.yaml``."""
 LOCOMOTION_ENVS = 8192  # Playground's locomotion PPO config
 

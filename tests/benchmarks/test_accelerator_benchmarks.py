@@ -250,6 +250,23 @@ def test_the_playground_row_names_its_peer_and_the_limits_batch(tmp_path):
                    "4,000,000 | 0.500 | 0.250 | 900.0 | 850.0 |")
 
 
+def test_the_go1_rows_table_names_the_limits_batch_of_playgrounds_locomotion_config(
+        tmp_path, monkeypatch, capsys):
+    runs = tmp_path / "pg-go1.jsonl"
+    runs.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"side": "env_only", "env": "Go1JoystickFlatTerrain", "env_steps_per_s": 4e6},
+        {"side": "ours", "env": "Go1JoystickFlatTerrain", "seed": 0, "env_steps": 200_048_640,
+         "env_steps_per_s": 2e6, "eval_return": 30.0},
+        {"side": "playground", "env": "Go1JoystickFlatTerrain", "seed": 0,
+         "env_steps": 201_326_592, "env_steps_per_s": 1e6, "eval_return": 25.0})))
+    monkeypatch.setattr(sys, "argv", ["playground.py", "--table", str(runs)])
+    playground_row.main()
+    header, _, row = capsys.readouterr().out.splitlines()
+    assert "| Playground | ratio | env-only limit (8192 envs) |" in header
+    assert row == ("| playground/Go1JoystickFlatTerrain | 0 | 201,326,592 | 2,000,000 | 1,000,000 | "
+                   "2.00 | 4,000,000 | 0.500 | 0.250 | 30.0 | 25.0 |")
+
+
 def test_the_env_limit_steps_a_brax_env_as_the_trainers_wrap_it():
     rate, reward = env_limit.limit("brax/fast", batch=4, length=10, repeats=1, episode_length=5)
     assert 0 < rate < float("inf")
