@@ -65,8 +65,8 @@ num_evals 10, num_eval_envs 128                one evaluation at the end, eval_e
 
 What ours cannot express, so the sides differ there: ``num_resets_per_eval 10`` (Brax
 resets every env to a fresh random state 100 times over the run; ours restarts each env
-from its first state all run long, ``reset_mode="first_state"``; the Joystick task draws
-new commands within an episode either way); ``bootstrap_on_timeout false`` (Brax leaves a
+from its first state all run long, ``reset_mode="first_state"``); ``bootstrap_on_timeout
+false`` (Brax leaves a
 truncated step out of the loss; ours bootstraps it from V(final observation),
 ``bootstrap_truncation``); Brax's evaluation is stochastic and ours greedy.
 
