@@ -8,6 +8,7 @@ import base64
 import gzip
 import hashlib
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -168,54 +169,42 @@ def test_both_sides_of_the_playground_row_run_at_a_tiny_budget():
     assert peer["env_steps_per_s"] * peer["run_s"] == pytest.approx(160)
 
 
-def _playground_beside_a_standin_menagerie(site):
-    """``site/mujoco_playground``: the installed package's files (links), with the Go1
-    stand-in where that copy looks for Menagerie (the installed one stays untouched)."""
-    installed = Path(importlib.util.find_spec("mujoco_playground").origin).parent
-    package = site / "mujoco_playground"
-    package.mkdir(parents=True)
-    for entry in installed.iterdir():
-        if entry.name not in ("external_deps", "__pycache__"):
-            (package / entry.name).symlink_to(entry)
-    return _go1_assets.provide(str(site))
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(1200)  # MJX compiles Go1's reset and step for minutes on 2 CPU cores
 @pytest.mark.skipif(importlib.util.find_spec("mujoco_playground") is None,
                     reason="MuJoCo Playground is not installed")
-def test_both_sides_of_the_playground_row_run_go1_with_its_critic_and_randomisation(tmp_path):
-    """Row 4's Go1 variant at tiny sizes: ours with Playground's locomotion settings
-    (privileged critic, randomised models) then tiny ones, Playground's training with its
-    network factory and randomizer, both on the stand-in Menagerie."""
-    site = tmp_path / "site"
-    menagerie = _playground_beside_a_standin_menagerie(site)
-    assert menagerie == site / "mujoco_playground" / "external_deps" / "mujoco_menagerie"
-    ours = playground_row.ours("Go1JoystickFlatTerrain", 32, 0, f"{site}{os.pathsep}{ROOT / 'src'}",
-                               timeout=900, overrides=(
-        "algorithm.num_envs=4", "algorithm.num_steps=4", "algorithm.unroll_length=4",
-        "algorithm.num_minibatches=1", "algorithm.update_epochs=1", "algorithm.hidden_sizes=[8]",
-        "algorithm.critic_hidden_sizes=[8]", "algorithm.eval_episodes=4", "env.episode_length=4"))
-    assert ours["side"] == "ours" and ours["env"] == "Go1JoystickFlatTerrain"
-    assert ours["env_steps"] == 32 and ours["env_steps_per_s"] > 0 and ours["compile_s"] > 0
-    assert math.isfinite(ours["eval_return"])
-    peer = playground_row.playground("Go1JoystickFlatTerrain", 320, 0, 3, str(site), timeout=900,
-                                     settings=(
-        "num_envs=4", "batch_size=4", "num_minibatches=1", "unroll_length=4",
-        "num_updates_per_batch=1", "episode_length=4", "num_eval_envs=4",
-        "policy_hidden_layer_sizes=8", "value_hidden_layer_sizes=8"))
-    assert peer["side"] == "playground" and peer["env_steps"] == 320
-    assert [s for s, _ in peer["curve"]] == [0, 160, 320]
-    assert all(math.isfinite(r) for _, r in peer["curve"])
-    assert peer["settings"]["domain_randomization"] is True
-    assert peer["settings"]["network_factory"] == {
-        "policy_hidden_layer_sizes": [8], "value_hidden_layer_sizes": [8],
-        "policy_obs_key": "state", "value_obs_key": "privileged_state"}
-    # Playground's published locomotion settings, the ones the smoke test left alone
-    assert {k: peer["settings"][k] for k in ("discounting", "learning_rate", "entropy_cost",
-                                             "max_grad_norm", "num_resets_per_eval")} == {
-        "discounting": 0.97, "learning_rate": 3e-4, "entropy_cost": 1e-2, "max_grad_norm": 1.0,
-        "num_resets_per_eval": 10}
+def test_the_go1_rows_two_sides_take_playgrounds_published_locomotion_settings():
+    """Row 4's Go1 variant: ours' resolved config (``ppo_playground.yaml`` with
+    ``GO1``) against Playground's own locomotion config, setting by setting (both
+    sides' training paths run at tiny sizes in the CartpoleBalance test above and in
+    tests/envs/test_playground_locomotion.py's Go1 fit, which compiles MJX's Go1 for
+    minutes)."""
+    import _playground_ppo_original as original
+
+    from jaxtrainer.recipes import config
+
+    configs = ROOT / "src" / "jaxtrainer" / "recipes" / "configs"
+    cfg = config.load(configs / "ppo_playground.yaml", list(playground_row.GO1),
+                      defaults=configs / "ppo.yaml")
+    env, alg = cfg["env"], cfg["algorithm"]
+    pg = original.published("Go1JoystickFlatTerrain", "jax")
+    net = pg["network_factory"]
+    assert (env["value_obs_key"], env["policy_obs_key"]) == (net["value_obs_key"],
+                                                              net["policy_obs_key"])
+    assert list(alg["hidden_sizes"]) == list(net["policy_hidden_layer_sizes"])
+    assert list(alg["critic_hidden_sizes"]) == list(net["value_hidden_layer_sizes"])
+    assert env["randomization"] is True and env["episode_length"] == pg["episode_length"]
+    assert (alg["num_envs"], alg["unroll_length"], alg["num_minibatches"],
+            alg["update_epochs"]) == (pg["num_envs"], pg["unroll_length"],
+                                      pg["num_minibatches"], pg["num_updates_per_batch"])
+    # one update's env steps: Brax's batch_size x num_minibatches unrolls
+    assert alg["num_envs"] * alg["num_steps"] == (pg["batch_size"] * pg["num_minibatches"]
+                                                  * pg["unroll_length"])
+    assert (alg["lr"], alg["gamma"], alg["ent_coef"], alg["reward_scaling"],
+            alg["max_grad_norm"], alg["normalize_observations"]) == (
+        pg["learning_rate"], pg["discounting"], pg["entropy_cost"], pg["reward_scaling"],
+        pg["max_grad_norm"], pg["normalize_observations"])
+    assert alg["clip_eps"] == inspect.signature(original.brax_ppo.train).parameters[
+        "clipping_epsilon"].default  # the config sets none: Brax's default
+    assert pg["num_timesteps"] == 200_000_000 and pg["num_resets_per_eval"] == 10
 
 
 def test_the_go1_standin_goes_where_the_first_playground_on_the_path_looks(tmp_path):
