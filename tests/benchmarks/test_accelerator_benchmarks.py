@@ -8,6 +8,7 @@ import base64
 import gzip
 import hashlib
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -21,6 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks" / "accelerator"))
 
+import _go1_assets  # noqa: E402
 import _settings  # noqa: E402
 import env_limit  # noqa: E402
 import seeds  # noqa: E402
@@ -167,6 +169,61 @@ def test_both_sides_of_the_playground_row_run_at_a_tiny_budget():
     assert peer["env_steps_per_s"] * peer["run_s"] == pytest.approx(160)
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mujoco_playground") is None,
+                    reason="MuJoCo Playground is not installed")
+def test_the_go1_rows_two_sides_take_playgrounds_published_locomotion_settings():
+    """Row 4's Go1 variant: ours' resolved config (``ppo_playground.yaml`` with
+    ``GO1``) against Playground's own locomotion config, setting by setting (both
+    sides' training paths run at tiny sizes in the CartpoleBalance test above and in
+    tests/envs/test_playground_locomotion.py's Go1 fit, which compiles MJX's Go1 for
+    minutes)."""
+    import _playground_ppo_original as original
+
+    from jaxtrainer.recipes import config
+
+    configs = ROOT / "src" / "jaxtrainer" / "recipes" / "configs"
+    cfg = config.load(configs / "ppo_playground.yaml", list(playground_row.GO1),
+                      defaults=configs / "ppo.yaml")
+    env, alg = cfg["env"], cfg["algorithm"]
+    pg = original.published("Go1JoystickFlatTerrain", "jax")
+    net = pg["network_factory"]
+    assert (env["value_obs_key"], env["policy_obs_key"]) == (net["value_obs_key"],
+                                                              net["policy_obs_key"])
+    assert list(alg["hidden_sizes"]) == list(net["policy_hidden_layer_sizes"])
+    assert list(alg["critic_hidden_sizes"]) == list(net["value_hidden_layer_sizes"])
+    assert env["randomization"] is True and env["episode_length"] == pg["episode_length"]
+    assert (alg["num_envs"], alg["unroll_length"], alg["num_minibatches"],
+            alg["update_epochs"]) == (pg["num_envs"], pg["unroll_length"],
+                                      pg["num_minibatches"], pg["num_updates_per_batch"])
+    # one update's env steps: Brax's batch_size x num_minibatches unrolls
+    assert alg["num_envs"] * alg["num_steps"] == (pg["batch_size"] * pg["num_minibatches"]
+                                                  * pg["unroll_length"])
+    assert (alg["lr"], alg["gamma"], alg["ent_coef"], alg["reward_scaling"],
+            alg["max_grad_norm"], alg["normalize_observations"]) == (
+        pg["learning_rate"], pg["discounting"], pg["entropy_cost"], pg["reward_scaling"],
+        pg["max_grad_norm"], pg["normalize_observations"])
+    assert alg["clip_eps"] == inspect.signature(original.brax_ppo.train).parameters[
+        "clipping_epsilon"].default  # the config sets none: Brax's default
+    assert pg["num_timesteps"] == 200_000_000 and pg["num_resets_per_eval"] == 10
+
+
+def test_the_go1_standin_goes_where_the_first_playground_on_the_path_looks(tmp_path):
+    (tmp_path / "a").mkdir()
+    package = tmp_path / "b" / "mujoco_playground"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    assets = package / "external_deps" / "mujoco_menagerie" / "unitree_go1" / "assets"
+    assets.mkdir(parents=True)
+    (assets / "trunk.stl").write_bytes(b"a real clone's mesh")
+    menagerie = _go1_assets.provide(f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}")
+    assert menagerie == package / "external_deps" / "mujoco_menagerie"
+    assert sorted(p.name for p in assets.iterdir()) == [
+        "calf.stl", "hip.stl", "thigh.stl", "thigh_mirror.stl", "trunk.stl"]
+    assert (assets / "trunk.stl").read_bytes() == b"a real clone's mesh"  # left as it was
+    stl = (assets / "hip.stl").read_bytes()
+    assert len(stl) == 80 + 4 + 4 * 50 and stl[80:84] == (4).to_bytes(4, "little")
+
+
 def test_the_playground_row_names_its_peer_and_the_limits_batch(tmp_path):
     runs = tmp_path / "playground.jsonl"
     runs.write_text("".join(json.dumps(r) + "\n" for r in (
@@ -180,6 +237,23 @@ def test_the_playground_row_names_its_peer_and_the_limits_batch(tmp_path):
     assert "| Playground | ratio | env-only limit (2048 envs) |" in header
     assert row == ("| playground/CartpoleBalance | 0 | 983,040 | 2,000,000 | 1,000,000 | 2.00 | "
                    "4,000,000 | 0.500 | 0.250 | 900.0 | 850.0 |")
+
+
+def test_the_go1_rows_table_names_the_limits_batch_of_playgrounds_locomotion_config(
+        tmp_path, monkeypatch, capsys):
+    runs = tmp_path / "pg-go1.jsonl"
+    runs.write_text("".join(json.dumps(r) + "\n" for r in (
+        {"side": "env_only", "env": "Go1JoystickFlatTerrain", "env_steps_per_s": 4e6},
+        {"side": "ours", "env": "Go1JoystickFlatTerrain", "seed": 0, "env_steps": 200_048_640,
+         "env_steps_per_s": 2e6, "eval_return": 30.0},
+        {"side": "playground", "env": "Go1JoystickFlatTerrain", "seed": 0,
+         "env_steps": 201_326_592, "env_steps_per_s": 1e6, "eval_return": 25.0})))
+    monkeypatch.setattr(sys, "argv", ["playground.py", "--table", str(runs)])
+    playground_row.main()
+    header, _, row = capsys.readouterr().out.splitlines()
+    assert "| Playground | ratio | env-only limit (8192 envs) |" in header
+    assert row == ("| playground/Go1JoystickFlatTerrain | 0 | 201,326,592 | 2,000,000 | 1,000,000 | "
+                   "2.00 | 4,000,000 | 0.500 | 0.250 | 30.0 | 25.0 |")
 
 
 def test_the_env_limit_steps_a_brax_env_as_the_trainers_wrap_it():

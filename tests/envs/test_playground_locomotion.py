@@ -3,10 +3,9 @@ the asymmetric critic (``env.policy_obs_key``/``env.value_obs_key``) and domain
 randomisation (``env.randomization``), through ``ppo_playground.yaml``.
 
 Go1's robot assets come from MuJoCo Menagerie, which Playground clones from GitHub;
-these tests run offline on a stand-in: Playground's own Go1 XML with its five
-visual meshes (``trunk.stl`` ...) replaced by a small tetrahedron. Those geoms
-collide with nothing (``contype=0 conaffinity=0``) and every body of the model
-has an explicit ``<inertial>``, so the dynamics are the real robot's.
+these tests run offline on the accelerator benchmark's stand-in
+(``benchmarks/accelerator/_go1_assets.py``: Playground's own Go1 XML with its five
+visual meshes replaced by a small tetrahedron; the dynamics are the real robot's).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import pathlib
-import struct
+import sys
 
 import jax
 import numpy as np
@@ -25,9 +24,13 @@ from jaxtrainer.envs import brax_env
 from jaxtrainer.recipes import _modules as modules
 from jaxtrainer.recipes import config
 
-CONFIGS = pathlib.Path(__file__).parents[2] / "recipes" / "configs"
+ROOT = pathlib.Path(__file__).parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks" / "accelerator"))
+
+import _go1_assets  # noqa: E402
+
+CONFIGS = ROOT / "recipes" / "configs"
 GO1 = "Go1JoystickFlatTerrain"
-GO1_MESHES = ("trunk", "hip", "thigh_mirror", "calf", "thigh")
 RANDOMISED = ("geom_friction", "body_ipos", "body_mass", "qpos0", "dof_frictionloss",
               "dof_armature")
 """The model fields Playground's Go1 randomisation draws per env (go1/randomize.py)."""
@@ -39,25 +42,12 @@ pytestmark = [
 ]
 
 
-def _tetrahedron_stl() -> bytes:
-    """A binary STL of a 1 cm tetrahedron."""
-    v = ((0, 0, 0), (0.01, 0, 0), (0, 0.01, 0), (0, 0, 0.01))
-    faces = ((0, 2, 1), (0, 1, 3), (0, 3, 2), (1, 2, 3))
-    body = b"".join(struct.pack("<3f", 0, 0, 0) + b"".join(struct.pack("<3f", *v[i]) for i in f)
-                    + b"\0\0" for f in faces)
-    return b"\0" * 80 + struct.pack("<I", len(faces)) + body
-
-
 @pytest.fixture(scope="module")
 def menagerie(tmp_path_factory):
     """Playground's ``MENAGERIE_PATH`` pointed at the stand-in Go1 assets."""
     from mujoco_playground._src import mjx_env
 
-    root = tmp_path_factory.mktemp("mujoco_menagerie")
-    assets = root / "unitree_go1" / "assets"
-    assets.mkdir(parents=True)
-    for name in GO1_MESHES:
-        (assets / f"{name}.stl").write_bytes(_tetrahedron_stl())
+    root = _go1_assets.write(tmp_path_factory.mktemp("mujoco_menagerie"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(mjx_env, "MENAGERIE_PATH", root)
         yield root
