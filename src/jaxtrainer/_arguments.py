@@ -142,13 +142,14 @@ def flag(name: str, value: Any, also: tuple[str, ...] = (), hint: str = "") -> b
 
 def _index_list(raw: Any, items: list[Any]) -> list[int]:
     if any(isinstance(i, (bool, np.bool_)) or not isinstance(i, numbers.Integral) for i in items):
-        raise ValueError(f"devices={raw!r}: a list must hold only device indices (ints) or only "
-                         f"jax.Device objects; expected {DEVICES_FORMS}")
+        raise ArgumentError("devices", raw,
+                            ": a list must hold only device indices (ints) or only "
+                            f"jax.Device objects; expected {DEVICES_FORMS}")
     indices = [int(i) for i in items]
     if any(i < 0 for i in indices):
-        raise ValueError(f"devices={raw!r}: device indices are >= 0; expected {DEVICES_FORMS}")
+        raise ArgumentError("devices", raw, f": device indices are >= 0; expected {DEVICES_FORMS}")
     if len(set(indices)) != len(indices):
-        raise ValueError(f"devices={raw!r}: repeated device index; expected {DEVICES_FORMS}")
+        raise ArgumentError("devices", raw, f": repeated device index; expected {DEVICES_FORMS}")
     return indices
 
 
@@ -182,27 +183,32 @@ def devices(value: Any) -> int | str | list:
                 and any(p.strip() for p in text.split(",")):
             return _index_list(raw, [int(p) for p in text.split(",") if p.strip()])
         else:
-            raise ValueError(f"devices={raw!r}: expected {DEVICES_FORMS}")
+            raise ArgumentError("devices", raw, f": expected {DEVICES_FORMS}")
     if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"devices={raw!r}: a bool is not a device count; expected {DEVICES_FORMS}")
+        raise ArgumentError("devices", raw,
+                            f": a bool is not a device count; expected {DEVICES_FORMS}")
     if isinstance(value, numbers.Integral):
         if value < 1:
-            raise ValueError(f"devices={raw!r}: a device count must be >= 1; expected {DEVICES_FORMS}")
+            raise ArgumentError("devices", raw,
+                                f": a device count must be >= 1; expected {DEVICES_FORMS}")
         return int(value)
     if isinstance(value, numbers.Number):
-        raise ValueError(f"devices={raw!r}: a device count must be a whole number; "
-                         f"expected {DEVICES_FORMS}")
+        raise ArgumentError("devices", raw,
+                            ": a device count must be a whole number; "
+                            f"expected {DEVICES_FORMS}")
     if isinstance(value, Mapping):
-        raise ValueError(f"devices={raw!r}: a mapping (e.g. an omegaconf DictConfig) selects no "
-                         f"devices; expected {DEVICES_FORMS}")
+        raise ArgumentError("devices", raw,
+                            ": a mapping (e.g. an omegaconf DictConfig) selects no "
+                            f"devices; expected {DEVICES_FORMS}")
     if isinstance(value, (bytes, bytearray)) or not isinstance(value, Sequence):
-        raise ValueError(f"devices={raw!r}: expected {DEVICES_FORMS}")
+        raise ArgumentError("devices", raw, f": expected {DEVICES_FORMS}")
     items = list(value)
     if not items:
-        raise ValueError(f"devices={raw!r}: an empty list selects no device; expected {DEVICES_FORMS}")
+        raise ArgumentError("devices", raw,
+                            f": an empty list selects no device; expected {DEVICES_FORMS}")
     if all(isinstance(d, jax.Device) for d in items):
         if len(set(items)) != len(items):
-            raise ValueError(f"devices={raw!r}: repeated device; expected {DEVICES_FORMS}")
+            raise ArgumentError("devices", raw, f": repeated device; expected {DEVICES_FORMS}")
         return items
     return _index_list(raw, items)
 
@@ -289,19 +295,22 @@ def pick_devices(requested: int | str | list, available: list, owner: str) -> li
             cpu = (f" (the CPU shows as one device: XLA_FLAGS=--xla_force_host_platform_device_count"
                    f"={requested} before JAX starts splits it into {requested})"
                    if kind == "cpu" and len(available) == 1 else "")
-            raise ValueError(f"devices={requested}: this process has {len(available)} {kind} "
-                             f"device(s) (for {owner}); choose 1..{len(available)}{cpu}")
+            raise ArgumentError("devices", requested,
+                                f": this process has {len(available)} {kind} "
+                                f"device(s) (for {owner}); choose 1..{len(available)}{cpu}")
         return list(available[:requested])
     if all(isinstance(d, jax.Device) for d in requested):
         missing = [d for d in requested if d not in available]
         if missing:
-            raise ValueError(f"devices={requested}: {missing} not among the {len(available)} "
-                             f"device(s) available to {owner}: {list(available)}")
+            raise ArgumentError("devices", requested,
+                                f": {missing} not among the {len(available)} "
+                                f"device(s) available to {owner}: {list(available)}")
         return list(requested)
     bad = [i for i in requested if i >= len(available)]
     if bad:
-        raise ValueError(f"devices={requested}: no device index {bad[0]}: {len(available)} device(s) "
-                         f"are available to {owner} (indices 0..{len(available) - 1})")
+        raise ArgumentError("devices", requested,
+                            f": no device index {bad[0]}: {len(available)} device(s) "
+                            f"are available to {owner} (indices 0..{len(available) - 1})")
     return [available[i] for i in requested]
 
 

@@ -301,7 +301,8 @@ class PopulationTrainer(Trainer):
         # Checked here under their own names; the Trainer checks everything it is passed.
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 1:
-            raise ValueError(f"population_size={population_size!r}: expected an int >= 1")
+            raise arguments.ArgumentError("population_size", population_size,
+                                          ": expected an int >= 1")
         if max_generations is None:
             raise ValueError("no budget: set max_generations")
         max_generations = arguments.positive_int("max_generations", max_generations)
@@ -310,7 +311,8 @@ class PopulationTrainer(Trainer):
         eval_every_n_generations = arguments.positive_int("eval_every_n_generations",
                                                           eval_every_n_generations)
         if not isinstance(member_map, str) or member_map not in _MEMBER_MAPS:
-            raise ValueError(f"member_map={member_map!r}: choose one of {_MEMBER_MAPS}")
+            raise arguments.ArgumentError("member_map", member_map,
+                                          f": choose one of {_MEMBER_MAPS}")
         map_batch_size = arguments.positive_int("map_batch_size", map_batch_size)
         super().__init__(
             strategy=strategy, devices=devices, max_steps=max_generations,

@@ -445,19 +445,14 @@ def _member_budget(max_steps: Any, max_env_steps: Any, share: Any, rounds: int |
 
 
 def _built(cls: type[Trainer], arguments: dict[str, Any]) -> Trainer:
-    """``cls(**arguments)``; a ValueError or TypeError naming one of the
-    arguments as ``name=...`` names it by its config key, ``trainer.name=...``."""
+    """``cls(**arguments)``; an :class:`ArgumentError` naming one of the
+    arguments names it by its config key, ``trainer.name=...``."""
     try:
         return cls(**arguments)
     except ArgumentError as e:
         if e.owner or e.key not in arguments:
             raise
         raise e.typed(f"trainer.{e.key}") from None
-    except (ValueError, TypeError) as e:
-        text = str(e)
-        if any(text.startswith(f"{k}=") for k in arguments):
-            raise type(e)(f"trainer.{text}") from None
-        raise
 
 
 def make_population_trainer(cfg: DictConfig, **overrides: Any) -> PopulationTrainer:

@@ -26,6 +26,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+from jaxtrainer._arguments import ArgumentError
 from jaxtrainer.rundir import run_layout, storage
 
 INTERACTIVE_JOB_NAMES = ("bash", "interactive")
@@ -118,8 +119,9 @@ def check_requeue(value: object) -> bool | str:
     """
     if isinstance(value, bool) or value == "auto":
         return value  # type: ignore[return-value]
-    raise ValueError(f"requeue={value!r}: expected 'auto' (requeue in a SLURM batch job), "
-                     "True or False")
+    raise ArgumentError("requeue", value,
+                        ": expected 'auto' (requeue in a SLURM batch job), "
+                        "True or False")
 
 
 def batch_job_id() -> str | None:

@@ -60,8 +60,9 @@ class MultiNodeStrategy(ShardMapStrategy):
         except ValueError:
             parsed = None
         if not (parsed == "auto" or isinstance(parsed, int)):
-            raise ValueError(f"devices={devices!r}: MultiNodeStrategy takes 'auto' or a positive "
-                             "int (local devices per process)")
+            raise arguments.ArgumentError("devices", devices,
+                                          ": MultiNodeStrategy takes 'auto' or a positive "
+                                          "int (local devices per process)")
         devices = parsed
         mesh = {name: initialize_kwargs.pop(name) for name in self.MESH_ARGUMENTS
                 if name in initialize_kwargs}
@@ -75,8 +76,9 @@ class MultiNodeStrategy(ShardMapStrategy):
         if self._per_process is not None:
             local = jax.local_device_count()
             if self._per_process > local:
-                raise ValueError(f"devices={self._per_process}: process {jax.process_index()} "
-                                 f"has {local} device(s); choose 1..{local} per process")
+                raise arguments.ArgumentError("devices", self._per_process,
+                                              f": process {jax.process_index()} "
+                                              f"has {local} device(s); choose 1..{local} per process")
             picked: list[jax.Device] = []
             for p in range(jax.process_count()):
                 picked += [d for d in devices if d.process_index == p][: self._per_process]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 
+from jaxtrainer._arguments import ArgumentError
 from jaxtrainer.strategies.base import Strategy
 
 
@@ -17,9 +18,8 @@ class SingleDeviceStrategy(Strategy):
     def select_devices(self) -> list[jax.Device]:
         arg = self._devices_arg
         if isinstance(arg, int) and arg != 1:
-            raise ValueError(f"devices={arg}: strategy 'single' uses exactly 1 device")
+            raise ArgumentError("devices", arg, ": strategy 'single' uses exactly 1 device")
         if isinstance(arg, list) and len(arg) != 1:
-            raise ValueError(
-                f"devices={arg}: strategy 'single' uses exactly 1 device, got {len(arg)}"
-            )
+            raise ArgumentError("devices", arg,
+                                f": strategy 'single' uses exactly 1 device, got {len(arg)}")
         return self._requested(jax.local_devices())[:1]

@@ -95,8 +95,9 @@ def _budget(budget: Budget | None, max_steps: int | None, max_env_steps: int | N
     if budget is None:
         return Budget(max_steps, max_env_steps)
     if not isinstance(budget, Budget) or max_steps is not None or max_env_steps is not None:
-        raise ValueError(f"budget={budget!r}: expected a jaxtrainer.trainer.budget.Budget, "
-                         "given instead of max_steps and max_env_steps")
+        raise arguments.ArgumentError("budget", budget,
+                                      ": expected a jaxtrainer.trainer.budget.Budget, "
+                                      "given instead of max_steps and max_env_steps")
     return budget
 
 
