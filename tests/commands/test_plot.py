@@ -3,8 +3,6 @@
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -290,16 +288,18 @@ def test_a_run_without_an_episode_return_draws_its_loss_against_steps(tmp_path, 
         "to draw by default; columns: step, env_steps, grad_norm; name one with --metric\n")
 
 
-def _jaxtrainer(*args):
-    """``jaxtrainer ARGS`` as a user types it (this checkout's package); its stdout."""
-    out = subprocess.run([sys.executable, "-m", "jaxtrainer", *args], capture_output=True,
-                         text=True, timeout=280)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return out.stdout
+def _jaxtrainer(capsys, *args):
+    """``jaxtrainer ARGS`` as a user types it, through the command's ``main`` in this
+    process (what ``python -m jaxtrainer`` calls); its stdout."""
+    capsys.readouterr()
+    status = cli.main(list(args))
+    said = capsys.readouterr()
+    assert status == 0, said.err[-3000:]
+    return said.out
 
 
 @pytest.mark.timeout(300)
-def test_plot_after_fit_ppo_draws_the_return_fit_printed(tmp_path):
+def test_plot_after_fit_ppo_draws_the_return_fit_printed(tmp_path, capsys):
     """Issue 68: `jaxtrainer fit ppo` ended `eval/episode_return=500.00 run_dir=...`
     and `jaxtrainer plot RUN` drew train/episode_return alone. Now the plot says the
     value fit printed: a run evaluated at its end only draws its training return
@@ -309,9 +309,9 @@ def test_plot_after_fit_ppo_draws_the_return_fit_printed(tmp_path):
     evaluations, the last the value fit printed."""
     small = ["trainer.max_env_steps=8192", "trainer.log_every_n_steps=4",
              "trainer.enable_progress_bar=false", f"trainer.default_root_dir={tmp_path / 'ppo'}"]
-    last = _jaxtrainer("fit", "ppo", *small).strip().splitlines()[-1]
+    last = _jaxtrainer(capsys, "fit", "ppo", *small).strip().splitlines()[-1]
     printed, run = re.fullmatch(r"eval/episode_return=(\S+) run_dir=(\S+)", last).groups()
-    said = _jaxtrainer("plot", run)
+    said = _jaxtrainer(capsys, "plot", run)
     assert said.startswith(f"wrote {os.path.join(run, 'curves.png')}: train/episode_return "
                            "over 1 run(s) (version_0) of ppo CartPole-v1, final mean ")
     assert said.strip().endswith(f"at env_steps=8192; eval/episode_return at the end {printed}")
@@ -319,9 +319,9 @@ def test_plot_after_fit_ppo_draws_the_return_fit_printed(tmp_path):
     assert drawn["legend"][-1] == f"eval/episode_return at the end ({printed})"
     assert drawn["groups"][0]["final"] == [("version_0", 8192.0, pytest.approx(float(printed), abs=5e-3))]
 
-    last = _jaxtrainer("fit", "ppo", *small, "trainer.eval_every_n_steps=4").strip().splitlines()[-1]
+    last = _jaxtrainer(capsys, "fit", "ppo", *small, "trainer.eval_every_n_steps=4").strip().splitlines()[-1]
     printed, run = re.fullmatch(r"eval/episode_return=(\S+) run_dir=(\S+)", last).groups()
-    said = _jaxtrainer("plot", run)
+    said = _jaxtrainer(capsys, "plot", run)
     assert said.startswith(f"wrote {os.path.join(run, 'curves.png')}: train/episode_return "
                            "over 1 run(s) (version_1) of ppo CartPole-v1, final mean ")
     assert said.strip().endswith(f"at env_steps=8192; eval/episode_return at the end {printed}")
