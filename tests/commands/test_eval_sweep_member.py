@@ -3,10 +3,7 @@ numbers: those ``Trainer.evaluate`` reports for that member of the same checkpoi
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import jax
@@ -14,10 +11,10 @@ import numpy as np
 import pytest
 
 import jaxtrainer as jt
+from jaxtrainer.commands import _cli as cli
 from jaxtrainer.commands import fit
 from jaxtrainer.recipes import config
 from jaxtrainer.recipes._modules import build_module
-from tests._support._xla import xla_flags
 
 ROOT = Path(__file__).parents[2]
 TINY = ["trainer.strategy=single", "trainer.max_env_steps=null", "trainer.max_steps=2",
@@ -35,20 +32,18 @@ def test_eval_member_2_of_a_4_seed_sweep_prints_what_trainer_evaluate_reports(tm
     said, last = capsys.readouterr().out.strip().splitlines()[-2:]  # what its mean averages
     assert said == "jaxtrainer: eval/episode_return on the next line (mean over 4 members (seeds 0-3))"
     assert re.fullmatch(rf"eval/episode_return=[\d.]+ run_dir={re.escape(str(run))}", last), last
-    command = shutil.which("jaxtrainer") or pytest.fail("the jaxtrainer command is not installed")
-    env = dict(os.environ, XLA_FLAGS=xla_flags(1), JAX_PLATFORMS="cpu")
-    out = subprocess.run([command, "eval", str(run), "--member", "2"], capture_output=True,
-                         text=True, timeout=180, env=env, cwd=tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert "member 2 of 4 (--member I for another)" in out.stdout, out.stdout
+    status = cli.main(["eval", str(run), "--member", "2"])  # what the command runs
+    out = capsys.readouterr()
+    assert status == 0, out.err
+    assert "member 2 of 4 (--member I for another)" in out.out, out.out
 
     cfg = config.load(run / "config.yaml")
     expected = jt.Trainer(strategy="single", max_steps=2, logger=False,
                           enable_progress_bar=False).evaluate(
         build_module("ppo", cfg), ckpt_path=run / "checkpoints" / "2")
     for name in ("episode_return", "episode_length"):
-        line = re.search(rf"^{name}: mean=(\S+) std=(\S+) min=(\S+) max=(\S+)$", out.stdout, re.M)
-        assert line, out.stdout
+        line = re.search(rf"^{name}: mean=(\S+) std=(\S+) min=(\S+) max=(\S+)$", out.out, re.M)
+        assert line, out.out
         assert line[1] == f"{expected[f'member/2/eval/{name}']:.4f}"  # per member: the mean
     others = {round(expected[f"member/{i}/eval/episode_return"], 4) for i in range(4)}
     assert len(others) > 1  # the members differ: the line is member 2's, not any member's
