@@ -11,10 +11,10 @@ CI; the other hybrids' floors are ``benchmarks/learning_floors.py``'s."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 
 import pytest
+
+from jaxtrainer.commands import _cli as cli
 
 PENDULUM = ("trainer.max_env_steps=40000", "trainer.devices=1")
 PENDULUM_20K = ("trainer.max_env_steps=20000", "trainer.devices=1")
@@ -24,19 +24,19 @@ PENDULUM_20K = ("trainer.max_env_steps=20000", "trainer.devices=1")
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("recipe, budget, floor", [
     ("erl_es", PENDULUM_20K, -1000.0), ("pbt_cso", ("trainer.max_steps=100",), 450.0)])
-def test_the_recipe_learns_at_a_fraction_of_its_budget(recipe, budget, floor, tmp_path):
-    learns(recipe, budget, floor, tmp_path)
+def test_the_recipe_learns_at_a_fraction_of_its_budget(recipe, budget, floor, tmp_path, capsys):
+    learns(recipe, budget, floor, tmp_path, capsys)
 
 
-def learns(recipe, budget, floor, tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "jaxtrainer.commands._cli", "fit", recipe, *budget,
-         "trainer.seed=0", f"trainer.default_root_dir={tmp_path}",
-         "trainer.enable_progress_bar=false", "trainer.enable_checkpointing=false",
-         "trainer.logger=false"],
-        capture_output=True, text=True, timeout=280)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    last = proc.stdout.strip().splitlines()[-1]
+def learns(recipe, budget, floor, tmp_path, capsys):
+    """``jaxtrainer fit RECIPE BUDGET ...`` through the command's ``main`` in this
+    process (what the console command calls); its last line's return >= ``floor``."""
+    status = cli.main(["fit", recipe, *budget, "trainer.seed=0",
+                       f"trainer.default_root_dir={tmp_path}", "trainer.enable_progress_bar=false",
+                       "trainer.enable_checkpointing=false", "trainer.logger=false"])
+    said = capsys.readouterr()
+    assert status == 0, said.err[-2000:]
+    last = said.out.strip().splitlines()[-1]
     found = re.fullmatch(r"eval/episode_return=(-?[\d.]+) (.* )?run_dir=\S+", last)
     assert found, last
     assert float(found.group(1)) >= floor, last
