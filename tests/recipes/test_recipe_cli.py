@@ -53,21 +53,23 @@ def leaf_keys(node, prefix=""):
 
 @pytest.mark.slow
 @pytest.mark.timeout(150)
-def test_ppo_command_line_checkpoints_wandb_config_and_final_evaluation(tmp_path):
-    """Must-show 1 at a tiny budget: periodic checkpoints at steps 2, 4, 6, an
-    offline wandb run, the resolved config in the run directory, and the evaluation
-    at the last step (the final one: not repeated) in metrics.csv, TensorBoard and
-    the last checkpoint, which it ranks."""
+def test_ppo_command_line_checkpoints_wandb_config_and_final_evaluation(tmp_path, capsys):
+    """Must-show 1 at a tiny budget (``recipes/ppo.py``'s ``main`` in this process, on
+    one device): periodic checkpoints at steps 2, 4, 6, an offline wandb run, the
+    resolved config in the run directory, and the evaluation at the last step (the
+    final one: not repeated) in metrics.csv, TensorBoard and the last checkpoint,
+    which it ranks."""
     from tensorboard.backend.event_processing import event_accumulator
 
-    overrides = [*TINY_PPO, "trainer.max_steps=6", "trainer.log_every_n_steps=1",
+    overrides = [*TINY_PPO, "trainer.strategy=single", "trainer.max_steps=6",
+                 "trainer.log_every_n_steps=1",
                  f"trainer.default_root_dir={tmp_path}", "callbacks.checkpoint.every_n_steps=2",
                  "callbacks.checkpoint.monitor=eval/episode_return", "callbacks.checkpoint.mode=max",
                  "trainer.eval_every_n_steps=6", "logger.wandb.mode=offline", "logger.wandb.tags=[cli,test]"]
-    out = run_recipe("ppo", *overrides)
-    assert out.returncode == 0, out.stderr
+    capsys.readouterr()
+    recipe("ppo").main(overrides)
     run = tmp_path / "version_0"
-    last = out.stdout.strip().splitlines()[-1]
+    last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("eval/episode_return=") and last.endswith(f"run_dir={run}")
     printed = float(last.split()[0].split("=")[1])
     assert 8.0 <= printed <= 500.0  # CartPole returns
