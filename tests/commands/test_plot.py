@@ -319,7 +319,11 @@ def test_plot_after_fit_ppo_draws_the_return_fit_printed(tmp_path, capsys):
     assert drawn["legend"][-1] == f"eval/episode_return at the end ({printed})"
     assert drawn["groups"][0]["final"] == [("version_0", 8192.0, pytest.approx(float(printed), abs=5e-3))]
 
-    last = _jaxtrainer(capsys, "fit", "ppo", *small, "trainer.eval_every_n_steps=4").strip().splitlines()[-1]
+    last = (
+        _jaxtrainer(capsys, "fit", "ppo", *small, "trainer.eval_every_n_steps=4")
+        .strip()
+        .splitlines()[-1]
+    )
     printed, run = re.fullmatch(r"eval/episode_return=(\S+) run_dir=(\S+)", last).groups()
     said = _jaxtrainer(capsys, "plot", run)
     assert said.startswith(f"wrote {os.path.join(run, 'curves.png')}: train/episode_return "

@@ -31,9 +31,18 @@ def test_the_recipe_learns_at_a_fraction_of_its_budget(recipe, budget, floor, tm
 def learns(recipe, budget, floor, tmp_path, capsys):
     """``jaxtrainer fit RECIPE BUDGET ...`` through the command's ``main`` in this
     process (what the console command calls); its last line's return >= ``floor``."""
-    status = cli.main(["fit", recipe, *budget, "trainer.seed=0",
-                       f"trainer.default_root_dir={tmp_path}", "trainer.enable_progress_bar=false",
-                       "trainer.enable_checkpointing=false", "trainer.logger=false"])
+    status = cli.main(
+        [
+            "fit",
+            recipe,
+            *budget,
+            "trainer.seed=0",
+            f"trainer.default_root_dir={tmp_path}",
+            "trainer.enable_progress_bar=false",
+            "trainer.enable_checkpointing=false",
+            "trainer.logger=false",
+        ]
+    )
     said = capsys.readouterr()
     assert status == 0, said.err[-2000:]
     last = said.out.strip().splitlines()[-1]

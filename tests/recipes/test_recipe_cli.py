@@ -61,11 +61,19 @@ def test_ppo_command_line_checkpoints_wandb_config_and_final_evaluation(tmp_path
     which it ranks."""
     from tensorboard.backend.event_processing import event_accumulator
 
-    overrides = [*TINY_PPO, "trainer.strategy=single", "trainer.max_steps=6",
-                 "trainer.log_every_n_steps=1",
-                 f"trainer.default_root_dir={tmp_path}", "callbacks.checkpoint.every_n_steps=2",
-                 "callbacks.checkpoint.monitor=eval/episode_return", "callbacks.checkpoint.mode=max",
-                 "trainer.eval_every_n_steps=6", "logger.wandb.mode=offline", "logger.wandb.tags=[cli,test]"]
+    overrides = [
+        *TINY_PPO,
+        "trainer.strategy=single",
+        "trainer.max_steps=6",
+        "trainer.log_every_n_steps=1",
+        f"trainer.default_root_dir={tmp_path}",
+        "callbacks.checkpoint.every_n_steps=2",
+        "callbacks.checkpoint.monitor=eval/episode_return",
+        "callbacks.checkpoint.mode=max",
+        "trainer.eval_every_n_steps=6",
+        "logger.wandb.mode=offline",
+        "logger.wandb.tags=[cli,test]",
+    ]
     capsys.readouterr()
     recipe("ppo").main(overrides)
     run = tmp_path / "version_0"
