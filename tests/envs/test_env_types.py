@@ -113,8 +113,9 @@ def test_strong_types_keeps_dtypes_and_values():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["Pendulum-v1", "playground/CartpoleBalance"])
 def test_reset_then_a_jitted_unbatched_step_compiles_once(name, caplog):
-    """One env: MuJoCo Playground's reset, run op by op, commits some leaves to
-    the device (its own jitted calls) and not others; all leave it committed."""
+    """One env: a reset outside a trace leaves its leaves committed alike (MuJoCo
+    Playground's reset run op by op committed some, its own jitted calls, and not
+    others; brax and Playground envs run it as one program)."""
     if FAMILIES[name] is not None:
         pytest.importorskip(FAMILIES[name])
     env = envs.make(name)

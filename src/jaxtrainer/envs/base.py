@@ -170,20 +170,6 @@ def strong_types(tree: Any) -> Any:
     return jax.tree.map(strong, tree)
 
 
-def _placed_alike(tree: Any) -> Any:
-    """``tree`` (a reset's output, run op by op) with every leaf committed to the
-    device some are already committed to (a simulator's own jitted calls, MuJoCo
-    Playground's): a jitted step compiles for which arguments are committed, and
-    its outputs all are. Traced values, and trees committed all or none, as they are."""
-    leaves = jax.tree.leaves(tree)
-    if any(isinstance(x, jax.core.Tracer) for x in leaves):
-        return tree
-    committed = [x for x in leaves if getattr(x, "committed", False)]
-    if not committed or len(committed) == len(leaves):
-        return tree
-    return jax.device_put(tree, committed[0].sharding)
-
-
 def auto_reset(done: jax.Array, fresh: Any, stepped: Any) -> Any:
     """The auto-reset of one environment: ``fresh`` where ``done``, else ``stepped``.
 
@@ -424,8 +410,7 @@ class Env(SpecSizes, abc.ABC):
         """A fresh episode: ``(obs, state)``; ``obs`` has shape :attr:`observation_shape`.
         Leaves are strongly typed (:func:`strong_types`), as :meth:`step` returns them."""
         obs, env_state = strong_types(without_vma_check(self.reset_env)(key))
-        return _placed_alike((obs, EnvState(env_state, jnp.zeros((), jnp.float32),
-                                            jnp.zeros((), jnp.int32))))
+        return obs, EnvState(env_state, jnp.zeros((), jnp.float32), jnp.zeros((), jnp.int32))
 
     def step(
         self, key: jax.Array, state: EnvState, action: Action
@@ -455,7 +440,7 @@ class Env(SpecSizes, abc.ABC):
     def reset_batch(self, key: jax.Array, num_envs: int) -> tuple[Observation, EnvState]:
         """``num_envs`` fresh episodes: obs ``[num_envs, *observation_shape]`` and a
         batched :class:`EnvState`."""
-        return _placed_alike(jax.vmap(self.reset)(jax.random.split(key, num_envs)))
+        return jax.vmap(self.reset)(jax.random.split(key, num_envs))
 
     def step_batch(
         self, key: jax.Array, state: EnvState, action: Action

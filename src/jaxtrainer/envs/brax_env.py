@@ -354,6 +354,30 @@ class BraxEnv(Env):
             return super().critic_observation(state)
         return self._critic_entry(state.env_state.state.obs)
 
+    def reset(self, key: jax.Array) -> tuple[Observation, EnvState]:
+        """:meth:`Env.reset`; called outside a trace (a notebook, a script), as one
+        compiled program: the simulator's reset run op by op compiles each of its
+        hundreds of small ops (MJX's forward pass) one at a time."""
+        if isinstance(key, jax.core.Tracer):
+            return super().reset(key)
+        return self._eager_program("reset", super().reset)(key)
+
+    def reset_batch(self, key: jax.Array, num_envs: int) -> tuple[Observation, EnvState]:
+        """:meth:`Env.reset_batch`; outside a trace, one compiled program per
+        ``num_envs`` (as :meth:`reset`)."""
+        if isinstance(key, jax.core.Tracer):
+            return super().reset_batch(key, num_envs)
+        run = self._eager_program(("reset_batch", num_envs),
+                                  lambda k: super(BraxEnv, self).reset_batch(k, num_envs))
+        return run(key)
+
+    def _eager_program(self, name: Any, fn: Callable) -> Callable:
+        """``jax.jit(fn)``, made once per env and ``name``."""
+        programs = self.__dict__.setdefault("_eager_programs", {})
+        if name not in programs:
+            programs[name] = jax.jit(fn)
+        return programs[name]
+
     def reset_env(self, key: jax.Array) -> tuple[Observation, BraxState]:
         raw, model = self._reset_state(key)
         state = _pack(raw)
