@@ -54,8 +54,8 @@ class Still(jt.Module):
     """No learning: a policy that always takes the first action (zeros for a
     continuous env), enough to watch an env's renderer at a tiny cost."""
 
-    def __init__(self, env_name: str) -> None:
-        self.env = make(env_name)
+    def __init__(self, env_name: str, **env_kwargs) -> None:
+        self.env = make(env_name, **env_kwargs)
 
     def init_state(self, key):
         return {"step": jnp.zeros((), jnp.int32)}
@@ -75,21 +75,26 @@ class Still(jt.Module):
 def test_brax_and_navix_runs_log_videos_drawn_by_their_renderers(tmp_path):
     """In a fresh interpreter, as a user's run: MuJoCo takes its OpenGL backend when first
     imported, and this test process's other tests import it (through brax) first. One
-    interpreter runs both (navix draws without MuJoCo), each into its own run directory."""
-    runs = {"brax/inverted_pendulum": (320, 240), "navix/Navix-Empty-5x5-v0": (160, 160)}
+    interpreter runs both (navix draws without MuJoCo), each into its own run directory.
+    The pendulum, not pushed, falls in about 22 steps: with a 30-step limit the episode
+    program scans 30 steps instead of brax's default 1000 (videos keep at most 20 frames)."""
+    runs = {"brax/inverted_pendulum": ((320, 240), {"episode_length": 30}),
+            "navix/Navix-Empty-5x5-v0": ((160, 160), {})}
     toys.run_python("from pathlib import Path\n"
                     "from tests.callbacks.test_video_callback import videos_drawn\n"
                     + "".join(f"videos_drawn(Path({str(tmp_path / f'runs{i}')!r}), {env_name!r}, "
-                              f"{size!r})\n" for i, (env_name, size) in enumerate(runs.items())),
+                              f"{size!r}, **{kwargs!r})\n"
+                              for i, (env_name, (size, kwargs)) in enumerate(runs.items())),
                     devices=1, timeout=280)
 
 
-def videos_drawn(run_dir, env_name: str, size: tuple[int, int]) -> None:
-    """Two videos of ``env_name`` (steps 2 and 4) of ``size``, drawn scenes."""
+def videos_drawn(run_dir, env_name: str, size: tuple[int, int], **env_kwargs) -> None:
+    """Two videos of ``env_name`` (made with ``env_kwargs``; steps 2 and 4) of ``size``,
+    drawn scenes."""
     video = jt.VideoCallback(every_n_steps=2, max_frames=20)
     trainer = toys.trainer(run_dir, max_steps=4, log_every_n_steps=1, strategy="single",
                            callbacks=[jt.TensorBoardLogger(), video])
-    trainer.fit(Still(env_name))
+    trainer.fit(Still(env_name, **env_kwargs))
     videos = tensorboard_videos(run_dir / "version_0")
     assert [v.step for v in videos] == [2, 4] == [step for step, _ in video.videos]
     for event in videos:
