@@ -78,14 +78,21 @@ def test_brax_and_navix_runs_log_videos_drawn_by_their_renderers(tmp_path):
     interpreter runs both (navix draws without MuJoCo), each into its own run directory.
     The pendulum, not pushed, falls in about 22 steps: with a 30-step limit the episode
     program scans 30 steps instead of brax's default 1000 (videos keep at most 20 frames)."""
-    runs = {"brax/inverted_pendulum": ((320, 240), {"episode_length": 30}),
-            "navix/Navix-Empty-5x5-v0": ((160, 160), {})}
-    toys.run_python("from pathlib import Path\n"
-                    "from tests.callbacks.test_video_callback import videos_drawn\n"
-                    + "".join(f"videos_drawn(Path({str(tmp_path / f'runs{i}')!r}), {env_name!r}, "
-                              f"{size!r}, **{kwargs!r})\n"
-                              for i, (env_name, (size, kwargs)) in enumerate(runs.items())),
-                    devices=1, timeout=280)
+    runs = {
+        "brax/inverted_pendulum": ((320, 240), {"episode_length": 30}),
+        "navix/Navix-Empty-5x5-v0": ((160, 160), {}),
+    }
+    toys.run_python(
+        "from pathlib import Path\n"
+        "from tests.callbacks.test_video_callback import videos_drawn\n"
+        + "".join(
+            f"videos_drawn(Path({str(tmp_path / f'runs{i}')!r}), {env_name!r}, "
+            f"{size!r}, **{kwargs!r})\n"
+            for i, (env_name, (size, kwargs)) in enumerate(runs.items())
+        ),
+        devices=1,
+        timeout=280,
+    )
 
 
 def videos_drawn(run_dir, env_name: str, size: tuple[int, int], **env_kwargs) -> None:
