@@ -101,12 +101,14 @@ print("trainers", every.strategy.name, one.strategy.name, every.num_devices, jax
 """
 
 
-@pytest.mark.parametrize("env,tasks", [(SALLOC_SHELL, None), (SALLOC_PLAIN_SHELL, None),
-                                       (SALLOC_STEP_NO_TASKS, None), (SRUN_PTY_SHELL, 1),
-                                       (SBATCH_SCRIPT, None)],
-                         ids=["salloc-interactive-step", "salloc-plain-shell", "step-without-tasks",
-                              "srun-pty-shell", "sbatch-script"])
+@pytest.mark.parametrize("env,tasks", [(SALLOC_SHELL, None), (SRUN_PTY_SHELL, 1)],
+                         ids=["salloc-interactive-step", "srun-pty-shell"])
 def test_auto_is_one_process_in_an_allocation_shell(env, tasks):
+    """A Trainer in a process of its own: one process, 4 local devices, no distributed
+    run. The other shells (salloc's plain shell, a step without tasks, an sbatch
+    script) take the same path after ``srun_tasks`` (no tasks: None); their
+    ``srun_tasks``, ``cluster_detected`` and ``auto_name`` are
+    ``test_srun_tasks_reads_the_step_not_the_allocation``'s."""
     proc, _ = run(RESOLVE, clean_env(4, **env))
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
@@ -126,19 +128,20 @@ print(cluster_detected(), srun_tasks(), auto_name(), jax.distributed.is_initiali
     proc, _ = run(code, clean_env(4, **SRUN_TASK))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["True", "4", "multi_node", "False"]
-    # srun --preserve-env -n 2 in the allocation of 4: the step's 2 tasks count
-    preserved = {**SRUN_TASK, "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1"}
-    proc, _ = run(code, clean_env(4, **preserved))
-    assert proc.stdout.split() == ["True", "2", "multi_node", "False"]
+    # srun --preserve-env -n 2 in the allocation of 4 (the step's 2 tasks count):
+    # test_srun_tasks_reads_the_step_not_the_allocation's "preserve-env" case
 
 
 @pytest.mark.parametrize("env,expected", [
     ({}, None),
     (SALLOC_SHELL, None),
     (SALLOC_PLAIN_SHELL, None),
+    (SALLOC_STEP_NO_TASKS, None),
     (SBATCH_SCRIPT, None),
     (SRUN_PTY_SHELL, 1),
     (SRUN_TASK, 4),
+    pytest.param({**SRUN_TASK, "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1"}, 2,
+                 id="preserve-env"),  # srun --preserve-env -n 2 in an allocation of 4
     ({**SRUN_TASK, "SLURM_STEP_ID": "4294967292"}, None),   # the extern step
     ({**SRUN_TASK, "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "3"}, None),  # inconsistent
     ({**SRUN_TASK, "SLURM_STEP_NUM_TASKS": ""}, None),
@@ -149,6 +152,8 @@ def test_srun_tasks_reads_the_step_not_the_allocation(monkeypatch, env, expected
     _only(monkeypatch, env)
     assert process.srun_tasks() == expected
     assert registry.cluster_detected() is (expected is not None and expected > 1)
+    # this process runs no distributed runtime: the environment alone decides
+    assert registry.auto_name() == ("multi_node" if registry.cluster_detected() else "pmap")
 
 
 def test_what_initialize_passes_to_jax_under_slurm(monkeypatch):
