@@ -124,10 +124,13 @@ def test_continuous_modules_reject_discrete_envs():
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_sac_runs_a_few_updates_on_a_brax_env():
+    """brax's ``fast`` env (no physics to compile) through the same ``BraxEnv``
+    adapter and reset as every brax env; brax's physics pipelines are
+    ``tests/envs/test_brax_pipeline.py``'s."""
     from jaxtrainer import envs
 
-    env = envs.make("brax/inverted_pendulum", episode_length=10)  # the default pipeline
-    sac = SAC(SACConfig(env="brax/inverted_pendulum", **TINY), env=env)
+    env = envs.make("brax/fast", episode_length=10)  # the default reset
+    sac = SAC(SACConfig(env="brax/fast", **TINY), env=env)
     state, m = run_steps(sac, SingleDeviceStrategy(), 12)
     m = to_host(m)
     assert int(state.updates) == 12
