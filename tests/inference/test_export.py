@@ -5,8 +5,11 @@ before anything is restored."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import functools
 import importlib.util
+import io
 import json
 import os
 import subprocess
@@ -79,8 +82,10 @@ def observations(name: str) -> np.ndarray:
     return (rng.uniform(-1, 1, (N, 4)) * [2.4, 3.0, 0.21, 3.0]).astype(np.float32)
 
 
+@functools.cache
 def expected(run: Path, name: str, member: int | None = None) -> list[np.ndarray]:
-    """What ``load_policy`` acts: ``[actions]``, or ``[actions, next carry]`` from zeros."""
+    """What ``load_policy`` acts: ``[actions]``, or ``[actions, next carry]`` from zeros
+    (once per run: the StableHLO and ONNX tests compare with the same arrays)."""
     act = jt.load_policy(run, member=member)
     obs = observations(name)
     if isinstance(act, jt.RecurrentPolicy):
@@ -123,19 +128,29 @@ def assert_acts_alike(got: list[np.ndarray], want: list[np.ndarray], name: str) 
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
+@pytest.fixture(scope="module")
+def stablehlo(runs, tmp_path_factory):
+    """Every run exported by ``jaxtrainer export --format stablehlo`` (in process): the
+    folder of the files and model cards, and what the command printed."""
+    out, said = tmp_path_factory.mktemp("stablehlo"), io.StringIO()
+    with contextlib.redirect_stdout(said):
+        for name, member in CASES.items():
+            argv = [str(runs[name]), "--format", "stablehlo", "-o", str(out / f"{name}.stablehlo")]
+            assert export_cli.main(argv + ([] if member is None else ["--member", str(member)])) == 0
+    return out, said.getvalue()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_stablehlo_reloads_in_plain_jax_and_acts_as_load_policy(runs, tmp_path, capsys):
+def test_stablehlo_reloads_in_plain_jax_and_acts_as_load_policy(runs, stablehlo, tmp_path):
+    exported, said = stablehlo
     args = []
-    for name, member in CASES.items():
-        file = tmp_path / f"{name}.stablehlo"
-        argv = [str(runs[name]), "--format", "stablehlo", "-o", str(file)]
-        assert export_cli.main(argv + ([] if member is None else ["--member", str(member)])) == 0
+    for name in CASES:
         np.save(tmp_path / f"{name}_obs.npy", observations(name))
-        args += [str(file), str(tmp_path / f"{name}_obs.npy"), str(tmp_path / f"{name}_out.npz")]
-    said = capsys.readouterr().out
-    assert f"wrote {tmp_path / 'gru.stablehlo'} (stablehlo; CartPole-v1, checkpoint " in said
-    assert "member 1)" in said and f"wrote {tmp_path / 'gru.stablehlo.json'} (model card)" in said
+        args += [str(exported / f"{name}.stablehlo"), str(tmp_path / f"{name}_obs.npy"),
+                 str(tmp_path / f"{name}_out.npz")]
+    assert f"wrote {exported / 'gru.stablehlo'} (stablehlo; CartPole-v1, checkpoint " in said
+    assert "member 1)" in said and f"wrote {exported / 'gru.stablehlo.json'} (model card)" in said
     out = subprocess.run([sys.executable, "-c", RELOAD, *args], capture_output=True, text=True,
                          timeout=240, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -182,12 +197,13 @@ def test_onnx_runs_in_onnxruntime_and_acts_as_load_policy(runs, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_model_card_names_the_spaces_the_run_and_its_return(runs, tmp_path):
-    cards = {}
-    for name, member in {"ppo": None, "sac": None, "gru": 1}.items():  # brax, pqn: the ONNX test
-        file = tmp_path / f"{name}.stablehlo"
-        assert jt.load_policy(runs[name], member=member).export(file) == file
-        cards[name] = json.loads((tmp_path / f"{name}.stablehlo.json").read_text())
+def test_the_model_card_names_the_spaces_the_run_and_its_return(runs, stablehlo, tmp_path):
+    """PPO's card written by ``Policy.export``; SAC's and the sweep member's by the
+    command (the ``stablehlo`` fixture: the same writer); brax, pqn: the ONNX test."""
+    file = tmp_path / "ppo.stablehlo"
+    assert jt.load_policy(runs["ppo"]).export(file) == file
+    cards = {name: json.loads((folder / f"{name}.stablehlo.json").read_text())
+             for name, folder in (("ppo", tmp_path), ("sac", stablehlo[0]), ("gru", stablehlo[0]))}
     ppo, sac, gru = cards["ppo"], cards["sac"], cards["gru"]
     with open(runs["ppo"] / "metrics.csv", newline="") as f:
         logged = [r for r in csv.DictReader(f) if r["eval/episode_return"]]
