@@ -180,11 +180,13 @@ def test_dqn_resumes_exactly_with_its_replay_buffer(tmp_path):
     straight.fit(module())
     want = toys.leaves(straight.state)
     ckpt = os.path.join(straight.log_dir, "checkpoints", "3")
-    resumed = toys.trainer(tmp_path, max_steps=6, **kw)
+    # the resumed runs save nothing (their final checkpoints would not be read)
+    resumed = toys.trainer(tmp_path, max_steps=6, enable_checkpointing=False, **kw)
     resumed.fit(module(), ckpt_path=ckpt)
     toys.assert_trees_equal(resumed.state, want)
     assert (resumed.global_step, resumed.env_steps) == (6, 24)
-    single = toys.trainer(tmp_path / "one", max_steps=4, strategy="single")
+    single = toys.trainer(tmp_path / "one", max_steps=4, strategy="single",
+                          enable_checkpointing=False)
     single.fit(module(), ckpt_path=ckpt)
     assert single.state.buffer.experience.obs.shape == (4, 16, 1)
     assert int(single.state.buffer.current_index) == 4 and int(single.state.updates) == 4
@@ -258,24 +260,15 @@ def test_dqn_recipe_tiny_run_on_4_devices_keeps_the_replicas_equal_and_shards_th
 def test_dqn_hyperparameters_are_read_from_the_state_without_recompiling():
     """``lr``, ``gamma``, ``tau`` and the epsilon rates are traced values in
     ``state.hyperparams`` (PBT changes them): other numbers there give another
-    step from the same compiled program, and the optimizer follows ``lr``."""
-    dqn = DQN(DQNConfig(num_envs=2, buffer_size=32, batch_size=8, learning_starts=0,
-                        hidden_sizes=(8,), target_update_interval=2))
-    init = jax.jit(dqn.init_state)(jax.random.key(0))
+    step from the same compiled program (the target-update tests' program, compiled
+    ahead of time: it takes no other shapes or dtypes), and the optimizer follows ``lr``."""
+    dqn, strategy = every_8_env_steps(), SingleDeviceStrategy()
+    init = strategy.init_state(dqn, jax.random.key(0))
     assert set(init.hyperparams) == {"lr", "gamma", "tau", "epsilon_start", "epsilon_end"}
-    step = jax.jit(dqn.training_step)
-
-    def run(state):
-        for i in range(2):
-            state, metrics = step(state, jax.random.key(i))
-        return state, metrics
-
-    base, base_metrics = run(init)
-    programs = step._cache_size()
-    hp = {**init.hyperparams, "lr": jnp.float32(1e-2), "epsilon_start": jnp.float32(0.0),
-          "epsilon_end": jnp.float32(0.0)}
-    changed, metrics = run(init.replace(hyperparams=hp))
-    assert step._cache_size() == programs
+    base, base_metrics = run_steps(dqn, strategy, 2)
+    program = _COMPILED[id(dqn)][1]
+    changed, metrics = run_steps(dqn, strategy, 2, lr=1e-2, epsilon_start=0.0, epsilon_end=0.0)
+    assert _COMPILED[id(dqn)][1] is program
     assert float(to_host(metrics)["epsilon"]) == 0.0 < float(to_host(base_metrics)["epsilon"])
     assert float(changed.opt_state.hyperparams["learning_rate"]) == np.float32(1e-2)
     for a, b in ((base.params, changed.params), (base.buffer, changed.buffer)):
