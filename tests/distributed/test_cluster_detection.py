@@ -142,6 +142,7 @@ print(cluster_detected(), srun_tasks(), auto_name(), jax.distributed.is_initiali
     (SRUN_TASK, 4),
     pytest.param({**SRUN_TASK, "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1"}, 2,
                  id="preserve-env"),  # srun --preserve-env -n 2 in an allocation of 4
+    pytest.param(SRUN_PTY_BASH_OF_4, None, id="srun-pty-bash-of-4"),  # a shell, not a launch
     ({**SRUN_TASK, "SLURM_STEP_ID": "4294967292"}, None),   # the extern step
     ({**SRUN_TASK, "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "3"}, None),  # inconsistent
     ({**SRUN_TASK, "SLURM_STEP_NUM_TASKS": ""}, None),
@@ -251,11 +252,10 @@ def test_multi_node_without_its_coordinator_fails_within_the_timeout_naming_the_
 def test_an_interactive_srun_shell_is_not_a_launch():
     """`srun -n 4 --pty bash`: auto picks a one-process strategy (as Lightning decides
     it, a job named bash or interactive is not a managed launch), and an explicit
-    multi_node fails at once naming the variables instead of waiting for 3 peers."""
-    proc, _ = run(RESOLVE, clean_env(4, **SRUN_PTY_BASH_OF_4))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
-    assert lines["detected"] == "False None pmap"
+    multi_node fails at once naming the variables instead of waiting for 3 peers
+    (what auto picks there: test_srun_tasks_reads_the_step_not_the_allocation's
+    "srun-pty-bash-of-4" case, in this process; a one-process shell's Trainer:
+    test_auto_is_one_process_in_an_allocation_shell)."""
     proc, seconds = run(MULTI_NODE, clean_env(1, **SRUN_PTY_BASH_OF_4))
     assert proc.returncode == 1 and "joined" not in proc.stdout
     assert "this is an interactive SLURM shell (SLURM_JOB_NAME=bash)" in proc.stderr
