@@ -83,10 +83,16 @@ def observations(name: str) -> np.ndarray:
 
 
 @functools.cache
+def loaded(run: Path, member: int | None = None) -> jt.Policy:
+    """``jt.load_policy(run, member=member)``, restored once per run and member."""
+    return jt.load_policy(run, member=member)
+
+
+@functools.cache
 def expected(run: Path, name: str, member: int | None = None) -> list[np.ndarray]:
     """What ``load_policy`` acts: ``[actions]``, or ``[actions, next carry]`` from zeros
     (once per run: the StableHLO and ONNX tests compare with the same arrays)."""
-    act = jt.load_policy(run, member=member)
+    act = loaded(run, member)
     obs = observations(name)
     if isinstance(act, jt.RecurrentPolicy):
         actions, carry = act(obs, act.initial_carry(N))
@@ -167,7 +173,7 @@ def test_onnx_runs_in_onnxruntime_and_acts_as_load_policy(runs, tmp_path):
     ort = pytest.importorskip(
         "onnxruntime", reason="onnxruntime is not installed: pip install 'jaxtrainer[onnx]'")
     for name, member in CASES.items():
-        file = jt.load_policy(runs[name], member=member).export(tmp_path / f"{name}.onnx", "onnx")
+        file = loaded(runs[name], member).export(tmp_path / f"{name}.onnx", "onnx")
         options = ort.SessionOptions()
         options.log_severity_level = 3  # errors only
         session = ort.InferenceSession(str(file), options, providers=["CPUExecutionProvider"])
@@ -201,7 +207,7 @@ def test_the_model_card_names_the_spaces_the_run_and_its_return(runs, stablehlo,
     """PPO's card written by ``Policy.export``; SAC's and the sweep member's by the
     command (the ``stablehlo`` fixture: the same writer); brax, pqn: the ONNX test."""
     file = tmp_path / "ppo.stablehlo"
-    assert jt.load_policy(runs["ppo"]).export(file) == file
+    assert loaded(runs["ppo"]).export(file) == file
     cards = {name: json.loads((folder / f"{name}.stablehlo.json").read_text())
              for name, folder in (("ppo", tmp_path), ("sac", stablehlo[0]), ("gru", stablehlo[0]))}
     ppo, sac, gru = cards["ppo"], cards["sac"], cards["gru"]
