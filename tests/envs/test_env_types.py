@@ -124,3 +124,27 @@ def test_reset_then_a_jitted_unbatched_step_compiles_once(name, caplog):
     assert len({x.committed for x in jax.tree.leaves((obs, state))}) == 1
     compiled, first, _ = _compiles_once(env, state, _actions(env, 1)[0], caplog, batched=False)
     assert compiled == 1
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_brax_reset_outside_a_trace_is_one_compiled_program(batched, caplog):
+    """Called eagerly (a notebook), a brax env's reset compiles one program, not
+    one per op of the simulator's reset (MJX's forward pass: hundreds), and a
+    second reset with another key compiles nothing."""
+    pytest.importorskip("brax")
+    env = envs.make("brax/fast")
+
+    def reset(seed):
+        key = jax.random.key(seed)
+        return env.reset_batch(key, NUM) if batched else env.reset(key)
+
+    compiles = []
+    for seed in (0, 1):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="jax"), jax.log_compiles():
+            obs, state = reset(seed)
+        compiles.append([r.getMessage() for r in caplog.records
+                         if r.getMessage().startswith("Compiling ")])
+    assert len(compiles[0]) == 1 and compiles[1] == [], compiles
+    assert obs.shape == ((NUM,) if batched else ()) + tuple(env.observation_shape)
+    assert _weak((obs, state)) == []
