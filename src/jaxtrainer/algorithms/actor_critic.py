@@ -28,8 +28,6 @@ from jaxtrainer.algorithms.distributions import Distribution, TanhNormal
 from jaxtrainer.algorithms.hyperparams import annealed, config_record
 from jaxtrainer.algorithms.networks import POLICIES, ActorCritic, RecurrentActorCritic
 from jaxtrainer.algorithms.torsos import torso_factory
-from jaxtrainer.envs.evaluation import evaluation_metrics
-from jaxtrainer.metrics import Mean
 
 
 @dataclasses.dataclass(frozen=True)
@@ -345,11 +343,3 @@ class ActorCriticBase(ParamsPolicy):
         if self.config.normalize_observations:
             return state.params, state.obs_stats
         return state.params
-
-    def evaluation_step(self, state: Any, key: jax.Array) -> dict[str, Mean]:
-        """The greedy policy on ``eval_episodes`` fresh episodes (split over devices),
-        each run up to the env's time limit, completed episodes only:
-        ``eval/episode_return``, ``eval/episode_length``."""
-        return evaluation_metrics(self.env, self.greedy_policy(), self.policy_params(state),
-                                  key, self.config.eval_episodes,
-                                  self.initial_carry if self.recurrent else None)

@@ -84,7 +84,6 @@ from jaxtrainer.algorithms.td3 import deterministic_action, td3_actor_loss, td3_
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory
 from jaxtrainer.distributed import axis_size, fold_in_device
 from jaxtrainer.distributed._members import MemberLayout
-from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Last, Mean
 from jaxtrainer.module import Module
 
@@ -473,15 +472,6 @@ class CEMRL(ParamsPolicy, Module):
             metrics["fitness/rl_mean"] = jnp.mean(fitness[:num_rl])
             metrics["fitness/es_mean"] = jnp.mean(fitness[num_rl:])
         return new_state, metrics
-
-    def evaluation_step(self, state: CEMRLState, key: jax.Array) -> dict[str, Mean]:
-        """The CEM mean actor, greedily (on normalised observations with
-        ``normalize_observations``), on ``eval_episodes`` fresh episodes (split
-        over devices; completed episodes only): ``eval/episode_return``,
-        ``eval/episode_length``."""
-        return evaluation_metrics(self.env, self.greedy_policy(), self.policy_params(state),
-                                  key, self.config.eval_episodes)
-
 
 __all__ = ["CEMRL", "CEMRLConfig", "CEMRLState", "elite_weights", "sample_population",
            "sep_cem_update"]

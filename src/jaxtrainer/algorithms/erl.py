@@ -94,7 +94,6 @@ from jaxtrainer.algorithms.offpolicy_config import ReplayLearnerConfig
 from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config, TD3LearnerConfig, check_td3_learner
 from jaxtrainer.distributed import axis_size, fold_in_device
 from jaxtrainer.distributed._members import MemberLayout, rank
-from jaxtrainer.envs.evaluation import evaluation_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
 
@@ -470,14 +469,5 @@ class ERL(ParamsPolicy, Module):
                              champion=order[0], injected=jnp.where(do, slot, -1),
                              buffer=buffer, obs_stats=obs_stats, search=search)
         return new_state, metrics
-
-    def evaluation_step(self, state: ERLState, key: jax.Array) -> dict[str, Mean]:
-        """The champion, greedily (on normalised observations with
-        ``normalize_observations``), on ``eval_episodes`` fresh episodes (split
-        over devices; completed episodes only): ``eval/episode_return``,
-        ``eval/episode_length``."""
-        return evaluation_metrics(self.env, self.greedy_policy(), self.policy_params(state),
-                                  key, self.config.eval_episodes)
-
 
 __all__ = ["ERL", "ERLConfig", "ERLState"]

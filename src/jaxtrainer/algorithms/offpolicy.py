@@ -60,7 +60,7 @@ from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.distributed import fold_in_device, local_size
 from jaxtrainer.envs.base import refuse_critic_observation, refuse_multi_discrete
-from jaxtrainer.envs.evaluation import episode_metrics, evaluation_metrics
+from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
 
@@ -492,9 +492,3 @@ class OffPolicyModule(ParamsPolicy, Module):
             **{field.name: getattr(carry, field.name) for field in dataclasses.fields(carry)}})
         new_state, metrics = self.after_learning(state, new_state, losses)
         return new_state, {**episode_metrics(infos), **metrics}
-
-    def evaluation_step(self, state: Any, key: jax.Array) -> dict[str, Mean]:
-        """The greedy policy on ``eval_episodes`` fresh episodes (split over devices),
-        completed episodes only: ``eval/episode_return``, ``eval/episode_length``."""
-        return evaluation_metrics(self.env, self.greedy_policy(), self.policy_params(state),
-                                  key, self.config.eval_episodes)
