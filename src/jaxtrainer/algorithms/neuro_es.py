@@ -226,7 +226,7 @@ class NeuroES(ParamsPolicy, EvosaxES):
         fitness = ret.total / jnp.maximum(ret.count, 1.0)
         extras = {"episode_length": length.total / jnp.maximum(length.count, 1.0)}
         if self.normalize_observations:
-            extras["obs_moments"] = tuple(jnp.sum(x, axis=0) for x in episodes.obs_moments)
+            extras["obs_moments"] = episodes.obs_moments
         return fitness, extras
 
     def evaluation_step(self, state: ESState, key: jax.Array) -> dict[str, Any]:

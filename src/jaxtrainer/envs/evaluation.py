@@ -34,9 +34,12 @@ class Episodes(NamedTuple):
       returns: ``float32[n]`` undiscounted return (0 where not finished).
       lengths: ``int32[n]`` steps (0 where not finished).
       finished: ``bool[n]`` the episode ended within the steps run.
-      obs_moments: with ``obs_shift`` (:func:`run_episodes`), the observations each
-        env acted on in its first episode as ``(count: float32[n], sum: float32[n,
-        *observation_shape], square_sum: ...)`` of ``obs - obs_shift``; ``None`` without.
+      obs_moments: with ``obs_shift`` (:func:`run_episodes`), the observations the
+        ``n`` envs acted on in their first episodes as ``(count: float32[], sum:
+        float32[*observation_shape], square_sum: ...)`` of ``obs - obs_shift``, summed
+        over the envs at every step (a small loop state: per-env sums would hold
+        ``n`` times the observation in the loop, which on a TPU pushes the
+        simulator's state out of on-chip memory); ``None`` without.
     """
 
     returns: jax.Array
@@ -96,15 +99,16 @@ def _one_by_one(act: Callable[..., tuple[jax.Array, Any]]) -> Callable[..., tupl
 
 def _observed(moments: tuple[jax.Array, jax.Array, jax.Array] | None, obs: jax.Array,
               finished: jax.Array, shift: jax.Array | None):
-    """:attr:`Episodes.obs_moments` with ``obs[n, ...]`` added where the env's first
-    episode goes on (``finished`` false); ``None`` stays ``None``."""
+    """:attr:`Episodes.obs_moments` with the ``obs[n, ...]`` of the envs whose first
+    episode goes on (``finished`` false) added; ``None`` stays ``None``."""
     if moments is None:
         return None
     count, total, square = moments
     x = jnp.asarray(obs, jnp.float32) - shift
-    active = jnp.logical_not(finished).reshape((-1,) + (1,) * (x.ndim - 1))
-    x = jnp.where(active, x, 0.0)
-    return (count + active.reshape(-1), total + x, square + jnp.square(x))
+    active = jnp.logical_not(finished)
+    x = jnp.where(active.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0.0)
+    return (count + jnp.sum(active, dtype=jnp.float32), total + jnp.sum(x, axis=0),
+            square + jnp.sum(jnp.square(x), axis=0))
 
 
 def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num_episodes: int,
@@ -173,8 +177,8 @@ def run_episodes(env: Env, policy_fn: PolicyFn, params: Any, key: jax.Array, num
 
     moments = None
     if obs_shift is not None:
-        zeros = jnp.zeros((num_episodes, *jnp.shape(obs)[1:]), jnp.float32)
-        moments = (jnp.zeros((num_episodes,), jnp.float32), zeros, zeros)
+        zeros = jnp.zeros(jnp.shape(obs)[1:], jnp.float32)
+        moments = (jnp.zeros((), jnp.float32), zeros, zeros)
     loop = (obs, state, start(num_episodes), finished, returns, lengths, moments)
     if fixed_length:
         loop = jax.lax.fori_loop(0, max_steps, one_step, loop)  # static bounds: a scan
