@@ -86,10 +86,8 @@ class ReplayLearnerConfig:
       hidden_sizes: hidden layer widths of the networks.
       activation: their activation.
       eval_episodes: fresh deterministic episodes per evaluation.
-      network: the torso of every network before its hidden layers
-        (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`, or a mapping of its
-        fields such as ``{"torso": "cnn"}``); default: none, the flattened
-        observation (``mlp``).
+      network: the torso every network puts before its hidden layers, as on-policy
+        configs take it (:class:`~jaxtrainer.algorithms.torsos.NetworkConfig`).
     """
 
     env: str = "Pendulum-v1"

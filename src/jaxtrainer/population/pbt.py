@@ -251,8 +251,6 @@ class PBT(MemberPopulation):
         axis_name: AxisName = AXIS_NAME,
         vectorize: bool = True,
     ) -> None:
-        if not isinstance(module, Module):
-            raise TypeError(f"PBT wraps a jaxtrainer.Module, got {type(module).__name__}")
         if isinstance(population_size, bool) or not isinstance(population_size, int) \
                 or population_size < 2:
             raise ValueError(f"PBT: population_size={population_size!r}: expected an int >= 2")

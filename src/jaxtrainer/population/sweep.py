@@ -203,8 +203,6 @@ class Sweep(MemberPopulation):
         axis_name: AxisName = AXIS_NAME,
         vectorize: bool = True,
     ) -> None:
-        if not isinstance(module, Module):
-            raise TypeError(f"Sweep wraps a jaxtrainer.Module, got {type(module).__name__}")
         if hyperparams is not None and not isinstance(hyperparams, Mapping):
             raise ValueError(f"Sweep: hyperparams={hyperparams!r}: expected a mapping "
                              "{name: [values]}")
