@@ -77,8 +77,7 @@ from jaxtrainer.algorithms.member_learning import improve_members
 from jaxtrainer.algorithms.member_rollout import rollout_members
 from jaxtrainer.algorithms.networks import ACTIVATIONS, DeterministicActor, TwinCritic
 from jaxtrainer.algorithms.normalization import learning_batch, normalizing_policy
-from jaxtrainer.algorithms.offpolicy import configure
-from jaxtrainer.algorithms.offpolicy_config import check_normalization
+from jaxtrainer.algorithms.offpolicy_config import check_normalization, configure
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.td3 import deterministic_action, td3_actor_loss, td3_critic_loss
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config, torso_factory

@@ -37,7 +37,6 @@ from flax import struct
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
-from jaxtrainer.algorithms import normalization, offpolicy
 from jaxtrainer.algorithms._config_parts import composes
 from jaxtrainer.algorithms.batch_renorm import BatchRenorm
 from jaxtrainer.algorithms.critic_losses import (
@@ -46,6 +45,7 @@ from jaxtrainer.algorithms.critic_losses import (
     soft_actor_loss,
 )
 from jaxtrainer.algorithms.exploration import action_scale_bias
+from jaxtrainer.algorithms.hyperparams import adam
 from jaxtrainer.algorithms.networks import LOG_STD_MAX, LOG_STD_MIN, activation
 from jaxtrainer.algorithms.replay import EnvsAndReplay, Transition
 from jaxtrainer.algorithms.sac import SAC, SACConfig, squashed_sample
@@ -227,9 +227,9 @@ class CrossQ(SAC):
         renorm = dict(momentum=cfg.momentum, warmup_steps=cfg.renorm_warmup_steps)
         self.actor = CrossQActor(self.env.action_size, cfg.hidden_sizes, cfg.activation, **renorm)
         self.critic = CrossQCritic(cfg.critic_hidden_sizes, cfg.activation, **renorm)
-        self.actor_optimizer = offpolicy.adam(hp["policy_lr"], b1=cfg.adam_b1)
-        self.critic_optimizer = offpolicy.adam(hp["q_lr"], b1=cfg.adam_b1)
-        self.alpha_optimizer = offpolicy.adam(hp["alpha_lr"], b1=cfg.adam_b1)
+        self.actor_optimizer = adam(hp["policy_lr"], b1=cfg.adam_b1)
+        self.critic_optimizer = adam(hp["q_lr"], b1=cfg.adam_b1)
+        self.alpha_optimizer = adam(hp["alpha_lr"], b1=cfg.adam_b1)
 
     # ---- policies: the actor's parameters with its running statistics ---------
     def policy_params(self, state: CrossQState) -> Any:
@@ -299,14 +299,14 @@ class CrossQ(SAC):
         return soft_actor_loss(q, log_prob, alpha), {"stats": updates["batch_stats"],
                                                 "log_prob": jnp.mean(log_prob)}
 
-    def update(self, carry: CrossQCarry, key: jax.Array, buffer: Any,
-               obs_stats: normalization.RunningStatistics | None = None,
-               ) -> tuple[CrossQCarry, dict]:
-        """One critic update on a fresh batch; every ``policy_delay``-th also an
-        actor and a temperature update (counted by ``carry.updates``)."""
+    def update_batch(self, carry: CrossQCarry, keys: tuple[jax.Array, jax.Array],
+                     batch: Transition) -> tuple[CrossQCarry, dict]:
+        """One critic update on ``batch``; every ``policy_delay``-th also an actor
+        and a temperature update (counted by ``carry.updates``). ``keys``: SAC's
+        :meth:`~jaxtrainer.algorithms.sac.SAC.split_update_key`, the next
+        actions' key and the actor's."""
         hp = carry.hyperparams
-        sample_key, next_key, actor_key = jax.random.split(key, 3)
-        batch = self.sample_batch(buffer, sample_key, obs_stats)
+        next_key, actor_key = keys
         log_alpha = carry.log_alpha if self.config.autotune else jnp.log(hp["init_alpha"])
         alpha = jnp.exp(log_alpha)
         actor = {"params": carry.actor_params, "batch_stats": carry.actor_stats}

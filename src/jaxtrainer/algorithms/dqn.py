@@ -41,6 +41,7 @@ from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
 from jaxtrainer.algorithms import env_steps, offpolicy
 from jaxtrainer.algorithms.exploration import epsilon_greedy, linear_schedule
+from jaxtrainer.algorithms.hyperparams import adam, hyperparam
 from jaxtrainer.algorithms.networks import QNetwork
 from jaxtrainer.algorithms.offpolicy_config import OffPolicyConfig
 from jaxtrainer.algorithms.q_learning import (
@@ -205,7 +206,7 @@ class DQNCarry:
 
     Attributes:
       params, target_params: online and target Q-network parameters (replicated).
-      opt_state: optax state (replicated; :func:`~jaxtrainer.algorithms.offpolicy.adam`).
+      opt_state: optax state (replicated; :func:`~jaxtrainer.algorithms.hyperparams.adam`).
       hyperparams: ``{name: float32[]}`` for every name in :attr:`DQN.TUNABLE`
         (replicated; read, never changed, by the updates).
     """
@@ -290,7 +291,7 @@ class DQN(offpolicy.OffPolicyModule):
                                               observation_layout=self.env.observation_layout),
                                 num_atoms=config.num_atoms if config.distributional else 1,
                                 dueling=config.dueling)
-        self.optimizer = offpolicy.adam(config.lr, config.max_grad_norm, config.adam_eps)
+        self.optimizer = adam(config.lr, config.max_grad_norm, config.adam_eps)
         env_steps.check_interval(config.target_update_interval, self.env_steps_per_step,
                                  "target_update_interval")
 
@@ -300,8 +301,8 @@ class DQN(offpolicy.OffPolicyModule):
         ``epsilon_start`` to ``epsilon_end`` linearly over ``epsilon_anneal_steps``,
         the two rates from ``hyperparams`` (the config's when ``None``)."""
         cfg = self.config
-        return linear_schedule(offpolicy.hyperparam(cfg, hyperparams, "epsilon_start"),
-                               offpolicy.hyperparam(cfg, hyperparams, "epsilon_end"),
+        return linear_schedule(hyperparam(cfg, hyperparams, "epsilon_start"),
+                               hyperparam(cfg, hyperparams, "epsilon_end"),
                                cfg.epsilon_anneal_steps, env_steps)
 
     # ---- values -------------------------------------------------------------
@@ -386,7 +387,7 @@ class DQN(offpolicy.OffPolicyModule):
         """``(transitions [B, ...], discount of their bootstrap value)``: the
         batch and ``gamma`` as they are, or with ``n_step > 1`` the sampled runs
         folded into n-step transitions (:func:`n_step_transition`)."""
-        gamma = offpolicy.hyperparam(self.config, hyperparams, "gamma")
+        gamma = hyperparam(self.config, hyperparams, "gamma")
         if self.config.n_step == 1:
             return batch, gamma
         return n_step_transition(batch, gamma)
@@ -441,7 +442,12 @@ class DQN(offpolicy.OffPolicyModule):
         by :meth:`importance_weights` and the batch's priorities set after."""
         if self.config.prioritised:
             return self.prioritised_update(carry, key)
-        batch = self.buffer.sample(buffer, key)
+        return super().update(carry, key, buffer)
+
+    def update_batch(self, carry: DQNCarry, keys: None, batch: Transition,
+                     ) -> tuple[DQNCarry, dict]:
+        """One TD update on ``batch`` (uniform replay; ``keys`` unused: the whole
+        update key samples)."""
         params, opt_state, loss, aux = averaged_update(
             self.loss, carry.params, carry.opt_state, self.optimizer, carry.target_params, batch,
             carry.hyperparams)

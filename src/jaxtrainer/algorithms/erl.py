@@ -89,8 +89,7 @@ from jaxtrainer.algorithms.evolution import ParamsSearch, ReplayAndSearch, move_
 from jaxtrainer.algorithms.genetic import check_ga, ga_step, inject, num_elites
 from jaxtrainer.algorithms.hyperparams import config_record
 from jaxtrainer.algorithms.member_rollout import rollout_members
-from jaxtrainer.algorithms.offpolicy import configure
-from jaxtrainer.algorithms.offpolicy_config import ReplayLearnerConfig
+from jaxtrainer.algorithms.offpolicy_config import ReplayLearnerConfig, configure
 from jaxtrainer.algorithms.td3 import TD3, TD3Carry, TD3Config, TD3LearnerConfig, check_td3_learner
 from jaxtrainer.distributed import axis_size, fold_in_device
 from jaxtrainer.distributed._members import MemberLayout, rank
@@ -437,10 +436,7 @@ class ERL(ParamsPolicy, Module):
             search, es_metrics = self.search.tell(state.search, state.population, fitness)
             order = rank(fitness)
 
-        def update(carry, k):
-            return self.learner.update(carry, k, buffer, obs_stats)
-
-        rl, losses = self.learner.learn(update, state.rl, state.generation,
+        rl, losses = self.learner.learn(state.rl, buffer, obs_stats, state.generation,
                                         fold_in_device(learn_key))
         due = (state.generation + 1) % cfg.rl_injection_every == 0
         do = jnp.logical_and(self.learner.learning(state.generation), due)

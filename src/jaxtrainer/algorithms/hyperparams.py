@@ -62,3 +62,26 @@ def annealed(learning_rate: jax.Array, update: jax.Array, total: int) -> jax.Arr
     i.e. ``lr * (1 - update / total)``, 0 after it (PPO's ``anneal_lr``, as
     CleanRL's and PureJaxRL's; DQN's, as PureJaxRL's ``LR_LINEAR_DECAY``)."""
     return optax.linear_schedule(learning_rate, 0.0, total)(jnp.asarray(update, jnp.float32))
+
+def hyperparam(config: Any, hyperparams: Mapping[str, jax.Array] | None, name: str) -> Any:
+    """``hyperparams[name]`` (a traced ``float32[]`` from ``state.hyperparams``), or
+    ``config.<name>`` when ``hyperparams`` is ``None`` (a loss called with the
+    config's constants, as the tests call TD3's and DQN's)."""
+    return getattr(config, name) if hyperparams is None else hyperparams[name]
+
+
+def adam(learning_rate: float, max_grad_norm: float | None = None,
+         eps: float | None = None, b1: float | None = None) -> optax.GradientTransformation:
+    """``optax.adam(learning_rate)`` (with Adam's ``eps`` and ``b1`` where given), after
+    ``optax.clip_by_global_norm(max_grad_norm)`` when given, built by
+    ``optax.inject_hyperparams`` so that the learning rate is a number in the
+    optimizer state (:func:`~jaxtrainer.algorithms.hyperparams.set_learning_rate`),
+    not a constant of the compiled program. Same updates as the plain optimizer,
+    bit for bit."""
+    def make(learning_rate):
+        given = {"eps": eps, "b1": b1}
+        tx = optax.adam(learning_rate, **{k: v for k, v in given.items() if v is not None})
+        if max_grad_norm is None:
+            return tx
+        return optax.chain(optax.clip_by_global_norm(max_grad_norm), tx)
+    return optax.inject_hyperparams(make)(learning_rate=learning_rate)

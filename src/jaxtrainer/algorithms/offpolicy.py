@@ -18,9 +18,10 @@ One ``training_step`` of an off-policy module (:meth:`OffPolicyModule.training_s
    runs ``gradient_steps`` updates (:meth:`~OffPolicyModule.update`), each on a
    fresh global batch of ``batch_size`` transitions (``batch_size / num_devices``
    sampled by each device from its own envs' transitions) with gradients
-   averaged over devices, so replicated parameters stay bitwise equal. Before
-   that the updates are skipped (``lax.cond`` on a replicated counter) and loss
-   metrics are not reported;
+   averaged over devices, so replicated parameters stay bitwise equal (on an
+   accelerator drawn before the updates' loop: :meth:`~OffPolicyModule.learn`).
+   Before that the updates are skipped (``lax.cond`` on a replicated counter)
+   and loss metrics are not reported;
 3. :meth:`~OffPolicyModule.after_learning`: what an algorithm does once per
    training step (DQN's target update, SAC's temperature metric).
 
@@ -41,25 +42,24 @@ are in :mod:`jaxtrainer.algorithms.networks`."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import aliases, envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms.acting import ParamsPolicy
 from jaxtrainer.algorithms.exploration import uniform_warmup
-from jaxtrainer.algorithms.hyperparams import annealed, config_record, set_learning_rate
+from jaxtrainer.algorithms.hyperparams import adam, annealed, config_record, set_learning_rate
 from jaxtrainer.algorithms.networks import TwinCritic
 from jaxtrainer.algorithms.normalization import learning_batch, normalize_obs, normalizing_policy
+from jaxtrainer.algorithms.offpolicy_config import configure
 from jaxtrainer.algorithms.replay import ReplayBuffer, Transition
 from jaxtrainer.algorithms.torsos import torso_factory
 from jaxtrainer.distributed import fold_in_device, local_size
-from jaxtrainer.envs.base import refuse_critic_observation, refuse_multi_discrete
 from jaxtrainer.envs.evaluation import episode_metrics
 from jaxtrainer.metrics import Mean
 from jaxtrainer.module import Module
@@ -67,28 +67,8 @@ from jaxtrainer.module import Module
 __getattr__, __dir__ = aliases.attach(__name__)  # names that moved out: jaxtrainer.aliases.ALIASES
 
 
-def hyperparam(config: Any, hyperparams: Mapping[str, jax.Array] | None, name: str) -> Any:
-    """``hyperparams[name]`` (a traced ``float32[]`` from ``state.hyperparams``), or
-    ``config.<name>`` when ``hyperparams`` is ``None`` (a loss called with the
-    config's constants, as the tests call TD3's and DQN's)."""
-    return getattr(config, name) if hyperparams is None else hyperparams[name]
 
 
-def adam(learning_rate: float, max_grad_norm: float | None = None,
-         eps: float | None = None, b1: float | None = None) -> optax.GradientTransformation:
-    """``optax.adam(learning_rate)`` (with Adam's ``eps`` and ``b1`` where given), after
-    ``optax.clip_by_global_norm(max_grad_norm)`` when given, built by
-    ``optax.inject_hyperparams`` so that the learning rate is a number in the
-    optimizer state (:func:`~jaxtrainer.algorithms.hyperparams.set_learning_rate`),
-    not a constant of the compiled program. Same updates as the plain optimizer,
-    bit for bit."""
-    def make(learning_rate):
-        given = {"eps": eps, "b1": b1}
-        tx = optax.adam(learning_rate, **{k: v for k, v in given.items() if v is not None})
-        if max_grad_norm is None:
-            return tx
-        return optax.chain(optax.clip_by_global_norm(max_grad_norm), tx)
-    return optax.inject_hyperparams(make)(learning_rate=learning_rate)
 
 
 def _pooled(losses: Any) -> Mean:
@@ -100,29 +80,6 @@ def _pooled(losses: Any) -> Mean:
 
 
 # ---- the shared module ------------------------------------------------------
-def configure(module: Any, config: Any, env: envs.Env | str | None, overrides: dict[str, Any],
-              discrete_actions: bool) -> None:
-    """Set ``module.config`` (``config`` with the fields in ``overrides`` replaced;
-    ``env`` as a string is the ``env`` field) and ``module.env`` (``env``, or
-    ``envs.make(config.env)``), as every replay-based algorithm takes them.
-
-    Raises:
-      ValueError: the env's actions are not of the kind the module needs
-        (``discrete_actions``), naming the module and the env; in one line, a
-        multi-discrete env or one whose critic sees an observation of its own
-        (:mod:`jaxtrainer.envs.base`'s ``refuse_*``).
-    """
-    if isinstance(env, str):
-        overrides, env = {**overrides, "env": env}, None
-    module.config = dataclasses.replace(config, **overrides) if overrides else config
-    module.env = env if env is not None else envs.make(module.config.env)
-    refuse_multi_discrete(module.env, module.name,
-                          "Discrete(n)" if discrete_actions else "Box (continuous)")
-    if discrete_actions and not module.env.discrete:
-        raise ValueError(f"{module.name} needs discrete actions; {module.env.name} is continuous")
-    if module.env.discrete and not discrete_actions:
-        raise ValueError(f"{module.name} needs continuous actions; {module.env.name} is discrete")
-    refuse_critic_observation(module.env, module.name)
 
 
 class OffPolicyModule(ParamsPolicy, Module):
@@ -133,13 +90,17 @@ class OffPolicyModule(ParamsPolicy, Module):
     ``batch_size``, ``learning_starts``, ``eval_episodes``, ``hidden_sizes``),
     :attr:`discrete_actions`, :attr:`carry_type` and :attr:`LOSSES`, and implement
     :meth:`explore` (the behaviour policy), :meth:`greedy_policy`,
-    :meth:`policy_params` and :meth:`update`.
+    :meth:`policy_params` and :meth:`update_batch` (one update on a sampled
+    batch) with :meth:`split_update_key` (which part of an update's key samples
+    its batch); an algorithm whose updates change the replay (prioritised)
+    overrides :meth:`update` and :attr:`presamples` instead.
 
     A config with ``normalize_observations`` and ``reward_scaling`` (an
     :class:`~jaxtrainer.algorithms.sac.SACConfig`, TD3's) turns on observation normalisation and reward
     scaling (see the module docstring); the state then needs an ``obs_stats``
     field (:meth:`init_obs_stats`), :meth:`update` takes the statistics as a
-    fourth argument and samples with :meth:`sample_batch`, and
+    fourth argument and samples with :meth:`sample_batch` (as :meth:`learn`
+    normalises each presampled batch), and
     :meth:`greedy_policy` wraps its policy in :meth:`normalizing`.
 
     Traced hyperparameters (as PPO's): the state and the :attr:`carry_type` have
@@ -291,19 +252,47 @@ class OffPolicyModule(ParamsPolicy, Module):
             return state.actor_params, state.obs_stats
         return state.actor_params
 
+    def split_update_key(self, key: jax.Array) -> tuple[jax.Array, Any]:
+        """``(sample_key, keys)``: of one update's ``key``, the key its batch is
+        sampled with and what :meth:`update_batch` takes as its own keys (any
+        pytree of keys). Default: ``(key, None)``, the whole key samples (DQN's);
+        SAC's and TD3's split it, the first part sampling."""
+        return key, None
+
     def update(self, carry: Any, key: jax.Array, buffer: Any,
                obs_stats: normalization.RunningStatistics | None = None) -> tuple[Any, dict]:
         """One gradient update on a fresh batch sampled from ``buffer`` with ``key``
-        (:meth:`sample_batch`, normalised with ``obs_stats``; the statistics are
-        passed only when the state has them, so an algorithm without the
-        option may take three arguments).
+        (:meth:`split_update_key`'s sample key; :meth:`sample_batch`, normalised with
+        ``obs_stats``): :meth:`update_batch` on that batch.
 
         Returns the new ``carry`` (a :attr:`carry_type`) and ``{name: loss}`` for
         every name in :attr:`LOSSES`: a ``float32[]``, or a
         :class:`~jaxtrainer.metrics.Mean` for a loss only some updates have
         (count 0 in the others, e.g. TD3's delayed actor loss).
         """
+        sample_key, keys = self.split_update_key(key)
+        return self.update_batch(carry, keys, self.sample_batch(buffer, sample_key, obs_stats))
+
+    def update_batch(self, carry: Any, keys: Any, batch: Transition) -> tuple[Any, dict]:
+        """:meth:`update`'s gradient update on ``batch`` (leaves ``[batch_size /
+        num_devices, ...]``, as :meth:`sample_batch` returns it), with ``keys``
+        from :meth:`split_update_key`. Returns as :meth:`update`."""
         raise NotImplementedError
+
+    @property
+    def presamples(self) -> bool:
+        """Whether :meth:`learn` draws every update's batch before its loop of
+        updates: the same batches in fewer, larger gathers. On an accelerator
+        (``jax.default_backend()`` not ``"cpu"``) unless each update changes what
+        the next samples from (prioritised replay) or :meth:`update` is newer than
+        :meth:`update_batch` (a subclass overriding :meth:`update` alone)."""
+        mro = type(self).__mro__
+        update = next(c for c in mro if "update" in c.__dict__)
+        batch = next(c for c in mro if "update_batch" in c.__dict__)
+        here = self._presample_on_cpu or jax.default_backend() != "cpu"
+        return here and self.priority_exponent is None and issubclass(batch, update)
+
+    _presample_on_cpu = False  # the CPU's choice (tests compare the two loops there)
 
     def after_learning(self, state: Any, new_state: Any, losses: dict) -> tuple[Any, dict]:
         """Once per training step after the updates: the final state and the
@@ -334,7 +323,8 @@ class OffPolicyModule(ParamsPolicy, Module):
         """``batch_size / num_devices`` transitions sampled from this device's share
         of ``buffer`` with ``key``, as the updates learn from them
         (:func:`~jaxtrainer.algorithms.normalization.learning_batch`: observations normalised with ``obs_stats``,
-        rewards times ``reward_scaling``)."""
+        rewards times ``reward_scaling``). :meth:`learn`'s presampled batches are
+        these, drawn for all its keys at once."""
         return learning_batch(self.buffer.sample(buffer, key), obs_stats, self.reward_scaling)
 
     def normalizing(self, policy: Callable[[Any, jax.Array, jax.Array], jax.Array],
@@ -448,15 +438,36 @@ class OffPolicyModule(ParamsPolicy, Module):
         return self.carry_type(**{field.name: getattr(state, field.name)
                                   for field in dataclasses.fields(self.carry_type)})
 
-    def learn(self, update: Callable[[Any, jax.Array], tuple[Any, dict]], carry: Any,
+    def learn(self, carry: Any, buffer: Any, obs_stats: normalization.RunningStatistics | None,
               step: jax.Array, key: jax.Array) -> tuple[Any, dict[str, Mean]]:
-        """``gradient_steps`` calls of ``update(carry, key) -> (carry, losses)`` in a
-        ``lax.scan`` when :meth:`learning` says so, else ``carry`` unchanged.
-        Returns the carry and ``{"loss/<name>": Mean}`` over the updates (count 0,
-        i.e. unreported, when skipped)."""
+        """``gradient_steps`` updates of ``carry`` in a ``lax.scan``, each on a batch
+        sampled from ``buffer`` (normalised with ``obs_stats``, or ``None``) with
+        its key of ``split(key, gradient_steps)``, when :meth:`learning` says so,
+        else ``carry`` unchanged. Returns the carry and ``{"loss/<name>": Mean}``
+        over the updates (count 0, i.e. unreported, when skipped).
+
+        With :attr:`presamples`, every update's batch is drawn before the scan
+        (as Brax's SAC): one ``vmap``-ped sample of the keys' :meth:`split_update_key`,
+        one gather per field of ``gradient_steps * batch_size / num_devices`` rows;
+        each update normalises its batch and calls :meth:`update_batch` (the same
+        items and keys as :meth:`update`). Without, :meth:`update` in the scan."""
         def run(carry):
-            carry, losses = jax.lax.scan(update, carry,
-                                         jax.random.split(key, self.config.gradient_steps))
+            keys = jax.random.split(key, self.config.gradient_steps)
+            if self.presamples:
+                sample_keys, update_keys = jax.vmap(self.split_update_key)(keys)
+                items = jax.vmap(self.buffer.sample, in_axes=(None, 0))(buffer, sample_keys)
+
+                def update(carry, xs):
+                    update_key, raw = xs
+                    return self.update_batch(
+                        carry, update_key, learning_batch(raw, obs_stats, self.reward_scaling))
+                carry, losses = jax.lax.scan(update, carry, (update_keys, items))
+            else:
+                def update(carry, k):
+                    if obs_stats is None:  # an algorithm without statistics may take 3 arguments
+                        return self.update(carry, k, buffer)
+                    return self.update(carry, k, buffer, obs_stats)
+                carry, losses = jax.lax.scan(update, carry, keys)
             return carry, {name: _pooled(losses[name]) for name in self.LOSSES}
 
         def skip(carry):
@@ -474,16 +485,10 @@ class OffPolicyModule(ParamsPolicy, Module):
         the statistics after this step's collection, which the new state keeps."""
         collect_key, learn_key = jax.random.split(key)
         env_state, obs, buffer, obs_stats, infos = self.get_experience(state, collect_key)
-        if obs_stats is None:
-            def update(c, k):
-                return self.update(c, k, buffer)
-        else:
-            def update(c, k):
-                return self.update(c, k, buffer, obs_stats)
         carry = self.anneal_learning_rates(self.apply_hyperparams(self.carry_of(state)), state.step)
         if any(field.name == "buffer" for field in dataclasses.fields(carry)):
             carry = carry.replace(buffer=buffer)  # updates that write to it (priorities)
-        carry, losses = self.learn(update, carry, state.step, learn_key)
+        carry, losses = self.learn(carry, buffer, obs_stats, state.step, learn_key)
         learned = self.learning(state.step).astype(jnp.int32) * self.config.gradient_steps
         stats = {} if obs_stats is None else {"obs_stats": obs_stats}
         new_state = state.replace(**{  # a carry field (TD3's ``updates``) wins

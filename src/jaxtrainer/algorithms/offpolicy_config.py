@@ -20,8 +20,10 @@ import dataclasses
 from typing import Any
 
 from jaxtrainer import _arguments as arguments
+from jaxtrainer import envs
 from jaxtrainer.algorithms.networks import ACTIVATIONS
 from jaxtrainer.algorithms.torsos import NetworkConfig, network_config
+from jaxtrainer.envs.base import refuse_critic_observation, refuse_multi_discrete
 
 
 def check_replay_learner(config: Any) -> None:
@@ -131,3 +133,27 @@ class OffPolicyConfig(ReplayLearnerConfig):
         """
         super().__post_init__()
         check_stepping(self)
+
+def configure(module: Any, config: Any, env: envs.Env | str | None, overrides: dict[str, Any],
+              discrete_actions: bool) -> None:
+    """Set ``module.config`` (``config`` with the fields in ``overrides`` replaced;
+    ``env`` as a string is the ``env`` field) and ``module.env`` (``env``, or
+    ``envs.make(config.env)``), as every replay-based algorithm takes them.
+
+    Raises:
+      ValueError: the env's actions are not of the kind the module needs
+        (``discrete_actions``), naming the module and the env; in one line, a
+        multi-discrete env or one whose critic sees an observation of its own
+        (:mod:`jaxtrainer.envs.base`'s ``refuse_*``).
+    """
+    if isinstance(env, str):
+        overrides, env = {**overrides, "env": env}, None
+    module.config = dataclasses.replace(config, **overrides) if overrides else config
+    module.env = env if env is not None else envs.make(module.config.env)
+    refuse_multi_discrete(module.env, module.name,
+                          "Discrete(n)" if discrete_actions else "Box (continuous)")
+    if discrete_actions and not module.env.discrete:
+        raise ValueError(f"{module.name} needs discrete actions; {module.env.name} is continuous")
+    if module.env.discrete and not discrete_actions:
+        raise ValueError(f"{module.name} needs continuous actions; {module.env.name} is discrete")
+    refuse_critic_observation(module.env, module.name)

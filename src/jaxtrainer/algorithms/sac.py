@@ -44,7 +44,7 @@ from flax import struct
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
-from jaxtrainer.algorithms import normalization, offpolicy
+from jaxtrainer.algorithms import offpolicy
 from jaxtrainer.algorithms._config_parts import composes
 from jaxtrainer.algorithms.critic_losses import (
     clipped_double_q_loss,
@@ -53,6 +53,7 @@ from jaxtrainer.algorithms.critic_losses import (
 )
 from jaxtrainer.algorithms.distributions import LOG_2PI
 from jaxtrainer.algorithms.exploration import action_scale_bias
+from jaxtrainer.algorithms.hyperparams import adam, hyperparam
 from jaxtrainer.algorithms.networks import SquashedGaussianActor
 from jaxtrainer.algorithms.offpolicy_config import (
     ReplayLearnerConfig,
@@ -160,7 +161,7 @@ class SACCarry:
       actor_params, critic_params, target_critic_params: network parameters.
       log_alpha: ``float32[]`` log temperature.
       actor_opt, critic_opt, alpha_opt: optax states
-        (:func:`~jaxtrainer.algorithms.offpolicy.adam`).
+        (:func:`~jaxtrainer.algorithms.hyperparams.adam`).
       hyperparams: ``{name: float32[]}`` for every name in :attr:`SAC.TUNABLE`
         (read, never changed, by the updates).
     """
@@ -231,7 +232,7 @@ class SAC(offpolicy.OffPolicyModule):
             self.TUNABLE = (*SAC.TUNABLE, "init_alpha")
         hp = self.hyperparam_defaults()
         self.setup_actor_critic(SquashedGaussianActor, hp["policy_lr"], hp["q_lr"])
-        self.alpha_optimizer = offpolicy.adam(hp["alpha_lr"])
+        self.alpha_optimizer = adam(hp["alpha_lr"])
 
     @property
     def target_entropy(self) -> float:
@@ -306,7 +307,7 @@ class SAC(offpolicy.OffPolicyModule):
         next_action, next_log_prob = self.sample_action(actor_params, batch.next_obs, key)
         loss, q = clipped_double_q_loss(
             self.critic, critic_params, target_critic_params, batch, next_action,
-            offpolicy.hyperparam(self.config, hyperparams, "gamma"), alpha * next_log_prob)
+            hyperparam(self.config, hyperparams, "gamma"), alpha * next_log_prob)
         return loss, {"q": jnp.mean(q)}
 
     def actor_loss(self, actor_params: Any, critic_params: Any, alpha: jax.Array,
@@ -323,16 +324,19 @@ class SAC(offpolicy.OffPolicyModule):
         while the entropy ``-E[log pi]`` is below the target, lowers it above."""
         return temperature_loss(log_alpha, mean_log_prob, self.target_entropy), {}
 
-    def update(self, carry: SACCarry, key: jax.Array, buffer: Any,
-               obs_stats: normalization.RunningStatistics | None = None,
-               ) -> tuple[SACCarry, dict]:
-        """One SAC update on a fresh batch (observations normalised with
-        ``obs_stats``, rewards scaled): critics, actor, temperature, target critics,
-        with ``gamma``, ``tau`` (and the fixed temperature ``init_alpha`` without
-        ``autotune``) from ``carry.hyperparams``."""
-        hp = carry.hyperparams
+    def split_update_key(self, key: jax.Array) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+        """``(sample_key, (critic_key, actor_key))``: ``split(key, 3)``."""
         sample_key, critic_key, actor_key = jax.random.split(key, 3)
-        batch = self.sample_batch(buffer, sample_key, obs_stats)
+        return sample_key, (critic_key, actor_key)
+
+    def update_batch(self, carry: SACCarry, keys: tuple[jax.Array, jax.Array],
+                     batch: Transition) -> tuple[SACCarry, dict]:
+        """One SAC update on ``batch`` (observations normalised, rewards scaled):
+        critics, actor, temperature, target critics, with ``gamma``, ``tau`` (and
+        the fixed temperature ``init_alpha`` without ``autotune``) from
+        ``carry.hyperparams``."""
+        hp = carry.hyperparams
+        critic_key, actor_key = keys
         log_alpha = carry.log_alpha if self.config.autotune else jnp.log(hp["init_alpha"])
         alpha = jnp.exp(log_alpha)
         critic_params, critic_opt, critic_loss, _ = averaged_update(

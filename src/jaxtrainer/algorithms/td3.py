@@ -43,7 +43,7 @@ from flax import struct
 
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
-from jaxtrainer.algorithms import normalization, offpolicy
+from jaxtrainer.algorithms import offpolicy
 from jaxtrainer.algorithms._config_parts import composes
 from jaxtrainer.algorithms.critic_losses import clipped_double_q_loss, deterministic_actor_loss
 from jaxtrainer.algorithms.exploration import (
@@ -51,6 +51,7 @@ from jaxtrainer.algorithms.exploration import (
     gaussian_exploration,
     smoothed_target_action,
 )
+from jaxtrainer.algorithms.hyperparams import hyperparam
 from jaxtrainer.algorithms.networks import DeterministicActor
 from jaxtrainer.algorithms.offpolicy_config import (
     ReplayLearnerConfig,
@@ -208,7 +209,7 @@ class TD3Carry:
     Attributes:
       actor_params, critic_params, target_actor_params, target_critic_params:
         network parameters.
-      actor_opt, critic_opt: optax states (:func:`~jaxtrainer.algorithms.offpolicy.adam`).
+      actor_opt, critic_opt: optax states (:func:`~jaxtrainer.algorithms.hyperparams.adam`).
       updates: ``int32[]`` critic updates done, which schedules the delayed actor
         and target updates.
       hyperparams: ``{name: float32[]}`` for every name in :attr:`TD3.TUNABLE`
@@ -283,7 +284,7 @@ class TD3(offpolicy.OffPolicyModule):
         """:func:`_td3_target_action` with the config's smoothing (``policy_noise``
         from ``hyperparams`` when given, else the config's)."""
         cfg = self.config
-        std = offpolicy.hyperparam(cfg, hyperparams, "policy_noise") if cfg.policy_noise else 0.0
+        std = hyperparam(cfg, hyperparams, "policy_noise") if cfg.policy_noise else 0.0
         return _td3_target_action(self.actor, target_actor_params, next_obs, key, self.env,
                                  cfg.policy_noise, std, cfg.noise_clip)
 
@@ -294,10 +295,10 @@ class TD3(offpolicy.OffPolicyModule):
         """:func:`td3_critic_loss` with ``gamma`` and ``policy_noise`` from
         ``hyperparams`` (the config's when ``None``)."""
         cfg = self.config
-        std = offpolicy.hyperparam(cfg, hyperparams, "policy_noise") if cfg.policy_noise else 0.0
+        std = hyperparam(cfg, hyperparams, "policy_noise") if cfg.policy_noise else 0.0
         return td3_critic_loss(critic_params, self.actor, self.critic, self.env,
                                target_actor_params, target_critic_params, batch, key,
-                               offpolicy.hyperparam(cfg, hyperparams, "gamma"),
+                               hyperparam(cfg, hyperparams, "gamma"),
                                cfg.policy_noise, std, cfg.noise_clip)
 
     def critic_update(self, critic_params: Any, critic_opt: optax.OptState,
@@ -356,17 +357,18 @@ class TD3(offpolicy.OffPolicyModule):
             hyperparams=hp, step=zero,
             env_state=env_state, obs=env_obs, buffer=buffer, obs_stats=self.init_obs_stats()))
 
-    def update(self, carry: TD3Carry, key: jax.Array, buffer: Any,
-               obs_stats: normalization.RunningStatistics | None = None,
-               ) -> tuple[TD3Carry, dict]:
-        """One critic update on a fresh batch (observations normalised with
-        ``obs_stats``, rewards scaled); every ``policy_delay``-th also updates the
-        actor and moves both target networks (counted by ``carry.updates``,
-        replicated). The actor loss is a :class:`~jaxtrainer.metrics.Mean` of
-        count 0 on the other updates. ``gamma``, ``tau`` and ``policy_noise``
-        from ``carry.hyperparams``."""
+    def split_update_key(self, key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(sample_key, noise_key)``: ``split(key)``."""
         sample_key, noise_key = jax.random.split(key)
-        batch = self.sample_batch(buffer, sample_key, obs_stats)
+        return sample_key, noise_key
+
+    def update_batch(self, carry: TD3Carry, noise_key: jax.Array,
+                     batch: Transition) -> tuple[TD3Carry, dict]:
+        """One critic update on ``batch`` (observations normalised, rewards
+        scaled); every ``policy_delay``-th also updates the actor and moves both
+        target networks (counted by ``carry.updates``, replicated). The actor
+        loss is a :class:`~jaxtrainer.metrics.Mean` of count 0 on the other
+        updates. ``gamma``, ``tau`` and ``policy_noise`` from ``carry.hyperparams``."""
         critic_params, critic_opt, critic_loss = self.critic_update(
             carry.critic_params, carry.critic_opt, carry.target_actor_params,
             carry.target_critic_params, batch, noise_key, carry.hyperparams)
