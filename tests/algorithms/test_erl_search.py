@@ -63,7 +63,6 @@ EDA = dict(evolution="Open_ES", rl_injection="mean", es_std=0.05, es_learning_ra
 
 
 @pytest.mark.slow
-@pytest.mark.default_emitters  # 1 and 4 devices' programs, bit for bit
 @pytest.mark.timeout(200)
 @pytest.mark.parametrize("variant", [ES, EDA], ids=["erl_es", "erl_eda"])
 def test_one_and_four_devices_sample_the_same_population_and_inject_the_rl_actor(variant):
