@@ -13,6 +13,7 @@ import pytest
 
 import jaxtrainer as jt
 from jaxtrainer import distributed as jd
+from jaxtrainer.algorithms import PPO, PPOConfig
 from tests._support.modules import Draws, Regression
 
 QUIET = dict(compile_evaluation_ahead=False, enable_progress_bar=False, enable_checkpointing=False, logger=False)
@@ -185,3 +186,26 @@ def test_auto_picks_multi_node_when_a_cluster_launched_several_processes(monkeyp
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert auto_name() == expected  # 4 fake local devices otherwise: pmap
+
+
+
+class _CountedInit(PPO):
+    """PPO (its traced hyperparameters an argument of ``init_state``) counting its
+    ``init_state`` calls: each is a trace (the strategies jit it)."""
+
+    calls = 0
+
+    def init_state(self, key, hyperparams=None):
+        type(self).calls += 1
+        return super().init_state(key, hyperparams=hyperparams)
+
+
+@pytest.mark.parametrize("strategy", ["single", "pmap"])
+def test_a_fit_traces_init_state_twice_the_layouts_trace_serving_the_init_program(run_dir,
+                                                                                  strategy):
+    """Once as it is (the layout's dependence trace, reused by the init program) and
+    once with a device count one larger (which leaves the device count sizes)."""
+    _CountedInit.calls = 0
+    fit(_CountedInit(PPOConfig(env="CartPole-v1", num_envs=4, num_steps=4)), run_dir,
+        strategy=strategy, max_steps=1)
+    assert _CountedInit.calls == 2

@@ -199,11 +199,12 @@ class Strategy(abc.ABC):
         on one device of the mesh."""
         found: list[Any] = []
 
-        def probe(key):
-            found.append(init.trace(key, hyperparams))
+        def probe(key, hp):  # both arguments as the init program passes them: one trace
+            found.append(init.trace(key, hp))
             return jnp.zeros((), jnp.float32)
 
-        jax.eval_shape(self.shard_map(probe, P(), P()), jax.random.key(0))
+        jax.eval_shape(self.shard_map(probe, (P(), P()), P()), jax.random.key(0),
+                       self.to_global(hyperparams))
         return found[0]
 
     def state_layout(self, module: Module) -> Any:
