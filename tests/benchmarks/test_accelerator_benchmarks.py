@@ -1,7 +1,7 @@
 """The accelerator table's scripts (benchmarks/accelerator/) at tiny budgets on the CPU:
 the env-only limit, our side of the seeds and PQN rows through the documented commands,
 purejaxql's own PQN script where its checkout is at hand, both sides of the SAC,
-Playground, OpenAI-ES and IPPO rows (JaxMARL's baseline where its checkout is at hand),
+Playground, OpenAI-ES, IPPO and EvoRL rows (JaxMARL's baseline and EvoRL where they are at hand),
 the summary lines' and tables' arithmetic, and the offline install from a wheel folder."""
 
 import base64
@@ -449,3 +449,211 @@ def test_a_drivers_set_takes_the_type_of_the_setting_it_replaces():
     assert _settings.value("1e7", 3) == 10_000_000 and isinstance(_settings.value("1e7", 3), int)
     assert _settings.value("0.5", 1.0) == 0.5 and _settings.value("False", True) is False
     assert _settings.value("64,64", (32,)) == (64, 64) and _settings.value("ant", "hopper") == "ant"
+
+
+evorl_row = _row("evorl")
+EVORL_CONFIGS = Path(os.environ.get("EVORL_CONFIGS", ROOT / ".peers" / "evorl" / "configs"))
+"""EvoRL's configs folder (``EVORL_CONFIGS``; from its sdist or source tree); its packages,
+``requirements/evorl.txt`` installed into a folder, named by ``EVORL_PYTHONPATH``."""
+EVORL_PYTHONPATH = os.environ.get("EVORL_PYTHONPATH")
+
+
+@pytest.mark.slow
+def test_our_side_of_the_evorl_row_runs_both_workflows_at_evorls_settings():
+    """Row 7's documented commands with EvoRL's settings as overrides, then tiny sizes, on
+    brax's ``fast``: PPO's budget rounds up to whole rollouts as EvoRL's ``ceil`` does."""
+    ppo = evorl_row.ours(
+        "ppo",
+        "fast",
+        48,
+        0,
+        str(ROOT / "src"),
+        timeout=600,
+        overrides=(
+            "algorithm.num_envs=4",
+            "algorithm.num_steps=8",
+            "algorithm.num_minibatches=2",
+            "algorithm.update_epochs=1",
+            "algorithm.hidden_sizes=[8]",
+            "algorithm.critic_hidden_sizes=[8]",
+            "algorithm.eval_episodes=4",
+            "env.episode_length=20",
+            "trainer.log_every_n_steps=1",
+            "trainer.compilation_cache=false",
+        ),
+    )
+    assert ppo["side"] == "ours" and ppo["algo"] == "ppo" and ppo["env_steps"] == 2 * 4 * 8
+    assert ppo["env_steps_per_s"] > 0 and 0 <= ppo["eval_return"] <= 20  # fast pays <= 1 a step
+    es = evorl_row.ours(
+        "openes",
+        "fast",
+        4,
+        0,
+        str(ROOT / "src"),
+        timeout=600,
+        overrides=(
+            "trainer.population_size=8",
+            "algorithm.num_episodes=2",
+            "algorithm.hidden_sizes=[8]",
+            "algorithm.eval_episodes=4",
+            "env.episode_length=20",
+            "trainer.log_every_n_generations=2",
+            "trainer.compilation_cache=false",
+        ),
+    )
+    assert es["side"] == "ours" and es["generations"] == 4 and es["env_steps"] == 4 * 8 * 2 * 20
+    assert es["generations_per_s"] == pytest.approx(es["env_steps_per_s"] / (8 * 2 * 20))
+    assert 0 < es["best_fitness"] <= 20 and 0 <= es["eval_return"] <= 20
+
+
+def test_the_evorl_row_gives_evorls_iterations_and_tabulates_each_workflow(tmp_path):
+    """EvoRL's PPO runs ``ceil(budget / rollout)`` iterations (50M: 153 of 327,680); the
+    tables read env steps/s and return (PPO), generations/s and best fitness (OpenES)."""
+    assert evorl_row.ppo_iterations(50_000_000) == 153 and evorl_row.ppo_iterations(48, 4, 8) == 2
+    assert "algorithm.vf_coef=1.0" in evorl_row.PPO_OVERRIDES  # EvoRL: 0.5 x mean, ours 0.5 x
+    runs = tmp_path / "evorl.jsonl"
+    runs.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in (
+                {"side": "env_only", "env": "ant", "env_steps_per_s": 8e6},
+                {
+                    "side": "ours",
+                    "env": "ant",
+                    "seed": 42,
+                    "env_steps": 50135040,
+                    "env_steps_per_s": 2e5,
+                    "generations_per_s": 2.0,
+                    "eval_return": 5000.0,
+                    "best_fitness": 3000.0,
+                },
+                {
+                    "side": "evorl",
+                    "env": "ant",
+                    "seed": 42,
+                    "env_steps": 50135040,
+                    "env_steps_per_s": 1e5,
+                    "generations_per_s": 4.0,
+                    "eval_return": 4000.0,
+                    "best_fitness": 2000.0,
+                },
+            )
+        )
+    )
+    header, _, row = evorl_row.table([str(runs)], **evorl_row.TABLES["ppo"]).splitlines()
+    assert header.startswith(
+        "| env | seed | env steps | ours env steps/s | EvoRL | ratio | env-only limit (4096 envs) |"
+    )
+    assert row == (
+        "| brax/ant | 42 | 50,135,040 | 200,000 | 100,000 | 2.00 | 8,000,000 | 0.025 | "
+        "0.013 | 5000.0 | 4000.0 |"
+    )
+    header, _, row = evorl_row.table([str(runs)], **evorl_row.TABLES["openes"]).splitlines()
+    assert "| ours generations/s | EvoRL | ratio | env-only limit (2048 envs) |" in header
+    assert row.startswith("| brax/ant | 42 | 50,135,040 | 2.000 | 4.000 | 0.50 |")
+    assert row.endswith("| 3000.0 | 2000.0 |")
+
+
+def _evorl_config(*names: str) -> dict:
+    """EvoRL's agent YAMLs merged in the order hydra's ``defaults`` take them."""
+    import yaml
+
+    merged: dict = {}
+    for name in names:
+        merged.update(yaml.safe_load((EVORL_CONFIGS / "agent" / f"{name}.yaml").read_text()))
+    return merged
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not EVORL_PYTHONPATH or not (EVORL_CONFIGS / "agent" / "ppo.yaml").exists(),
+    reason=f"no EvoRL configs at {EVORL_CONFIGS} (set EVORL_CONFIGS) or no folder "
+    "with requirements/evorl.txt installed (set EVORL_PYTHONPATH)",
+)
+def test_evorls_own_workflows_run_at_its_configs_and_ours_takes_their_settings():
+    """EvoRL's PPO and OpenES through the driver at a tiny budget on brax's
+    inverted_pendulum (EvoRL's envs need a ``sys``; ``fast`` has none), and the row's
+    overrides carry the values of EvoRL's own YAML files."""
+    ppo_cfg = _evorl_config("ppo", "exp/ppo/brax/ant")
+    es_cfg = _evorl_config("ec/openes", "exp/ec/openes/brax-default")
+    assert (ppo_cfg["num_envs"], ppo_cfg["rollout_length"], ppo_cfg["total_timesteps"]) == (
+        evorl_row.PPO_ENVS,
+        evorl_row.PPO_STEPS,
+        evorl_row.PPO_BUDGET,
+    )
+    ours_ppo = dict(o.split("=", 1) for o in evorl_row.PPO_OVERRIDES)
+    assert int(ours_ppo["algorithm.num_minibatches"]) == 4096 * 80 // ppo_cfg["minibatch_size"]
+    for ours_key, value in (
+        ("lr", ppo_cfg["optimizer"]["lr"]),
+        ("clip_eps", ppo_cfg["clip_epsilon"]),
+        ("gamma", ppo_cfg["discount"]),
+        ("gae_lambda", ppo_cfg["gae_lambda"]),
+        ("update_epochs", ppo_cfg["reuse_rollout_epochs"]),
+        ("max_grad_norm", ppo_cfg["optimizer"]["grad_clip_norm"]),
+        ("ent_coef", -ppo_cfg["loss_weights"]["actor_entropy"]),
+        ("vf_coef", 2 * ppo_cfg["loss_weights"]["critic_loss"]),
+    ):
+        assert float(ours_ppo[f"algorithm.{ours_key}"]) == pytest.approx(value), ours_key
+    assert (es_cfg["pop_size"], es_cfg["episodes_for_fitness"], es_cfg["num_iters"]) == (
+        evorl_row.POPULATION,
+        evorl_row.EPISODES,
+        evorl_row.GENERATIONS,
+    )
+    ours_es = dict(o.split("=", 1) for o in evorl_row.OPENES_OVERRIDES)
+    assert float(ours_es["algorithm.std"]) == es_cfg["ec_noise_std"]["init"]
+    assert float(ours_es["algorithm.learning_rate"]) == es_cfg["ec_lr"]["init"]
+    assert es_cfg["ec_noise_std"]["decay"] == es_cfg["ec_lr"]["decay"] == 1.0  # fixed: ours' 1.0
+    assert ours_es["algorithm.hidden_sizes"] == str(
+        es_cfg["agent_network"]["actor_hidden_layer_sizes"]
+    ).replace(" ", "")
+    tiny = (
+        "num_eval_envs=4",
+        "eval_episodes=4",
+        "env.max_episode_steps=20",
+        "agent_network.actor_hidden_layer_sizes=[8]",
+    )
+    ppo = evorl_row.evorl(
+        "ppo",
+        "inverted_pendulum",
+        96,
+        42,
+        EVORL_PYTHONPATH,
+        timeout=600,
+        settings=(
+            "num_envs=4",
+            "rollout_length=8",
+            "minibatch_size=16",
+            "eval_interval=100",
+            "agent_network.critic_hidden_layer_sizes=[8]",
+            *tiny,
+        ),
+        configs=str(EVORL_CONFIGS),
+    )
+    assert ppo["side"] == "evorl" and ppo["iterations"] == 3 and ppo["env_steps"] == 96
+    assert len(ppo["iteration_s"]) == 3 and ppo["run_s"] == pytest.approx(
+        sum(ppo["iteration_s"][1:])
+    )
+    assert ppo["env_steps_per_s"] * ppo["run_s"] == pytest.approx(2 * 32)  # after the first
+    assert ppo["curve"][-1][0] == 3 and 0 < ppo["eval_return"] <= 20  # one evaluation: the last
+    es = evorl_row.evorl(
+        "openes",
+        "inverted_pendulum",
+        4,
+        42,
+        EVORL_PYTHONPATH,
+        timeout=600,
+        settings=(
+            "pop_size=8",
+            "num_envs=2",
+            "episodes_for_fitness=2",
+            "eval_interval=2",
+            "random_timesteps=64",
+            *tiny,
+        ),
+        configs=str(EVORL_CONFIGS),
+    )
+    assert es["side"] == "evorl" and es["iterations"] == 4 and [g for g, _ in es["curve"]] == [2, 4]
+    assert es["generations_per_s"] * es["run_s"] == pytest.approx(3)
+    assert es["env_steps_per_s"] == pytest.approx(es["generations_per_s"] * 8 * 2 * 20)
+    assert 0 < es["evorl_env_steps_per_s"] <= es["env_steps_per_s"]  # its episodes end early
+    assert 0 < es["best_fitness"] <= 20 and 0 < es["eval_return"] <= 20
