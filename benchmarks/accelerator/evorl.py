@@ -103,7 +103,8 @@ Hydra it composes its configs with, which takes an older OmegaConf, into a folde
 own before ours on EvoRL's side only: ``--evorl-pythonpath``). EvoRL runs under
 ``python -O``: its running statistics assert ``isinstance(x, chex.Array)``, which a
 traced array fails with jax 0.10 (``chex.Array`` is a ``typing.Union``), and ``-O`` skips
-asserts without touching its code. Printed: one JSON line per program, then a summary
+asserts without touching its code; and ``-P`` keeps this folder off its path (this
+script's name would hide EvoRL's package). Printed: one JSON line per program, then a summary
 line; ``--json`` appends the lines to FILE; ``--table ALGO FILE ...`` prints the rows of
 ``docs/benchmarks.md``.
 """
