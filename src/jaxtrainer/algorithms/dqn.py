@@ -444,10 +444,8 @@ class DQN(offpolicy.OffPolicyModule):
             return self.prioritised_update(carry, key)
         return super().update(carry, key, buffer)
 
-    def update_batch(self, carry: DQNCarry, keys: None, batch: Transition,
-                     ) -> tuple[DQNCarry, dict]:
-        """One TD update on ``batch`` (uniform replay; ``keys`` unused: the whole
-        update key samples)."""
+    def update_batch(self, carry: DQNCarry, keys: None, batch: Transition) -> tuple[DQNCarry, dict]:
+        """One TD update on ``batch`` (uniform replay; no ``keys``: its key samples)."""
         params, opt_state, loss, aux = averaged_update(
             self.loss, carry.params, carry.opt_state, self.optimizer, carry.target_params, batch,
             carry.hyperparams)

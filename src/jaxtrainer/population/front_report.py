@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from jaxtrainer.callbacks.base import Callback
 from jaxtrainer.loggers.base import Logger
-from jaxtrainer.module import unwrap
+from jaxtrainer.population._report import RunReport
 from jaxtrainer.population.nsga2 import NSGA2
 from jaxtrainer.rundir import run_layout
 
@@ -115,7 +114,7 @@ def draw_front(rows: list[dict[str, Any]], output: str, title: str | None = None
     plt.close(fig)
 
 
-class FrontReport(Callback):
+class FrontReport(RunReport):
     """Write ``front.csv`` and ``front.png`` of an :class:`~jaxtrainer.population.NSGA2`
     run at every evaluation and at the end of ``fit``, and hand the figure to the
     loggers (module docstring); global-zero process only. The recipes add one
@@ -130,15 +129,7 @@ class FrontReport(Callback):
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
 
-    def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
-        """Raises TypeError, before anything compiles, for a run that is not an
-        :class:`~jaxtrainer.population.NSGA2` (no fronts to write)."""
-        if unwrap(module, NSGA2) is None:
-            raise TypeError(f"FrontReport writes an NSGA2 run's fronts; this run trains "
-                            f"{type(unwrap(module)).__name__}")
-
-    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
-        return False
+    reports, does = NSGA2, "writes an NSGA2 run's fronts"
 
     def on_evaluation_end(
         self, trainer: Trainer, module: Module, metrics: dict[str, float]

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.population._report import RunReport
+from jaxtrainer.population.search import Search
 from jaxtrainer.rundir import run_layout
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def search_rows(state: SearchState, module: Search, global_step: int,
     return rows
 
 
-class SearchReport(Callback):
+class SearchReport(RunReport):
     """Write ``search.csv`` of a :class:`~jaxtrainer.population.Search` at every
     evaluation and at the end of ``fit``, and print the best trials
     (:func:`_best_table`) when ``fit`` ends (global-zero process).
@@ -137,15 +138,10 @@ class SearchReport(Callback):
         self.rows: list[dict[str, Any]] = []
         self._evals: dict[int, list[float]] = {}
 
-    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
-        return False
+    reports, does = Search, "reports a jaxtrainer.population.Search run"
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
-        from jaxtrainer.population.search import Search
-
-        if not isinstance(module, Search):
-            raise TypeError(f"SearchReport reports a jaxtrainer.population.Search, got "
-                            f"{type(module).__name__}")
+        super().setup(trainer, module, stage)
         self.rows, self._evals = [], {}
         if stage == "fit" and trainer.ckpt_path is not None:  # a resume: the evaluations so far
             self._evals = _read_evals(os.path.join(trainer.log_dir, SEARCH_FILE))

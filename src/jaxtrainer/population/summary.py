@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from jaxtrainer.callbacks.base import Callback
+from jaxtrainer.population._report import RunReport
+from jaxtrainer.population.sweep import Sweep
 from jaxtrainer.rundir import _run_kind as run_kind
 from jaxtrainer.rundir import run_layout, storage
 from jaxtrainer.runtime._optional import import_optional
@@ -162,7 +163,7 @@ def format_table(rows: Sequence[Mapping[str, Any]], names: Sequence[str], metric
     return "\n".join(lines)
 
 
-class SweepSummary(Callback):
+class SweepSummary(RunReport):
     """Write a :class:`~jaxtrainer.population.Sweep`'s members and summary.
 
     * ``setup``: ``<log_dir>/sweep_members.csv`` (member, config, seed,
@@ -205,15 +206,10 @@ class SweepSummary(Callback):
         self.last_eval: dict[str, float] | None = None
         self.rows: list[dict[str, Any]] = []
 
-    def needs_state(self, trainer: Trainer, module: Module, step: int) -> bool:
-        return False
+    reports, does = Sweep, "summarises a jaxtrainer.population.Sweep run"
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
-        from jaxtrainer.population.sweep import Sweep
-
-        if not isinstance(module, Sweep):
-            raise TypeError(f"SweepSummary summarises a jaxtrainer.population.Sweep, got "
-                            f"{type(module).__name__}")
+        super().setup(trainer, module, stage)
         self.last_eval, self.rows = None, []
         if stage == "fit" and trainer.is_global_zero:
             run_kind.write_members(trainer.log_dir, module)
