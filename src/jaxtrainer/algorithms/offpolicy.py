@@ -67,10 +67,6 @@ from jaxtrainer.module import Module
 __getattr__, __dir__ = aliases.attach(__name__)  # names that moved out: jaxtrainer.aliases.ALIASES
 
 
-
-
-
-
 def _pooled(losses: Any) -> Mean:
     """The losses of ``n`` updates (``float32[n]``, or a :class:`Mean` of ``[n]``
     fields for a loss some updates skip) as one :class:`Mean`."""
@@ -80,8 +76,6 @@ def _pooled(losses: Any) -> Mean:
 
 
 # ---- the shared module ------------------------------------------------------
-
-
 class OffPolicyModule(ParamsPolicy, Module):
     """Base of :class:`~jaxtrainer.algorithms.DQN`, ``SAC`` and ``TD3`` (and ``DDPG``, a ``TD3``).
 
