@@ -5,6 +5,7 @@ torso in the current directory imports without PYTHONPATH."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -151,3 +152,28 @@ def test_a_script_beside_a_clone_named_jaxtrainer_imports_the_installed_package(
     path, is_callable = out.stdout.split()
     assert Path(path).name == "__init__.py" and not Path(path).is_relative_to(tmp_path)
     assert is_callable == "True"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_every_command_ends_quietly_into_a_closed_pipe_and_prints_warnings_in_one_line():
+    """``jaxtrainer envs | head -20`` (a first-hour user's input) ended in a
+    BrokenPipeError traceback: the command's end handles a closed pipe for every
+    command (status 141 or 0, nothing on stderr). A warning is one line, without
+    the source line Python prints after it (``return call(*args, **kwargs)``)."""
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    command = "jaxtrainer" if shutil.which("jaxtrainer") else f"{sys.executable} -m jaxtrainer"
+    for reader, statuses, lines in (("head -20", (0, 141), 20), ("head -3", (0, 141), 3),
+                                    ("true", (141,), 0)):
+        piped = subprocess.run(f"{command} envs | {reader}; exit ${{PIPESTATUS[0]}}", shell=True,
+                               executable="/bin/bash", cwd=ROOT, env=env, capture_output=True,
+                               text=True, timeout=100)
+        assert piped.returncode in statuses and piped.stderr == "", (reader, piped.stderr)
+        assert piped.stdout.count("\n") == lines
+    done = subprocess.run([*command.split(), "fit", "ppo",
+                           "callbacks.early_stopping.monitor=eval/episode_return"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=100)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2 and "UserWarning: EarlyStopping(monitor='eval/episode_return') has no mode" \
+        in lines[0] and lines[1].startswith("jaxtrainer fit ppo: error: EarlyStopping("), lines

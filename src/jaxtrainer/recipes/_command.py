@@ -124,9 +124,8 @@ def cli(main: Callable[[list[str]], Any], argv: Sequence[str] | None = None,
     _Command.training_started = False
     try:
         main(argv)
-    except BrokenPipeError:  # the reader went away (``| head``): end as a pipe's writer does
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise SystemExit(128 + signal.SIGPIPE) from None
+    except BrokenPipeError:  # a closed ``| head``: not an error (the command's end, run_and_exit)
+        raise
     except (*CONFIG_ERRORS, *REPORTED_ERRORS, OSError, ImportError) as e:
         reported = _reported(e)
         if reported is None or os.environ.get(TRACEBACK_VARIABLE, "") not in ("", "0"):

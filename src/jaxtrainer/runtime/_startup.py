@@ -33,6 +33,7 @@ from __future__ import annotations
 import gc
 import os
 import re
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -58,15 +59,18 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 
 def plain_warnings(stream: Any = None) -> None:
-    """Print warnings without :data:`ANSI_ESCAPE` sequences when ``stream``
-    (default ``sys.stderr``) is not a terminal; a terminal keeps its colours."""
+    """Print each warning on one line, without the source line Python adds
+    after it, and without :data:`ANSI_ESCAPE` sequences when ``stream``
+    (default ``sys.stderr``) is not a terminal (a terminal keeps its colours)."""
     stream = sys.stderr if stream is None else stream
-    if getattr(stream, "isatty", lambda: False)() or getattr(warnings.formatwarning, "plain", False):
+    if getattr(warnings.formatwarning, "plain", False):
         return
-    colored = warnings.formatwarning
+    colored, tty = warnings.formatwarning, getattr(stream, "isatty", lambda: False)()
 
-    def formatwarning(*args: Any, **kwargs: Any) -> str:
-        return ANSI_ESCAPE.sub("", colored(*args, **kwargs))
+    def formatwarning(message: Any, category: type[Warning], filename: str, lineno: int,
+                      line: str | None = None) -> str:
+        text = colored(message, category, filename, lineno, "")  # "": no source line
+        return text if tty else ANSI_ESCAPE.sub("", text)
 
     formatwarning.plain = True  # type: ignore[attr-defined]
     warnings.formatwarning = formatwarning
@@ -90,7 +94,8 @@ def run_and_exit(body: Callable[[], int | None]) -> NoReturn:
     """Run ``body()``, a command's work, and end the process with its status:
     its return value (``None``: 0), or the status of a ``SystemExit`` it raises
     (a config error's 2; a message in place of a status is printed on stderr and
-    ends it with 1, as Python does). The end is
+    ends it with 1, as Python does); a closed pipe on stdout (``| head``) ends
+    it quietly with 141, as a pipe's writer killed by SIGPIPE. The end is
     :func:`jaxtrainer.runtime._signals.exit_now`: exit handlers run, threads
     that are not daemons are waited for, the interpreter's teardown is skipped.
     Any other exception propagates (its traceback, a normal exit). While
@@ -103,6 +108,9 @@ def run_and_exit(body: Callable[[], int | None]) -> NoReturn:
         status = body()
     except SystemExit as e:
         status = e.code
+    except BrokenPipeError:  # the reader went away (``| head``): end as a pipe's writer does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 128 + signal.SIGPIPE
     finally:
         _ENDING.clear()
     if status is not None and not isinstance(status, int):
