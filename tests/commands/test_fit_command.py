@@ -249,3 +249,19 @@ def test_a_budget_raised_on_resume_is_the_one_the_next_resume_goes_on_to(monkeyp
            f"({stopped * 512} env steps) of 5859\n" in said.out + said.err
     assert f"running training steps {stopped + 1}-" in said.out + said.err
     assert "nothing to train" not in said.out + said.err
+
+
+def test_a_misspelt_checkpoint_monitor_warns_at_the_end_naming_the_metrics(monkeypatch, tmp_path):
+    """A first-hour user's input: the checkpoints guide says a monitored name that never
+    appears warns at the end of training; ModelCheckpoint did not (EarlyStopping did), and
+    `eval --ckpt best` later said the run records no best checkpoint."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(UserWarning) as record:
+        result = fit.run(["callbacks.checkpoint.monitor=train/episode_retrn",
+                          "callbacks.checkpoint.mode=max", "callbacks.checkpoint.every_n_steps=50",
+                          "trainer.max_env_steps=51200"], "ppo")
+    assert result["step"] == 100 and result["env_steps"] == 51200
+    said = [str(w.message) for w in record if "never appeared" in str(w.message)]
+    assert len(said) == 1 and said[0].startswith(
+        "ModelCheckpoint(monitor='train/episode_retrn'): ['train/episode_retrn'] never appeared")
+    assert "train/episode_return" in said[0]  # the names there were

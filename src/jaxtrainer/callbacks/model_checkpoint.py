@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import checkpoint as ckpt
 from jaxtrainer.callbacks.base import Callback
-from jaxtrainer.callbacks.monitor import check_mode
+from jaxtrainer.callbacks.monitor import check_mode, warn_unseen
 from jaxtrainer.rundir import module_record, run_layout, storage
 
 if TYPE_CHECKING:
@@ -235,6 +235,9 @@ class ModelCheckpoint(Callback):
     def on_train_end(self, trainer: Trainer, module: Module) -> None:
         if self.save_last and self._last_saved_step != trainer.global_step:
             self._save_due = True
+        if self.monitor is not None:  # a typo ranked nothing: say so, naming the metrics there were
+            warn_unseen(f"ModelCheckpoint(monitor={self.monitor!r})", [self.monitor],
+                        set(self._metrics))
 
     def on_exception(self, trainer: Trainer, module: Module, exception: BaseException) -> None:
         self._failed = True  # teardown then waits for process 0's writes without a collective
