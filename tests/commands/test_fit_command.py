@@ -265,3 +265,15 @@ def test_a_misspelt_checkpoint_monitor_warns_at_the_end_naming_the_metrics(monke
     assert len(said) == 1 and said[0].startswith(
         "ModelCheckpoint(monitor='train/episode_retrn'): ['train/episode_retrn'] never appeared")
     assert "train/episode_return" in said[0]  # the names there were
+
+
+def test_a_misspelt_env_name_key_is_suggested():
+    """A first-hour user's input: every misspelt key got a did-you-mean but `env.nam`, which
+    the env section passes to the env's constructor as a keyword."""
+    proc = subprocess.run([sys.executable, "-m", "jaxtrainer.commands._cli", "fit", "ppo",
+                           "env.nam=Acrobot-v1"], capture_output=True, text=True, timeout=100,
+                          cwd=ROOT)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jaxtrainer fit ppo: error: config keys env.nam:")
+    assert lines[0].endswith("; did you mean env.name=Acrobot-v1?"), lines

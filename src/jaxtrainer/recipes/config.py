@@ -581,8 +581,10 @@ def make_env(cfg: DictConfig) -> envs.Env:
         return envs.make(name, **kwargs)
     except TypeError as e:
         keys = ", ".join(f"env.{k}" for k in kwargs)
+        typo = [k for k in kwargs if difflib.get_close_matches(str(k), ["name"], n=1, cutoff=0.75)]
+        hint = f"; did you mean env.name={kwargs[typo[0]]}?" if typo else ""
         raise TypeError(f"config keys {keys}: not all are keyword arguments of the "
-                        f"environment {name!r} ({e})") from e
+                        f"environment {name!r} ({e}){hint}") from e
 
 
 def fit_and_report(trainer: Trainer, module: Module, run: RecipeRun) -> dict[str, float]:
