@@ -22,7 +22,7 @@ import optax
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization
-from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms._evaluated import EvaluatedParamsPolicy
 from jaxtrainer.algorithms.cores import Carry, initial_carry
 from jaxtrainer.algorithms.distributions import Distribution, TanhNormal
 from jaxtrainer.algorithms.hyperparams import annealed, config_record
@@ -73,7 +73,7 @@ def check_actor_critic(config: Any) -> None:
     arguments.check_fields(config, arguments.one_of, ("policy",), choices=POLICIES)
 
 
-class ActorCriticBase(ParamsPolicy):
+class ActorCriticBase(EvaluatedParamsPolicy):
     """Everything of an on-policy module but its training step (see the module
     docstring). Actor and critic are separate
     :class:`~jaxtrainer.algorithms.networks.ActorCritic` MLPs (with a recurrent

@@ -69,7 +69,7 @@ from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
 from jaxtrainer.algorithms import env_steps, normalization
 from jaxtrainer.algorithms._config_parts import composes
-from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms._evaluated import EvaluatedParamsPolicy
 from jaxtrainer.algorithms.cem import check_cem, sample_population, sep_cem_update
 from jaxtrainer.algorithms.evolution import ParamsSearch, ReplayAndSearch, elite_weights
 from jaxtrainer.algorithms.hyperparams import config_record
@@ -229,7 +229,7 @@ class CEMRLState:
     generation: jax.Array
 
 
-class CEMRL(ParamsPolicy, Module):
+class CEMRL(EvaluatedParamsPolicy, Module):
     """CEM-RL on a continuous-action :mod:`jaxtrainer.envs` environment.
 
     ``training_step`` is one generation (see the module docstring) and consumes

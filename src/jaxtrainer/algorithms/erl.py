@@ -84,7 +84,7 @@ from jaxtrainer import _arguments as arguments
 from jaxtrainer import envs
 from jaxtrainer.algorithms import normalization
 from jaxtrainer.algorithms._config_parts import composes, values
-from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms._evaluated import EvaluatedParamsPolicy
 from jaxtrainer.algorithms.evolution import ParamsSearch, ReplayAndSearch, move_mean_toward
 from jaxtrainer.algorithms.genetic import check_ga, ga_step, inject, num_elites
 from jaxtrainer.algorithms.hyperparams import config_record
@@ -262,7 +262,7 @@ class ERLState:
     injected: jax.Array
 
 
-class ERL(ParamsPolicy, Module):
+class ERL(EvaluatedParamsPolicy, Module):
     """ERL on a continuous-action :mod:`jaxtrainer.envs` environment.
 
     ``training_step`` is one generation (see the module docstring) and consumes

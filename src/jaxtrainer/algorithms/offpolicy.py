@@ -51,7 +51,7 @@ import jax.numpy as jnp
 from jaxtrainer import _arguments as arguments
 from jaxtrainer import aliases, envs
 from jaxtrainer.algorithms import env_steps, normalization
-from jaxtrainer.algorithms.acting import ParamsPolicy
+from jaxtrainer.algorithms._evaluated import EvaluatedParamsPolicy
 from jaxtrainer.algorithms.exploration import uniform_warmup
 from jaxtrainer.algorithms.hyperparams import adam, annealed, config_record, set_learning_rate
 from jaxtrainer.algorithms.networks import TwinCritic
@@ -76,7 +76,7 @@ def _pooled(losses: Any) -> Mean:
 
 
 # ---- the shared module ------------------------------------------------------
-class OffPolicyModule(ParamsPolicy, Module):
+class OffPolicyModule(EvaluatedParamsPolicy, Module):
     """Base of :class:`~jaxtrainer.algorithms.DQN`, ``SAC`` and ``TD3`` (and ``DDPG``, a ``TD3``).
 
     Subclasses set :attr:`config_class` (a frozen dataclass with ``env``,
